@@ -1,0 +1,160 @@
+package implicitarray
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/pkg/errors"
+)
+
+// DotGeneralParams are the parameters of DotGeneral, normalized to non-negative axes.
+type DotGeneralParams struct {
+	LhsContractingAxes, LhsBatchAxes []int
+	RhsContractingAxes, RhsBatchAxes []int
+}
+
+// DotGeneral is GoMLX's DotGeneral on values that may be implicit: it contracts the contracting
+// axes, aligns the batch axes, and crosses the rest. The output axes are the batch axes, then lhs's
+// free axes, then rhs's free axes. Negative axes are accepted.
+func DotGeneral(lhs Value, lhsContractingAxes, lhsBatchAxes []int, rhs Value, rhsContractingAxes, rhsBatchAxes []int) Value {
+	defer annotate(OpDotGeneral, lhs, rhs)
+	mustNotBeNil(lhs, rhs)
+	ls, rs := lhs.Shape(), rhs.Shape()
+	p := &DotGeneralParams{
+		LhsContractingAxes: normalizeAxes(lhsContractingAxes, ls.Rank(), "lhsContractingAxes"),
+		LhsBatchAxes:       normalizeAxes(lhsBatchAxes, ls.Rank(), "lhsBatchAxes"),
+		RhsContractingAxes: normalizeAxes(rhsContractingAxes, rs.Rank(), "rhsContractingAxes"),
+		RhsBatchAxes:       normalizeAxes(rhsBatchAxes, rs.Rank(), "rhsBatchAxes"),
+	}
+	if len(p.LhsContractingAxes) != len(p.RhsContractingAxes) || len(p.LhsBatchAxes) != len(p.RhsBatchAxes) {
+		panic(errors.Errorf("contracting axes %v/%v or batch axes %v/%v differ in count",
+			lhsContractingAxes, rhsContractingAxes, lhsBatchAxes, rhsBatchAxes))
+	}
+	for _, pair := range [][2][]int{{p.LhsContractingAxes, p.RhsContractingAxes}, {p.LhsBatchAxes, p.RhsBatchAxes}} {
+		for i := range pair[0] {
+			if ld, rd := ls.Dimensions[pair[0][i]], rs.Dimensions[pair[1][i]]; ld != rd {
+				panic(errors.Errorf("lhs axis %d (dim %d) and rhs axis %d (dim %d) are paired but differ",
+					pair[0][i], ld, pair[1][i], rd))
+			}
+		}
+	}
+	for _, a := range p.LhsContractingAxes {
+		if slices.Contains(p.LhsBatchAxes, a) {
+			panic(errors.Errorf("lhs axis %d is both contracting and batch", a))
+		}
+	}
+	for _, a := range p.RhsContractingAxes {
+		if slices.Contains(p.RhsBatchAxes, a) {
+			panic(errors.Errorf("rhs axis %d is both contracting and batch", a))
+		}
+	}
+	return dispatch(OpDotGeneral, []Value{lhs, rhs}, p, func(n []*graph.Node) *graph.Node {
+		return graph.DotGeneral(n[0], p.LhsContractingAxes, p.LhsBatchAxes, n[1], p.RhsContractingAxes, p.RhsBatchAxes)
+	})
+}
+
+// MatMul is the matrix product on values that may be implicit, expressed as one DotGeneral:
+// a rank-1 or rank-2 operand contracts its last (lhs) or first-of-last-two (rhs) axis; operands of
+// rank > 2 must have the same leading batch dimensions, or rhs must be rank 2 (shared weights, the
+// common "activations @ weight" case).
+func MatMul(lhs, rhs Value) Value {
+	defer annotate("matmul", lhs, rhs)
+	mustNotBeNil(lhs, rhs)
+	lr, rr := lhs.Shape().Rank(), rhs.Shape().Rank()
+	switch {
+	case lr == 0 || rr == 0:
+		panic(errors.New("MatMul needs operands of rank >= 1"))
+	case rr <= 2:
+		return DotGeneral(lhs, []int{-1}, nil, rhs, []int{0}, nil)
+	case lr == 1:
+		return DotGeneral(lhs, []int{0}, nil, rhs, []int{-2}, nil)
+	case lr == rr:
+		batch := make([]int, lr-2)
+		for i := range batch {
+			batch[i] = i
+		}
+		return DotGeneral(lhs, []int{-1}, batch, rhs, []int{-2}, batch)
+	}
+	panic(errors.Errorf("MatMul of ranks %d and %d: accepted are rhs of rank <= 2, lhs of rank 1, or equal ranks", lr, rr))
+}
+
+// Einsum computes a two-operand Einstein summation such as "bk,kn->bn" or "bk,nk->bn" with one
+// DotGeneral and, if needed, a transpose of its result. Every letter must appear in the output or
+// in both operands (no single-operand reductions), and no letter may repeat within an operand.
+func Einsum(equation string, lhs, rhs Value) Value {
+	defer annotate("einsum", lhs, rhs)
+	mustNotBeNil(lhs, rhs)
+	inputs, output, ok := strings.Cut(strings.ReplaceAll(equation, " ", ""), "->")
+	lhsSpec, rhsSpec, ok2 := strings.Cut(inputs, ",")
+	if !ok || !ok2 || len(lhsSpec) != lhs.Shape().Rank() || len(rhsSpec) != rhs.Shape().Rank() {
+		panic(errors.Errorf("equation %q does not fit operands of ranks %d and %d; accepted: \"lhs,rhs->out\" with one letter per axis",
+			equation, lhs.Shape().Rank(), rhs.Shape().Rank()))
+	}
+	for _, spec := range []string{lhsSpec, rhsSpec, output} {
+		for i, r := range spec {
+			if strings.ContainsRune(spec[i+1:], r) {
+				panic(errors.Errorf("equation %q repeats %q within %q", equation, r, spec))
+			}
+		}
+	}
+	var lc, rc, lb, rb []int
+	var batchLetters, lhsFree, rhsFree []rune
+	for i, r := range lhsSpec {
+		j := strings.IndexRune(rhsSpec, r)
+		inOut := strings.ContainsRune(output, r)
+		switch {
+		case j >= 0 && inOut:
+			lb, rb = append(lb, i), append(rb, j)
+			batchLetters = append(batchLetters, r)
+		case j >= 0:
+			lc, rc = append(lc, i), append(rc, j)
+		case inOut:
+			lhsFree = append(lhsFree, r)
+		default:
+			panic(errors.Errorf("equation %q: %q appears only in lhs and not in the output (single-operand sums are not supported)", equation, r))
+		}
+	}
+	for _, r := range rhsSpec {
+		if strings.ContainsRune(lhsSpec, r) {
+			continue
+		}
+		if !strings.ContainsRune(output, r) {
+			panic(errors.Errorf("equation %q: %q appears only in rhs and not in the output (single-operand sums are not supported)", equation, r))
+		}
+		rhsFree = append(rhsFree, r)
+	}
+	dotOrder := string(batchLetters) + string(lhsFree) + string(rhsFree)
+	if len(dotOrder) != len(output) {
+		panic(errors.Errorf("equation %q: output %q has letters that are in no operand", equation, output))
+	}
+	result := DotGeneral(lhs, lc, lb, rhs, rc, rb)
+	if dotOrder == output {
+		return result
+	}
+	perm := make([]int, len(output))
+	for i, r := range output {
+		perm[i] = strings.IndexRune(dotOrder, r)
+	}
+	return Transpose(result, perm...)
+}
+
+// ConvParams are the parameters of ConvGeneral, as GoMLX's ConvGeneral takes them.
+type ConvParams struct {
+	Axes                               graph.ConvolveAxesConfig
+	Strides                            []int
+	Paddings                           [][2]int
+	InputDilations, KernelDilations    []int
+	ChannelGroupCount, BatchGroupCount int
+}
+
+// ConvGeneral is GoMLX's ConvGeneral (XLA's conv_general_dilated) on values that may be implicit.
+func ConvGeneral(input, kernel Value, axes graph.ConvolveAxesConfig, strides []int, paddings [][2]int,
+	inputDilations, kernelDilations []int, channelGroupCount, batchGroupCount int) Value {
+	defer annotate(OpConvGeneral, input, kernel)
+	p := &ConvParams{axes, strides, paddings, inputDilations, kernelDilations, channelGroupCount, batchGroupCount}
+	return dispatch(OpConvGeneral, []Value{input, kernel}, p, func(n []*graph.Node) *graph.Node {
+		return graph.ConvGeneral(n[0], n[1], p.Axes, p.Strides, p.Paddings, p.InputDilations, p.KernelDilations,
+			p.ChannelGroupCount, p.BatchGroupCount)
+	})
+}

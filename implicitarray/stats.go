@@ -1,0 +1,123 @@
+package implicitarray
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+)
+
+// Key names an (op, implicit type) pair in Stats and in warnings.
+type Key struct {
+	Op   Op
+	Type string // as TypeName, e.g. "*nf4.Array"
+}
+
+// String returns "op(type)".
+func (k Key) String() string { return fmt.Sprintf("%s(%s)", k.Op, k.Type) }
+
+// Stats counts what dispatch did since the start or the last ResetStats: which handlers ran, where
+// the generic fallback materialized operands, and how often each implicit type was materialized
+// (by the fallback, by handlers, or by a direct call of Materialize). Tests use it to prove a fused
+// path did not materialize.
+type Stats struct {
+	// Handled counts calls answered by a registered handler, per op and the implicit type of the
+	// first implicit operand.
+	Handled map[Key]int
+	// Fallbacks counts calls where no handler matched and the operands were materialized, per op
+	// and implicit operand type (a call with two implicit operands counts for both types).
+	Fallbacks map[Key]int
+	// Materializations counts materialization steps per implicit type name.
+	Materializations map[string]int
+}
+
+type statsRecorder struct {
+	mu     sync.Mutex
+	s      Stats
+	warned map[Key]bool
+	logger *slog.Logger
+	// loggerSet tells a deliberate SetLogger(nil) (silence) from the default.
+	loggerSet bool
+}
+
+var stats = newStatsRecorder()
+
+func newStatsRecorder() *statsRecorder {
+	r := &statsRecorder{}
+	r.reset()
+	return r
+}
+
+func (r *statsRecorder) reset() {
+	r.s = Stats{Handled: map[Key]int{}, Fallbacks: map[Key]int{}, Materializations: map[string]int{}}
+	r.warned = map[Key]bool{}
+}
+
+func (r *statsRecorder) countMaterialize(a Array) {
+	r.mu.Lock()
+	r.s.Materializations[TypeName(a)]++
+	r.mu.Unlock()
+}
+
+func (r *statsRecorder) countHandled(op Op, typeName string) {
+	r.mu.Lock()
+	r.s.Handled[Key{op, typeName}]++
+	r.mu.Unlock()
+}
+
+// countFallback records a fallback and returns the keys whose type asks for a warning that was not
+// given yet.
+func (r *statsRecorder) countFallback(op Op, operands []Value) {
+	r.mu.Lock()
+	var toWarn []Key
+	for _, v := range operands {
+		a, ok := v.(Array)
+		if !ok {
+			continue
+		}
+		k := Key{op, TypeName(a)}
+		r.s.Fallbacks[k]++
+		if w, ok := a.(MaterializeWarner); ok && w.WarnOnMaterialize() && !r.warned[k] {
+			r.warned[k] = true
+			toWarn = append(toWarn, k)
+		}
+	}
+	logger := r.logger
+	if !r.loggerSet {
+		logger = slog.Default()
+	}
+	r.mu.Unlock()
+	if logger == nil {
+		return
+	}
+	for _, k := range toWarn {
+		logger.Warn("implicitarray: no handler matched, materializing the implicit operand (warned once per op and type)",
+			"op", string(k.Op), "type", k.Type)
+	}
+}
+
+// CurrentStats returns a copy of the counters.
+func CurrentStats() Stats {
+	stats.mu.Lock()
+	defer stats.mu.Unlock()
+	return Stats{
+		Handled:          maps.Clone(stats.s.Handled),
+		Fallbacks:        maps.Clone(stats.s.Fallbacks),
+		Materializations: maps.Clone(stats.s.Materializations),
+	}
+}
+
+// ResetStats zeroes the counters and forgets which warnings were given, so they are given again.
+func ResetStats() {
+	stats.mu.Lock()
+	defer stats.mu.Unlock()
+	stats.reset()
+}
+
+// SetLogger sets where fallback warnings go; nil silences them. The default is slog.Default().
+func SetLogger(logger *slog.Logger) {
+	stats.mu.Lock()
+	defer stats.mu.Unlock()
+	stats.logger = logger
+	stats.loggerSet = true
+}
