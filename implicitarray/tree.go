@@ -60,6 +60,16 @@ func Flatten(tree any) ([]any, *TreeDef, error) { return flatten(tree, false) }
 func FlattenWithImplicit(tree any) ([]any, *TreeDef, error) { return flatten(tree, true) }
 
 func flatten(tree any, keepArrays bool) (leaves []any, def *TreeDef, err error) {
+	defer func() {
+		// An Array's Components may panic (e.g. after Delete): report it as an error.
+		if r := recover(); r != nil {
+			rErr, ok := r.(error)
+			if !ok {
+				rErr = errors.New(fmt.Sprint(r))
+			}
+			leaves, def, err = nil, nil, errors.WithMessage(rErr, "implicitarray: flatten")
+		}
+	}()
 	f := &flattener{keepArrays: keepArrays}
 	root, err := f.walk(reflect.ValueOf(tree), "tree")
 	if err != nil {
