@@ -5,14 +5,15 @@ import (
 	"github.com/pkg/errors"
 )
 
-// binary dispatches an element-wise binary op. Operands must have equal shapes, or one of them be
-// a scalar (GoMLX's broadcasting rule for these ops).
+// binary dispatches an element-wise binary op. GoMLX's broadcasting rule applies: one operand is a
+// scalar, or both have the same rank and each pair of dimensions is equal or contains a 1.
 func binary(op Op, lhs, rhs Value, fn func(a, b *graph.Node) *graph.Node) Value {
 	defer annotate(op, lhs, rhs)
 	if !isNil(lhs) && !isNil(rhs) {
 		ls, rs := lhs.Shape(), rhs.Shape()
-		if ls.Rank() != 0 && rs.Rank() != 0 && !slicesEqual(ls.Dimensions, rs.Dimensions) {
-			panic(errors.Errorf("operand shapes %s and %s differ; accepted: equal dimensions, or a scalar operand", ls, rs))
+		if !broadcastable(ls.Dimensions, rs.Dimensions) {
+			panic(errors.Errorf("operand shapes %s and %s do not broadcast; accepted: a scalar operand, or equal "+
+				"ranks with each pair of dimensions equal or 1", ls, rs))
 		}
 	}
 	return dispatch(op, []Value{lhs, rhs}, nil, func(n []*graph.Node) *graph.Node { return fn(n[0], n[1]) })
@@ -23,12 +24,15 @@ func unary(op Op, x Value, fn func(*graph.Node) *graph.Node) Value {
 	return dispatch(op, []Value{x}, nil, func(n []*graph.Node) *graph.Node { return fn(n[0]) })
 }
 
-func slicesEqual(a, b []int) bool {
+func broadcastable(a, b []int) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return true
+	}
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if a[i] != b[i] {
+		if a[i] != b[i] && a[i] != 1 && b[i] != 1 {
 			return false
 		}
 	}

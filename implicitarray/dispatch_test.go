@@ -1,0 +1,237 @@
+package implicitarray_test
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	. "github.com/quanta-ml/quanta/implicitarray"
+)
+
+// Handlers of the toy types used by these tests. Registered once for the whole test binary.
+func init() {
+	// Mul of a plain toy by a dense value on either side stays implicit: the payload is scaled.
+	mulKeep := func(c *Call) Value {
+		var s *toy[plainTag]
+		var d *graph.Node
+		for _, v := range c.Operands {
+			switch x := v.(type) {
+			case *toy[plainTag]:
+				s = x
+			case *graph.Node:
+				d = x
+			}
+		}
+		return &toy[plainTag]{payload: NodeComponent(graph.Mul(Materialize(s.payload.Value()), d)), scale: s.scale}
+	}
+	Register(Rule{Op: OpMul, Operands: []Match{TypeOf[*toy[plainTag]](), Dense}, Handler: mulKeep, Name: "mul(toy, dense)"})
+	Register(Rule{Op: OpMul, Operands: []Match{Dense, TypeOf[*toy[plainTag]]()}, Handler: mulKeep, Name: "mul(dense, toy)"})
+	// Neg keeps the toy implicit by negating its scale: used by the nesting test.
+	Register(Rule{Op: OpNeg, Operands: []Match{TypeOf[*toy[plainTag]]()}, Name: "neg(toy)",
+		Handler: func(c *Call) Value {
+			s := c.Operands[0].(*toy[plainTag])
+			return &toy[plainTag]{payload: s.payload, scale: NodeComponent(graph.Neg(s.scale.Node()))}
+		}})
+
+	// Precedence beats specificity: both rules match sub(precToy, dense); precedence 5 wins.
+	marker := func(v float32) Handler {
+		return func(c *Call) Value { return graph.Const(c.Operands[1].(*graph.Node).Graph(), v) }
+	}
+	precToy := TypeOf[*toy[precTag]]()
+	Register(Rule{Op: OpSub, Operands: []Match{precToy, Dense}, Handler: marker(1), Name: "specific"})
+	Register(Rule{Op: OpSub, Operands: []Match{precToy, Anything}, Precedence: 5, Handler: marker(5), Name: "high"})
+	// Within one precedence the more specific rule runs first; Next reaches the less specific one.
+	deferToNext := func(c *Call) Value { return c.Next() }
+	Register(Rule{Op: OpDiv, Operands: []Match{precToy, Dense}, Handler: deferToNext, Name: "div defers"})
+	Register(Rule{Op: OpDiv, Operands: []Match{precToy, Anything}, Handler: marker(7), Name: "div general"})
+	// Next with no further rule reaches the generic fallback.
+	Register(Rule{Op: OpPow, Operands: []Match{precToy, Dense}, Handler: deferToNext, Name: "pow defers"})
+
+	// Ambiguity: both rules match max(ambToy, ambToy) with equal precedence.
+	Register(Rule{Op: OpMax, Operands: []Match{TypeOf[*toy[ambiguousTag]](), Anything}, Handler: marker(1), Name: "left"})
+	Register(Rule{Op: OpMax, Operands: []Match{Anything, TypeOf[*toy[ambiguousTag]]()}, Handler: marker(2), Name: "right"})
+}
+
+const plainType = "*implicitarray_test.toy[github.com/quanta-ml/quanta/implicitarray_test.plainTag]"
+
+// recoverError runs fn and returns the error it panicked with (nil if it did not panic).
+func recoverError(fn func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(error)
+			if !ok {
+				panic(r)
+			}
+			err = e
+		}
+	}()
+	fn()
+	return nil
+}
+
+func TestDispatchEitherSide(t *testing.T) {
+	backend := newBackend(t)
+	ResetStats()
+	out := run(t, backend, func(g *graph.Graph) []*graph.Node {
+		x := graphToy[plainTag](graph.Const(g, []float32{1, 2, 3}), 10)
+		d := graph.Const(g, []float32{2, 2, 2})
+		left, right := Mul(x, d), Mul(d, x)
+		for _, v := range []Value{left, right} {
+			if _, ok := v.(*toy[plainTag]); !ok {
+				t.Errorf("handler result is %T, want the toy type (kept implicit)", v)
+			}
+		}
+		return []*graph.Node{Materialize(left), Materialize(right)}
+	})
+	for _, o := range out {
+		if got := flat(t, o); got[0] != 20 || got[1] != 40 || got[2] != 60 {
+			t.Errorf("got %v, want [20 40 60]", got)
+		}
+	}
+	st := CurrentStats()
+	if st.Handled[Key{OpMul, plainType}] != 2 || len(st.Fallbacks) != 0 {
+		t.Errorf("want 2 handled calls and no fallback, got %+v", st)
+	}
+}
+
+func TestDispatchPrecedenceAndNext(t *testing.T) {
+	backend := newBackend(t)
+	ResetStats()
+	out := run(t, backend, func(g *graph.Graph) []*graph.Node {
+		x := graphToy[precTag](graph.Const(g, []float32{1, 2}), 1)
+		d := graph.Const(g, []float32{4, 2})
+		return []*graph.Node{Materialize(Sub(x, d)), Materialize(Div(x, d)), Materialize(Pow(x, d))}
+	})
+	if got := flat(t, out[0]); len(got) != 1 || got[0] != 5 {
+		t.Errorf("sub: got %v, want the precedence-5 marker [5]", got)
+	}
+	if got := flat(t, out[1]); len(got) != 1 || got[0] != 7 {
+		t.Errorf("div: got %v, want the less specific rule's marker [7] reached by Next", got)
+	}
+	if got := flat(t, out[2]); got[0] != 1 || got[1] != 4 {
+		t.Errorf("pow: got %v, want the dense power [1 4] after Next fell back", got)
+	}
+	st := CurrentStats()
+	precType := "*implicitarray_test.toy[github.com/quanta-ml/quanta/implicitarray_test.precTag]"
+	if st.Fallbacks[Key{OpPow, precType}] != 1 || st.Fallbacks[Key{OpDiv, precType}] != 0 {
+		t.Errorf("want one fallback for pow and none for div, got %+v", st.Fallbacks)
+	}
+	if st.Handled[Key{OpDiv, precType}] != 2 {
+		t.Errorf("div should run two handlers, got %+v", st.Handled)
+	}
+}
+
+func TestDispatchAmbiguous(t *testing.T) {
+	g := graph.NewGraph(newBackend(t), "ambiguous")
+	x := graphToy[ambiguousTag](graph.Const(g, []float32{1}), 1)
+	err := recoverError(func() { Max(x, x) })
+	if !errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("want ErrAmbiguous, got %v", err)
+	}
+	for _, want := range []string{"max", "ambiguousTag", `"left"`, `"right"`, "[1]"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	// With one implicit operand only the left rule matches: no ambiguity.
+	if err := recoverError(func() { Max(x, graph.Const(g, []float32{1})) }); err != nil {
+		t.Errorf("unexpected error %v", err)
+	}
+}
+
+func TestRegisterRejects(t *testing.T) {
+	h := func(c *Call) Value { return nil }
+	for _, tc := range []struct {
+		name string
+		rule Rule
+	}{
+		{"duplicate", Rule{Op: OpMul, Operands: []Match{TypeOf[*toy[plainTag]](), Dense}, Handler: h}},
+		{"no op", Rule{Operands: []Match{Dense}, Handler: h}},
+		{"no handler", Rule{Op: OpMul, Operands: []Match{Dense}}},
+		{"no operands", Rule{Op: OpMul, Handler: h}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := recoverError(func() { Register(tc.rule) }); err == nil {
+				t.Fatal("Register accepted the rule")
+			}
+		})
+	}
+}
+
+func TestFallbackCountsAndWarnsOnce(t *testing.T) {
+	var logs bytes.Buffer
+	SetLogger(slog.New(slog.NewTextHandler(&logs, nil)))
+	defer SetLogger(slog.Default())
+	ResetStats()
+	backend := newBackend(t)
+	out := run(t, backend, func(g *graph.Graph) []*graph.Node {
+		x := graphToy[warnTag](graph.Const(g, []float32{0, 1}), 2)
+		x.warn = true
+		return []*graph.Node{Materialize(Exp(x)), Materialize(Exp(x))}
+	})
+	if got := flat(t, out[0]); got[0] != 1 || got[1] < 7.38 || got[1] > 7.39 {
+		t.Errorf("exp: got %v", got)
+	}
+	key := Key{OpExp, "*implicitarray_test.toy[github.com/quanta-ml/quanta/implicitarray_test.warnTag]"}
+	if n := CurrentStats().Fallbacks[key]; n != 2 {
+		t.Errorf("fallbacks = %d, want 2", n)
+	}
+	if n := strings.Count(logs.String(), "no handler matched"); n != 1 {
+		t.Errorf("want exactly one warning, got %d:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "op=exp") || !strings.Contains(logs.String(), "warnTag") {
+		t.Errorf("warning does not name op and type: %s", logs.String())
+	}
+
+	// Silenced: no output at all.
+	logs.Reset()
+	SetLogger(nil)
+	ResetStats()
+	run(t, backend, func(g *graph.Graph) []*graph.Node {
+		x := graphToy[warnTag](graph.Const(g, []float32{0, 1}), 2)
+		x.warn = true
+		return []*graph.Node{Materialize(Exp(x))}
+	})
+	if logs.Len() != 0 {
+		t.Errorf("silenced logger wrote %q", logs.String())
+	}
+}
+
+func TestFallbackForbidden(t *testing.T) {
+	g := graph.NewGraph(newBackend(t), "forbidden")
+	x := graphToy[forbidTag](graph.Const(g, []float32{1}), 1)
+	err := recoverError(func() { Exp(x) })
+	if !errors.Is(err, ErrMaterializationForbidden) || !errors.Is(err, ErrNoHandler) {
+		t.Fatalf("want ErrMaterializationForbidden and ErrNoHandler, got %v", err)
+	}
+}
+
+func TestNesting(t *testing.T) {
+	backend := newBackend(t)
+	ResetStats()
+	out := run(t, backend, func(g *graph.Graph) []*graph.Node {
+		inner := graphToy[plainTag](graph.Const(g, []float32{1, -2}), 3)
+		outer := &toy[plainTag]{payload: ArrayComponent(inner), scale: NodeComponent(graph.Const(g, float32(2)))}
+		// One level: the outer's Materialize materializes its nested payload fully, so the result is dense.
+		one := MaterializeNested(outer, false)
+		if _, ok := one.(*graph.Node); !ok {
+			t.Errorf("one level of outer: got %T", one)
+		}
+		// A value whose materialization is itself implicit: Neg keeps the toy implicit.
+		lazy := &lazyNeg{inner: inner}
+		level1 := MaterializeNested(lazy, false)
+		if _, ok := level1.(*toy[plainTag]); !ok {
+			t.Errorf("one level of lazyNeg: got %T, want the toy type", level1)
+		}
+		return []*graph.Node{Materialize(outer), MaterializeNested(lazy, true).(*graph.Node)}
+	})
+	if got := flat(t, out[0]); got[0] != 6 || got[1] != -12 {
+		t.Errorf("nested materialize: got %v, want [6 -12]", got)
+	}
+	if got := flat(t, out[1]); got[0] != -3 || got[1] != 6 {
+		t.Errorf("lazyNeg materialize: got %v, want [-3 6]", got)
+	}
+}
