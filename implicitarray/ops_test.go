@@ -17,7 +17,9 @@ func positive(g *graph.Graph, dims ...int) *graph.Node {
 }
 
 // signed is like positive but with both signs.
-func signed(g *graph.Graph, dims ...int) *graph.Node { return graph.AddScalar(positive(g, dims...), -1.1) }
+func signed(g *graph.Graph, dims ...int) *graph.Node {
+	return graph.AddScalar(positive(g, dims...), -1.1)
+}
 
 type opCase struct {
 	name string
