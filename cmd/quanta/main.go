@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/quanta-ml/quanta/runtime"
+)
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitFailure  = 1
+	exitUsage    = 2
+	exitFallback = 3
+)
+
+const usage = `usage: quanta <command>
+
+commands:
+  doctor   report the backend quanta runs on (exit 0: XLA; 3: pure-Go fallback; 1: failure)
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line args and returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "doctor":
+		return doctor(stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "quanta: unknown command %q\n%s", args[0], usage)
+		return exitUsage
+	}
+}
+
+// doctor prints the runtime report and checks that the backend runs a graph.
+func doctor(stdout, stderr io.Writer) int {
+	info, err := runtime.Report()
+	if err != nil {
+		fmt.Fprintf(stderr, "quanta doctor: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprint(stdout, info)
+	if err := runtime.Check(runtime.MustBackend()); err != nil {
+		fmt.Fprintf(stdout, "%-13s failed\n", "check:")
+		fmt.Fprintf(stderr, "quanta doctor: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "%-13s ok (a [2,3]x[3,2] matmul ran on device 0)\n", "check:")
+	if info.Fallback {
+		return exitFallback
+	}
+	return exitOK
+}

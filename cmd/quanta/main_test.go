@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/go-xla/pkg/pjrt"
+	"github.com/gomlx/gomlx/backends"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/runtime"
+)
+
+// childEnv makes the test binary act as the quanta command (see TestMain), so that doctor
+// runs in a fresh process that reads its environment afresh.
+const childEnv = "QUANTA_CMD_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func TestUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantCode int
+	}{
+		{"no command", nil, exitUsage},
+		{"unknown command", []string{"bogus"}, exitUsage},
+		{"extra argument", []string{"doctor", "now"}, exitUsage},
+		{"help", []string{"help"}, exitOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(tc.args, &stdout, &stderr); code != tc.wantCode {
+				t.Errorf("run(%q) = %d, want %d", tc.args, code, tc.wantCode)
+			}
+			if !strings.Contains(stdout.String()+stderr.String(), "usage: quanta") {
+				t.Errorf("run(%q) printed no usage: stdout %q, stderr %q", tc.args, stdout.String(), stderr.String())
+			}
+		})
+	}
+}
+
+// runChild runs `quanta args...` in a child process with the environment changed by set
+// ("KEY=value") and unset, and returns its exit code, stdout and stderr.
+func runChild(t *testing.T, set, unset []string, args ...string) (int, string, string) {
+	t.Helper()
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		key, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(unset, key) || slices.ContainsFunc(set, func(s string) bool { return strings.HasPrefix(s, key+"=") })
+	})
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(env, set...), childEnv+"=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, stdout.String(), stderr.String()
+	case errors.As(err, &exitErr):
+		return exitErr.ExitCode(), stdout.String(), stderr.String()
+	default:
+		t.Fatalf("running %q: %v", args, err)
+		return -1, "", ""
+	}
+}
+
+func TestDoctor(t *testing.T) {
+	testutil.Backend(t)
+	info := runtime.MustReport()
+	onXLACPU := runtime.IsXLA(runtime.MustBackend()) && info.PluginName == "cpu"
+	empty := t.TempDir()
+	for _, tc := range []struct {
+		name        string
+		set, unset  []string
+		needXLACPU  bool
+		wantCode    int
+		wantStdout  []string
+		wantStderr  string // substring of the stderr output; "" wants none
+		stderrLines int
+	}{
+		{
+			name:       "as configured",
+			wantCode:   map[bool]int{true: exitFallback, false: exitOK}[info.Fallback],
+			wantStdout: []string{"backend:      " + info.Config, "check:        ok"},
+		},
+		{
+			name:       "QUANTA_CPU_DEVICES=4",
+			set:        []string{runtime.CPUDevicesEnv + "=4"},
+			needXLACPU: true,
+			wantCode:   exitOK,
+			wantStdout: []string{"devices:      4 (QUANTA_CPU_DEVICES=4)", "  #3: ", "check:        ok"},
+		},
+		{
+			name:       "QUANTA_CPU_DEVICES=2",
+			set:        []string{runtime.CPUDevicesEnv + "=2"},
+			needXLACPU: true,
+			wantCode:   exitOK,
+			wantStdout: []string{"devices:      2 (QUANTA_CPU_DEVICES=2)", "  #1: "},
+		},
+		{
+			name:        "plugin hidden: fallback",
+			set:         []string{pjrt.PJRTPluginPathsEnv + "=" + empty, "HOME=" + empty},
+			unset:       []string{backends.ConfigEnvVar, runtime.CPUDevicesEnv},
+			wantCode:    exitFallback,
+			wantStdout:  []string{"backend:      go ", "plugin:       none", "fallback:     yes", "check:        ok"},
+			wantStderr:  "quanta: XLA PJRT plugin not found",
+			stderrLines: 1,
+		},
+		{
+			name:        "invalid QUANTA_CPU_DEVICES",
+			set:         []string{runtime.CPUDevicesEnv + "=many"},
+			wantCode:    exitFailure,
+			wantStderr:  `invalid QUANTA_CPU_DEVICES="many"`,
+			stderrLines: 1,
+		},
+		{
+			name:        "unknown GOMLX_BACKEND",
+			set:         []string{backends.ConfigEnvVar + "=nosuchbackend"},
+			wantCode:    exitFailure,
+			wantStderr:  `can't find backend "nosuchbackend"`,
+			stderrLines: 1,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.needXLACPU && !onXLACPU {
+				t.Skipf("needs the XLA CPU plugin; backend is %q", info.Config)
+			}
+			code, stdout, stderr := runChild(t, tc.set, tc.unset, "doctor")
+			if code != tc.wantCode {
+				t.Errorf("exit code %d, want %d", code, tc.wantCode)
+			}
+			for _, want := range tc.wantStdout {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("stdout does not contain %q", want)
+				}
+			}
+			if tc.wantStderr == "" && stderr != "" || !strings.Contains(stderr, tc.wantStderr) {
+				t.Errorf("stderr %q, want it to contain %q", stderr, tc.wantStderr)
+			}
+			if lines := strings.Count(stderr, "\n"); tc.stderrLines > 0 && lines != tc.stderrLines {
+				t.Errorf("stderr has %d lines, want %d: %q", lines, tc.stderrLines, stderr)
+			}
+			if t.Failed() {
+				t.Logf("stdout:\n%s", stdout)
+			}
+		})
+	}
+}

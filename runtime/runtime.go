@@ -1,0 +1,331 @@
+package runtime
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/gomlx/go-xla/pkg/pjrt"
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/backends/simplego"
+	"github.com/gomlx/gomlx/backends/xla"
+	"github.com/janpfeifer/must"
+	"github.com/pkg/errors"
+)
+
+const (
+	// CPUDevicesEnv names the environment variable that asks for N virtual XLA CPU devices.
+	CPUDevicesEnv = "QUANTA_CPU_DEVICES"
+
+	// InstallCommand is the command that installs the XLA CPU PJRT plugin, run in the
+	// quanta repository. It is printed when the pure-Go fallback is used.
+	InstallCommand = "make setup"
+
+	// cpuDeviceCountOption is the PJRT CPU client option that sets its number of devices.
+	cpuDeviceCountOption = "cpu_device_count"
+)
+
+// Sources of the backend choice, reported in Info.Source.
+const (
+	SourceEnv      = "GOMLX_BACKEND"
+	SourceAuto     = "auto"
+	SourceFallback = "fallback"
+)
+
+// preferredPlugins is the order in which XLA PJRT plugins are tried when GOMLX_BACKEND is not set.
+var preferredPlugins = []string{"tpu", "cuda", "cpu"}
+
+// rePluginPath extracts a plugin name from its file name, as go-xla does.
+var rePluginPath = regexp.MustCompile(`^(?:pjrt_c_api_(.+)_plugin|pjrt[-_]plugin[-_](.+))\.(?:so|dylib|dll)$`)
+
+func init() {
+	// GoMLX's auto-installer fetches plugins from GitHub: never let it run. The environment
+	// variable also reaches child processes; EnableAutoInstall covers backends/xla, whose
+	// init() read the variable before this one ran.
+	if _, found := os.LookupEnv(xla.NoAutoInstallEnv); !found {
+		_ = os.Setenv(xla.NoAutoInstallEnv, "1")
+	}
+	xla.EnableAutoInstall(false)
+}
+
+// shared holds the process-wide backend, started once.
+var shared struct {
+	once    sync.Once
+	backend backends.Backend
+	info    *Info
+	err     error
+}
+
+func startShared() {
+	shared.once.Do(func() {
+		shared.backend, shared.info, shared.err = start()
+	})
+}
+
+// Backend returns the process-wide backend, starting it on the first call (see the package
+// documentation for how it is chosen). It is safe for concurrent use; every caller gets the
+// same backend, or the same error. Do not Finalize it.
+func Backend() (backends.Backend, error) {
+	startShared()
+	return shared.backend, shared.err
+}
+
+// MustBackend is Backend, but panics on error.
+func MustBackend() backends.Backend {
+	return must.M1(Backend())
+}
+
+// Report describes the process-wide backend, starting it if needed.
+// The returned Info is a copy: changing it changes nothing.
+func Report() (*Info, error) {
+	startShared()
+	if shared.err != nil {
+		return nil, shared.err
+	}
+	return shared.info.clone(), nil
+}
+
+// MustReport is Report, but panics on error.
+func MustReport() *Info {
+	return must.M1(Report())
+}
+
+// NumDevices returns the number of devices of the process-wide backend.
+func NumDevices() (int, error) {
+	backend, err := Backend()
+	if err != nil {
+		return 0, err
+	}
+	return backend.NumDevices(), nil
+}
+
+// MustNumDevices is NumDevices, but panics on error.
+func MustNumDevices() int {
+	return must.M1(NumDevices())
+}
+
+// IsXLA reports whether backend is GoMLX's XLA (PJRT) backend.
+func IsXLA(backend backends.Backend) bool {
+	_, ok := backend.(*xla.Backend)
+	return ok
+}
+
+// IsGo reports whether backend is GoMLX's pure-Go backend ("go", package simplego).
+func IsGo(backend backends.Backend) bool {
+	_, ok := backend.(*simplego.Backend)
+	return ok
+}
+
+// start chooses and starts the backend: GOMLX_BACKEND, else the best XLA plugin, else the
+// pure-Go fallback.
+func start() (backends.Backend, *Info, error) {
+	cpuDevices, err := parseCPUDevices(os.Getenv(CPUDevicesEnv))
+	if err != nil {
+		return nil, nil, err
+	}
+	info := &Info{CPUDevices: cpuDevices}
+	var backend backends.Backend
+	if config := os.Getenv(backends.ConfigEnvVar); config != "" {
+		info.Source = SourceEnv
+		backend, err = startConfig(config, cpuDevices, info)
+		if err != nil {
+			return nil, nil, errors.WithMessagef(err, "quanta runtime: failed to start the backend %s=%q",
+				backends.ConfigEnvVar, config)
+		}
+	} else {
+		info.Source = SourceAuto
+		backend, err = startAuto(cpuDevices, info)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	info.Name = backend.Name()
+	info.Description = backend.Description()
+	for i := range backend.NumDevices() {
+		info.Devices = append(info.Devices, backend.DeviceDescription(backends.DeviceNum(i)))
+	}
+	if cpuDevices > 0 && !(IsXLA(backend) && isCPUPlugin(info.PluginName)) {
+		info.Notes = append(info.Notes, fmt.Sprintf("%s=%d ignored: it applies to the XLA CPU plugin only",
+			CPUDevicesEnv, cpuDevices))
+	}
+	return backend, info, nil
+}
+
+// startConfig starts the backend named by a GOMLX_BACKEND configuration.
+func startConfig(config string, cpuDevices int, info *Info) (backends.Backend, error) {
+	name, backendConfig := config, ""
+	if idx := strings.Index(config, ":"); idx != -1 {
+		name, backendConfig = config[:idx], config[idx+1:]
+	}
+	if isXLAName(name) {
+		return startXLA(backendConfig, cpuDevices, info)
+	}
+	info.Config = config
+	return newWithConfig(config)
+}
+
+// newWithConfig calls backends.NewWithConfig, turning its panics (unknown backend) into errors.
+func newWithConfig(config string) (backend backends.Backend, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = errors.Errorf("%v", r)
+		}
+	}()
+	return backends.NewWithConfig(config)
+}
+
+// startAuto tries the XLA plugins found in preference order and falls back to the pure-Go
+// backend, printing one line to stderr, when none starts.
+func startAuto(cpuDevices int, info *Info) (backends.Backend, error) {
+	var failures []string
+	for _, plugin := range orderPlugins(xla.GetAvailablePlugins()) {
+		backend, err := startXLA(plugin, cpuDevices, info)
+		if err == nil {
+			return backend, nil
+		}
+		failures = append(failures, fmt.Sprintf("xla:%s: %s", plugin, oneLine(err.Error())))
+	}
+	info.Notes = append(info.Notes, failures...)
+	info.Source = SourceFallback
+	info.Fallback = true
+	info.Config = simplego.BackendName
+	info.PluginName, info.PluginPath, info.PJRTVersion = "", "", ""
+	fmt.Fprintln(os.Stderr, fallbackMessage(failures))
+	backend, err := simplego.New("")
+	if err != nil {
+		return nil, errors.WithMessage(err, "quanta runtime: failed to start the pure-Go fallback backend")
+	}
+	return backend, nil
+}
+
+// fallbackMessage is the one line printed to stderr when the pure-Go fallback is used.
+func fallbackMessage(failures []string) string {
+	if len(failures) == 0 {
+		return fmt.Sprintf("quanta: XLA PJRT plugin not found (no pjrt_c_api_<name>_plugin.so in %s); "+
+			"using GoMLX's pure-Go backend %q instead (slow); install the XLA CPU plugin with: %s",
+			searchPathsDescription(), simplego.BackendName, InstallCommand)
+	}
+	return fmt.Sprintf("quanta: no XLA PJRT plugin could start (%s); "+
+		"using GoMLX's pure-Go backend %q instead (slow); reinstall the XLA CPU plugin with: %s",
+		strings.Join(failures, "; "), simplego.BackendName, InstallCommand)
+}
+
+// searchPathsDescription says where go-xla looks for plugins.
+func searchPathsDescription() string {
+	if paths, found := os.LookupEnv(pjrt.PJRTPluginPathsEnv); found {
+		return fmt.Sprintf("$%s=%q", pjrt.PJRTPluginPathsEnv, paths)
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = "$HOME"
+	}
+	return fmt.Sprintf("%s, /usr/local/lib/go-xla or the system library paths",
+		filepath.Join(home, ".local", "lib", "go-xla"))
+}
+
+// startXLA starts the XLA backend on the given plugin configuration: "<plugin>[,option...]",
+// where <plugin> is a name ("cpu") or an absolute path; an empty plugin picks the best found.
+func startXLA(pluginConfig string, cpuDevices int, info *Info) (backends.Backend, error) {
+	plugin, options, _ := strings.Cut(pluginConfig, ",")
+	if plugin == "" {
+		found := orderPlugins(xla.GetAvailablePlugins())
+		if len(found) == 0 {
+			return nil, errors.Errorf("no XLA PJRT plugin found in %s; install the XLA CPU plugin with: %s",
+				searchPathsDescription(), InstallCommand)
+		}
+		plugin = found[0]
+		if options != "" {
+			pluginConfig = plugin + "," + options
+		} else {
+			pluginConfig = plugin
+		}
+	}
+	var clientOptions pjrt.NamedValuesMap
+	if cpuDevices > 0 && isCPUPlugin(plugin) {
+		clientOptions = pjrt.NamedValuesMap{cpuDeviceCountOption: int64(cpuDevices)}
+	}
+	backend, err := xla.NewWithOptions(pluginConfig, clientOptions)
+	if err != nil {
+		if isCPUPlugin(plugin) && !filepath.IsAbs(plugin) {
+			return nil, errors.Errorf("%v; install the XLA CPU plugin with: %s", err, InstallCommand)
+		}
+		return nil, err
+	}
+	info.Config = xla.BackendName + ":" + pluginConfig
+	info.PluginName = pluginNameOf(plugin)
+	if p, err := pjrt.GetPlugin(plugin); err == nil {
+		major, minor := p.Version()
+		info.PluginPath = p.Path()
+		info.PJRTVersion = fmt.Sprintf("%d.%d", major, minor)
+	}
+	return backend, nil
+}
+
+// isXLAName reports whether name is one of the names GoMLX registers its XLA backend under.
+func isXLAName(name string) bool {
+	return slices.Contains([]string{xla.BackendName, "stablehlo", "hlo", "shlo"}, name)
+}
+
+// pluginNameOf returns the platform name of a plugin given by name or by file path
+// ("/x/pjrt_c_api_cpu_plugin.so" -> "cpu").
+func pluginNameOf(plugin string) string {
+	if !strings.ContainsAny(plugin, `/\`) {
+		return plugin
+	}
+	m := rePluginPath.FindStringSubmatch(filepath.Base(plugin))
+	switch {
+	case m == nil:
+		return filepath.Base(plugin)
+	case m[1] != "":
+		return m[1]
+	default:
+		return m[2]
+	}
+}
+
+// isCPUPlugin reports whether the plugin (name or path) is XLA's CPU plugin.
+func isCPUPlugin(plugin string) bool {
+	return pluginNameOf(plugin) == "cpu"
+}
+
+// orderPlugins sorts plugin names by preference (tpu, cuda, cpu), the others after, by name.
+func orderPlugins(plugins []string) []string {
+	rank := func(name string) int {
+		if i := slices.Index(preferredPlugins, name); i != -1 {
+			return i
+		}
+		return len(preferredPlugins)
+	}
+	ordered := slices.Clone(plugins)
+	slices.SortStableFunc(ordered, func(a, b string) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra - rb
+		}
+		return strings.Compare(a, b)
+	})
+	return ordered
+}
+
+// parseCPUDevices parses QUANTA_CPU_DEVICES: empty means unset (0), else a positive integer.
+func parseCPUDevices(value string) (int, error) {
+	value = strings.TrimSpace(value)
+	if value == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(value)
+	if err != nil || n < 1 {
+		return 0, errors.Errorf("quanta runtime: invalid %s=%q: want a positive integer number of virtual CPU devices, e.g. %s=4",
+			CPUDevicesEnv, value, CPUDevicesEnv)
+	}
+	return n, nil
+}
+
+// oneLine joins the lines of a multi-line message.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
