@@ -1,0 +1,281 @@
+// Command bench measures quantized matrix products against the dense baseline, in one run on one
+// backend, and writes the table `make bench` prints (markdown) and the same figures as JSON.
+//
+// Each measurement chains L layers y = y @ W_i with distinct K×N weights, so decode-size products
+// (small M) stream their weights from memory as a model does each token: with the default 8
+// layers of 4096×4096 the weights of every format exceed the 32 MiB last-level cache (NF4: 75 MiB,
+// int8: 128 MiB, dense f32: 512 MiB). Large M is compute-bound; it uses fewer layers (see -layers-large).
+// Times are per layer.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/runtime"
+)
+
+var (
+	flagM           = flag.String("m", "1,8,64,512,2048", "comma-separated batch sizes M")
+	flagK           = flag.Int("k", 4096, "contracting dimension K")
+	flagN           = flag.Int("n", 4096, "output dimension N")
+	flagLayers      = flag.Int("layers", 8, "layers chained for M < 512 (weights streamed from memory)")
+	flagLayersLarge = flag.Int("layers-large", 2, "layers chained for M >= 512 (compute-bound)")
+	flagDType       = flag.String("dtype", "float32", "activation dtype: float32 or bfloat16")
+	flagMinTime     = flag.Duration("min-time", 2*time.Second, "minimum measuring time per cell")
+	flagVariants    = flag.String("variants", "", "comma-separated variant names to run (default: all)")
+	flagJSON        = flag.String("json", "", "write the results as JSON to this file")
+	flagMarkdown    = flag.String("markdown", "", "write the markdown table to this file (stdout always gets it)")
+)
+
+// result is one measured cell.
+type result struct {
+	Variant     string  `json:"variant"`
+	M           int     `json:"m"`
+	K           int     `json:"k"`
+	N           int     `json:"n"`
+	Layers      int     `json:"layers"`
+	MsPerLayer  float64 `json:"ms_per_layer"`
+	WeightBytes int64   `json:"weight_bytes_per_layer"`
+	// SpeedupVsDense is dense time / this time, from the same run.
+	SpeedupVsDense float64 `json:"speedup_vs_dense"`
+}
+
+type report struct {
+	Backend    string   `json:"backend"`
+	DType      string   `json:"activation_dtype"`
+	Results    []result `json:"results"`
+	Note       string   `json:"note"`
+	StartedUTC string   `json:"started_utc"`
+}
+
+func main() {
+	flag.Parse()
+	backend := runtime.MustBackend()
+	dtype := dtypes.Float32
+	if *flagDType == "bfloat16" {
+		dtype = dtypes.BFloat16
+	} else if *flagDType != "float32" {
+		fail(fmt.Errorf("-dtype %q: accepted float32 or bfloat16", *flagDType))
+	}
+	ms, err := parseInts(*flagM)
+	if err != nil {
+		fail(err)
+	}
+	maxLayers := *flagLayers
+	if *flagLayersLarge > maxLayers {
+		maxLayers = *flagLayersLarge
+	}
+	fmt.Fprintf(os.Stderr, "bench: backend %s, generating %d weights of %dx%d...\n", backend.Name(), maxLayers, *flagK, *flagN)
+	weights := randomWeights(maxLayers, *flagK, *flagN)
+
+	rep := report{Backend: backend.Description(), DType: dtype.String(), StartedUTC: time.Now().UTC().Format(time.RFC3339),
+		Note: fmt.Sprintf("time per layer of a chain of distinct %dx%d weights (%d layers for M<512, %d for M>=512), "+
+			"median over repeated calls after a warm-up; ratios from this run only", *flagK, *flagN, *flagLayers, *flagLayersLarge)}
+	for _, v := range selectedVariants() {
+		fmt.Fprintf(os.Stderr, "bench: preparing %s...\n", v.name)
+		args, bytes, err := v.prepare(weights, dtype)
+		if err != nil {
+			fail(fmt.Errorf("%s: %w", v.name, err))
+		}
+		for _, m := range ms {
+			layers := *flagLayers
+			if m >= 512 {
+				layers = *flagLayersLarge
+			}
+			msPerLayer, err := measure(backend, v, args[:layers], m, dtype)
+			if err != nil {
+				fail(fmt.Errorf("%s m=%d: %w", v.name, m, err))
+			}
+			fmt.Fprintf(os.Stderr, "bench: %-28s m=%-5d %9.3f ms/layer\n", v.name, m, msPerLayer)
+			rep.Results = append(rep.Results, result{Variant: v.name, M: m, K: *flagK, N: *flagN, Layers: layers,
+				MsPerLayer: msPerLayer, WeightBytes: bytes})
+		}
+	}
+	fillSpeedups(rep.Results)
+	table := markdown(rep)
+	fmt.Print(table)
+	if *flagMarkdown != "" {
+		writeFile(*flagMarkdown, []byte(table))
+	}
+	if *flagJSON != "" {
+		data, _ := json.MarshalIndent(rep, "", "  ")
+		writeFile(*flagJSON, append(data, '\n'))
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+func writeFile(path string, data []byte) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		fail(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		fail(err)
+	}
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("bad list %q: want positive integers", s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// randomWeights returns n float32 tensors of N(0, 1/K) values, so chained products stay O(1).
+func randomWeights(n, k, cols int) []*tensors.Tensor {
+	rng := rand.New(rand.NewPCG(42, 7))
+	std := 1 / math.Sqrt(float64(k))
+	out := make([]*tensors.Tensor, n)
+	for i := range out {
+		t := tensors.FromShape(shapes.Make(dtypes.Float32, k, cols))
+		t.MustMutableFlatData(func(flat any) {
+			for j, f := 0, flat.([]float32); j < len(f); j++ {
+				f[j] = float32(rng.NormFloat64() * std)
+			}
+		})
+		out[i] = t
+	}
+	return out
+}
+
+// measure compiles the chain for m rows and returns the median time per layer in milliseconds.
+func measure(backend backends.Backend, v variant, ws []implicitarray.Value, m int, dtype dtypes.DType) (float64, error) {
+	e, err := implicitarray.NewExec(backend, func(x *graph.Node, ws []implicitarray.Value) *graph.Node {
+		y := x
+		for _, w := range ws {
+			y = v.product(y, w)
+		}
+		return y
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer e.Finalize()
+	x := tensors.FromShape(shapes.Make(dtypes.Float32, m, *flagK))
+	x.MustMutableFlatData(func(flat any) {
+		for i, f := 0, flat.([]float32); i < len(f); i++ {
+			f[i] = float32(i%13)/13 - 0.5
+		}
+	})
+	if dtype != dtypes.Float32 {
+		x = convertOnHost(backend, x, dtype)
+	}
+	call := func() (time.Duration, error) {
+		start := time.Now()
+		out, err := e.Call1(x, ws)
+		if err != nil {
+			return 0, err
+		}
+		y := out.(*tensors.Tensor)
+		y.MustConstFlatData(func(any) {}) // wait for the result on the host
+		elapsed := time.Since(start)
+		return elapsed, y.FinalizeAll()
+	}
+	if _, err := call(); err != nil { // compile and warm up
+		return 0, err
+	}
+	var times []time.Duration
+	for total := time.Duration(0); total < *flagMinTime || len(times) < 3; {
+		d, err := call()
+		if err != nil {
+			return 0, err
+		}
+		times = append(times, d)
+		total += d
+	}
+	slices.Sort(times)
+	median := times[len(times)/2]
+	return float64(median.Microseconds()) / 1000 / float64(len(ws)), nil
+}
+
+func convertOnHost(backend backends.Backend, x *tensors.Tensor, dtype dtypes.DType) *tensors.Tensor {
+	e := graph.MustNewExec(backend, func(x *graph.Node) *graph.Node { return graph.ConvertDType(x, dtype) })
+	defer e.Finalize()
+	return e.MustExec1(x)
+}
+
+func fillSpeedups(results []result) {
+	dense := map[int]float64{}
+	for _, r := range results {
+		if r.Variant == denseName {
+			dense[r.M] = r.MsPerLayer
+		}
+	}
+	for i := range results {
+		if d, ok := dense[results[i].M]; ok && results[i].MsPerLayer > 0 {
+			results[i].SpeedupVsDense = d / results[i].MsPerLayer
+		}
+	}
+}
+
+func markdown(rep report) string {
+	var names []string
+	byCell := map[string]map[int]result{}
+	var ms []int
+	for _, r := range rep.Results {
+		if _, ok := byCell[r.Variant]; !ok {
+			names = append(names, r.Variant)
+			byCell[r.Variant] = map[int]result{}
+		}
+		byCell[r.Variant][r.M] = r
+		if !slices.Contains(ms, r.M) {
+			ms = append(ms, r.M)
+		}
+	}
+	sort.Ints(ms)
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "Backend: %s; activations %s; K=%d, N=%d.\n", rep.Backend, rep.DType, *flagK, *flagN)
+	fmt.Fprintf(&sb, "Cells: ms per layer (speed-up vs dense in the same run). %s.\n\n", rep.Note)
+	sb.WriteString("| format | bytes/param |")
+	for _, m := range ms {
+		fmt.Fprintf(&sb, " M=%d |", m)
+	}
+	sb.WriteString("\n|---|---|")
+	for range ms {
+		sb.WriteString("---|")
+	}
+	sb.WriteString("\n")
+	for _, name := range names {
+		cells := byCell[name]
+		var bytes int64
+		for _, r := range cells {
+			bytes = r.WeightBytes
+		}
+		fmt.Fprintf(&sb, "| %s | %.3f |", name, float64(bytes)/float64(*flagK**flagN))
+		for _, m := range ms {
+			r, ok := cells[m]
+			if !ok {
+				sb.WriteString(" — |")
+				continue
+			}
+			fmt.Fprintf(&sb, " %.3f (%.2fx) |", r.MsPerLayer, r.SpeedupVsDense)
+		}
+		sb.WriteString("\n")
+	}
+	return sb.String()
+}
