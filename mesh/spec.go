@@ -4,18 +4,26 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
+	"github.com/gomlx/gomlx/pkg/core/distributed"
 	"github.com/pkg/errors"
 )
 
-// Mesh is a logical grid of devices with named axes, e.g. {"data": 2, "model": 2}.
+// Mesh is a logical grid of devices with named axes, e.g. {"data": 2, "model": 2}. Devices are
+// numbered row-major over the axes (the last axis varies fastest), as in GoMLX's DeviceMesh.
+// A Mesh is immutable.
 type Mesh struct {
 	names []string
 	sizes []int
+
+	deviceMeshOnce sync.Once
+	deviceMesh     *distributed.DeviceMesh
+	deviceMeshErr  error
 }
 
-// NewMesh returns a mesh with the given axis names and sizes (same length, unique non-empty names,
-// positive sizes).
+// NewMesh returns a mesh with the given axis names and sizes (same length, unique names that are
+// identifiers — a letter, then letters, digits or '_' — and positive sizes).
 func NewMesh(names []string, sizes []int) (*Mesh, error) {
 	if len(names) != len(sizes) || len(names) == 0 {
 		return nil, errors.Errorf("mesh.NewMesh: %d names and %d sizes; accepted: one size per name, at least one axis", len(names), len(sizes))
@@ -23,6 +31,9 @@ func NewMesh(names []string, sizes []int) (*Mesh, error) {
 	for i, n := range names {
 		if n == "" || slices.Contains(names[:i], n) {
 			return nil, errors.Errorf("mesh.NewMesh: axis names %q must be non-empty and unique", names)
+		}
+		if !distributed.IsNameValid(n) {
+			return nil, errors.Errorf("mesh.NewMesh: axis name %q is not an identifier; accepted: a letter, then letters, digits or '_'", n)
 		}
 		if sizes[i] <= 0 {
 			return nil, errors.Errorf("mesh.NewMesh: axis %q has size %d; accepted: positive sizes", n, sizes[i])
@@ -39,6 +50,9 @@ func MustNewMesh(names []string, sizes []int) *Mesh {
 	}
 	return m
 }
+
+// Rank is the number of mesh axes.
+func (m *Mesh) Rank() int { return len(m.names) }
 
 // Names of the mesh axes.
 func (m *Mesh) Names() []string { return slices.Clone(m.names) }
