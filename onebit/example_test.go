@@ -1,0 +1,29 @@
+package onebit_test
+
+import (
+	"fmt"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/onebit"
+	"github.com/quanta-ml/quanta/runtime"
+)
+
+func Example() {
+	// A (4, 2) weight quantized to sign(x) with one absmean scale per output column.
+	w := onebit.MustQuantizeBinary(tensors.FromValue([][]float32{
+		{0.5, -2}, {-1.5, 1}, {1, -1}, {-1, 0},
+	}), onebit.WithScale(0))
+	fmt.Println(w, "bytes:", w.NumBytes())
+
+	// x @ w inside a graph: the packed bytes are never expanded into a float weight.
+	exec := implicitarray.MustNewExec(runtime.MustBackend(), func(x *graph.Node, w *onebit.Array) *graph.Node {
+		return implicitarray.Materialize(implicitarray.MatMul(x, w))
+	})
+	out := exec.MustCall1(tensors.FromValue([][]float32{{1, 2, 3, 4}}), w).(*tensors.Tensor)
+	fmt.Println(out.Value())
+	// Output:
+	// onebit.Array(Float32)[4 2] 2bit scale over [0] bytes: 10
+	// [[-2 2]]
+}

@@ -1,0 +1,470 @@
+package onebit_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/mesh"
+	"github.com/quanta-ml/quanta/onebit"
+)
+
+// packed builds an Array (TwoBit) or a BitArray (OneBit) from values.
+func packed(t *testing.T, l onebit.Layout, values []int8, dims []int, opts ...onebit.Option) implicitarray.Array {
+	t.Helper()
+	tensor := tensors.FromFlatDataAndDimensions(values, dims...)
+	if l == onebit.OneBit {
+		return onebit.MustPackBits(tensor, opts...)
+	}
+	return onebit.MustPack(tensor, opts...)
+}
+
+func toF32(v []int8) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
+}
+
+// smallInts returns n small integer activations (exact in float32 sums).
+func smallInts(r *rand.Rand, n int) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32(r.Intn(9) - 4)
+	}
+	return out
+}
+
+func TestMaterialize(t *testing.T) {
+	backend := testutil.Backend(t)
+	r := rand.New(rand.NewSource(3))
+	for _, l := range []onebit.Layout{onebit.TwoBit, onebit.OneBit} {
+		for _, dtype := range []dtypes.DType{dtypes.Float32, dtypes.Int8, dtypes.BFloat16, dtypes.Float64, dtypes.Int32} {
+			t.Run(fmt.Sprintf("%s/%s", l, dtype), func(t *testing.T) {
+				dims := []int{16, 3}
+				v := randomValues(r, l, 48)
+				a := packed(t, l, v, dims, onebit.WithDType(dtype))
+				implicitarray.ResetStats()
+				got, err := implicitarray.MaterializeOnHost(backend, a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.DType() != dtype || !slices.Equal(got.Shape().Dimensions, dims) {
+					t.Fatalf("materialized %s", got.Shape())
+				}
+				asF32, err := implicitarray.MaterializeOnHost(backend, mustDType(t, a, dtypes.Float32))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(tensors.MustCopyFlatData[float32](asF32), toF32(v)) {
+					t.Fatalf("values differ")
+				}
+			})
+		}
+	}
+}
+
+func mustDType(t *testing.T, a implicitarray.Array, dtype dtypes.DType) implicitarray.Array {
+	t.Helper()
+	switch x := a.(type) {
+	case *onebit.Array:
+		b, err := x.WithDType(dtype)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	case *onebit.BitArray:
+		b, err := x.WithDType(dtype)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	t.Fatalf("not a onebit array: %T", a)
+	return nil
+}
+
+func withStrategy(a implicitarray.Array, s onebit.MatMulStrategy) implicitarray.Array {
+	if x, ok := a.(*onebit.Array); ok {
+		return x.WithMatMulStrategy(s)
+	}
+	return a.(*onebit.BitArray).WithMatMulStrategy(s)
+}
+
+type dotCase struct {
+	name              string
+	xDims, wDims      []int
+	xContract, xBatch []int
+	wContract, wBatch []int
+	wIsLhs            bool
+}
+
+var dotCases = []dotCase{
+	{"x@W", []int{3, 16}, []int{16, 5}, []int{1}, nil, []int{0}, nil, false},
+	{"vector@W", []int{16}, []int{16, 5}, []int{0}, nil, []int{0}, nil, false},
+	{"W^T x (W lhs)", []int{16, 3}, []int{16, 5}, []int{0}, nil, []int{0}, nil, true},
+	{"x@W^T (packed axis free)", []int{3, 5}, []int{16, 5}, []int{1}, nil, []int{1}, nil, false},
+	{"batched, packed axis contracted", []int{2, 3, 16}, []int{16, 2, 4}, []int{2}, []int{0}, []int{0}, []int{1}, false},
+	{"packed axis batch", []int{8, 3}, []int{8, 3, 2}, []int{1}, []int{0}, []int{1}, []int{0}, true},
+	{"two contracting axes", []int{2, 4, 16}, []int{16, 2, 3}, []int{2, 0}, nil, []int{0, 1}, nil, false},
+}
+
+func runDot(t *testing.T, c dotCase, x *tensors.Tensor, w implicitarray.Array, ref *tensors.Tensor) (got, want *tensors.Tensor) {
+	t.Helper()
+	backend := testutil.Backend(t)
+	e := implicitarray.MustNewExec(backend, func(x *graph.Node, w implicitarray.Array, ref *graph.Node) (*graph.Node, *graph.Node) {
+		var y implicitarray.Value
+		var dense *graph.Node
+		if c.wIsLhs {
+			y = implicitarray.DotGeneral(w, c.wContract, c.wBatch, x, c.xContract, c.xBatch)
+			dense = graph.DotGeneral(ref, c.wContract, c.wBatch, x, c.xContract, c.xBatch)
+		} else {
+			y = implicitarray.DotGeneral(x, c.xContract, c.xBatch, w, c.wContract, c.wBatch)
+			dense = graph.DotGeneral(x, c.xContract, c.xBatch, ref, c.wContract, c.wBatch)
+		}
+		return implicitarray.Materialize(y), dense
+	})
+	defer e.Finalize()
+	out, err := e.Call(x, w, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out[0].(*tensors.Tensor), out[1].(*tensors.Tensor)
+}
+
+func TestDotGeneralExact(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	for _, l := range []onebit.Layout{onebit.TwoBit, onebit.OneBit} {
+		for _, c := range dotCases {
+			if l == onebit.OneBit && c.wDims[0]%8 != 0 {
+				continue
+			}
+			v := randomValues(r, l, product(c.wDims))
+			x := tensors.FromFlatDataAndDimensions(smallInts(r, product(c.xDims)), c.xDims...)
+			ref := tensors.FromFlatDataAndDimensions(toF32(v), c.wDims...)
+			for _, s := range []onebit.MatMulStrategy{onebit.Auto, onebit.Fused, onebit.DecodeDot, onebit.MaterializeDot} {
+				t.Run(fmt.Sprintf("%s/%s/%s", l, c.name, s), func(t *testing.T) {
+					w := withStrategy(packed(t, l, v, c.wDims, onebit.WithDType(dtypes.Int8)), s)
+					implicitarray.ResetStats()
+					got, want := runDot(t, c, x, w, ref)
+					st := implicitarray.CurrentStats()
+					if len(st.Fallbacks) != 0 {
+						t.Errorf("fallbacks %v", st.Fallbacks)
+					}
+					mats := st.Materializations[fmt.Sprintf("%T", w)]
+					if s == onebit.MaterializeDot && mats == 0 || s != onebit.MaterializeDot && mats != 0 {
+						t.Errorf("strategy %s: %d materializations", s, mats)
+					}
+					if !slices.Equal(got.Shape().Dimensions, want.Shape().Dimensions) || got.DType() != dtypes.Float32 {
+						t.Fatalf("shape %s, want %s", got.Shape(), want.Shape())
+					}
+					if g, w := tensors.MustCopyFlatData[float32](got), tensors.MustCopyFlatData[float32](want); !slices.Equal(g, w) {
+						t.Fatalf("got %v\nwant %v", g, w)
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestDotGeneralScaled(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	xs := make([]float32, 3*16)
+	for i := range xs {
+		xs[i] = float32(r.NormFloat64())
+	}
+	ws := make([]float32, 16*5)
+	for i := range ws {
+		ws[i] = float32(r.NormFloat64())
+	}
+	x := tensors.FromFlatDataAndDimensions(xs, 3, 16)
+	wt := tensors.FromFlatDataAndDimensions(ws, 16, 5)
+	quants := map[string]func() implicitarray.Array{
+		"binary per output channel": func() implicitarray.Array { return onebit.MustQuantizeBinary(wt, onebit.WithScale(0)) },
+		"binary bits per channel":   func() implicitarray.Array { return onebit.MustQuantizeBinaryBits(wt, onebit.WithScale(0)) },
+		"binary per input row":      func() implicitarray.Array { return onebit.MustQuantizeBinary(wt, onebit.WithScale(1)) },
+		"bitnet per tensor":         func() implicitarray.Array { return onebit.MustQuantizeTernary(wt, onebit.BitNet()) },
+		"ternary per channel":       func() implicitarray.Array { return onebit.MustQuantizeTernary(wt, onebit.WithScale(0)) },
+	}
+	backend := testutil.Backend(t)
+	for name, q := range quants {
+		for _, s := range []onebit.MatMulStrategy{onebit.Fused, onebit.DecodeDot} {
+			t.Run(name+"/"+s.String(), func(t *testing.T) {
+				w := withStrategy(q(), s)
+				// Reference: the scaled weight rebuilt on the host from the values and the scale.
+				ref := scaledOnHost(t, w)
+				implicitarray.ResetStats()
+				got, want := runDot(t, dotCases[0], x, w, ref)
+				if mats := implicitarray.CurrentStats().Materializations[fmt.Sprintf("%T", w)]; mats != 0 {
+					t.Errorf("%d materializations", mats)
+				}
+				g, wv := tensors.MustCopyFlatData[float32](got), tensors.MustCopyFlatData[float32](want)
+				for i := range g {
+					if math.Abs(float64(g[i]-wv[i])) > 1e-4*(1+math.Abs(float64(wv[i]))) {
+						t.Fatalf("element %d: %g, want %g", i, g[i], wv[i])
+					}
+				}
+				// Materialize agrees with the host-side rebuild too.
+				m, err := implicitarray.MaterializeOnHost(backend, w)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mv, rv := tensors.MustCopyFlatData[float32](m), tensors.MustCopyFlatData[float32](ref)
+				for i := range mv {
+					if mv[i] != rv[i] {
+						t.Fatalf("materialized %d: %g, want %g", i, mv[i], rv[i])
+					}
+				}
+			})
+		}
+	}
+}
+
+// scaledOnHost returns values × scale computed on the host from the array's accessors.
+func scaledOnHost(t *testing.T, a implicitarray.Array) *tensors.Tensor {
+	t.Helper()
+	type accessors interface {
+		Values() (*tensors.Tensor, error)
+		Scale() (implicitarray.Component, bool)
+	}
+	acc := a.(accessors)
+	vt, err := acc.Values()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := tensors.MustCopyFlatData[int8](vt)
+	sc, _ := acc.Scale()
+	s := tensors.MustCopyFlatData[float32](sc.Tensor())
+	dims, sDims := a.Shape().Dimensions, sc.Shape().Dimensions
+	out := make([]float32, len(v))
+	for i := range v {
+		// Index into the keepdims scale.
+		rem, idx, stride := i, 0, 1
+		for k := len(dims) - 1; k >= 0; k-- {
+			coord := rem % dims[k]
+			rem /= dims[k]
+			if sDims[k] != 1 {
+				idx += coord * stride
+			}
+			stride *= sDims[k]
+		}
+		out[i] = float32(v[i]) * s[idx]
+	}
+	return tensors.FromFlatDataAndDimensions(out, dims...)
+}
+
+func TestHandlersAgainstDense(t *testing.T) {
+	backend := testutil.Backend(t)
+	r := rand.New(rand.NewSource(21))
+	type handlerCase struct {
+		name string
+		op   func(w implicitarray.Value) implicitarray.Value
+		// stays says whether the result must stay packed, and with which type.
+		stays bool
+	}
+	cases := []handlerCase{
+		{"transpose first axis kept", func(w implicitarray.Value) implicitarray.Value { return implicitarray.Transpose(w, 0, 2, 1) }, true},
+		{"transpose repack", func(w implicitarray.Value) implicitarray.Value { return implicitarray.Transpose(w, 2, 0, 1) }, true},
+		{"transpose not packable", func(w implicitarray.Value) implicitarray.Value { return implicitarray.Transpose(w, 1, 0, 2) }, false},
+		{"reshape first kept", func(w implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(w, 16, 16) }, true},
+		{"reshape repack", func(w implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(w, 32, 8) }, true},
+		{"reshape flat", func(w implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(w, -1) }, true},
+		{"broadcast new axis", func(w implicitarray.Value) implicitarray.Value {
+			return implicitarray.BroadcastInDim(w, []int{16, 2, 3, 8}, []int{0, 1, 3})
+		}, true},
+		{"broadcast leading axis", func(w implicitarray.Value) implicitarray.Value {
+			return implicitarray.BroadcastInDim(w, []int{8, 16, 2, 8}, []int{1, 2, 3})
+		}, true},
+		{"convert", func(w implicitarray.Value) implicitarray.Value { return implicitarray.ConvertDType(w, dtypes.Float64) }, true},
+		{"add", func(w implicitarray.Value) implicitarray.Value { return implicitarray.Add(w, w) }, false},
+		{"mul dense", func(w implicitarray.Value) implicitarray.Value {
+			return implicitarray.Mul(w, graph.OnesLike(implicitarray.Materialize(w)))
+		}, false},
+		{"div", func(w implicitarray.Value) implicitarray.Value {
+			return implicitarray.Div(w, graph.Scalar(graph.OnesLike(implicitarray.Materialize(w)).Graph(), dtypes.Float32, 2))
+		}, false},
+		{"max", func(w implicitarray.Value) implicitarray.Value { return implicitarray.Max(w, w) }, false},
+		{"lt", func(w implicitarray.Value) implicitarray.Value {
+			return implicitarray.ConvertDType(implicitarray.LessThan(w, graph.ZerosLike(implicitarray.Materialize(w))), dtypes.Float32)
+		}, false},
+		{"exp", func(w implicitarray.Value) implicitarray.Value { return implicitarray.Exp(w) }, false},
+		{"log", func(w implicitarray.Value) implicitarray.Value { return implicitarray.Log(implicitarray.Exp(w)) }, false},
+		{"sqrt", func(w implicitarray.Value) implicitarray.Value { return implicitarray.Sqrt(w) }, false},
+		{"integer_pow", func(w implicitarray.Value) implicitarray.Value { return implicitarray.IntegerPow(w, 3) }, false},
+		{"reduce_sum", func(w implicitarray.Value) implicitarray.Value { return implicitarray.ReduceSum(w, 1) }, false},
+		{"reduce_max", func(w implicitarray.Value) implicitarray.Value { return implicitarray.ReduceMax(w) }, false},
+		{"concatenate", func(w implicitarray.Value) implicitarray.Value {
+			return implicitarray.Concatenate([]implicitarray.Value{w, w}, 1)
+		}, false},
+		{"gather", func(w implicitarray.Value) implicitarray.Value {
+			g := implicitarray.Materialize(w).Graph()
+			return implicitarray.Gather(w, graph.Const(g, [][]int32{{3}, {0}}), false)
+		}, false},
+	}
+	type sharded interface {
+		Sharding() (mesh.Sharding, bool)
+	}
+	m := mesh.MustNewMesh([]string{"x", "y"}, []int{2, 2})
+	for _, l := range []onebit.Layout{onebit.TwoBit, onebit.OneBit} {
+		dims := []int{16, 2, 8}
+		v := randomValues(r, l, product(dims))
+		ref := tensors.FromFlatDataAndDimensions(toF32(v), dims...)
+		for _, scaled := range []bool{false, true} {
+			for _, c := range cases {
+				t.Run(fmt.Sprintf("%s/scaled=%v/%s", l, scaled, c.name), func(t *testing.T) {
+					var w implicitarray.Array = packed(t, l, v, dims, onebit.WithDType(dtypes.Float32))
+					refT := ref
+					if scaled {
+						// A per-tensor scale survives every layout op.
+						xs := make([]float32, len(v))
+						for i := range v {
+							xs[i] = 2 * float32(v[i])
+						}
+						x := tensors.FromFlatDataAndDimensions(xs, dims...)
+						if l == onebit.OneBit {
+							w = onebit.MustQuantizeBinaryBits(x, onebit.WithScale())
+						} else {
+							w = onebit.MustQuantizeTernary(x, onebit.BitNet())
+						}
+						refT = scaledOnHost(t, w)
+					}
+					switch x := w.(type) {
+					case *onebit.Array:
+						w, _ = x.WithMeshAndAxis(m, []any{"x", nil, "y"})
+					case *onebit.BitArray:
+						w, _ = x.WithMeshAndAxis(m, []any{"x", nil, "y"})
+					}
+					implicitarray.ResetStats()
+					e := implicitarray.MustNewExec(backend, func(w implicitarray.Array, ref *graph.Node) (implicitarray.Value, *graph.Node) {
+						return c.op(w), implicitarray.Materialize(c.op(ref))
+					})
+					defer e.Finalize()
+					out, err := e.Call(w, refT)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if st := implicitarray.CurrentStats(); len(st.Fallbacks) != 0 {
+						t.Errorf("fallbacks %v", st.Fallbacks)
+					}
+					var got *tensors.Tensor
+					if a, ok := out[0].(implicitarray.Array); ok {
+						if !c.stays {
+							t.Errorf("result stayed packed: %T", a)
+						}
+						if fmt.Sprintf("%T", a) != fmt.Sprintf("%T", w) {
+							t.Errorf("result type %T", a)
+						}
+						if s, ok := a.(sharded); ok {
+							if _, has := s.Sharding(); !has {
+								t.Errorf("sharding lost")
+							}
+						}
+						if got, err = implicitarray.MaterializeOnHost(backend, a); err != nil {
+							t.Fatal(err)
+						}
+					} else {
+						if c.stays {
+							t.Errorf("result is dense, want packed")
+						}
+						got = out[0].(*tensors.Tensor)
+					}
+					want := out[1].(*tensors.Tensor)
+					if !got.Shape().Equal(want.Shape()) {
+						t.Fatalf("shape %s, want %s", got.Shape(), want.Shape())
+					}
+					if got.DType() == dtypes.Float64 {
+						if !slices.Equal(tensors.MustCopyFlatData[float64](got), tensors.MustCopyFlatData[float64](want)) {
+							t.Fatal("values differ")
+						}
+					} else if g, w := tensors.MustCopyFlatData[float32](got), tensors.MustCopyFlatData[float32](want); !equalWithNaN(g, w) {
+						t.Fatalf("got %v\nwant %v", g, w)
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestConvertIsLazyAndNew(t *testing.T) {
+	backend := testutil.Backend(t)
+	a := onebit.MustPack(tensors.FromFlatDataAndDimensions([]int8{1, 0, -1, 1}, 4))
+	e := implicitarray.MustNewExec(backend, func(w *onebit.Array) implicitarray.Value {
+		return implicitarray.ConvertDType(w, dtypes.Float32)
+	})
+	defer e.Finalize()
+	implicitarray.ResetStats()
+	out := e.MustCall1(a).(*onebit.Array)
+	if out.DType() != dtypes.Float32 || a.DType() != dtypes.Int8 {
+		t.Fatalf("converted %s, original %s", out.DType(), a.DType())
+	}
+	if mats := implicitarray.CurrentStats().Materializations["*onebit.Array"]; mats != 0 {
+		t.Fatalf("%d materializations", mats)
+	}
+}
+
+func TestDelete(t *testing.T) {
+	backend := testutil.Backend(t)
+	a := onebit.MustQuantizeBinary(tensors.FromValue([]float32{1, -1, 2, -2}), onebit.WithScale())
+	a.Delete()
+	a.Delete() // twice is fine
+	if !a.IsDeleted() {
+		t.Fatal("not deleted")
+	}
+	_, err := implicitarray.MaterializeOnHost(backend, a)
+	if err == nil || !strings.Contains(err.Error(), "deleted") {
+		t.Fatalf("use after Delete: %v", err)
+	}
+	if _, err := a.Values(); err == nil || !strings.Contains(err.Error(), "deleted") {
+		t.Fatalf("Values after Delete: %v", err)
+	}
+	b := onebit.MustPackBits(tensors.FromFlatDataAndDimensions([]int8{1, 1, 1, 1, -1, -1, -1, -1}, 8))
+	b.Delete()
+	if _, err := implicitarray.MaterializeOnHost(backend, b); err == nil || !strings.Contains(err.Error(), "deleted") {
+		t.Fatalf("BitArray use after Delete: %v", err)
+	}
+}
+
+func TestSharding(t *testing.T) {
+	a := onebit.MustPack(tensors.FromFlatDataAndDimensions([]int8{1, 0, 0, 1, -1, 0, 1, 1}, 4, 2))
+	if a.IsSharded() {
+		t.Fatal("fresh array sharded")
+	}
+	m := mesh.MustNewMesh([]string{"model"}, []int{4})
+	s, err := a.WithMeshAndAxis(m, []any{nil, "model"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.IsSharded() || !s.IsSharded() {
+		t.Fatal("WithMeshAndAxis must return a new array and leave the original")
+	}
+	got, _ := s.Sharding()
+	if !got.Spec.Equal(mesh.PartitionSpec{nil, {"model"}}) || got.Mesh != m {
+		t.Fatalf("sharding %s", got)
+	}
+	if a.Metadata() == s.Metadata() {
+		t.Fatal("metadata must include the sharding")
+	}
+	if r := s.Reshard(mesh.Sharding{Spec: mesh.PartitionSpec{{"data"}}}); !strings.Contains(r.Metadata(), "'data'") {
+		t.Fatalf("Reshard metadata %s", r.Metadata())
+	}
+	if _, err := a.WithMeshAndAxis(m, []any{"nope"}); err == nil {
+		t.Fatal("unknown mesh axis accepted")
+	}
+	if _, err := a.WithMeshAndAxis(m, []any{nil, nil, "model"}); err == nil {
+		t.Fatal("spec longer than the rank accepted")
+	}
+}
+
+// equalWithNaN compares exactly, NaN equal to NaN.
+func equalWithNaN(a, b []float32) bool {
+	return slices.EqualFunc(a, b, func(x, y float32) bool { return x == y || x != x && y != y })
+}
