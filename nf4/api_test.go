@@ -1,0 +1,144 @@
+package nf4_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/lowering"
+	"github.com/quanta-ml/quanta/mesh"
+	"github.com/quanta-ml/quanta/nf4"
+	"github.com/quanta-ml/quanta/runtime"
+)
+
+func TestQuantizeBadInput(t *testing.T) {
+	good := tensors.FromValue([][]float32{{1, 2}, {3, 4}})
+	for _, tc := range []struct {
+		name      string
+		in        *tensors.Tensor
+		blockSize int
+		want      string
+	}{
+		{"odd block", good, 3, "block size 3"},
+		{"zero block", good, 0, "block size 0"},
+		{"negative block", good, -2, "block size -2"},
+		{"rank 0", tensors.FromValue(float32(1)), 2, "scalar"},
+		{"integer dtype", tensors.FromValue([]int32{1, 2}), 2, "dtype Int32"},
+		{"NaN", tensors.FromValue([]float32{1, float32(math.NaN())}), 2, "NaN"},
+		{"Inf", tensors.FromValue([]float64{math.Inf(-1), 1}), 2, "-Inf"},
+		{"nil", nil, 2, "nil tensor"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := nf4.Quantize(tc.in, tc.blockSize)
+			if err == nil || a != nil {
+				t.Fatalf("got %v, %v; want an error", a, err)
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "nf4.Quantize") {
+				t.Errorf("error %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("QuantizeNode panics", func(t *testing.T) {
+		for _, bs := range []int{0, 3, -4} {
+			func() {
+				defer func() {
+					if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "nf4.QuantizeNode") {
+						t.Errorf("block %d: recovered %v, want a QuantizeNode panic", bs, r)
+					}
+				}()
+				g := graph.NewGraph(testutil.Backend(t), "bad")
+				nf4.QuantizeNode(graph.Const(g, []float32{1, 2}), bs)
+			}()
+		}
+	})
+}
+
+// TestQuantizeNodeMatchesHost: the in-graph quantizer writes the same bytes and absmax as the
+// host one, padding, ties and dtypes included.
+func TestQuantizeNodeMatchesHost(t *testing.T) {
+	backend := testutil.Backend(t)
+	values := randomF32(11, 5*70)
+	values[3], values[4] = refCodebook[8]/2*3, 3 // a tie, scaled
+	for _, dtype := range []dtypes.DType{dtypes.Float32, dtypes.BFloat16, dtypes.Float64, dtypes.Float16} {
+		t.Run(dtype.String(), func(t *testing.T) {
+			if dtype == dtypes.Float16 && runtime.IsGo(backend) {
+				t.Skip("the pure-Go backend has no float16")
+			}
+			in := inputOf(dtype, values, 5, 70)
+			host := nf4.MustQuantize(in, 16)
+			e := implicitarray.MustNewExec(backend, func(x *graph.Node) *nf4.Array { return nf4.QuantizeNode(x, 16) })
+			defer e.Finalize()
+			got := e.MustCall1(in).(*nf4.Array)
+			if got.Shape().String() != host.Shape().String() {
+				t.Fatalf("shape %s, want %s", got.Shape(), host.Shape())
+			}
+			if g, w := tensors.MustCopyFlatData[uint8](got.Packed().Tensor()), tensors.MustCopyFlatData[uint8](host.Packed().Tensor()); !slices.Equal(g, w) {
+				t.Errorf("packed bytes differ from the host quantizer")
+			}
+			if g, w := flatF32(t, got.Absmax().Tensor()), flatF32(t, host.Absmax().Tensor()); !slices.Equal(g, w) {
+				t.Errorf("absmax differs from the host quantizer")
+			}
+		})
+	}
+}
+
+func TestDelete(t *testing.T) {
+	backend := testutil.Backend(t)
+	a := nf4.MustQuantize(randomTensor(1, 4, 64), 64)
+	a.Delete()
+	a.Delete() // idempotent
+	if !a.IsDeleted() {
+		t.Fatal("IsDeleted false after Delete")
+	}
+	_, err := implicitarray.MaterializeOnHost(backend, a)
+	if err == nil || !errors.Is(err, nf4.ErrDeleted) {
+		t.Errorf("using a deleted array: %v, want ErrDeleted", err)
+	}
+}
+
+func TestSharding(t *testing.T) {
+	a := nf4.MustQuantize(randomTensor(1, 8, 64), 64)
+	if a.IsSharded() {
+		t.Fatal("fresh array is sharded")
+	}
+	m := mesh.MustNewMesh([]string{"data", "model"}, []int{2, 2})
+	b, err := a.WithMeshAndAxis(m, []any{nil, "model"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := b.Sharding()
+	if !ok || !b.IsSharded() || s.Mesh != m || s.Spec.String() != "P(None, 'model')" || a.IsSharded() {
+		t.Errorf("sharding %v (%v), original sharded %v", s, ok, a.IsSharded())
+	}
+	if !strings.Contains(b.Metadata(), "P(None, 'model')") {
+		t.Errorf("metadata %q does not carry the spec", b.Metadata())
+	}
+	if c := b.Reshard(mesh.Sharding{}); c.IsSharded() {
+		t.Errorf("Reshard(zero) kept a sharding")
+	}
+	if _, err := a.WithMeshAndAxis(m, "expert"); err == nil {
+		t.Errorf("unknown mesh axis accepted")
+	}
+	if _, err := a.WithMeshAndAxis(m, []any{"data", "model", nil}); err == nil {
+		t.Errorf("spec longer than the rank accepted")
+	}
+	if r, _ := a.WithMeshAndAxis(m, nil); !r.IsSharded() {
+		t.Errorf("replicated over a mesh should count as sharded")
+	}
+}
+
+func TestStrategyInMetadata(t *testing.T) {
+	a := nf4.MustQuantize(randomTensor(1, 8, 64), 64)
+	b := a.WithStrategy(lowering.Materialize)
+	if a.Strategy() != lowering.Auto || b.Strategy() != lowering.Materialize || a.Metadata() == b.Metadata() {
+		t.Errorf("strategies %s/%s, metadata %q / %q", a.Strategy(), b.Strategy(), a.Metadata(), b.Metadata())
+	}
+}

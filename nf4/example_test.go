@@ -1,0 +1,49 @@
+package nf4_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/nf4"
+	"github.com/quanta-ml/quanta/runtime"
+)
+
+// ExampleQuantize quantizes a weight on the host, runs x @ w through implicitarray.NewExec (the
+// fused NF4 dot_general: no dense weight is built), and compares with the float32 product.
+func ExampleQuantize() {
+	backend := runtime.MustBackend()
+	const k, n = 256, 128
+	rng := rand.New(rand.NewPCG(1, 2))
+	wValues := make([]float32, k*n)
+	for i := range wValues {
+		wValues[i] = float32(rng.NormFloat64())
+	}
+	weight := tensors.FromFlatDataAndDimensions(wValues, k, n)
+	w := nf4.MustQuantize(weight, nf4.DefaultBlockSize)
+	fmt.Printf("weight %v: %d bytes as NF4, %d as float32\n", w.Shape().Dimensions, w.Bytes(), weight.Shape().Memory())
+
+	xValues := make([]float32, k)
+	for i := range xValues {
+		xValues[i] = float32(rng.NormFloat64())
+	}
+	x := tensors.FromFlatDataAndDimensions(xValues, 1, k)
+	matmul := implicitarray.MustNewExec(backend, func(x *graph.Node, w *nf4.Array) *graph.Node {
+		return implicitarray.MatMul(x, w).(*graph.Node)
+	})
+	y := matmul.MustCall1(x, w).(*tensors.Tensor)
+	exact := graph.MustExecOnce(backend, graph.MatMul, x, weight)
+
+	maxErr, maxAbs := 0.0, 0.0
+	for i, v := range y.Value().([][]float32)[0] {
+		e := float64(exact.Value().([][]float32)[0][i])
+		maxErr, maxAbs = math.Max(maxErr, math.Abs(float64(v)-e)), math.Max(maxAbs, math.Abs(e))
+	}
+	fmt.Printf("y %v, max error relative to max |y|: %.2f\n", y.Shape().Dimensions, maxErr/maxAbs)
+	// Output:
+	// weight [256 128]: 18432 bytes as NF4, 131072 as float32
+	// y [1 128], max error relative to max |y|: 0.10
+}

@@ -1,0 +1,217 @@
+package nf4_test
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/mesh"
+	"github.com/quanta-ml/quanta/nf4"
+)
+
+// denseOf materializes a host-side array to a tensor.
+func denseOf(t *testing.T, a *nf4.Array) *tensors.Tensor {
+	t.Helper()
+	d, err := implicitarray.MaterializeOnHost(testutil.Backend(t), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestLayoutHandlersExact: reshape, transpose, broadcast and concatenate that leave the block
+// (last) axis alone keep the array NF4 without re-quantizing, bitwise equal to the dense op on
+// the materialized value.
+func TestLayoutHandlersExact(t *testing.T) {
+	backend := testutil.Backend(t)
+	sharding := mesh.Sharding{Spec: mesh.PartitionSpec{{"model"}}}
+	w := nf4.MustQuantize(randomTensor(3, 3, 4, 40), 16).WithSharding(sharding)
+	other := nf4.MustQuantize(randomTensor(4, 2, 4, 40), 16)
+	for _, tc := range []struct {
+		name string
+		op   func(implicitarray.Value) implicitarray.Value
+	}{
+		{"reshape", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 12, 40) }},
+		{"reshape-split", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 2, 6, 1, 40) }},
+		{"transpose", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Transpose(v, 1, 0, 2) }},
+		{"broadcast", func(v implicitarray.Value) implicitarray.Value {
+			return implicitarray.BroadcastInDim(v, []int{2, 3, 4, 40}, []int{1, 2, 3})
+		}},
+		{"broadcast-size1", func(v implicitarray.Value) implicitarray.Value {
+			r := implicitarray.Reshape(v, 3, 1, 4, 40)
+			return implicitarray.BroadcastInDim(r, []int{3, 5, 4, 40}, []int{0, 1, 2, 3})
+		}},
+		{"concatenate", func(v implicitarray.Value) implicitarray.Value {
+			o := implicitarray.OnGraph(v.(*nf4.Array).Packed().Node().Graph(), other)
+			return implicitarray.Concatenate([]implicitarray.Value{v, o}, 0)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			implicitarray.ResetStats()
+			e := implicitarray.MustNewExec(backend, func(w *nf4.Array) implicitarray.Value { return tc.op(w) })
+			defer e.Finalize()
+			out, ok := e.MustCall1(w).(*nf4.Array)
+			if !ok {
+				t.Fatalf("result is not an *nf4.Array")
+			}
+			if st := implicitarray.CurrentStats(); len(st.Fallbacks) != 0 || st.Materializations["*nf4.Array"] != 0 {
+				t.Errorf("stats %+v: want no fallback and no materialization", st)
+			}
+			if s, ok := out.Sharding(); !ok || !s.Spec.Equal(sharding.Spec) || out.BlockSize() != 16 {
+				t.Errorf("sharding %v (%v), block %d: want %v kept, block 16", s, ok, out.BlockSize(), sharding)
+			}
+			var wantDense *tensors.Tensor
+			if tc.name == "concatenate" {
+				wantDense = graph.MustExecOnce(backend, func(x, y *graph.Node) *graph.Node {
+					return graph.Concatenate([]*graph.Node{x, y}, 0)
+				}, denseOf(t, w), denseOf(t, other))
+			} else {
+				wantDense = graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
+					return tc.op(x).(*graph.Node)
+				}, denseOf(t, w))
+			}
+			got := denseOf(t, out)
+			if !got.Shape().Equal(wantDense.Shape()) {
+				t.Fatalf("shape %s, want %s", got.Shape(), wantDense.Shape())
+			}
+			if g, want := flatF32(t, got), flatF32(t, wantDense); !slices.Equal(g, want) {
+				t.Errorf("values differ from the dense op on the materialized value")
+			}
+		})
+	}
+}
+
+// TestRequantizingHandlers: ops that move the block axis materialize, apply the op and
+// re-quantize (a second rounding, within the round-trip bound), keeping block size and sharding.
+func TestRequantizingHandlers(t *testing.T) {
+	backend := testutil.Backend(t)
+	sharding := mesh.Sharding{Spec: mesh.PartitionSpec{nil, {"data"}}}
+	w := nf4.MustQuantize(randomTensor(5, 48, 80), 32).WithSharding(sharding)
+	for _, tc := range []struct {
+		name string
+		op   func(implicitarray.Value) implicitarray.Value
+	}{
+		{"transpose", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Transpose(v, 1, 0) }},
+		{"reshape", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 96, 40) }},
+		{"broadcast", func(v implicitarray.Value) implicitarray.Value {
+			return implicitarray.BroadcastInDim(v, []int{48, 80, 3}, []int{0, 1})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := implicitarray.MustNewExec(backend, func(w *nf4.Array) implicitarray.Value { return tc.op(w) })
+			defer e.Finalize()
+			out, ok := e.MustCall1(w).(*nf4.Array)
+			if !ok {
+				t.Fatalf("result is not an *nf4.Array")
+			}
+			if s, ok := out.Sharding(); !ok || !s.Spec.Equal(sharding.Spec) || out.BlockSize() != 32 {
+				t.Errorf("sharding %v (%v), block %d: want %v kept, block 32", s, ok, out.BlockSize(), sharding)
+			}
+			want := flatF32(t, graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
+				return tc.op(x).(*graph.Node)
+			}, denseOf(t, w)))
+			got := flatF32(t, denseOf(t, out))
+			_, scale := maxAbsDiff(got, want)
+			if diff, _ := maxAbsDiff(got, want); diff > nf4.MaxCodeGap()/2*scale {
+				t.Errorf("re-quantized values off by %g > bound %g", diff, nf4.MaxCodeGap()/2*scale)
+			}
+		})
+	}
+}
+
+// TestConvertDTypeIsLazy: convert_element_type returns a new NF4 array materializing in the new
+// dtype, and leaves the operand unchanged (eformer mutates it in place).
+func TestConvertDTypeIsLazy(t *testing.T) {
+	backend := testutil.Backend(t)
+	w := nf4.MustQuantize(randomTensor(6, 8, 64), 64)
+	implicitarray.ResetStats()
+	e := implicitarray.MustNewExec(backend, func(w *nf4.Array) (implicitarray.Value, *nf4.Array) {
+		return implicitarray.ConvertDType(w, dtypes.BFloat16), w
+	})
+	defer e.Finalize()
+	out := e.MustCall(w)
+	conv, ok := out[0].(*nf4.Array)
+	if !ok || conv.DType() != dtypes.BFloat16 {
+		t.Fatalf("result %T, want *nf4.Array of bfloat16", out[0])
+	}
+	if w.DType() != dtypes.Float32 || out[1].(*nf4.Array).DType() != dtypes.Float32 {
+		t.Errorf("operand changed to %s", w.DType())
+	}
+	if st := implicitarray.CurrentStats(); st.Materializations["*nf4.Array"] != 0 {
+		t.Errorf("convert materialized: %+v", st)
+	}
+	want := flatF32(t, graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
+		return graph.ConvertDType(x, dtypes.BFloat16)
+	}, denseOf(t, w)))
+	if got := flatF32(t, denseOf(t, conv)); !slices.Equal(got, want) {
+		t.Errorf("bfloat16 materialization differs from converting the float32 one")
+	}
+}
+
+// TestMaterializingHandlers: the element-wise, gather and reduce handlers give the dense op on the
+// materialized value, as dense nodes, without the generic fallback.
+func TestMaterializingHandlers(t *testing.T) {
+	backend := testutil.Backend(t)
+	w := nf4.MustQuantize(randomTensor(8, 4, 32), 16)
+	y := randomTensor(9, 4, 32)
+	ops := []struct {
+		name string
+		op   func(w, y implicitarray.Value) implicitarray.Value
+	}{
+		{"add", func(w, y implicitarray.Value) implicitarray.Value { return implicitarray.Add(w, y) }},
+		{"add-rev", func(w, y implicitarray.Value) implicitarray.Value { return implicitarray.Add(y, w) }},
+		{"add-nf4-nf4", func(w, y implicitarray.Value) implicitarray.Value { return implicitarray.Add(w, w) }},
+		{"mul", func(w, y implicitarray.Value) implicitarray.Value { return implicitarray.Mul(w, y) }},
+		{"max", func(w, y implicitarray.Value) implicitarray.Value { return implicitarray.Max(y, w) }},
+		{"div", func(w, y implicitarray.Value) implicitarray.Value { return implicitarray.Div(y, w) }},
+		{"lt", func(w, y implicitarray.Value) implicitarray.Value {
+			return graph.ConvertDType(implicitarray.LessThan(w, y).(*graph.Node), dtypes.Float32)
+		}},
+		{"exp", func(w, y implicitarray.Value) implicitarray.Value { return implicitarray.Exp(w) }},
+		{"log", func(w, y implicitarray.Value) implicitarray.Value { return implicitarray.Log(w) }},
+		{"sqrt", func(w, y implicitarray.Value) implicitarray.Value { return implicitarray.Sqrt(w) }},
+		{"integer_pow", func(w, y implicitarray.Value) implicitarray.Value { return implicitarray.IntegerPow(w, 3) }},
+		{"reduce_sum", func(w, y implicitarray.Value) implicitarray.Value { return implicitarray.ReduceSum(w, 1) }},
+		{"reduce_max", func(w, y implicitarray.Value) implicitarray.Value { return implicitarray.ReduceMax(w) }},
+		{"gather", func(w, y implicitarray.Value) implicitarray.Value {
+			idx := graph.Const(y.(*graph.Node).Graph(), [][]int32{{2}, {0}})
+			return implicitarray.Gather(w, idx, false)
+		}},
+		{"concatenate-last-axis", func(w, y implicitarray.Value) implicitarray.Value {
+			return implicitarray.Concatenate([]implicitarray.Value{w, y}, 1)
+		}},
+	}
+	wDense := denseOf(t, w)
+	for _, tc := range ops {
+		t.Run(tc.name, func(t *testing.T) {
+			implicitarray.ResetStats()
+			e := implicitarray.MustNewExec(backend, func(w *nf4.Array, y *graph.Node) *graph.Node {
+				out, ok := tc.op(w, y).(*graph.Node)
+				if !ok {
+					t.Errorf("result is not dense")
+				}
+				return out
+			})
+			defer e.Finalize()
+			got := flatF32(t, e.MustCall1(w, y).(*tensors.Tensor))
+			if st := implicitarray.CurrentStats(); len(st.Fallbacks) != 0 {
+				t.Errorf("fallbacks %v", st.Fallbacks)
+			}
+			want := flatF32(t, graph.MustExecOnce(backend, func(w, y *graph.Node) *graph.Node {
+				return tc.op(w, y).(*graph.Node)
+			}, wDense, y))
+			for i := range want {
+				// XLA may fuse the decode's multiply with the op (an FMA): allow a few ulps.
+				close := math.Abs(float64(got[i])-float64(want[i])) <= 1e-6*math.Max(1, math.Abs(float64(want[i])))
+				if !close && got[i] != want[i] && !(math.IsNaN(float64(got[i])) && math.IsNaN(float64(want[i]))) {
+					t.Fatalf("element %d: %v, want %v", i, got[i], want[i])
+				}
+			}
+		})
+	}
+}
