@@ -12,7 +12,7 @@ GOTEST_FLAGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help setup doctor demo vet test test-all bench
+.PHONY: help setup doctor demo vet test test-all bench conformance bench-peer
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -23,8 +23,9 @@ setup: ## install the XLA CPU PJRT plugin (PyPI wheel) as ~/.local/lib/go-xla/pj
 doctor: ## report the backend quanta runs on (exit 0: XLA; 3: pure-Go fallback)
 	$(GO) run ./cmd/quanta doctor
 
-demo: setup ## run the end-to-end example on the chosen backend
+demo: setup ## quantize a weight in every format, run the fused matmul, then a short QAT run
 	$(GO) run ./examples/demo
+	$(GO) run ./examples/qat -quick
 
 vet: ## go vet ./...
 	$(GO) vet ./...
@@ -36,11 +37,13 @@ test: setup vet ## run every test on XLA CPU, then again on the pure-Go backend
 test-all: export QUANTA_TEST_ALL := 1
 test-all: test ## `make test` plus the slow tests (QUANTA_TEST_ALL=1)
 
-bench: ## run the Go benchmarks (placeholder until the format benchmarks land)
-	$(GO) test -run '^$$' -bench . ./...
+bench: setup ## the benchmark table (README): formats vs dense, M=1..2048, K=N=4096, one run
+	$(GO) run ./bench -json bench/results/$(or $(BENCH_NAME),xla-cpu-f32).json \
+		-markdown bench/results/$(or $(BENCH_NAME),xla-cpu-f32).md $(BENCH_FLAGS)
 
-# ---- Room for later targets (owned by later issues; not defined yet) ------------------------
-# conformance:     check quanta against vectors produced by eformer
-# bench-peer:      benchmark quanta against eformer/JAX on the same XLA (jaxlib 0.11.2)
-# accel-test:      run tpu_tests/ on an accelerator machine
-# accel-binaries:  build the test binaries to ship to an accelerator machine
+conformance: ## regenerate the eformer vectors (byte-compared with testdata/) and run the Go conformance suite
+	conformance/run.sh gen
+	$(GO) test ./conformance/...
+
+bench-peer: setup ## eformer (JAX CPU) vs quanta (XLA CPU) on the same shapes: a table of ratios
+	$(GO) run ./conformance/peer

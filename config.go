@@ -84,6 +84,14 @@ type Config struct {
 	// implicit array, as eformer's simulate=True. It is not a straight-through estimator: use
 	// StraightThrough for training.
 	Simulate bool
+	// Scaled, for Binary and Ternary, keeps a per-output-channel scale mean(|x|) over the first
+	// axis (for a (K, N) weight used as x @ W, one scale per output column: the XNOR-Net / BitNet
+	// absmean), so the ±1 values keep the weights' magnitude. eformer keeps no scale, which is the
+	// default. Ignored by NF4 and Int8, which always keep scales.
+	Scaled bool
+	// BitNet selects the BitNet b1.58 rule for Ternary: scale = mean(|x|) over the first axis,
+	// values = clip(round(x / scale), -1, 1). It implies Scaled. Only valid with Ternary.
+	BitNet bool
 	// UseKernel: Disabled forces the materialize-then-dot path for products with the quantized
 	// array (to compare against, or to work around a lowering); Default and Enabled use the fused
 	// lowering. eformer has this field but never reads it.
@@ -109,6 +117,9 @@ func (c Config) Validate() error {
 	}
 	if c.Type == NF4 && c.EffectiveBlockSize()%2 != 0 {
 		return errors.Errorf("quanta: Config.BlockSize %d is odd; NF4 packs two codes per byte, so it must be even", c.BlockSize)
+	}
+	if c.BitNet && c.Type != Ternary {
+		return errors.Errorf("quanta: Config.BitNet is a ternary rule, but Config.Type is %s", c.Type)
 	}
 	if c.UseKernel < Default || c.UseKernel > Disabled {
 		return errors.Errorf("quanta: invalid Config.UseKernel %d", int(c.UseKernel))

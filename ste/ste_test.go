@@ -19,7 +19,9 @@ func TestApply(t *testing.T) {
 	w := []float32{0.3, -1.26, 2.0, 0.74}
 	c := []float32{1.5, -2, 0.25, 4}
 	e := graph.MustNewExec(backend, func(w, c *graph.Node) (*graph.Node, *graph.Node) {
-		q := ste.Apply(w, func(x *graph.Node) *graph.Node { return graph.MulScalar(graph.ConvertDType(roundToHalf(x), dtypes.Float32), 0.5) })
+		q := ste.Apply(w, func(x *graph.Node) *graph.Node {
+			return graph.MulScalar(graph.ConvertDType(roundToHalf(x), dtypes.Float32), 0.5)
+		})
 		loss := graph.ReduceAllSum(graph.Mul(q, c))
 		return q, graph.Gradient(loss, w)[0]
 	})

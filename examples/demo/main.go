@@ -1,17 +1,20 @@
-// Command demo runs quanta end to end on the backend that package runtime picks.
-//
-// For now it runs a dense matmul graph and compares it with the same product computed in
-// Go; it grows with the format packages into: quantize a weight, run the quantized matmul,
-// print its error against the dense one.
+// Command demo runs quanta end to end on the backend that package runtime picks: it quantizes a
+// weight in every format, multiplies activations by it with the fused quantized matmul (the
+// weight is never materialized as a dense array), and prints the error against the dense product
+// and the bytes saved. `make demo` runs it, then a short quantization-aware training run.
 package main
 
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/runtime"
 )
 
@@ -20,6 +23,15 @@ func main() {
 		fmt.Fprintf(os.Stderr, "demo: %+v\n", err)
 		os.Exit(1)
 	}
+}
+
+// gaussian returns a rows×cols float32 tensor of N(0, std²) values.
+func gaussian(r *rand.Rand, rows, cols int, std float64) *tensors.Tensor {
+	data := make([]float32, rows*cols)
+	for i := range data {
+		data[i] = float32(r.NormFloat64() * std)
+	}
+	return tensors.FromFlatDataAndDimensions(data, rows, cols)
 }
 
 func demo() error {
@@ -33,40 +45,68 @@ func demo() error {
 	}
 	fmt.Print(info)
 
-	// y = x · w, with x [m, k] and w [k, n].
-	const m, k, n = 4, 64, 8
-	x, w := make([][]float32, m), make([][]float32, k)
-	for i := range x {
-		x[i] = make([]float32, k)
-		for j := range x[i] {
-			x[i][j] = float32(math.Sin(float64(i*k + j)))
+	const m, k, n = 4, 512, 256
+	r := rand.New(rand.NewPCG(1, 2))
+	x, w := gaussian(r, m, k, 1), gaussian(r, k, n, 1/math.Sqrt(k))
+
+	// The dense reference, and the same product with each quantized weight: one Exec serves every
+	// format (the graph is compiled once per format and shape).
+	dense := graph.MustNewExec(backend, graph.MatMul).MustExec1(x, w)
+	e := implicitarray.MustNewExec(backend, func(x *graph.Node, w implicitarray.Array) *graph.Node {
+		return implicitarray.Materialize(implicitarray.MatMul(x, w))
+	})
+	fmt.Printf("\ny = x·W with x [%d,%d] and W [%d,%d] float32 (%d bytes)\n", m, k, k, n, w.Shape().Memory())
+	fmt.Printf("%-16s %12s %10s %22s %16s\n", "format", "weight bytes", "ratio", "rel. error vs dense", "materialized W?")
+	for _, cfg := range []quanta.Config{
+		{Type: quanta.NF4},
+		{Type: quanta.Int8},
+		{Type: quanta.Ternary, Scaled: true},
+		{Type: quanta.Binary, Scaled: true},
+	} {
+		q, err := quanta.Quantize(w, cfg)
+		if err != nil {
+			return err
 		}
-	}
-	for i := range w {
-		w[i] = make([]float32, n)
-		for j := range w[i] {
-			w[i][j] = float32(math.Cos(float64(i*n+j))) / 8
+		a := q.(implicitarray.Array)
+		implicitarray.ResetStats()
+		y, err := e.Call1(x, a)
+		if err != nil {
+			return err
 		}
-	}
-	y, err := graph.ExecOnce(backend, func(x, w *graph.Node) *graph.Node { return graph.MatMul(x, w) }, x, w)
-	if err != nil {
-		return err
-	}
-	got := y.Value().([][]float32)
-	var maxErr float64
-	for i := range m {
-		for j := range n {
-			var want float64
-			for l := range k {
-				want += float64(x[i][l]) * float64(w[l][j])
-			}
-			maxErr = max(maxErr, math.Abs(float64(got[i][j])-want))
+		relErr := relativeError(y.(*tensors.Tensor), dense)
+		materialized := implicitarray.CurrentStats().Materializations[implicitarray.TypeName(a)] > 0
+		name := cfg.Type.String()
+		if cfg.Scaled {
+			name += " (scaled)"
 		}
-	}
-	fmt.Printf("\ndense matmul [%d,%d]x[%d,%d] on %s: max |error| vs float64 reference = %.2g\n", m, k, k, n, info.Config, maxErr)
-	fmt.Println("quantized formats (nf4, int8, binary/ternary): in progress; this demo will quantize w and compare.")
-	if maxErr > 1e-4 {
-		return errors.Errorf("dense matmul error %.2g is larger than 1e-4", maxErr)
+		bytes := componentBytes(a)
+		fmt.Printf("%-16s %12d %9.1fx %22.4f %16v\n", name, bytes, float64(w.Shape().Memory())/float64(bytes), relErr, materialized)
+		if materialized {
+			return errors.Errorf("%s: the fused product materialized the weight", name)
+		}
 	}
 	return nil
+}
+
+// relativeError is ||got - want|| / ||want|| (Frobenius).
+func relativeError(got, want *tensors.Tensor) float64 {
+	g, w := got.Value().([][]float32), want.Value().([][]float32)
+	var num, den float64
+	for i := range w {
+		for j := range w[i] {
+			d := float64(g[i][j]) - float64(w[i][j])
+			num += d * d
+			den += float64(w[i][j]) * float64(w[i][j])
+		}
+	}
+	return math.Sqrt(num / den)
+}
+
+// componentBytes is the memory of an implicit array's stored components.
+func componentBytes(a implicitarray.Array) int {
+	var total int
+	for _, c := range a.Components() {
+		total += int(c.Shape().Memory())
+	}
+	return total
 }

@@ -1,0 +1,212 @@
+// Command peer runs the peer benchmark behind `make bench-peer`: eformer's quantized matmuls on JAX
+// CPU (conformance/run.sh bench, i.e. conformance/bench_peer.py) and quanta's on GoMLX XLA CPU
+// (go run ./bench), one after the other on the same machine and the same shapes, and writes one
+// markdown table of ratios quanta time / eformer time per format and M (below 1: quanta is faster).
+//
+// Both harnesses measure the same thing: a call chains L layers y = y @ W_i with distinct K×N
+// weights (L = -layers for M < 512, -layers-large for M >= 512), host activations in, host result
+// out, and the time reported is the median per layer. Both sides run XLA CPU, so the ratios compare
+// the lowerings.
+//
+// Run it from the repository root:
+//
+//	go run ./conformance/peer [-m 1,8,64,512,2048] [-k 4096] [-n 4096] [-markdown FILE]
+//
+// -eformer-json and -quanta-json name the intermediate files (kept); with -reuse, existing files are
+// read instead of running the harnesses again.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+var (
+	flagM           = flag.String("m", "1,8,64,512,2048", "comma-separated batch sizes M")
+	flagK           = flag.Int("k", 4096, "contracting dimension K")
+	flagN           = flag.Int("n", 4096, "output dimension N (must equal K: layers are chained)")
+	flagLayers      = flag.Int("layers", 8, "layers chained for M < 512")
+	flagLayersLarge = flag.Int("layers-large", 2, "layers chained for M >= 512")
+	flagFormats     = flag.String("formats", "nf4,int8,ternary,dense", "eformer formats (bench_peer.py --formats)")
+	flagVariants    = flag.String("variants", "", "quanta variants (go run ./bench -variants; default: all)")
+	flagEformerJSON = flag.String("eformer-json", "bench-results/peer/eformer.json", "eformer results (written by run.sh bench)")
+	flagQuantaJSON  = flag.String("quanta-json", "bench-results/peer/quanta.json", "quanta results (written by go run ./bench)")
+	flagMarkdown    = flag.String("markdown", "bench-results/peer/peer.md", "write the table here too (stdout always gets it)")
+	flagReuse       = flag.Bool("reuse", false, "read existing JSON files instead of running the harnesses")
+)
+
+// eformerReport is what bench_peer.py writes.
+type eformerReport struct {
+	Versions map[string]string `json:"versions"`
+	Device   string            `json:"device"`
+	Results  []struct {
+		Format  string  `json:"format"`
+		M       int     `json:"M"`
+		Layers  int     `json:"layers"`
+		MedianS float64 `json:"median_s"`
+	} `json:"results"`
+}
+
+// quantaReport is what go run ./bench -json writes.
+type quantaReport struct {
+	Backend string `json:"backend"`
+	Results []struct {
+		Variant    string  `json:"variant"`
+		M          int     `json:"m"`
+		Layers     int     `json:"layers"`
+		MsPerLayer float64 `json:"ms_per_layer"`
+	} `json:"results"`
+}
+
+func main() {
+	flag.Parse()
+	if *flagK != *flagN {
+		fail(fmt.Errorf("-k %d and -n %d differ: chained layers need K == N", *flagK, *flagN))
+	}
+	if _, err := os.Stat(filepath.Join("conformance", "run.sh")); err != nil {
+		fail(fmt.Errorf("run from the repository root (conformance/run.sh not found): %w", err))
+	}
+	for _, path := range []string{*flagEformerJSON, *flagQuantaJSON, *flagMarkdown} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			fail(err)
+		}
+	}
+	common := []string{strconv.Itoa(*flagK), strconv.Itoa(*flagN), strconv.Itoa(*flagLayers), strconv.Itoa(*flagLayersLarge)}
+	if !*flagReuse {
+		run("conformance/run.sh", "bench", *flagEformerJSON, "--m", *flagM, "--k", common[0], "--n", common[1],
+			"--layers", common[2], "--layers-large", common[3], "--formats", *flagFormats)
+		args := []string{"run", "./bench", "-json", *flagQuantaJSON, "-m", *flagM, "-k", common[0], "-n", common[1],
+			"-layers", common[2], "-layers-large", common[3]}
+		if *flagVariants != "" {
+			args = append(args, "-variants", *flagVariants)
+		}
+		run("go", args...)
+	}
+	var ef eformerReport
+	var qu quantaReport
+	readJSON(*flagEformerJSON, &ef)
+	readJSON(*flagQuantaJSON, &qu)
+	table, err := markdown(&ef, &qu)
+	if err != nil {
+		fail(err)
+	}
+	fmt.Print(table)
+	if err := os.WriteFile(*flagMarkdown, []byte(table), 0o644); err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "peer:", err)
+	os.Exit(1)
+}
+
+// run runs a command with the output on stderr (the table goes to stdout).
+func run(name string, args ...string) {
+	fmt.Fprintf(os.Stderr, "peer: %s %s\n", name, strings.Join(args, " "))
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fail(fmt.Errorf("%s: %w", name, err))
+	}
+}
+
+func readJSON(path string, v any) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fail(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		fail(fmt.Errorf("%s: %w", path, err))
+	}
+}
+
+// formatOf returns the eformer format a quanta variant measures: the format itself or a name
+// starting with it and a separator ("nf4", "nf4-fused", "int8 (axis -1)"); "" if none.
+func formatOf(variant string, formats []string) string {
+	for _, f := range formats {
+		if variant == f {
+			return f
+		}
+		if strings.HasPrefix(variant, f) && strings.ContainsAny(variant[len(f):len(f)+1], "-_ (/") {
+			return f
+		}
+	}
+	return ""
+}
+
+// markdown builds the ratio table: one row per quanta variant that has an eformer format, one column
+// per M; a cell is quanta ms / eformer ms = ratio.
+func markdown(ef *eformerReport, qu *quantaReport) (string, error) {
+	eMs := map[string]map[int]float64{}
+	var formats []string
+	for _, r := range ef.Results {
+		if eMs[r.Format] == nil {
+			eMs[r.Format] = map[int]float64{}
+			formats = append(formats, r.Format)
+		}
+		eMs[r.Format][r.M] = r.MedianS * 1e3
+	}
+	type row struct {
+		variant, format string
+		ms              map[int]float64
+	}
+	var rows []*row
+	byVariant := map[string]*row{}
+	var ms []int
+	for _, r := range qu.Results {
+		f := formatOf(r.Variant, formats)
+		if f == "" {
+			fmt.Fprintf(os.Stderr, "peer: quanta variant %q has no eformer counterpart (formats %v); left out\n", r.Variant, formats)
+			continue
+		}
+		if byVariant[r.Variant] == nil {
+			byVariant[r.Variant] = &row{variant: r.Variant, format: f, ms: map[int]float64{}}
+			rows = append(rows, byVariant[r.Variant])
+		}
+		byVariant[r.Variant].ms[r.M] = r.MsPerLayer
+		if !slices.Contains(ms, r.M) {
+			ms = append(ms, r.M)
+		}
+	}
+	if len(rows) == 0 {
+		return "", fmt.Errorf("no quanta variant matches an eformer format %v", formats)
+	}
+	sort.Ints(ms)
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "Peer benchmark: quanta (%s) vs eformer %s (jax %s, %s); K=N=%d, float32 activations.\n",
+		qu.Backend, ef.Versions["eformer"], ef.Versions["jax"], ef.Device, *flagK)
+	fmt.Fprintf(&sb, "Cells: quanta ms / eformer ms per layer = **ratio** (below 1: quanta is faster); "+
+		"chains of %d distinct layers for M<512, %d for M>=512, host in and out, medians.\n\n", *flagLayers, *flagLayersLarge)
+	sb.WriteString("| quanta variant | eformer |")
+	for _, m := range ms {
+		fmt.Fprintf(&sb, " M=%d |", m)
+	}
+	sb.WriteString("\n|---|---|")
+	for range ms {
+		sb.WriteString("---|")
+	}
+	sb.WriteString("\n")
+	for _, r := range rows {
+		fmt.Fprintf(&sb, "| %s | %s |", r.variant, r.format)
+		for _, m := range ms {
+			q, okQ := r.ms[m]
+			e, okE := eMs[r.format][m]
+			if !okQ || !okE || e <= 0 {
+				sb.WriteString(" — |")
+				continue
+			}
+			fmt.Fprintf(&sb, " %.3g / %.3g = **%.2f** |", q, e, q/e)
+		}
+		sb.WriteString("\n")
+	}
+	return sb.String(), nil
+}

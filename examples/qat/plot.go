@@ -1,0 +1,64 @@
+package main
+
+import (
+	"image/color"
+	mathrand "math/rand"
+	"math/rand/v2"
+
+	"github.com/pkg/errors"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// randV1 derives a math/rand generator (what datasets.InMemoryDataset takes) from rng.
+func randV1(rng *rand.Rand) *mathrand.Rand {
+	return mathrand.New(mathrand.NewSource(int64(rng.Uint64())))
+}
+
+var palette = []color.RGBA{
+	{R: 0x33, G: 0x33, B: 0x33, A: 0xff}, // float
+	{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+}
+
+// plotCurves writes the test-accuracy curves as a PNG: the float run, then each QAT run starting
+// at its PTQ accuracy where the float run ended (a dotted vertical line).
+func plotCurves(path string, curves []curve, floatSteps int) error {
+	p := plot.New()
+	p.Title.Text = "Test accuracy: float training, then QAT from the float weights"
+	p.X.Label.Text = "training step"
+	p.Y.Label.Text = "test accuracy"
+	p.Y.Min, p.Y.Max = 0, 1
+	p.Legend.Top, p.Legend.Left = false, false
+	p.Add(plotter.NewGrid())
+	for i, c := range curves {
+		xys := make(plotter.XYs, len(c.points))
+		for j, pt := range c.points {
+			xys[j] = plotter.XY{X: float64(pt.step), Y: pt.acc}
+		}
+		line, err := plotter.NewLine(xys)
+		if err != nil {
+			return errors.Wrapf(err, "plotting %s", c.name)
+		}
+		line.Color = palette[i%len(palette)]
+		line.Width = vg.Points(1.5)
+		p.Add(line)
+		p.Legend.Add(c.name, line)
+	}
+	boundary, err := plotter.NewLine(plotter.XYs{{X: float64(floatSteps), Y: 0}, {X: float64(floatSteps), Y: 1}})
+	if err != nil {
+		return errors.Wrap(err, "plotting the QAT start")
+	}
+	boundary.Dashes = []vg.Length{vg.Points(2), vg.Points(3)}
+	boundary.Color = color.Gray{Y: 0x80}
+	p.Add(boundary)
+	p.Legend.Add("QAT starts (PTQ accuracy)", boundary)
+	if err := p.Save(8*vg.Inch, 5*vg.Inch, path); err != nil {
+		return errors.Wrapf(err, "writing %s", path)
+	}
+	return nil
+}

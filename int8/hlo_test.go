@@ -1,0 +1,71 @@
+package int8_test
+
+import (
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/quanta-ml/quanta/implicitarray"
+	qint8 "github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/runtime"
+)
+
+const hloChildEnv = "QUANTA_INT8_HLO_CHILD"
+
+// TestConvertIsFused proves from XLA's optimized program that the reduce lowering never builds a
+// float copy of the weight: the int8 -> float convert sits inside the fusion that consumes it.
+// GoMLX exposes no optimized HLO, so the test reruns itself with XLA_FLAGS=--xla_dump_to and reads
+// the dump. It also logs what XLA CPU does with the scaled (dot) lowering.
+func TestConvertIsFused(t *testing.T) {
+	backend := testutil.Backend(t)
+	if os.Getenv(hloChildEnv) == "1" {
+		rng := rand.New(rand.NewSource(1))
+		reduce := qint8.MustQuantize(randomTensor(rng, 48, 64)) // (N, K): einsum bk,nk->bn
+		scaled := qint8.MustQuantize(randomTensor(rng, 64, 40)) // (K, N): x @ w
+		implicitarray.MustNewExec(backend, func(x *graph.Node, w *qint8.Array) *graph.Node {
+			return implicitarray.Einsum("bk,nk->bn", x, w).(*graph.Node)
+		}).MustCall1(randomTensor(rng, 1, 64), reduce)
+		implicitarray.MustNewExec(backend, func(x *graph.Node, w *qint8.Array) *graph.Node {
+			return implicitarray.MatMul(x, w).(*graph.Node)
+		}).MustCall1(randomTensor(rng, 1, 64), scaled)
+		return
+	}
+	if !runtime.IsXLA(backend) {
+		t.Skip("reads XLA's optimized HLO dump; the backend is not XLA")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestConvertIsFused$", "-test.count=1")
+	cmd.Env = append(os.Environ(), hloChildEnv+"=1", "XLA_FLAGS=--xla_dump_to="+dir+" --xla_dump_hlo_as_text")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child test: %v\n%s", err, out)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*after_optimizations.txt"))
+	checked := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(data)
+		entry := text[strings.Index(text, "\nENTRY"):]
+		switch {
+		case strings.Contains(text, "s8[48,64]"):
+			checked++
+			if strings.Contains(entry, "f32[48,64]") || !strings.Contains(text, "convert(") {
+				t.Errorf("reduce lowering: a float copy of the weight is a top-level value:\n%s", entry)
+			}
+		case strings.Contains(text, "s8[64,40]"):
+			checked++
+			t.Logf("scaled (dot) lowering: XLA CPU fuses the convert into the dot: %v",
+				!strings.Contains(entry, "f32[64,40]"))
+		}
+	}
+	if checked != 2 {
+		t.Fatalf("found %d of the 2 programs in the dump (%d files)", checked, len(files))
+	}
+}

@@ -1,0 +1,349 @@
+package int8_test
+
+import (
+	"math"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/implicitarray"
+	qint8 "github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/x448/float16"
+)
+
+// codes returns the int8 weight of a host-side array.
+func codes(t *testing.T, a *qint8.Array) []int8 {
+	t.Helper()
+	return tensors.MustCopyFlatData[int8](a.Weight().Tensor())
+}
+
+// float64s returns any float tensor's values as float64.
+func float64s(t *testing.T, x *tensors.Tensor) []float64 {
+	t.Helper()
+	var out []float64
+	err := x.ConstFlatData(func(flat any) {
+		switch d := flat.(type) {
+		case []float32:
+			for _, v := range d {
+				out = append(out, float64(v))
+			}
+		case []float64:
+			out = append(out, d...)
+		case []bfloat16.BFloat16:
+			for _, v := range d {
+				out = append(out, float64(v.Float32()))
+			}
+		case []float16.Float16:
+			for _, v := range d {
+				out = append(out, float64(v.Float32()))
+			}
+		default:
+			t.Fatalf("unexpected data %T", flat)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func bf16s(values ...float32) []bfloat16.BFloat16 {
+	out := make([]bfloat16.BFloat16, len(values))
+	for i, v := range values {
+		out[i] = qint8.RoundToBFloat16(v)
+	}
+	return out
+}
+
+// recip127 is 1/127 in float32: eformer's scale is amax * recip127 (XLA rewrites the division by a
+// constant), as its conformance vectors show.
+const recip127 = float32(1.0 / 127)
+
+func TestQuantizeHandComputed(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		x         *tensors.Tensor
+		axes      []int
+		wantQ     []int8
+		wantScale []float64
+	}{
+		// eformer's documented example: scale 3/127 (as 3 * float32(1/127)).
+		{"spec-row", tensors.FromValue([][]float32{{1, 2, 3}}), nil, []int8{42, 85, 127}, []float64{float64(float32(3) * recip127)}},
+		// amax 127 gives scale exactly 1 (tiny is absorbed), so x/scale = x: ties go to even.
+		{"ties-to-even", tensors.FromValue([]float32{127, 2.5, 3.5, -2.5, 0.5, -0.5, 1.5}), nil,
+			[]int8{127, 2, 4, -2, 0, 0, 2}, []float64{1}},
+		// Zero row: scale = tiny, codes 0.
+		{"zero-row", tensors.FromValue([][]float32{{0, 0}, {-4, 2}}), []int{-1}, []int8{0, 0, -127, 64},
+			[]float64{0x1p-126, float64(float32(4)*recip127 + float32(0x1p-126))}},
+		// Axis 0 on (2, 2): one scale per column, shape (1, 2).
+		{"axis0", tensors.FromValue([][]float32{{1, -8}, {-2, 4}}), []int{0}, []int8{64, -127, -127, 64},
+			[]float64{float64(float32(2) * recip127), float64(float32(8) * recip127)}},
+		// bfloat16 by hand: 3/127 rounds up to 0.023681640625; 1/s = 42.23 -> 42.25 -> 42;
+		// 2/s = 84.45 -> 84.5 -> 84 (tie to even); 3/s = 126.68 -> 126.5 -> 126.
+		{"bf16-row", tensors.FromFlatDataAndDimensions(bf16s(1, 2, 3), 1, 3), nil, []int8{42, 84, 126}, []float64{0.023681640625}},
+		// float64 keeps the division exact enough for the textbook codes.
+		{"f64-row", tensors.FromValue([][]float64{{1, 2, 3}}), []int{1}, []int8{42, 85, 127}, []float64{3 * (1.0 / 127)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := qint8.Quantize(tc.x, tc.axes...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := codes(t, a); !equalInt8(got, tc.wantQ) {
+				t.Errorf("codes %v, want %v", got, tc.wantQ)
+			}
+			if got := float64s(t, a.Scale().Tensor()); !equalF64(got, tc.wantScale) {
+				t.Errorf("scale %v, want %v", got, tc.wantScale)
+			}
+			if a.DType() != tc.x.DType() || a.Scale().Shape().DType != tc.x.DType() {
+				t.Errorf("dtype %s, scale %s; want %s", a.DType(), a.Scale().Shape(), tc.x.DType())
+			}
+		})
+	}
+}
+
+func equalInt8(a, b []int8) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func equalF64(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestQuantizeLayoutAndAccessors(t *testing.T) {
+	x := tensors.FromShape(shapesF32(4, 6))
+	for _, tc := range []struct {
+		axes      []int
+		wantScale []int
+	}{{nil, []int{4, 1}}, {[]int{0}, []int{1, 6}}, {[]int{0, 1}, []int{1, 1}}, {[]int{-2, -1}, []int{1, 1}}} {
+		a := qint8.MustQuantize(x, tc.axes...)
+		if got := a.Scale().Shape().Dimensions; !equalInts(got, tc.wantScale) {
+			t.Errorf("axes %v: scale %v, want %v", tc.axes, got, tc.wantScale)
+		}
+		if a.Bytes() != 4*6+4*tc.wantScale[0]*tc.wantScale[1] {
+			t.Errorf("axes %v: Bytes %d", tc.axes, a.Bytes())
+		}
+	}
+	a, err := qint8.QuantizeAs(x, dtypes.BFloat16, 0)
+	if err != nil || a.DType() != dtypes.BFloat16 || a.Scale().Shape().DType != dtypes.Float32 || !equalInts(a.Axes(), []int{0}) {
+		t.Fatalf("QuantizeAs: %v %v", a, err)
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestQuantizeBadInput(t *testing.T) {
+	nan := float32(math.NaN())
+	for _, tc := range []struct {
+		name string
+		x    *tensors.Tensor
+		axes []int
+		want string
+	}{
+		{"axis-out-of-range", tensors.FromValue([][]float32{{1}}), []int{2}, "out of range"},
+		{"negative-axis-out-of-range", tensors.FromValue([][]float32{{1}}), []int{-3}, "out of range"},
+		{"repeated-axis", tensors.FromValue([][]float32{{1}}), []int{1, -1}, "repeat"},
+		{"integer", tensors.FromValue([][]int32{{1}}), nil, "accepted: float32"},
+		{"nan", tensors.FromValue([][]float32{{1, nan}}), nil, "finite"},
+		{"inf", tensors.FromValue([]float64{math.Inf(-1)}), nil, "finite"},
+		{"empty", tensors.FromShape(shapesF32(0, 3)), nil, "empty"},
+		{"scalar", tensors.FromValue(float32(1)), nil, "scalar"},
+		{"nil", nil, nil, "nil"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := qint8.Quantize(tc.x, tc.axes...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, %v; want an error containing %q", a, err, tc.want)
+			}
+		})
+	}
+	if _, err := qint8.QuantizeAs(tensors.FromValue([]float32{1}), dtypes.Int32); err == nil {
+		t.Error("QuantizeAs to int32: no error")
+	}
+}
+
+// TestQuantizeFuzz checks random shapes, axes and values against the format's definition computed
+// in float64 (references, not the code under test), and the backend's Materialize.
+func TestQuantizeFuzz(t *testing.T) {
+	backend := testutil.Backend(t)
+	rng := rand.New(rand.NewSource(42))
+	for iter := range 40 {
+		rank := 1 + rng.Intn(4)
+		dims := make([]int, rank)
+		size := 1
+		for i := range dims {
+			dims[i] = 1 + rng.Intn(6)
+			size *= dims[i]
+		}
+		var axes []int
+		for a := range rank {
+			if rng.Intn(2) == 0 {
+				axes = append(axes, a-rank*rng.Intn(2)) // some negative
+			}
+		}
+		data := make([]float32, size)
+		magnitude := math.Pow(10, float64(rng.Intn(8)-4))
+		for i := range data {
+			switch rng.Intn(8) {
+			case 0:
+				data[i] = 0
+			default:
+				data[i] = float32(rng.NormFloat64() * magnitude)
+			}
+		}
+		x := tensors.FromFlatDataAndDimensions(data, dims...)
+		a, err := qint8.Quantize(x, axes...)
+		if err != nil {
+			t.Fatalf("iter %d dims %v axes %v: %v", iter, dims, axes, err)
+		}
+		q, scale := codes(t, a), float64s(t, a.Scale().Tensor())
+		sDims := a.Scale().Shape().Dimensions
+		dense, err := implicitarray.MaterializeOnHost(backend, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := tensors.MustCopyFlatData[float32](dense)
+		// amax per scale element, in float64.
+		amax := make([]float64, len(scale))
+		for i, v := range data {
+			si := scaleIndex(i, dims, sDims)
+			amax[si] = math.Max(amax[si], math.Abs(float64(v)))
+		}
+		for si, s := range scale {
+			want := amax[si]/127 + 0x1p-126
+			if math.Abs(s-want) > 1e-6*want {
+				t.Fatalf("iter %d: scale[%d] = %g, want %g", iter, si, s, want)
+			}
+		}
+		for i, v := range data {
+			s := scale[scaleIndex(i, dims, sDims)]
+			if d := math.Abs(float64(q[i]) - float64(v)/s); d > 0.5+1e-4 {
+				t.Fatalf("iter %d: q[%d] = %d for x/scale = %g", iter, i, q[i], float64(v)/s)
+			}
+			if v == 0 && q[i] != 0 {
+				t.Fatalf("iter %d: zero became %d", iter, q[i])
+			}
+			if e := math.Abs(float64(got[i]) - float64(v)); e > s/2*(1+1e-4) || math.IsNaN(float64(got[i])) {
+				t.Fatalf("iter %d: round-trip error %g > scale/2 = %g at %d", iter, e, s/2, i)
+			}
+			if float32(float32(q[i])*float32(s)) != got[i] {
+				t.Fatalf("iter %d: Materialize %g != q*scale %g", iter, got[i], float32(q[i])*float32(s))
+			}
+		}
+	}
+}
+
+func scaleIndex(i int, dims, sDims []int) int {
+	si, stride := 0, 1
+	for a := len(dims) - 1; a >= 0; a-- {
+		c := i % dims[a]
+		i /= dims[a]
+		if sDims[a] != 1 {
+			si += c * stride
+		}
+		stride *= sDims[a]
+	}
+	return si
+}
+
+func TestQuantizeConstantRowExact(t *testing.T) {
+	backend := testutil.Backend(t)
+	// A constant row c: scale c/127 (+tiny), q = 127, and 127 * scale is c again.
+	x := tensors.FromValue([][]float32{{0.5, 0.5, 0.5}, {-3, -3, -3}, {0, 0, 0}})
+	a := qint8.MustQuantize(x)
+	dense, err := implicitarray.MaterializeOnHost(backend, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := dense.Value().([][]float32)
+	want := x.Value().([][]float32)
+	for i := range want {
+		for j := range want[i] {
+			if got[i][j] != want[i][j] {
+				t.Errorf("[%d][%d] = %g, want %g", i, j, got[i][j], want[i][j])
+			}
+		}
+	}
+}
+
+func TestQuantizeBFloat16RoundTrip(t *testing.T) {
+	backend := testutil.Backend(t)
+	rng := rand.New(rand.NewSource(7))
+	values := make([]float32, 16*32)
+	for i := range values {
+		values[i] = float32(rng.NormFloat64())
+	}
+	x := tensors.FromFlatDataAndDimensions(bf16s(values...), 16, 32)
+	a := qint8.MustQuantize(x)
+	dense, err := implicitarray.MaterializeOnHost(backend, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dense.DType() != dtypes.BFloat16 {
+		t.Fatalf("materialized %s", dense.Shape())
+	}
+	xs, got, scale := float64s(t, x), float64s(t, dense), float64s(t, a.Scale().Tensor())
+	for i, v := range xs {
+		// bfloat16 rounds x/scale (spacing up to 0.5 near 127) and the product q*scale (2^-8
+		// relative; 2^-7 on the pure-Go backend, which truncates) on top of the code's own rounding.
+		s := scale[i/32]
+		if e := math.Abs(got[i] - v); e > 0.75*s+math.Abs(v)/128 {
+			t.Fatalf("element %d: |%g - %g| = %g > bound (scale %g)", i, got[i], v, e, s)
+		}
+	}
+}
+
+func TestQuantizeNodeMatchesHost(t *testing.T) {
+	backend := testutil.Backend(t)
+	rng := rand.New(rand.NewSource(3))
+	data := make([]float32, 6*10)
+	for i := range data {
+		data[i] = float32(rng.NormFloat64())
+	}
+	x := tensors.FromFlatDataAndDimensions(data, 6, 10)
+	for _, axes := range [][]int{nil, {0}, {0, 1}} {
+		host := qint8.MustQuantize(x, axes...)
+		e := implicitarray.MustNewExec(backend, func(x *graph.Node) *qint8.Array { return qint8.QuantizeNode(x, axes...) })
+		inGraph := e.MustCall1(x).(*qint8.Array)
+		if got, want := codes(t, inGraph), codes(t, host); !equalInt8(got, want) {
+			t.Errorf("axes %v: in-graph codes %v\nhost codes %v", axes, got, want)
+		}
+		if got, want := float64s(t, inGraph.Scale().Tensor()), float64s(t, host.Scale().Tensor()); !equalF64(got, want) {
+			t.Errorf("axes %v: in-graph scale %v, host %v", axes, got, want)
+		}
+		if inGraph.Metadata() != host.Metadata() {
+			t.Errorf("metadata %q vs %q", inGraph.Metadata(), host.Metadata())
+		}
+	}
+}

@@ -1,0 +1,211 @@
+package qlayers
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta"
+)
+
+// Rule chooses how the dense kernels whose scope matches Scope are quantized. QuantizeContext
+// tries the rules in order and the first match wins (as Qwix's rules); a kernel that matches no
+// rule stays float.
+type Rule struct {
+	// Scope is a regular expression matched against the whole scope of the kernel, e.g.
+	// "/model/hidden_[0-9]+/dense" or ".*" (as Qwix's module_path, fully matched).
+	Scope string
+
+	// Config is the quantization of the matching kernels.
+	Config quanta.Config
+
+	// Skip keeps the matching kernels float: it excludes them ahead of a broader rule.
+	Skip bool
+}
+
+// Options of QuantizeContext.
+type Options struct {
+	// KeepFloat keeps the float kernels beside the quantized components (for more QAT later, or
+	// to compare); by default they are deleted, and the context is inference-only for those
+	// layers.
+	KeepFloat bool
+}
+
+// Report lists what QuantizeContext did, one Entry per dense kernel it found, quantized or not.
+type Report struct {
+	Entries []ReportEntry
+}
+
+// ReportEntry is one dense kernel in a Report.
+type ReportEntry struct {
+	// Scope of the kernel variable, e.g. "/model/hidden_0/dense".
+	Scope string
+	// Shape of the float kernel.
+	Shape shapes.Shape
+	// Quantized is false for kernels no rule quantized (no match, or a Skip rule).
+	Quantized bool
+	// Config is the quantization applied (meaningful when Quantized).
+	Config quanta.Config
+	// FloatBytes is the memory of the float kernel.
+	FloatBytes int64
+	// QuantizedBytes is the memory of the stored components (0 when not Quantized).
+	QuantizedBytes int64
+	// KeptFloat reports whether the float kernel is still in the context.
+	KeptFloat bool
+}
+
+// BytesAfter is the memory this kernel takes in the context after the conversion.
+func (e ReportEntry) BytesAfter() int64 {
+	if !e.Quantized {
+		return e.FloatBytes
+	}
+	if e.KeptFloat {
+		return e.FloatBytes + e.QuantizedBytes
+	}
+	return e.QuantizedBytes
+}
+
+// BytesBefore is the total memory of the dense kernels before the conversion.
+func (r Report) BytesBefore() int64 {
+	var n int64
+	for _, e := range r.Entries {
+		n += e.FloatBytes
+	}
+	return n
+}
+
+// BytesAfter is the total memory of the dense kernels after the conversion (float kernels that
+// were kept or left unquantized count in full).
+func (r Report) BytesAfter() int64 {
+	var n int64
+	for _, e := range r.Entries {
+		n += e.BytesAfter()
+	}
+	return n
+}
+
+// String formats the report as a table, one kernel per line, then the totals.
+func (r Report) String() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%-32s %-14s %-10s %12s %12s\n", "scope", "shape", "format", "bytes before", "bytes after")
+	for _, e := range r.Entries {
+		format := "float"
+		if e.Quantized {
+			format = formatString(e.Config)
+		}
+		dims := fmt.Sprint(e.Shape.Dimensions)
+		fmt.Fprintf(&sb, "%-32s %-14s %-10s %12d %12d\n", e.Scope, dims, format, e.FloatBytes, e.BytesAfter())
+	}
+	before, after := r.BytesBefore(), r.BytesAfter()
+	ratio := 0.0
+	if after > 0 {
+		ratio = float64(before) / float64(after)
+	}
+	fmt.Fprintf(&sb, "%-32s %-14s %-10s %12d %12d  (%.1fx smaller)\n", "total", "", "", before, after, ratio)
+	return sb.String()
+}
+
+// QuantizeContext converts the dense kernels of a trained float context into quantized ones, in
+// place: for every variable named "weights" of rank 2 and float dtype (the kernels of Dense and
+// layers.Dense), the first rule whose Scope fully matches the variable's scope decides: its
+// Config quantizes the kernel on the host, the components are stored as non-trainable variables
+// "weights.q0", "weights.q1", ... of that scope, and the format is recorded in the scope's
+// FormatParam parameter, so GoMLX checkpoints save and load both. The float kernel is deleted
+// unless opts.KeepFloat. Dense then runs those layers on the quantized kernels in inference.
+//
+// Only loaded variables are seen: with a checkpoint attached, load it with checkpoints'
+// Immediate() first. Converting an already converted kernel replaces its components.
+//
+// It returns an error, leaving the context untouched, for an invalid rule (bad regular
+// expression, invalid Config) or a kernel its format cannot hold; the error names the scope.
+func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, error) {
+	compiled := make([]*regexp.Regexp, len(rules))
+	for i, rule := range rules {
+		re, err := regexp.Compile("^(?:" + rule.Scope + ")$")
+		if err != nil {
+			return Report{}, errors.Wrapf(err, "qlayers.QuantizeContext: rule %d: scope pattern %q", i, rule.Scope)
+		}
+		compiled[i] = re
+		if !rule.Skip {
+			if err := rule.Config.Validate(); err != nil {
+				return Report{}, errors.WithMessagef(err, "qlayers.QuantizeContext: rule %d (%q)", i, rule.Scope)
+			}
+		}
+	}
+
+	var kernels []*context.Variable
+	for v := range ctx.IterVariables() {
+		if v.Name() == WeightsName && v.Shape().Rank() == 2 && v.DType().IsFloat() {
+			kernels = append(kernels, v)
+		}
+	}
+	slices.SortFunc(kernels, func(a, b *context.Variable) int { return strings.Compare(a.Scope(), b.Scope()) })
+
+	// Quantize everything first, so that an error leaves the context untouched.
+	type conversion struct {
+		kernel *context.Variable
+		entry  ReportEntry
+		comps  []any
+	}
+	var report Report
+	var todo []conversion
+	for _, v := range kernels {
+		entry := ReportEntry{Scope: v.Scope(), Shape: v.Shape(), FloatBytes: int64(v.Shape().Memory()), KeptFloat: true}
+		rule := -1
+		for i, re := range compiled {
+			if re.MatchString(v.Scope()) {
+				rule = i
+				break
+			}
+		}
+		if rule < 0 || rules[rule].Skip {
+			report.Entries = append(report.Entries, entry)
+			continue
+		}
+		cfg := rules[rule].Config
+		value, err := v.Value()
+		if err != nil {
+			return Report{}, errors.WithMessagef(err, "qlayers.QuantizeContext: reading %s", v.ScopeAndName())
+		}
+		q, err := quantizeHost(value, cfg)
+		if err != nil {
+			return Report{}, errors.WithMessagef(err, "qlayers.QuantizeContext: %s %s with rule %d (%q)",
+				v.ScopeAndName(), v.Shape(), rule, rules[rule].Scope)
+		}
+		entry.Quantized, entry.Config, entry.KeptFloat = true, cfg, opts.KeepFloat
+		var comps []any
+		for _, c := range q.Components() {
+			if !c.IsTensor() {
+				return Report{}, errors.Errorf("qlayers.QuantizeContext: %s: the %s format has a nested component %s; "+
+					"accepted: formats whose components are tensors", v.ScopeAndName(), cfg.Type, c)
+			}
+			entry.QuantizedBytes += int64(c.Shape().Memory())
+			comps = append(comps, c.Tensor())
+		}
+		report.Entries = append(report.Entries, entry)
+		todo = append(todo, conversion{kernel: v, entry: entry, comps: comps})
+	}
+
+	for _, c := range todo {
+		scoped := ctx.InAbsPath(c.entry.Scope).Checked(false)
+		for _, v := range storedComponents(scoped) {
+			if err := ctx.DeleteVariable(c.entry.Scope, v.Name()); err != nil {
+				return report, errors.WithMessagef(err, "qlayers.QuantizeContext: replacing %s", v.ScopeAndName())
+			}
+		}
+		for i, t := range c.comps {
+			scoped.VariableWithValue(componentName(i), t).SetTrainable(false)
+		}
+		scoped.SetParam(FormatParam, formatString(c.entry.Config))
+		if !opts.KeepFloat {
+			if err := ctx.DeleteVariable(c.entry.Scope, WeightsName); err != nil {
+				return report, errors.WithMessagef(err, "qlayers.QuantizeContext: deleting %s", c.kernel.ScopeAndName())
+			}
+		}
+	}
+	return report, nil
+}

@@ -1,0 +1,205 @@
+package qlayers
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/implicitarray"
+)
+
+const (
+	// Scope is the sub-scope Dense creates its variables in, as layers.Dense.
+	Scope = "dense"
+
+	// WeightsName is the float kernel variable, (inputDim, outDim), as layers.Dense's.
+	WeightsName = "weights"
+
+	// BiasesName is the bias variable, (outDim), as layers.Dense's.
+	BiasesName = "biases"
+
+	// ComponentPrefix starts the names of the stored components of a quantized kernel:
+	// "weights.q0", "weights.q1", ... in the order of the format's Components().
+	ComponentPrefix = WeightsName + ".q"
+
+	// FormatParam is the context parameter, in the layer's scope, that records the format of the
+	// stored components, e.g. "nf4/64" (type/block size). QuantizeContext sets it; checkpoints save
+	// it with the other parameters.
+	FormatParam = "quanta_format"
+)
+
+// Dense is a fully connected layer with a quantized kernel, a drop-in for layers.Dense (same scope
+// and variable names, so a context trained with layers.Dense is read by Dense and vice versa):
+// y = x · W + b over the last axis of x, in scope ctx.In("dense") with the float kernel "weights"
+// (inputDim, outDim) and, if useBias, "biases" (outDim).
+//
+// What W is depends on the graph and on what the context holds:
+//   - training (ctx.IsTraining(g)): W is the float kernel through the straight-through estimator —
+//     the forward pass uses its quantized-then-materialized value, the gradient reaches the float
+//     master weights unchanged (quantization-aware training);
+//   - inference, with the components stored by QuantizeContext: W is the implicit array rebuilt
+//     from them, and the product runs on the quantized array (the format's fused dot_general; with
+//     cfg.UseKernel == quanta.Disabled, materialize then dot). The stored format (FormatParam) is
+//     authoritative; cfg supplies it only when the parameter is missing (checkpoint loaded with
+//     ExcludeAllParams);
+//   - inference with only the float kernel: the fake-quantized forward, the same value training
+//     sees.
+//
+// x must be a float tensor of rank >= 1; the kernel and biases take its dtype. Dense panics if
+// cfg is invalid, if x is not accepted, if stored components do not fit the format and shapes, or
+// in training when QuantizeContext removed the float kernel.
+func Dense(ctx *context.Context, x *graph.Node, useBias bool, outDim int, cfg quanta.Config) *graph.Node {
+	if x == nil {
+		panic(errors.New("qlayers.Dense: nil input"))
+	}
+	if err := cfg.Validate(); err != nil {
+		panic(errors.WithMessagef(err, "qlayers.Dense of %s", x.Shape()))
+	}
+	shape := x.Shape()
+	if shape.Rank() < 1 || !shape.DType.IsFloat() {
+		panic(errors.Errorf("qlayers.Dense: input %s; accepted: a float tensor (float32, float64, bfloat16, float16) of rank >= 1", shape))
+	}
+	if outDim < 1 {
+		panic(errors.Errorf("qlayers.Dense: outDim %d for input %s; accepted: a positive dimension", outDim, shape))
+	}
+	g := x.Graph()
+	ctx = ctx.In(Scope)
+	inDim := shape.Dim(-1)
+	kernelShape := shapes.Make(shape.DType, inDim, outDim)
+
+	flat := x
+	if shape.Rank() != 2 {
+		flat = graph.Reshape(x, -1, inDim)
+	}
+	var y *graph.Node
+	stored := storedComponents(ctx)
+	switch {
+	case ctx.IsTraining(g):
+		if len(stored) > 0 && ctx.GetVariable(WeightsName) == nil {
+			panic(errors.Errorf("qlayers.Dense in scope %q: training needs the float kernel %q, but the context holds only "+
+				"quantized components (QuantizeContext with KeepFloat false removed it)", ctx.Scope(), WeightsName))
+		}
+		y = graph.Dot(flat, fakeQuantize(floatKernel(ctx, g, kernelShape), cfg))
+	case len(stored) > 0:
+		y = quantizedProduct(ctx, flat, stored, kernelShape, cfg)
+	default:
+		y = graph.Dot(flat, fakeQuantize(floatKernel(ctx, g, kernelShape), cfg))
+	}
+	if shape.Rank() != 2 {
+		dims := append(shape.Clone().Dimensions[:shape.Rank()-1], outDim)
+		y = graph.Reshape(y, dims...)
+	}
+	if useBias {
+		b := ctx.VariableWithShape(BiasesName, shapes.Make(shape.DType, outDim)).ValueGraph(g)
+		y = graph.Add(y, graph.ExpandLeftToRank(b, y.Rank()))
+	}
+	return y
+}
+
+// floatKernel returns the float kernel variable's value, creating the variable (with the context's
+// initializer) if needed, as layers.Dense.
+func floatKernel(ctx *context.Context, g *graph.Graph, shape shapes.Shape) *graph.Node {
+	return ctx.VariableWithShape(WeightsName, shape).ValueGraph(g)
+}
+
+// storedComponents returns the quantized-kernel component variables of ctx's scope, in order.
+func storedComponents(ctx *context.Context) []*context.Variable {
+	var vars []*context.Variable
+	for i := 0; ; i++ {
+		v := ctx.GetVariable(componentName(i))
+		if v == nil {
+			return vars
+		}
+		vars = append(vars, v)
+	}
+}
+
+func componentName(i int) string { return ComponentPrefix + strconv.Itoa(i) }
+
+// quantizedProduct rebuilds the implicit kernel from the stored components and multiplies x by it.
+func quantizedProduct(ctx *context.Context, x *graph.Node, stored []*context.Variable, kernelShape shapes.Shape, cfg quanta.Config) *graph.Node {
+	g := x.Graph()
+	format := cfg
+	if s, found := ctx.GetParam(FormatParam); found {
+		text, ok := s.(string)
+		var err error
+		if ok {
+			format, err = parseFormat(text)
+		}
+		if !ok || err != nil {
+			panic(errors.Errorf("qlayers.Dense in scope %q: parameter %s=%v is not a format; accepted: the form \"nf4/64\" "+
+				"that QuantizeContext writes", ctx.Scope(), FormatParam, s))
+		}
+		format.UseKernel = cfg.UseKernel
+	}
+	tmpl, err := template(kernelShape, format)
+	if err != nil {
+		panic(errors.WithMessagef(err, "qlayers.Dense in scope %q: kernel %s", ctx.Scope(), kernelShape))
+	}
+	want := tmpl.Components()
+	if len(want) != len(stored) {
+		panic(errors.Errorf("qlayers.Dense in scope %q: %d stored components for a %s kernel %s; accepted: %d (%s)",
+			ctx.Scope(), len(stored), format.Type, kernelShape, len(want), describeComponents(want)))
+	}
+	nodes := make([]implicitarray.Component, len(stored))
+	for i, v := range stored {
+		if !v.Shape().Equal(want[i].Shape()) {
+			panic(errors.Errorf("qlayers.Dense in scope %q: component %q is %s; a %s kernel %s needs %s (%s)",
+				ctx.Scope(), v.Name(), v.Shape(), formatString(format), kernelShape, want[i].Shape(), describeComponents(want)))
+		}
+		v.SetTrainable(false)
+		nodes[i] = implicitarray.NodeComponent(v.ValueGraph(g))
+	}
+	w := tmpl.WithComponents(nodes)
+	if format.UseKernel == quanta.Disabled {
+		return graph.Dot(x, graph.ConvertDType(implicitarray.Materialize(w), x.DType()))
+	}
+	return implicitarray.Materialize(implicitarray.MatMul(x, w))
+}
+
+func describeComponents(cs []implicitarray.Component) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = componentName(i) + " " + c.Shape().String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// formatString is the FormatParam value for cfg: "nf4/BLOCKSIZE", "int8", "binary",
+// "binary/scaled", "ternary", "ternary/scaled" or "ternary/bitnet".
+func formatString(cfg quanta.Config) string {
+	switch {
+	case cfg.Type == quanta.NF4:
+		return fmt.Sprintf("nf4/%d", cfg.EffectiveBlockSize())
+	case cfg.Type == quanta.Ternary && cfg.BitNet:
+		return "ternary/bitnet"
+	case (cfg.Type == quanta.Binary || cfg.Type == quanta.Ternary) && cfg.Scaled:
+		return cfg.Type.String() + "/scaled"
+	}
+	return cfg.Type.String()
+}
+
+// parseFormat reads a FormatParam value.
+func parseFormat(s string) (quanta.Config, error) {
+	typeName, detail, _ := strings.Cut(s, "/")
+	t, err := quanta.ParseType(typeName)
+	if err != nil {
+		return quanta.Config{}, err
+	}
+	cfg := quanta.Config{Type: t, Scaled: detail == "scaled", BitNet: detail == "bitnet"}
+	if t == quanta.NF4 {
+		if cfg.BlockSize, err = strconv.Atoi(detail); err != nil {
+			return quanta.Config{}, errors.Errorf("qlayers: format %q: block size %q is not an integer", s, detail)
+		}
+	}
+	if formatString(cfg) != s {
+		return quanta.Config{}, errors.Errorf("qlayers: format %q; accepted: \"nf4/BLOCKSIZE\", \"int8\", \"binary\", "+
+			"\"binary/scaled\", \"ternary\", \"ternary/scaled\", \"ternary/bitnet\"", s)
+	}
+	return cfg, cfg.Validate()
+}

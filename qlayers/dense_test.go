@@ -1,0 +1,373 @@
+package qlayers_test
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/context/checkpoints"
+	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/nf4"
+	"github.com/quanta-ml/quanta/onebit"
+	"github.com/quanta-ml/quanta/qlayers"
+)
+
+const (
+	batch, inDim, outDim = 5, 64, 128
+	scope                = "/layer/dense"
+)
+
+// values returns n deterministic values in about [-1, 1] (a sine walk: no ties at quantization
+// thresholds in practice).
+func values(seed, n int) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32(math.Sin(float64(seed*7919+i)*0.7311) * math.Cos(float64(i)*0.013+float64(seed)))
+	}
+	return out
+}
+
+func matrix(seed, rows, cols int) [][]float32 {
+	flat := values(seed, rows*cols)
+	m := make([][]float32, rows)
+	for i := range m {
+		m[i] = flat[i*cols : (i+1)*cols]
+	}
+	return m
+}
+
+// floatContext returns a context holding the float kernel and biases of one Dense layer in scope
+// "/layer/dense".
+func floatContext() *context.Context {
+	ctx := context.New()
+	layer := ctx.In("layer").In(qlayers.Scope)
+	layer.VariableWithValue(qlayers.WeightsName, matrix(1, inDim, outDim))
+	layer.VariableWithValue(qlayers.BiasesName, values(2, outDim))
+	return ctx
+}
+
+// layer is the model of the tests: one Dense layer in scope "/layer".
+func layer(cfg quanta.Config) func(ctx *context.Context, x *graph.Node) *graph.Node {
+	return func(ctx *context.Context, x *graph.Node) *graph.Node {
+		return qlayers.Dense(ctx.In("layer").Checked(false), x, true, outDim, cfg)
+	}
+}
+
+func flat(t *testing.T, x *tensors.Tensor) []float32 {
+	t.Helper()
+	var out []float32
+	x.MustConstFlatData(func(data any) { out = append(out, data.([]float32)...) })
+	return out
+}
+
+func maxDiff(a, b []float32) float64 {
+	var d float64
+	for i := range a {
+		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d
+}
+
+// reference computes x · w + b in float64 on the host.
+func reference(x [][]float32, w []float32, b []float32) []float32 {
+	out := make([]float32, 0, len(x)*outDim)
+	for _, row := range x {
+		for j := range outDim {
+			sum := float64(b[j])
+			for k := range inDim {
+				sum += float64(row[k]) * float64(w[k*outDim+j])
+			}
+			out = append(out, float32(sum))
+		}
+	}
+	return out
+}
+
+func TestDenseTrainingGradientIsStraightThrough(t *testing.T) {
+	backend := testutil.Backend(t)
+	x := matrix(3, batch, inDim)
+	c := matrix(4, batch, outDim)
+	// d/dW sum((x·STE(W) + b) * c) = xᵀ·c: the straight-through estimator passes the gradient of
+	// the product unchanged to the float kernel.
+	want := make([]float32, inDim*outDim)
+	for k := range inDim {
+		for j := range outDim {
+			var sum float64
+			for i := range batch {
+				sum += float64(x[i][k]) * float64(c[i][j])
+			}
+			want[k*outDim+j] = float32(sum)
+		}
+	}
+	for _, typ := range quanta.Types() {
+		t.Run(typ.String(), func(t *testing.T) {
+			ctx := floatContext()
+			grad := context.MustExecOnce(backend, ctx, func(ctx *context.Context, x, c *graph.Node) *graph.Node {
+				ctx.SetTraining(x.Graph(), true)
+				y := layer(quanta.Config{Type: typ, Scaled: true})(ctx, x)
+				w := ctx.In("layer").In(qlayers.Scope).GetVariable(qlayers.WeightsName).ValueGraph(x.Graph())
+				return graph.Gradient(graph.ReduceAllSum(graph.Mul(y, c)), w)[0]
+			}, x, c)
+			if d := maxDiff(flat(t, grad), want); d > 1e-4 {
+				t.Errorf("gradient w.r.t. the float kernel differs from xᵀ·c by %g", d)
+			}
+		})
+	}
+}
+
+func TestDenseInference(t *testing.T) {
+	backend := testutil.Backend(t)
+	x := matrix(5, batch, inDim)
+	for _, typ := range quanta.Types() {
+		cfg := quanta.Config{Type: typ, Scaled: true}
+		t.Run(typ.String(), func(t *testing.T) {
+			// The quantized weights, materialized by the format package, are the reference kernel.
+			ctx := floatContext()
+			report, err := qlayers.QuantizeContext(ctx, []qlayers.Rule{{Scope: scope, Config: cfg}}, qlayers.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !report.Entries[0].Quantized {
+				t.Fatalf("kernel not quantized: %+v", report.Entries[0])
+			}
+			stored := storedArray(t, ctx, cfg)
+			dense, err := implicitarray.MaterializeOnHost(backend, stored)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := reference(x, flat(t, dense), values(2, outDim))
+			if ctx.GetVariableByScopeAndName(scope, qlayers.WeightsName) != nil {
+				t.Errorf("the float kernel was kept without Options.KeepFloat")
+			}
+
+			for _, useKernel := range []quanta.Toggle{quanta.Default, quanta.Disabled} {
+				c := cfg
+				c.UseKernel = useKernel
+				got := context.MustExecOnce(backend, ctx, layer(c), x)
+				if d := maxDiff(flat(t, got), want); d > 1e-3 {
+					t.Errorf("UseKernel=%d: quantized inference differs from x·materialize(W)+b by %g", useKernel, d)
+				}
+			}
+
+			// With only the float kernel, inference applies the fake-quantized forward: same values.
+			got := context.MustExecOnce(backend, floatContext(), layer(cfg), x)
+			if d := maxDiff(flat(t, got), want); d > 1e-3 {
+				t.Errorf("fake-quantized inference differs from x·materialize(W)+b by %g", d)
+			}
+		})
+	}
+}
+
+// storedArray rebuilds, on the host, the array whose components QuantizeContext stored.
+func storedArray(t *testing.T, ctx *context.Context, cfg quanta.Config) implicitarray.Array {
+	t.Helper()
+	w := tensors.FromValue(matrix(1, inDim, outDim))
+	a, err := hostQuantize(w, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var comps []implicitarray.Component
+	for i := range a.Components() {
+		v := ctx.GetVariableByScopeAndName(scope, qlayers.ComponentPrefix+string(rune('0'+i)))
+		if v == nil {
+			t.Fatalf("component %d not stored", i)
+		}
+		if v.Trainable {
+			t.Errorf("component %s is trainable", v.Name())
+		}
+		comps = append(comps, implicitarray.TensorComponent(v.MustValue()))
+	}
+	return a.WithComponents(comps)
+}
+
+// hostQuantize quantizes w in cfg's format with the format package (the arrays QuantizeContext
+// stores).
+func hostQuantize(w *tensors.Tensor, cfg quanta.Config) (implicitarray.Array, error) {
+	switch cfg.Type {
+	case quanta.NF4:
+		return nf4.Quantize(w, cfg.EffectiveBlockSize())
+	case quanta.Int8:
+		return int8.Quantize(w)
+	case quanta.Binary:
+		return onebit.QuantizeBinary(w, onebit.WithDType(w.DType()), onebit.WithScale(0))
+	case quanta.Ternary:
+		return onebit.QuantizeTernary(w, onebit.WithDType(w.DType()), onebit.WithScale(0))
+	}
+	return nil, fmt.Errorf("no host quantize for %s", cfg.Type)
+}
+
+func TestQuantizeContextReport(t *testing.T) {
+	ctx := context.New()
+	for _, name := range []string{"a", "b", "c"} {
+		ctx.In(name).In(qlayers.Scope).VariableWithValue(qlayers.WeightsName, matrix(1, inDim, outDim))
+	}
+	ctx.In("a").In(qlayers.Scope).VariableWithValue(qlayers.BiasesName, values(2, outDim)) // not a kernel
+	rules := []qlayers.Rule{
+		{Scope: "/b/.*", Skip: true},
+		{Scope: "/[ab]/dense", Config: quanta.Config{Type: quanta.NF4}},
+	}
+	report, err := qlayers.QuantizeContext(ctx, rules, qlayers.Options{KeepFloat: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const floatBytes = inDim * outDim * 4
+	// NF4, block 64: two codes a byte, one float32 absmax per 64 values.
+	const nf4Bytes = inDim*outDim/2 + inDim*outDim/64*4
+	want := []qlayers.ReportEntry{
+		{Scope: "/a/dense", Quantized: true, FloatBytes: floatBytes, QuantizedBytes: nf4Bytes, KeptFloat: true},
+		{Scope: "/b/dense", FloatBytes: floatBytes, KeptFloat: true}, // skipped ahead of the broader rule
+		{Scope: "/c/dense", FloatBytes: floatBytes, KeptFloat: true}, // no rule matches
+	}
+	if len(report.Entries) != len(want) {
+		t.Fatalf("report has %d entries, want %d:\n%s", len(report.Entries), len(want), report)
+	}
+	for i, w := range want {
+		e := report.Entries[i]
+		if e.Scope != w.Scope || e.Quantized != w.Quantized || e.FloatBytes != w.FloatBytes ||
+			e.QuantizedBytes != w.QuantizedBytes || e.KeptFloat != w.KeptFloat {
+			t.Errorf("entry %d = %+v, want %+v", i, e, w)
+		}
+	}
+	if got, want := report.BytesBefore(), int64(3*floatBytes); got != want {
+		t.Errorf("BytesBefore = %d, want %d", got, want)
+	}
+	if got, want := report.BytesAfter(), int64(3*floatBytes+nf4Bytes); got != want {
+		t.Errorf("BytesAfter (float kept) = %d, want %d", got, want)
+	}
+	if !strings.Contains(report.String(), "nf4/64") {
+		t.Errorf("report table does not name the format:\n%s", report)
+	}
+	if ctx.GetVariableByScopeAndName("/a/dense", qlayers.WeightsName) == nil {
+		t.Errorf("KeepFloat: the float kernel of /a/dense was deleted")
+	}
+
+	// Converting again, without KeepFloat, replaces the components and deletes the float kernel.
+	report, err = qlayers.QuantizeContext(ctx, rules[1:2], qlayers.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := report.BytesAfter(), int64(floatBytes+2*nf4Bytes); got != want {
+		t.Errorf("BytesAfter = %d, want %d:\n%s", got, want, report)
+	}
+	if ctx.GetVariableByScopeAndName("/a/dense", qlayers.WeightsName) != nil {
+		t.Errorf("the float kernel of /a/dense was kept")
+	}
+}
+
+func TestQuantizeContextErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		rules []qlayers.Rule
+		want  string
+	}{
+		{"bad pattern", []qlayers.Rule{{Scope: "/a/(", Config: quanta.Config{}}}, "scope pattern"},
+		{"invalid config", []qlayers.Rule{{Scope: ".*", Config: quanta.Config{BlockSize: -2}}}, "negative"},
+		{"odd block", []qlayers.Rule{{Scope: ".*", Config: quanta.Config{BlockSize: 3}}}, "odd"},
+		{"first axis not a multiple of 4", []qlayers.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Binary}}}, "/odd/dense"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.New()
+			ctx.In("odd").In(qlayers.Scope).VariableWithValue(qlayers.WeightsName, matrix(1, 6, 8))
+			_, err := qlayers.QuantizeContext(ctx, tc.rules, qlayers.Options{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+			if ctx.GetVariableByScopeAndName("/odd/dense", qlayers.WeightsName) == nil ||
+				ctx.GetVariableByScopeAndName("/odd/dense", qlayers.ComponentPrefix+"0") != nil {
+				t.Errorf("a failed conversion changed the context")
+			}
+		})
+	}
+}
+
+func TestDensePanics(t *testing.T) {
+	backend := testutil.Backend(t)
+	x := matrix(5, batch, inDim)
+	quantized := func() *context.Context {
+		ctx := floatContext()
+		if _, err := qlayers.QuantizeContext(ctx, []qlayers.Rule{{Scope: ".*", Config: quanta.Config{}}}, qlayers.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		return ctx
+	}
+	tests := []struct {
+		name string
+		ctx  *context.Context
+		fn   func(ctx *context.Context, x *graph.Node) *graph.Node
+		want string
+	}{
+		{"invalid config", floatContext(), layer(quanta.Config{BlockSize: -1}), "negative"},
+		{"integer input", floatContext(), func(ctx *context.Context, x *graph.Node) *graph.Node {
+			return layer(quanta.Config{})(ctx, graph.ConvertDType(x, dtypes.Int32))
+		}, "accepted: a float tensor"},
+		{"training without the float kernel", quantized(), func(ctx *context.Context, x *graph.Node) *graph.Node {
+			ctx.SetTraining(x.Graph(), true)
+			return layer(quanta.Config{})(ctx, x)
+		}, "needs the float kernel"},
+		{"components of another shape", func() *context.Context {
+			ctx := quantized()
+			ctx.InAbsPath(scope).SetParam(qlayers.FormatParam, "nf4/32")
+			return ctx
+		}(), layer(quanta.Config{}), "needs"},
+		{"bad format parameter", func() *context.Context {
+			ctx := quantized()
+			ctx.InAbsPath(scope).SetParam(qlayers.FormatParam, "fp4")
+			return ctx
+		}(), layer(quanta.Config{}), "is not a format"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := context.ExecOnce(backend, tc.ctx, tc.fn, x)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckpointRoundTrip(t *testing.T) {
+	backend := testutil.Backend(t)
+	x := matrix(5, batch, inDim)
+	dir := t.TempDir()
+	for _, typ := range quanta.Types() {
+		cfg := quanta.Config{Type: typ, Scaled: true}
+		t.Run(typ.String(), func(t *testing.T) {
+			ctx := floatContext()
+			if _, err := qlayers.QuantizeContext(ctx, []qlayers.Rule{{Scope: ".*", Config: cfg}}, qlayers.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			want := flat(t, context.MustExecOnce(backend, ctx, layer(cfg), x))
+			checkpoint, err := checkpoints.Build(ctx).Dir(dir + "/" + typ.String()).Done()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := checkpoint.Save(); err != nil {
+				t.Fatal(err)
+			}
+
+			// A fresh context reads the checkpoint lazily; the layer's cfg says nothing of the
+			// stored format (the parameter does).
+			loaded := context.New()
+			if _, err := checkpoints.Build(loaded).Dir(dir + "/" + typ.String()).Done(); err != nil {
+				t.Fatal(err)
+			}
+			other := quanta.Config{Type: (typ + 1) % 4}
+			got := flat(t, context.MustExecOnce(backend, loaded, layer(other), x))
+			if d := maxDiff(got, want); d != 0 {
+				t.Errorf("inference after the checkpoint round trip differs by %g", d)
+			}
+			if loaded.GetVariableByScopeAndName(scope, qlayers.WeightsName) != nil {
+				t.Errorf("inference on the loaded quantized context created a float kernel")
+			}
+		})
+	}
+}

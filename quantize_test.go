@@ -1,0 +1,199 @@
+package quanta_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/implicitarray"
+	qint8 "github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/nf4"
+	"github.com/quanta-ml/quanta/onebit"
+)
+
+func randomWeights(seed uint64, rows, cols int) *tensors.Tensor {
+	r := rand.New(rand.NewPCG(seed, 1))
+	data := make([]float32, rows*cols)
+	for i := range data {
+		data[i] = float32(r.NormFloat64())
+	}
+	return tensors.FromFlatDataAndDimensions(data, rows, cols)
+}
+
+func floats(t *testing.T, x *tensors.Tensor) []float64 {
+	t.Helper()
+	var out []float64
+	x.MustConstFlatData(func(flat any) {
+		switch v := flat.(type) {
+		case []float32:
+			for _, e := range v {
+				out = append(out, float64(e))
+			}
+		case []int8:
+			for _, e := range v {
+				out = append(out, float64(e))
+			}
+		default:
+			t.Fatalf("unexpected %T", flat)
+		}
+	})
+	return out
+}
+
+// configs covers every Type, the scaled 1-bit variants and a non-default block size.
+var configs = []quanta.Config{
+	{Type: quanta.NF4},
+	{Type: quanta.NF4, BlockSize: 32},
+	{Type: quanta.Int8},
+	{Type: quanta.Binary},
+	{Type: quanta.Binary, Scaled: true},
+	{Type: quanta.Ternary},
+	{Type: quanta.Ternary, Scaled: true},
+	{Type: quanta.Ternary, BitNet: true},
+}
+
+func name(c quanta.Config) string {
+	return fmt.Sprintf("%s/block=%d/scaled=%v/bitnet=%v", c.Type, c.EffectiveBlockSize(), c.Scaled, c.BitNet)
+}
+
+func TestQuantizeDispatches(t *testing.T) {
+	backend := testutil.Backend(t)
+	w := randomWeights(1, 8, 64)
+	for _, cfg := range configs {
+		t.Run(name(cfg), func(t *testing.T) {
+			v, err := quanta.Quantize(w, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch a := v.(type) {
+			case *nf4.Array:
+				if cfg.Type != quanta.NF4 || a.BlockSize() != cfg.EffectiveBlockSize() {
+					t.Errorf("got nf4 block %d for %s", a.BlockSize(), name(cfg))
+				}
+			case *qint8.Array:
+				if cfg.Type != quanta.Int8 {
+					t.Errorf("got int8 for %s", name(cfg))
+				}
+			case *onebit.Array:
+				if (cfg.Type != quanta.Binary && cfg.Type != quanta.Ternary) || a.IsScaled() != (cfg.Scaled || cfg.BitNet) {
+					t.Errorf("got onebit scaled=%v for %s", a.IsScaled(), name(cfg))
+				}
+			default:
+				t.Fatalf("got %T", v)
+			}
+			// Simulate returns exactly the materialized array.
+			cfg.Simulate = true
+			sim, err := quanta.Quantize(w, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := implicitarray.MaterializeOnHost(backend, v.(implicitarray.Array))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := sim.(*tensors.Tensor)
+			if !got.Shape().Equal(want.Shape()) {
+				t.Fatalf("simulate shape %s, want %s", got.Shape(), want.Shape())
+			}
+			g, wv := floats(t, got), floats(t, want)
+			for i := range wv {
+				if g[i] != wv[i] {
+					t.Fatalf("simulate[%d] = %v, materialized %v", i, g[i], wv[i])
+				}
+			}
+		})
+	}
+}
+
+// TestStraightThrough checks, for every Type, that the forward value equals the materialized
+// host-side quantization (in the weights' dtype) and that the gradient of sum(ST(w)*c) is c.
+func TestStraightThrough(t *testing.T) {
+	backend := testutil.Backend(t)
+	w := randomWeights(2, 8, 64)
+	c := randomWeights(3, 8, 64)
+	for _, cfg := range configs {
+		t.Run(name(cfg), func(t *testing.T) {
+			e := graph.MustNewExec(backend, func(w, c *graph.Node) (*graph.Node, *graph.Node) {
+				q := quanta.StraightThrough(w, cfg)
+				return q, graph.Gradient(graph.ReduceAllSum(graph.Mul(q, c)), w)[0]
+			})
+			fwd, grad := e.MustExec2(w, c)
+			ref, err := implicitarray.MaterializeOnHost(backend, quanta.MustQuantize(w, cfg).(implicitarray.Array))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, want := floats(t, fwd), floats(t, ref)
+			tol := 0.0
+			if cfg.Type == quanta.Binary || cfg.Type == quanta.Ternary {
+				tol = 1e-6 // graph-side scales are computed in float32, host-side in float64
+			}
+			for i := range want {
+				if math.Abs(got[i]-want[i]) > tol*math.Abs(want[i]) {
+					t.Fatalf("forward[%d] = %v, want %v", i, got[i], want[i])
+				}
+			}
+			if fwd.DType() != w.DType() {
+				t.Errorf("forward dtype %s, want the weights' %s", fwd.DType(), w.DType())
+			}
+			g, cv := floats(t, grad), floats(t, c)
+			for i := range cv {
+				if g[i] != cv[i] {
+					t.Fatalf("grad[%d] = %v, want exactly %v", i, g[i], cv[i])
+				}
+			}
+		})
+	}
+}
+
+// TestUseKernelDisabled checks that UseKernel=Disabled materializes the weight for a product,
+// while the default path does not.
+func TestUseKernelDisabled(t *testing.T) {
+	backend := testutil.Backend(t)
+	w := randomWeights(4, 64, 64)
+	x := randomWeights(5, 2, 64)
+	for _, typ := range quanta.Types() {
+		for _, kernel := range []quanta.Toggle{quanta.Default, quanta.Disabled} {
+			t.Run(fmt.Sprintf("%s/kernel=%d", typ, kernel), func(t *testing.T) {
+				a := quanta.MustQuantize(w, quanta.Config{Type: typ, UseKernel: kernel}).(implicitarray.Array)
+				implicitarray.ResetStats()
+				e := implicitarray.MustNewExec(backend, func(x *graph.Node, w implicitarray.Array) *graph.Node {
+					return implicitarray.Materialize(implicitarray.MatMul(x, w))
+				})
+				e.MustCall1(x, a)
+				n := implicitarray.CurrentStats().Materializations[implicitarray.TypeName(a)]
+				if (kernel == quanta.Disabled) != (n > 0) {
+					t.Errorf("materializations = %d with UseKernel %d", n, kernel)
+				}
+			})
+		}
+	}
+}
+
+func TestQuantizeErrors(t *testing.T) {
+	w := randomWeights(6, 6, 64)
+	for _, tc := range []struct {
+		name string
+		cfg  quanta.Config
+		in   *tensors.Tensor
+		want string
+	}{
+		{"odd block", quanta.Config{BlockSize: 3}, w, "odd"},
+		{"bitnet binary", quanta.Config{Type: quanta.Binary, BitNet: true}, w, "ternary rule"},
+		{"binary rows", quanta.Config{Type: quanta.Binary}, w, "multiple of 4"},
+		{"nil", quanta.Config{}, nil, "nil tensor"},
+		{"integer", quanta.Config{Type: quanta.Int8}, tensors.FromValue([]int32{1, 2}), "Int32"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := quanta.Quantize(tc.in, tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
