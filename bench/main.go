@@ -84,13 +84,19 @@ func main() {
 	}
 	fmt.Fprintf(os.Stderr, "bench: backend %s, generating %d weights of %dx%d...\n", backend.Name(), maxLayers, *flagK, *flagN)
 	weights := randomWeights(maxLayers, *flagK, *flagN)
+	if dtype != dtypes.Float32 {
+		// A bf16 model stores (and quantizes) bf16 weights.
+		for i, w := range weights {
+			weights[i] = convertOnHost(backend, w, dtype)
+		}
+	}
 
 	rep := report{Backend: backend.Description(), DType: dtype.String(), StartedUTC: time.Now().UTC().Format(time.RFC3339),
 		Note: fmt.Sprintf("time per layer of a chain of distinct %dx%d weights (%d layers for M<512, %d for M>=512), "+
 			"median over repeated calls after a warm-up; ratios from this run only", *flagK, *flagN, *flagLayers, *flagLayersLarge)}
 	for _, v := range selectedVariants() {
 		fmt.Fprintf(os.Stderr, "bench: preparing %s...\n", v.name)
-		args, bytes, err := v.prepare(weights, dtype)
+		args, bytes, err := v.prepare(weights)
 		if err != nil {
 			fail(fmt.Errorf("%s: %w", v.name, err))
 		}
@@ -107,6 +113,7 @@ func main() {
 			rep.Results = append(rep.Results, result{Variant: v.name, M: m, K: *flagK, N: *flagN, Layers: layers,
 				MsPerLayer: msPerLayer, WeightBytes: bytes})
 		}
+		releaseArrays(args)
 	}
 	fillSpeedups(rep.Results)
 	table := markdown(rep)
@@ -217,6 +224,20 @@ func convertOnHost(backend backends.Backend, x *tensors.Tensor, dtype dtypes.DTy
 	e := graph.MustNewExec(backend, func(x *graph.Node) *graph.Node { return graph.ConvertDType(x, dtype) })
 	defer e.Finalize()
 	return e.MustExec1(x)
+}
+
+// releaseArrays frees the host tensors of the quantized weights a variant made (the dense weights
+// are shared by every variant and stay).
+func releaseArrays(values []implicitarray.Value) {
+	for _, v := range values {
+		if a, ok := v.(implicitarray.Array); ok {
+			for _, c := range a.Components() {
+				if t := c.Tensor(); t != nil {
+					_ = t.FinalizeAll()
+				}
+			}
+		}
+	}
 }
 
 func fillSpeedups(results []result) {
