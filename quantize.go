@@ -103,11 +103,21 @@ func QuantizeNode(x *graph.Node, cfg Config) implicitarray.Value {
 // gradient of the identity: the straight-through estimator, for quantization-aware training. The
 // forward value equals Materialize(QuantizeNode(x, cfg)) for every Type — binary and ternary
 // included, with their sign / threshold rules (eformer's straight_through skips those rules for
-// them and truncates w+1 instead; we don't). cfg.Simulate is irrelevant here; cfg.BlockSize matters
-// only for NF4.
+// them and truncates w+1 instead; we don't). Binary and ternary values are computed without
+// packing, so unlike Quantize their first dimension need not be a multiple of 4. cfg.Simulate is
+// irrelevant here; cfg.BlockSize matters only for NF4.
 func StraightThrough(x *graph.Node, cfg Config) *graph.Node {
 	cfg.Simulate = false
+	if err := cfg.Validate(); err != nil {
+		panic(errors.WithMessagef(err, "quanta.StraightThrough(%s)", describeNode(x)))
+	}
 	return ste.Apply(x, func(x *graph.Node) *graph.Node {
+		switch cfg.Type {
+		case Binary:
+			return onebit.FakeQuantizeBinary(x, onebitOptions(cfg)...)
+		case Ternary:
+			return onebit.FakeQuantizeTernary(x, onebitOptions(cfg)...)
+		}
 		return implicitarray.Materialize(QuantizeNode(x, cfg))
 	})
 }

@@ -197,3 +197,29 @@ func TestQuantizeErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestStraightThroughAnyRows checks that binary and ternary STEs need no packable first dimension:
+// the hand-computed sign and threshold rules on a 3x2 weight.
+func TestStraightThroughAnyRows(t *testing.T) {
+	backend := testutil.Backend(t)
+	w := [][]float32{{0.5, -2}, {0, 1}, {-0.1, 3}}
+	// mean 0.4, population std sqrt(2.9) ≈ 1.703, threshold ≈ 0.851.
+	for _, tc := range []struct {
+		typ  quanta.Type
+		want []float64
+	}{
+		{quanta.Binary, []float64{1, -1, 1, 1, -1, 1}},
+		{quanta.Ternary, []float64{0, -1, 0, 1, 0, 1}},
+	} {
+		e := graph.MustNewExec(backend, func(w *graph.Node) *graph.Node {
+			return quanta.StraightThrough(w, quanta.Config{Type: tc.typ})
+		})
+		got := floats(t, e.MustExec1(w))
+		for i := range tc.want {
+			if got[i] != tc.want[i] {
+				t.Errorf("%s: got %v, want %v", tc.typ, got, tc.want)
+				break
+			}
+		}
+	}
+}

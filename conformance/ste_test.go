@@ -4,15 +4,10 @@ import (
 	"math"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta"
-	"github.com/quanta-ml/quanta/implicitarray"
-	"github.com/quanta-ml/quanta/int8"
-	"github.com/quanta-ml/quanta/nf4"
-	"github.com/quanta-ml/quanta/ste"
 )
 
 type steParams struct {
@@ -20,21 +15,12 @@ type steParams struct {
 	BlockSize int    `json:"block_size"`
 }
 
-// straightThrough runs the STE of typ (ste.Apply around the graph-side quantizer) on x and returns
+// straightThrough runs quanta.StraightThrough of typ on x and returns
 // the forward value and the gradient of sum(ste(x) * cotangent) (sum(ste(x)) when cotangent is
 // nil) with respect to x.
 func straightThrough(s *suite, typ quanta.Type, blockSize int, x, cotangent *tensors.Tensor) (forward, grad *tensors.Tensor, err error) {
-	quantize := func(x *graph.Node) *graph.Node {
-		switch typ {
-		case quanta.NF4:
-			return implicitarray.Materialize(nf4.QuantizeNode(x, blockSize))
-		case quanta.Int8:
-			return implicitarray.Materialize(int8.QuantizeNode(x))
-		}
-		return onebitRule(x, typ)
-	}
 	fn := func(x, c *graph.Node) (*graph.Node, *graph.Node) {
-		y := ste.Apply(x, quantize)
+		y := quanta.StraightThrough(x, quanta.Config{Type: typ, BlockSize: blockSize})
 		loss := y
 		if c != nil {
 			loss = graph.Mul(y, c)
@@ -123,25 +109,6 @@ func checkSTE(s *suite, t *testing.T, c *Case) {
 		s.differ(t, c, "STE %s forward: eformer computes trunc(w+1)-1 for binary and ternary alike, quanta the quantizer's "+
 			"rule (%d of %d values differ)", typ, differ, len(want))
 	}
-}
-
-// onebitRule is the value of onebit.QuantizeBinary / QuantizeTernary (unscaled), as the package
-// documents it: sign(x) with zeros to +1; ±1 beyond 0.5·std(x) (population std over all elements,
-// in float64), else 0. onebit exports no graph-side quantizer, so the STE of binary and ternary is
-// built here from that rule.
-func onebitRule(x *graph.Node, typ quanta.Type) *graph.Node {
-	x64 := graph.ConvertDType(x, dtypes.Float64)
-	one, zero := graph.OnesLike(x64), graph.ZerosLike(x64)
-	var v *graph.Node
-	if typ == quanta.Binary {
-		v = graph.Where(graph.LessThan(x64, zero), graph.Neg(one), one)
-	} else {
-		centered := graph.Sub(x64, graph.ReduceAllMean(x64))
-		threshold := graph.MulScalar(graph.Sqrt(graph.ReduceAllMean(graph.Square(centered))), 0.5)
-		v = graph.Where(graph.GreaterThan(x64, threshold), one,
-			graph.Where(graph.LessThan(x64, graph.Neg(threshold)), graph.Neg(one), zero))
-	}
-	return graph.ConvertDType(v, x.DType())
 }
 
 // blockAbsmax returns, for every element, the absmax of its NF4 block along the last axis.

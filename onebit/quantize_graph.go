@@ -10,21 +10,70 @@ import (
 	"github.com/quanta-ml/quanta/implicitarray"
 )
 
-// QuantizeBinaryNode is QuantizeBinary inside a graph, for quantization-aware training and for
-// quantizing values computed in the graph. It panics, as graph-building functions do, on a first
-// dimension that is not a multiple of 4 or an invalid option.
+// QuantizeBinaryNode is QuantizeBinary inside a graph, for quantizing values computed in the
+// graph. It panics, as graph-building functions do, on a first dimension that is not a multiple of
+// 4 or an invalid option.
 func QuantizeBinaryNode(x *graph.Node, opts ...Option) *Array {
-	return &Array{quantizeNode("onebit.QuantizeBinaryNode", ruleBinary, x, opts)}
+	q := ruleNode("onebit.QuantizeBinaryNode", ruleBinary, x, opts, true)
+	return &Array{q.pack()}
 }
 
 // QuantizeTernaryNode is QuantizeTernary inside a graph. The threshold (0.5·std) and the scales are
 // computed in float32 (the host version uses float64), so values within float32 rounding of the
 // threshold may fall on the other side.
 func QuantizeTernaryNode(x *graph.Node, opts ...Option) *Array {
-	return &Array{quantizeNode("onebit.QuantizeTernaryNode", ruleTernary, x, opts)}
+	q := ruleNode("onebit.QuantizeTernaryNode", ruleTernary, x, opts, true)
+	return &Array{q.pack()}
 }
 
-func quantizeNode(what string, r rule, x *graph.Node, opts []Option) core {
+// FakeQuantizeBinary returns what Materialize(QuantizeBinaryNode(x, opts...)) returns, computed
+// directly and without packing, so with no constraint on the first dimension: the forward value
+// of a straight-through estimator.
+func FakeQuantizeBinary(x *graph.Node, opts ...Option) *graph.Node {
+	return ruleNode("onebit.FakeQuantizeBinary", ruleBinary, x, opts, false).dense()
+}
+
+// FakeQuantizeTernary is FakeQuantizeBinary for QuantizeTernaryNode.
+func FakeQuantizeTernary(x *graph.Node, opts ...Option) *graph.Node {
+	return ruleNode("onebit.FakeQuantizeTernary", ruleTernary, x, opts, false).dense()
+}
+
+// ruled is a rule applied in a graph: int8 values, the optional float32 scale, and the
+// materialization dtype.
+type ruled struct {
+	values    *graph.Node
+	scale     *graph.Node
+	scaleAxes []int
+	dtype     dtypes.DType
+}
+
+func (q ruled) pack() core {
+	c := core{
+		layout: TwoBit,
+		packed: implicitarray.NodeComponent(packValues(TwoBit, q.values)),
+		shape:  shapes.Make(q.dtype, q.values.Shape().Dimensions...),
+	}
+	if q.scale != nil {
+		c.scaleAxes = slices.Clone(q.scaleAxes)
+		c.scale = implicitarray.NodeComponent(q.scale)
+	}
+	return c
+}
+
+// dense is the materialized value, computed as core.Materialize computes it from the packed bytes.
+func (q ruled) dense() *graph.Node {
+	if q.scale == nil {
+		return graph.ConvertDType(q.values, q.dtype)
+	}
+	compute := q.dtype
+	if compute != dtypes.Float64 {
+		compute = dtypes.Float32
+	}
+	v := graph.ConvertDType(q.values, compute)
+	return graph.ConvertDType(graph.Mul(v, graph.ConvertDType(q.scale, compute)), q.dtype)
+}
+
+func ruleNode(what string, r rule, x *graph.Node, opts []Option, packable bool) ruled {
 	var cfg config
 	for _, opt := range opts {
 		opt(&cfg)
@@ -39,8 +88,12 @@ func quantizeNode(what string, r rule, x *graph.Node, opts []Option) core {
 	if !x.DType().IsFloat() {
 		fail(errors.Errorf("dtype %s not accepted; accepted: a float dtype", x.DType()))
 	}
-	if err := TwoBit.checkPackable(what, dims); err != nil {
-		fail(err)
+	if packable {
+		if err := TwoBit.checkPackable(what, dims); err != nil {
+			fail(err)
+		}
+	} else if len(dims) == 0 {
+		fail(errors.New("a scalar; accepted: rank >= 1"))
 	}
 	if r == ruleBinary && cfg.bitNet {
 		fail(errors.New("BitNet is a ternary rule; accepted with QuantizeTernaryNode"))
@@ -85,14 +138,5 @@ func quantizeNode(what string, r rule, x *graph.Node, opts []Option) core {
 		values = graph.Where(graph.GreaterThan(xf, threshold), one,
 			graph.Where(graph.LessThan(xf, graph.Neg(threshold)), minusOne, zero))
 	}
-	c := core{
-		layout: TwoBit,
-		packed: implicitarray.NodeComponent(packValues(TwoBit, values)),
-		shape:  shapes.Make(dtype, dims...),
-	}
-	if scaled {
-		c.scaleAxes = slices.Clone(scaleAxes)
-		c.scale = implicitarray.NodeComponent(scale)
-	}
-	return c
+	return ruled{values: values, scale: scale, scaleAxes: scaleAxes, dtype: dtype}
 }
