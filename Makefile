@@ -47,3 +47,18 @@ conformance: ## regenerate the eformer vectors (byte-compared with testdata/) an
 
 bench-peer: setup ## eformer (JAX CPU) vs quanta (XLA CPU) on the same shapes: a table of ratios
 	$(GO) run ./conformance/peer
+
+.PHONY: accel-test accel-binaries
+
+accel-test: ## the accelerator suite (tpu_tests/) on the TPU or GPU found; it skips without one
+	$(GO) test -count=1 -v ./tpu_tests
+
+# The accelerator machines have no Go toolchain and no network: build there what must travel
+# (x86-64 Linux, cgo for go-xla, stripped) into accel-binaries/, with the script that runs it.
+accel-binaries: ## build the suite, the benchmark and quanta for an accelerator machine (accel-binaries/)
+	mkdir -p accel-binaries
+	GOOS=linux GOARCH=amd64 CGO_ENABLED=1 $(GO) test -c -ldflags='-s -w' -o accel-binaries/tpu_tests.test ./tpu_tests
+	GOOS=linux GOARCH=amd64 CGO_ENABLED=1 $(GO) build -ldflags='-s -w' -o accel-binaries/bench ./bench
+	GOOS=linux GOARCH=amd64 CGO_ENABLED=1 $(GO) build -ldflags='-s -w' -o accel-binaries/quanta ./cmd/quanta
+	cp tpu_tests/run-on-device.sh accel-binaries/
+	@du -ch accel-binaries/* | sort -h

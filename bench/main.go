@@ -42,6 +42,7 @@ var (
 	flagVariants    = flag.String("variants", "", "comma-separated variant names to run (default: all)")
 	flagJSON        = flag.String("json", "", "write the results as JSON to this file")
 	flagMarkdown    = flag.String("markdown", "", "write the markdown table to this file (stdout always gets it)")
+	flagPeakGBps    = flag.Float64("peak-gbps", 0, "the device's peak memory bandwidth in GB/s: adds a table of achieved weight bandwidth as a fraction of it")
 )
 
 // result is one measured cell.
@@ -55,10 +56,13 @@ type result struct {
 	WeightBytes int64   `json:"weight_bytes_per_layer"`
 	// SpeedupVsDense is dense time / this time, from the same run.
 	SpeedupVsDense float64 `json:"speedup_vs_dense"`
+	// WeightGBps is the bytes of one layer's stored weight over the time per layer.
+	WeightGBps float64 `json:"weight_gbps"`
 }
 
 type report struct {
 	Backend    string   `json:"backend"`
+	PeakGBps   float64  `json:"peak_gbps,omitempty"`
 	DType      string   `json:"activation_dtype"`
 	Results    []result `json:"results"`
 	Note       string   `json:"note"`
@@ -91,7 +95,7 @@ func main() {
 		}
 	}
 
-	rep := report{Backend: backend.Description(), DType: dtype.String(), StartedUTC: time.Now().UTC().Format(time.RFC3339),
+	rep := report{Backend: backend.Description(), PeakGBps: *flagPeakGBps, DType: dtype.String(), StartedUTC: time.Now().UTC().Format(time.RFC3339),
 		Note: fmt.Sprintf("time per layer of a chain of distinct %dx%d weights (%d layers for M<512, %d for M>=512), "+
 			"median over repeated calls after a warm-up; ratios from this run only", *flagK, *flagN, *flagLayers, *flagLayersLarge)}
 	for _, v := range selectedVariants() {
@@ -111,7 +115,7 @@ func main() {
 			}
 			fmt.Fprintf(os.Stderr, "bench: %-28s m=%-5d %9.3f ms/layer\n", v.name, m, msPerLayer)
 			rep.Results = append(rep.Results, result{Variant: v.name, M: m, K: *flagK, N: *flagN, Layers: layers,
-				MsPerLayer: msPerLayer, WeightBytes: bytes})
+				MsPerLayer: msPerLayer, WeightBytes: bytes, WeightGBps: float64(bytes) / (msPerLayer * 1e6)})
 		}
 		releaseArrays(args)
 	}
@@ -297,6 +301,29 @@ func markdown(rep report) string {
 			fmt.Fprintf(&sb, " %.3f (%.2fx) |", r.MsPerLayer, r.SpeedupVsDense)
 		}
 		sb.WriteString("\n")
+	}
+	if rep.PeakGBps > 0 {
+		fmt.Fprintf(&sb, "\nAchieved weight bandwidth: GB/s of stored weight bytes (fraction of the %.0f GB/s peak).\n\n", rep.PeakGBps)
+		sb.WriteString("| format |")
+		for _, m := range ms {
+			fmt.Fprintf(&sb, " M=%d |", m)
+		}
+		sb.WriteString("\n|---|")
+		for range ms {
+			sb.WriteString("---|")
+		}
+		sb.WriteString("\n")
+		for _, name := range names {
+			fmt.Fprintf(&sb, "| %s |", name)
+			for _, m := range ms {
+				if r, ok := byCell[name][m]; ok {
+					fmt.Fprintf(&sb, " %.1f (%.1f%%) |", r.WeightGBps, 100*r.WeightGBps/rep.PeakGBps)
+				} else {
+					sb.WriteString(" — |")
+				}
+			}
+			sb.WriteString("\n")
+		}
 	}
 	return sb.String()
 }

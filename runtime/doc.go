@@ -17,9 +17,12 @@
 //  1. by $GOMLX_BACKEND when set, GoMLX's own convention: "xla:cpu", "xla:cuda", "xla:tpu",
 //     "xla:/abs/path/to/pjrt_c_api_cpu_plugin.so", "go", ...; a failure is returned, never
 //     replaced by another backend;
-//  2. otherwise XLA on the best PJRT plugin found: tpu, then cuda, then cpu (plugins are
-//     looked up where go-xla looks: $PJRT_PLUGIN_LIBRARY_PATH, or $HOME/.local/lib/go-xla,
-//     /usr/local/lib/go-xla and the system library paths);
+//  2. otherwise XLA on the best PJRT plugin found: tpu, then cuda, then cpu. Plugins are
+//     looked up where go-xla looks ($PJRT_PLUGIN_LIBRARY_PATH, or $HOME/.local/lib/go-xla,
+//     /usr/local/lib/go-xla and the system library paths) and, when the machine has the
+//     devices, where Python wheels install them: libtpu/libtpu.so and
+//     jax_plugins/xla_cuda{13,12}/xla_cuda_plugin.so in any site-packages (DiscoverAccelerators),
+//     loaded by their real path with the NVIDIA libraries of the nvidia-* wheels preloaded;
 //  3. otherwise GoMLX's pure-Go backend ("go"), after printing one line to stderr that says
 //     the XLA plugin was not found and the command that installs it (make setup).
 //

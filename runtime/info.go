@@ -26,6 +26,15 @@ type Info struct {
 	// implements) describe the PJRT plugin; they are empty for backends other than XLA.
 	PluginName, PluginPath, PJRTVersion string
 
+	// PluginVersion is the plugin's own version: the wheel it comes from ("jax_cuda13_pjrt 0.7.2")
+	// when known, and the StableHLO version it reports; empty for backends other than XLA.
+	PluginVersion string
+
+	// Memory describes the accelerator's memory, one entry per device with its source
+	// ("#0 NVIDIA H100 80GB HBM3: 81559 MiB (nvidia-smi)"), or says why it is unknown; empty for
+	// the CPU and the pure-Go backend.
+	Memory []string
+
 	// Devices holds the description of each device, indexed by device number.
 	Devices []string
 
@@ -44,6 +53,7 @@ func (info *Info) clone() *Info {
 	c := *info
 	c.Devices = slices.Clone(info.Devices)
 	c.Notes = slices.Clone(info.Notes)
+	c.Memory = slices.Clone(info.Memory)
 	return &c
 }
 
@@ -65,6 +75,9 @@ func (info *Info) String() string {
 	if info.PluginPath != "" {
 		field("plugin", "%s", info.PluginPath)
 		field("PJRT API", "v%s", info.PJRTVersion)
+		if info.PluginVersion != "" {
+			field("version", "%s", info.PluginVersion)
+		}
 	} else {
 		field("plugin", "none")
 	}
@@ -75,6 +88,12 @@ func (info *Info) String() string {
 	field("devices", "%s", devices)
 	for i, d := range info.Devices {
 		fmt.Fprintf(&sb, "  #%d: %s\n", i, d)
+	}
+	if IsAccelerator(info.PluginName) {
+		field("accelerator", "%s", info.PluginName)
+	}
+	for _, m := range info.Memory {
+		field("memory", "%s", m)
 	}
 	if info.Fallback {
 		field("fallback", "yes: pure-Go backend in use; install the XLA CPU plugin with: %s", InstallCommand)

@@ -179,22 +179,59 @@ func newWithConfig(config string) (backend backends.Backend, err error) {
 	return backends.NewWithConfig(config)
 }
 
+// candidate is a PJRT plugin to try: config is what xla.NewWithOptions takes (a name go-xla finds,
+// or the absolute path of a wheel's plugin); accel is set for the latter.
+type candidate struct {
+	name, config string
+	accel        *AcceleratorPlugin
+}
+
+// candidates returns the plugins to try, best first (tpu, cuda, cpu, then others by name): those
+// go-xla finds, plus the accelerator plugins of Python wheels (DiscoverAccelerators) whose names
+// go-xla does not find; with present, only wheel plugins whose devices the machine has.
+func candidates(present bool) []candidate {
+	names := xla.GetAvailablePlugins()
+	var list []candidate
+	for _, name := range names {
+		list = append(list, candidate{name: name, config: name})
+	}
+	for _, p := range DiscoverAccelerators(present) {
+		if !slices.Contains(names, p.Name) {
+			list = append(list, candidate{name: p.Name, config: p.Path, accel: &p})
+		}
+	}
+	order := orderPlugins(candidateNames(list))
+	slices.SortStableFunc(list, func(a, b candidate) int {
+		return slices.Index(order, a.name) - slices.Index(order, b.name)
+	})
+	return list
+}
+
+// candidateNames returns the candidates' names.
+func candidateNames(list []candidate) []string {
+	names := make([]string, len(list))
+	for i, c := range list {
+		names[i] = c.name
+	}
+	return names
+}
+
 // startAuto tries the XLA plugins found in preference order and falls back to the pure-Go
 // backend, printing one line to stderr, when none starts.
 func startAuto(cpuDevices int, info *Info) (backends.Backend, error) {
 	var failures []string
-	for _, plugin := range orderPlugins(xla.GetAvailablePlugins()) {
-		backend, err := startXLA(plugin, cpuDevices, info)
+	for _, c := range candidates(true) {
+		backend, err := startCandidate(c, "", cpuDevices, info)
 		if err == nil {
 			return backend, nil
 		}
-		failures = append(failures, fmt.Sprintf("xla:%s: %s", plugin, oneLine(err.Error())))
+		failures = append(failures, fmt.Sprintf("xla:%s: %s", c.config, oneLine(err.Error())))
 	}
 	info.Notes = append(info.Notes, failures...)
 	info.Source = SourceFallback
 	info.Fallback = true
 	info.Config = simplego.BackendName
-	info.PluginName, info.PluginPath, info.PJRTVersion = "", "", ""
+	info.PluginName, info.PluginPath, info.PJRTVersion, info.PluginVersion = "", "", "", ""
 	fmt.Fprintln(os.Stderr, fallbackMessage(failures))
 	backend, err := simplego.New("")
 	if err != nil {
@@ -230,40 +267,70 @@ func searchPathsDescription() string {
 
 // startXLA starts the XLA backend on the given plugin configuration: "<plugin>[,option...]",
 // where <plugin> is a name ("cpu") or an absolute path; an empty plugin picks the best found.
+// The names "cuda" and "tpu", when go-xla does not find them, start the plugin of a Python wheel
+// (DiscoverAccelerators), even on a machine without the device files.
 func startXLA(pluginConfig string, cpuDevices int, info *Info) (backends.Backend, error) {
 	plugin, options, _ := strings.Cut(pluginConfig, ",")
+	var list []candidate
 	if plugin == "" {
-		found := orderPlugins(xla.GetAvailablePlugins())
-		if len(found) == 0 {
-			return nil, errors.Errorf("no XLA PJRT plugin found in %s; install the XLA CPU plugin with: %s",
-				searchPathsDescription(), InstallCommand)
-		}
-		plugin = found[0]
-		if options != "" {
-			pluginConfig = plugin + "," + options
-		} else {
-			pluginConfig = plugin
+		list = candidates(true)
+	} else if !filepath.IsAbs(plugin) {
+		list = slices.DeleteFunc(candidates(false), func(c candidate) bool { return c.name != plugin })
+	}
+	switch {
+	case len(list) > 0:
+		return startCandidate(list[0], options, cpuDevices, info)
+	case plugin == "":
+		return nil, errors.Errorf("no XLA PJRT plugin found in %s; install the XLA CPU plugin with: %s",
+			searchPathsDescription(), InstallCommand)
+	}
+	return startCandidate(candidate{name: pluginNameOf(plugin), config: plugin}, options, cpuDevices, info)
+}
+
+// startCandidate starts the XLA backend on plugin c with the plugin options (comma-separated, may
+// be empty), readying the process first for a wheel's CUDA plugin.
+func startCandidate(c candidate, options string, cpuDevices int, info *Info) (backends.Backend, error) {
+	pluginConfig := c.config
+	if options != "" {
+		pluginConfig += "," + options
+	}
+	var notes []string
+	if c.accel != nil {
+		notes = append(notes, fmt.Sprintf("%s plugin from %s", c.name, describeWheel(*c.accel)))
+		if c.name == "cuda" {
+			notes = append(notes, prepareCUDA(*c.accel)...)
 		}
 	}
 	var clientOptions pjrt.NamedValuesMap
-	if cpuDevices > 0 && isCPUPlugin(plugin) {
+	if cpuDevices > 0 && isCPUPlugin(c.name) {
 		clientOptions = pjrt.NamedValuesMap{cpuDeviceCountOption: int64(cpuDevices)}
 	}
 	backend, err := xla.NewWithOptions(pluginConfig, clientOptions)
 	if err != nil {
-		if isCPUPlugin(plugin) && !filepath.IsAbs(plugin) {
+		if isCPUPlugin(c.name) && !filepath.IsAbs(c.config) {
 			return nil, errors.Errorf("%v; install the XLA CPU plugin with: %s", err, InstallCommand)
 		}
 		return nil, err
 	}
 	info.Config = xla.BackendName + ":" + pluginConfig
-	info.PluginName = pluginNameOf(plugin)
-	if p, err := pjrt.GetPlugin(plugin); err == nil {
+	info.PluginName = c.name
+	info.Notes = append(info.Notes, notes...)
+	if p, err := pjrt.GetPlugin(c.config); err == nil {
 		major, minor := p.Version()
 		info.PluginPath = p.Path()
 		info.PJRTVersion = fmt.Sprintf("%d.%d", major, minor)
+		info.PluginVersion = pluginVersion(p.Attributes(), c.accel)
 	}
+	info.Memory = deviceMemory(c.name)
 	return backend, nil
+}
+
+// describeWheel says where a wheel's plugin comes from: "jax_cuda13_pjrt 0.7.2 (/path)".
+func describeWheel(p AcceleratorPlugin) string {
+	if p.Wheel == "" {
+		return p.Path
+	}
+	return fmt.Sprintf("%s (%s)", p.Wheel, p.Path)
 }
 
 // isXLAName reports whether name is one of the names GoMLX registers its XLA backend under.

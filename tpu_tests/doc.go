@@ -1,0 +1,24 @@
+// Package tpu_tests is the accelerator suite: it checks quanta's formats on whatever accelerator
+// backend runs (a TPU or a GPU through its PJRT plugin, see package runtime), against the dense
+// computation on the same device.
+//
+// The suite is one test, TestAccelerator, with a subtest per check:
+//
+//   - every format (NF4 with blocks of 64, int8, ternary and binary with a per-column scale),
+//     quantized on the host: its materialization on the device equals the one computed by
+//     GoMLX's pure-Go backend, and the fused product x @ W (implicitarray.MatMul inside
+//     implicitarray.NewExec) matches the dense product x @ Materialize(W) on the device, for
+//     float32 and bfloat16 activations, without the generic materialize fallback;
+//   - quanta.Quantize gives the same arrays as the format packages;
+//   - the straight-through estimator: the gradient of sum(StraightThrough(w)·c) is c, exactly;
+//   - a sharded product (mesh.NewExec, the weight column-parallel over 2 or 4 devices) equals the
+//     single-device one, when the backend has 2 devices or more.
+//
+// Without an accelerator (XLA CPU, the pure-Go backend) the test is skipped with a one-line
+// reason, so `make test` runs it everywhere. QUANTA_ACCEL_ANY=1 runs it on any backend, to check
+// the suite itself on a machine without an accelerator.
+//
+// On an accelerator machine without a Go toolchain, `make accel-binaries` builds this suite as a
+// test binary, with the benchmark and the quanta command; tpu_tests/run-on-device.sh runs them
+// there and writes the results to a folder.
+package tpu_tests
