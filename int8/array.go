@@ -214,8 +214,9 @@ func (a *Array) WithSharding(s mesh.Sharding) *Array {
 func (a *Array) Reshard(s mesh.Sharding) *Array { return a.WithSharding(s) }
 
 // WithMeshAndAxis returns a copy sharded over m with the axis spec built by mesh.SpecFrom (nil:
-// replicated; a PartitionSpec; a name; a []string or []any of names). Every named mesh axis must
-// exist in m, and the spec may not have more entries than the array has axes.
+// replicated; a PartitionSpec; a name; a []string or []any of names). The spec is checked early
+// against the array's shape and m (mesh.Validate: known mesh axes, each used once, no more entries
+// than axes, divisible axes).
 func (a *Array) WithMeshAndAxis(m *mesh.Mesh, axis any) (*Array, error) {
 	if m == nil {
 		return nil, errors.New("int8.Array.WithMeshAndAxis: nil mesh")
@@ -224,15 +225,8 @@ func (a *Array) WithMeshAndAxis(m *mesh.Mesh, axis any) (*Array, error) {
 	if err != nil {
 		return nil, errors.WithMessage(err, "int8.Array.WithMeshAndAxis")
 	}
-	if len(spec) > a.shape.Rank() {
-		return nil, errors.Errorf("int8.Array.WithMeshAndAxis: spec %s has %d entries for an array of rank %d", spec, len(spec), a.shape.Rank())
-	}
-	for _, axisSpec := range spec {
-		for _, name := range axisSpec {
-			if _, err := m.AxisSize(name); err != nil {
-				return nil, errors.WithMessage(err, "int8.Array.WithMeshAndAxis")
-			}
-		}
+	if _, err := a.ComponentSpecs(m, spec); err != nil {
+		return nil, errors.WithMessage(err, "int8.Array.WithMeshAndAxis")
 	}
 	if spec == nil {
 		spec = mesh.PartitionSpec{}

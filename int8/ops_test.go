@@ -3,6 +3,7 @@ package int8_test
 import (
 	"errors"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -142,9 +143,18 @@ func TestDeleteAndSharding(t *testing.T) {
 	if c := b.Reshard(mesh.Sharding{}); c.IsSharded() {
 		t.Error("Reshard to the zero sharding kept it")
 	}
+	// Scale (2, 1) over the quantized last axis: replicated along the sharded columns.
 	specs, err := b.ComponentSpecs(m, mesh.PartitionSpec{nil, {"model"}})
-	if err != nil || len(specs) != 2 {
-		t.Fatalf("ComponentSpecs: %v %v", specs, err)
+	if err != nil || len(specs) != 2 || specs[0].String() != "P(None, 'model')" || specs[1].String() != "P(None, None)" {
+		t.Fatalf("ComponentSpecs(columns) = %v, %v; want [P(None, 'model') P(None, None)]", specs, err)
+	}
+	specs, err = b.ComponentSpecs(m, mesh.PartitionSpec{{"model"}})
+	if err != nil || len(specs) != 2 || specs[0].String() != "P('model', None)" || specs[1].String() != "P('model', None)" {
+		t.Fatalf("ComponentSpecs(rows) = %v, %v; want [P('model', None) P('model', None)]", specs, err)
+	}
+	odd := qint8.MustQuantize(tensors.FromValue([][]float32{{1, 2, 3}}))
+	if _, err := odd.WithMeshAndAxis(m, []any{nil, "model"}); err == nil || !strings.Contains(err.Error(), "not divisible by 2") {
+		t.Errorf("WithMeshAndAxis with 3 columns over 2 shards: %v", err)
 	}
 	a.Delete()
 	a.Delete()

@@ -8,13 +8,14 @@ import (
 // ComponentSharder is implemented by implicit array types whose components can be sharded: given
 // the PartitionSpec of the logical array over m, it returns the PartitionSpec of each component, in
 // Components() order (a nested Array component gets the spec of its own logical array). Formats
-// implement it with the rule functions of this package (NF4Specs, Int8Specs, OnebitSpecs).
+// implement it with the rule functions of this package (NF4Specs, Int8Specs, OnebitSpecs,
+// OnebitBitSpecs, ScaleSpec).
 type ComponentSharder interface {
 	ComponentSpecs(m *Mesh, logical PartitionSpec) ([]PartitionSpec, error)
 }
 
 // Sharded is implemented by implicit array types that carry a Sharding as metadata (nf4.Array,
-// int8.Array, onebit.Array): Exec places them by it.
+// int8.Array, onebit.Array, onebit.BitArray): Exec places them by it.
 type Sharded interface {
 	Sharding() (Sharding, bool)
 }
@@ -46,28 +47,40 @@ func NF4Specs(m *Mesh, logical PartitionSpec, shape shapes.Shape, blockSize int)
 
 // Int8Specs returns the specs of the components of an int8 array of logical shape shape sharded by
 // logical over m, with a scale of shape scaleShape (the logical shape with size 1 on the quantized
-// axes): the weight has the logical spec; the scale too, except on its axes of size 1 (shared by
-// the whole axis), which are replicated.
+// axes): the weight has the logical spec, the scale ScaleSpec's.
 func Int8Specs(m *Mesh, logical PartitionSpec, shape, scaleShape shapes.Shape) (weight, scale PartitionSpec, err error) {
 	if err := Validate(m, logical, shape); err != nil {
 		return nil, nil, errors.WithMessage(err, "mesh.Int8Specs")
 	}
-	if scaleShape.Rank() != shape.Rank() {
-		return nil, nil, errors.Errorf("mesh.Int8Specs: scale shape %s and shape %s have different ranks; accepted: the scale keeps the array's rank", scaleShape, shape)
+	if scale, err = ScaleSpec(m, logical, shape, scaleShape); err != nil {
+		return nil, nil, errors.WithMessage(err, "mesh.Int8Specs")
 	}
-	weight = normalize(logical, shape.Rank())
-	scale = normalize(logical, shape.Rank())
+	return normalize(logical, shape.Rank()), scale, nil
+}
+
+// ScaleSpec returns the spec of a scale of shape scaleShape that multiplies an array of logical
+// shape shape sharded by logical over m (int8's scale, onebit's optional scale): the scale keeps
+// the array's rank, with size 1 on the axes it was reduced over. Those axes are replicated (every
+// shard of the axis shares the one scale); the others have the logical spec.
+func ScaleSpec(m *Mesh, logical PartitionSpec, shape, scaleShape shapes.Shape) (PartitionSpec, error) {
+	if _, err := NumShards(m, logical, shape.Rank()); err != nil {
+		return nil, errors.WithMessagef(err, "mesh.ScaleSpec: shape %s", shape)
+	}
+	if scaleShape.Rank() != shape.Rank() {
+		return nil, errors.Errorf("mesh.ScaleSpec: scale shape %s and shape %s have different ranks; accepted: the scale keeps the array's rank", scaleShape, shape)
+	}
+	scale := normalize(logical, shape.Rank())
 	for axis, dim := range scaleShape.Dimensions {
 		switch {
 		case dim == shape.Dimensions[axis]:
 		case dim == 1:
 			scale[axis] = nil
 		default:
-			return nil, nil, errors.Errorf("mesh.Int8Specs: scale shape %s does not fit shape %s at axis %d; accepted: each scale axis of size 1 or the array's size",
+			return nil, errors.Errorf("mesh.ScaleSpec: scale shape %s does not fit shape %s at axis %d; accepted: each scale axis of size 1 or the array's size",
 				scaleShape, shape, axis)
 		}
 	}
-	return weight, scale, nil
+	return scale, nil
 }
 
 // OnebitSpecs returns the spec of the packed component (d0/4, …) of a 2-bit (binary/ternary) array
@@ -81,16 +94,29 @@ func Int8Specs(m *Mesh, logical PartitionSpec, shape, scaleShape shapes.Shape) (
 // the materialized array then needs communication to reach the logical spec; see the package
 // documentation.
 func OnebitSpecs(m *Mesh, logical PartitionSpec, shape shapes.Shape) (PartitionSpec, error) {
-	if shape.Rank() < 1 || shape.Dimensions[0]%4 != 0 {
-		return nil, errors.Errorf("mesh.OnebitSpecs: shape %s; accepted: rank >= 1 and a first axis divisible by 4 (four rows per packed byte)", shape)
+	return packedRowSpecs("mesh.OnebitSpecs", m, logical, shape, 4)
+}
+
+// OnebitBitSpecs is OnebitSpecs for the 1-bit layout (onebit.BitArray): packed (d0/8, …) with row p
+// holding logical rows p, E+p, …, 7E+p (E = d0/8, eighth-strided). The first axis must have
+// d0 % 8 == 0, and, when sharded in n shards, (d0/8) % n == 0; shard s then holds, of each eighth
+// g, the rows g·E + s·E/n … g·E + (s+1)·E/n − 1.
+func OnebitBitSpecs(m *Mesh, logical PartitionSpec, shape shapes.Shape) (PartitionSpec, error) {
+	return packedRowSpecs("mesh.OnebitBitSpecs", m, logical, shape, 8)
+}
+
+// packedRowSpecs is the rule of arrays packed perByte rows a byte along the first axis, strided.
+func packedRowSpecs(what string, m *Mesh, logical PartitionSpec, shape shapes.Shape, perByte int) (PartitionSpec, error) {
+	if shape.Rank() < 1 || shape.Dimensions[0]%perByte != 0 {
+		return nil, errors.Errorf("%s: shape %s; accepted: rank >= 1 and a first axis divisible by %d (%d rows per packed byte)", what, shape, perByte, perByte)
 	}
 	if err := Validate(m, logical, shape); err != nil {
-		return nil, errors.WithMessage(err, "mesh.OnebitSpecs")
+		return nil, errors.WithMessage(err, what)
 	}
 	n, _ := NumShards(m, logical, shape.Rank())
-	if q := shape.Dimensions[0] / 4; q%n[0] != 0 {
-		return nil, errors.Errorf("mesh.OnebitSpecs: spec %s, shape %s, mesh %s: the %d packed rows (first axis %d / 4) are not divisible by its %d shards; "+
-			"accepted: (first axis / 4) divisible by the number of shards", logical, shape, m, q, shape.Dimensions[0], n[0])
+	if q := shape.Dimensions[0] / perByte; q%n[0] != 0 {
+		return nil, errors.Errorf("%s: spec %s, shape %s, mesh %s: the %d packed rows (first axis %d / %d) are not divisible by its %d shards; "+
+			"accepted: (first axis / %d) divisible by the number of shards", what, logical, shape, m, q, shape.Dimensions[0], perByte, n[0], perByte)
 	}
 	return normalize(logical, shape.Rank()), nil
 }

@@ -11,8 +11,9 @@
 //     axis is cut into the product of their sizes). Missing trailing axes are replicated.
 //     SpecFrom builds one from the forms eformer's with_mesh_and_axis accepts.
 //   - Sharding: a PartitionSpec over a Mesh. The quantized array types (nf4.Array, int8.Array,
-//     onebit.Array) keep one as static metadata (WithSharding, Reshard, WithMeshAndAxis,
-//     IsSharded); Exec places them by it.
+//     onebit.Array, onebit.BitArray) keep one as static metadata (WithSharding, Reshard,
+//     WithMeshAndAxis, IsSharded); Exec places them by it. WithMeshAndAxis checks the spec
+//     against the shape, the mesh and the format's layout at once (ComponentSpecs).
 //   - Shard: the piece of an array one device holds: along each sharded axis of size D in n
 //     shards, the device with index i along those mesh axes holds [i·D/n, (i+1)·D/n).
 //
@@ -46,7 +47,7 @@
 //     zero-padded last block). The materialized array then has exactly the logical placement.
 //   - int8 (Int8Specs), weight of the logical shape, scale with size 1 on the quantized axes: the
 //     weight has the logical spec; the scale too, except its size-1 axes, which are replicated
-//     (every shard of that axis shares the one scale).
+//     (every shard of that axis shares the one scale): ScaleSpec, also used for onebit's scale.
 //   - 2-bit binary/ternary (OnebitSpecs), logical (d0, …), packed (d0/4, …) uint8 with row p
 //     holding logical rows p, Q+p, 2Q+p, 3Q+p (Q = d0/4, quarter-strided): the packed component
 //     has the logical spec axis by axis. Sharding axes other than the first keeps the logical
@@ -57,7 +58,9 @@
 //     reaches the logical placement only through XLA's communication: in a row-parallel matmul
 //     x @ W with x's columns sharded as blocks, XLA exchanges data so that matching rows and
 //     columns meet. Sharding the output (second) axis instead — column parallel — needs no
-//     exchange for the weight.
+//     exchange for the weight. A scaled array's scale follows ScaleSpec.
+//   - 1-bit binary (OnebitBitSpecs, onebit.BitArray), packed (d0/8, …), eighth-strided: the same
+//     rule with 8 rows a byte; a sharded first axis needs (d0/8) % n == 0.
 //
 // A replicated array needs no rule; a sharded array whose type does not implement
 // ComponentSharder is an error.
@@ -70,7 +73,8 @@
 //     more axes than the array (NumShards, Validate);
 //   - an array axis not divisible by its number of shards (Validate);
 //   - NF4 blocks that would straddle shards; packed 2-bit rows not divisible by the shards; an
-//     int8 scale that does not fit its weight (NF4Specs, OnebitSpecs, Int8Specs);
+//     int8 or onebit scale that does not fit its array (NF4Specs, OnebitSpecs, OnebitBitSpecs,
+//     Int8Specs, ScaleSpec);
 //   - a mesh with more devices than the backend has (Mesh.CheckDevices, NewExec): an error before
 //     anything runs, never a hang. On XLA CPU, QUANTA_CPU_DEVICES=N (package runtime) gives N
 //     virtual devices; it must be set before the backend starts. The pure-Go backend has one

@@ -173,6 +173,47 @@ func TestOnebitSpecs(t *testing.T) {
 	}
 }
 
+func TestOnebitBitSpecs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		spec    mesh.PartitionSpec
+		shape   shapes.Shape
+		want    mesh.PartitionSpec
+		wantErr string
+	}{
+		{"rows", mesh.PartitionSpec{{"model"}}, f32(32, 8), mesh.PartitionSpec{{"model"}, nil}, ""},
+		{"columns", mesh.PartitionSpec{nil, {"model"}}, f32(8, 8), mesh.PartitionSpec{nil, {"model"}}, ""},
+		{"packed rows not divisible", mesh.PartitionSpec{{"model"}}, f32(16, 8), nil, "the 2 packed rows (first axis 16 / 8) are not divisible by its 4 shards"},
+		{"first axis not multiple of 8", nil, f32(12, 8), nil, "first axis divisible by 8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			packed, err := mesh.OnebitBitSpecs(mesh4, tc.spec, tc.shape)
+			checkSpecs(t, err, tc.wantErr, []mesh.PartitionSpec{packed}, []mesh.PartitionSpec{tc.want})
+		})
+	}
+}
+
+func TestScaleSpec(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		spec    mesh.PartitionSpec
+		scale   shapes.Shape
+		want    mesh.PartitionSpec
+		wantErr string
+	}{
+		{"per column, columns", mesh.PartitionSpec{nil, {"model"}}, f32(1, 16), mesh.PartitionSpec{nil, {"model"}}, ""},
+		{"per column, rows", mesh.PartitionSpec{{"model"}}, f32(1, 16), mesh.PartitionSpec{nil, nil}, ""},
+		{"per tensor", mesh.PartitionSpec{{"model"}}, f32(1, 1), mesh.PartitionSpec{nil, nil}, ""},
+		{"unknown axis", mesh.PartitionSpec{{"data"}}, f32(1, 16), nil, "unknown mesh axis"},
+		{"bad scale", nil, f32(2, 16), nil, "does not fit shape"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scale, err := mesh.ScaleSpec(mesh4, tc.spec, f32(8, 16), tc.scale)
+			checkSpecs(t, err, tc.wantErr, []mesh.PartitionSpec{scale}, []mesh.PartitionSpec{tc.want})
+		})
+	}
+}
+
 func checkSpecs(t *testing.T, err error, wantErr string, got, want []mesh.PartitionSpec) {
 	t.Helper()
 	if wantErr != "" {

@@ -105,7 +105,7 @@ func TestDelete(t *testing.T) {
 }
 
 func TestSharding(t *testing.T) {
-	a := nf4.MustQuantize(randomTensor(1, 8, 64), 64)
+	a := nf4.MustQuantize(randomTensor(1, 8, 128), 64) // two blocks per row: one per 'model' shard.
 	if a.IsSharded() {
 		t.Fatal("fresh array is sharded")
 	}
@@ -132,6 +132,53 @@ func TestSharding(t *testing.T) {
 	}
 	if r, _ := a.WithMeshAndAxis(m, nil); !r.IsSharded() {
 		t.Errorf("replicated over a mesh should count as sharded")
+	}
+}
+
+// TestComponentSpecs checks the component specs of a sharded (8, 256) array with blocks of 64 over
+// 4 devices (mesh.NF4Specs): a sharded last axis shards the block axis of packed and absmax.
+func TestComponentSpecs(t *testing.T) {
+	a := nf4.MustQuantize(randomTensor(2, 8, 256), 64)
+	m := mesh.MustNewMesh([]string{"model"}, []int{4})
+	for _, tc := range []struct {
+		name    string
+		spec    mesh.PartitionSpec
+		want    []string // packed, absmax
+		wantErr string
+	}{
+		{"columns", mesh.PartitionSpec{nil, {"model"}}, []string{"P(None, 'model', None)", "P(None, 'model')"}, ""},
+		{"rows", mesh.PartitionSpec{{"model"}}, []string{"P('model', None, None)", "P('model', None)"}, ""},
+		{"replicated", nil, []string{"P(None, None, None)", "P(None, None)"}, ""},
+		{"unknown axis", mesh.PartitionSpec{{"data"}}, nil, "unknown mesh axis"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			specs, err := a.ComponentSpecs(m, tc.spec)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(specs) != 2 || specs[0].String() != tc.want[0] || specs[1].String() != tc.want[1] {
+				t.Errorf("specs %v, want %v", specs, tc.want)
+			}
+		})
+	}
+	// Blocks of 128 over 4 shards of 64 columns would straddle shards: rejected by both.
+	b := nf4.MustQuantize(randomTensor(2, 8, 256), 128)
+	if _, err := b.ComponentSpecs(m, mesh.PartitionSpec{nil, {"model"}}); err == nil || !strings.Contains(err.Error(), "straddle") {
+		t.Errorf("ComponentSpecs with straddling blocks: %v", err)
+	}
+	if _, err := b.WithMeshAndAxis(m, []any{nil, "model"}); err == nil || !strings.Contains(err.Error(), "straddle") {
+		t.Errorf("WithMeshAndAxis with straddling blocks: %v", err)
+	}
+	// 3 rows over 4 shards: rejected early.
+	c := nf4.MustQuantize(randomTensor(2, 3, 64), 64)
+	if _, err := c.WithMeshAndAxis(m, "model"); err == nil || !strings.Contains(err.Error(), "not divisible by 4") {
+		t.Errorf("WithMeshAndAxis with 3 rows over 4 shards: %v", err)
 	}
 }
 

@@ -37,6 +37,8 @@ type Array struct {
 var (
 	_ implicitarray.Array             = (*Array)(nil)
 	_ implicitarray.MaterializeWarner = (*Array)(nil)
+	_ mesh.Sharded                    = (*Array)(nil)
+	_ mesh.ComponentSharder           = (*Array)(nil)
 )
 
 func newHostArray(packed, absmax *tensors.Tensor, shape shapes.Shape, blockSize int) *Array {
@@ -174,8 +176,10 @@ func (a *Array) WithSharding(s mesh.Sharding) *Array {
 func (a *Array) Reshard(s mesh.Sharding) *Array { return a.WithSharding(s) }
 
 // WithMeshAndAxis returns a copy sharded over m with the axis spec built by mesh.SpecFrom (nil:
-// replicated; a PartitionSpec; a name; a []string or []any of names). Every named mesh axis must
-// exist in m, and the spec may not have more entries than the array has axes.
+// replicated; a PartitionSpec; a name; a []string or []any of names). The spec is checked early
+// against the array's shape and m (mesh.Validate: known mesh axes, each used once, no more entries
+// than axes, divisible axes) and against the block layout (ComponentSpecs: blocks may not straddle
+// shards).
 func (a *Array) WithMeshAndAxis(m *mesh.Mesh, axis any) (*Array, error) {
 	if m == nil {
 		return nil, errors.New("nf4.Array.WithMeshAndAxis: nil mesh")
@@ -184,20 +188,24 @@ func (a *Array) WithMeshAndAxis(m *mesh.Mesh, axis any) (*Array, error) {
 	if err != nil {
 		return nil, errors.WithMessage(err, "nf4.Array.WithMeshAndAxis")
 	}
-	if len(spec) > a.shape.Rank() {
-		return nil, errors.Errorf("nf4.Array.WithMeshAndAxis: spec %s has %d entries for an array of rank %d", spec, len(spec), a.shape.Rank())
-	}
-	for _, axisSpec := range spec {
-		for _, name := range axisSpec {
-			if _, err := m.AxisSize(name); err != nil {
-				return nil, errors.WithMessage(err, "nf4.Array.WithMeshAndAxis")
-			}
-		}
+	if _, err := a.ComponentSpecs(m, spec); err != nil {
+		return nil, errors.WithMessage(err, "nf4.Array.WithMeshAndAxis")
 	}
 	if spec == nil {
 		spec = mesh.PartitionSpec{}
 	}
 	return a.WithSharding(mesh.Sharding{Mesh: m, Spec: spec}), nil
+}
+
+// ComponentSpecs returns the specs of [packed, absmax] when the logical array is sharded by logical
+// over m (mesh.NF4Specs): leading axes keep their spec, a sharded last axis shards the block axis,
+// the byte axis of packed is replicated; each shard must hold whole blocks.
+func (a *Array) ComponentSpecs(m *mesh.Mesh, logical mesh.PartitionSpec) ([]mesh.PartitionSpec, error) {
+	packed, absmax, err := mesh.NF4Specs(m, logical, a.shape, a.blockSize)
+	if err != nil {
+		return nil, err
+	}
+	return []mesh.PartitionSpec{packed, absmax}, nil
 }
 
 // Strategy is the matmul strategy of this array (lowering.Auto unless set with WithStrategy).

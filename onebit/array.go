@@ -30,6 +30,10 @@ var (
 	_ implicitarray.Array             = (*BitArray)(nil)
 	_ implicitarray.MaterializeWarner = (*Array)(nil)
 	_ implicitarray.MaterializeWarner = (*BitArray)(nil)
+	_ mesh.Sharded                    = (*Array)(nil)
+	_ mesh.ComponentSharder           = (*Array)(nil)
+	_ mesh.Sharded                    = (*BitArray)(nil)
+	_ mesh.ComponentSharder           = (*BitArray)(nil)
 )
 
 // packedArray is what the handlers need of *Array and *BitArray.
@@ -318,23 +322,57 @@ func (c core) withMeshAndAxis(m *mesh.Mesh, axis any) (core, error) {
 	if err != nil {
 		return c, errors.WithMessage(err, what)
 	}
-	if len(spec) > c.shape.Rank() {
-		return c, errors.Errorf("%s: spec %s has %d axes for an array of rank %d", what, spec, len(spec), c.shape.Rank())
-	}
-	if m != nil {
-		for _, axisSpec := range spec {
-			for _, name := range axisSpec {
-				if _, err := m.AxisSize(name); err != nil {
-					return c, errors.WithMessage(err, what)
-				}
-			}
+	if m == nil {
+		if len(spec) > c.shape.Rank() {
+			return c, errors.Errorf("%s: spec %s has %d axes for an array of rank %d", what, spec, len(spec), c.shape.Rank())
 		}
+	} else if _, err := c.componentSpecs(m, spec); err != nil {
+		return c, errors.WithMessage(err, what)
 	}
 	return c.withSharding(mesh.Sharding{Mesh: m, Spec: spec}), nil
 }
 
+// componentSpecs returns the specs of Components() when the logical array is sharded by logical
+// over m: the packed bytes by mesh.OnebitSpecs (TwoBit) or mesh.OnebitBitSpecs (OneBit), the scale
+// by mesh.ScaleSpec (its size-1 axes replicated, the others as the logical spec).
+func (c *core) componentSpecs(m *mesh.Mesh, logical mesh.PartitionSpec) ([]mesh.PartitionSpec, error) {
+	rule := mesh.OnebitSpecs
+	if c.layout == OneBit {
+		rule = mesh.OnebitBitSpecs
+	}
+	packed, err := rule(m, logical, c.shape)
+	if err != nil {
+		return nil, err
+	}
+	if c.scaleAxes == nil {
+		return []mesh.PartitionSpec{packed}, nil
+	}
+	scale, err := mesh.ScaleSpec(m, logical, c.shape, c.scale.Shape())
+	if err != nil {
+		return nil, err
+	}
+	return []mesh.PartitionSpec{packed, scale}, nil
+}
+
+// ComponentSpecs returns the specs of [packed] or [packed, scale] when the logical array is sharded
+// by logical over m: packed has the logical spec (mesh.OnebitSpecs: a sharded first axis needs
+// (d0/4) % shards == 0 and holds quarter-strided rows), the scale too except on its size-1 axes,
+// which are replicated (mesh.ScaleSpec).
+func (a *Array) ComponentSpecs(m *mesh.Mesh, logical mesh.PartitionSpec) ([]mesh.PartitionSpec, error) {
+	return a.componentSpecs(m, logical)
+}
+
+// ComponentSpecs is Array.ComponentSpecs for the 1-bit layout (mesh.OnebitBitSpecs: a sharded
+// first axis needs (d0/8) % shards == 0 and holds eighth-strided rows).
+func (a *BitArray) ComponentSpecs(m *mesh.Mesh, logical mesh.PartitionSpec) ([]mesh.PartitionSpec, error) {
+	return a.componentSpecs(m, logical)
+}
+
 // WithMeshAndAxis returns a new array sharded over m as axis says (the forms mesh.SpecFrom
-// accepts); an error names a spec longer than the rank or a name the mesh lacks.
+// accepts). With a mesh, the spec is checked early against the shape, the mesh and the packed
+// layout (ComponentSpecs, through mesh.Validate): an error names a spec longer than the rank, a
+// name the mesh lacks or used twice, an axis not divisible by its shards, or packed rows not
+// divisible by the first axis's shards. A nil m keeps the bare spec (checked against the rank).
 func (a *Array) WithMeshAndAxis(m *mesh.Mesh, axis any) (*Array, error) {
 	c, err := a.withMeshAndAxis(m, axis)
 	if err != nil {

@@ -434,7 +434,7 @@ func TestDelete(t *testing.T) {
 }
 
 func TestSharding(t *testing.T) {
-	a := onebit.MustPack(tensors.FromFlatDataAndDimensions([]int8{1, 0, 0, 1, -1, 0, 1, 1}, 4, 2))
+	a := onebit.MustPack(tensors.FromFlatDataAndDimensions([]int8{1, 0, 0, 1, -1, 0, 1, 1, 0, 0, 1, -1, -1, 1, 0, 1}, 4, 4))
 	if a.IsSharded() {
 		t.Fatal("fresh array sharded")
 	}
@@ -461,6 +461,59 @@ func TestSharding(t *testing.T) {
 	}
 	if _, err := a.WithMeshAndAxis(m, []any{nil, nil, "model"}); err == nil {
 		t.Fatal("spec longer than the rank accepted")
+	}
+	if _, err := a.WithMeshAndAxis(m, "model"); err == nil || !strings.Contains(err.Error(), "packed rows (first axis 4 / 4) are not divisible by its 4 shards") {
+		t.Fatalf("4 rows over 4 shards (1 packed row): %v", err)
+	}
+}
+
+// TestComponentSpecs checks the component specs over a mesh {model:4, data:2}: packed takes the
+// logical spec (mesh.OnebitSpecs, mesh.OnebitBitSpecs), a scale too except on its size-1 axes
+// (mesh.ScaleSpec).
+func TestComponentSpecs(t *testing.T) {
+	m := mesh.MustNewMesh([]string{"model", "data"}, []int{4, 2})
+	x := tensors.FromFlatDataAndDimensions(toF32(randomValues(rand.New(rand.NewSource(3)), onebit.TwoBit, 32*8)), 32, 8)
+	type sharder interface {
+		ComponentSpecs(*mesh.Mesh, mesh.PartitionSpec) ([]mesh.PartitionSpec, error)
+	}
+	rows, cols := mesh.PartitionSpec{{"model"}}, mesh.PartitionSpec{nil, {"model"}}
+	for _, tc := range []struct {
+		name    string
+		a       sharder
+		spec    mesh.PartitionSpec
+		want    []string
+		wantErr string
+	}{
+		{"ternary columns", onebit.MustQuantizeTernary(x), cols, []string{"P(None, 'model')"}, ""},
+		{"ternary rows", onebit.MustQuantizeTernary(x), rows, []string{"P('model', None)"}, ""},
+		{"scaled per column, columns", onebit.MustQuantizeTernary(x, onebit.WithScale(0)), cols, []string{"P(None, 'model')", "P(None, 'model')"}, ""},
+		{"scaled per column, rows", onebit.MustQuantizeTernary(x, onebit.WithScale(0)), rows, []string{"P('model', None)", "P(None, None)"}, ""},
+		{"scaled per tensor, rows", onebit.MustQuantizeTernary(x, onebit.BitNet()), rows, []string{"P('model', None)", "P(None, None)"}, ""},
+		{"bits columns", onebit.MustQuantizeBinaryBits(x), cols, []string{"P(None, 'model')"}, ""},
+		{"bits rows, scaled per row", onebit.MustQuantizeBinaryBits(x, onebit.WithScale(1)), rows, []string{"P('model', None)", "P('model', None)"}, ""},
+		// 32 rows: 8 packed 2-bit rows split in 4, but 4 packed 1-bit rows do not split in 8.
+		{"bits rows over 8", onebit.MustQuantizeBinaryBits(x), mesh.PartitionSpec{{"model", "data"}}, nil, "the 4 packed rows (first axis 32 / 8) are not divisible by its 8 shards"},
+		{"ternary rows over 8", onebit.MustQuantizeTernary(x), mesh.PartitionSpec{{"model", "data"}}, []string{"P(('model', 'data'), None)"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			specs, err := tc.a.ComponentSpecs(m, tc.spec)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]string, len(specs))
+			for i, s := range specs {
+				got[i] = s.String()
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("specs %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 

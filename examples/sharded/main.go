@@ -1,7 +1,9 @@
-// Command sharded runs a matmul x @ W over a mesh of 4 devices with W sharded column-parallel
-// (output axis) and row-parallel (contracting axis, XLA adding the all-reduce), and prints the
-// mesh, the shape each device holds of every input, and the largest difference from the
-// single-device result.
+// Command sharded runs a matmul x @ W over a mesh of 4 devices with W dense, NF4 (blocks of 64),
+// int8 (one scale per output column) and ternary (onebit, unscaled and with a per-column scale),
+// sharded column-parallel (output axis) and row-parallel (contracting axis, XLA adding the
+// all-reduce). For each it prints the mesh, the shape each device holds of every input (the
+// quantized weights as their components: packed bytes, absmax or scale) and the largest
+// difference from the same computation on one device.
 //
 // On XLA CPU it asks for 4 virtual devices (QUANTA_CPU_DEVICES=4) unless QUANTA_CPU_DEVICES is
 // set; with fewer devices (e.g. the pure-Go backend) it prints why it cannot run and exits 1.
@@ -13,10 +15,15 @@ import (
 	"os"
 
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/implicitarray"
+	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/mesh"
+	"github.com/quanta-ml/quanta/nf4"
+	"github.com/quanta-ml/quanta/onebit"
 	"github.com/quanta-ml/quanta/runtime"
 )
 
@@ -30,6 +37,13 @@ func main() {
 		fmt.Fprintf(os.Stderr, "sharded: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// weight is one format of W: the argument to pass and the names of its flattened inputs.
+type weight struct {
+	name       string
+	w          any // *tensors.Tensor or a quantized array
+	components []string
 }
 
 func run() error {
@@ -47,33 +61,93 @@ func run() error {
 	}
 	fmt.Printf("mesh: %s\n", m)
 
-	const rows, k, n = 4, 256, 128
+	const rows, k, n = 4, 256, 256
 	x, w := tensors.FromValue(matrix(rows, k, 0)), tensors.FromValue(matrix(k, n, 1))
-	matmul := func(x, w *graph.Node) *graph.Node { return graph.MatMul(x, w) }
-	want, err := graph.ExecOnce(backend, matmul, x, w)
+	weights, err := quantize(w)
 	if err != nil {
 		return err
 	}
-	for _, layout := range []struct {
-		name         string
-		xSpec, wSpec mesh.PartitionSpec
-	}{
-		{"column parallel", nil, mesh.PartitionSpec{nil, {"model"}}},
-		{"row parallel", mesh.PartitionSpec{nil, {"model"}}, mesh.PartitionSpec{{"model"}, nil}},
-	} {
-		fmt.Printf("\n%s: x %s, W %s\n", layout.name, layout.xSpec, layout.wSpec)
-		e, err := mesh.NewExec(backend, m, matmul)
+	matmul := func(x *graph.Node, w implicitarray.Value) *graph.Node {
+		return implicitarray.Materialize(implicitarray.MatMul(x, w))
+	}
+	single, err := implicitarray.NewExec(backend, matmul)
+	if err != nil {
+		return err
+	}
+	defer single.Finalize()
+	for _, wt := range weights {
+		out, err := single.Call(x, wt.w)
 		if err != nil {
-			return err
+			return errors.WithMessagef(err, "%s on one device", wt.name)
 		}
-		diff, err := runLayout(backend, e.WithArgSpecs(layout.xSpec, layout.wSpec), want, []string{"x", "W"}, x, w)
-		e.Finalize()
-		if err != nil {
-			return errors.WithMessage(err, layout.name)
+		want := out[0].(*tensors.Tensor)
+		for _, layout := range []struct {
+			name         string
+			xSpec, wSpec mesh.PartitionSpec
+		}{
+			{"column parallel", nil, mesh.PartitionSpec{nil, {"model"}}},
+			{"row parallel", mesh.PartitionSpec{nil, {"model"}}, mesh.PartitionSpec{{"model"}, nil}},
+		} {
+			fmt.Printf("\n%s, %s: x %s, W %s\n", wt.name, layout.name, layout.xSpec, layout.wSpec)
+			sharded, err := shard(wt.w, m, layout.wSpec)
+			if err != nil {
+				return errors.WithMessagef(err, "%s, %s", wt.name, layout.name)
+			}
+			e, err := mesh.NewExec(backend, m, matmul)
+			if err != nil {
+				return err
+			}
+			// The dense W takes its spec from WithArgSpecs; a quantized one carries its own sharding.
+			diff, err := runLayout(backend, e.WithArgSpecs(layout.xSpec, layout.wSpec), want, append([]string{"x"}, wt.components...), x, sharded)
+			e.Finalize()
+			if err != nil {
+				return errors.WithMessagef(err, "%s, %s", wt.name, layout.name)
+			}
+			fmt.Printf("  max |sharded - single device| = %.3g\n", diff)
 		}
-		fmt.Printf("  max |sharded - single device| = %.3g\n", diff)
 	}
 	return nil
+}
+
+// quantize returns w dense and in each quantized format.
+func quantize(w *tensors.Tensor) ([]weight, error) {
+	n4, err := nf4.Quantize(w, 64)
+	if err != nil {
+		return nil, err
+	}
+	i8, err := qint8.Quantize(w, 0)
+	if err != nil {
+		return nil, err
+	}
+	ternary, err := onebit.QuantizeTernary(w, onebit.WithDType(dtypes.Float32))
+	if err != nil {
+		return nil, err
+	}
+	scaled, err := onebit.QuantizeTernary(w, onebit.WithScale(0))
+	if err != nil {
+		return nil, err
+	}
+	return []weight{
+		{"dense", w, []string{"W"}},
+		{"nf4", n4, []string{"W.packed", "W.absmax"}},
+		{"int8", i8, []string{"W.weight", "W.scale"}},
+		{"ternary", ternary, []string{"W.packed"}},
+		{"ternary scaled", scaled, []string{"W.packed", "W.scale"}},
+	}, nil
+}
+
+// shard returns w sharded by spec over m: a quantized array through its WithMeshAndAxis (which
+// checks the spec against its layout), a dense tensor unchanged (Exec.WithArgSpecs shards it).
+func shard(w any, m *mesh.Mesh, spec mesh.PartitionSpec) (any, error) {
+	switch w := w.(type) {
+	case *nf4.Array:
+		return w.WithMeshAndAxis(m, spec)
+	case *qint8.Array:
+		return w.WithMeshAndAxis(m, spec)
+	case *onebit.Array:
+		return w.WithMeshAndAxis(m, spec)
+	}
+	return w, nil
 }
 
 // runLayout places args, prints the shape each device holds of every flattened input (named by

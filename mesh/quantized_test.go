@@ -1,0 +1,172 @@
+package mesh_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/implicitarray"
+	qint8 "github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/mesh"
+	"github.com/quanta-ml/quanta/nf4"
+	"github.com/quanta-ml/quanta/onebit"
+)
+
+// shardable is what the tests need of the quantized weights: an implicit array that takes a
+// sharding. It lets one table hold *nf4.Array, *int8.Array and *onebit.Array.
+type shardable interface {
+	implicitarray.Array
+	mesh.Sharded
+}
+
+// withSharding shards w (one of the formats) by spec over m.
+func withSharding(t *testing.T, w implicitarray.Array, m *mesh.Mesh, spec mesh.PartitionSpec) shardable {
+	t.Helper()
+	s := mesh.Sharding{Mesh: m, Spec: spec}
+	switch w := w.(type) {
+	case *nf4.Array:
+		return w.WithSharding(s)
+	case *qint8.Array:
+		return w.WithSharding(s)
+	case *onebit.Array:
+		return w.WithSharding(s)
+	}
+	t.Fatalf("withSharding: %T is not a format under test", w)
+	return nil
+}
+
+// quantizedWeights returns the (K, N) weight quantized in each format under test.
+func quantizedWeights(t *testing.T, w *tensors.Tensor) map[string]implicitarray.Array {
+	t.Helper()
+	n4, err := nf4.Quantize(w, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i8, err := qint8.Quantize(w, 0) // one scale per output column: scale (1, N).
+	if err != nil {
+		t.Fatal(err)
+	}
+	ternary, err := onebit.QuantizeTernary(w, onebit.WithDType(dtypes.Float32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scaled, err := onebit.QuantizeTernary(w, onebit.WithScale(0)) // scale (1, N).
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]implicitarray.Array{"nf4": n4, "int8": i8, "ternary": ternary, "ternary scaled": scaled}
+}
+
+// TestQuantizedMatmul runs x @ W over 4 devices with W a real *nf4.Array (blocks of 64),
+// *int8.Array (per-column scale) and ternary *onebit.Array (unscaled and with a per-column scale),
+// sharded column parallel (W's output axis) and row parallel (W's contracting axis, x's columns
+// too, XLA adding the all-reduce). It compares with the same function on one device and reads the
+// shape of every component's buffer on every device: each holds only its shard.
+func TestQuantizedMatmul(t *testing.T) {
+	backend := multiDevice(t)
+	const m, k, n = 3, 32, 256
+	x := tensors.FromValue(matrix(m, k, 3))
+	weights := quantizedWeights(t, tensors.FromValue(matrix(k, n, 4)))
+	matmul := func(x *graph.Node, w implicitarray.Value) *graph.Node {
+		return implicitarray.Materialize(implicitarray.MatMul(x, w))
+	}
+	single := implicitarray.MustNewExec(backend, matmul)
+	defer single.Finalize()
+
+	columns, rows := mesh.PartitionSpec{nil, {"model"}}, mesh.PartitionSpec{{"model"}}
+	const nb = n / 64 // NF4 blocks per row.
+	for _, tc := range []struct {
+		format, layout string
+		xSpec, spec    mesh.PartitionSpec
+		shardShapes    [][]int // per component of the weight, on every device
+	}{
+		{"nf4", "column parallel", nil, columns, [][]int{{k, nb / 4, 32}, {k, nb / 4}}},
+		{"nf4", "row parallel", columns, rows, [][]int{{k / 4, nb, 32}, {k / 4, nb}}},
+		{"int8", "column parallel", nil, columns, [][]int{{k, n / 4}, {1, n / 4}}},
+		{"int8", "row parallel", columns, rows, [][]int{{k / 4, n}, {1, n}}},
+		{"ternary", "column parallel", nil, columns, [][]int{{k / 4, n / 4}}},
+		{"ternary", "row parallel", columns, rows, [][]int{{k / 16, n}}},
+		{"ternary scaled", "column parallel", nil, columns, [][]int{{k / 4, n / 4}, {1, n / 4}}},
+		{"ternary scaled", "row parallel", columns, rows, [][]int{{k / 16, n}, {1, n}}},
+	} {
+		t.Run(tc.format+"/"+tc.layout, func(t *testing.T) {
+			w := weights[tc.format]
+			want := single.MustCall1(x, w).(*tensors.Tensor)
+			e := mesh.MustNewExec(backend, mesh4, matmul).WithArgSpecs(tc.xSpec)
+			defer e.Finalize()
+			placed, err := e.Place(x, withSharding(t, w, mesh4, tc.spec))
+			if err != nil {
+				t.Fatalf("%+v", err)
+			}
+			if got := len(placed.Leaves) - 1; got != len(tc.shardShapes) {
+				t.Fatalf("%d weight components placed, want %d", got, len(tc.shardShapes))
+			}
+			for c, wantShape := range tc.shardShapes {
+				shards, err := placed.ShardShapes(backend, 1+c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for d, s := range shards {
+					if !slices.Equal(s.Dimensions, wantShape) {
+						t.Errorf("component #%d on device %d has shape %s, want %v", c, d, s, wantShape)
+					}
+				}
+			}
+			out, err := e.CallPlaced(placed)
+			if err != nil {
+				t.Fatalf("%+v", err)
+			}
+			d := maxDiff(t, out[0].(*tensors.Tensor), want)
+			if d > 1e-4 {
+				t.Errorf("max |sharded - single device| = %g", d)
+			}
+			t.Logf("max |sharded - single device| = %g", d)
+		})
+	}
+}
+
+// TestShardingKeptOnMesh runs reshape and transpose of weights sharded over 4 devices, each
+// format's handlers keeping them quantized (re-quantizing where needed), and checks that the
+// results come back with a sharding over the same mesh. The per-column scale of the scaled ternary
+// weight does not survive a reshape (onebit materializes then), so it is only transposed.
+func TestShardingKeptOnMesh(t *testing.T) {
+	backend := multiDevice(t)
+	const k, n = 32, 256
+	weights := quantizedWeights(t, tensors.FromValue(matrix(k, n, 5)))
+	type layoutOp struct {
+		name string
+		fn   func(implicitarray.Value) implicitarray.Value
+	}
+	reshape := layoutOp{"reshape", func(w implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(w, 2*k, n/2) }}
+	transpose := layoutOp{"transpose", func(w implicitarray.Value) implicitarray.Value { return implicitarray.Transpose(w, 1, 0) }}
+	for _, tc := range []struct {
+		format string
+		ops    []layoutOp
+	}{
+		{"nf4", []layoutOp{reshape, transpose}},
+		{"int8", []layoutOp{reshape, transpose}},
+		{"ternary", []layoutOp{reshape, transpose}},
+		{"ternary scaled", []layoutOp{transpose}},
+	} {
+		for _, op := range tc.ops {
+			t.Run(tc.format+"/"+op.name, func(t *testing.T) {
+				w := withSharding(t, weights[tc.format], mesh4, mesh.PartitionSpec{nil, {"model"}})
+				e := mesh.MustNewExec(backend, mesh4, op.fn)
+				defer e.Finalize()
+				out, err := e.Call1(w)
+				if err != nil {
+					t.Fatalf("%+v", err)
+				}
+				a, ok := out.(shardable)
+				if !ok {
+					t.Fatalf("result is a %T, want a quantized array", out)
+				}
+				if s, ok := a.Sharding(); !ok || !s.Mesh.Equal(mesh4) {
+					t.Errorf("sharding %v (%v), want one over %s", s, ok, mesh4)
+				}
+			})
+		}
+	}
+}
