@@ -3,7 +3,6 @@ package int8
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -22,13 +21,12 @@ var ErrDeleted = errors.New("int8 array was deleted")
 //
 // An Array is immutable: every method that changes something returns a new Array.
 type Array struct {
-	weight, scale implicitarray.Component
-	shape         shapes.Shape // logical dimensions and materialization dtype
-	axes          []int        // normalized quantized axes, as given (order kept)
-	sharding      mesh.Sharding
-	sharded       bool
-	lowering      Lowering
-	deleted       bool
+	weight, scale  implicitarray.Component
+	shape          shapes.Shape // logical dimensions and materialization dtype
+	axes           []int        // normalized quantized axes, as given (order kept)
+	mesh.Placement              // IsSharded, Sharding
+	lowering       Lowering
+	deleted        bool
 }
 
 var (
@@ -145,13 +143,7 @@ func (a *Array) Components() []implicitarray.Component {
 
 // Metadata is the canonical form of the static fields: dtype, axes, sharding and lowering.
 func (a *Array) Metadata() string {
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "int8{dtype=%s axes=%v lowering=%s", a.shape.DType, a.axes, a.lowering)
-	if a.sharded {
-		fmt.Fprintf(&sb, " sharding=%s", a.sharding)
-	}
-	sb.WriteString("}")
-	return sb.String()
+	return fmt.Sprintf("int8{dtype=%s axes=%v lowering=%s sharding=%s}", a.shape.DType, a.axes, a.lowering, a.Placement)
 }
 
 // WithComponents returns a copy holding components [weight, scale] (same shapes).
@@ -192,21 +184,12 @@ func (a *Array) Delete() {
 	a.deleted = true
 }
 
-// IsSharded reports whether the array carries a sharding.
-func (a *Array) IsSharded() bool { return a.sharded }
-
-// Sharding returns the array's sharding, if any.
-func (a *Array) Sharding() (mesh.Sharding, bool) { return a.sharding, a.sharded }
-
 // WithSharding returns a copy carrying sharding s (the original is untouched). The zero
 // mesh.Sharding{} clears it, as eformer's with_sharding(None). The sharding is static metadata,
-// kept by the transforming and re-quantizing handlers.
+// kept by the handlers (following the axes through a transpose); mesh.Exec places the components.
 func (a *Array) WithSharding(s mesh.Sharding) *Array {
 	b := a.clone()
-	b.sharding, b.sharded = s, s.Mesh != nil || s.Spec != nil
-	if b.sharded {
-		b.sharding.Spec = slices.Clone(s.Spec)
-	}
+	b.Placement = a.Placement.With(s)
 	return b
 }
 
@@ -214,24 +197,14 @@ func (a *Array) WithSharding(s mesh.Sharding) *Array {
 func (a *Array) Reshard(s mesh.Sharding) *Array { return a.WithSharding(s) }
 
 // WithMeshAndAxis returns a copy sharded over m with the axis spec built by mesh.SpecFrom (nil:
-// replicated; a PartitionSpec; a name; a []string or []any of names). The spec is checked early
-// against the array's shape and m (mesh.Validate: known mesh axes, each used once, no more entries
-// than axes, divisible axes).
+// replicated; a PartitionSpec; a name; a []string or []any of names), checked early against the
+// array's shape and m (ComponentSpecs: known mesh axes, each used once, divisible axes).
 func (a *Array) WithMeshAndAxis(m *mesh.Mesh, axis any) (*Array, error) {
-	if m == nil {
-		return nil, errors.New("int8.Array.WithMeshAndAxis: nil mesh")
-	}
-	spec, err := mesh.SpecFrom(axis)
+	s, err := mesh.ShardingFor(m, axis, a.ComponentSpecs)
 	if err != nil {
-		return nil, errors.WithMessage(err, "int8.Array.WithMeshAndAxis")
+		return nil, errors.WithMessagef(err, "int8.Array.WithMeshAndAxis(%s)", a.shape)
 	}
-	if _, err := a.ComponentSpecs(m, spec); err != nil {
-		return nil, errors.WithMessage(err, "int8.Array.WithMeshAndAxis")
-	}
-	if spec == nil {
-		spec = mesh.PartitionSpec{}
-	}
-	return a.WithSharding(mesh.Sharding{Mesh: m, Spec: spec}), nil
+	return a.WithSharding(s), nil
 }
 
 // ComponentSpecs returns the specs of [weight, scale] when the logical array is sharded by logical

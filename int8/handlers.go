@@ -55,9 +55,11 @@ func transposeHandler(c *implicitarray.Call) implicitarray.Value {
 	b.weight = implicitarray.NodeComponent(graph.TransposeAllAxes(a.weight.Node(), perm...))
 	b.scale = implicitarray.NodeComponent(graph.TransposeAllAxes(a.scale.Node(), perm...))
 	b.shape.Dimensions = b.weight.Shape().Dimensions
+	b.axes = make([]int, len(a.axes))
 	for i, axis := range a.axes {
 		b.axes[i] = slices.Index(perm, axis)
 	}
+	b.Placement = a.Placement.Transposed(perm)
 	return b
 }
 
@@ -76,6 +78,7 @@ func broadcastInDimHandler(c *implicitarray.Call) implicitarray.Value {
 	}
 	b.scale = implicitarray.NodeComponent(graph.Reshape(a.scale.Node(), dims...))
 	b.shape.Dimensions = slices.Clone(p.Dimensions)
+	b.Placement = a.Placement.Broadcasted(p.BroadcastAxes, len(p.Dimensions))
 	for i, axis := range a.axes {
 		b.axes[i] = p.BroadcastAxes[axis]
 	}
@@ -93,7 +96,7 @@ func reshapeHandler(c *implicitarray.Call) implicitarray.Value {
 	a := c.Operands[0].(*Array)
 	dense := c.MaterializeAndApply()
 	b := quantizeNodeAs(dense, a.shape.DType)
-	b.sharding, b.sharded, b.lowering = a.sharding, a.sharded, a.lowering
+	b.Placement, b.lowering = a.Placement, a.lowering
 	return b
 }
 

@@ -65,8 +65,18 @@ func TestShapeOps(t *testing.T) {
 			if !equalInts(b.Axes(), tc.wantAxes) {
 				t.Errorf("axes %v, want %v", b.Axes(), tc.wantAxes)
 			}
-			if s, ok := b.Sharding(); !ok || len(s.Spec) != 1 {
-				t.Errorf("sharding lost: %v %v", s, ok)
+			// The sharding follows the axes through transposes and broadcasts.
+			wantSpec := map[string]mesh.PartitionSpec{
+				"transpose-2d":            {nil, {"model"}},
+				"transpose-3-cycle":       {nil, nil, {"model"}},
+				"transpose-3-cycle-axis0": {nil, nil, {"model"}},
+				"broadcast-new-leading":   {nil, {"model"}},
+			}[tc.name]
+			if wantSpec == nil {
+				wantSpec = mesh.PartitionSpec{{"model"}}
+			}
+			if s, ok := b.Sharding(); !ok || !s.Spec.Equal(wantSpec) {
+				t.Errorf("sharding %v (%v), want %v", s, ok, wantSpec)
 			}
 			got, err := implicitarray.MaterializeOnHost(backend, b)
 			if err != nil {

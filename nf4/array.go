@@ -2,7 +2,6 @@ package nf4
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -28,8 +27,7 @@ type Array struct {
 	packed, absmax implicitarray.Component
 	shape          shapes.Shape
 	blockSize      int
-	sharding       mesh.Sharding
-	sharded        bool
+	mesh.Placement // IsSharded, Sharding
 	strategy       lowering.Strategy
 	deleted        bool
 }
@@ -84,11 +82,7 @@ func (a *Array) Components() []implicitarray.Component {
 
 // Metadata is the canonical form of the static fields.
 func (a *Array) Metadata() string {
-	sharding := "none"
-	if a.sharded {
-		sharding = a.sharding.String()
-	}
-	return fmt.Sprintf("nf4{shape=%s blockSize=%d sharding=%s strategy=%s}", a.shape, a.blockSize, sharding, a.strategy)
+	return fmt.Sprintf("nf4{shape=%s blockSize=%d sharding=%s strategy=%s}", a.shape, a.blockSize, a.Placement, a.strategy)
 }
 
 // WithComponents returns an Array with the same metadata holding components [packed, absmax]
@@ -154,21 +148,12 @@ func (a *Array) mustNotBeDeleted(what string) {
 	}
 }
 
-// IsSharded reports whether the array carries a sharding.
-func (a *Array) IsSharded() bool { return a.sharded }
-
-// Sharding returns the array's sharding, if any.
-func (a *Array) Sharding() (mesh.Sharding, bool) { return a.sharding, a.sharded }
-
 // WithSharding returns a copy carrying sharding s (the original is untouched). The zero
-// mesh.Sharding{} clears it, as eformer's with_sharding(None). The sharding is static metadata
-// and is kept by re-quantizing handlers; device placement lands with the mesh package.
+// mesh.Sharding{} clears it, as eformer's with_sharding(None). The sharding is static metadata,
+// kept by the handlers (following the axes through a transpose); mesh.Exec places the components.
 func (a *Array) WithSharding(s mesh.Sharding) *Array {
 	b := a.clone()
-	b.sharding, b.sharded = s, s.Mesh != nil || s.Spec != nil
-	if b.sharded {
-		b.sharding.Spec = slices.Clone(s.Spec)
-	}
+	b.Placement = a.Placement.With(s)
 	return b
 }
 
@@ -176,25 +161,14 @@ func (a *Array) WithSharding(s mesh.Sharding) *Array {
 func (a *Array) Reshard(s mesh.Sharding) *Array { return a.WithSharding(s) }
 
 // WithMeshAndAxis returns a copy sharded over m with the axis spec built by mesh.SpecFrom (nil:
-// replicated; a PartitionSpec; a name; a []string or []any of names). The spec is checked early
-// against the array's shape and m (mesh.Validate: known mesh axes, each used once, no more entries
-// than axes, divisible axes) and against the block layout (ComponentSpecs: blocks may not straddle
-// shards).
+// replicated; a PartitionSpec; a name; a []string or []any of names), checked early against the
+// block layout (ComponentSpecs: known mesh axes, divisible axes, blocks not straddling shards).
 func (a *Array) WithMeshAndAxis(m *mesh.Mesh, axis any) (*Array, error) {
-	if m == nil {
-		return nil, errors.New("nf4.Array.WithMeshAndAxis: nil mesh")
-	}
-	spec, err := mesh.SpecFrom(axis)
+	s, err := mesh.ShardingFor(m, axis, a.ComponentSpecs)
 	if err != nil {
-		return nil, errors.WithMessage(err, "nf4.Array.WithMeshAndAxis")
+		return nil, errors.WithMessagef(err, "nf4.Array.WithMeshAndAxis(%s)", a.shape)
 	}
-	if _, err := a.ComponentSpecs(m, spec); err != nil {
-		return nil, errors.WithMessage(err, "nf4.Array.WithMeshAndAxis")
-	}
-	if spec == nil {
-		spec = mesh.PartitionSpec{}
-	}
-	return a.WithSharding(mesh.Sharding{Mesh: m, Spec: spec}), nil
+	return a.WithSharding(s), nil
 }
 
 // ComponentSpecs returns the specs of [packed, absmax] when the logical array is sharded by logical

@@ -96,8 +96,9 @@ func reshape(c *ia.Call) ia.Value {
 // transpose keeps the array quantized when the last axis stays last (whole rows of blocks move:
 // exact); otherwise it materializes, transposes and re-quantizes.
 func transpose(c *ia.Call) ia.Value {
-	a := c.Operands[0].(*Array)
 	perm := c.Params.(*ia.TransposeParams).Permutation
+	a := c.Operands[0].(*Array).clone()
+	a.Placement = a.Placement.Transposed(perm) // the sharding follows the axes
 	r := len(perm)
 	if perm[r-1] == r-1 {
 		dims := make([]int, r)
@@ -114,8 +115,9 @@ func transpose(c *ia.Call) ia.Value {
 // output axis (new and broadcast leading axes copy whole rows: exact); otherwise it materializes,
 // broadcasts and re-quantizes.
 func broadcastInDim(c *ia.Call) ia.Value {
-	a := c.Operands[0].(*Array)
 	p := c.Params.(*ia.BroadcastInDimParams)
+	a := c.Operands[0].(*Array).clone()
+	a.Placement = a.Placement.Broadcasted(p.BroadcastAxes, len(p.Dimensions)) // the sharding follows the axes
 	r, outRank := a.shape.Rank(), len(p.Dimensions)
 	if p.BroadcastAxes[r-1] == outRank-1 && p.Dimensions[outRank-1] == a.shape.Dim(-1) {
 		lead := p.Dimensions[:outRank-1]

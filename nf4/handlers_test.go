@@ -62,8 +62,13 @@ func TestLayoutHandlersExact(t *testing.T) {
 			if st := implicitarray.CurrentStats(); len(st.Fallbacks) != 0 || st.Materializations["*nf4.Array"] != 0 {
 				t.Errorf("stats %+v: want no fallback and no materialization", st)
 			}
-			if s, ok := out.Sharding(); !ok || !s.Spec.Equal(sharding.Spec) || out.BlockSize() != 16 {
-				t.Errorf("sharding %v (%v), block %d: want %v kept, block 16", s, ok, out.BlockSize(), sharding)
+			// The sharding follows the axes: a transpose or a broadcast moves its entries.
+			wantSpec := map[string]mesh.PartitionSpec{"transpose": {nil, {"model"}}, "broadcast": {nil, {"model"}}}[tc.name]
+			if wantSpec == nil {
+				wantSpec = sharding.Spec
+			}
+			if s, ok := out.Sharding(); !ok || !s.Spec.Equal(wantSpec) || out.BlockSize() != 16 {
+				t.Errorf("sharding %v (%v), block %d: want %v, block 16", s, ok, out.BlockSize(), wantSpec)
 			}
 			var wantDense *tensors.Tensor
 			if tc.name == "concatenate" {
@@ -109,8 +114,12 @@ func TestRequantizingHandlers(t *testing.T) {
 			if !ok {
 				t.Fatalf("result is not an *nf4.Array")
 			}
-			if s, ok := out.Sharding(); !ok || !s.Spec.Equal(sharding.Spec) || out.BlockSize() != 32 {
-				t.Errorf("sharding %v (%v), block %d: want %v kept, block 32", s, ok, out.BlockSize(), sharding)
+			wantSpec := sharding.Spec // reshapes keep it as eformer does; a transpose moves it with the axes
+			if tc.name == "transpose" {
+				wantSpec = mesh.PartitionSpec{{"data"}}
+			}
+			if s, ok := out.Sharding(); !ok || !s.Spec.Equal(wantSpec) || out.BlockSize() != 32 {
+				t.Errorf("sharding %v (%v), block %d: want %v, block 32", s, ok, out.BlockSize(), wantSpec)
 			}
 			want := flatF32(t, graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
 				return tc.op(x).(*graph.Node)

@@ -79,7 +79,7 @@ func QuantizeNode(x *graph.Node, blockSize int) *Array {
 // second rounding of eformer's reshape/transpose/broadcast handlers.
 func requantize(dense *graph.Node, like *Array) *Array {
 	b := QuantizeNode(dense, like.blockSize)
-	b.sharding, b.sharded, b.strategy = like.sharding, like.sharded, like.strategy
+	b.Placement, b.strategy = like.Placement, like.strategy
 	return b
 }
 

@@ -54,12 +54,12 @@ type core struct {
 	packed implicitarray.Component
 	// scale is valid when scaleAxes != nil: float32, the logical rank, dimension 1 on the axes
 	// it was reduced over.
-	scale     implicitarray.Component
-	scaleAxes []int
-	shape     shapes.Shape
-	strategy  MatMulStrategy
-	sharding  *mesh.Sharding
-	deleted   bool
+	scale          implicitarray.Component
+	scaleAxes      []int
+	shape          shapes.Shape
+	strategy       MatMulStrategy
+	mesh.Placement // IsSharded, Sharding
+	deleted        bool
 }
 
 func (c *core) typeName() string {
@@ -133,12 +133,8 @@ func (c *core) Components() []implicitarray.Component {
 
 // Metadata describes the static fields canonically.
 func (c *core) Metadata() string {
-	sharding := "none"
-	if c.sharding != nil {
-		sharding = c.sharding.String()
-	}
 	return fmt.Sprintf("%s{layout=%s dims=%v dtype=%s scaleAxes=%v strategy=%s sharding=%s}",
-		c.typeName(), c.layout, c.shape.Dimensions, c.shape.DType, c.scaleAxes, c.strategy, sharding)
+		c.typeName(), c.layout, c.shape.Dimensions, c.shape.DType, c.scaleAxes, c.strategy, c.Placement)
 }
 
 // withComponents checks and installs components.
@@ -286,25 +282,13 @@ func (a *BitArray) WithMatMulStrategy(s MatMulStrategy) *BitArray {
 	return &BitArray{c}
 }
 
-// IsSharded reports whether a sharding was set.
-func (c *core) IsSharded() bool { return c.sharding != nil }
-
-// Sharding returns the sharding and true, or false when none was set.
-func (c *core) Sharding() (mesh.Sharding, bool) {
-	if c.sharding == nil {
-		return mesh.Sharding{}, false
-	}
-	return *c.sharding, true
-}
-
 func (c core) withSharding(s mesh.Sharding) core {
-	spec := append(mesh.PartitionSpec(nil), s.Spec...)
-	c.sharding = &mesh.Sharding{Mesh: s.Mesh, Spec: spec}
+	c.Placement = c.Placement.With(s)
 	return c
 }
 
 // WithSharding returns a new array with sharding s on its logical axes (the packed bytes and the
-// scale follow the same spec); a is untouched.
+// scale follow it, see ComponentSpecs); a is untouched. The zero mesh.Sharding{} clears it.
 func (a *Array) WithSharding(s mesh.Sharding) *Array { return &Array{a.withSharding(s)} }
 
 // WithSharding returns a new array with sharding s (see Array.WithSharding).
@@ -317,19 +301,11 @@ func (a *Array) Reshard(s mesh.Sharding) *Array { return a.WithSharding(s) }
 func (a *BitArray) Reshard(s mesh.Sharding) *BitArray { return a.WithSharding(s) }
 
 func (c core) withMeshAndAxis(m *mesh.Mesh, axis any) (core, error) {
-	what := c.typeName() + ".WithMeshAndAxis"
-	spec, err := mesh.SpecFrom(axis)
+	sharding, err := mesh.ShardingFor(m, axis, c.componentSpecs)
 	if err != nil {
-		return c, errors.WithMessage(err, what)
+		return c, errors.WithMessagef(err, "%s.WithMeshAndAxis(%s)", c.typeName(), c.shape)
 	}
-	if m == nil {
-		if len(spec) > c.shape.Rank() {
-			return c, errors.Errorf("%s: spec %s has %d axes for an array of rank %d", what, spec, len(spec), c.shape.Rank())
-		}
-	} else if _, err := c.componentSpecs(m, spec); err != nil {
-		return c, errors.WithMessage(err, what)
-	}
-	return c.withSharding(mesh.Sharding{Mesh: m, Spec: spec}), nil
+	return c.withSharding(sharding), nil
 }
 
 // componentSpecs returns the specs of Components() when the logical array is sharded by logical
@@ -369,10 +345,10 @@ func (a *BitArray) ComponentSpecs(m *mesh.Mesh, logical mesh.PartitionSpec) ([]m
 }
 
 // WithMeshAndAxis returns a new array sharded over m as axis says (the forms mesh.SpecFrom
-// accepts). With a mesh, the spec is checked early against the shape, the mesh and the packed
-// layout (ComponentSpecs, through mesh.Validate): an error names a spec longer than the rank, a
-// name the mesh lacks or used twice, an axis not divisible by its shards, or packed rows not
-// divisible by the first axis's shards. A nil m keeps the bare spec (checked against the rank).
+// accepts), checked early against the shape, the mesh and the packed layout (ComponentSpecs): an
+// error names a spec longer than the rank, a name the mesh lacks or used twice, an axis not
+// divisible by its shards, or packed rows not divisible by the first axis's shards. For a spec
+// without a mesh, use WithSharding.
 func (a *Array) WithMeshAndAxis(m *mesh.Mesh, axis any) (*Array, error) {
 	c, err := a.withMeshAndAxis(m, axis)
 	if err != nil {

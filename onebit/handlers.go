@@ -1,8 +1,6 @@
 package onebit
 
 import (
-	"slices"
-
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -62,7 +60,7 @@ func convertDType(c *implicitarray.Call) implicitarray.Value {
 // repack materializes the values (int8, no scale), applies the call's dense op and packs the
 // result again: exact, since the values are ternary. If the new first dimension cannot be packed,
 // the result is dense (materialized, scale included).
-func repack(c *implicitarray.Call, w *core, newScale func(*graph.Node) *graph.Node, sharding *mesh.Sharding) implicitarray.Value {
+func repack(c *implicitarray.Call, w *core, newScale func(*graph.Node) *graph.Node, placement mesh.Placement) implicitarray.Value {
 	values := c.Dense(decodeValues(w.layout, w.packed.Node(), dtypes.Int8))
 	if w.layout.checkPackable("", values.Shape().Dimensions) != nil {
 		return c.MaterializeAndApply()
@@ -73,7 +71,7 @@ func repack(c *implicitarray.Call, w *core, newScale func(*graph.Node) *graph.No
 	if w.scaleAxes != nil {
 		out.setScale(newScale(w.scale.Node()))
 	}
-	out.sharding = sharding
+	out.Placement = placement
 	return c.Operands[0].(packedArray).withCore(out)
 }
 
@@ -98,9 +96,9 @@ func transpose(c *implicitarray.Call) implicitarray.Value {
 	w.checkLive("Transpose")
 	perm := c.Params.(*implicitarray.TransposeParams).Permutation
 	scale := func(s *graph.Node) *graph.Node { return graph.TransposeAllAxes(s, perm...) }
-	sharding := permuteSharding(w.sharding, perm)
+	placement := w.Placement.Transposed(perm)
 	if perm[0] != 0 {
-		return repack(c, w, scale, sharding)
+		return repack(c, w, scale, placement)
 	}
 	out := *w
 	out.packed = implicitarray.NodeComponent(graph.TransposeAllAxes(w.packed.Node(), perm...))
@@ -112,22 +110,8 @@ func transpose(c *implicitarray.Call) implicitarray.Value {
 	if w.scaleAxes != nil {
 		out.setScale(scale(w.scale.Node()))
 	}
-	out.sharding = sharding
+	out.Placement = placement
 	return pa.withCore(out)
-}
-
-// permuteSharding permutes a sharding spec with the array's axes.
-func permuteSharding(s *mesh.Sharding, perm []int) *mesh.Sharding {
-	if s == nil {
-		return nil
-	}
-	spec := make(mesh.PartitionSpec, len(perm))
-	for i, a := range perm {
-		if a < len(s.Spec) {
-			spec[i] = slices.Clone(s.Spec[a])
-		}
-	}
-	return &mesh.Sharding{Mesh: s.Mesh, Spec: spec}
 }
 
 // reshape keeps the bytes packed when the first dimension is unchanged, else re-packs. A scale
@@ -146,7 +130,7 @@ func reshape(c *implicitarray.Call) implicitarray.Value {
 	}
 	scale := func(s *graph.Node) *graph.Node { return graph.Reshape(s, ones...) }
 	if dims[0] != w.shape.Dimensions[0] {
-		return repack(c, w, scale, w.sharding)
+		return repack(c, w, scale, w.Placement)
 	}
 	out := *w
 	out.packed = implicitarray.NodeComponent(graph.Reshape(w.packed.Node(), w.layout.packedDims(dims)...))
@@ -175,8 +159,9 @@ func broadcastInDim(c *implicitarray.Call) implicitarray.Value {
 		}
 		return graph.Reshape(s, dims...)
 	}
+	placement := w.Placement.Broadcasted(p.BroadcastAxes, len(p.Dimensions))
 	if len(p.BroadcastAxes) == 0 || p.BroadcastAxes[0] != 0 || p.Dimensions[0] != w.shape.Dimensions[0] {
-		return repack(c, w, scale, w.sharding)
+		return repack(c, w, scale, placement)
 	}
 	// Insert the new axes as 1s, then broadcast the 1s.
 	packedDims := w.layout.packedDims(w.shape.Dimensions)
@@ -194,5 +179,6 @@ func broadcastInDim(c *implicitarray.Call) implicitarray.Value {
 	if w.scaleAxes != nil {
 		out.setScale(scale(w.scale.Node()))
 	}
+	out.Placement = placement
 	return pa.withCore(out)
 }

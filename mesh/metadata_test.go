@@ -1,0 +1,60 @@
+package mesh_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/quanta-ml/quanta/mesh"
+)
+
+func TestPlacement(t *testing.T) {
+	m := mesh.MustNewMesh([]string{"data", "model"}, []int{2, 2})
+	var p mesh.Placement
+	if p.IsSharded() || p.String() != "unsharded" {
+		t.Fatalf("zero Placement: sharded=%v %q", p.IsSharded(), p.String())
+	}
+	spec := mesh.PartitionSpec{{"data"}, nil, {"model"}}
+	p = p.With(mesh.Sharding{Mesh: m, Spec: spec})
+	spec[0][0] = "changed" // With keeps its own copy
+	s, ok := p.Sharding()
+	if !ok || s.Mesh != m || !s.Spec.Equal(mesh.PartitionSpec{{"data"}, nil, {"model"}}) {
+		t.Fatalf("Sharding() = %v, %v", s, ok)
+	}
+	if got := p.Transposed([]int{2, 0, 1}); !mustSpec(t, got).Equal(mesh.PartitionSpec{{"model"}, {"data"}, nil}) {
+		t.Errorf("Transposed: %v", got)
+	}
+	if got := p.Broadcasted([]int{1, 2, 3}, 4); !mustSpec(t, got).Equal(mesh.PartitionSpec{nil, {"data"}, nil, {"model"}}) {
+		t.Errorf("Broadcasted: %v", got)
+	}
+	if !strings.Contains(p.String(), "'model'") {
+		t.Errorf("String() = %q", p.String())
+	}
+	if p.With(mesh.Sharding{}).IsSharded() {
+		t.Error("the zero Sharding did not clear the placement")
+	}
+}
+
+func mustSpec(t *testing.T, p mesh.Placement) mesh.PartitionSpec {
+	t.Helper()
+	s, ok := p.Sharding()
+	if !ok {
+		t.Fatal("placement lost its sharding")
+	}
+	return s.Spec
+}
+
+func TestShardingFor(t *testing.T) {
+	m := mesh.MustNewMesh([]string{"model"}, []int{2})
+	ok := func(*mesh.Mesh, mesh.PartitionSpec) ([]mesh.PartitionSpec, error) { return nil, nil }
+	if _, err := mesh.ShardingFor(nil, "model", ok); err == nil {
+		t.Error("nil mesh accepted")
+	}
+	s, err := mesh.ShardingFor(m, nil, ok)
+	if err != nil || s.Mesh != m || len(s.Spec) != 0 {
+		t.Errorf("replicated: %v %v", s, err)
+	}
+	s, err = mesh.ShardingFor(m, []any{nil, "model"}, ok)
+	if err != nil || !s.Spec.Equal(mesh.PartitionSpec{nil, {"model"}}) {
+		t.Errorf("tuple form: %v %v", s, err)
+	}
+}
