@@ -12,21 +12,146 @@ import (
 	"github.com/pkg/errors"
 )
 
+// Func is a graph function whose parameters and results may hold implicit arrays, as Exec runs
+// it: one parameter per argument, each a *graph.Node, an implicit array type (e.g. *nf4.Array), a
+// Value, or a struct / pointer to struct / map / slice mirroring the argument's structure with
+// those at the leaves; one or more results of the same kinds. Exec and other executors (the mesh
+// package's) share it: it rebuilds the arguments inside a graph and flattens the results.
+type Func struct {
+	fn      reflect.Value
+	fnType  reflect.Type
+	hostOut []reflect.Type
+}
+
+// NewFunc validates fn (see Func).
+func NewFunc(fn any) (*Func, error) {
+	fv := reflect.ValueOf(fn)
+	if fv.Kind() != reflect.Func || fv.IsNil() {
+		return nil, errors.Errorf("graph function is a %T; accepted: a func", fn)
+	}
+	ft := fv.Type()
+	if ft.IsVariadic() || ft.NumOut() == 0 {
+		return nil, errors.Errorf("graph function %s must be non-variadic and return at least one value", ft)
+	}
+	f := &Func{fn: fv, fnType: ft}
+	for i := range ft.NumOut() {
+		ht, err := hostType(ft.Out(i))
+		if err != nil {
+			return nil, errors.WithMessagef(err, "result #%d of %s", i, ft)
+		}
+		f.hostOut = append(f.hostOut, ht)
+	}
+	return f, nil
+}
+
+// NumIn is the number of arguments the function takes.
+func (f *Func) NumIn() int { return f.fnType.NumIn() }
+
+// String names the function's type, for messages.
+func (f *Func) String() string { return f.fnType.String() }
+
+// FlattenArgs flattens host arguments into their leaves (host tensors only) and returns the
+// TreeDefs to rebuild them, plus a key naming their structure, metadata and shapes.
+func (f *Func) FlattenArgs(args []any) (leaves []*tensors.Tensor, defs []*TreeDef, key string, err error) {
+	if len(args) != f.NumIn() {
+		return nil, nil, "", errors.Errorf("got %d arguments, the function takes %d", len(args), f.NumIn())
+	}
+	defs = make([]*TreeDef, len(args))
+	keys := make([]string, len(args))
+	for i, arg := range args {
+		l, def, err := Flatten(arg)
+		if err != nil {
+			return nil, nil, "", errors.WithMessagef(err, "argument #%d", i)
+		}
+		for _, leaf := range l {
+			t, ok := leaf.(*tensors.Tensor)
+			if !ok {
+				return nil, nil, "", errors.Errorf("argument #%d holds a %s; accepted: host tensors "+
+					"(graph nodes cannot cross into another graph)", i, describe(leaf))
+			}
+			leaves = append(leaves, t)
+		}
+		defs[i], keys[i] = def, def.String()
+	}
+	if len(leaves) == 0 {
+		return nil, nil, "", errors.New("the arguments hold no arrays")
+	}
+	return leaves, defs, strings.Join(keys, ";"), nil
+}
+
+// Build runs inside graph construction: it rebuilds the arguments described by inDefs with nodes
+// (one per leaf, in order) in place of tensors, calls the function, and returns the results'
+// leaf nodes with the TreeDefs to rebuild them. It panics, as graph building does, on a mismatch.
+func (f *Func) Build(inDefs []*TreeDef, nodes []*graph.Node) ([]*graph.Node, []*TreeDef) {
+	in := make([]reflect.Value, len(inDefs))
+	next := 0
+	for i, def := range inDefs {
+		leaves := make([]any, def.NumLeaves())
+		for j := range leaves {
+			leaves[j] = nodes[next]
+			next++
+		}
+		v, err := def.UnflattenAs(leaves, f.fnType.In(i))
+		if err != nil {
+			panic(errors.WithMessagef(err, "argument #%d does not fit parameter type %s", i, f.fnType.In(i)))
+		}
+		in[i] = v
+	}
+	out := f.fn.Call(in)
+	var outNodes []*graph.Node
+	outDefs := make([]*TreeDef, len(out))
+	for i, o := range out {
+		leaves, def, err := Flatten(o.Interface())
+		if err != nil {
+			panic(errors.WithMessagef(err, "result #%d", i))
+		}
+		for _, leaf := range leaves {
+			n, ok := leaf.(*graph.Node)
+			if !ok {
+				panic(errors.Errorf("result #%d holds a %s; accepted: graph nodes and implicit arrays of nodes", i, describe(leaf)))
+			}
+			outNodes = append(outNodes, n)
+		}
+		outDefs[i] = def
+	}
+	return outNodes, outDefs
+}
+
+// Results rebuilds the function's results on the host from the output tensors (in the order of
+// Build's leaf nodes): a *graph.Node result becomes a *tensors.Tensor, an implicit array the same
+// type holding tensors.
+func (f *Func) Results(outDefs []*TreeDef, outputs []*tensors.Tensor) ([]any, error) {
+	results := make([]any, len(outDefs))
+	next := 0
+	for i, def := range outDefs {
+		if next+def.NumLeaves() > len(outputs) {
+			return nil, errors.Errorf("result #%d: %d outputs for %d leaves", i, len(outputs), next+def.NumLeaves())
+		}
+		leaves := make([]any, def.NumLeaves())
+		for j := range leaves {
+			leaves[j] = outputs[next]
+			next++
+		}
+		v, err := def.UnflattenAs(leaves, f.hostOut[i])
+		if err != nil {
+			return nil, errors.WithMessagef(err, "result #%d", i)
+		}
+		results[i] = v.Interface()
+	}
+	return results, nil
+}
+
 // Exec compiles and runs a graph function whose arguments and results may hold implicit arrays:
 // the analogue of eformer's jit(implicit(f)).
 //
-// The function takes one parameter per argument of Call, each a *graph.Node, an implicit array
-// type (e.g. *nf4.Array), a Value, or a struct / pointer to struct / map / slice mirroring the
-// argument's structure with those at the leaves. It returns one or more such values. Call
-// flattens the host arguments into tensors, builds (once per structure, metadata and shapes) a
-// graph whose parameters are those tensors, rebuilds the arguments inside it with nodes in place
-// of tensors, runs it, and rebuilds the results on the host: a *graph.Node result comes back as a
-// *tensors.Tensor, an implicit array as the same type holding tensors.
+// The function is a Func: parameters and results are nodes, implicit arrays, Values, or
+// structures of them. Call flattens the host arguments into tensors, builds (once per structure,
+// metadata and shapes) a graph whose parameters are those tensors, rebuilds the arguments inside
+// it with nodes in place of tensors, runs it, and rebuilds the results on the host: a *graph.Node
+// result comes back as a *tensors.Tensor, an implicit array as the same type holding tensors.
 type Exec struct {
 	backend   backends.Backend
-	fn        reflect.Value
-	fnType    reflect.Type
-	hostOut   []reflect.Type
+	fn        *Func
 	name      string
 	configure func(*graph.Exec)
 
@@ -40,29 +165,16 @@ type execEntry struct {
 	outDefs []*TreeDef
 }
 
-// NewExec validates fn (see Exec) and returns an Exec that runs it on backend.
+// NewExec validates fn (see Func) and returns an Exec that runs it on backend.
 func NewExec(backend backends.Backend, fn any) (*Exec, error) {
 	if backend == nil {
 		return nil, errors.New("implicitarray.NewExec: nil backend")
 	}
-	fv := reflect.ValueOf(fn)
-	if fv.Kind() != reflect.Func || fv.IsNil() {
-		return nil, errors.Errorf("implicitarray.NewExec: graph function is a %T; accepted: a func", fn)
+	f, err := NewFunc(fn)
+	if err != nil {
+		return nil, errors.WithMessage(err, "implicitarray.NewExec")
 	}
-	ft := fv.Type()
-	if ft.IsVariadic() || ft.NumOut() == 0 {
-		return nil, errors.Errorf("implicitarray.NewExec: graph function %s must be non-variadic and return at least one value", ft)
-	}
-	e := &Exec{backend: backend, fn: fv, fnType: ft, entries: map[string]*execEntry{},
-		name: fmt.Sprintf("implicit:%s", ft)}
-	for i := range ft.NumOut() {
-		ht, err := hostType(ft.Out(i))
-		if err != nil {
-			return nil, errors.WithMessagef(err, "implicitarray.NewExec: result #%d of %s", i, ft)
-		}
-		e.hostOut = append(e.hostOut, ht)
-	}
-	return e, nil
+	return &Exec{backend: backend, fn: f, entries: map[string]*execEntry{}, name: fmt.Sprintf("implicit:%s", f)}, nil
 }
 
 // MustNewExec is NewExec that panics on error.
@@ -84,47 +196,22 @@ func (e *Exec) WithConfig(configure func(*graph.Exec)) *Exec {
 // Call runs the function on args (host tensors, host-side implicit arrays, Go numbers, or
 // structures of them) and returns its results on the host.
 func (e *Exec) Call(args ...any) ([]any, error) {
-	if len(args) != e.fnType.NumIn() {
-		return nil, errors.Errorf("implicitarray.Exec %s: got %d arguments, the function takes %d", e.name, len(args), e.fnType.NumIn())
-	}
-	var leaves []any
-	defs := make([]*TreeDef, len(args))
-	keys := make([]string, len(args))
-	for i, arg := range args {
-		l, def, err := Flatten(arg)
-		if err != nil {
-			return nil, errors.WithMessagef(err, "implicitarray.Exec: argument #%d", i)
-		}
-		for _, leaf := range l {
-			if _, ok := leaf.(*tensors.Tensor); !ok {
-				return nil, errors.Errorf("implicitarray.Exec: argument #%d holds a %s; accepted: host tensors "+
-					"(graph nodes cannot cross into another graph)", i, describe(leaf))
-			}
-		}
-		leaves = append(leaves, l...)
-		defs[i], keys[i] = def, def.String()
-	}
-	if len(leaves) == 0 {
-		return nil, errors.Errorf("implicitarray.Exec %s: the arguments hold no arrays", e.name)
-	}
-	entry := e.entry(strings.Join(keys, ";"), defs)
-	outputs, err := entry.exec.Exec(leaves...)
+	leaves, defs, key, err := e.fn.FlattenArgs(args)
 	if err != nil {
 		return nil, errors.WithMessagef(err, "implicitarray.Exec %s", e.name)
 	}
-	results := make([]any, len(entry.outDefs))
-	next := 0
-	for i, def := range entry.outDefs {
-		outLeaves := make([]any, def.NumLeaves())
-		for j := range outLeaves {
-			outLeaves[j] = outputs[next]
-			next++
-		}
-		v, err := def.UnflattenAs(outLeaves, e.hostOut[i])
-		if err != nil {
-			return nil, errors.WithMessagef(err, "implicitarray.Exec %s: result #%d", e.name, i)
-		}
-		results[i] = v.Interface()
+	entry := e.entry(key, defs)
+	inputs := make([]any, len(leaves))
+	for i, l := range leaves {
+		inputs[i] = l
+	}
+	outputs, err := entry.exec.Exec(inputs...)
+	if err != nil {
+		return nil, errors.WithMessagef(err, "implicitarray.Exec %s", e.name)
+	}
+	results, err := e.fn.Results(entry.outDefs, outputs)
+	if err != nil {
+		return nil, errors.WithMessagef(err, "implicitarray.Exec %s", e.name)
 	}
 	return results, nil
 }
@@ -168,49 +255,15 @@ func (e *Exec) entry(key string, defs []*TreeDef) *execEntry {
 	}
 	entry := &execEntry{inDefs: defs}
 	entry.exec = graph.MustNewExec(e.backend, func(nodes []*graph.Node) []*graph.Node {
-		return e.build(entry, nodes)
+		var outNodes []*graph.Node
+		outNodes, entry.outDefs = e.fn.Build(entry.inDefs, nodes)
+		return outNodes
 	}).WithName(e.name)
 	if e.configure != nil {
 		e.configure(entry.exec)
 	}
 	e.entries[key] = entry
 	return entry
-}
-
-// build runs inside graph construction: rebuild the arguments with nodes, call fn, flatten results.
-func (e *Exec) build(entry *execEntry, nodes []*graph.Node) []*graph.Node {
-	in := make([]reflect.Value, len(entry.inDefs))
-	next := 0
-	for i, def := range entry.inDefs {
-		leaves := make([]any, def.NumLeaves())
-		for j := range leaves {
-			leaves[j] = nodes[next]
-			next++
-		}
-		v, err := def.UnflattenAs(leaves, e.fnType.In(i))
-		if err != nil {
-			panic(errors.WithMessagef(err, "argument #%d does not fit parameter type %s", i, e.fnType.In(i)))
-		}
-		in[i] = v
-	}
-	out := e.fn.Call(in)
-	var outNodes []*graph.Node
-	entry.outDefs = make([]*TreeDef, len(out))
-	for i, o := range out {
-		leaves, def, err := Flatten(o.Interface())
-		if err != nil {
-			panic(errors.WithMessagef(err, "result #%d", i))
-		}
-		for _, leaf := range leaves {
-			n, ok := leaf.(*graph.Node)
-			if !ok {
-				panic(errors.Errorf("result #%d holds a %s; accepted: graph nodes and implicit arrays of nodes", i, describe(leaf)))
-			}
-			outNodes = append(outNodes, n)
-		}
-		entry.outDefs[i] = def
-	}
-	return outNodes
 }
 
 // hostType maps a graph-side result type to the type that carries it on the host: *graph.Node

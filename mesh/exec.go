@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"fmt"
-	"reflect"
 	"strings"
 	"sync"
 
@@ -19,9 +18,9 @@ import (
 // tensors and implicit arrays — sharded: the analogue of jax.jit with in_shardings over a mesh
 // (XLA's automatic SPMD partitioning, GoMLX's distributed.AutoSharding strategy).
 //
-// The function is written as for implicitarray.Exec: one parameter per argument of Call (a
-// *graph.Node, an implicit array type, an implicitarray.Value, or a structure of them), one or
-// more results (*graph.Node, an implicit array type or implicitarray.Value). It sees logical
+// The function is an implicitarray.Func, written as for implicitarray.Exec: one parameter per
+// argument of Call (a *graph.Node, an implicit array type, an implicitarray.Value, or a structure
+// of them), one or more results of the same kinds. It sees logical
 // shapes; XLA partitions it, inserting the collectives the shardings need (e.g. the all-reduce of
 // a matmul whose contracting axis is sharded). Each argument is flattened into its components,
 // every component is cut into one shard per device by FlatSpecs, and each device receives only
@@ -29,9 +28,7 @@ import (
 type Exec struct {
 	backend  backends.Backend
 	mesh     *Mesh
-	fn       reflect.Value
-	fnType   reflect.Type
-	hostOut  []reflect.Type
+	fn       *implicitarray.Func
 	name     string
 	argSpecs []PartitionSpec
 
@@ -45,12 +42,6 @@ type execEntry struct {
 	outDefs []*implicitarray.TreeDef
 }
 
-var (
-	nodeType   = reflect.TypeFor[*graph.Node]()
-	tensorType = reflect.TypeFor[*tensors.Tensor]()
-	arrayType  = reflect.TypeFor[implicitarray.Array]()
-)
-
 // NewExec returns an Exec that runs fn over m on backend. It fails if backend has fewer devices
 // than m (see Mesh.CheckDevices) or fn is not a valid graph function.
 func NewExec(backend backends.Backend, m *Mesh, fn any) (*Exec, error) {
@@ -63,27 +54,11 @@ func NewExec(backend backends.Backend, m *Mesh, fn any) (*Exec, error) {
 	if _, err := m.DeviceMesh(); err != nil {
 		return nil, errors.WithMessage(err, "mesh.NewExec")
 	}
-	fv := reflect.ValueOf(fn)
-	if fv.Kind() != reflect.Func || fv.IsNil() {
-		return nil, errors.Errorf("mesh.NewExec: graph function is a %T; accepted: a func", fn)
+	f, err := implicitarray.NewFunc(fn)
+	if err != nil {
+		return nil, errors.WithMessage(err, "mesh.NewExec")
 	}
-	ft := fv.Type()
-	if ft.IsVariadic() || ft.NumOut() == 0 {
-		return nil, errors.Errorf("mesh.NewExec: graph function %s must be non-variadic and return at least one value", ft)
-	}
-	e := &Exec{backend: backend, mesh: m, fn: fv, fnType: ft, entries: map[string]*execEntry{},
-		name: fmt.Sprintf("mesh:%s", ft)}
-	for i := range ft.NumOut() {
-		out := ft.Out(i)
-		switch {
-		case out == nodeType:
-			e.hostOut = append(e.hostOut, tensorType)
-		case out.Kind() == reflect.Interface || out.Implements(arrayType):
-			e.hostOut = append(e.hostOut, out)
-		default:
-			return nil, errors.Errorf("mesh.NewExec: result #%d of %s is a %s; accepted: *graph.Node, an implicit array type or implicitarray.Value", i, ft, out)
-		}
-	}
+	e := &Exec{backend: backend, mesh: m, fn: f, entries: map[string]*execEntry{}, name: fmt.Sprintf("mesh:%s", f)}
 	return e, nil
 }
 
@@ -124,43 +99,34 @@ type Placed struct {
 // Place flattens args, shards every leaf over the mesh (FlatSpecs, with the specs of
 // WithArgSpecs) and copies each shard to its device.
 func (e *Exec) Place(args ...any) (*Placed, error) {
-	if len(args) != e.fnType.NumIn() {
-		return nil, errors.Errorf("mesh.Exec %s: got %d arguments, the function takes %d", e.name, len(args), e.fnType.NumIn())
+	leaves, defs, key, err := e.fn.FlattenArgs(args)
+	if err != nil {
+		return nil, errors.WithMessagef(err, "mesh.Exec %s", e.name)
 	}
-	p := &Placed{defs: make([]*implicitarray.TreeDef, len(args))}
-	keys := make([]string, len(args))
+	p := &Placed{defs: defs}
 	for i, arg := range args {
 		var argSpec PartitionSpec
 		if i < len(e.argSpecs) {
 			argSpec = e.argSpecs[i]
 		}
-		leaves, def, err := implicitarray.Flatten(arg)
-		if err != nil {
-			return nil, errors.WithMessagef(err, "mesh.Exec: argument #%d", i)
-		}
 		specs, err := FlatSpecs(e.mesh, arg, argSpec)
 		if err != nil {
 			return nil, errors.WithMessagef(err, "mesh.Exec: argument #%d", i)
 		}
-		for j, leaf := range leaves {
-			t := leaf.(*tensors.Tensor) // FlatSpecs accepted only host leaves.
-			dt, err := e.shard(t, specs[j])
-			if err != nil {
-				return nil, errors.WithMessagef(err, "mesh.Exec: argument #%d, leaf #%d", i, j)
-			}
-			p.Leaves = append(p.Leaves, dt)
-		}
 		p.Specs = append(p.Specs, specs...)
-		p.defs[i], keys[i] = def, def.String()
 	}
-	if len(p.Leaves) == 0 {
-		return nil, errors.Errorf("mesh.Exec %s: the arguments hold no arrays", e.name)
+	for j, t := range leaves {
+		dt, err := e.shard(t, p.Specs[j])
+		if err != nil {
+			return nil, errors.WithMessagef(err, "mesh.Exec: leaf #%d", j)
+		}
+		p.Leaves = append(p.Leaves, dt)
 	}
 	specKeys := make([]string, len(p.Specs))
 	for i, s := range p.Specs {
 		specKeys[i] = s.String()
 	}
-	p.key = strings.Join(keys, ";") + "|" + strings.Join(specKeys, ";")
+	p.key = key + "|" + strings.Join(specKeys, ";")
 	return p, nil
 }
 
@@ -232,19 +198,9 @@ func (e *Exec) CallPlaced(p *Placed) ([]any, error) {
 	for _, extra := range outputs[numOut:] {
 		_ = extra.FinalizeAll()
 	}
-	results := make([]any, len(entry.outDefs))
-	next := 0
-	for i, def := range entry.outDefs {
-		leaves := make([]any, def.NumLeaves())
-		for j := range leaves {
-			leaves[j] = outputs[next]
-			next++
-		}
-		v, err := def.UnflattenAs(leaves, e.hostOut[i])
-		if err != nil {
-			return nil, errors.WithMessagef(err, "mesh.Exec %s: result #%d", e.name, i)
-		}
-		results[i] = v.Interface()
+	results, err := e.fn.Results(entry.outDefs, outputs[:numOut])
+	if err != nil {
+		return nil, errors.WithMessagef(err, "mesh.Exec %s", e.name)
 	}
 	return results, nil
 }
@@ -272,7 +228,9 @@ func (e *Exec) entry(p *Placed) (*execEntry, error) {
 	}
 	entry := &execEntry{inDefs: p.defs}
 	exec, err := graph.NewExecAny(e.backend, func(nodes []*graph.Node) []*graph.Node {
-		return e.build(entry, nodes)
+		var outNodes []*graph.Node
+		outNodes, entry.outDefs = e.fn.Build(entry.inDefs, nodes)
+		return outNodes
 	})
 	if err != nil {
 		return nil, errors.WithMessagef(err, "mesh.Exec %s", e.name)
@@ -281,42 +239,6 @@ func (e *Exec) entry(p *Placed) (*execEntry, error) {
 		WithOutputShardingSpecs(distributed.NewReplicatedShardingSpec(dm))
 	e.entries[p.key] = entry
 	return entry, nil
-}
-
-// build runs inside graph construction: rebuild the arguments with nodes, call fn, flatten results.
-func (e *Exec) build(entry *execEntry, nodes []*graph.Node) []*graph.Node {
-	in := make([]reflect.Value, len(entry.inDefs))
-	next := 0
-	for i, def := range entry.inDefs {
-		leaves := make([]any, def.NumLeaves())
-		for j := range leaves {
-			leaves[j] = nodes[next]
-			next++
-		}
-		v, err := def.UnflattenAs(leaves, e.fnType.In(i))
-		if err != nil {
-			panic(errors.WithMessagef(err, "mesh.Exec %s: argument #%d does not fit parameter type %s", e.name, i, e.fnType.In(i)))
-		}
-		in[i] = v
-	}
-	out := e.fn.Call(in)
-	var outNodes []*graph.Node
-	entry.outDefs = make([]*implicitarray.TreeDef, len(out))
-	for i, o := range out {
-		leaves, def, err := implicitarray.Flatten(o.Interface())
-		if err != nil {
-			panic(errors.WithMessagef(err, "mesh.Exec %s: result #%d", e.name, i))
-		}
-		for _, leaf := range leaves {
-			n, ok := leaf.(*graph.Node)
-			if !ok {
-				panic(errors.Errorf("mesh.Exec %s: result #%d holds a %T; accepted: graph nodes and implicit arrays of nodes", e.name, i, leaf))
-			}
-			outNodes = append(outNodes, n)
-		}
-		entry.outDefs[i] = def
-	}
-	return outNodes
 }
 
 // ShardShapes returns the shape of leaf i's shard on each device, read from the device buffers.
