@@ -57,10 +57,18 @@
 //     all-int8 concatenate: materialize, then the dense op (dense result). Other ops reach the
 //     generic fallback, which warns once per op (WarnOnMaterialize).
 //
+// # Sharding
+//
+// An Array carries an optional mesh.Sharding as static metadata (IsSharded, Sharding,
+// WithSharding, Reshard, WithMeshAndAxis); handlers keep it, moving its entries with the axes of
+// a transpose or a broadcast. ComponentSpecs maps it onto weight and scale (the scale's size-1
+// axes are replicated), and mesh.Exec places the shards on the devices.
+//
 // # Errors
 //
 // Host-side functions return errors: Quantize rejects non-float and empty tensors, axes out of
-// range (eformer wraps them modulo the rank) or repeated, and NaN or Inf values (no array is built). Graph-building functions
+// range (eformer wraps them modulo the rank) or repeated, and NaN or Inf values (no array is
+// built). Graph-building functions
 // (QuantizeNode, DotGeneral, the handlers) panic with a message naming the op and shapes. Using an
 // Array after Delete fails with ErrDeleted.
 package int8

@@ -58,8 +58,10 @@
 // # Sharding
 //
 // An Array carries an optional mesh.Sharding as static metadata (IsSharded, Sharding,
-// WithSharding, Reshard, WithMeshAndAxis); re-quantizing handlers keep it. Device placement
-// lands with the mesh package.
+// WithSharding, Reshard, WithMeshAndAxis); handlers keep it, moving its entries with the axes of
+// a transpose or a broadcast. ComponentSpecs maps it onto packed and absmax (a sharded last axis
+// shards the block axis; shards must hold whole blocks), and mesh.Exec places the shards on the
+// devices.
 //
 // # Errors
 //

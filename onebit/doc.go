@@ -72,6 +72,21 @@
 //     dense op, as eformer's handlers do. Other ops fall back to implicitarray's generic
 //     materialization, with a warning (WarnOnMaterialize).
 //
+// # Quantizing inside a graph
+//
+// QuantizeBinaryNode and QuantizeTernaryNode apply the same rules to a node (statistics in
+// float32); FakeQuantizeBinary and FakeQuantizeTernary return the materialized values directly,
+// without packing and so without the first-dimension constraint: the forward value of
+// quanta.StraightThrough.
+//
+// # Sharding
+//
+// Both types carry an optional mesh.Sharding as static metadata (IsSharded, Sharding,
+// WithSharding, Reshard, WithMeshAndAxis); handlers keep it, moving its entries with the axes of a
+// transpose or a broadcast. ComponentSpecs maps it onto the packed bytes and the scale. A sharded
+// first axis shards the packed rows, which hold quarter- (eighth-) strided logical rows, not a
+// contiguous block: valid for computation, see the mesh package.
+//
 // # Errors
 //
 // Host-side functions return errors (with Must variants) that name the offending shape (first
