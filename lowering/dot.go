@@ -34,9 +34,18 @@ const (
 	// (256 entries per byte position), so the inner loop is one gather and one add per two
 	// weights. For small M.
 	ProductTable
+	// SlicedPoly decodes with arithmetic only (the byte's four base-4 digits by integer division
+	// and bitwise-and, each nibble's code value by a bivariate cubic in its two digits, within
+	// 2.4e-7 of the NF4 codebook in float32) and sums the weighted rows of a few slices of the
+	// contraction axis element-wise before one small reduction, so XLA CPU emits parallel loops
+	// that never write a dense weight. For one activation row with the blocks free (x @ W in
+	// eformer's layout); more rows are computed as DequantizeDot. Fast on XLA CPU only with its
+	// library fusions disabled (see LibraryFusionsDisabled), and on the pure-Go backend.
+	SlicedPoly
 )
 
-var strategyNames = []string{"auto", "materialize", "dequantize-dot", "mul-reduce", "block-factored", "product-table"}
+var strategyNames = []string{"auto", "materialize", "dequantize-dot", "mul-reduce", "block-factored", "product-table",
+	"sliced-poly"}
 
 // String returns the strategy's name, e.g. "mul-reduce".
 func (s Strategy) String() string {
@@ -48,7 +57,7 @@ func (s Strategy) String() string {
 
 // Strategies lists every strategy but Auto, for benchmarks.
 func Strategies() []Strategy {
-	return []Strategy{Materialize, DequantizeDot, MulReduce, BlockFactored, ProductTable}
+	return []Strategy{Materialize, DequantizeDot, MulReduce, BlockFactored, ProductTable, SlicedPoly}
 }
 
 // Layout says where a rank-2 weight's block axis is relative to the contraction.
@@ -86,6 +95,8 @@ func (s Strategy) Applicable(layout Layout) bool {
 		return layout != General
 	case BlockFactored:
 		return layout == BlocksContracted
+	case SlicedPoly:
+		return layout == BlocksFree
 	}
 	return false
 }
@@ -103,7 +114,7 @@ func DotGeneral(x *graph.Node, xContractingAxes, xBatchAxes []int, w Blockwise4,
 	xc, xb := normalize(xContractingAxes, x.Rank()), normalize(xBatchAxes, x.Rank())
 	layout := LayoutOf(len(wDims), wc, wb)
 	if s == Auto {
-		s = Choose(freeSize(x.Shape().Dimensions, xc, xb), layout)
+		s = Choose(x.Graph().Backend(), freeSize(x.Shape().Dimensions, xc, xb), layout)
 	}
 	if !s.Applicable(layout) {
 		panic(errors.Errorf("lowering.DotGeneral: strategy %s cannot serve weight %v contracting %v batch %v; "+
@@ -113,7 +124,7 @@ func DotGeneral(x *graph.Node, xContractingAxes, xBatchAxes []int, w Blockwise4,
 	cdt := computeDType(x.DType(), w.Scales.DType())
 	xc32 := graph.ConvertDType(x, cdt)
 	var out *graph.Node
-	if s == Materialize || s == DequantizeDot {
+	if s == Materialize || s == DequantizeDot || (s == SlicedPoly && freeSize(x.Shape().Dimensions, xc, xb) > 1) {
 		dense := w.dequantizeIn(cdt)
 		if weightOnLeft {
 			out = graph.DotGeneral(dense, wc, wb, xc32, xc, xb)
@@ -140,6 +151,8 @@ func DotGeneral(x *graph.Node, xContractingAxes, xBatchAxes []int, w Blockwise4,
 		mn = blockFactored(x2, w, cdt)
 	case ProductTable:
 		mn = productTable(x2, w, layout, cdt)
+	case SlicedPoly:
+		mn = slicedPoly(x2, w, cdt)
 	}
 	n := mn.Shape().Dim(1)
 	if weightOnLeft {

@@ -11,6 +11,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/lowering"
+	"github.com/quanta-ml/quanta/nf4"
+	"github.com/quanta-ml/quanta/runtime"
 )
 
 // A codebook unrelated to NF4 (lowering serves any 16-entry table).
@@ -138,4 +140,74 @@ func TestStrategyNotApplicablePanics(t *testing.T) {
 	g := graph.NewGraph(backend, "bad")
 	w := lowering.Blockwise4{Packed: graph.Const(g, [][][]uint8{{{0}}}), Scales: graph.Const(g, [][]float32{{1}}), Dim: 2}
 	lowering.DotGeneral(graph.Const(g, [][]float32{{1}}), []int{1}, nil, w, []int{0}, nil, false, lowering.BlockFactored)
+}
+
+// TestSlicedPolyCodebook: SlicedPoly's arithmetic decode reproduces every NF4 code value to float32
+// rounding (the reference is the codebook itself), for both nibbles and with the block scale.
+func TestSlicedPolyCodebook(t *testing.T) {
+	backend := testutil.Backend(t)
+	codebook := nf4.Codebook()
+	// Row 0 holds codes 0..15 in order, row 1 codes 15..0; one block of 16, scales 1 and 3.
+	packed := make([]uint8, 16)
+	for j := range 8 {
+		packed[j] = uint8(2*j)<<4 | uint8(2*j+1)
+		packed[8+j] = uint8(15-2*j)<<4 | uint8(14-2*j)
+	}
+	pT := tensors.FromFlatDataAndDimensions(packed, 2, 1, 8)
+	sT := tensors.FromFlatDataAndDimensions([]float32{1, 3}, 2, 1)
+	for _, tc := range []struct {
+		name  string
+		x     []float32
+		scale float64 // |x|·block scale: the decode error is at most 4e-7 of it
+		value func(i int) float64
+	}{
+		{"row0", []float32{1, 0}, 1, func(i int) float64 { return float64(codebook[i]) }},
+		{"row1x2", []float32{0, 2}, 6, func(i int) float64 { return 6 * float64(codebook[15-i]) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := graph.MustExecOnce(backend, func(x, p, s *graph.Node) *graph.Node {
+				w := lowering.Blockwise4{Packed: p, Scales: s, Codebook: codebook, Dim: 16}
+				return lowering.DotGeneral(x, []int{1}, nil, w, []int{0}, nil, false, lowering.SlicedPoly)
+			}, tensors.FromFlatDataAndDimensions(tc.x, 1, 2), pT, sT)
+			got := tensors.MustCopyFlatData[float32](out)
+			for i, g := range got {
+				want := tc.value(i)
+				if math.Abs(float64(g)-want) > 4e-7*tc.scale {
+					t.Errorf("code position %d: %v, want %v", i, g, want)
+				}
+			}
+		})
+	}
+}
+
+// TestChoose: one row with free blocks uses SlicedPoly on the pure-Go backend or with XLA's library
+// fusions disabled, ProductTable otherwise; more rows use DequantizeDot.
+func TestChoose(t *testing.T) {
+	backend := testutil.Backend(t)
+	t.Setenv("XLA_FLAGS", "")
+	wantFree := lowering.ProductTable
+	if runtime.IsGo(backend) {
+		wantFree = lowering.SlicedPoly
+	}
+	if got := lowering.Choose(backend, 1, lowering.BlocksFree); got != wantFree {
+		t.Errorf("Choose(1, BlocksFree) = %s, want %s", got, wantFree)
+	}
+	t.Setenv("XLA_FLAGS", "--xla_cpu_foo=1 "+lowering.LibraryFusionFlag)
+	if !lowering.LibraryFusionsDisabled() {
+		t.Errorf("LibraryFusionsDisabled() = false with XLA_FLAGS=%q", "--xla_cpu_foo=1 "+lowering.LibraryFusionFlag)
+	}
+	for _, tc := range []struct {
+		m      int
+		layout lowering.Layout
+		want   lowering.Strategy
+	}{
+		{1, lowering.BlocksFree, lowering.SlicedPoly},
+		{1, lowering.BlocksContracted, lowering.ProductTable},
+		{1, lowering.General, lowering.DequantizeDot},
+		{8, lowering.BlocksFree, lowering.DequantizeDot},
+	} {
+		if got := lowering.Choose(backend, tc.m, tc.layout); got != tc.want {
+			t.Errorf("Choose(%d, %d) = %s, want %s", tc.m, tc.layout, got, tc.want)
+		}
+	}
 }

@@ -13,8 +13,10 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/mesh"
 	"github.com/quanta-ml/quanta/onebit"
+	"github.com/quanta-ml/quanta/runtime"
 )
 
 // packed builds an Array (TwoBit) or a BitArray (OneBit) from values.
@@ -172,6 +174,39 @@ func TestDotGeneralExact(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// TestDotGeneralFusedSliced: with XLA CPU's library fusions disabled (lowering.LibraryFusionFlag in
+// XLA_FLAGS), Fused sums slices of the packed axis before its reduction; the result is still the
+// exact dense product, with no materialization.
+func TestDotGeneralFusedSliced(t *testing.T) {
+	if runtime.IsGo(testutil.Backend(t)) {
+		t.Skip("the sliced form is built for XLA only")
+	}
+	t.Setenv("XLA_FLAGS", lowering.LibraryFusionFlag)
+	r := rand.New(rand.NewSource(12))
+	for _, l := range []onebit.Layout{onebit.TwoBit, onebit.OneBit} {
+		for _, c := range dotCases {
+			if l == onebit.OneBit && c.wDims[0]%8 != 0 {
+				continue
+			}
+			v := randomValues(r, l, product(c.wDims))
+			x := tensors.FromFlatDataAndDimensions(smallInts(r, product(c.xDims)), c.xDims...)
+			ref := tensors.FromFlatDataAndDimensions(toF32(v), c.wDims...)
+			t.Run(fmt.Sprintf("%s/%s", l, c.name), func(t *testing.T) {
+				w := withStrategy(packed(t, l, v, c.wDims, onebit.WithDType(dtypes.Int8)), onebit.Fused)
+				implicitarray.ResetStats()
+				got, want := runDot(t, c, x, w, ref)
+				st := implicitarray.CurrentStats()
+				if len(st.Fallbacks) != 0 || st.Materializations[fmt.Sprintf("%T", w)] != 0 {
+					t.Errorf("fallbacks %v, materializations %v", st.Fallbacks, st.Materializations)
+				}
+				if g, w := tensors.MustCopyFlatData[float32](got), tensors.MustCopyFlatData[float32](want); !slices.Equal(g, w) {
+					t.Fatalf("got %v\nwant %v", g, w)
+				}
+			})
 		}
 	}
 }
