@@ -63,6 +63,7 @@ type result struct {
 type report struct {
 	Backend    string   `json:"backend"`
 	PeakGBps   float64  `json:"peak_gbps,omitempty"`
+	XLAFlags   string   `json:"xla_flags"`
 	DType      string   `json:"activation_dtype"`
 	Results    []result `json:"results"`
 	Note       string   `json:"note"`
@@ -95,7 +96,7 @@ func main() {
 		}
 	}
 
-	rep := report{Backend: backend.Description(), PeakGBps: *flagPeakGBps, DType: dtype.String(), StartedUTC: time.Now().UTC().Format(time.RFC3339),
+	rep := report{Backend: backend.Description(), XLAFlags: os.Getenv("XLA_FLAGS"), PeakGBps: *flagPeakGBps, DType: dtype.String(), StartedUTC: time.Now().UTC().Format(time.RFC3339),
 		Note: fmt.Sprintf("time per layer of a chain of distinct %dx%d weights (%d layers for M<512, %d for M>=512), "+
 			"median over repeated calls after a warm-up; ratios from this run only", *flagK, *flagN, *flagLayers, *flagLayersLarge)}
 	for _, v := range selectedVariants() {
@@ -274,7 +275,7 @@ func markdown(rep report) string {
 	}
 	sort.Ints(ms)
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "Backend: %s; activations %s; K=%d, N=%d.\n", rep.Backend, rep.DType, *flagK, *flagN)
+	fmt.Fprintf(&sb, "Backend: %s; activations %s; K=%d, N=%d; XLA_FLAGS=%q.\n", rep.Backend, rep.DType, *flagK, *flagN, rep.XLAFlags)
 	fmt.Fprintf(&sb, "Cells: ms per layer (speed-up vs dense in the same run). %s.\n\n", rep.Note)
 	sb.WriteString("| format | bytes/param |")
 	for _, m := range ms {

@@ -7,6 +7,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/runtime"
 )
 
 // Lowering says how a dot_general between dense activations and an int8 Array is built from
@@ -15,7 +16,8 @@ import (
 type Lowering int
 
 const (
-	// LoweringAuto picks per call: LoweringReduce for few activation rows (at most ReduceMaxRows)
+	// LoweringAuto picks per call: LoweringSliced for one or two activation rows on XLA with its
+	// library fusions off (see LoweringSliced); LoweringReduce for few rows (at most ReduceMaxRows)
 	// when the weight's contracting axes are its trailing axes and there are no batch axes; when
 	// the scale varies only along free or only along contracting axes, LoweringSlabs for up to
 	// SlabMaxRows rows and a weight of more than one slab, else LoweringScaled; and
@@ -42,6 +44,13 @@ const (
 	// LoweringMaterialize is eformer's materialize-then-dot: implicitarray.Materialize in the
 	// array's dtype, then the dense dot_general. For comparisons and benchmarks.
 	LoweringMaterialize
+	// LoweringSliced is, for a rank-2 weight contracted on its first axis (x @ W), the products
+	// x[k]·convert(q[k, :]) summed over a few slices of K element-wise, then one small reduction:
+	// a single parallel XLA loop that reads each int8 weight once. LoweringAuto picks it for up to
+	// SlicedMaxRows rows on XLA when XLA CPU's library fusions are disabled
+	// (runtime.LibraryFusionsDisabled, the quanta runtime's default), where it beats the dense
+	// float32 product (see SlicedMaxRows).
+	LoweringSliced
 )
 
 // ReduceMaxRows is the largest number of activation rows (the product of the dense operand's free
@@ -54,9 +63,9 @@ const SlabMaxRows = 64
 // SlabBytes is the target size of one float slab of LoweringSlabs.
 const SlabBytes = 4 << 20
 
-var loweringNames = []string{"auto", "scaled", "reduce", "slabs", "dequantize", "materialize"}
+var loweringNames = []string{"auto", "scaled", "reduce", "slabs", "dequantize", "materialize", "sliced"}
 
-// String returns "auto", "scaled", "reduce", "slabs", "dequantize" or "materialize".
+// String returns "auto", "scaled", "reduce", "slabs", "dequantize", "materialize" or "sliced".
 func (l Lowering) String() string {
 	if int(l) < 0 || int(l) >= len(loweringNames) {
 		return "invalid"
@@ -189,6 +198,12 @@ func dotGeneral(x *graph.Node, w *Array, p *implicitarray.DotGeneralParams, wIsR
 	case LoweringMaterialize:
 		wf := graph.ConvertDType(implicitarray.Materialize(w), compute)
 		out = dot(xf, xs, wf, ws, wIsRhs)
+	case LoweringSliced:
+		if !slicedApplies(w, ws, post || pre) {
+			panic(errors.Errorf("int8 dot_general with LoweringSliced: the weight %s must be rank 2, contracted on axis 0 "+
+				"(got %v) with no batch axes, with a scale shared along one side; accepted: use LoweringAuto", w.Shape(), ws.contracting))
+		}
+		out = slicedProduct(xf, xs, w.weight.Node(), sf, wIsRhs)
 	default:
 		panic(errors.Errorf("int8 dot_general: unknown lowering %d", lowering))
 	}
@@ -202,6 +217,9 @@ func chooseLowering(x *graph.Node, xs, ws side, w *Array, factored bool, compute
 		rows *= x.Shape().Dimensions[a]
 	}
 	switch {
+	case rows <= SlicedMaxRows && slicedApplies(w, ws, factored) &&
+		runtime.LibraryFusionsDisabled() && !runtime.IsGo(x.Graph().Backend()):
+		return LoweringSliced
 	case rows <= ReduceMaxRows && len(ws.batch) == 0 && trailing(ws.contracting, w.Shape().Rank()):
 		return LoweringReduce
 	case factored && rows <= SlabMaxRows && len(ws.contracting) > 0 &&
@@ -211,6 +229,71 @@ func chooseLowering(x *graph.Node, xs, ws side, w *Array, factored bool, compute
 		return LoweringScaled
 	}
 	return LoweringDequantize
+}
+
+// slicedApplies reports whether LoweringSliced serves the weight: rank 2, contracted on axis 0
+// only, no batch axes, and a scale shared along one side (factored).
+func slicedApplies(w *Array, ws side, factored bool) bool {
+	return factored && w.Shape().Rank() == 2 && len(ws.batch) == 0 && len(ws.contracting) == 1 && ws.contracting[0] == 0
+}
+
+// SlicedMaxRows is the largest number of activation rows for which LoweringAuto picks
+// LoweringSliced. Measured on XLA CPU (2 cores, K = N = 4096, 8 streamed weights, library
+// fusions off), ms per layer against dense float32: 1 row 0.87 vs 2.54, 2 rows 1.79 vs 3.56,
+// 4 rows 4.42 vs 3.51 (where LoweringSlabs is faster).
+const SlicedMaxRows = 2
+
+// slicedParts is the number of slices of K that slicedProduct sums element-wise before its
+// reduction: at one row, 2 slices took 2.9 ms, 4 took 2.5, 8 took 0.85 and 16 took 1.1.
+const slicedParts = 8
+
+// slicedProduct computes x @ (q · scale) for q (K, N) contracted on axis 0: the activations,
+// arranged as (rows, K), times convert(q), summed over slices of K element-wise, then reduced. A
+// scale constant along N ((K, 1) or (1, 1)) multiplies the activations first, a (1, N) one the
+// result.
+func slicedProduct(x *graph.Node, xs side, q, s *graph.Node, wIsRhs bool) *graph.Node {
+	xd, sd := x.Shape().Dimensions, s.Shape().Dimensions
+	k, n := q.Shape().Dimensions[0], q.Shape().Dimensions[1]
+	rows := 1
+	for _, a := range xs.free {
+		rows *= xd[a]
+	}
+	x2 := graph.Reshape(graph.TransposeAllAxes(x, append(slices.Clone(xs.free), xs.contracting[0])...), rows, k)
+	pre := sd[1] == 1
+	if pre {
+		x2 = graph.Mul(x2, graph.BroadcastToDims(graph.Reshape(s, 1, sd[0]), rows, k))
+	}
+	parts := slicedParts
+	for k%parts != 0 {
+		parts /= 2
+	}
+	step := k / parts
+	var acc *graph.Node
+	for i := range parts {
+		r := graph.AxisRange(i*step, (i+1)*step)
+		qs := graph.ConvertDType(graph.SliceAxis(q, 0, r), x.DType())
+		t := graph.Mul(graph.BroadcastToDims(graph.InsertAxes(graph.SliceAxis(x2, 1, r), -1), rows, step, n),
+			graph.BroadcastToDims(graph.InsertAxes(qs, 0), rows, step, n))
+		if acc == nil {
+			acc = t
+		} else {
+			acc = graph.Add(acc, t)
+		}
+	}
+	out := graph.ReduceSum(acc, 1) // (rows, N)
+	if !pre {
+		out = graph.Mul(out, graph.BroadcastToDims(graph.Reshape(s, 1, n), rows, n))
+	}
+	xFree := pick(xd, xs.free)
+	out = graph.Reshape(out, append(slices.Clone(xFree), n)...)
+	if wIsRhs {
+		return out
+	}
+	perm := []int{len(xFree)}
+	for i := range xFree {
+		perm = append(perm, i)
+	}
+	return graph.TransposeAllAxes(out, perm...)
 }
 
 // slabSize is the number of indices of axis per slab, so a float slab is about SlabBytes.

@@ -89,7 +89,7 @@ func TestDotGeneral(t *testing.T) {
 					tol = 2e-2
 				}
 				for _, lowering := range []qint8.Lowering{qint8.LoweringAuto, qint8.LoweringScaled, qint8.LoweringReduce, qint8.LoweringSlabs,
-					qint8.LoweringDequantize, qint8.LoweringMaterialize} {
+					qint8.LoweringDequantize, qint8.LoweringMaterialize, qint8.LoweringSliced} {
 					if !servesLayout(lowering, p) || (actDType != dtypes.Float32 && lowering != qint8.LoweringAuto) {
 						continue
 					}
@@ -129,6 +129,9 @@ func servesLayout(l qint8.Lowering, p product) bool {
 	case qint8.LoweringReduce:
 		// Reduce needs the weight's contracting axes last and no batch axes.
 		return p.name == "bk,nk->bn" || p.name == "multi-contract"
+	case qint8.LoweringSliced:
+		// Sliced needs a rank-2 weight contracted on its first axis.
+		return p.name == "x@w" || p.name == "w-left" || p.name == "vector"
 	}
 	return true
 }

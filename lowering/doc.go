@@ -65,7 +65,7 @@
 // no integer, select or gather op, so the decode runs as its own loop and writes a dense float32
 // weight (64 MiB at 4096×4096) that the library kernel then reads back. An all-float decode
 // (SlicedPoly) is taken into the library kernel whole, and there it is slower still (130 ms).
-// With LibraryFusionFlag in XLA_FLAGS (--xla_cpu_experimental_ynn_fusion_type=, empty), the
+// With runtime.LibraryFusionFlag in XLA_FLAGS (the quanta runtime's default) (--xla_cpu_experimental_ynn_fusion_type=, empty), the
 // decode, the products and the slice sums become one XLA loop per output parity, split across
 // the cores (outer_dimension_partitions 4), and a small reduction. Two runs of BenchmarkMatMul in
 // package nf4, one per setting, M = 1, load 4.3 and 4.2 (ms per call):

@@ -40,7 +40,7 @@ const (
 	// contraction axis element-wise before one small reduction, so XLA CPU emits parallel loops
 	// that never write a dense weight. For one activation row with the blocks free (x @ W in
 	// eformer's layout); more rows are computed as DequantizeDot. Fast on XLA CPU only with its
-	// library fusions disabled (see LibraryFusionsDisabled), and on the pure-Go backend.
+	// library fusions disabled (see runtime.LibraryFusionsDisabled), and on the pure-Go backend.
 	SlicedPoly
 )
 

@@ -192,9 +192,9 @@ func TestChoose(t *testing.T) {
 	if got := lowering.Choose(backend, 1, lowering.BlocksFree); got != wantFree {
 		t.Errorf("Choose(1, BlocksFree) = %s, want %s", got, wantFree)
 	}
-	t.Setenv("XLA_FLAGS", "--xla_cpu_foo=1 "+lowering.LibraryFusionFlag)
-	if !lowering.LibraryFusionsDisabled() {
-		t.Errorf("LibraryFusionsDisabled() = false with XLA_FLAGS=%q", "--xla_cpu_foo=1 "+lowering.LibraryFusionFlag)
+	t.Setenv("XLA_FLAGS", "--xla_cpu_foo=1 "+runtime.LibraryFusionFlag)
+	if !runtime.LibraryFusionsDisabled() {
+		t.Errorf("LibraryFusionsDisabled() = false with XLA_FLAGS=%q", "--xla_cpu_foo=1 "+runtime.LibraryFusionFlag)
 	}
 	for _, tc := range []struct {
 		m      int

@@ -13,7 +13,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/testutil"
-	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/mesh"
 	"github.com/quanta-ml/quanta/onebit"
 	"github.com/quanta-ml/quanta/runtime"
@@ -178,14 +177,14 @@ func TestDotGeneralExact(t *testing.T) {
 	}
 }
 
-// TestDotGeneralFusedSliced: with XLA CPU's library fusions disabled (lowering.LibraryFusionFlag in
+// TestDotGeneralFusedSliced: with XLA CPU's library fusions disabled (runtime.LibraryFusionFlag in
 // XLA_FLAGS), Fused sums slices of the packed axis before its reduction; the result is still the
 // exact dense product, with no materialization.
 func TestDotGeneralFusedSliced(t *testing.T) {
 	if runtime.IsGo(testutil.Backend(t)) {
 		t.Skip("the sliced form is built for XLA only")
 	}
-	t.Setenv("XLA_FLAGS", lowering.LibraryFusionFlag)
+	t.Setenv("XLA_FLAGS", runtime.LibraryFusionFlag)
 	r := rand.New(rand.NewSource(12))
 	for _, l := range []onebit.Layout{onebit.TwoBit, onebit.OneBit} {
 		for _, c := range dotCases {

@@ -42,6 +42,10 @@ type Info struct {
 	// (0 when unset).
 	CPUDevices int
 
+	// XLAFlags is XLA_FLAGS as the XLA plugin read it (the runtime adds LibraryFusionFlag unless
+	// told otherwise); empty for other backends.
+	XLAFlags string
+
 	// Fallback is true when the pure-Go backend runs because no XLA plugin could start.
 	Fallback bool
 
@@ -94,6 +98,9 @@ func (info *Info) String() string {
 	}
 	for _, m := range info.Memory {
 		field("memory", "%s", m)
+	}
+	if info.XLAFlags != "" {
+		field("XLA_FLAGS", "%s", info.XLAFlags)
 	}
 	if info.Fallback {
 		field("fallback", "yes: pure-Go backend in use; install the XLA CPU plugin with: %s", InstallCommand)

@@ -124,6 +124,7 @@ func IsGo(backend backends.Backend) bool {
 // start chooses and starts the backend: GOMLX_BACKEND, else the best XLA plugin, else the
 // pure-Go fallback.
 func start() (backends.Backend, *Info, error) {
+	configureXLAFlags()
 	cpuDevices, err := parseCPUDevices(os.Getenv(CPUDevicesEnv))
 	if err != nil {
 		return nil, nil, err
@@ -322,6 +323,7 @@ func startCandidate(c candidate, options string, cpuDevices int, info *Info) (ba
 		info.PluginVersion = pluginVersion(p.Attributes(), c.accel)
 	}
 	info.Memory = deviceMemory(c.name)
+	info.XLAFlags = os.Getenv(xlaFlagsEnv)
 	return backend, nil
 }
 

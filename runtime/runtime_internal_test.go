@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -96,6 +97,30 @@ func TestFallbackMessage(t *testing.T) {
 				if !strings.Contains(msg, want) {
 					t.Errorf("fallback message %q does not contain %q", msg, want)
 				}
+			}
+		})
+	}
+}
+
+func TestConfigureXLAFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name, flags, optOut, want string
+		disabled                  bool
+	}{
+		{"unset", "", "", LibraryFusionFlag, true},
+		{"appended", "--xla_cpu_foo=1", "", "--xla_cpu_foo=1 " + LibraryFusionFlag, true},
+		{"user's choice kept", "--xla_cpu_experimental_ynn_fusion_type=dot", "", "--xla_cpu_experimental_ynn_fusion_type=dot", false},
+		{"opt-out", "--xla_cpu_foo=1", "1", "--xla_cpu_foo=1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(xlaFlagsEnv, tc.flags)
+			t.Setenv(LibraryFusionsEnv, tc.optOut)
+			configureXLAFlags()
+			if got := os.Getenv(xlaFlagsEnv); got != tc.want {
+				t.Errorf("XLA_FLAGS = %q, want %q", got, tc.want)
+			}
+			if LibraryFusionsDisabled() != tc.disabled {
+				t.Errorf("LibraryFusionsDisabled() = %v for %q", LibraryFusionsDisabled(), tc.want)
 			}
 		})
 	}
