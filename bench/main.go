@@ -35,7 +35,8 @@ var (
 	flagM           = flag.String("m", "1,8,64,512,2048", "comma-separated batch sizes M")
 	flagK           = flag.Int("k", 4096, "contracting dimension K")
 	flagN           = flag.Int("n", 4096, "output dimension N")
-	flagLayers      = flag.Int("layers", 8, "layers chained for M < 512 (weights streamed from memory)")
+	flagLayers      = flag.Int("layers", 8, "minimum layers chained for M < 512 (weights streamed from memory)")
+	flagStreamBytes = flag.Int64("stream-bytes", 128<<20, "for M < 512, chain enough layers that the weights of one call total at least this (4x the 32 MiB last-level cache by default)")
 	flagLayersLarge = flag.Int("layers-large", 2, "layers chained for M >= 512 (compute-bound)")
 	flagDType       = flag.String("dtype", "float32", "activation dtype: float32 or bfloat16")
 	flagMinTime     = flag.Duration("min-time", 2*time.Second, "minimum measuring time per cell")
@@ -83,30 +84,27 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	maxLayers := *flagLayers
-	if *flagLayersLarge > maxLayers {
-		maxLayers = *flagLayersLarge
-	}
-	fmt.Fprintf(os.Stderr, "bench: backend %s, generating %d weights of %dx%d...\n", backend.Name(), maxLayers, *flagK, *flagN)
-	weights := randomWeights(maxLayers, *flagK, *flagN)
-	if dtype != dtypes.Float32 {
-		// A bf16 model stores (and quantizes) bf16 weights.
-		for i, w := range weights {
-			weights[i] = convertOnHost(backend, w, dtype)
-		}
-	}
+	fmt.Fprintf(os.Stderr, "bench: backend %s, %dx%d weights\n", backend.Name(), *flagK, *flagN)
+	pool := &weightPool{backend: backend, k: *flagK, n: *flagN, dtype: dtype}
 
 	rep := report{Backend: backend.Description(), XLAFlags: os.Getenv("XLA_FLAGS"), PeakGBps: *flagPeakGBps, DType: dtype.String(), StartedUTC: time.Now().UTC().Format(time.RFC3339),
-		Note: fmt.Sprintf("time per layer of a chain of distinct %dx%d weights (%d layers for M<512, %d for M>=512), "+
-			"median over repeated calls after a warm-up; ratios from this run only", *flagK, *flagN, *flagLayers, *flagLayersLarge)}
+		Note: fmt.Sprintf("time per layer of a chain of distinct %dx%d weights: for M<512 at least %d layers and at least %d MiB "+
+			"of stored weights per call (so every format streams them from memory), %d layers for M>=512; median over "+
+			"repeated calls after a warm-up; ratios from this run only", *flagK, *flagN, *flagLayers, *flagStreamBytes>>20, *flagLayersLarge)}
 	for _, v := range selectedVariants() {
 		fmt.Fprintf(os.Stderr, "bench: preparing %s...\n", v.name)
-		args, bytes, err := v.prepare(weights)
+		first, bytes, err := v.prepare(pool.get(1))
+		if err != nil {
+			fail(fmt.Errorf("%s: %w", v.name, err))
+		}
+		releaseArrays(first)
+		streamLayers := max(*flagLayers, int((*flagStreamBytes+bytes-1)/bytes))
+		args, _, err := v.prepare(pool.get(max(streamLayers, *flagLayersLarge)))
 		if err != nil {
 			fail(fmt.Errorf("%s: %w", v.name, err))
 		}
 		for _, m := range ms {
-			layers := *flagLayers
+			layers := streamLayers
 			if m >= 512 {
 				layers = *flagLayersLarge
 			}
@@ -158,21 +156,32 @@ func parseInts(s string) ([]int, error) {
 	return out, nil
 }
 
-// randomWeights returns n float32 tensors of N(0, 1/K) values, so chained products stay O(1).
-func randomWeights(n, k, cols int) []*tensors.Tensor {
-	rng := rand.New(rand.NewPCG(42, 7))
-	std := 1 / math.Sqrt(float64(k))
-	out := make([]*tensors.Tensor, n)
-	for i := range out {
-		t := tensors.FromShape(shapes.Make(dtypes.Float32, k, cols))
+// weightPool hands out distinct random weights in the activations' dtype, generating them as
+// needed: N(0, 1/K) values, so chained products stay O(1); weight i is the same in every run.
+type weightPool struct {
+	backend backends.Backend
+	k, n    int
+	dtype   dtypes.DType
+	weights []*tensors.Tensor
+}
+
+func (p *weightPool) get(count int) []*tensors.Tensor {
+	for i := len(p.weights); i < count; i++ {
+		rng := rand.New(rand.NewPCG(42, uint64(i)))
+		std := 1 / math.Sqrt(float64(p.k))
+		t := tensors.FromShape(shapes.Make(dtypes.Float32, p.k, p.n))
 		t.MustMutableFlatData(func(flat any) {
 			for j, f := 0, flat.([]float32); j < len(f); j++ {
 				f[j] = float32(rng.NormFloat64() * std)
 			}
 		})
-		out[i] = t
+		if p.dtype != dtypes.Float32 {
+			// A bf16 model stores (and quantizes) bf16 weights.
+			t = convertOnHost(p.backend, t, p.dtype)
+		}
+		p.weights = append(p.weights, t)
 	}
-	return out
+	return p.weights[:count]
 }
 
 // measure compiles the chain for m rows and returns the median time per layer in milliseconds.
@@ -277,11 +286,11 @@ func markdown(rep report) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "Backend: %s; activations %s; K=%d, N=%d; XLA_FLAGS=%q.\n", rep.Backend, rep.DType, *flagK, *flagN, rep.XLAFlags)
 	fmt.Fprintf(&sb, "Cells: ms per layer (speed-up vs dense in the same run). %s.\n\n", rep.Note)
-	sb.WriteString("| format | bytes/param |")
+	sb.WriteString("| format | bytes/param | chain for M<512 |")
 	for _, m := range ms {
 		fmt.Fprintf(&sb, " M=%d |", m)
 	}
-	sb.WriteString("\n|---|---|")
+	sb.WriteString("\n|---|---|---|")
 	for range ms {
 		sb.WriteString("---|")
 	}
@@ -292,7 +301,13 @@ func markdown(rep report) string {
 		for _, r := range cells {
 			bytes = r.WeightBytes
 		}
-		fmt.Fprintf(&sb, "| %s | %.3f |", name, float64(bytes)/float64(*flagK**flagN))
+		chain := "—"
+		for _, r := range cells {
+			if r.M < 512 {
+				chain = fmt.Sprintf("%d × %.1f MiB", r.Layers, float64(r.WeightBytes)/(1<<20))
+			}
+		}
+		fmt.Fprintf(&sb, "| %s | %.3f | %s |", name, float64(bytes)/float64(*flagK**flagN), chain)
 		for _, m := range ms {
 			r, ok := cells[m]
 			if !ok {
