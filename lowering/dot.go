@@ -7,6 +7,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/runtime"
 )
 
 // Strategy names a formulation of a quantized dot_general as dense graph ops.
@@ -124,8 +125,17 @@ func DotGeneral(x *graph.Node, xContractingAxes, xBatchAxes []int, w Blockwise4,
 	cdt := computeDType(x.DType(), w.Scales.DType())
 	xc32 := graph.ConvertDType(x, cdt)
 	var out *graph.Node
-	if s == Materialize || s == DequantizeDot || (s == SlicedPoly && freeSize(x.Shape().Dimensions, xc, xb) > 1) {
+	polyDecode := runtime.LibraryFusionsDisabled() && !runtime.IsGo(x.Graph().Backend())
+	if s == SlicedPoly && freeSize(x.Shape().Dimensions, xc, xb) > 1 {
+		s = DequantizeDot
+	}
+	// A large weight with free blocks is decoded a slab at a time (see slabDot).
+	slabbed := s == DequantizeDot && layout == BlocksFree && w.Packed.Shape().Dim(0)*w.Dim*cdt.Size() > 2*SlabBytes
+	if s == Materialize || (s == DequantizeDot && !slabbed) {
 		dense := w.dequantizeIn(cdt)
+		if s == DequantizeDot && polyDecode {
+			dense = w.polyDequantizeIn(cdt)
+		}
 		if weightOnLeft {
 			out = graph.DotGeneral(dense, wc, wb, xc32, xc, xb)
 		} else {
@@ -153,6 +163,12 @@ func DotGeneral(x *graph.Node, xContractingAxes, xBatchAxes []int, w Blockwise4,
 		mn = productTable(x2, w, layout, cdt)
 	case SlicedPoly:
 		mn = slicedPoly(x2, w, cdt)
+	case DequantizeDot: // slabbed
+		decode := Blockwise4.dequantizeIn
+		if polyDecode {
+			decode = Blockwise4.polyDequantizeIn
+		}
+		mn = slabDot(padK(x2, w), w, cdt, func(sub Blockwise4) *graph.Node { return decode(sub, cdt) })
 	}
 	n := mn.Shape().Dim(1)
 	if weightOnLeft {

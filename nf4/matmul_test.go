@@ -108,3 +108,30 @@ func TestDotGeneral(t *testing.T) {
 		}
 	}
 }
+
+// TestDotGeneralSlabbed covers the slab-at-a-time decode of DequantizeDot, which serves weights
+// of more than two slabs (lowering.SlabBytes) with blocks along the free axis, including a K that
+// is not a multiple of the slab's rows.
+func TestDotGeneralSlabbed(t *testing.T) {
+	backend := testutil.Backend(t)
+	k, n := 2*lowering.SlabBytes/(4*2048)+37, 2048 // more than two slabs of float32 rows, and a partial one
+	w := nf4.MustQuantize(randomTensor(91, k, n), 64)
+	x := randomTensor(92, 3, k)
+	wDense, err := implicitarray.MaterializeOnHost(backend, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := flatF32(t, graph.MustExecOnce(backend, graph.MatMul, x, wDense))
+	implicitarray.ResetStats()
+	e := implicitarray.MustNewExec(backend, func(x *graph.Node, w *nf4.Array) *graph.Node {
+		return implicitarray.Materialize(implicitarray.MatMul(x, w))
+	})
+	got := flatF32(t, e.MustCall1(x, w.WithStrategy(lowering.DequantizeDot)).(*tensors.Tensor))
+	if st := implicitarray.CurrentStats(); len(st.Fallbacks) != 0 || st.Materializations["*nf4.Array"] != 0 {
+		t.Errorf("stats %+v: want no fallback and no materialization", st)
+	}
+	diff, scale := maxAbsDiff(got, want)
+	if tol := 1e-5 * math.Max(scale, 1) * math.Sqrt(float64(k)); diff > tol {
+		t.Errorf("max |slabbed - dense| = %g > %g", diff, tol)
+	}
+}
