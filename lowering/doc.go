@@ -17,8 +17,9 @@
 //     implicitarray.Materialize so it is counted): decode with a 256-entry gather table (both
 //     codes of a byte at once) — or, on XLA with its library fusions off, SlicedPoly's
 //     arithmetic decode — multiply by the block scale, one dense DotGeneral. Serves every
-//     layout. A weight with free blocks larger than two SlabBytes is decoded and multiplied a
-//     slab of rows at a time, reusing one small float buffer (see SlabBytes for the figures).
+//     layout. For up to SlabMaxRows activation rows, a weight with free blocks larger than two
+//     SlabBytes is decoded and multiplied a slab of rows at a time, reusing one small float
+//     buffer (see SlabBytes for the figures).
 //   - MulReduce: the decode feeds a broadcast multiply and a reduce-sum (one fusion).
 //   - BlockFactored: a DotGeneral batched over blocks with the unscaled codes, then the scales
 //     (needs the block axis contracted).

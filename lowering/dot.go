@@ -130,7 +130,8 @@ func DotGeneral(x *graph.Node, xContractingAxes, xBatchAxes []int, w Blockwise4,
 		s = DequantizeDot
 	}
 	// A large weight with free blocks is decoded a slab at a time (see slabDot).
-	slabbed := s == DequantizeDot && layout == BlocksFree && w.Packed.Shape().Dim(0)*w.Dim*cdt.Size() > 2*SlabBytes
+	slabbed := s == DequantizeDot && layout == BlocksFree && freeSize(x.Shape().Dimensions, xc, xb) <= SlabMaxRows &&
+		w.Packed.Shape().Dim(0)*w.Dim*cdt.Size() > 2*SlabBytes
 	if s == Materialize || (s == DequantizeDot && !slabbed) {
 		dense := w.dequantizeIn(cdt)
 		if s == DequantizeDot && polyDecode {

@@ -5,6 +5,10 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 )
 
+// SlabMaxRows is the largest number of activation rows whose DequantizeDot is slabbed: beyond it
+// one weight-sized decode and one dot are faster (at 2048 rows, 406 ms slabbed against 359).
+const SlabMaxRows = 64
+
 // SlabBytes is the size of the dense float slab slabDot decodes at a time. At K = N = 4096 on XLA
 // CPU (2 cores, library fusions off), NF4 at 8 / 64 / 512 rows took 9.9 / 39.5 / 127 ms with 1 MiB
 // slabs, 8.2 / 22.5 / 102 with 4 MiB and 18.4 / 22.3 / 109 with 16 MiB (dense float32: 4.6 /
