@@ -185,7 +185,7 @@ func markdown(ef *eformerReport, qu *quantaReport) (string, error) {
 	fmt.Fprintf(&sb, "Peer benchmark: quanta (%s) vs eformer %s (jax %s, %s); K=N=%d, float32 activations.\n",
 		qu.Backend, ef.Versions["eformer"], ef.Versions["jax"], ef.Device, *flagK)
 	fmt.Fprintf(&sb, "Cells: quanta ms / eformer ms per layer = **ratio** (below 1: quanta is faster); "+
-		"chains of %d distinct layers for M<512, %d for M>=512, host in and out, medians.\n\n", *flagLayers, *flagLayersLarge)
+		"chains of at least %d distinct layers for M<512 (quanta chains more for its small formats, so each call streams >= 128 MiB), %d for M>=512, host in and out, medians.\n\n", *flagLayers, *flagLayersLarge)
 	sb.WriteString("| quanta variant | eformer |")
 	for _, m := range ms {
 		fmt.Fprintf(&sb, " M=%d |", m)
