@@ -48,7 +48,7 @@ const (
 	// x[k]·convert(q[k, :]) summed over a few slices of K element-wise, then one small reduction:
 	// a single parallel XLA loop that reads each int8 weight once. LoweringAuto picks it for up to
 	// SlicedMaxRows rows on XLA when XLA CPU's library fusions are disabled
-	// (runtime.LibraryFusionsDisabled, the quanta runtime's default), where it beats the dense
+	// (runtime.CPUFusedLoops, the quanta runtime's default on XLA CPU), where it beats the dense
 	// float32 product (see SlicedMaxRows).
 	LoweringSliced
 )
@@ -218,7 +218,7 @@ func chooseLowering(x *graph.Node, xs, ws side, w *Array, factored bool, compute
 	}
 	switch {
 	case rows <= SlicedMaxRows && slicedApplies(w, ws, factored) &&
-		runtime.LibraryFusionsDisabled() && !runtime.IsGo(x.Graph().Backend()):
+		runtime.CPUFusedLoops(x.Graph().Backend()):
 		return LoweringSliced
 	case rows <= ReduceMaxRows && len(ws.batch) == 0 && trailing(ws.contracting, w.Shape().Rank()):
 		return LoweringReduce

@@ -41,7 +41,7 @@ const (
 	// contraction axis element-wise before one small reduction, so XLA CPU emits parallel loops
 	// that never write a dense weight. For one activation row with the blocks free (x @ W in
 	// eformer's layout); more rows are computed as DequantizeDot. Fast on XLA CPU only with its
-	// library fusions disabled (see runtime.LibraryFusionsDisabled), and on the pure-Go backend.
+	// library fusions disabled (see runtime.CPUFusedLoops), and on the pure-Go backend.
 	SlicedPoly
 )
 
@@ -125,7 +125,7 @@ func DotGeneral(x *graph.Node, xContractingAxes, xBatchAxes []int, w Blockwise4,
 	cdt := computeDType(x.DType(), w.Scales.DType())
 	xc32 := graph.ConvertDType(x, cdt)
 	var out *graph.Node
-	polyDecode := runtime.LibraryFusionsDisabled() && !runtime.IsGo(x.Graph().Backend())
+	polyDecode := runtime.CPUFusedLoops(x.Graph().Backend())
 	if s == SlicedPoly && freeSize(x.Shape().Dimensions, xc, xb) > 1 {
 		s = DequantizeDot
 	}

@@ -14,14 +14,14 @@ const productTableMaxM = 1
 // free dimensions) and the weight's layout:
 //
 //   - one row, blocks free (x @ W, eformer's layout): SlicedPoly on the pure-Go backend and on
-//     XLA with runtime.LibraryFusionsDisabled (the quanta runtime's default), else ProductTable;
+//     XLA CPU with its library fusions off (runtime.CPUFusedLoops, the quanta runtime's default), else ProductTable;
 //   - one row, blocks contracted: ProductTable;
 //   - otherwise DequantizeDot.
 //
 // See the package documentation for the measurements.
 func Choose(backend backends.Backend, m int, layout Layout) Strategy {
 	if m <= productTableMaxM && layout != General {
-		if layout == BlocksFree && (runtime.IsGo(backend) || runtime.LibraryFusionsDisabled()) {
+		if layout == BlocksFree && (runtime.IsGo(backend) || runtime.CPUFusedLoops(backend)) {
 			return SlicedPoly
 		}
 		return ProductTable

@@ -222,7 +222,7 @@ func fusedDot(w *core, x *graph.Node, a dotAxes) *graph.Node {
 		return acc
 	}
 	var acc *graph.Node
-	if runtime.LibraryFusionsDisabled() && !runtime.IsGo(x.Graph().Backend()) {
+	if runtime.CPUFusedLoops(x.Graph().Backend()) {
 		// Sum slices of the packed axis element-wise first: one parallel XLA loop.
 		parts := fusedSlices
 		for pk%parts != 0 {
@@ -268,7 +268,7 @@ func fusedDot(w *core, x *graph.Node, a dotAxes) *graph.Node {
 }
 
 // fusedSlices is the number of slices of the packed axis that fusedDot sums element-wise before its
-// reduction when XLA CPU's library fusions are disabled (runtime.LibraryFusionsDisabled): the
+// reduction on XLA CPU with its library fusions disabled (runtime.CPUFusedLoops): the
 // terms, the slice sums and the decode then form one parallel XLA loop instead of a dense
 // float32 intermediate of the packed size and a reduction tree. At K = N = 4096 and M = 1 it took
 // 0.75 ms against 1.26 ms unsliced (4 slices; 8: 0.78 ms, 16: 1.39 ms, 32: 11 ms); fewer slices

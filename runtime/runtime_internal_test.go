@@ -125,3 +125,17 @@ func TestConfigureXLAFlags(t *testing.T) {
 		})
 	}
 }
+
+func TestCPUFusedLoops(t *testing.T) {
+	if CPUFusedLoops(nil) {
+		t.Error("CPUFusedLoops(nil) = true")
+	}
+	backend, err := Backend()
+	if err != nil {
+		t.Skipf("no backend: %v", err)
+	}
+	want := IsXLA(backend) && isCPUPlugin(shared.info.PluginName) && LibraryFusionsDisabled()
+	if got := CPUFusedLoops(backend); got != want {
+		t.Errorf("CPUFusedLoops(%s) = %v, want %v (XLA_FLAGS=%q)", backend.Description(), got, want, os.Getenv(xlaFlagsEnv))
+	}
+}

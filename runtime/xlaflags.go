@@ -3,6 +3,9 @@ package runtime
 import (
 	"os"
 	"strings"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/backends/xla"
 )
 
 const (
@@ -44,4 +47,15 @@ func configureXLAFlags() {
 		return
 	}
 	_ = os.Setenv(xlaFlagsEnv, strings.TrimSpace(flags+" "+LibraryFusionFlag))
+}
+
+// CPUFusedLoops reports whether backend is XLA on its CPU plugin with the library fusions off
+// (LibraryFusionsDisabled): where the quantized lowerings' one-parallel-loop formulations are the
+// fast ones. Other backends (GPU, TPU, the pure-Go one) keep their default formulations.
+func CPUFusedLoops(backend backends.Backend) bool {
+	if backend == nil || !IsXLA(backend) || !LibraryFusionsDisabled() {
+		return false
+	}
+	config, _, _ := strings.Cut(backend.Description(), " ")
+	return isCPUPlugin(strings.TrimPrefix(config, xla.BackendName+":"))
 }
