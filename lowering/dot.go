@@ -169,7 +169,7 @@ func DotGeneral(x *graph.Node, xContractingAxes, xBatchAxes []int, w Blockwise4,
 		if polyDecode {
 			decode = Blockwise4.polyDequantizeIn
 		}
-		mn = slabDot(padK(x2, w), w, cdt, func(sub Blockwise4) *graph.Node { return decode(sub, cdt) })
+		mn = slabDot(x2, w, cdt, func(sub Blockwise4) *graph.Node { return decode(sub, cdt) }) // K is never padded: blocks run along N
 	}
 	n := mn.Shape().Dim(1)
 	if weightOnLeft {

@@ -114,7 +114,8 @@ func TestDotGeneral(t *testing.T) {
 // is not a multiple of the slab's rows.
 func TestDotGeneralSlabbed(t *testing.T) {
 	backend := testutil.Backend(t)
-	k, n := 2*lowering.SlabBytes/(4*2048)+37, 2048 // more than two slabs of float32 rows, and a partial one
+	// More than two slabs of float32 rows and a partial one, with K > N (a down-projection).
+	k, n := 4*lowering.SlabBytes/(4*1024)+37, 1024
 	w := nf4.MustQuantize(randomTensor(91, k, n), 64)
 	x := randomTensor(92, 3, k)
 	wDense, err := implicitarray.MaterializeOnHost(backend, w)
