@@ -89,6 +89,11 @@ func dotGeneral(c *implicitarray.Call, wPos int) implicitarray.Value {
 	w.checkLive("DotGeneral")
 	x := c.Operands[1-wPos].(*graph.Node)
 	axes := newDotAxes(p, w.shape.Rank(), x.Rank(), wPos == 0)
+	if w.scaleAxes != nil && !x.DType().IsFloat() {
+		// A float scale cannot be applied in an integer product without rounding it away.
+		panic(errors.Errorf("onebit: DotGeneral of a scaled %s and a dense %s: accepted: float activations "+
+			"(convert them, or use an unscaled array for integer products)", w, x.Shape()))
+	}
 	pre, post := false, false
 	if w.scaleAxes != nil {
 		var scaled []int

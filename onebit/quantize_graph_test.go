@@ -120,3 +120,16 @@ func TestQuantizeNodeErrors(t *testing.T) {
 	}
 	_ = dtypes.Int8
 }
+
+// TestScaledDotRejectsIntegerActivations: a float scale cannot be applied in an integer product.
+func TestScaledDotRejectsIntegerActivations(t *testing.T) {
+	backend := testutil.Backend(t)
+	w := onebit.MustQuantizeTernary(tensors.FromValue([][]float32{{1, -1}, {0.1, 2}, {-3, 0}, {1, 1}}), onebit.WithScale(0))
+	e := implicitarray.MustNewExec(backend, func(x *graph.Node, w *onebit.Array) *graph.Node {
+		return implicitarray.Materialize(implicitarray.MatMul(x, w))
+	})
+	_, err := e.Call([][]int32{{1, 2, 3, 4}}, w)
+	if err == nil || !strings.Contains(err.Error(), "float activations") {
+		t.Errorf("got %v, want an error asking for float activations", err)
+	}
+}
