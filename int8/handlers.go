@@ -91,12 +91,12 @@ func broadcastInDimHandler(c *implicitarray.Call) implicitarray.Value {
 }
 
 // reshapeHandler is eformer's: materialize, reshape, re-quantize with the default axis (-1,) in
-// the array's dtype, keeping the sharding and lowering.
+// the array's dtype, keeping the lowering and the sharding of the unchanged leading axes.
 func reshapeHandler(c *implicitarray.Call) implicitarray.Value {
 	a := c.Operands[0].(*Array)
 	dense := c.MaterializeAndApply()
 	b := quantizeNodeAs(dense, a.shape.DType)
-	b.Placement, b.lowering = a.Placement, a.lowering
+	b.Placement, b.lowering = a.Placement.Reshaped(a.shape.Dimensions, b.shape.Dimensions), a.lowering
 	return b
 }
 

@@ -62,6 +62,34 @@ func (p Placement) Broadcasted(broadcastAxes []int, rank int) Placement {
 	return Placement{&Sharding{Mesh: p.sharding.Mesh, Spec: spec}}
 }
 
+// Reshaped returns the placement of the array reshaped from dims to newDims: the entries stay on
+// the leading axes whose dimensions, and those of every axis before them, are unchanged; the other
+// axes are replicated, since a reshape moves data across them in a way no per-axis spec follows.
+// (eformer re-applies the original spec unchanged, which may no longer fit the new shape.)
+func (p Placement) Reshaped(dims, newDims []int) Placement {
+	if p.sharding == nil {
+		return p
+	}
+	var spec PartitionSpec
+	for i := 0; i < len(dims) && i < len(newDims) && dims[i] == newDims[i]; i++ {
+		if i < len(p.sharding.Spec) {
+			spec = append(spec, slices.Clone(p.sharding.Spec[i]))
+		}
+	}
+	return Placement{&Sharding{Mesh: p.sharding.Mesh, Spec: spec}}
+}
+
+// Concatenated returns the placement of the array concatenated with others along axis: that axis
+// is replicated (its new length need not divide by the shards), the others keep their entries.
+func (p Placement) Concatenated(axis int) Placement {
+	if p.sharding == nil || axis >= len(p.sharding.Spec) {
+		return p
+	}
+	spec := cloneSpec(p.sharding.Spec)
+	spec[axis] = nil
+	return Placement{&Sharding{Mesh: p.sharding.Mesh, Spec: spec}}
+}
+
 // String describes the placement for an array's Metadata: "unsharded" or the sharding.
 func (p Placement) String() string {
 	if p.sharding == nil {

@@ -58,3 +58,24 @@ func TestShardingFor(t *testing.T) {
 		t.Errorf("tuple form: %v %v", s, err)
 	}
 }
+
+func TestPlacementReshapedAndConcatenated(t *testing.T) {
+	m := mesh.MustNewMesh([]string{"data", "model"}, []int{2, 2})
+	p := mesh.Placement{}.With(mesh.Sharding{Mesh: m, Spec: mesh.PartitionSpec{{"data"}, {"model"}, nil}})
+	for _, tc := range []struct {
+		name       string
+		dims, into []int
+		want       mesh.PartitionSpec
+	}{
+		{"leading axes kept", []int{4, 6, 8}, []int{4, 6, 2, 4}, mesh.PartitionSpec{{"data"}, {"model"}}},
+		{"second axis merged", []int{4, 6, 8}, []int{4, 48}, mesh.PartitionSpec{{"data"}}},
+		{"first axis changed", []int{4, 6, 8}, []int{2, 2, 48}, nil},
+	} {
+		if got := mustSpec(t, p.Reshaped(tc.dims, tc.into)); !got.Equal(tc.want) {
+			t.Errorf("%s: Reshaped = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := mustSpec(t, p.Concatenated(1)); !got.Equal(mesh.PartitionSpec{{"data"}}) {
+		t.Errorf("Concatenated(1) = %v, want P('data')", got)
+	}
+}

@@ -81,8 +81,9 @@ func dotGeneral(c *ia.Call, weightOnLeft bool) ia.Value {
 // reshape keeps the array quantized when the last axis is unchanged (the packed and absmax rows
 // are reshaped as they are: exact); otherwise it materializes, reshapes and re-quantizes.
 func reshape(c *ia.Call) ia.Value {
-	a := c.Operands[0].(*Array)
 	dims := c.Params.(*ia.ReshapeParams).Dimensions
+	a := c.Operands[0].(*Array).clone()
+	a.Placement = a.Placement.Reshaped(a.shape.Dimensions, dims)
 	last := a.shape.Dim(-1)
 	if len(dims) > 0 && dims[len(dims)-1] == last {
 		lead := dims[:len(dims)-1]
@@ -177,7 +178,9 @@ func concatenate(c *ia.Call) ia.Value {
 	for _, v := range c.Operands {
 		dims[axis] += v.Shape().Dim(axis)
 	}
-	return first.withNodes(graph.Concatenate(packed, axis), graph.Concatenate(absmax, axis), dims)
+	out := first.withNodes(graph.Concatenate(packed, axis), graph.Concatenate(absmax, axis), dims)
+	out.Placement = first.Placement.Concatenated(axis)
+	return out
 }
 
 // withNodes returns a copy of a (same block size, dtype, sharding, strategy) with new graph

@@ -62,8 +62,10 @@ func TestLayoutHandlersExact(t *testing.T) {
 			if st := implicitarray.CurrentStats(); len(st.Fallbacks) != 0 || st.Materializations["*nf4.Array"] != 0 {
 				t.Errorf("stats %+v: want no fallback and no materialization", st)
 			}
-			// The sharding follows the axes: a transpose or a broadcast moves its entries.
-			wantSpec := map[string]mesh.PartitionSpec{"transpose": {nil, {"model"}}, "broadcast": {nil, {"model"}}}[tc.name]
+			// The sharding follows the axes: a transpose or a broadcast moves its entries; a reshape
+			// that changes the (sharded) first axis, or a concatenation along it, replicates it.
+			wantSpec := map[string]mesh.PartitionSpec{"transpose": {nil, {"model"}}, "broadcast": {nil, {"model"}},
+				"reshape": {}, "reshape-split": {}, "concatenate": {}}[tc.name]
 			if wantSpec == nil {
 				wantSpec = sharding.Spec
 			}
@@ -114,9 +116,12 @@ func TestRequantizingHandlers(t *testing.T) {
 			if !ok {
 				t.Fatalf("result is not an *nf4.Array")
 			}
-			wantSpec := sharding.Spec // reshapes keep it as eformer does; a transpose moves it with the axes
-			if tc.name == "transpose" {
+			wantSpec := sharding.Spec // a transpose moves it with the axes; a reshape of the first axis drops it
+			switch tc.name {
+			case "transpose":
 				wantSpec = mesh.PartitionSpec{{"data"}}
+			case "reshape":
+				wantSpec = mesh.PartitionSpec{}
 			}
 			if s, ok := out.Sharding(); !ok || !s.Spec.Equal(wantSpec) || out.BlockSize() != 32 {
 				t.Errorf("sharding %v (%v), block %d: want %v, block 32", s, ok, out.BlockSize(), wantSpec)

@@ -129,8 +129,9 @@ func reshape(c *implicitarray.Call) implicitarray.Value {
 		ones[i] = 1
 	}
 	scale := func(s *graph.Node) *graph.Node { return graph.Reshape(s, ones...) }
+	placement := w.Placement.Reshaped(w.shape.Dimensions, dims)
 	if dims[0] != w.shape.Dimensions[0] {
-		return repack(c, w, scale, w.Placement)
+		return repack(c, w, scale, placement)
 	}
 	out := *w
 	out.packed = implicitarray.NodeComponent(graph.Reshape(w.packed.Node(), w.layout.packedDims(dims)...))
@@ -138,6 +139,7 @@ func reshape(c *implicitarray.Call) implicitarray.Value {
 	if w.scaleAxes != nil {
 		out.setScale(scale(w.scale.Node()))
 	}
+	out.Placement = placement
 	return pa.withCore(out)
 }
 
