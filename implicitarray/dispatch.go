@@ -193,6 +193,14 @@ func compareSpecificity(a, b *Rule, n int) (order int, incomparable bool) {
 	return 0, aWins && bWins
 }
 
+func totalSpecificity(r *Rule, n int) int {
+	total := 0
+	for i := range n {
+		total += r.matchAt(i).specificity()
+	}
+	return total
+}
+
 func (r *Rule) patternString() string {
 	parts := make([]string, len(r.Operands))
 	for i, m := range r.Operands {
@@ -243,6 +251,7 @@ type Call struct {
 	dense      func(nodes []*graph.Node) *graph.Node
 	candidates []*Rule
 	next       int
+	fellBack   bool
 }
 
 // Dense applies the op's dense GoMLX implementation, with the call's parameters, to nodes.
@@ -265,15 +274,20 @@ func (c *Call) Next() Value {
 	}
 	r := c.candidates[c.next]
 	c.next++
-	stats.countHandled(c.Op, firstImplicitType(c.Operands))
+	deferredBefore := c.next
 	out := r.Handler(c)
 	if isNil(out) {
 		panic(errors.Errorf("implicitarray: handler %q for %s returned nil", r.Name, r.patternString()))
+	}
+	if c.next == deferredBefore && !c.fellBack {
+		// Counted once, by the handler that answered (not by those that deferred with Next).
+		stats.countHandled(c.Op, firstImplicitType(c.Operands))
 	}
 	return out
 }
 
 func (c *Call) fallback() Value {
+	c.fellBack = true
 	for _, v := range c.Operands {
 		if f, ok := v.(FallbackForbidder); ok && f.ForbidFallback() {
 			panic(forbiddenError{errors.Errorf("no handler for %s with operands %s, and %s forbids materialization",
@@ -353,12 +367,13 @@ func candidates(op Op, operands []Value) []*Rule {
 	}
 	registry.mu.RUnlock()
 	n := len(operands)
+	// A total order: precedence, then total specificity, then registration order (stable).
+	// Strict specificity is checked below for the winner.
 	slices.SortStableFunc(found, func(a, b *Rule) int {
 		if c := cmp.Compare(b.Precedence, a.Precedence); c != 0 {
 			return c
 		}
-		order, _ := compareSpecificity(a, b, n)
-		return -order
+		return cmp.Compare(totalSpecificity(b, n), totalSpecificity(a, n))
 	})
 	// The winner must be strictly more specific than every other rule of its precedence.
 	for _, other := range found[min(1, len(found)):] {

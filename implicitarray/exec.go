@@ -187,8 +187,10 @@ func MustNewExec(backend backends.Backend, fn any) *Exec {
 }
 
 // WithConfig registers a function applied to every graph.Exec this Exec creates (for device
-// assignment, SPMD sharding, ...). It returns e for chaining; call it before the first Call.
+// assignment, ...). It returns e for chaining; call it before the first Call.
 func (e *Exec) WithConfig(configure func(*graph.Exec)) *Exec {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.configure = configure
 	return e
 }
@@ -237,7 +239,8 @@ func (e *Exec) Call1(args ...any) (any, error) {
 // MustCall1 is Call1 that panics on error.
 func (e *Exec) MustCall1(args ...any) any { return e.MustCall(args...)[0] }
 
-// Finalize releases the compiled graphs.
+// Finalize releases the compiled graphs. Call is safe for concurrent use, but Finalize must not
+// run while a Call is in flight.
 func (e *Exec) Finalize() {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -21,8 +21,8 @@ func (k Key) String() string { return fmt.Sprintf("%s(%s)", k.Op, k.Type) }
 // (by the fallback, by handlers, or by a direct call of Materialize). Tests use it to prove a fused
 // path did not materialize.
 type Stats struct {
-	// Handled counts calls answered by a registered handler, per op and the implicit type of the
-	// first implicit operand.
+	// Handled counts calls answered by a registered handler (the one that returned without
+	// deferring with Call.Next), per op and the implicit type of the first implicit operand.
 	Handled map[Key]int
 	// Fallbacks counts calls where no handler matched and the operands were materialized, per op
 	// and implicit operand type (a call with two implicit operands counts for both types).
@@ -65,8 +65,8 @@ func (r *statsRecorder) countHandled(op Op, typeName string) {
 	r.mu.Unlock()
 }
 
-// countFallback records a fallback and returns the keys whose type asks for a warning that was not
-// given yet.
+// countFallback records a fallback and logs the warnings not given yet for the operand types that
+// ask for them.
 func (r *statsRecorder) countFallback(op Op, operands []Value) {
 	r.mu.Lock()
 	var toWarn []Key
