@@ -3,7 +3,7 @@
 // lowerings compiled by XLA, and training with quantization in the loop.
 //
 // This root package is the unified entry point, the Go analogue of eformer's
-// ops.quantization: a Config (Type, BlockSize, Simulate, UseKernel) and functions that dispatch
-// to the format packages nf4, int8 and onebit. The implicit-array machinery they build on is in
+// ops.quantization: a Config (see its fields) and Quantize, QuantizeNode and StraightThrough,
+// which dispatch to the format packages nf4, int8 and onebit. The implicit-array machinery they build on is in
 // implicitarray; the straight-through estimator in ste.
 package quanta

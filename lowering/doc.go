@@ -1,6 +1,7 @@
 // Package lowering turns a quantized dot_general into dense GoMLX graph ops that a backend can
-// fuse. It knows dense ops only: format packages (nf4, and later int8 and onebit) describe their
-// stored components with a type such as Blockwise4 and call DotGeneral with a Strategy.
+// fuse. It knows dense ops only: a format package describes its stored components with a type
+// such as Blockwise4 (NF4's layout; nf4 is its user) and calls DotGeneral with a Strategy. int8
+// and onebit keep their lowerings in their own packages for now.
 //
 // # Blockwise4
 //
@@ -68,9 +69,10 @@
 // no integer, select or gather op, so the decode runs as its own loop and writes a dense float32
 // weight (64 MiB at 4096×4096) that the library kernel then reads back. An all-float decode
 // (SlicedPoly) is taken into the library kernel whole, and there it is slower still (130 ms).
-// With runtime.LibraryFusionFlag in XLA_FLAGS (the quanta runtime's default) (--xla_cpu_experimental_ynn_fusion_type=, empty), the
-// decode, the products and the slice sums become one XLA loop per output parity, split across
-// the cores (outer_dimension_partitions 4), and a small reduction. Two runs of BenchmarkMatMul in
+// With runtime.LibraryFusionFlag (--xla_cpu_experimental_ynn_fusion_type=, empty) in XLA_FLAGS,
+// which the quanta runtime sets by default (runtime.CPUFusedLoops tells the policies), the decode,
+// the products and the slice sums become one XLA loop per output parity, split across the cores
+// (outer_dimension_partitions 4), and a small reduction. Two runs of BenchmarkMatMul in
 // package nf4, one per setting, M = 1, load 4.3 and 4.2 (ms per call):
 //
 //	XLA_FLAGS      dense  materialize  dequantize-dot  mul-reduce  product-table  sliced-poly

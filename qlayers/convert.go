@@ -122,6 +122,8 @@ func (r Report) String() string {
 //
 // It returns an error, leaving the context untouched, for an invalid rule (bad regular
 // expression, invalid Config) or a kernel its format cannot hold; the error names the scope.
+// Every kernel is quantized before the context changes; only a failure of GoMLX's DeleteVariable
+// while writing the results could leave it partly converted.
 func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, error) {
 	compiled := make([]*regexp.Regexp, len(rules))
 	for i, rule := range rules {

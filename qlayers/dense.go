@@ -152,14 +152,13 @@ func quantizedProduct(ctx *context.Context, x *graph.Node, stored []*context.Var
 			panic(errors.Errorf("qlayers.Dense in scope %q: component %q is %s; a %s kernel %s needs %s (%s)",
 				ctx.Scope(), v.Name(), v.Shape(), formatString(format), kernelShape, want[i].Shape(), describeComponents(want)))
 		}
+		// Components loaded from a checkpoint into a fresh context come back trainable; an
+		// optimizer must never see these integer arrays.
 		v.SetTrainable(false)
 		nodes[i] = implicitarray.NodeComponent(v.ValueGraph(g))
 	}
-	w := tmpl.WithComponents(nodes)
-	if format.UseKernel == quanta.Disabled {
-		return graph.Dot(x, graph.ConvertDType(implicitarray.Materialize(w), x.DType()))
-	}
-	return implicitarray.Materialize(implicitarray.MatMul(x, w))
+	// The template carries format.UseKernel: Disabled makes the product materialize the weight.
+	return implicitarray.Materialize(implicitarray.MatMul(x, tmpl.WithComponents(nodes)))
 }
 
 func describeComponents(cs []implicitarray.Component) string {
