@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/pkg/errors"
@@ -214,12 +215,15 @@ func (r *Rule) patternString() string {
 }
 
 var registry = struct {
-	mu    sync.RWMutex
-	rules map[Op][]*Rule
+	mu     sync.RWMutex
+	rules  map[Op][]*Rule
+	frozen atomic.Bool // set by the first dispatch: the registry is read-only afterwards
 }{rules: map[Op][]*Rule{}}
 
-// Register adds a handler rule. Format packages call it from init(). It panics on an invalid rule
-// or on a duplicate (same op, pattern and precedence), as database/sql.Register does.
+// Register adds a handler rule. Format packages call it from init(). It panics on an invalid rule,
+// on a duplicate (same op, pattern and precedence), as database/sql.Register does, and once an
+// implicit operand has been dispatched: the registry is read-only after start-up, so a graph
+// never sees different handlers than the one built before it.
 func Register(rule Rule) {
 	if rule.Op == "" || rule.Handler == nil || len(rule.Operands) == 0 {
 		panic(errors.Errorf("implicitarray.Register: rule %q needs an Op, a Handler and at least one operand Match", rule.Name))
@@ -235,6 +239,10 @@ func Register(rule Rule) {
 			panic(errors.Errorf("implicitarray.Register: duplicate rule %s: %q and %q",
 				rule.patternString(), old.Name, rule.Name))
 		}
+	}
+	if registry.frozen.Load() {
+		panic(errors.Errorf("implicitarray.Register: rule %s %q registered after the first dispatch; "+
+			"register handlers in init()", rule.patternString(), rule.Name))
 	}
 	registry.rules[rule.Op] = append(registry.rules[rule.Op], &rule)
 }
@@ -358,6 +366,7 @@ func mustNotBeNil(operands ...Value) {
 
 // candidates returns the matching rules in dispatch order, panicking on an ambiguity at the top.
 func candidates(op Op, operands []Value) []*Rule {
+	registry.frozen.Store(true)
 	registry.mu.RLock()
 	var found []*Rule
 	for _, r := range registry.rules[op] {

@@ -145,18 +145,25 @@ func TestDispatchAmbiguous(t *testing.T) {
 
 func TestRegisterRejects(t *testing.T) {
 	h := func(c *Call) Value { return nil }
+	// Run after other tests dispatched: a new, valid rule is refused as late.
+	g := graph.NewGraph(newBackend(t), "freeze")
+	Exp(graphToy[plainTag](graph.Const(g, []float32{1}), 1))
+	type lateTag struct{}
 	for _, tc := range []struct {
 		name string
 		rule Rule
+		want string
 	}{
-		{"duplicate", Rule{Op: OpMul, Operands: []Match{TypeOf[*toy[plainTag]](), Dense}, Handler: h}},
-		{"no op", Rule{Operands: []Match{Dense}, Handler: h}},
-		{"no handler", Rule{Op: OpMul, Operands: []Match{Dense}}},
-		{"no operands", Rule{Op: OpMul, Handler: h}},
+		{"duplicate", Rule{Op: OpMul, Operands: []Match{TypeOf[*toy[plainTag]](), Dense}, Handler: h}, "duplicate"},
+		{"no op", Rule{Operands: []Match{Dense}, Handler: h}, "needs an Op"},
+		{"no handler", Rule{Op: OpMul, Operands: []Match{Dense}}, "needs an Op"},
+		{"no operands", Rule{Op: OpMul, Handler: h}, "needs an Op"},
+		{"after the first dispatch", Rule{Op: OpMul, Operands: []Match{TypeOf[*toy[lateTag]]()}, Handler: h}, "after the first dispatch"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := recoverError(func() { Register(tc.rule) }); err == nil {
-				t.Fatal("Register accepted the rule")
+			err := recoverError(func() { Register(tc.rule) })
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Register: got %v, want an error mentioning %q", err, tc.want)
 			}
 		})
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // ErrDeleted is returned (or panicked, in graph code) when a deleted Array is used.
-var ErrDeleted = errors.New("int8 array was deleted")
+var ErrDeleted = errors.New("int8: array was deleted")
 
 // Array is eformer's Array8B: a float array stored as int8 codes (Weight, same shape as the
 // logical array) times a float Scale (the logical rank, size 1 on the quantized axes). See the

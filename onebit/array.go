@@ -13,6 +13,9 @@ import (
 	"github.com/quanta-ml/quanta/mesh"
 )
 
+// ErrDeleted is returned (host side) or panicked (graph side) when an array is used after Delete.
+var ErrDeleted = errors.New("onebit: array was deleted")
+
 // Array holds binary or ternary values packed 2 bits each, 4 a byte along the first axis, in
 // eformer's Array1B layout (TwoBit), with an optional float32 scale. See the package
 // documentation for the layout, the scale and the operations.
@@ -71,7 +74,7 @@ func (c *core) typeName() string {
 
 func (c *core) checkLive(what string) {
 	if c.deleted {
-		panic(errors.Errorf("%s.%s: the array %s was deleted (Delete freed its packed bytes); quantize or load it again",
+		panic(errors.Wrapf(ErrDeleted, "%s.%s of %s (Delete freed its packed bytes; quantize or load it again)",
 			c.typeName(), what, c.shape))
 	}
 }

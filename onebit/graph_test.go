@@ -1,6 +1,7 @@
 package onebit_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand"
@@ -454,8 +455,8 @@ func TestDelete(t *testing.T) {
 		t.Fatal("not deleted")
 	}
 	_, err := implicitarray.MaterializeOnHost(backend, a)
-	if err == nil || !strings.Contains(err.Error(), "deleted") {
-		t.Fatalf("use after Delete: %v", err)
+	if !errors.Is(err, onebit.ErrDeleted) {
+		t.Fatalf("use after Delete: %v, want onebit.ErrDeleted", err)
 	}
 	if _, err := a.Values(); err == nil || !strings.Contains(err.Error(), "deleted") {
 		t.Fatalf("Values after Delete: %v", err)

@@ -1,6 +1,9 @@
 package qlayers
 
 import (
+	"fmt"
+	"sync"
+
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -32,7 +35,21 @@ func fakeQuantize(w *graph.Node, cfg quanta.Config) *graph.Node {
 }
 
 // template returns a host-side array of cfg's format for a kernel of the given logical shape: the
-// static metadata and component shapes that the stored components are put into.
+// static metadata and component shapes that the stored components are put into. Templates are
+// quantized once per shape and format (of a zero kernel) and kept for the process, so building a
+// graph does not quantize a weight-sized tensor each time.
 func template(shape shapes.Shape, cfg quanta.Config) (implicitarray.Array, error) {
-	return quantizeHost(tensors.FromShape(shape), cfg)
+	key := fmt.Sprintf("%s %s kernel=%d", shape, formatString(cfg), cfg.UseKernel)
+	if t, ok := templates.Load(key); ok {
+		return t.(implicitarray.Array), nil
+	}
+	t, err := quantizeHost(tensors.FromShape(shape), cfg)
+	if err != nil {
+		return nil, err
+	}
+	templates.Store(key, t)
+	return t, nil
 }
+
+// templates caches template's arrays by shape and format.
+var templates sync.Map
