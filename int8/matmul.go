@@ -7,6 +7,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/runtime"
 )
 
@@ -328,13 +329,7 @@ func slabProduct(x *graph.Node, xs side, q *graph.Node, ws side, wIsRhs bool) *g
 		end := min(dimK, start+size)
 		wc := graph.ConvertDType(slice(q, wAxis, start, end), x.DType())
 		if acc != nil {
-			first := make([]graph.SliceAxisSpec, acc.Rank())
-			for a := range first {
-				first[a] = graph.AxisElem(0)
-			}
-			element := graph.Reshape(graph.Slice(acc, first...))
-			zero := graph.Mul(graph.ConvertDType(graph.IsFinite(element), x.DType()), graph.ScalarZero(x.Graph(), x.DType()))
-			wc = graph.Add(wc, graph.BroadcastToDims(zero, wc.Shape().Dimensions...))
+			wc = lowering.After(acc, wc)
 		}
 		d := dot(slice(x, xAxis, start, end), xs, wc, ws, wIsRhs)
 		if acc == nil {

@@ -15,6 +15,18 @@ const SlabMaxRows = 64
 // 14.5 / 87); without slabs 25 / 36 / 106.
 const SlabBytes = 4 << 20
 
+// After returns x plus a term that is always exactly zero but computed from prev (IsFinite of one
+// of prev's values, times zero: never NaN), so XLA schedules x's producer after prev. Chaining the
+// slabs of a product this way makes XLA run them in order and reuse one buffer for all of them.
+func After(prev, x *graph.Node) *graph.Node {
+	one := prev
+	for one.Rank() > 0 {
+		one = graph.Squeeze(graph.SliceAxis(one, 0, graph.AxisElem(0)), 0)
+	}
+	zero := graph.Mul(graph.ConvertDType(graph.IsFinite(one), x.DType()), graph.ScalarZero(x.Graph(), x.DType()))
+	return graph.Add(x, graph.BroadcastToDims(zero, x.Shape().Dimensions...))
+}
+
 // slabDot: x2 (M, K) times the weight (K, N) with blocks along N (BlocksFree), decoded a slab of
 // rows at a time into a float (rows, N) block of about SlabBytes that one dot consumes. Each
 // slab's decode depends on the previous partial product through a term that is always exactly
@@ -32,9 +44,7 @@ func slabDot(x2 *graph.Node, w Blockwise4, cdt dtypes.DType, decode func(Blockwi
 		sub.Packed, sub.Scales = graph.SliceAxis(w.Packed, 0, r), graph.SliceAxis(w.Scales, 0, r)
 		dense := decode(sub) // (rows, N)
 		if acc != nil {
-			first := graph.Reshape(graph.SliceAxis(graph.SliceAxis(acc, 0, graph.AxisElem(0)), 1, graph.AxisElem(0)))
-			zero := graph.Mul(graph.ConvertDType(graph.IsFinite(first), cdt), graph.ScalarZero(x2.Graph(), cdt))
-			dense = graph.Add(dense, graph.BroadcastToDims(zero, dense.Shape().Dimensions...))
+			dense = After(acc, dense)
 		}
 		d := graph.Dot(graph.SliceAxis(x2, 1, r), dense)
 		if acc == nil {
