@@ -102,6 +102,17 @@ func (s Strategy) Applicable(layout Layout) bool {
 	return false
 }
 
+// requirement says which weights a fused strategy serves, for error messages.
+func (s Strategy) requirement() string {
+	switch s {
+	case BlockFactored:
+		return "rank-2 weights contracted on their last (block) axis"
+	case SlicedPoly:
+		return "rank-2 weights contracted on their first axis (blocks free: x @ W)"
+	}
+	return "rank-2 weights with one contracting axis and no batch axes"
+}
+
 // DotGeneral computes graph.DotGeneral(lhs, ..., rhs, ...) where one side is the quantized weight
 // w and the other the dense activation x: with weightOnLeft the weight is lhs. Axes may be
 // negative. Products accumulate in float32 (float64 when x or the scales are float64) and the
@@ -119,8 +130,7 @@ func DotGeneral(x *graph.Node, xContractingAxes, xBatchAxes []int, w Blockwise4,
 	}
 	if !s.Applicable(layout) {
 		panic(errors.Errorf("lowering.DotGeneral: strategy %s cannot serve weight %v contracting %v batch %v; "+
-			"accepted: %s for rank-2 weights with one contracting axis%s, or DequantizeDot for any", s, wDims, wc, wb, s,
-			map[bool]string{true: " (the last, block axis)"}[s == BlockFactored]))
+			"accepted: %s for %s, or DequantizeDot for any", s, wDims, wc, wb, s, s.requirement()))
 	}
 	cdt := computeDType(x.DType(), w.Scales.DType())
 	xc32 := graph.ConvertDType(x, cdt)
