@@ -286,23 +286,13 @@ func markdown(rep report) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "Backend: %s; activations %s; K=%d, N=%d; XLA_FLAGS=%q.\n", rep.Backend, rep.DType, *flagK, *flagN, rep.XLAFlags)
 	fmt.Fprintf(&sb, "Cells: ms per layer (speed-up vs dense in the same run). %s.\n\n", rep.Note)
-	sb.WriteString("| format | bytes/param | chain for M<512 |")
-	for _, m := range ms {
-		fmt.Fprintf(&sb, " M=%d |", m)
-	}
-	sb.WriteString("\n|---|---|---|")
-	for range ms {
-		sb.WriteString("---|")
-	}
-	sb.WriteString("\n")
+	writeHeader(&sb, []string{"format", "bytes/param", "chain for M<512"}, ms)
 	for _, name := range names {
 		cells := byCell[name]
 		var bytes int64
-		for _, r := range cells {
-			bytes = r.WeightBytes
-		}
 		chain := "—"
 		for _, r := range cells {
+			bytes = r.WeightBytes
 			if r.M < 512 {
 				chain = fmt.Sprintf("%d × %.1f MiB", r.Layers, float64(r.WeightBytes)/(1<<20))
 			}
@@ -320,15 +310,7 @@ func markdown(rep report) string {
 	}
 	if rep.PeakGBps > 0 {
 		fmt.Fprintf(&sb, "\nAchieved weight bandwidth: GB/s of stored weight bytes (fraction of the %.0f GB/s peak).\n\n", rep.PeakGBps)
-		sb.WriteString("| format |")
-		for _, m := range ms {
-			fmt.Fprintf(&sb, " M=%d |", m)
-		}
-		sb.WriteString("\n|---|")
-		for range ms {
-			sb.WriteString("---|")
-		}
-		sb.WriteString("\n")
+		writeHeader(&sb, []string{"format"}, ms)
 		for _, name := range names {
 			fmt.Fprintf(&sb, "| %s |", name)
 			for _, m := range ms {
@@ -342,4 +324,16 @@ func markdown(rep report) string {
 		}
 	}
 	return sb.String()
+}
+
+// writeHeader writes a markdown table header: the leading columns, then one per M.
+func writeHeader(sb *strings.Builder, leading []string, ms []int) {
+	sb.WriteString("|")
+	for _, c := range leading {
+		sb.WriteString(" " + c + " |")
+	}
+	for _, m := range ms {
+		fmt.Fprintf(sb, " M=%d |", m)
+	}
+	sb.WriteString("\n|" + strings.Repeat("---|", len(leading)+len(ms)) + "\n")
 }
