@@ -12,13 +12,16 @@ GOTEST_FLAGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help setup doctor demo vet test test-all bench conformance bench-peer
+.PHONY: help setup assets doctor demo vet test test-all bench conformance bench-peer
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 setup: ## install the XLA CPU PJRT plugin (PyPI wheel) as ~/.local/lib/go-xla/pjrt_c_api_cpu_plugin.so
 	@scripts/setup-xla.sh
+
+assets: ## fetch the real models and data (SmolLM2, MiniLM, Fashion-MNIST) into ~/.cache/quanta/assets, sha256-pinned
+	@scripts/fetch-assets.sh
 
 doctor: ## report the backend quanta runs on (exit 0: XLA; 3: pure-Go fallback)
 	$(GO) run ./cmd/quanta doctor

