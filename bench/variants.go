@@ -8,6 +8,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/lowering"
 )
 
 const denseName = "dense"
@@ -32,9 +33,8 @@ func quantized(name string, cfg quanta.Config) []variant {
 				if err != nil {
 					return nil, 0, err
 				}
-				a := q.(implicitarray.Array)
-				out[i] = a
-				bytes = componentBytes(a)
+				out[i] = q
+				bytes = componentBytes(q)
 			}
 			return out, bytes, nil
 		}
@@ -43,7 +43,7 @@ func quantized(name string, cfg quanta.Config) []variant {
 		return implicitarray.Materialize(implicitarray.MatMul(y, w))
 	}
 	materialized := cfg
-	materialized.UseKernel = quanta.Disabled
+	materialized.Strategy = lowering.Materialize
 	return []variant{
 		{name: name, prepare: prepare(cfg), product: fused},
 		{name: name + " materialize-then-dot", prepare: prepare(materialized), product: fused},

@@ -49,12 +49,6 @@ type Array interface {
 	Materialize() Value
 }
 
-// MaterializeWarner is implemented by Array types that want a warning (once per type and op)
-// when the generic fallback materializes them — eformer's warn_on_materialize.
-type MaterializeWarner interface {
-	WarnOnMaterialize() bool
-}
-
 // Component is one stored array of an implicit array: a host tensor outside a graph, a graph node
 // inside one, or a nested implicit Array (on either side).
 type Component struct {

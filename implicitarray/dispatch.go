@@ -49,10 +49,10 @@ const (
 	OpReduceSum      Op = "reduce_sum"
 	OpReduceMax      Op = "reduce_max"
 	OpReduceMin      Op = "reduce_min"
-	OpReduceProduct  Op = "reduce_prod"
+	OpReduceMultiply Op = "reduce_prod"
 )
 
-// Sentinel errors, for errors.Is on a recovered panic.
+// Sentinel errors, for errors.Is on a recovered panic (graph side) or a returned error (host side).
 var (
 	// ErrAmbiguous: two handlers of the same precedence match and neither is more specific.
 	ErrAmbiguous = errors.New("ambiguous handlers")
@@ -60,13 +60,35 @@ var (
 	ErrNoHandler = errors.New("no handler")
 	// ErrMaterializationForbidden: the generic fallback would materialize a type that forbids it.
 	ErrMaterializationForbidden = errors.New("materialization forbidden")
+	// ErrDeleted: an array whose buffers were released (Delete) was used.
+	ErrDeleted = errors.New("array was deleted")
 )
 
-// FallbackForbidder is implemented by Array types that must never be silently densified: when no
-// handler matches them, the call panics with an error that matches both ErrNoHandler and
-// ErrMaterializationForbidden instead of falling back.
-type FallbackForbidder interface {
-	ForbidFallback() bool
+// Fallback is what the generic fallback does with an implicit operand no handler serves.
+type Fallback int
+
+const (
+	// FallbackSilent materializes the operand, applies the dense op and counts it in Stats.
+	FallbackSilent Fallback = iota
+	// FallbackWarn does the same and also logs a warning once per op and type (see SetLogger).
+	FallbackWarn
+	// FallbackForbid panics with an error matching ErrNoHandler and ErrMaterializationForbidden:
+	// for types that must never be silently densified.
+	FallbackForbid
+)
+
+// FallbackPolicy is implemented by Array types that choose what the generic fallback does with
+// them; types that do not implement it get FallbackSilent.
+type FallbackPolicy interface {
+	FallbackPolicy() Fallback
+}
+
+// fallbackOf returns v's fallback policy.
+func fallbackOf(v Value) Fallback {
+	if f, ok := v.(FallbackPolicy); ok {
+		return f.FallbackPolicy()
+	}
+	return FallbackSilent
 }
 
 type matchKind int
@@ -265,8 +287,9 @@ type Call struct {
 // Dense applies the op's dense GoMLX implementation, with the call's parameters, to nodes.
 func (c *Call) Dense(nodes ...*graph.Node) *graph.Node { return c.dense(nodes) }
 
-// MaterializeAndApply materializes every implicit operand and applies the dense op: what eformer's
-// "materialize" handlers do. It counts materializations but not a fallback.
+// MaterializeAndApply materializes every implicit operand and applies the dense op, for handlers
+// that serve some parameters and materialize for others. It counts materializations but not a
+// fallback.
 func (c *Call) MaterializeAndApply() *graph.Node {
 	nodes := make([]*graph.Node, len(c.Operands))
 	for i, v := range c.Operands {
@@ -297,7 +320,7 @@ func (c *Call) Next() Value {
 func (c *Call) fallback() Value {
 	c.fellBack = true
 	for _, v := range c.Operands {
-		if f, ok := v.(FallbackForbidder); ok && f.ForbidFallback() {
+		if _, ok := v.(Array); ok && fallbackOf(v) == FallbackForbid {
 			panic(forbiddenError{errors.Errorf("no handler for %s with operands %s, and %s forbids materialization",
 				c.Op, describeAll(c.Operands), TypeName(v))})
 		}

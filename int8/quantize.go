@@ -101,8 +101,8 @@ func QuantizeAs(t *tensors.Tensor, dtype dtypes.DType, axes ...int) (*Array, err
 		return nil, errors.WithMessagef(err, "int8.Quantize of %s", s)
 	}
 	weight := tensors.FromFlatDataAndDimensions(q, s.Dimensions...)
-	return &Array{weight: implicitarray.TensorComponent(weight), scale: implicitarray.TensorComponent(scale),
-		shape: shapes.Make(dtype, s.Dimensions...), axes: norm}, nil
+	return newArray(implicitarray.TensorComponent(weight), implicitarray.TensorComponent(scale),
+		shapes.Make(dtype, s.Dimensions...), norm), nil
 }
 
 // newScale wraps the scale values in a tensor, unless quantizing failed.
@@ -374,6 +374,6 @@ func quantizeNodeAs(x *graph.Node, dtype dtypes.DType, axes ...int) *Array {
 	}
 	r := graph.Round(round(ratio))
 	q := graph.ConvertDType(graph.ClipScalar(r, qMin, qMax), dtypes.Int8)
-	return &Array{weight: implicitarray.NodeComponent(q), scale: implicitarray.NodeComponent(scale),
-		shape: shapes.Make(dtype, s.Dimensions...), axes: norm}
+	return newArray(implicitarray.NodeComponent(q), implicitarray.NodeComponent(scale),
+		shapes.Make(dtype, s.Dimensions...), norm)
 }

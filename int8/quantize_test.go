@@ -141,7 +141,7 @@ func TestQuantizeLayoutAndAccessors(t *testing.T) {
 		if got := a.Scale().Shape().Dimensions; !equalInts(got, tc.wantScale) {
 			t.Errorf("axes %v: scale %v, want %v", tc.axes, got, tc.wantScale)
 		}
-		if a.Bytes() != 4*6+4*tc.wantScale[0]*tc.wantScale[1] {
+		if a.Bytes() != int64(4*6+4*tc.wantScale[0]*tc.wantScale[1]) {
 			t.Errorf("axes %v: Bytes %d", tc.axes, a.Bytes())
 		}
 	}

@@ -14,9 +14,9 @@ import (
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/lowering"
-	"github.com/quanta-ml/quanta/mesh"
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/runtime"
+	"github.com/quanta-ml/quanta/sharding"
 )
 
 func TestQuantizeBadInput(t *testing.T) {
@@ -99,7 +99,7 @@ func TestDelete(t *testing.T) {
 		t.Fatal("IsDeleted false after Delete")
 	}
 	_, err := implicitarray.MaterializeOnHost(backend, a)
-	if err == nil || !errors.Is(err, nf4.ErrDeleted) {
+	if err == nil || !errors.Is(err, implicitarray.ErrDeleted) {
 		t.Errorf("using a deleted array: %v, want ErrDeleted", err)
 	}
 }
@@ -109,7 +109,7 @@ func TestSharding(t *testing.T) {
 	if a.IsSharded() {
 		t.Fatal("fresh array is sharded")
 	}
-	m := mesh.MustNewMesh([]string{"data", "model"}, []int{2, 2})
+	m := sharding.MustNewMesh([]string{"data", "model"}, []int{2, 2})
 	b, err := a.WithMeshAndAxis(m, []any{nil, "model"})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func TestSharding(t *testing.T) {
 	if !strings.Contains(b.Metadata(), "P(None, 'model')") {
 		t.Errorf("metadata %q does not carry the spec", b.Metadata())
 	}
-	if c := b.Reshard(mesh.Sharding{}); c.IsSharded() {
+	if c := b.WithSharding(sharding.Sharding{}); c.IsSharded() {
 		t.Errorf("Reshard(zero) kept a sharding")
 	}
 	if _, err := a.WithMeshAndAxis(m, "expert"); err == nil {
@@ -139,17 +139,17 @@ func TestSharding(t *testing.T) {
 // 4 devices (mesh.NF4Specs): a sharded last axis shards the block axis of packed and absmax.
 func TestComponentSpecs(t *testing.T) {
 	a := nf4.MustQuantize(randomTensor(2, 8, 256), 64)
-	m := mesh.MustNewMesh([]string{"model"}, []int{4})
+	m := sharding.MustNewMesh([]string{"model"}, []int{4})
 	for _, tc := range []struct {
 		name    string
-		spec    mesh.PartitionSpec
+		spec    sharding.PartitionSpec
 		want    []string // packed, absmax
 		wantErr string
 	}{
-		{"columns", mesh.PartitionSpec{nil, {"model"}}, []string{"P(None, 'model', None)", "P(None, 'model')"}, ""},
-		{"rows", mesh.PartitionSpec{{"model"}}, []string{"P('model', None, None)", "P('model', None)"}, ""},
+		{"columns", sharding.PartitionSpec{nil, {"model"}}, []string{"P(None, 'model', None)", "P(None, 'model')"}, ""},
+		{"rows", sharding.PartitionSpec{{"model"}}, []string{"P('model', None, None)", "P('model', None)"}, ""},
 		{"replicated", nil, []string{"P(None, None, None)", "P(None, None)"}, ""},
-		{"unknown axis", mesh.PartitionSpec{{"data"}}, nil, "unknown mesh axis"},
+		{"unknown axis", sharding.PartitionSpec{{"data"}}, nil, "unknown mesh axis"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			specs, err := a.ComponentSpecs(m, tc.spec)
@@ -169,7 +169,7 @@ func TestComponentSpecs(t *testing.T) {
 	}
 	// Blocks of 128 over 4 shards of 64 columns would straddle shards: rejected by both.
 	b := nf4.MustQuantize(randomTensor(2, 8, 256), 128)
-	if _, err := b.ComponentSpecs(m, mesh.PartitionSpec{nil, {"model"}}); err == nil || !strings.Contains(err.Error(), "straddle") {
+	if _, err := b.ComponentSpecs(m, sharding.PartitionSpec{nil, {"model"}}); err == nil || !strings.Contains(err.Error(), "straddle") {
 		t.Errorf("ComponentSpecs with straddling blocks: %v", err)
 	}
 	if _, err := b.WithMeshAndAxis(m, []any{nil, "model"}); err == nil || !strings.Contains(err.Error(), "straddle") {

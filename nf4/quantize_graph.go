@@ -2,11 +2,11 @@ package nf4
 
 import (
 	"math"
+	"slices"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/pkg/errors"
-	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/lowering"
 )
 
@@ -33,7 +33,7 @@ func QuantizeNode(x *graph.Node, blockSize int) *Array {
 	dt := shape.DType
 	dim := shape.Dim(-1)
 	nb := numBlocks(dim, blockSize)
-	x = lowering.ZeroPadAxis(x, -1, nb*blockSize-dim)
+	x = zeroPadLastAxis(x, nb*blockSize-dim)
 	lead := shape.Dimensions[:shape.Rank()-1]
 	blocks := graph.Reshape(x, append(append([]int(nil), lead...), nb, blockSize)...)
 	var absmax, normalized *graph.Node
@@ -67,20 +67,25 @@ func QuantizeNode(x *graph.Node, blockSize int) *Array {
 	diff := graph.Sub(n, cb)
 	codes := graph.ArgMin(graph.Abs(diff), -1, dtypes.Uint8)
 	packed := lowering.Pack(codes)
-	return &Array{
-		packed:    implicitarray.NodeComponent(packed),
-		absmax:    implicitarray.NodeComponent(absmax),
-		shape:     shape,
-		blockSize: blockSize,
-	}
+	return newNodeArray(packed, absmax, shape, blockSize)
 }
 
-// requantize quantizes dense with like's block size, keeping like's sharding and strategy: the
-// second rounding of eformer's reshape/transpose/broadcast handlers.
+// requantize quantizes dense with like's block size and strategy: the second rounding of a
+// reshape, transpose or broadcast that moves the block axis.
 func requantize(dense *graph.Node, like *Array) *Array {
-	b := QuantizeNode(dense, like.blockSize)
-	b.Placement, b.strategy = like.Placement, like.strategy
-	return b
+	return QuantizeNode(dense, like.blockSize).WithStrategy(like.Strategy())
+}
+
+// zeroPadLastAxis appends extra zeros to the last axis of x (with a Concatenate: the pure-Go
+// backend has no Pad).
+func zeroPadLastAxis(x *graph.Node, extra int) *graph.Node {
+	if extra == 0 {
+		return x
+	}
+	dims := slices.Clone(x.Shape().Dimensions)
+	dims[len(dims)-1] = extra
+	zeros := graph.BroadcastToDims(graph.ScalarZero(x.Graph(), x.DType()), dims...)
+	return graph.Concatenate([]*graph.Node{x, zeros}, -1)
 }
 
 // denominator is absmax + tiny(dt) rounded to dt, for a bfloat16 or float16 absmax held in

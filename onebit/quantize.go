@@ -221,13 +221,9 @@ func quantize(what string, l Layout, r rule, t *tensors.Tensor, opts []Option) (
 			}
 		}
 	}
-	c := core{
-		layout: l,
-		packed: implicitarray.TensorComponent(tensors.FromFlatDataAndDimensions(l.packValues(values, dims), l.packedDims(dims)...)),
-		shape:  shapes.Make(dtype, dims...),
-	}
+	packed := implicitarray.TensorComponent(tensors.FromFlatDataAndDimensions(l.packValues(values, dims), l.packedDims(dims)...))
+	var scaleComp implicitarray.Component
 	if scaled {
-		c.scaleAxes = scaleAxes
 		scaleDims := slices.Clone(dims)
 		for _, a := range scaleAxes {
 			scaleDims[a] = 1
@@ -236,8 +232,11 @@ func quantize(what string, l Layout, r rule, t *tensors.Tensor, opts []Option) (
 		for i, v := range scale {
 			s32[i] = float32(v)
 		}
-		c.scale = implicitarray.TensorComponent(tensors.FromFlatDataAndDimensions(s32, scaleDims...))
+		scaleComp = implicitarray.TensorComponent(tensors.FromFlatDataAndDimensions(s32, scaleDims...))
+	} else {
+		scaleAxes = nil
 	}
+	c := newCore(l, shapes.Make(dtype, dims...), packed, scaleComp, scaleAxes)
 	return c, nil
 }
 

@@ -1,8 +1,6 @@
 package onebit
 
 import (
-	"slices"
-
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -48,16 +46,13 @@ type ruled struct {
 }
 
 func (q ruled) pack() core {
-	c := core{
-		layout: TwoBit,
-		packed: implicitarray.NodeComponent(packValues(TwoBit, q.values)),
-		shape:  shapes.Make(q.dtype, q.values.Shape().Dimensions...),
-	}
+	var scale implicitarray.Component
+	var scaleAxes []int
 	if q.scale != nil {
-		c.scaleAxes = slices.Clone(q.scaleAxes)
-		c.scale = implicitarray.NodeComponent(q.scale)
+		scale, scaleAxes = implicitarray.NodeComponent(q.scale), q.scaleAxes
 	}
-	return c
+	return newCore(TwoBit, shapes.Make(q.dtype, q.values.Shape().Dimensions...),
+		implicitarray.NodeComponent(packValues(TwoBit, q.values)), scale, scaleAxes)
 }
 
 // dense is the materialized value, computed as core.Materialize computes it from the packed bytes.
@@ -139,4 +134,32 @@ func ruleNode(what string, r rule, x *graph.Node, opts []Option, packable bool) 
 			graph.Where(graph.LessThan(xf, graph.Neg(threshold)), minusOne, zero))
 	}
 	return ruled{values: values, scale: scale, scaleAxes: scaleAxes, dtype: dtype}
+}
+
+// packValues packs an int8 node of values (valid for the layout) into the layout's bytes. The
+// first dimension must be a multiple of ValuesPerByte (callers check).
+func packValues(l Layout, values *graph.Node) *graph.Node {
+	g := values.Graph()
+	dims := values.Shape().Dimensions
+	groups := l.ValuesPerByte()
+	var codes *graph.Node
+	if l == OneBit {
+		codes = graph.Where(graph.GreaterThan(values, graph.Scalar(g, values.DType(), 0)),
+			graph.Scalar(g, dtypes.Uint8, 1), graph.Scalar(g, dtypes.Uint8, 0))
+	} else {
+		codes = graph.ConvertDType(graph.Add(values, graph.Scalar(g, values.DType(), 1)), dtypes.Uint8)
+	}
+	split := append([]int{groups, dims[0] / groups}, dims[1:]...)
+	codes = graph.Reshape(codes, split...)
+	var packed *graph.Node
+	for i := range groups {
+		c := graph.Squeeze(graph.SliceAxis(codes, 0, graph.AxisElem(i)), 0)
+		if i > 0 {
+			c = graph.Mul(c, graph.Scalar(g, dtypes.Uint8, 1<<(l.bitsPerValue()*i)))
+			packed = graph.Add(packed, c)
+		} else {
+			packed = c
+		}
+	}
+	return packed
 }

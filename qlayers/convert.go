@@ -173,7 +173,7 @@ func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, 
 		if err != nil {
 			return Report{}, errors.WithMessagef(err, "qlayers.QuantizeContext: reading %s", v.ScopeAndName())
 		}
-		q, err := quantizeHost(value, cfg)
+		q, err := quanta.Quantize(value, cfg)
 		if err != nil {
 			return Report{}, errors.WithMessagef(err, "qlayers.QuantizeContext: %s %s with rule %d (%q)",
 				v.ScopeAndName(), v.Shape(), rule, rules[rule].Scope)

@@ -135,7 +135,7 @@ func quantizedProduct(ctx *context.Context, x *graph.Node, stored []*context.Var
 			panic(errors.Errorf("qlayers.Dense in scope %q: parameter %s=%v is not a format; accepted: the form \"nf4/64\" "+
 				"that QuantizeContext writes", ctx.Scope(), FormatParam, s))
 		}
-		format.UseKernel = cfg.UseKernel
+		format.Strategy = cfg.Strategy
 	}
 	tmpl, err := template(kernelShape, format)
 	if err != nil {
@@ -157,7 +157,7 @@ func quantizedProduct(ctx *context.Context, x *graph.Node, stored []*context.Var
 		v.SetTrainable(false)
 		nodes[i] = implicitarray.NodeComponent(v.ValueGraph(g))
 	}
-	// The template carries format.UseKernel: Disabled makes the product materialize the weight.
+	// The template carries the strategy of cfg.
 	return implicitarray.Materialize(implicitarray.MatMul(x, tmpl.WithComponents(nodes)))
 }
 

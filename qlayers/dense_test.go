@@ -15,6 +15,7 @@ import (
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/onebit"
 	"github.com/quanta-ml/quanta/qlayers"
@@ -148,12 +149,12 @@ func TestDenseInference(t *testing.T) {
 				t.Errorf("the float kernel was kept without Options.KeepFloat")
 			}
 
-			for _, useKernel := range []quanta.Toggle{quanta.Default, quanta.Disabled} {
+			for _, s := range []lowering.Strategy{lowering.Auto, lowering.Materialize} {
 				c := cfg
-				c.UseKernel = useKernel
+				c.Strategy = s
 				got := context.MustExecOnce(backend, ctx, layer(c), x)
 				if d := maxDiff(flat(t, got), want); d > 1e-3 {
-					t.Errorf("UseKernel=%d: quantized inference differs from x·materialize(W)+b by %g", useKernel, d)
+					t.Errorf("strategy %s: quantized inference differs from x·materialize(W)+b by %g", s, d)
 				}
 			}
 

@@ -1,4 +1,4 @@
-package mesh
+package sharding
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/distributed"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/pkg/errors"
-	"github.com/quanta-ml/quanta/runtime"
 )
 
 // Equal reports whether two meshes have the same axis names and sizes, in the same order.
@@ -24,12 +23,12 @@ func (m *Mesh) Equal(o *Mesh) bool {
 func (m *Mesh) DeviceMesh() (*distributed.DeviceMesh, error) {
 	m.deviceMeshOnce.Do(func() {
 		if len(m.names) == 0 {
-			m.deviceMeshErr = errors.New("mesh: a Mesh with no axes (build it with mesh.NewMesh)")
+			m.deviceMeshErr = errors.New("sharding: a Mesh with no axes (build it with mesh.NewMesh)")
 			return
 		}
 		m.deviceMesh, m.deviceMeshErr = distributed.NewDeviceMesh(slices.Clone(m.sizes), slices.Clone(m.names))
 		if m.deviceMeshErr != nil {
-			m.deviceMeshErr = errors.WithMessagef(m.deviceMeshErr, "mesh: converting %s to a distributed.DeviceMesh", m)
+			m.deviceMeshErr = errors.WithMessagef(m.deviceMeshErr, "sharding: converting %s to a distributed.DeviceMesh", m)
 		}
 	})
 	return m.deviceMesh, m.deviceMeshErr
@@ -39,14 +38,14 @@ func (m *Mesh) DeviceMesh() (*distributed.DeviceMesh, error) {
 // mesh, the backend and, on XLA CPU, how to get more devices (QUANTA_CPU_DEVICES).
 func (m *Mesh) CheckDevices(backend backends.Backend) error {
 	if backend == nil {
-		return errors.Errorf("mesh: %s: nil backend", m)
+		return errors.Errorf("sharding: %s: nil backend", m)
 	}
 	if need, have := m.NumDevices(), backend.NumDevices(); need > have {
 		hint := ""
-		if runtime.IsXLA(backend) {
-			hint = fmt.Sprintf("; on XLA CPU, set %s=%d before the backend starts", runtime.CPUDevicesEnv, need)
+		if backend.Name() == "xla" {
+			hint = fmt.Sprintf("; on XLA CPU, start the backend with %d virtual devices (quanta's runtime: QUANTA_CPU_DEVICES=%d)", need, need)
 		}
-		return errors.Errorf("mesh: %s needs %d devices, backend %q has %d%s", m, need, backend.Name(), have, hint)
+		return errors.Errorf("sharding: %s needs %d devices, backend %q has %d%s", m, need, backend.Name(), have, hint)
 	}
 	return nil
 }
@@ -56,10 +55,10 @@ func (m *Mesh) CheckDevices(backend backends.Backend) error {
 // spec against m and the rank as Validate does, without the divisibility check.
 func NumShards(m *Mesh, spec PartitionSpec, rank int) ([]int, error) {
 	if m == nil {
-		return nil, errors.Errorf("mesh: spec %s needs a mesh, got nil", spec)
+		return nil, errors.Errorf("sharding: spec %s needs a mesh, got nil", spec)
 	}
 	if len(spec) > rank {
-		return nil, errors.Errorf("mesh: spec %s has %d axes, more than the array's rank %d (mesh %s)", spec, len(spec), rank, m)
+		return nil, errors.Errorf("sharding: spec %s has %d axes, more than the array's rank %d (mesh %s)", spec, len(spec), rank, m)
 	}
 	n := make([]int, rank)
 	var used []string
@@ -71,10 +70,10 @@ func NumShards(m *Mesh, spec PartitionSpec, rank int) ([]int, error) {
 		for _, name := range spec[axis] {
 			size, err := m.AxisSize(name)
 			if err != nil {
-				return nil, errors.Errorf("mesh: spec %s, axis %d: unknown mesh axis %q; mesh %s has axes %q", spec, axis, name, m, m.names)
+				return nil, errors.Errorf("sharding: spec %s, axis %d: unknown mesh axis %q; mesh %s has axes %q", spec, axis, name, m, m.names)
 			}
 			if slices.Contains(used, name) {
-				return nil, errors.Errorf("mesh: spec %s uses mesh axis %q twice (mesh %s); accepted: each mesh axis shards at most one array axis, once", spec, name, m)
+				return nil, errors.Errorf("sharding: spec %s uses mesh axis %q twice (mesh %s); accepted: each mesh axis shards at most one array axis, once", spec, name, m)
 			}
 			used = append(used, name)
 			n[axis] *= size
@@ -94,7 +93,7 @@ func Validate(m *Mesh, spec PartitionSpec, shape shapes.Shape) error {
 	}
 	for axis, shards := range n {
 		if dim := shape.Dimensions[axis]; dim%shards != 0 {
-			return errors.Errorf("mesh: spec %s, shape %s, mesh %s: axis %d (size %d) is not divisible by %d, the number of shards of mesh axes %q",
+			return errors.Errorf("sharding: spec %s, shape %s, mesh %s: axis %d (size %d) is not divisible by %d, the number of shards of mesh axes %q",
 				spec, shape, m, axis, dim, shards, spec[axis])
 		}
 	}
@@ -134,16 +133,16 @@ func ShardingSpec(m *Mesh, spec PartitionSpec, shape shapes.Shape) (*distributed
 	}
 	s, err := distributed.NewShardingSpec(dm, axes...)
 	if err != nil {
-		return nil, errors.WithMessagef(err, "mesh: spec %s, shape %s, mesh %s", spec, shape, m)
+		return nil, errors.WithMessagef(err, "sharding: spec %s, shape %s, mesh %s", spec, shape, m)
 	}
 	return s, nil
 }
 
-// normalize returns spec padded with replicated axes to rank (spec must not be longer).
-func normalize(spec PartitionSpec, rank int) PartitionSpec {
+// Padded returns a copy of p with replicated axes appended up to rank (p must not be longer).
+func (p PartitionSpec) Padded(rank int) PartitionSpec {
 	out := make(PartitionSpec, rank)
-	for axis := range min(rank, len(spec)) {
-		out[axis] = slices.Clone(spec[axis])
+	for axis := range min(rank, len(p)) {
+		out[axis] = slices.Clone(p[axis])
 	}
 	return out
 }

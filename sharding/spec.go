@@ -1,4 +1,4 @@
-package mesh
+package sharding
 
 import (
 	"fmt"
@@ -22,22 +22,34 @@ type Mesh struct {
 	deviceMeshErr  error
 }
 
+// MaxDevices bounds the number of devices of a Mesh (the product of its axis sizes).
+const MaxDevices = 1 << 16
+
 // NewMesh returns a mesh with the given axis names and sizes (same length, unique names that are
-// identifiers — a letter, then letters, digits or '_' — and positive sizes).
+// identifiers — a letter, then letters, digits or '_' — and positive sizes whose product is at
+// most MaxDevices).
 func NewMesh(names []string, sizes []int) (*Mesh, error) {
 	if len(names) != len(sizes) || len(names) == 0 {
-		return nil, errors.Errorf("mesh.NewMesh: %d names and %d sizes; accepted: one size per name, at least one axis", len(names), len(sizes))
+		return nil, errors.Errorf("sharding.NewMesh: %d names and %d sizes; accepted: one size per name, at least one axis", len(names), len(sizes))
 	}
 	for i, n := range names {
 		if n == "" || slices.Contains(names[:i], n) {
-			return nil, errors.Errorf("mesh.NewMesh: axis names %q must be non-empty and unique", names)
+			return nil, errors.Errorf("sharding.NewMesh: axis names %q must be non-empty and unique", names)
 		}
 		if !distributed.IsNameValid(n) {
-			return nil, errors.Errorf("mesh.NewMesh: axis name %q is not an identifier; accepted: a letter, then letters, digits or '_'", n)
+			return nil, errors.Errorf("sharding.NewMesh: axis name %q is not an identifier; accepted: a letter, then letters, digits or '_'", n)
 		}
 		if sizes[i] <= 0 {
-			return nil, errors.Errorf("mesh.NewMesh: axis %q has size %d; accepted: positive sizes", n, sizes[i])
+			return nil, errors.Errorf("sharding.NewMesh: axis %q has size %d; accepted: positive sizes", n, sizes[i])
 		}
+	}
+	devices := 1
+	for _, size := range sizes {
+		if size > MaxDevices/devices {
+			return nil, errors.Errorf("sharding.NewMesh: axis sizes %v need more than %d devices; accepted: a product of at most %d",
+				sizes, MaxDevices, MaxDevices)
+		}
+		devices *= size
 	}
 	return &Mesh{names: slices.Clone(names), sizes: slices.Clone(sizes)}, nil
 }
@@ -175,10 +187,10 @@ func SpecFrom(axis any) (PartitionSpec, error) {
 			case AxisSpec:
 				p[i] = slices.Clone(x)
 			default:
-				return nil, errors.Errorf("mesh.SpecFrom: element #%d is a %T; accepted: nil, a name, or []string", i, e)
+				return nil, errors.Errorf("sharding.SpecFrom: element #%d is a %T; accepted: nil, a name, or []string", i, e)
 			}
 		}
 		return p, nil
 	}
-	return nil, errors.Errorf("mesh.SpecFrom: %T; accepted: nil, PartitionSpec, a name, []string or []any", axis)
+	return nil, errors.Errorf("sharding.SpecFrom: %T; accepted: nil, PartitionSpec, a name, []string or []any", axis)
 }
