@@ -254,8 +254,13 @@ typedef qffi_error* (*qffi_handler)(qffi_frame* frame);
  * Errors.
  * ------------------------------------------------------------------------------------------ */
 
+/* qffi_target returns the name of the handler QFFI_HANDLER is running on this thread ("quanta FFI"
+ * elsewhere): the helpers' messages start with it. */
+static _Thread_local const char* qffi__target = "quanta FFI";
+static inline const char* qffi_target(void) { return qffi__target; }
+
 /* qffi_errorf returns an error with a printf-formatted message (truncated to 1 KiB), to be
- * returned by the handler. Start the message with the target name. */
+ * returned by the handler. Start the message with qffi_target(), the handler's name. */
 static inline qffi_error* qffi_errorf(const qffi_frame* frame, qffi_code code, const char* format, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -297,9 +302,9 @@ static inline qffi_error* qffi_check_frame(const qffi_frame* frame) {
   if (frame->struct_size < QFFI_FRAME_SIZE || frame->args.struct_size < QFFI_LIST_SIZE ||
       frame->rets.struct_size < QFFI_LIST_SIZE || frame->attrs.struct_size < QFFI_ATTRS_SIZE) {
     return qffi_errorf(frame, QFFI_FAILED_PRECONDITION,
-                       "quanta FFI: call frame smaller than XLA FFI API %d.%d's (frame %zu, args %zu, rets %zu, "
+                       "%s: call frame smaller than XLA FFI API %d.%d's (frame %zu, args %zu, rets %zu, "
                        "attrs %zu bytes)",
-                       QFFI_ABI_MAJOR, QFFI_ABI_MINOR, frame->struct_size, frame->args.struct_size,
+                       qffi_target(), QFFI_ABI_MAJOR, QFFI_ABI_MINOR, frame->struct_size, frame->args.struct_size,
                        frame->rets.struct_size, frame->attrs.struct_size);
   }
   return NULL;
@@ -320,7 +325,10 @@ static inline qffi_error* qffi_check_frame(const qffi_frame* frame) {
     if (qffi_err_ != NULL) {                                       \
       return qffi_err_;                                            \
     }                                                              \
-    return impl(frame);                                            \
+    qffi__target = #name;                                          \
+    qffi_err_ = impl(frame);                                       \
+    qffi__target = "quanta FFI";                                   \
+    return qffi_err_;                                              \
   }
 
 /* ------------------------------------------------------------------------------------------
@@ -360,16 +368,16 @@ static inline const char* qffi_dtype_name(qffi_dtype dtype) {
 static inline qffi_error* qffi__buffer(const qffi_frame* frame, const qffi_list* list, const char* kind, int i,
                                        qffi_buffer* out) {
   if (i < 0 || i >= list->size) {
-    return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "quanta FFI: %s #%d requested, the call has %lld", kind, i,
+    return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "%s: %s #%d requested, the call has %lld", qffi_target(), kind, i,
                        (long long)list->size);
   }
   if (list->types[i] != QFFI_ARG_BUFFER) {
-    return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "quanta FFI: %s #%d is not a buffer (type %d)", kind, i,
+    return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "%s: %s #%d is not a buffer (type %d)", qffi_target(), kind, i,
                        (int)list->types[i]);
   }
   const qffi_raw_buffer* raw = (const qffi_raw_buffer*)list->items[i];
   if (raw->struct_size < QFFI_BUFFER_SIZE) {
-    return qffi_errorf(frame, QFFI_FAILED_PRECONDITION, "quanta FFI: %s #%d buffer struct is %zu bytes, want >= %zu",
+    return qffi_errorf(frame, QFFI_FAILED_PRECONDITION, "%s: %s #%d buffer struct is %zu bytes, want >= %zu", qffi_target(),
                        kind, i, raw->struct_size, (size_t)QFFI_BUFFER_SIZE);
   }
   out->dtype = (qffi_dtype)raw->dtype;
@@ -395,12 +403,13 @@ static inline qffi_error* qffi_ret(const qffi_frame* frame, int i, qffi_buffer* 
   return qffi__buffer(frame, &frame->rets, "result", i, out);
 }
 
-/* qffi_expect checks a buffer's dtype and rank (rank < 0: any rank), naming it `what`. */
+/* qffi_expect checks a buffer's dtype and rank (rank < 0: any rank), naming it `what` ("x"). */
 static inline qffi_error* qffi_expect(const qffi_frame* frame, const qffi_buffer* b, const char* what, qffi_dtype dtype,
                                       int rank) {
   if (b->dtype != dtype || (rank >= 0 && b->rank != rank)) {
-    return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "%s has dtype %s and rank %lld; accepted: %s of rank %d", what,
-                       qffi_dtype_name(b->dtype), (long long)b->rank, qffi_dtype_name(dtype), rank);
+    return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "%s: %s has dtype %s and rank %lld; accepted: %s of rank %d",
+                       qffi_target(), what, qffi_dtype_name(b->dtype), (long long)b->rank, qffi_dtype_name(dtype),
+                       rank);
   }
   return NULL;
 }
@@ -427,10 +436,10 @@ static inline qffi_error* qffi__attr(const qffi_frame* frame, const char* name, 
                                      void** out) {
   int i = qffi__attr_index(frame, name);
   if (i < 0) {
-    return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "quanta FFI: attribute %s missing from backend_config", name);
+    return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "%s: attribute %s missing from backend_config", qffi_target(), name);
   }
   if (frame->attrs.types[i] != type) {
-    return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "quanta FFI: attribute %s has attribute type %d; accepted: %s",
+    return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "%s: attribute %s has attribute type %d; accepted: %s", qffi_target(),
                        name, (int)frame->attrs.types[i], want);
   }
   *out = frame->attrs.attrs[i];
@@ -454,7 +463,7 @@ static inline qffi_error* qffi_attr_int(const qffi_frame* frame, const char* nam
     case QFFI_U32: *out = *(const uint32_t*)s->value; return NULL;
     case QFFI_U64: *out = (int64_t) * (const uint64_t*)s->value; return NULL;
     default:
-      return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "quanta FFI: attribute %s has dtype %s; accepted: an integer",
+      return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "%s: attribute %s has dtype %s; accepted: an integer", qffi_target(),
                          name, qffi_dtype_name((qffi_dtype)s->dtype));
   }
 }
@@ -470,7 +479,7 @@ static inline qffi_error* qffi_attr_float(const qffi_frame* frame, const char* n
     case QFFI_F64: *out = *(const double*)s->value; return NULL;
     default:
       return qffi_errorf(frame, QFFI_INVALID_ARGUMENT,
-                         "quanta FFI: attribute %s has dtype %s; accepted: float32 or float64", name,
+                         "%s: attribute %s has dtype %s; accepted: float32 or float64", qffi_target(), name,
                          qffi_dtype_name((qffi_dtype)s->dtype));
   }
 }
@@ -494,7 +503,7 @@ static inline qffi_error* qffi_attr_int_array(const qffi_frame* frame, const cha
   if (err) return err;
   const qffi_array* a = (const qffi_array*)raw;
   if (a->dtype != QFFI_S64) {
-    return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "quanta FFI: attribute %s is an array of %s; accepted: int64",
+    return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "%s: attribute %s is an array of %s; accepted: int64", qffi_target(),
                        name, qffi_dtype_name((qffi_dtype)a->dtype));
   }
   *data = (const int64_t*)a->data;
@@ -568,7 +577,7 @@ static inline qffi_error* qffi_parallel_for(const qffi_frame* frame, int64_t n, 
   }
   qffi__pfor* s = (qffi__pfor*)malloc(sizeof *s);
   if (s == NULL) {
-    return qffi_errorf(frame, QFFI_RESOURCE_EXHAUSTED, "quanta FFI: parallel_for: out of memory");
+    return qffi_errorf(frame, QFFI_RESOURCE_EXHAUSTED, "%s: parallel_for: out of memory", qffi_target());
   }
   s->n = n;
   s->chunk = (n + chunks - 1) / chunks;

@@ -74,10 +74,10 @@ static qffi_error* u8dot(qffi_frame* frame) {
   int64_t zero;
   qffi_error* err;
   if ((err = qffi_arg(frame, 0, &x)) || (err = qffi_arg(frame, 1, &codes)) || (err = qffi_arg(frame, 2, &scale)) ||
-      (err = qffi_ret(frame, 0, &y)) || (err = qffi_expect(frame, &x, "quanta_test_u8dot: x", QFFI_F32, 2)) ||
-      (err = qffi_expect(frame, &codes, "quanta_test_u8dot: codes", QFFI_U8, 2)) ||
-      (err = qffi_expect(frame, &scale, "quanta_test_u8dot: scale", QFFI_F32, 1)) ||
-      (err = qffi_expect(frame, &y, "quanta_test_u8dot: y", QFFI_F32, 2)) ||
+      (err = qffi_ret(frame, 0, &y)) || (err = qffi_expect(frame, &x, "x", QFFI_F32, 2)) ||
+      (err = qffi_expect(frame, &codes, "codes", QFFI_U8, 2)) ||
+      (err = qffi_expect(frame, &scale, "scale", QFFI_F32, 1)) ||
+      (err = qffi_expect(frame, &y, "y", QFFI_F32, 2)) ||
       (err = qffi_attr_int(frame, "zero", &zero))) {
     return err;
   }
@@ -107,7 +107,7 @@ static qffi_error* attrs(qffi_frame* frame) {
   size_t s_len, v_len;
   const int64_t* v;
   qffi_error* err;
-  if ((err = qffi_ret(frame, 0, &y)) || (err = qffi_expect(frame, &y, "quanta_test_attrs: result", QFFI_F32, 1)) ||
+  if ((err = qffi_ret(frame, 0, &y)) || (err = qffi_expect(frame, &y, "result", QFFI_F32, 1)) ||
       (err = qffi_attr_int(frame, "i", &i)) || (err = qffi_attr_float(frame, "f", &f)) ||
       (err = qffi_attr_string(frame, "s", &s, &s_len)) || (err = qffi_attr_int_array(frame, "v", &v, &v_len))) {
     return err;
