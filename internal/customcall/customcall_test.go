@@ -559,6 +559,8 @@ func TestGradient(t *testing.T) {
 		if err := closeTo(got, want, 1e-5); err != nil {
 			t.Errorf("%s: rewritten vs plain formulation: %v", name, err)
 		}
+		t.Logf("%s: %d values, largest |rewritten - plain| = %.3g, largest |plain| = %.3g", name, len(got),
+			maxAbsDiff(got, want), maxAbsDiff(want, make([]float64, len(want))))
 		if i > 0 && slicesAllZero(got) {
 			t.Errorf("%s is all zero", name)
 		}
@@ -588,6 +590,14 @@ func TestGradient(t *testing.T) {
 			t.Errorf("d loss/d scale[%d] = %g, finite difference %g", n, g, fd)
 		}
 	}
+}
+
+func maxAbsDiff(a, b []float64) float64 {
+	var m float64
+	for i := range a {
+		m = max(m, math.Abs(a[i]-b[i]))
+	}
+	return m
 }
 
 func cloneMatrix(m [][]float32) [][]float32 {
