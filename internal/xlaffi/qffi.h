@@ -321,12 +321,11 @@ static inline qffi_error* qffi_check_frame(const qffi_frame* frame) {
     if (frame->stage != QFFI_STAGE_EXECUTE) {                      \
       return NULL;                                                 \
     }                                                              \
-    qffi_error* qffi_err_ = qffi_check_frame(frame);               \
-    if (qffi_err_ != NULL) {                                       \
-      return qffi_err_;                                            \
-    }                                                              \
     qffi__target = #name;                                          \
-    qffi_err_ = impl(frame);                                       \
+    qffi_error* qffi_err_ = qffi_check_frame(frame);               \
+    if (qffi_err_ == NULL) {                                       \
+      qffi_err_ = impl(frame);                                     \
+    }                                                              \
     qffi__target = "quanta FFI";                                   \
     return qffi_err_;                                              \
   }
