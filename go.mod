@@ -9,6 +9,7 @@ require (
 	github.com/pkg/errors v0.9.1
 	github.com/x448/float16 v0.8.4
 	gonum.org/v1/plot v0.15.2
+	k8s.io/klog/v2 v2.130.1
 )
 
 require (
@@ -29,5 +30,4 @@ require (
 	golang.org/x/term v0.38.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
-	k8s.io/klog/v2 v2.130.1 // indirect
 )

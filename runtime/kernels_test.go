@@ -1,0 +1,86 @@
+package runtime_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/internal/xlaffi"
+	"github.com/quanta-ml/quanta/internal/xlaffi/ffitest"
+	"github.com/quanta-ml/quanta/runtime"
+)
+
+func init() {
+	for _, h := range ffitest.Handlers() {
+		runtime.RegisterKernels(runtime.Kernel{Target: h.Target, Handler: h.Fn})
+	}
+}
+
+// TestKernels checks the registration of the kernel table: on XLA's CPU plugin every kernel is
+// registered and callable; elsewhere the report says why none is, and nothing claims a kernel.
+func TestKernels(t *testing.T) {
+	backend := testutil.Backend(t)
+	report := runtime.MustKernels()
+	info := runtime.MustReport()
+	t.Logf("\n%s", report)
+	targets := []string{xlaffi.ProbeTarget}
+	for _, h := range ffitest.Handlers() {
+		targets = append(targets, h.Target)
+	}
+	if runtime.IsXLA(backend) && info.PluginName == "cpu" {
+		if report.Unavailable != nil || report.CustomCalls != nil || len(report.Failed) > 0 {
+			t.Fatalf("XLA CPU: kernels unavailable: %+v", report)
+		}
+		for _, target := range targets {
+			if !slices.Contains(report.Registered, target) || !runtime.HasKernel(backend, target) {
+				t.Errorf("%s: registered %v, HasKernel %v; want both", target, report.Registered,
+					runtime.HasKernel(backend, target))
+			}
+		}
+		if err := runtime.ProbeKernels(); err != nil {
+			t.Errorf("ProbeKernels: %+v", err)
+		}
+		if s := report.String(); !strings.Contains(s, "registered (PJRT C API") || !strings.Contains(s, "custom calls: yes") {
+			t.Errorf("String() = %q", s)
+		}
+	} else {
+		if report.Unavailable == nil || len(report.Registered) > 0 {
+			t.Errorf("%s: want the kernels unavailable, got %+v", info.Config, report)
+		}
+		for _, target := range targets {
+			if runtime.HasKernel(backend, target) {
+				t.Errorf("HasKernel(%s) on %s", target, info.Config)
+			}
+		}
+		if err := runtime.ProbeKernels(); err == nil {
+			t.Errorf("ProbeKernels on %s: no error", info.Config)
+		}
+		if s := report.String(); !strings.Contains(s, "kernels:      none: ") {
+			t.Errorf("String() = %q", s)
+		}
+	}
+	if runtime.HasKernel(backend, "quanta_no_such_kernel") {
+		t.Error("HasKernel of a target nobody registered")
+	}
+	report.Registered = append(report.Registered, "changed")
+	if slices.Contains(runtime.MustKernels().Registered, "changed") {
+		t.Error("changing a report changed the runtime's")
+	}
+}
+
+// TestRegisterKernelsAfterStart checks that the table is read-only once read.
+func TestRegisterKernelsAfterStart(t *testing.T) {
+	if _, err := runtime.Kernels(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if r := recover(); r == nil {
+			t.Error("RegisterKernels after Kernels did not panic")
+		} else {
+			t.Logf("%v", r)
+		}
+	}()
+	h := ffitest.Unanswering()
+	runtime.RegisterKernels(runtime.Kernel{Target: "quanta_late", Handler: h.Fn})
+}
