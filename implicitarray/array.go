@@ -43,8 +43,7 @@ type Array interface {
 	WithComponents(components []Component) Array
 
 	// Materialize builds the value this array stands for inside the graph of its components: a
-	// dense *graph.Node, or another implicit Array (one level of nesting, as eformer's
-	// materialize may return). It panics if the components are host tensors. Library code calls
+	// dense *graph.Node, or another implicit Array (one level of nesting). It panics if the components are host tensors. Library code calls
 	// the package-level Materialize, which materializes fully and counts each level.
 	Materialize() Value
 }

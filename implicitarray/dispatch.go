@@ -13,8 +13,8 @@ import (
 	"github.com/pkg/errors"
 )
 
-// Op names an operation that handlers can be registered for. The names follow eformer's (JAX
-// primitive) names where one exists.
+// Op names an operation that handlers can be registered for, by its XLA primitive name where one
+// exists.
 type Op string
 
 // The operations with dispatch. Each has a function of the same name in this package.

@@ -26,7 +26,7 @@
 //     in the kernel's dtype: blocks along the output axis (nf4.Quantize).
 //   - "int8": int8 (inputDim, outDim), scale (inputDim, 1) in the kernel's dtype: per input row, the
 //     int8 package's default axis (int8.Quantize).
-//   - "binary", "ternary" (eformer's rules, no scale), "binary/scaled", "ternary/scaled" (with
+//   - "binary", "ternary" (no scale), "binary/scaled", "ternary/scaled" (with
 //     Config.Scaled), "ternary/bitnet" (Config.BitNet): 2-bit codes, 4 rows a byte, uint8
 //     (inputDim/4, outDim), plus for the scaled ones a float32 scale (1, outDim) = mean|w| per
 //     output column. Without a scale a layer of ±1 weights loses its magnitude, so Scaled is

@@ -6,12 +6,11 @@ import (
 	"github.com/pkg/errors"
 )
 
-// Placement is the optional Sharding an implicit array keeps as static metadata (eformer's
-// sharding field). Array types embed it, which gives them IsSharded and Sharding; its zero value
-// is unsharded. It is immutable: With and Transposed return new values.
+// Placement is the optional Sharding an implicit array keeps as static metadata; its zero value
+// is unsharded. It is immutable: With and the methods that follow an op return new values.
 type Placement struct{ sharding *Sharding }
 
-// IsSharded reports whether a sharding is set (eformer's is_sharded).
+// IsSharded reports whether a sharding is set.
 func (p Placement) IsSharded() bool { return p.sharding != nil }
 
 // Sharding returns the sharding and true, or false when none is set.
@@ -22,8 +21,7 @@ func (p Placement) Sharding() (Sharding, bool) {
 	return Sharding{Mesh: p.sharding.Mesh, Spec: cloneSpec(p.sharding.Spec)}, true
 }
 
-// With returns a Placement holding a copy of s; the zero Sharding{} clears it, as eformer's
-// with_sharding(None).
+// With returns a Placement holding a copy of s; the zero Sharding{} clears it.
 func (p Placement) With(s Sharding) Placement {
 	if s.Mesh == nil && s.Spec == nil {
 		return Placement{}
@@ -65,7 +63,6 @@ func (p Placement) Broadcasted(broadcastAxes []int, rank int) Placement {
 // Reshaped returns the placement of the array reshaped from dims to newDims: the entries stay on
 // the leading axes whose dimensions, and those of every axis before them, are unchanged; the other
 // axes are replicated, since a reshape moves data across them in a way no per-axis spec follows.
-// (eformer re-applies the original spec unchanged, which may no longer fit the new shape.)
 func (p Placement) Reshaped(dims, newDims []int) Placement {
 	if p.sharding == nil {
 		return p
@@ -98,7 +95,7 @@ func (p Placement) String() string {
 	return p.sharding.String()
 }
 
-// ShardingFor builds the Sharding of eformer's with_mesh_and_axis((m, axis)): the spec from
+// ShardingFor builds the Sharding an array's WithMeshAndAxis(m, axis) carries: the spec from
 // SpecFrom(axis) over m, checked right away by the array's component rule (componentSpecs, e.g. an
 // array's ComponentSpecs method), so that an invalid spec fails here and not when the graph runs.
 func ShardingFor(m *Mesh, axis any, componentSpecs func(*Mesh, PartitionSpec) ([]PartitionSpec, error)) (Sharding, error) {

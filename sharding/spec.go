@@ -139,8 +139,7 @@ func (p PartitionSpec) Equal(q PartitionSpec) bool {
 	return slices.EqualFunc(trim(p), trim(q), func(a, b AxisSpec) bool { return slices.Equal(a, b) })
 }
 
-// Sharding is a PartitionSpec over a Mesh (the Mesh may be nil when only the spec is known, as for
-// eformer's with_sharding given a bare PartitionSpec).
+// Sharding is a PartitionSpec over a Mesh (the Mesh may be nil when only the spec is known).
 type Sharding struct {
 	Mesh *Mesh
 	Spec PartitionSpec
@@ -154,7 +153,7 @@ func (s Sharding) String() string {
 	return s.Mesh.String() + " " + s.Spec.String()
 }
 
-// SpecFrom builds a PartitionSpec from the forms eformer's with_mesh_and_axis accepts: nil
+// SpecFrom builds a PartitionSpec from the forms WithMeshAndAxis accepts: nil
 // (replicated), a PartitionSpec, a single axis name, or a slice whose elements are nil/"" (that
 // axis replicated), a name, or a []string of names.
 func SpecFrom(axis any) (PartitionSpec, error) {

@@ -187,7 +187,7 @@ func Describe(b *Base, details string) string {
 	return s
 }
 
-// ShardingFor is the sharding of eformer's with_mesh_and_axis for an array: the spec built from
+// ShardingFor is the sharding WithMeshAndAxis gives an array: the spec built from
 // axis over m, checked at once by the array's component rule.
 func ShardingFor(b *Base, m *sharding.Mesh, axis any,
 	componentSpecs func(*sharding.Mesh, sharding.PartitionSpec) ([]sharding.PartitionSpec, error)) (sharding.Sharding, error) {
