@@ -3,6 +3,7 @@ package implicitarray
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -267,6 +268,14 @@ func Register(rule Rule) {
 			"register handlers in init()", rule.patternString(), rule.Name))
 	}
 	registry.rules[rule.Op] = append(registry.rules[rule.Op], &rule)
+}
+
+// RegisterOps registers, for each op of handlers, a rule with one operand matched by m and the
+// name prefix.op: the shape handlers of a format, for instance. It panics as Register does.
+func RegisterOps(prefix string, m Match, handlers map[Op]Handler) {
+	for _, op := range slices.Sorted(maps.Keys(handlers)) {
+		Register(Rule{Op: op, Operands: []Match{m}, Handler: handlers[op], Name: prefix + "." + string(op)})
+	}
 }
 
 // Call is one dispatched operation, as a handler sees it.

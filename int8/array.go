@@ -116,7 +116,7 @@ func (a *Array) Metadata() string {
 // WithComponents returns a copy holding components [weight, scale] (same shapes).
 func (a *Array) WithComponents(components []implicitarray.Component) implicitarray.Array {
 	qarray.CheckComponents(&a.Base, components, a.Weight().Shape(), a.Scale().Shape())
-	return &Array{Base: qarray.WithComponents(a.Base, nil, components...), axes: a.axes}
+	return a.with(qarray.WithComponents(a.Base, nil, components...))
 }
 
 // Layout returns the graph-side view of the components that package lowering reads. It panics
@@ -132,7 +132,7 @@ func (a *Array) Materialize() implicitarray.Value { return a.Layout().Dequantize
 // WithStrategy returns a copy whose products use strategy s (see package lowering); it is part
 // of Metadata, so Exec compiles one graph per strategy.
 func (a *Array) WithStrategy(s lowering.Strategy) *Array {
-	return &Array{Base: qarray.WithStrategy(a.Base, s), axes: a.axes}
+	return a.with(qarray.WithStrategy(a.Base, s))
 }
 
 // WithDType returns a copy that materializes in dtype, a float dtype (the buffers are shared).
@@ -140,24 +140,20 @@ func (a *Array) WithDType(dtype dtypes.DType) *Array {
 	if !dtype.IsFloat() || dtype.IsComplex() {
 		panic(errors.Errorf("int8.Array.WithDType(%s) of %s; accepted: a float dtype", dtype, a))
 	}
-	return &Array{Base: qarray.WithDType(a.Base, dtype), axes: a.axes}
+	return a.with(qarray.WithDType(a.Base, dtype))
 }
 
 // WithSharding returns a copy carrying sharding s (the zero sharding.Sharding{} clears it). The
 // sharding is static metadata, kept by the shape handlers (following the axes through a
 // transpose); sharded execution (package mesh) places the components by ComponentSpecs.
 func (a *Array) WithSharding(s sharding.Sharding) *Array {
-	return &Array{Base: qarray.WithSharding(a.Base, s), axes: a.axes}
+	return a.with(qarray.WithSharding(a.Base, s))
 }
 
 // WithMeshAndAxis returns a copy sharded over m with the spec sharding.SpecFrom builds from axis,
 // checked at once against the array's shape and m (ComponentSpecs).
 func (a *Array) WithMeshAndAxis(m *sharding.Mesh, axis any) (*Array, error) {
-	s, err := qarray.ShardingFor(&a.Base, m, axis, a.ComponentSpecs)
-	if err != nil {
-		return nil, err
-	}
-	return a.WithSharding(s), nil
+	return qarray.WithMeshAndAxis(&a.Base, m, axis, a.ComponentSpecs, a.WithSharding)
 }
 
 // ComponentSpecs returns the specs of [weight, scale] when the logical array is sharded by logical
@@ -176,6 +172,9 @@ func (a *Array) ComponentSpecs(m *sharding.Mesh, logical sharding.PartitionSpec)
 
 // String describes the array, e.g. "int8.Array(Float32)[128 256] axes [1]".
 func (a *Array) String() string { return qarray.Describe(&a.Base, fmt.Sprintf("axes %v", a.axes)) }
+
+// with returns an array of a's quantized axes on base b.
+func (a *Array) with(b qarray.Base) *Array { return &Array{Base: b, axes: a.axes} }
 
 // withParts returns a copy with new components, logical dimensions, quantized axes and placement.
 func (a *Array) withParts(weight, scale implicitarray.Component, dims, axes []int, p sharding.Placement) *Array {

@@ -13,14 +13,9 @@ import (
 // generic fallback, which materializes (warning once per op: FallbackWarn).
 func init() {
 	lowering.RegisterDotGeneral[*Array]("int8")
-	t := implicitarray.TypeOf[*Array]()
-	register := func(op implicitarray.Op, name string, h implicitarray.Handler) {
-		implicitarray.Register(implicitarray.Rule{Op: op, Operands: []implicitarray.Match{t}, Handler: h, Name: "int8." + name})
-	}
-	register(implicitarray.OpTranspose, "transpose", transposeHandler)
-	register(implicitarray.OpBroadcastInDim, "broadcastInDim", broadcastInDimHandler)
-	register(implicitarray.OpReshape, "reshape", reshapeHandler)
-	register(implicitarray.OpConvertDType, "convertDType", convertDTypeHandler)
+	implicitarray.RegisterOps("int8", implicitarray.TypeOf[*Array](), map[implicitarray.Op]implicitarray.Handler{
+		implicitarray.OpTranspose: transposeHandler, implicitarray.OpBroadcastInDim: broadcastInDimHandler,
+		implicitarray.OpReshape: reshapeHandler, implicitarray.OpConvertDType: convertDTypeHandler})
 }
 
 // transposeHandler transposes weight and scale; quantized axis a moves to the output axis i with

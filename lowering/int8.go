@@ -94,11 +94,7 @@ func (w Int8) requirement(s Strategy) string {
 // lower is SlicedSum: x[m, k]·convert(q[k, n]) summed over a few slices of K element-wise, then
 // one small reduction; the scale multiplies the activations (one per row k) or the output.
 func (w Int8) lower(_ Strategy, p *product) *graph.Node {
-	onOutput, _ := p.scalePlacement(w.Scale)
-	xf := p.activations()
-	if !onOutput {
-		xf = graph.Mul(xf, p.scaleOnActivations(w.Scale, p.cdt))
-	}
+	xf, _, output := scaled(p, w) // serves: the scale goes on the output or the activations
 	x2 := p.toMK(xf)
 	m, k, n := x2.Shape().Dim(0), p.wDims[0], p.wDims[1]
 	var acc *graph.Node
@@ -113,11 +109,7 @@ func (w Int8) lower(_ Strategy, p *product) *graph.Node {
 			acc = graph.Add(acc, t)
 		}
 	}
-	out := p.fromMN(graph.ReduceSum(acc, 1))
-	if onOutput {
-		out = graph.Mul(out, p.scaleOnOutput(w.Scale, p.cdt))
-	}
-	return p.finish(out)
+	return output(p.fromMN(graph.ReduceSum(acc, 1)))
 }
 
 // int8Slices is the number of slices of K the Int8 SlicedSum adds element-wise

@@ -59,10 +59,11 @@ const slabMaxRows = 64
 // slabBytes is the size of the float slab DecodeDot decodes at a time (docs/performance.md).
 const slabBytes = 4 << 20
 
-// decodeDot is DecodeDot: the separable scale on the output or the activations, the codes
-// decoded (a slab at a time for a few rows of a large weight), one dense DotGeneral.
-func decodeDot(p *product, w Layout) *graph.Node {
-	xf := p.activations()
+// scaled is a product's separable scale placed: the activations in p.cdt (multiplied by the scale
+// when it goes there), whether the decoded weight leaves the scale out (unit), and output, which
+// applies the scale to the result when it goes there and converts it to x's dtype.
+func scaled(p *product, w Layout) (xf *graph.Node, unit bool, output func(*graph.Node) *graph.Node) {
+	xf = p.activations()
 	s := w.separableScale()
 	onOutput, onActivations := false, false
 	if s != nil {
@@ -71,17 +72,22 @@ func decodeDot(p *product, w Layout) *graph.Node {
 	if onActivations {
 		xf = graph.Mul(xf, p.scaleOnActivations(s, p.cdt))
 	}
-	unit := onOutput || onActivations
-	var out *graph.Node
+	return xf, onOutput || onActivations, func(out *graph.Node) *graph.Node {
+		if onOutput {
+			out = graph.Mul(out, p.scaleOnOutput(s, p.cdt))
+		}
+		return p.finish(out)
+	}
+}
+
+// decodeDot is DecodeDot: the separable scale on the output or the activations, the codes
+// decoded (a slab at a time for a few rows of a large weight), one dense DotGeneral.
+func decodeDot(p *product, w Layout) *graph.Node {
+	xf, unit, output := scaled(p, w)
 	if size, ok := slabSize(p, w); ok {
-		out = slabbedDot(p, w, xf, unit, size)
-	} else {
-		out = p.dot(xf, w.decode(p, unit))
+		return output(slabbedDot(p, w, xf, unit, size))
 	}
-	if onOutput {
-		out = graph.Mul(out, p.scaleOnOutput(s, p.cdt))
-	}
-	return p.finish(out)
+	return output(p.dot(xf, w.decode(p, unit)))
 }
 
 // slabSize returns the number of indices of the weight's first contracting axis per slab, when
@@ -133,26 +139,12 @@ func slabbedDot(p *product, w Layout, xf *graph.Node, unit bool, size int) *grap
 // mulReduce is MulReduce for a rank-2 weight: the decoded weight times the activations,
 // broadcast, summed over the contracting axis.
 func mulReduce(p *product, w Layout) *graph.Node {
-	xf := p.activations()
-	s := w.separableScale()
-	onOutput, onActivations := false, false
-	if s != nil {
-		onOutput, onActivations = p.scalePlacement(s)
-	}
-	if onActivations {
-		xf = graph.Mul(xf, p.scaleOnActivations(s, p.cdt))
-	}
+	xf, unit, output := scaled(p, w)
 	x2 := p.toMK(xf)
-	dense := w.decode(p, onOutput || onActivations)
-	var mn *graph.Node
+	dense := w.decode(p, unit)
 	if p.kMajor() { // Σ_k x[m, k]·W[k, n]
-		mn = graph.ReduceSum(graph.Mul(graph.InsertAxes(x2, -1), graph.InsertAxes(dense, 0)), 1)
-	} else { // Σ_k x[m, k]·W[n, k]
-		mn = graph.ReduceSum(graph.Mul(graph.InsertAxes(x2, 1), graph.InsertAxes(dense, 0)), 2)
+		return output(p.fromMN(graph.ReduceSum(graph.Mul(graph.InsertAxes(x2, -1), graph.InsertAxes(dense, 0)), 1)))
 	}
-	out := p.fromMN(mn)
-	if onOutput {
-		out = graph.Mul(out, p.scaleOnOutput(s, p.cdt))
-	}
-	return p.finish(out)
+	// Σ_k x[m, k]·W[n, k]
+	return output(p.fromMN(graph.ReduceSum(graph.Mul(graph.InsertAxes(x2, 1), graph.InsertAxes(dense, 0)), 2)))
 }

@@ -195,14 +195,7 @@ const signsSlices = 4
 // with v = α·code − 1 (α 1 for 2 bits, 2 for 1 bit) and x_(−1,p) = 0. All coefficients are
 // integers, so integer-valued activations give exact results.
 func (w Signs) lower(_ Strategy, p *product) *graph.Node {
-	xf := p.activations()
-	onOutput, onActivations := false, false
-	if w.Scale != nil {
-		onOutput, onActivations = p.scalePlacement(w.Scale)
-	}
-	if onActivations {
-		xf = graph.Mul(xf, p.scaleOnActivations(w.Scale, p.cdt))
-	}
+	xf, _, output := scaled(p, w) // serves: a scale goes on the output or the activations
 	groups, radix := w.valuesPerByte(), float64(w.radix())
 	wDims, xDims := p.wDims, p.xShape.Dimensions
 	k0 := slices.Index(p.wContracting, 0)
@@ -282,10 +275,7 @@ func (w Signs) lower(_ Strategy, p *product) *graph.Node {
 		}
 		y = graph.TransposeAllAxes(y, perm...)
 	}
-	if onOutput {
-		y = graph.Mul(y, p.scaleOnOutput(w.Scale, p.cdt))
-	}
-	return p.finish(y)
+	return output(y)
 }
 
 // String describes the weight for messages.

@@ -167,18 +167,6 @@ func (e *Exec) MustCall(args ...any) []any {
 	return results
 }
 
-// Call1 is Call for a function with one result.
-func (e *Exec) Call1(args ...any) (any, error) {
-	results, err := e.Call(args...)
-	if err != nil {
-		return nil, err
-	}
-	return results[0], nil
-}
-
-// MustCall1 is Call1 that panics on error.
-func (e *Exec) MustCall1(args ...any) any { return e.MustCall(args...)[0] }
-
 // CallPlaced runs the function on arguments placed by Place (on this Exec), compiling it once per
 // structure, metadata, shapes and specs of the arguments, and returns its results on the host.
 func (e *Exec) CallPlaced(p *Placed) ([]any, error) {

@@ -156,10 +156,11 @@ func TestShardingKeptOnMesh(t *testing.T) {
 				w := withSharding(t, weights[tc.format], mesh4, sharding.PartitionSpec{nil, {"model"}})
 				e := mesh.MustNewExec(backend, mesh4, op.fn)
 				defer e.Finalize()
-				out, err := e.Call1(w)
+				outs, err := e.Call(w)
 				if err != nil {
 					t.Fatalf("%+v", err)
 				}
+				out := outs[0]
 				a, ok := out.(shardable)
 				if !ok {
 					t.Fatalf("result is a %T, want a quantized array", out)

@@ -73,7 +73,7 @@ func (a *Array) Metadata() string {
 // (host tensors or graph nodes, with the shapes of Components()). It panics on a mismatch.
 func (a *Array) WithComponents(components []implicitarray.Component) implicitarray.Array {
 	qarray.CheckComponents(&a.Base, components, packedShape(a.Shape(), a.blockSize), a.Absmax().Shape())
-	return &Array{Base: qarray.WithComponents(a.Base, nil, components...), blockSize: a.blockSize}
+	return a.with(qarray.WithComponents(a.Base, nil, components...))
 }
 
 // Layout returns the graph-side view of the components that package lowering reads. It panics
@@ -94,7 +94,7 @@ func (a *Array) Materialize() implicitarray.Value {
 // of Metadata, so Exec compiles one graph per strategy. An explicit strategy that cannot serve a
 // product panics when the graph is built.
 func (a *Array) WithStrategy(s lowering.Strategy) *Array {
-	return &Array{Base: qarray.WithStrategy(a.Base, s), blockSize: a.blockSize}
+	return a.with(qarray.WithStrategy(a.Base, s))
 }
 
 // WithDType returns a copy that materializes in dtype, a float dtype (the buffers are shared).
@@ -102,24 +102,20 @@ func (a *Array) WithDType(dtype dtypes.DType) *Array {
 	if !dtype.IsFloat() || dtype.IsComplex() {
 		panic(errors.Errorf("nf4.Array.WithDType(%s) of %s; accepted: a float dtype", dtype, a))
 	}
-	return &Array{Base: qarray.WithDType(a.Base, dtype), blockSize: a.blockSize}
+	return a.with(qarray.WithDType(a.Base, dtype))
 }
 
 // WithSharding returns a copy carrying sharding s (the zero sharding.Sharding{} clears it). The
 // sharding is static metadata, kept by the shape handlers (following the axes through a
 // transpose); sharded execution (package mesh) places the components by ComponentSpecs.
 func (a *Array) WithSharding(s sharding.Sharding) *Array {
-	return &Array{Base: qarray.WithSharding(a.Base, s), blockSize: a.blockSize}
+	return a.with(qarray.WithSharding(a.Base, s))
 }
 
 // WithMeshAndAxis returns a copy sharded over m with the spec sharding.SpecFrom builds from axis,
 // checked at once against the block layout (ComponentSpecs).
 func (a *Array) WithMeshAndAxis(m *sharding.Mesh, axis any) (*Array, error) {
-	s, err := qarray.ShardingFor(&a.Base, m, axis, a.ComponentSpecs)
-	if err != nil {
-		return nil, err
-	}
-	return a.WithSharding(s), nil
+	return qarray.WithMeshAndAxis(&a.Base, m, axis, a.ComponentSpecs, a.WithSharding)
 }
 
 // ComponentSpecs returns the specs of [packed, absmax] when the logical array is sharded by logical
@@ -148,14 +144,17 @@ func (a *Array) String() string {
 	return qarray.Describe(&a.Base, fmt.Sprintf("block %d", a.blockSize))
 }
 
+// with returns an array of a's block size on base b.
+func (a *Array) with(b qarray.Base) *Array { return &Array{Base: b, blockSize: a.blockSize} }
+
 // withNodes returns a copy of a (same block size, dtype, strategy, sharding) with new graph
 // components and logical dimensions.
 func (a *Array) withNodes(packed, absmax *graph.Node, dims []int) *Array {
-	return &Array{Base: qarray.WithComponents(a.Base, slices.Clone(dims), implicitarray.NodeComponent(packed),
-		implicitarray.NodeComponent(absmax)), blockSize: a.blockSize}
+	return a.with(qarray.WithComponents(a.Base, slices.Clone(dims), implicitarray.NodeComponent(packed),
+		implicitarray.NodeComponent(absmax)))
 }
 
 // withPlacement returns a copy with placement p (the shape handlers move the sharding with the axes).
 func (a *Array) withPlacement(p sharding.Placement) *Array {
-	return &Array{Base: qarray.WithPlacement(a.Base, p), blockSize: a.blockSize}
+	return a.with(qarray.WithPlacement(a.Base, p))
 }

@@ -14,13 +14,8 @@ import (
 func init() {
 	lowering.RegisterDotGeneral[*Array]("nf4")
 	nf4 := ia.TypeOf[*Array]()
-	register := func(op ia.Op, name string, h ia.Handler) {
-		ia.Register(ia.Rule{Op: op, Operands: []ia.Match{nf4}, Handler: h, Name: "nf4." + name})
-	}
-	register(ia.OpReshape, "reshape", reshape)
-	register(ia.OpTranspose, "transpose", transpose)
-	register(ia.OpBroadcastInDim, "broadcastInDim", broadcastInDim)
-	register(ia.OpConvertDType, "convertDType", convertDType)
+	ia.RegisterOps("nf4", nf4, map[ia.Op]ia.Handler{ia.OpReshape: reshape, ia.OpTranspose: transpose,
+		ia.OpBroadcastInDim: broadcastInDim, ia.OpConvertDType: convertDType})
 	ia.Register(ia.Rule{Op: ia.OpConcatenate, Operands: []ia.Match{nf4, ia.Anything}, Variadic: true,
 		Handler: concatenate, Name: "nf4.concatenate"})
 }

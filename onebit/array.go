@@ -183,23 +183,23 @@ func (a *BitArray) WithDType(dtype dtypes.DType) *BitArray {
 
 // WithStrategy returns a new array whose products use strategy s (see package lowering).
 func (a *Array) WithStrategy(s lowering.Strategy) *Array {
-	return &Array{core{qarray.WithStrategy(a.Base, s), a.layout, a.scaleAxes}}
+	return &Array{a.with(qarray.WithStrategy(a.Base, s))}
 }
 
 // WithStrategy returns a new array whose products use strategy s (see package lowering).
 func (a *BitArray) WithStrategy(s lowering.Strategy) *BitArray {
-	return &BitArray{core{qarray.WithStrategy(a.Base, s), a.layout, a.scaleAxes}}
+	return &BitArray{a.with(qarray.WithStrategy(a.Base, s))}
 }
 
 // WithSharding returns a new array with sharding s on its logical axes (the packed bytes and the
 // scale follow it, see ComponentSpecs); a is untouched. The zero sharding.Sharding{} clears it.
 func (a *Array) WithSharding(s sharding.Sharding) *Array {
-	return &Array{core{qarray.WithSharding(a.Base, s), a.layout, a.scaleAxes}}
+	return &Array{a.with(qarray.WithSharding(a.Base, s))}
 }
 
 // WithSharding returns a new array with sharding s (see Array.WithSharding).
 func (a *BitArray) WithSharding(s sharding.Sharding) *BitArray {
-	return &BitArray{core{qarray.WithSharding(a.Base, s), a.layout, a.scaleAxes}}
+	return &BitArray{a.with(qarray.WithSharding(a.Base, s))}
 }
 
 // ComponentSpecs returns the specs of [packed] or [packed, scale] when the logical array is
@@ -225,20 +225,12 @@ func (c *core) ComponentSpecs(m *sharding.Mesh, logical sharding.PartitionSpec) 
 // WithMeshAndAxis returns a new array sharded over m as axis says (the forms sharding.SpecFrom
 // accepts), checked at once against the shape, the mesh and the packed layout (ComponentSpecs).
 func (a *Array) WithMeshAndAxis(m *sharding.Mesh, axis any) (*Array, error) {
-	s, err := qarray.ShardingFor(&a.Base, m, axis, a.ComponentSpecs)
-	if err != nil {
-		return nil, err
-	}
-	return a.WithSharding(s), nil
+	return qarray.WithMeshAndAxis(&a.Base, m, axis, a.ComponentSpecs, a.WithSharding)
 }
 
 // WithMeshAndAxis returns a new array sharded over m (see Array.WithMeshAndAxis).
 func (a *BitArray) WithMeshAndAxis(m *sharding.Mesh, axis any) (*BitArray, error) {
-	s, err := qarray.ShardingFor(&a.Base, m, axis, a.ComponentSpecs)
-	if err != nil {
-		return nil, err
-	}
-	return a.WithSharding(s), nil
+	return qarray.WithMeshAndAxis(&a.Base, m, axis, a.ComponentSpecs, a.WithSharding)
 }
 
 // ShardRows returns the logical rows (first-axis indices) held by shard s of n of an array with
@@ -269,6 +261,9 @@ func (c *core) String() string {
 	}
 	return qarray.Describe(&c.Base, details)
 }
+
+// with returns c's packing and scale axes on base b.
+func (c *core) with(b qarray.Base) core { return core{b, c.layout, c.scaleAxes} }
 
 // withParts returns a copy with new graph components, logical dimensions, scale axes and placement.
 func (c *core) withParts(packed, scale *graph.Node, dims []int, scaleAxes []int, p sharding.Placement) core {

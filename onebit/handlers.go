@@ -18,14 +18,9 @@ func init() {
 
 func registerHandlers[T packedArray](name string) {
 	lowering.RegisterDotGeneral[T](name)
-	t := implicitarray.TypeOf[T]()
-	reg := func(op implicitarray.Op, h implicitarray.Handler, what string) {
-		implicitarray.Register(implicitarray.Rule{Op: op, Operands: []implicitarray.Match{t}, Handler: h, Name: name + "." + what})
-	}
-	reg(implicitarray.OpTranspose, transpose, "transpose")
-	reg(implicitarray.OpReshape, reshape, "reshape")
-	reg(implicitarray.OpBroadcastInDim, broadcastInDim, "broadcastInDim")
-	reg(implicitarray.OpConvertDType, convertDType, "convertDType")
+	implicitarray.RegisterOps(name, implicitarray.TypeOf[T](), map[implicitarray.Op]implicitarray.Handler{
+		implicitarray.OpTranspose: transpose, implicitarray.OpReshape: reshape,
+		implicitarray.OpBroadcastInDim: broadcastInDim, implicitarray.OpConvertDType: convertDType})
 }
 
 // convertDType is lazy: a new array with the new materialization dtype, same bytes; a dtype the

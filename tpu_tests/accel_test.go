@@ -255,11 +255,11 @@ func TestAccelerator(t *testing.T) {
 				t.Fatalf("%+v", err)
 			}
 			defer e.Finalize()
-			got, err := e.Call1(x, sharded)
+			outs, err := e.Call(x, sharded)
 			if err != nil {
 				t.Fatalf("%+v", err)
 			}
-			if d := relDiff(t, tensors.MustCopyFlatData[float32](got.(*tensors.Tensor)), tensors.MustCopyFlatData[float32](want)); d > productTolerance[dtypes.Float32] {
+			if d := relDiff(t, tensors.MustCopyFlatData[float32](outs[0].(*tensors.Tensor)), tensors.MustCopyFlatData[float32](want)); d > productTolerance[dtypes.Float32] {
 				t.Errorf("column-parallel product over %d devices vs one device: relative difference %g", shards, d)
 			}
 		})

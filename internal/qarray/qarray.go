@@ -187,13 +187,16 @@ func Describe(b *Base, details string) string {
 	return s
 }
 
-// ShardingFor is the sharding WithMeshAndAxis gives an array: the spec built from
-// axis over m, checked at once by the array's component rule.
-func ShardingFor(b *Base, m *sharding.Mesh, axis any,
-	componentSpecs func(*sharding.Mesh, sharding.PartitionSpec) ([]sharding.PartitionSpec, error)) (sharding.Sharding, error) {
+// WithMeshAndAxis is an array's WithMeshAndAxis: the sharding built from axis over m (the forms
+// sharding.SpecFrom accepts), checked at once by the array's component rule, then installed with
+// the array's WithSharding.
+func WithMeshAndAxis[A any](b *Base, m *sharding.Mesh, axis any,
+	componentSpecs func(*sharding.Mesh, sharding.PartitionSpec) ([]sharding.PartitionSpec, error),
+	withSharding func(sharding.Sharding) A) (A, error) {
 	s, err := sharding.ShardingFor(m, axis, componentSpecs)
 	if err != nil {
-		return sharding.Sharding{}, errors.WithMessagef(err, "%s.WithMeshAndAxis(%s)", b.typeName, b.shape)
+		var none A
+		return none, errors.WithMessagef(err, "%s.WithMeshAndAxis(%s)", b.typeName, b.shape)
 	}
-	return s, nil
+	return withSharding(s), nil
 }
