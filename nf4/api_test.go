@@ -1,7 +1,6 @@
 package nf4_test
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -87,20 +86,6 @@ func TestQuantizeNodeMatchesHost(t *testing.T) {
 				t.Errorf("absmax differs from the host quantizer")
 			}
 		})
-	}
-}
-
-func TestDelete(t *testing.T) {
-	backend := testutil.Backend(t)
-	a := nf4.MustQuantize(randomTensor(1, 4, 64), 64)
-	a.Delete()
-	a.Delete() // idempotent
-	if !a.IsDeleted() {
-		t.Fatal("IsDeleted false after Delete")
-	}
-	_, err := implicitarray.MaterializeOnHost(backend, a)
-	if err == nil || !errors.Is(err, implicitarray.ErrDeleted) {
-		t.Errorf("using a deleted array: %v, want ErrDeleted", err)
 	}
 }
 
