@@ -80,13 +80,17 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, err
 			}
 			vars = append(vars, models.Variable{Scope: p.scope, Name: p.varName, Value: t})
 		case kernelTensor:
+			heads := p.unpermuteHeads
+			if opts.RotateAdjacent {
+				heads = 0
+			}
 			raw := buf[:p.in*p.out]
 			if err := f.DecodeInto(p.name, raw); err != nil {
 				return fail(err)
 			}
 			kernel := tensors.FromShape(shapes.Make(dtypes.Float32, p.in, p.out))
 			tensors.MustMutableFlatData(kernel, func(dst []float32) {
-				transposeRows(raw, dst, p.out, p.in, p.unpermuteHeads)
+				transposeRows(raw, dst, p.out, p.in, heads)
 			})
 			kv, err := kernelFn(p.scope, kernel)
 			if err != nil {

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"math"
 
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's house style for graph code
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's house style for graph code
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
@@ -76,8 +77,7 @@ func checkTokens(op string, tokens *Node) {
 // Embed returns the embeddings [batch, seq, Dim] of integer token ids [batch, seq].
 func (m *Model) Embed(ctx *context.Context, tokens *Node) *Node {
 	checkTokens("Embed", tokens)
-	g := tokens.Graph()
-	table := ctx.In(EmbeddingScope).VariableWithShape(EmbeddingName, shapes.Make(dtypes.Float32, m.VocabSize, m.Dim)).ValueGraph(g)
+	table := m.embeddings(ctx, tokens.Graph())
 	b, s := tokens.Shape().Dim(0), tokens.Shape().Dim(1)
 	flat := Reshape(ConvertDType(tokens, dtypes.Int32), b*s, 1)
 	return Reshape(Gather(table, flat), b, s, m.Dim)
@@ -91,8 +91,21 @@ func (m *Model) Logits(ctx *context.Context, hidden *Node) *Node {
 	if !m.TiedEmbeddings {
 		return m.project(ctx, HeadName, h, m.VocabSize)
 	}
-	table := ctx.In(EmbeddingScope).VariableWithShape(EmbeddingName, shapes.Make(dtypes.Float32, m.VocabSize, m.Dim)).ValueGraph(h.Graph())
+	table := m.embeddings(ctx, h.Graph())
 	return DotGeneral(h, []int{h.Rank() - 1}, nil, table, []int{1}, nil)
+}
+
+// embeddings returns the token-embedding table [VocabSize, Dim], shared by Embed and the tied head.
+func (m *Model) embeddings(ctx *context.Context, g *Graph) *Node {
+	scope := ctx.In(EmbeddingScope)
+	v := scope.GetVariable(EmbeddingName)
+	if v == nil {
+		v = scope.VariableWithShape(EmbeddingName, shapes.Make(dtypes.Float32, m.VocabSize, m.Dim))
+	}
+	if want := shapes.Make(dtypes.Float32, m.VocabSize, m.Dim); !v.Shape().Equal(want) {
+		panic(errors.Errorf("llama: %s/%s is %s; the configuration needs %s", scope.Scope(), EmbeddingName, v.Shape(), want))
+	}
+	return v.ValueGraph(g)
 }
 
 func (m *Model) rmsNorm(ctx *context.Context, x *Node) *Node {
@@ -146,8 +159,10 @@ func (m *Model) Step(ctx *context.Context, tokens, start, last *Node, caches []*
 	for i := 0; i < m.Layers; i++ {
 		x, newCaches[2*i], newCaches[2*i+1] = m.Block(ctx.In(LayerScope(i)), x, positions, mask, caches[2*i], caches[2*i+1], start)
 	}
-	h := DynamicSlice(x, []*Node{ScalarZero(g, dtypes.Int32), ConvertDType(last, dtypes.Int32), ScalarZero(g, dtypes.Int32)}, []int{batch, 1, m.Dim})
-	return Reshape(m.Logits(ctx, h), batch, m.VocabSize), newCaches
+	// The hidden state at index last, by a one-hot sum (the pure-Go backend has no DynamicSlice).
+	pick := ConvertDType(Equal(Iota(g, shapes.Make(dtypes.Int32, seq), 0), ConvertDType(last, dtypes.Int32)), dtypes.Float32)
+	h := ReduceSum(Mul(x, Reshape(pick, 1, seq, 1)), 1)
+	return m.Logits(ctx, h), newCaches
 }
 
 // Block is decoder block i (ctx is its scope): x + attention(RMSNorm(x)), then
@@ -180,10 +195,7 @@ func (m *Model) Attention(ctx *context.Context, x, positions, mask, keyCache, va
 	q = ApplyRoPE(q, cos, sin, m.RotateAdjacent)
 	k = ApplyRoPE(k, cos, sin, m.RotateAdjacent)
 	if keyCache != nil {
-		zero := ScalarZero(x.Graph(), dtypes.Int32)
-		at := []*Node{zero, zero, start, zero}
-		newKeys = DynamicUpdateSlice(keyCache, k, at)
-		newValues = DynamicUpdateSlice(valueCache, v, at)
+		newKeys, newValues = writeCache(keyCache, k, start), writeCache(valueCache, v, start)
 		k, v = newKeys, newValues
 	}
 	keys := k.Shape().Dim(2)
@@ -198,6 +210,23 @@ func (m *Model) Attention(ctx *context.Context, x, positions, mask, keyCache, va
 	ctxv = TransposeAllDims(Reshape(ctxv, batch, m.Heads, seq, hd), 0, 2, 1, 3)
 	out = m.project(ctx, AttnOutput, Reshape(ctxv, batch, seq, m.Heads*hd), m.Dim)
 	return out, newKeys, newValues
+}
+
+// writeCache writes update [batch, kv, seq, hd] into cache [batch, kv, maxLen, hd] at positions
+// start..start+seq-1: DynamicUpdateSlice (in place, with the cache buffer donated) where the
+// backend has it, otherwise a one-hot placement (exact: products by 0 and 1).
+func writeCache(cache, update, start *Node) *Node {
+	g := cache.Graph()
+	if g.Backend().Capabilities().Operations[backends.OpTypeDynamicUpdateSlice] {
+		zero := ScalarZero(g, dtypes.Int32)
+		return DynamicUpdateSlice(cache, update, []*Node{zero, zero, start, zero})
+	}
+	maxLen, seq := cache.Shape().Dim(2), update.Shape().Dim(2)
+	target := Add(Iota(g, shapes.Make(dtypes.Int32, seq), 0), start)
+	oneHot := ConvertDType(Equal(Iota(g, shapes.Make(dtypes.Int32, maxLen, seq), 0), ExpandAxes(target, 0)), dtypes.Float32)
+	placed := Einsum("ts,bksd->bktd", oneHot, update)
+	kept := Reshape(OneMinus(ReduceSum(oneHot, -1)), 1, 1, maxLen, 1)
+	return Add(Mul(cache, kept), placed)
 }
 
 // RoPETables returns cos and sin [seq, headDim/2] of the rotary angles positions[p]·θ_i with
