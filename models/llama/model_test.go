@@ -204,7 +204,9 @@ func TestRotateAdjacent(t *testing.T) {
 	}
 }
 
-func hasSuffix(s, suffix string) bool { return len(s) >= len(suffix) && s[len(s)-len(suffix):] == suffix }
+func hasSuffix(s, suffix string) bool {
+	return len(s) >= len(suffix) && s[len(s)-len(suffix):] == suffix
+}
 
 // TestGroupedQueryOrder: 4 query heads on 2 key/value heads equal 4 heads whose key/value
 // kernels repeat each key/value head for its 2 query heads (Hugging Face's repeat_kv).
