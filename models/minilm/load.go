@@ -157,4 +157,3 @@ func transpose(src, dst []float32, rows, cols int) {
 		}
 	}
 }
-

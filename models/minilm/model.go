@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's house style for graph code
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's house style for graph code
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
@@ -65,7 +65,6 @@ func (m *Model) project(ctx *context.Context, name string, x *Node, outDim int) 
 func (m *Model) layerNorm(ctx *context.Context, x *Node) *Node {
 	return layers.LayerNormalization(ctx, x, -1).Epsilon(m.LayerNormEps).Done()
 }
-
 
 // checkInputs panics unless ids and mask are integer or boolean [batch, seq] tensors of one shape.
 func (m *Model) checkInputs(op string, ids, mask *Node) {
