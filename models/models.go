@@ -1,6 +1,7 @@
 package models
 
 import (
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
@@ -64,6 +65,22 @@ func Store(ctx *context.Context, vars []Variable) error {
 	}
 	for _, v := range vars {
 		ctx.InAbsPath(v.Scope).Checked(false).VariableWithValue(v.Name, v.Value)
+	}
+	return nil
+}
+
+// Place moves the values of vars to device 0 of backend, sharing the host memory where the
+// backend allows it (XLA CPU, the pure-Go backend) so that the host keeps one copy; a nil backend
+// leaves them local. Loaders call it on each tensor as soon as it is converted, so that the
+// transient copies of a large model never pile up.
+func Place(backend backends.Backend, vars []Variable) error {
+	if backend == nil {
+		return nil
+	}
+	for _, v := range vars {
+		if err := v.Value.MaterializeOnDevice(backend, true, 0); err != nil {
+			return errors.WithMessagef(err, "models.Place: %s/%s", v.Scope, v.Name)
+		}
 	}
 	return nil
 }

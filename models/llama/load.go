@@ -3,6 +3,7 @@ package llama
 import (
 	"fmt"
 
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -22,6 +23,10 @@ type LoadOptions struct {
 	// transposed embedding table, passed through Kernel like the others) and sets
 	// TiedEmbeddings false, so that the output head goes through the Projection.
 	UntieHead bool
+	// Backend, if set, receives each tensor as soon as it is converted (models.Place): with the
+	// host memory shared (XLA CPU), the host then holds one copy of the model during and after
+	// loading; without it the tensors stay local until their first execution.
+	Backend backends.Backend
 	// RotateAdjacent keeps attn_q/attn_k rows in GGUF's order and sets Model.RotateAdjacent, so
 	// that the rotary embedding rotates adjacent pairs as llama.cpp does.
 	RotateAdjacent bool
@@ -78,7 +83,13 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, err
 			if p.scope == embScope {
 				embedding = t
 			}
-			vars = append(vars, models.Variable{Scope: p.scope, Name: p.varName, Value: t})
+			v := models.Variable{Scope: p.scope, Name: p.varName, Value: t}
+			vars = append(vars, v)
+			if p.scope != embScope || !opts.UntieHead { // the untied head is built from the local table below
+				if err := models.Place(opts.Backend, []models.Variable{v}); err != nil {
+					return fail(err)
+				}
+			}
 		case kernelTensor:
 			heads := p.unpermuteHeads
 			if opts.RotateAdjacent {
@@ -98,6 +109,9 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, err
 				return fail(errors.WithMessagef(err, "kernel of %s", p.name))
 			}
 			vars = append(vars, kv...)
+			if err := models.Place(opts.Backend, kv); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	if opts.UntieHead && cfg.TiedEmbeddings {
@@ -111,6 +125,9 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, err
 			return fail(errors.WithMessage(err, "kernel of the untied head"))
 		}
 		vars = append(vars, kv...)
+		if err := models.Place(opts.Backend, append(kv, models.Variable{Scope: embScope, Name: EmbeddingName, Value: embedding})); err != nil {
+			return fail(err)
+		}
 		m.TiedEmbeddings = false
 	}
 	if err := models.Store(ctx, vars); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -18,6 +19,8 @@ type LoadOptions struct {
 	// Kernel receives each projection kernel in (inDim, outDim) layout and returns the variables
 	// to store for it; nil means models.DenseKernel. Biases are stored as Dense's "biases".
 	Kernel models.KernelFunc
+	// Backend, if set, receives each tensor as soon as it is converted (models.Place).
+	Backend backends.Backend
 }
 
 // LoadDir loads a model directory holding config.json and model.safetensors (all-MiniLM-L6-v2's
@@ -77,7 +80,11 @@ func LoadSafetensors(ctx *context.Context, f *safetensors.File, cfg Config, opts
 			return fail(err)
 		}
 		if !p.kernel {
-			vars = append(vars, models.Variable{Scope: p.scope, Name: p.varName, Value: t})
+			v := models.Variable{Scope: p.scope, Name: p.varName, Value: t}
+			vars = append(vars, v)
+			if err := models.Place(opts.Backend, []models.Variable{v}); err != nil {
+				return fail(err)
+			}
 			continue
 		}
 		kernel := tensors.FromShape(shapes.Make(dtypes.Float32, p.shape[1], p.shape[0]))
@@ -91,6 +98,9 @@ func LoadSafetensors(ctx *context.Context, f *safetensors.File, cfg Config, opts
 			return fail(errors.WithMessagef(err, "kernel of %s", p.name))
 		}
 		vars = append(vars, kv...)
+		if err := models.Place(opts.Backend, kv); err != nil {
+			return fail(err)
+		}
 	}
 	if err := models.Store(ctx, vars); err != nil {
 		return fail(err)
