@@ -426,3 +426,34 @@ func FuzzPackUnpack(f *testing.F) {
 		}
 	})
 }
+
+// TestInfiniteActivations: an infinite activation gives what the dense product of the
+// materialized weight gives (±Inf where every weight it meets is ±1, NaN where it meets a 0 or
+// both signs of infinity meet), for every strategy that serves x·W.
+func TestInfiniteActivations(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	c := productCases()[1] // x@W, m = 3
+	for _, f := range formats() {
+		w := f.make(r, c.wDims, lowering.Auto)
+		x := activations(t, r, c.xDims, dtypes.Float32)
+		values := tensors.MustCopyFlatData[float32](x)
+		values[3] = float32(math.Inf(1))                   // row 0
+		values[16+5], values[16+6] = values[3], -values[3] // row 1: +Inf and -Inf
+		x = tensors.FromFlatDataAndDimensions(values, c.xDims...)
+		want := denseProduct(t, w, x, c)
+		for _, s := range []lowering.Strategy{lowering.Auto, lowering.DecodeDot, lowering.MulReduce, lowering.SlicedSum} {
+			if !served(s, f, c, dtypes.Float32) {
+				continue
+			}
+			t.Run(f.name+"/"+s.String(), func(t *testing.T) {
+				got, err := runProduct(t, withComponentsOf(f.make(r, c.wDims, s), w), x, c)
+				if err != nil {
+					t.Fatalf("%+v", err)
+				}
+				if diff, scale := testutil.MaxAbsDiff(got, want); diff > 1e-4*math.Max(1, scale) {
+					t.Errorf("got %v\nwant %v", got, want)
+				}
+			})
+		}
+	}
+}

@@ -186,14 +186,15 @@ func (w Signs) requirement(s Strategy) string {
 // XLA CPU with its library fusions off (docs/performance.md).
 const signsSlices = 4
 
-// lower is SlicedSum without decoding the weight. With the packed axis split as row i = g·P + p
-// (g the group in the byte, p the packed row), radix r, and code_g = prefix_g − r·prefix_(g+1)
-// where prefix_g = floor(b / r^g):
+// lower is SlicedSum: each packed byte is read once and its G values decoded in registers. With
+// the packed axis split as row i = g·P + p (g the group in the byte, p the packed row), radix r,
+// prefix_g = floor(b / r^g) and code_g = prefix_g − r·prefix_(g+1) (exact small integers), the
+// value is v = α·code − 1 (α 1 for 2 bits, 2 for 1 bit), and
 //
-//	Σ_i x_i v_i = α · Σ_p Σ_g prefix_g(b_p) · (x_(g,p) − r·x_(g−1,p)) − Σ_i x_i
+//	Σ_i x_i v_i = Σ_p Σ_g x_(g,p) · v_g(b_p)
 //
-// with v = α·code − 1 (α 1 for 2 bits, 2 for 1 bit) and x_(−1,p) = 0. All coefficients are
-// integers, so integer-valued activations give exact results.
+// summed over a few slices of P element-wise before one reduction. Every term is an activation
+// times -1, 0 or +1, so infinite activations give what the dense product gives.
 func (w Signs) lower(_ Strategy, p *product) *graph.Node {
 	xf, _, output := scaled(p, w) // serves: a scale goes on the output or the activations
 	groups, radix := w.valuesPerByte(), float64(w.radix())
@@ -220,17 +221,18 @@ func (w Signs) lower(_ Strategy, p *product) *graph.Node {
 
 	// terms returns Σ_g prefix_g(b) · coefficient_g for packed bytes b ([batch,] P', N) and the
 	// matching activations x ([batch,] M, G, P'): ([batch,] M, P', N).
+	alpha := float64(2 / w.Bits)
 	terms := func(b, xc *graph.Node) *graph.Node {
 		prefixes := w.bytePrefixes(b, p.cdt)
-		var acc, prev *graph.Node
+		var acc *graph.Node
 		for g := range groups {
-			xg := graph.Squeeze(graph.SliceAxis(xc, gAxis, graph.AxisElem(g)), gAxis) // ([batch,] M, P')
-			coef := xg
-			if prev != nil {
-				coef = graph.Sub(xg, graph.MulScalar(prev, radix))
+			code := prefixes[g]
+			if g+1 < groups {
+				code = graph.Sub(code, graph.MulScalar(prefixes[g+1], radix))
 			}
-			prev = xg
-			term := graph.Mul(graph.InsertAxes(coef, -1), graph.InsertAxes(prefixes[g], len(lead)))
+			v := graph.AddScalar(graph.MulScalar(code, alpha), -1)                    // ([batch,] P', N)
+			xg := graph.Squeeze(graph.SliceAxis(xc, gAxis, graph.AxisElem(g)), gAxis) // ([batch,] M, P')
+			term := graph.Mul(graph.InsertAxes(xg, -1), graph.InsertAxes(v, len(lead)))
 			if acc == nil {
 				acc = term
 			} else {
@@ -253,10 +255,6 @@ func (w Signs) lower(_ Strategy, p *product) *graph.Node {
 		}
 	}
 	y := graph.ReduceSum(acc, gAxis) // ([batch,] M, N)
-	if w.Bits == 1 {
-		y = graph.Add(y, y)
-	}
-	y = graph.Sub(y, graph.InsertAxes(graph.ReduceSum(xc, gAxis, gAxis+1), -1))
 
 	// Back to DotGeneral's output order: batch, lhs free, rhs free.
 	outDims := slices.Concat(pick(wDims, p.wBatch), pick(xDims, p.xFree), pick(wDims, p.wFree))

@@ -98,17 +98,20 @@ func appendAs[T any](out []float64, values []T, f func(T) float64) []float64 {
 	return out
 }
 
-// MaxAbsDiff returns the largest |got[i] - want[i]| and the largest |want[i]| (the scale to judge
-// it by). NaNs in the same positions count as equal; a NaN against a number makes diff +Inf.
+// MaxAbsDiff returns the largest |got[i] - want[i]| and the largest finite |want[i]| (the scale to
+// judge it by). Equal infinities and NaNs in the same positions count as equal; a NaN or an
+// infinity against anything else makes diff +Inf.
 func MaxAbsDiff(got, want []float64) (diff, scale float64) {
 	if len(got) != len(want) {
 		return math.Inf(1), 0
 	}
 	for i := range want {
-		scale = math.Max(scale, math.Abs(want[i]))
+		if !math.IsInf(want[i], 0) && !math.IsNaN(want[i]) {
+			scale = math.Max(scale, math.Abs(want[i]))
+		}
 		switch {
 		case math.IsNaN(got[i]) && math.IsNaN(want[i]), got[i] == want[i]:
-		case math.IsNaN(got[i]) || math.IsNaN(want[i]):
+		case math.IsNaN(got[i]) || math.IsNaN(want[i]) || math.IsInf(got[i], 0) || math.IsInf(want[i], 0):
 			diff = math.Inf(1)
 		default:
 			diff = math.Max(diff, math.Abs(got[i]-want[i]))
