@@ -69,6 +69,14 @@ func (f *Func) FlattenArgs(args []any) (leaves []*tensors.Tensor, defs []*TreeDe
 			}
 			leaves = append(leaves, t)
 		}
+		// Check on the host, with the host values, that the argument fits its parameter, so the
+		// error names what the caller passed (inside the graph it would name nodes).
+		if ht, err := hostType(f.fnType.In(i)); err == nil {
+			if _, err := def.UnflattenAs(l, ht); err != nil {
+				return nil, nil, "", errors.WithMessagef(err, "argument #%d (%s) does not fit parameter type %s",
+					i, describe(arg), f.fnType.In(i))
+			}
+		}
 		defs[i], keys[i] = def, def.String()
 	}
 	if len(leaves) == 0 {

@@ -184,6 +184,11 @@ func TestBadInput(t *testing.T) {
 	if _, err := e.Call(map[string]any{"w": nil}); err == nil || !strings.Contains(err.Error(), "nil leaf") {
 		t.Errorf("nil leaf: got %v", err)
 	}
+	// A host tensor where the function takes an implicit array: the error names the tensor.
+	toyExec := MustNewExec(backend, func(a *toy[plainTag]) *graph.Node { return Materialize(a) })
+	if _, err := toyExec.Call(tensors.FromValue([]float32{1})); err == nil || !strings.Contains(err.Error(), "a *tensors.Tensor does not fit") {
+		t.Errorf("tensor for an implicit array: got %v, want an error saying the *tensors.Tensor does not fit", err)
+	}
 	if _, err := NewExec(backend, 3); err == nil {
 		t.Errorf("NewExec accepted a non-function")
 	}
