@@ -50,9 +50,9 @@ test-race: ## go test -race of quanta's host code (the packages and tests that e
 	GOMLX_BACKEND=go $(GO) test -race -count=1 $(RACE_PACKAGES)
 	GOMLX_BACKEND=go $(GO) test -race -count=1 -run '$(RACE_HOST_TESTS)' ./nf4 ./int8 ./onebit
 
-bench: setup ## the benchmark table (README): formats vs dense, M=1..2048, K=N=4096, one run
-	$(GO) run ./bench -json bench/results/$(or $(BENCH_NAME),xla-cpu-f32).json \
-		-markdown bench/results/$(or $(BENCH_NAME),xla-cpu-f32).md $(BENCH_FLAGS)
+BENCH_OUT = bench/results/$(or $(BENCH_NAME),xla-cpu-f32)
+bench: setup ## the benchmark suite (docs/performance.md): every format vs dense on real layer shapes, two graph contexts
+	$(GO) run ./bench -json $(BENCH_OUT).json -markdown $(BENCH_OUT).md -png $(BENCH_OUT).png $(BENCH_FLAGS)
 
 conformance: ## regenerate the eformer vectors (byte-compared with testdata/) and run the Go conformance suite
 	conformance/run.sh gen
