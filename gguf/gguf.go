@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sort"
 
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/fileio"
 )
 
 // Magic is the first four bytes of a GGUF file.
@@ -89,21 +89,11 @@ func (t *Tensor) String() string {
 // validating every size and offset against the file size. The file stays open for reading tensor
 // data until Close.
 func Open(path string) (*File, error) {
-	osFile, err := os.Open(path)
+	f, file, err := fileio.Open("gguf.Open", path, Read)
 	if err != nil {
-		return nil, errors.Wrap(err, "gguf.Open")
+		return nil, err
 	}
-	info, err := osFile.Stat()
-	if err != nil {
-		_ = osFile.Close()
-		return nil, errors.Wrap(err, "gguf.Open")
-	}
-	f, err := Read(osFile, info.Size())
-	if err != nil {
-		_ = osFile.Close()
-		return nil, errors.WithMessagef(err, "gguf.Open(%q)", path)
-	}
-	f.closer = osFile
+	f.closer = file
 	return f, nil
 }
 

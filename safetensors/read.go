@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/fileio"
 )
 
 // MaxHeaderBytes bounds the JSON header, as the reference implementation does (100 MB).
@@ -61,21 +61,11 @@ func (info *Info) NumElements() int {
 // Open opens the safetensors file at path and reads and validates its header; the file stays
 // open for reading tensors until Close.
 func Open(path string) (*File, error) {
-	osFile, err := os.Open(path)
+	f, file, err := fileio.Open("safetensors.Open", path, Read)
 	if err != nil {
-		return nil, errors.Wrap(err, "safetensors.Open")
+		return nil, err
 	}
-	stat, err := osFile.Stat()
-	if err != nil {
-		_ = osFile.Close()
-		return nil, errors.Wrap(err, "safetensors.Open")
-	}
-	f, err := Read(osFile, stat.Size())
-	if err != nil {
-		_ = osFile.Close()
-		return nil, errors.WithMessagef(err, "safetensors.Open(%q)", path)
-	}
-	f.closer = osFile
+	f.closer = file
 	return f, nil
 }
 
