@@ -338,7 +338,7 @@ def main():
     def record(name, nll, seconds):
         assert nll.shape == (N_IDS - 1,)
         results[name] = {"perplexity": ppl(nll), "mean_nll": float(np.mean(nll)),
-                         "nll": w.npy(f"nll_{name}", nll.astype(np.float64)), "seconds": round(seconds, 1)}
+                         "nll": w.npy(f"nll_{name}", nll.astype(np.float64))}
         log(f"{name}: perplexity {results[name]['perplexity']:.4f} ({seconds:.0f}s)")
 
     # f32, with logits and hidden states of the first window.
@@ -418,9 +418,8 @@ def main():
             n = llamacpp_util.window_nll(llamacpp_util.gguf_of_type(t), windows(ids), n_threads=1)
             lc[t] = {"perplexity": ppl(n), "n": int(n.size),
                      "max_abs_nll_diff_to_f32": float(np.max(np.abs(n - np.load(
-                         os.path.join(args.out, results["f32"]["nll"]["file"]))))),
-                     "seconds": round(time.time() - t0, 1)}
-            log(f"llama.cpp {t}: perplexity {lc[t]['perplexity']:.4f}")
+                         os.path.join(args.out, results["f32"]["nll"]["file"])))))}
+            log(f"llama.cpp {t}: perplexity {lc[t]['perplexity']:.4f} ({time.time() - t0:.0f}s)")
         index["llama_cpp"] = lc
 
     index["results"] = results
