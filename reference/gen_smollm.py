@@ -380,8 +380,8 @@ def main():
     # Greedy generation in f32.
     p_ids = llama_ids(PROMPT)
     g = greedy(model, p_ids)
-    g.update(prompt=PROMPT, prompt_ids=p_ids, text=detok(g["ids"]), n=N_GREEDY,
-             def_="f32, no BOS, full recompute each step (no cache), argmax of the last position's logits")
+    g.update(prompt=PROMPT, prompt_ids=p_ids, text=detok(g["ids"]), n=N_GREEDY)
+    g["def"] = "f32, no BOS, full recompute each step (no cache), argmax of the last position's logits"
     index["greedy"] = g
 
     # Weight-transform variants.
@@ -396,7 +396,8 @@ def main():
                 ti, tv = topk_arrays(lg[0])
                 results[name]["window0_top20_ids"] = w.npy(f"{name}_w0_top20_ids", ti)
                 results[name]["window0_top20_logits"] = w.npy(f"{name}_w0_top20_logits", tv)
-                results[name]["window0_logits_rows"] = w.npy(f"{name}_w0_logits_rows", lg[0][pos].numpy())
+                if name == "nf4":
+                    results[name]["window0_logits_rows"] = w.npy(f"{name}_w0_logits_rows", lg[0][pos].numpy())
 
     # bitsandbytes' own layers.
     for name, make in (("int8_bnb", make_linear8bit), ("int8_bnb_trainmode", make_linear8bit_trainmode),
