@@ -110,7 +110,7 @@ def train(model, data, epochs: int, seed_base: int, batch: int = 128) -> list[fl
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            tot += float(loss) * idx.numel()
+            tot += float(loss.detach()) * idx.numel()
             n += idx.numel()
         losses.append(tot / n)
     return losses
