@@ -10,7 +10,7 @@
 #   reference/run.sh speed [args]         reference/llamacpp_speed.py (llama.cpp tok/s; run on a quiet machine)
 #   reference/run.sh py SCRIPT [args]     run any script with the venv's python
 #
-# SETs: tokenizer (llama.cpp ids, ~10 s), bnb (~45 s), minilm (~40 s), smollm2 (~4 min), fmnist (~10 min,
+# SETs: tokenizer (llama.cpp ids, ~10 s), bnb (~45 s), minilm (~40 s), smollm2 (~4 min), fmnist (~7 min,
 # trains a model). The virtualenv lives in $QUANTA_TORCH_VENV (default /work/venvs/ref-torch), outside
 # git; it is created from reference/requirements.txt on first use (about 5 GB download plus a
 # 6-minute llama.cpp build) and reused while that file is unchanged. Assets come from `make assets`.
@@ -127,7 +127,7 @@ case "$cmd" in
     "$VENV/bin/python" "$@"
     ;;
   *)
-    sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     [ "$cmd" = help ] || exit 2
     ;;
 esac
