@@ -16,11 +16,15 @@
 //     scale = amax(|x|) over the axes / 127 + Tiny(dtype).
 //   - Weight: int8 of shape S: q = round-half-to-even(x / scale).
 //
-// The arithmetic is XLA CPU's, as eformer's conformance vectors show (all of them match byte for
-// byte): bfloat16 and float16 are computed in float32 and rounded (to nearest, ties to even) after
-// each operation; the division by the constant 127 is a multiplication by float32(1/127);
-// subnormals are flushed to zero (a slice with amax below 127·2^-126 gets scale tiny, subnormal
-// inputs get code 0); a float16 x/scale is x times the float16-rounded reciprocal. Default axes on a (K, N) weight give
+// The arithmetic is XLA CPU's, as eformer's vectors show (the committed ones and the randomized
+// differential runs of conformance/): bfloat16 and float16 are computed in float32 and rounded (to
+// nearest, ties to even) after each operation; float32 and bfloat16 subnormals are flushed to
+// zero (a slice with amax below 127·2^-126 gets scale tiny, subnormal inputs get code 0). XLA
+// rewrites a division by a broadcast operand as a product by the broadcast reciprocal, computed
+// in the dtype (float16-rounded for float16, float32 for float32 and bfloat16), and a broadcast
+// that adds no element is none: so amax/127 is amax·(1/127) unless the scale has a single
+// element, and x/scale is x·(1/scale) unless the scale has as many elements as x. (float64,
+// which eformer does not produce, always uses amax·(1/127).) Default axes on a (K, N) weight give
 // a (K, 1) scale: one scale per contracting row. Example: the row [1, 2, 3] gets scale 3/127 and
 // codes [42, 85, 127].
 //
