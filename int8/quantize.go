@@ -440,7 +440,7 @@ func quantizeNodeAs(x *graph.Node, dtype dtypes.DType, axes ...int) *Array {
 		ratio = graph.Div(v, scale) // same dimensions: no broadcast
 	}
 	// |ratio| < 2^8; below 1/2 every value rounds to 0, so its precision there does not matter.
-	r := graph.Round(round(ratio, -1, 7))
+	r := xlafloat.RoundHalfEvenNode(round(ratio, -1, 7))
 	q := graph.ConvertDType(graph.ClipScalar(r, qMin, qMax), dtypes.Int8)
 	return &Array{weight: implicitarray.NodeComponent(q), scale: implicitarray.NodeComponent(graph.ConvertDType(scale, dt)),
 		shape: shapes.Make(dtype, s.Dimensions...), axes: norm}

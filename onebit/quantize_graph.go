@@ -142,7 +142,7 @@ func ruleNode(what string, r rule, x *graph.Node, opts []Option, packable bool) 
 		values = graph.Where(graph.LessThan(xv, graph.ScalarZero(g, compute)), minusOne, one)
 	case cfg.bitNet:
 		safe := graph.Where(graph.GreaterThan(scale, graph.ScalarZero(g, dtypes.Float32)), scale, graph.OnesLike(scale))
-		rounded := graph.ClipScalar(graph.Round(graph.Div(xf, safe)), -1, 1)
+		rounded := graph.ClipScalar(xlafloat.RoundHalfEvenNode(graph.Div(xf, safe)), -1, 1)
 		positive := graph.BroadcastToDims(graph.GreaterThan(scale, graph.ScalarZero(g, dtypes.Float32)), dims...)
 		values = graph.Where(positive, graph.ConvertDType(rounded, dtypes.Int8), zero)
 	default:

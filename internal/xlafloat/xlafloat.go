@@ -195,3 +195,18 @@ func RoundNode(x *graph.Node, f Format, lo, hi int) *graph.Node {
 	// Keep NaN (every comparison above was false, so m is NaN already) and the sign.
 	return graph.Where(graph.LessThan(x, scalar(0)), graph.Neg(rounded), rounded)
 }
+
+// RoundHalfEvenNode rounds x (float32 or float64) to the nearest integer, ties to even, as XLA's
+// round_nearest_even does, from Floor and exact comparisons. graph.Round promises the same, but the
+// pure-Go backend of GoMLX v0.26 rounds ties away from zero.
+func RoundHalfEvenNode(x *graph.Node) *graph.Node {
+	g := x.Graph()
+	scalar := func(v float64) *graph.Node { return graph.Scalar(g, x.DType(), v) }
+	f := graph.Floor(x)
+	d := graph.Sub(x, f) // exact: x and its floor share a binade or x is an integer
+	up := graph.Add(f, scalar(1))
+	even := graph.Equal(graph.Mul(graph.Floor(graph.Mul(f, scalar(0.5))), scalar(2)), f)
+	half := scalar(0.5)
+	return graph.Where(graph.GreaterThan(d, half), up,
+		graph.Where(graph.LessThan(d, half), f, graph.Where(even, f, up)))
+}

@@ -121,3 +121,18 @@ func TestRoundNodeRange(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundHalfEvenNode: ties go to the even neighbour on every backend, others to the nearest.
+func TestRoundHalfEvenNode(t *testing.T) {
+	backend := testutil.Backend(t)
+	values := []float32{0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, 0.50000006, 126.5, -127.5, 3.7, -3.7, 0, 0x1p23 + 1, 1e30,
+		float32(math.Inf(-1))}
+	want := []float32{0, 2, 2, 0, -2, -2, 0, 1, 126, -128, 4, -4, 0, 0x1p23 + 1, 1e30, float32(math.Inf(-1))}
+	exec := graph.MustNewExec(backend, xlafloat.RoundHalfEvenNode)
+	got := exec.MustExec(tensors.FromFlatDataAndDimensions(values, len(values)))[0].Value().([]float32)
+	for i := range values {
+		if got[i] != want[i] {
+			t.Errorf("round(%v) = %v, want %v", values[i], got[i], want[i])
+		}
+	}
+}
