@@ -12,7 +12,7 @@ GOTEST_FLAGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help setup assets doctor demo vet test test-all bench conformance bench-peer
+.PHONY: help setup assets doctor demo vet test test-all bench conformance conformance-random bench-peer
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -47,6 +47,12 @@ bench: setup ## the benchmark table (README): formats vs dense, M=1..2048, K=N=4
 conformance: ## regenerate the eformer vectors (byte-compared with testdata/) and run the Go conformance suite
 	conformance/run.sh gen
 	$(GO) test ./conformance/...
+
+# Randomized differential conformance: make conformance-random N=5000 SEED=1.
+N ?= 5000
+SEED ?= 1
+conformance-random: setup ## N (5000) seeded random inputs through eformer and quanta's host and graph quantizers, compared bit for bit
+	conformance/run.sh random $(N) $(SEED)
 
 bench-peer: setup ## eformer (JAX CPU) vs quanta (XLA CPU) on the same shapes: a table of ratios
 	$(GO) run ./conformance/peer
