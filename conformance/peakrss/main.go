@@ -70,7 +70,7 @@ func main() {
 	in := int(x.Shape().Memory())
 	const mib = 1 << 20
 	fmt.Printf("%s %dx%d float32: input %d MiB, output %.1f MiB, peak RSS before %d MiB, after %d MiB, scratch ≈ %.1f MiB\n",
-		*format, *rows, *cols, in/mib, float64(out)/mib, before/mib, after/mib, float64(after-before-out)/mib)
+		*format, *rows, *cols, in/mib, float64(out)/mib, before/mib, after/mib, max(0, float64(after-before-out)/mib))
 	runtime.KeepAlive(x)
 }
 
