@@ -12,7 +12,7 @@ GOTEST_FLAGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help setup assets doctor demo vet test test-all test-race bench conformance bench-peer
+.PHONY: help setup assets doctor demo vet test test-all test-race bench conformance conformance-random bench-peer
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -57,6 +57,12 @@ bench: setup ## the benchmark suite (docs/performance.md): every format vs dense
 conformance: ## regenerate the eformer vectors (byte-compared with testdata/) and run the Go conformance suite
 	conformance/run.sh gen
 	$(GO) test ./conformance/...
+
+# Randomized differential conformance: make conformance-random N=5000 SEED=1.
+N ?= 5000
+SEED ?= 1
+conformance-random: setup ## N (5000) seeded random inputs through eformer and quanta's host and graph quantizers, compared bit for bit
+	conformance/run.sh random $(N) $(SEED)
 
 bench-peer: setup ## eformer (JAX CPU) vs quanta (XLA CPU) on the same shapes: a table of ratios
 	$(GO) run ./conformance/peer

@@ -16,8 +16,13 @@
 //   - Weight: int8 of shape S: q = round-half-to-even(x / scale), clipped to [-128, 127].
 //
 // The arithmetic is XLA CPU's: bfloat16 and float16 are computed in float32 and rounded (to
-// nearest, ties to even) after each operation; subnormals are flushed to zero (a slice with amax
-// below 127·2^-126 gets scale tiny, subnormal inputs get code 0). Default axes on a (K, N) weight
+// nearest, ties to even) after each operation; float32 and bfloat16 subnormals are flushed to
+// zero (a slice with amax below 127·2^-126 gets scale tiny, subnormal inputs get code 0). A
+// division by a broadcast operand is a product by the broadcast reciprocal, computed in the dtype
+// (float16-rounded for float16, float32 for float32 and bfloat16), and a broadcast that adds no
+// element is none: so amax/127 is amax·(1/127) unless the scale has a single element, and
+// x/scale is x·(1/scale) unless the scale has as many elements as x. (float64 always uses
+// amax·(1/127).) Default axes on a (K, N) weight
 // give a (K, 1) scale: one scale per contracting row. Example: the row [1, 2, 3] gets scale
 // 3/127 and codes [42, 85, 127]. In bfloat16 and float16 the rounded scale can make |x / scale|
 // reach 127.5, which rounds to ±128; the codes are clipped to [-128, 127], never wrapped.

@@ -155,7 +155,7 @@ func TestSharding(t *testing.T) {
 		t.Error("unknown mesh axis: no error")
 	}
 	if c := b.WithSharding(sharding.Sharding{}); c.IsSharded() {
-		t.Error("Reshard to the zero sharding kept it")
+		t.Error("WithSharding to the zero sharding kept it")
 	}
 	// Scale (2, 1) over the quantized last axis: replicated along the sharded columns.
 	specs, err := b.ComponentSpecs(m, sharding.PartitionSpec{nil, {"model"}})

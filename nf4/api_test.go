@@ -9,6 +9,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/testutil"
@@ -29,6 +30,11 @@ func TestQuantizeBadInput(t *testing.T) {
 		{"odd block", good, 3, "block size 3"},
 		{"zero block", good, 0, "block size 0"},
 		{"negative block", good, -2, "block size -2"},
+		{"block longer than the axis", good, 66, "from 2 to 64"},
+		{"block 2^30", good, 1 << 30, "block size 1073741824"},
+		{"block MaxInt-1", good, math.MaxInt - 1, "from 2 to 64"},
+		{"block 2^44", good, 1 << 44, "from 2 to 64"},
+		{"empty", tensors.FromShape(shapes.Make(dtypes.Float32, 4, 0)), 2, "empty"},
 		{"rank 0", tensors.FromValue(float32(1)), 2, "scalar"},
 		{"integer dtype", tensors.FromValue([]int32{1, 2}), 2, "dtype Int32"},
 		{"NaN", tensors.FromValue([]float32{1, float32(math.NaN())}), 2, "NaN"},
@@ -46,7 +52,7 @@ func TestQuantizeBadInput(t *testing.T) {
 		})
 	}
 	t.Run("QuantizeNode panics", func(t *testing.T) {
-		for _, bs := range []int{0, 3, -4} {
+		for _, bs := range []int{0, 3, -4, 66, 1 << 44} {
 			func() {
 				defer func() {
 					if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "nf4.QuantizeNode") {
@@ -58,6 +64,22 @@ func TestQuantizeBadInput(t *testing.T) {
 			}()
 		}
 	})
+}
+
+// TestMaxBlockSize: a block is at most the last axis rounded up to even, or the default.
+func TestMaxBlockSize(t *testing.T) {
+	for _, tc := range []struct{ dim, want int }{{1, 64}, {40, 64}, {64, 64}, {65, 66}, {100, 100}, {4097, 4098}} {
+		if got := nf4.MaxBlockSize(tc.dim); got != tc.want {
+			t.Errorf("MaxBlockSize(%d) = %d, want %d", tc.dim, got, tc.want)
+		}
+		x := tensors.FromShape(shapes.Make(dtypes.Float32, 2, tc.dim))
+		if _, err := nf4.Quantize(x, tc.want); err != nil {
+			t.Errorf("block %d on %d columns: %v", tc.want, tc.dim, err)
+		}
+		if _, err := nf4.Quantize(x, tc.want+2); err == nil {
+			t.Errorf("block %d on %d columns accepted", tc.want+2, tc.dim)
+		}
+	}
 }
 
 // TestQuantizeNodeMatchesHost: the in-graph quantizer writes the same bytes and absmax as the
@@ -107,7 +129,7 @@ func TestSharding(t *testing.T) {
 		t.Errorf("metadata %q does not carry the spec", b.Metadata())
 	}
 	if c := b.WithSharding(sharding.Sharding{}); c.IsSharded() {
-		t.Errorf("Reshard(zero) kept a sharding")
+		t.Errorf("WithSharding(zero) kept a sharding")
 	}
 	if _, err := a.WithMeshAndAxis(m, "expert"); err == nil {
 		t.Errorf("unknown mesh axis accepted")
@@ -121,7 +143,7 @@ func TestSharding(t *testing.T) {
 }
 
 // TestComponentSpecs checks the component specs of a sharded (8, 256) array with blocks of 64 over
-// 4 devices (mesh.NF4Specs): a sharded last axis shards the block axis of packed and absmax.
+// 4 devices (Array.ComponentSpecs): a sharded last axis shards the block axis of packed and absmax.
 func TestComponentSpecs(t *testing.T) {
 	a := nf4.MustQuantize(randomTensor(2, 8, 256), 64)
 	m := sharding.MustNewMesh([]string{"model"}, []int{4})

@@ -20,9 +20,13 @@
 //     and Materialize drops the padding.
 //   - absmax per block, in the input's dtype; code = argmin_i |x/(absmax+tiny) − codebook[i]|,
 //     ties to the lower index, where tiny is the smallest normal number of the dtype (float32 and
-//     bfloat16 2^-126, float16 2^-14, float64 2^-1022). bfloat16 and float16 arithmetic is done
-//     in float32 and rounded to nearest even to the dtype after each operation, as XLA computes
-//     it; distances are float32 (float64 for float64 inputs).
+//     bfloat16 2^-126, float16 2^-14, float64 2^-1022). The arithmetic is XLA CPU's: the division
+//     is a product by the reciprocal of absmax+tiny (float32 for float32 and bfloat16,
+//     float16-rounded for float16); bfloat16 and float16 operations are done in float32 and
+//     rounded to nearest even to the dtype; float32 and bfloat16 subnormals are zero (a block of
+//     them has absmax 0); distances are float32 (float64 for float64 inputs). A block whose
+//     absmax exceeds 2^126 is encoded with 4/(absmax+tiny) applied to x/4, where the reciprocal
+//     itself would flush to zero.
 //   - Components, in order: packed uint8 (..., numBlocks, blockSize/2), two codes per byte, the
 //     even element in the high nibble (codes [3, 12] → 0x3C; a zero block is 0x77); absmax
 //     (..., numBlocks).
@@ -59,8 +63,9 @@
 //
 // # Errors
 //
-// Quantize returns an error, and builds nothing, for a block size that is not even and
-// positive, a rank-0 or empty input, a non-float dtype, or NaN/±Inf values. Graph-side
+// Quantize returns an error, and builds nothing, for a block size that is not even and positive
+// or exceeds MaxBlockSize of the last axis, a rank-0 or empty input, a non-float dtype, or NaN/±Inf
+// values (the validation of every quanta format). Graph-side
 // functions (QuantizeNode, the handlers) panic with a message naming the op and the shapes;
 // QuantizeNode cannot check values (a NaN gives code 0). After Delete, using the array, or any
 // array derived from it without new components, is implicitarray.ErrDeleted (an error from

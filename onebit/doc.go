@@ -15,9 +15,13 @@
 //
 //   - Pack / PackBits: the tensor already holds -1, 0, +1.
 //   - QuantizeBinary / QuantizeBinaryBits: sign(x), zeros mapped to +1.
-//   - QuantizeTernary: threshold t = 0.5·std(x) over all elements (population std), +1 where
-//     x > t, -1 where x < -t, else 0 (ties at ±t go to 0); or, with BitNet(), BitNet b1.58:
-//     scale = mean|x|, values = clip(round(x / scale), -1, 1).
+//   - QuantizeTernary: threshold t = 0.5·std(x) over all elements (population std, rounded in
+//     x's dtype as XLA computes it: see TernaryThreshold), +1 where x > t, -1 where x < -t, else
+//     0 (ties at ±t go to 0); or, with BitNet(), BitNet b1.58: scale = mean|x|, values =
+//     clip(round(x / scale), -1, 1).
+//
+// As on XLA CPU, float32 and bfloat16 subnormals count as zero for the binary and ternary rules
+// (a negative subnormal is binarized to +1).
 //
 // Options: WithDType (the materialization dtype), WithScale(axes...) (keep scale = mean|x| over
 // the axes: WithScale(0) on a (K, N) weight gives one scale per output channel, XNOR-Net /
@@ -86,8 +90,10 @@
 // # Errors
 //
 // Host-side functions return errors (with Must variants) that name the offending shape (first
-// dimension not a multiple of 4 or 8), value and index (a value outside {-1, 0, +1} for Pack),
-// NaN input, or option misuse. Graph-building functions panic with a message naming the op, types
+// dimension not a multiple of 4 or 8, an empty shape, a scalar), value and index (a value outside
+// {-1, 0, +1} for Pack; NaN or ±Inf for the quantizers, the validation of every quanta format),
+// or option misuse. The host quantizers read the input in place and write the packed bytes
+// directly: their scratch memory is the scale, if any. Graph-building functions panic with a message naming the op, types
 // and shapes. After Delete, which frees the packed bytes and the scale, using the array, or any
 // array derived from it without new components, is implicitarray.ErrDeleted.
 package onebit

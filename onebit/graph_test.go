@@ -478,7 +478,7 @@ func TestSharding(t *testing.T) {
 		t.Fatal("metadata must include the sharding")
 	}
 	if r := s.WithSharding(sharding.Sharding{Spec: sharding.PartitionSpec{{"data"}}}); !strings.Contains(r.Metadata(), "'data'") {
-		t.Fatalf("Reshard metadata %s", r.Metadata())
+		t.Fatalf("WithSharding metadata %s", r.Metadata())
 	}
 	if _, err := a.WithMeshAndAxis(m, []any{"nope"}); err == nil {
 		t.Fatal("unknown mesh axis accepted")
