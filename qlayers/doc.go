@@ -13,8 +13,10 @@
 //     non-trainable variables beside the kernel, the format in a context parameter, and the float
 //     kernel is deleted unless Options.KeepFloat. The Report gives the bytes before and after.
 //  3. Run the same model in inference: Dense rebuilds the implicit array from the stored
-//     components and multiplies by it with the format's fused dot_general; no dense float kernel
-//     is stored or built. GoMLX checkpoints save and load the components and the format.
+//     components and multiplies by it with the format's fused product; no dense float kernel is
+//     stored or built. The inference graph reads variables that exist, so build it on
+//     ctx.Reuse() (as GoMLX's inference does); a checked context panics on the components' names.
+//     GoMLX checkpoints save and load the components and the format.
 //
 // # Variables
 //
