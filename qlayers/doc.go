@@ -15,7 +15,7 @@
 //  3. Run the same model in inference: Dense rebuilds the implicit array from the stored
 //     components and multiplies by it with the format's fused product; no dense float kernel is
 //     stored or built. The inference graph reads variables that exist, so build it on
-//     ctx.Reuse() (as GoMLX's inference does); a checked context panics on the components' names.
+//     ctx.Reuse() (as GoMLX's inference does): a checked context panics on variables that exist.
 //     GoMLX checkpoints save and load the components and the format.
 //
 // # Variables
