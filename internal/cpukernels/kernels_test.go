@@ -148,10 +148,11 @@ func checkClose(t *testing.T, y []float32, ref, mag []float64, k int, exact bool
 type config struct {
 	name    string
 	threads int
-	split   bool
+	split   bool // small chunks, no single-thread shortcut
+	generic bool // the generic tiled drivers only (no fused or lookup kernels)
 }
 
-var configs = []config{{"plain", 0, false}, {"split3", 3, true}}
+var configs = []config{{"plain", 0, false, false}, {"split3", 3, true, false}, {"generic", 2, true, true}}
 
 func forEachConfig(t *testing.T, f func(t *testing.T)) {
 	for _, isa := range ISAs() {
@@ -170,6 +171,10 @@ func forEachConfig(t *testing.T, f func(t *testing.T)) {
 					if c.split {
 						oldSmall, oldChunk := tune(tuneSmallWork, 0), tune(tuneChunkBytes, 512)
 						defer func() { tune(tuneSmallWork, oldSmall); tune(tuneChunkBytes, oldChunk) }()
+					}
+					if c.generic {
+						old := tune(tuneFusedMaxM, 0)
+						defer tune(tuneFusedMaxM, old)
 					}
 					f(t)
 				})

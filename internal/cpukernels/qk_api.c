@@ -325,6 +325,18 @@ static int64_t partial_reserve(int64_t m, int64_t ldp) {
   return r + QK_MAX_THREADS;
 }
 
+/* lead returns a row stride of at least cols floats, a multiple of 16, that is not a multiple of
+ * 1 KiB: rows a multiple of 4 KiB apart share L1 sets, and a tile over a few dozen such rows
+ * evicts itself. */
+static int64_t lead(int64_t cols) {
+  int64_t l = (cols + 15) & ~(int64_t)15;
+  return l % 256 == 0 ? l + 16 : l;
+}
+
+/* pad_x says whether the generic drivers want the activations copied with a padded stride: their
+ * micro-kernels sweep several rows of x at once when m is large. */
+static int pad_x(int64_t m, int64_t k) { return m > 4 && k % 256 == 0; }
+
 static void zero_y(float *y, int64_t m, int64_t n) { memset(y, 0, (size_t)(m * n) * sizeof(float)); }
 
 /* ---- NF4 ---- */
@@ -371,21 +383,21 @@ int qk_nf4_kn(const void *x, int x_dtype, const uint8_t *packed, const void *abs
                      .absmax = absmax, .absmax_dtype = absmax_dtype};
   p.row_bytes = p.nf4.row_bytes + nb * (absmax_dtype == QK_F32 ? 4 : 2);
   p.interleaved = fused;
-  p.ldp = fused ? nb * block_size : (n + 15) & ~(int64_t)15;
+  p.ldp = lead(fused ? nb * block_size : n);
   int64_t used = 0;
   float *buf = NULL;
-  if (x_dtype == QK_F32) {
-    p.x = (const float *)x;
-  } else {
-    buf = prepare(m, k, 0, partial_reserve(m, p.ldp), &used);
+  p.x = (const float *)x;
+  p.ldx = k;
+  if (x_dtype != QK_F32 || (!fused && pad_x(m, k))) {
+    p.ldx = fused ? k : lead(k);
+    buf = prepare(m, p.ldx, 0, partial_reserve(m, p.ldp), &used);
     if (buf == NULL) {
       return QK_ERR_NOMEM;
     }
-    prep_x(x, x_dtype, m, k, NULL, XP_NATURAL, 1, buf, k);
+    prep_x(x, x_dtype, m, k, NULL, XP_NATURAL, 1, buf, p.ldx);
     p.x = buf;
   }
-  p.ldx = k;
-  return run_kn(ops, &p, fused ? RUN_NF4 : RUN_GENERIC, 8, p.srows, buf, used);
+  return run_kn(ops, &p, fused ? RUN_NF4 : RUN_GENERIC, fused ? 8 : qk_kn_tile_rows(m), p.srows, buf, used);
 }
 
 int qk_nf4_nk(const void *x, int x_dtype, const uint8_t *packed, const void *absmax, int absmax_dtype, int64_t m,
@@ -414,18 +426,18 @@ int qk_nf4_nk(const void *x, int x_dtype, const uint8_t *packed, const void *abs
     prep_x(x, x_dtype, m, k, NULL, XP_PAIRS, 1, buf, ldx);
     p.x = buf;
     p.ldx = ldx;
-  } else if (x_dtype == QK_F32) {
+  } else if (x_dtype == QK_F32 && !pad_x(m, k)) {
     p.x = (const float *)x;
     p.ldx = k;
   } else {
     int64_t used;
-    float *buf = prepare(m, k, 0, 0, &used);
+    p.ldx = lead(k);
+    float *buf = prepare(m, p.ldx, 0, 0, &used);
     if (buf == NULL) {
       return QK_ERR_NOMEM;
     }
-    prep_x(x, x_dtype, m, k, NULL, XP_NATURAL, 1, buf, k);
+    prep_x(x, x_dtype, m, k, NULL, XP_NATURAL, 1, buf, p.ldx);
     p.x = buf;
-    p.ldx = k;
   }
   return run_nk(ops, &p, fused ? RUN_NF4 : RUN_GENERIC);
 }
@@ -478,11 +490,12 @@ static int int8_setup(const void *x, int x_dtype, const int8_t *w, const void *s
   }
   int fold = scale_kind == QK_SCALE_K;
   int64_t extra = (scale_kind == QK_SCALE_K || scale_kind == QK_SCALE_N) ? ((ns + 15) & ~(int64_t)15) : 0;
-  int copy_x = x_dtype != QK_F32 || fold;
+  int copy_x = x_dtype != QK_F32 || fold || pad_x(m, k);
+  int64_t ldx = copy_x ? lead(k) : k;
   int64_t used = 0;
   float *buf = NULL;
   if (copy_x || extra > 0) {
-    buf = prepare(m, copy_x ? k : 0, extra, reserve, &used);
+    buf = prepare(m, copy_x ? ldx : 0, extra, reserve, &used);
     if (buf == NULL) {
       return QK_ERR_NOMEM;
     }
@@ -494,12 +507,12 @@ static int int8_setup(const void *x, int x_dtype, const int8_t *w, const void *s
     }
   }
   if (copy_x) {
-    prep_x(x, x_dtype, m, k, fold ? sc : NULL, XP_NATURAL, 1, buf, k);
+    prep_x(x, x_dtype, m, k, fold ? sc : NULL, XP_NATURAL, 1, buf, ldx);
     p->x = buf;
   } else {
     p->x = (const float *)x;
   }
-  p->ldx = k;
+  p->ldx = ldx;
   if (scale_kind == QK_SCALE_TENSOR) {
     p->post = (qk_post){.kind = QK_SCALE_TENSOR, .tensor = qk_load_scalar(scale, scale_dtype, 0)};
   } else if (scale_kind == QK_SCALE_N) {
@@ -514,7 +527,7 @@ int qk_int8_kn(const void *x, int x_dtype, const int8_t *w, const void *scale, i
                int64_t m, int64_t k, int64_t n, float *y) {
   qk_prod p;
   float *buf = NULL;
-  int64_t used = 0, ldp = (n + 15) & ~(int64_t)15;
+  int64_t used = 0, ldp = lead(n);
   int st = int8_setup(x, x_dtype, w, scale, scale_dtype, scale_kind, m, k, n, y, &p, ldp,
                       n > 0 && m > 0 ? partial_reserve(m, ldp) : 0, &buf, &used);
   if (st != QK_OK || m == 0 || n == 0) {
@@ -528,7 +541,7 @@ int qk_int8_kn(const void *x, int x_dtype, const int8_t *w, const void *scale, i
   int fused = ops->i8_kn != NULL && m <= fused_max_m(ops);
   p.srows = k;
   p.row_bytes = n;
-  return run_kn(ops, &p, fused ? RUN_I8 : RUN_GENERIC, 8, p.srows, buf, used);
+  return run_kn(ops, &p, fused ? RUN_I8 : RUN_GENERIC, fused ? 8 : qk_kn_tile_rows(m), p.srows, buf, used);
 }
 
 int qk_int8_nk(const void *x, int x_dtype, const int8_t *w, const void *scale, int scale_dtype, int scale_kind,
@@ -598,9 +611,9 @@ static int tb_run(int fmt, const void *x, int x_dtype, const uint8_t *packed, co
     return QK_OK;
   }
   const qk_ops *ops = qk_active_ops();
-  int lut = ops->tb_lut != NULL && m <= LUT_MAX_M;
+  int lut = ops->tb_lut != NULL && m <= LUT_MAX_M && atomic_load(&tune_fused_max_m) != 0;
   qk_prod p = {.fmt = fmt, .m = m, .k = k, .n = n, .w = packed, .srows = k / rps, .row_bytes = n, .rps = rps, .y = y};
-  p.ldp = (n + 15) & ~(int64_t)15;
+  p.ldp = lead(n);
   if (scale_kind == QK_SCALE_TENSOR) {
     p.post = (qk_post){.kind = QK_SCALE_TENSOR, .tensor = scale[0]};
   } else if (scale_kind == QK_SCALE_N) {
@@ -608,20 +621,21 @@ static int tb_run(int fmt, const void *x, int x_dtype, const uint8_t *packed, co
   }
   float *buf = NULL;
   int64_t used = 0;
+  p.x = (const float *)x;
+  p.ldx = k;
   if (!lut || x_dtype != QK_F32) {
-    buf = prepare(m, k, 0, partial_reserve(m, p.ldp), &used);
+    p.ldx = lead(k);
+    buf = prepare(m, p.ldx, 0, partial_reserve(m, p.ldp), &used);
     if (buf == NULL) {
       return QK_ERR_NOMEM;
     }
-    prep_x(x, x_dtype, m, k, NULL, lut ? XP_NATURAL : XP_STRIDED, rps, buf, k);
+    prep_x(x, x_dtype, m, k, NULL, lut ? XP_NATURAL : XP_STRIDED, rps, buf, p.ldx);
     p.x = buf;
-  } else {
-    p.x = (const float *)x;
   }
-  p.ldx = k;
   /* the lookup tables of a chunk (2 x 16 floats per activation row and stored row) fit the scratch */
   int64_t max_rows = lut ? QK_MAX(8, (QK_CHUNK_SCRATCH / (128 * m)) & ~(int64_t)7) : p.srows;
-  return run_kn(ops, &p, lut ? RUN_LUT : RUN_GENERIC, 8, max_rows, buf, used);
+  return run_kn(ops, &p, lut ? RUN_LUT : RUN_GENERIC, lut ? 8 : QK_MAX(1, qk_kn_tile_rows(m) / rps), max_rows, buf,
+                used);
 }
 
 int qk_twobit_kn(const void *x, int x_dtype, const uint8_t *packed, const float *scale, int scale_kind, int64_t m,
@@ -657,8 +671,19 @@ int qk_f32_kn(const float *x, const float *w, int64_t m, int64_t k, int64_t n, f
   }
   qk_prod p = {.fmt = QK_FMT_F32, .m = m, .k = k, .n = n, .x = x, .ldx = k, .w = (const uint8_t *)w, .srows = k,
                .row_bytes = 4 * n, .rps = 1, .y = y};
-  p.ldp = (n + 15) & ~(int64_t)15;
-  return run_kn(qk_active_ops(), &p, RUN_GENERIC, 8, p.srows, NULL, 0);
+  p.ldp = lead(n);
+  float *buf = NULL;
+  int64_t used = 0;
+  if (pad_x(m, k)) {
+    p.ldx = lead(k);
+    buf = prepare(m, p.ldx, 0, partial_reserve(m, p.ldp), &used);
+    if (buf == NULL) {
+      return QK_ERR_NOMEM;
+    }
+    prep_x(x, QK_F32, m, k, NULL, XP_NATURAL, 1, buf, p.ldx);
+    p.x = buf;
+  }
+  return run_kn(qk_active_ops(), &p, RUN_GENERIC, qk_kn_tile_rows(m), p.srows, buf, used);
 }
 
 /* ---- bandwidth probe ---- */

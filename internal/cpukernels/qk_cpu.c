@@ -118,7 +118,6 @@ const qk_ops *qk_active_ops(void) {
   switch (qk_isa_active()) {
 #if QK_X86
   case QK_ISA_AVX512:
-    if (qk_ops_avx512.mk_kn == NULL) return &qk_ops_portable; /* TEMP */
     return &qk_ops_avx512;
   case QK_ISA_AVX2:
     if (qk_ops_avx2.mk_kn == NULL) return &qk_ops_portable; /* TEMP */

@@ -5,10 +5,14 @@
  * decode is faster (small m, table lookups). */
 #include "qk_internal.h"
 
-/* Logical rows and columns of one kn tile: 32 x 128 float32 = 16 KiB, resident in L1 while the
- * micro-kernel sweeps the activation rows over it. */
-#define KN_TILE_ROWS 32
+/* Columns of one kn tile. For a few activation rows a tile is 32 x 128 float32 (16 KiB, in L1);
+ * for more, 128 x 64 (32 KiB): the micro-kernel then sweeps every activation row over it, and the
+ * deeper tile halves the loads and stores of the partial sums per multiply-add (measured: about
+ * 44 -> 49 GMAC/s per core at m = 64 on Zen 4). */
 #define KN_TILE_COLS 128
+#define KN_TILE_COLS_LARGE_M 64
+
+int64_t qk_kn_tile_rows(int64_t m) { return m > 4 ? 128 : 32; }
 /* nk tiles: NK_ROWS output columns by up to NK_KB contracted elements (or all of k for few
  * activation rows, so each stored row streams once from start to end). */
 #define NK_ROWS 4
@@ -18,8 +22,8 @@ void qk_kn_generic(const qk_ops *ops, const qk_prod *p, int64_t s0, int64_t s1, 
   const int64_t M = p->m, N = p->n;
   const int rps = p->rps;
   float *tile = (float *)scratch;
-  int64_t tile_rows = KN_TILE_ROWS;
-  int64_t P = KN_TILE_COLS;
+  int64_t tile_rows = qk_kn_tile_rows(M);
+  int64_t P = M > 4 ? KN_TILE_COLS_LARGE_M : KN_TILE_COLS;
   if (p->fmt == QK_FMT_F32 && M <= 4) {
     /* A gemv streams whole rows, a few at a time: the activations need no reuse. */
     tile_rows = 8;
@@ -36,8 +40,15 @@ void qk_kn_generic(const qk_ops *ops, const qk_prod *p, int64_t s0, int64_t s1, 
       int64_t ldb = P;
       switch (p->fmt) {
       case QK_FMT_F32:
-        B = (const float *)p->w + sb * N + c0;
-        ldb = N;
+        if (P == N) {
+          B = (const float *)p->w + sb * N;
+          ldb = N;
+        } else {
+          /* pack the tile: rows of a large n would share L1 sets */
+          for (int64_t r = 0; r < ns; r++) {
+            memcpy(tile + r * P, (const float *)p->w + (sb + r) * N + c0, (size_t)pc * sizeof(float));
+          }
+        }
         break;
       case QK_FMT_NF4:
         for (int64_t r = 0; r < ns; r++) {

@@ -157,6 +157,9 @@ extern const qk_ops qk_ops_avx512;
 #endif
 
 /* ---- drivers (qk_drive.c) ---- */
+/* Logical rows of the generic kn driver's tiles for m activation rows (chunks are planned in
+ * multiples of it). */
+int64_t qk_kn_tile_rows(int64_t m);
 void qk_kn_generic(const qk_ops *ops, const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch);
 void qk_nk_generic(const qk_ops *ops, const qk_prod *p, int64_t n0, int64_t n1, void *scratch);
 /* Applies p->post to y[i][n0..n1) for all i. */
@@ -180,7 +183,8 @@ enum {
   QK_TUNE_SPIN_NS = 0,     /* idle workers spin this long before blocking (ns) */
   QK_TUNE_SMALL_WORK = 1,  /* below this much weighted work (bytes), a product runs on the caller */
   QK_TUNE_CHUNK_BYTES = 2, /* weight bytes per chunk; 0: automatic */
-  QK_TUNE_FUSED_MAX_M = 3, /* the fused kernels serve m up to this; -1: the ISA's default */
+  QK_TUNE_FUSED_MAX_M = 3, /* the fused kernels serve m up to this; -1: the ISA's default; 0 also
+                              turns off the 2-bit/1-bit lookup kernels (all through the generic drivers) */
 };
 /* qk_tune sets a knob and returns its previous value. Not synchronized with products in flight. */
 int64_t qk_tune(int knob, int64_t value);
