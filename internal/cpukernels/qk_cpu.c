@@ -120,7 +120,6 @@ const qk_ops *qk_active_ops(void) {
   case QK_ISA_AVX512:
     return &qk_ops_avx512;
   case QK_ISA_AVX2:
-    if (qk_ops_avx2.mk_kn == NULL) return &qk_ops_portable; /* TEMP */
     return &qk_ops_avx2;
 #endif
   default:
