@@ -99,6 +99,8 @@ func randScales(r *rand.Rand, size int, pow2 bool) scales {
 	return s
 }
 
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 11)) }
+
 func randBytes(r *rand.Rand, size int) []uint8 {
 	b := make([]uint8, size)
 	for i := range b {
@@ -451,6 +453,106 @@ func TestDenseKN(t *testing.T) {
 				}
 				checkClose(t, y, ref, mag, s.k, false)
 			})
+		}
+	})
+}
+
+// ---- non-finite activations ----
+
+// specialActivations returns m×k activations with an Inf, a -Inf and +Inf pair, and a NaN in the
+// first three rows (the others finite).
+func specialActivations(r *rand.Rand, m, k int) activations {
+	a := randActivations(r, m*k, false)
+	set := func(i, l int, v float32) {
+		if i < m && l < k {
+			a.f32[i*k+l] = v
+			a.bf16[i*k+l] = bfloat16.FromFloat32(v)
+		}
+	}
+	inf := float32(math.Inf(1))
+	set(0, 3, inf)
+	set(1, 5, -inf)
+	set(1, k-1, inf)
+	set(2, 0, float32(math.NaN()))
+	return a
+}
+
+// TestNonFinite checks that Inf and NaN activations give what the dense product gives: ±Inf where
+// the weight is nonzero, NaN where it is 0 or where +Inf and -Inf meet, NaN for NaN.
+func TestNonFinite(t *testing.T) {
+	type product struct {
+		name string
+		k    int
+		run  func(y []float32, x activations, m int) error
+		w    func(l, j int) float32
+	}
+	const n = 70
+	r := rand.New(rand.NewPCG(9, 9))
+	var products []product
+	{
+		const k, bs = 96, 64
+		packedKN, absKN, nbKN := nf4Weight(r, k, n, bs)
+		packedNK, absNK, nbNK := nf4Weight(r, n, k, bs)
+		products = append(products,
+			product{"nf4-kn", k, func(y []float32, x activations, m int) error {
+				return NF4KN(y, x.f32, packedKN, absKN.f32, m, k, n, bs)
+			}, func(l, j int) float32 {
+				return nf4Codebook[nf4Code(packedKN, nbKN*bs/2, l, j)] * absKN.f32[l*nbKN+j/bs]
+			}},
+			product{"nf4-nk", k, func(y []float32, x activations, m int) error {
+				return NF4NK(y, x.bf16, packedNK, absNK.bf16, m, k, n, bs)
+			}, func(l, j int) float32 {
+				return nf4Codebook[nf4Code(packedNK, nbNK*bs/2, j, l)] * absNK.f32[j*nbNK+l/bs]
+			}})
+	}
+	{
+		const k = 96
+		w := randI8(r, k*n)
+		for i := range w[:n] {
+			w[i] = 0 // zero weights in row 0 of k×n (and in the first column of n×k)
+		}
+		sk, sn := randScales(r, k, false), randScales(r, n, false)
+		products = append(products,
+			product{"int8-kn-k", k, func(y []float32, x activations, m int) error {
+				return Int8KN(y, x.f32, w, sk.f32, ScaleK, m, k, n)
+			}, func(l, j int) float32 { return float32(w[l*n+j]) * sk.f32[l] }},
+			product{"int8-kn-n", k, func(y []float32, x activations, m int) error {
+				return Int8KN(y, x.f32, w, sn.f32, ScaleN, m, k, n)
+			}, func(l, j int) float32 { return float32(w[l*n+j]) * sn.f32[j] }},
+			product{"int8-nk-n", k, func(y []float32, x activations, m int) error {
+				return Int8NK(y, x.bf16, w, sn.f16, ScaleN, m, k, n)
+			}, func(l, j int) float32 { return float32(w[j*k+l]) * sn.f32[j] }})
+	}
+	{
+		const k = 96
+		p2, p1 := randBytes(r, k/4*n), randBytes(r, k/8*n)
+		sn := randScales(r, n, false)
+		products = append(products,
+			product{"2bit", k, func(y []float32, x activations, m int) error {
+				return TwoBitKN(y, x.f32, p2, sn.f32, ScaleN, m, k, n)
+			}, func(l, j int) float32 { return twoBitValue(p2, k, n, l, j) * sn.f32[j] }},
+			product{"1bit", k, func(y []float32, x activations, m int) error {
+				return OneBitKN(y, x.bf16, p1, nil, ScaleNone, m, k, n)
+			}, func(l, j int) float32 { return oneBitValue(p1, k, n, l, j) }})
+		wd := randF32(r, k*n)
+		wd[3*n] = 0
+		products = append(products, product{"dense", k, func(y []float32, x activations, m int) error {
+			return DenseKN(y, x.f32, wd, m, k, n)
+		}, func(l, j int) float32 { return wd[l*n+j] }})
+	}
+	forEachConfig(t, func(t *testing.T) {
+		for _, p := range products {
+			for _, m := range []int{1, 2, 4, 8} {
+				t.Run(fmt.Sprintf("%s/m=%d", p.name, m), func(t *testing.T) {
+					x := specialActivations(rand.New(rand.NewPCG(uint64(m), 5)), m, p.k)
+					ref, mag := refProduct(x.f32, m, p.k, n, p.w)
+					y := make([]float32, m*n)
+					if err := p.run(y, x, m); err != nil {
+						t.Fatal(err)
+					}
+					checkClose(t, y, ref, mag, p.k, false)
+				})
+			}
 		}
 	})
 }
