@@ -151,10 +151,15 @@ type config struct {
 	name    string
 	threads int
 	split   bool // small chunks, no single-thread shortcut
-	generic bool // the generic tiled drivers only (no fused or lookup kernels)
+	fused   int  // tuneFusedMaxM: 0 leaves the default, -1 turns the fused and lookup kernels off
 }
 
-var configs = []config{{"plain", 0, false, false}, {"split3", 3, true, false}, {"generic", 2, true, true}}
+var configs = []config{
+	{"plain", 0, false, 0},
+	{"split3", 3, true, 0},
+	{"generic", 2, true, -1}, // the generic tiled drivers only
+	{"fused", 2, true, 1000}, // the fused kernels wherever they apply
+}
 
 func forEachConfig(t *testing.T, f func(t *testing.T)) {
 	for _, isa := range ISAs() {
@@ -174,8 +179,8 @@ func forEachConfig(t *testing.T, f func(t *testing.T)) {
 						oldSmall, oldChunk := tune(tuneSmallWork, 0), tune(tuneChunkBytes, 512)
 						defer func() { tune(tuneSmallWork, oldSmall); tune(tuneChunkBytes, oldChunk) }()
 					}
-					if c.generic {
-						old := tune(tuneFusedMaxM, 0)
+					if c.fused != 0 {
+						old := tune(tuneFusedMaxM, int64(max(c.fused, 0)))
 						defer tune(tuneFusedMaxM, old)
 					}
 					f(t)

@@ -28,9 +28,10 @@ int64_t qk_tune(int knob, int64_t value) {
   return 0;
 }
 
-static int fused_max_m(const qk_ops *ops) {
+/* fused_max_m returns the largest m a fused kernel serves: the ISA's own limit unless tuned. */
+static int64_t fused_max_m(int64_t own) {
   int64_t t = atomic_load_explicit(&tune_fused_max_m, memory_order_relaxed);
-  return t >= 0 ? (int)QK_MIN(t, 1 << 20) : ops->fused_max_m;
+  return t >= 0 ? t : own;
 }
 
 /* ---- argument checks ---- */
@@ -377,7 +378,7 @@ int qk_nf4_kn(const void *x, int x_dtype, const uint8_t *packed, const void *abs
     return QK_OK;
   }
   const qk_ops *ops = qk_active_ops();
-  int fused = ops->nf4_kn != NULL && m <= fused_max_m(ops) && block_size % 32 == 0;
+  int fused = ops->nf4_kn != NULL && m <= fused_max_m(ops->nf4_kn_max_m) && block_size % 32 == 0;
   qk_prod p = {.fmt = QK_FMT_NF4, .m = m, .k = k, .n = n, .w = packed, .srows = k, .rps = 1, .y = y};
   p.nf4 = (qk_nf4w){.packed = packed, .row_bytes = nb * block_size / 2, .bs = block_size, .nb = nb,
                      .absmax = absmax, .absmax_dtype = absmax_dtype};
@@ -412,7 +413,7 @@ int qk_nf4_nk(const void *x, int x_dtype, const uint8_t *packed, const void *abs
     return QK_OK;
   }
   const qk_ops *ops = qk_active_ops();
-  int fused = ops->nf4_nk != NULL && m <= fused_max_m(ops) && block_size % 32 == 0;
+  int fused = ops->nf4_nk != NULL && m <= fused_max_m(ops->nf4_nk_max_m) && block_size % 32 == 0;
   qk_prod p = {.fmt = QK_FMT_NF4, .m = m, .k = k, .n = n, .w = packed, .srows = n, .rps = 1, .y = y};
   p.nf4 = (qk_nf4w){.packed = packed, .row_bytes = nb * block_size / 2, .bs = block_size, .nb = nb,
                      .absmax = absmax, .absmax_dtype = absmax_dtype};
@@ -538,7 +539,7 @@ int qk_int8_kn(const void *x, int x_dtype, const int8_t *w, const void *scale, i
     return QK_OK;
   }
   const qk_ops *ops = qk_active_ops();
-  int fused = ops->i8_kn != NULL && m <= fused_max_m(ops);
+  int fused = ops->i8_kn != NULL && m <= fused_max_m(ops->i8_kn_max_m);
   p.srows = k;
   p.row_bytes = n;
   return run_kn(ops, &p, fused ? RUN_I8 : RUN_GENERIC, fused ? 8 : qk_kn_tile_rows(m), p.srows, buf, used);
@@ -558,7 +559,7 @@ int qk_int8_nk(const void *x, int x_dtype, const int8_t *w, const void *scale, i
     return QK_OK;
   }
   const qk_ops *ops = qk_active_ops();
-  int fused = ops->i8_nk != NULL && m <= fused_max_m(ops);
+  int fused = ops->i8_nk != NULL && m <= fused_max_m(ops->i8_nk_max_m);
   p.srows = n;
   p.row_bytes = k;
   return run_nk(ops, &p, fused ? RUN_I8 : RUN_GENERIC);

@@ -138,8 +138,9 @@ typedef struct qk_ops {
   void (*tb_rows)(const uint8_t *packed, int64_t ldw, int bits, int64_t p0, int64_t np, int64_t c0, int64_t cnt,
                   float *out, int64_t ldo);
 
-  /* Chunk kernels for small m (m <= fused_max_m) and block sizes multiple of 32. */
-  int fused_max_m;
+  /* Chunk kernels for small m (m up to the *_max_m below; NF4 also needs a block size multiple
+   * of 32). */
+  int nf4_kn_max_m, nf4_nk_max_m, i8_kn_max_m, i8_nk_max_m;
   /* kn NF4: stored rows [s0, s1) into part (NF4 pair order, see qk_reduce). */
   void (*nf4_kn)(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch);
   /* nk NF4: output columns [n0, n1), x in pair order (see qk_api.c). */
