@@ -123,7 +123,7 @@ static void prep_x(const void *x, int x_dtype, int64_t m, int64_t k, const float
 
 /* ---- the run ---- */
 
-enum { RUN_GENERIC, RUN_NF4, RUN_I8, RUN_LUT };
+enum { RUN_GENERIC, RUN_NF4, RUN_NF4_M1, RUN_I8, RUN_LUT };
 
 typedef struct {
   const qk_ops *ops;
@@ -145,6 +145,9 @@ static void kn_task(void *ctx, int64_t c, int slot, void *scratch) {
   switch (j->run) {
   case RUN_NF4:
     j->ops->nf4_kn(p, s0, s1, part, scratch);
+    break;
+  case RUN_NF4_M1:
+    j->ops->nf4_kn_m1(p, s0, s1, part, scratch);
     break;
   case RUN_I8:
     j->ops->i8_kn(p, s0, s1, part, scratch);
@@ -174,8 +177,9 @@ static void nk_task(void *ctx, int64_t c, int slot, void *scratch) {
   }
 }
 
-/* Partial column of output column j in NF4 pair order (see XP_PAIRS). */
+/* Partial column of output column j in the orders of qk_internal.h. */
 QK_INLINE int64_t pair_pos(int64_t j) { return (j & ~(int64_t)31) + ((j & 1) << 4) + ((j & 31) >> 1); }
+QK_INLINE int64_t stride8_pos(int64_t j) { return (j & ~(int64_t)127) + (((j & 7) ^ 1) << 4) + ((j & 127) >> 3); }
 
 /* reduce_rows writes y rows [i0, i1) = post-scale * the sum of the used partials. */
 static void reduce_rows(const qk_prod *p, int nslots, int64_t i0, int64_t i1) {
@@ -188,7 +192,7 @@ static void reduce_rows(const qk_prod *p, int nslots, int64_t i0, int64_t i1) {
         continue;
       }
       const float *src = p->part + ((int64_t)s * p->m + i) * p->ldp;
-      if (p->interleaved) {
+      if (p->order == QK_ORDER_PAIRS) {
         if (first) {
           for (int64_t j = 0; j < N; j++) {
             y[j] = src[pair_pos(j)];
@@ -196,6 +200,16 @@ static void reduce_rows(const qk_prod *p, int nslots, int64_t i0, int64_t i1) {
         } else {
           for (int64_t j = 0; j < N; j++) {
             y[j] += src[pair_pos(j)];
+          }
+        }
+      } else if (p->order == QK_ORDER_STRIDE8) {
+        if (first) {
+          for (int64_t j = 0; j < N; j++) {
+            y[j] = src[stride8_pos(j)];
+          }
+        } else {
+          for (int64_t j = 0; j < N; j++) {
+            y[j] += src[stride8_pos(j)];
           }
         }
       } else if (first) {
@@ -378,13 +392,21 @@ int qk_nf4_kn(const void *x, int x_dtype, const uint8_t *packed, const void *abs
     return QK_OK;
   }
   const qk_ops *ops = qk_active_ops();
-  int fused = ops->nf4_kn != NULL && m <= fused_max_m(ops->nf4_kn_max_m) && block_size % 32 == 0;
+  const int64_t fmax = fused_max_m(ops->nf4_kn_max_m);
+  int run = RUN_GENERIC;
+  if (ops->nf4_kn_m1 != NULL && m == 1 && fmax >= 1 &&
+      ((block_size % 8 == 0 && 128 % block_size == 0) || block_size % 128 == 0)) {
+    run = RUN_NF4_M1;
+  } else if (ops->nf4_kn != NULL && m <= fmax && block_size % 32 == 0) {
+    run = RUN_NF4;
+  }
+  const int fused = run != RUN_GENERIC;
   qk_prod p = {.fmt = QK_FMT_NF4, .m = m, .k = k, .n = n, .w = packed, .srows = k, .rps = 1, .y = y};
   p.nf4 = (qk_nf4w){.packed = packed, .row_bytes = nb * block_size / 2, .bs = block_size, .nb = nb,
                      .absmax = absmax, .absmax_dtype = absmax_dtype};
   p.row_bytes = p.nf4.row_bytes + nb * (absmax_dtype == QK_F32 ? 4 : 2);
-  p.interleaved = fused;
-  p.ldp = lead(fused ? nb * block_size : n);
+  p.order = run == RUN_NF4_M1 ? QK_ORDER_STRIDE8 : run == RUN_NF4 ? QK_ORDER_PAIRS : QK_ORDER_NATURAL;
+  p.ldp = lead(run == RUN_NF4_M1 ? (nb * block_size + 127) / 128 * 128 : fused ? nb * block_size : n);
   int64_t used = 0;
   float *buf = NULL;
   p.x = (const float *)x;
@@ -398,7 +420,7 @@ int qk_nf4_kn(const void *x, int x_dtype, const uint8_t *packed, const void *abs
     prep_x(x, x_dtype, m, k, NULL, XP_NATURAL, 1, buf, p.ldx);
     p.x = buf;
   }
-  return run_kn(ops, &p, fused ? RUN_NF4 : RUN_GENERIC, fused ? 8 : qk_kn_tile_rows(m), p.srows, buf, used);
+  return run_kn(ops, &p, run, fused ? 8 : qk_kn_tile_rows(m), p.srows, buf, used);
 }
 
 int qk_nf4_nk(const void *x, int x_dtype, const uint8_t *packed, const void *absmax, int absmax_dtype, int64_t m,

@@ -393,6 +393,102 @@ static T512 void nf4_kn(const qk_prod *p, int64_t s0, int64_t s1, float *part, v
   }
 }
 
+/* Lane j of a 128-column group covers columns c0+8j .. c0+8j+7 (c0 a multiple of 128), in block
+ * (c0+8j)/bs: the group's first block plus lane_block[j]. Needs bs a multiple of 128 (one block
+ * per group) or a multiple of 8 dividing 128. */
+typedef struct {
+  __m512i lane_block; /* j / (bs/8), or 0 */
+  int64_t per_group;  /* blocks per group: 128/bs, or 1 */
+} lane_map;
+
+I512 lane_map nf4_lane_map(int64_t bs) {
+  lane_map l;
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  if (bs % 128 == 0) {
+    l.lane_block = _mm512_setzero_si512();
+    l.per_group = 1;
+  } else {
+    l.lane_block = _mm512_srlv_epi32(lane, _mm512_set1_epi32(__builtin_ctzll((unsigned long long)(bs / 8))));
+    l.per_group = 128 / bs;
+  }
+  return l;
+}
+
+/* The block scales of the 16 lanes of the 128-column group from c0 of stored row `row`: the
+ * vector counterpart of qk_nf4_scale (a new absmax encoding adds a case here too). */
+I512 __m512 nf4_lane_scales(const qk_nf4w *w, lane_map l, int64_t row, int64_t c0) {
+  const int64_t b0 = c0 / w->bs;
+  if (l.per_group == 1) {
+    return _mm512_set1_ps(qk_nf4_scale(w, row, b0));
+  }
+  const int64_t nbl = QK_MIN(l.per_group, w->nb - b0);
+  const __mmask16 m = (__mmask16)((1u << nbl) - 1);
+  const int64_t at = row * w->nb + b0;
+  __m512 s;
+  switch (w->absmax_dtype) {
+  case QK_F32:
+    s = _mm512_maskz_loadu_ps(m, (const float *)w->absmax + at);
+    break;
+  case QK_BF16:
+    s = _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w->absmax + at)), 16));
+    break;
+  default: {
+    float t[16] = {0};
+    for (int64_t b = 0; b < nbl; b++) {
+      t[b] = qk_nf4_scale(w, row, b0 + b);
+    }
+    s = _mm512_loadu_ps(t);
+  }
+  }
+  return _mm512_permutexvar_ps(l.lane_block, s);
+}
+
+/* acc[16s .. 16s+16) += coef * codebook[nibble s of each word of v] for s = 0..7 */
+I512 void nf4_s8_group(__m512i v, __m512 coef, __m512 cb, float *acc) {
+  UNROLL for (int s = 0; s < 8; s++) {
+    const __m512i idx = s == 0 ? v : _mm512_srli_epi32(v, (unsigned)(4 * s));
+    _mm512_storeu_ps(acc + 16 * s, _mm512_fmadd_ps(coef, _mm512_permutexvar_ps(idx, cb), _mm512_loadu_ps(acc + 16 * s)));
+  }
+}
+
+/* m = 1, stored rows [s0, s1) one at a time (sequential reads), into part in QK_ORDER_STRIDE8:
+ * the 64 bytes of 128 columns are read as sixteen 32-bit words, and word j shifted right by 4s
+ * has in its low 4 bits the code of column 8j + (s^1), which vpermps looks up directly: eight
+ * lookups and no widening per 128 weights. The codebook is unscaled; the per-lane block scale
+ * times x[k] multiplies it (the lanes of one vector may belong to different blocks). */
+static T512 void nf4_kn_m1(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch) {
+  (void)scratch;
+  const qk_nf4w *w = &p->nf4;
+  const __m512 cb = _mm512_loadu_ps(qk_nf4_codebook);
+  const lane_map l = nf4_lane_map(w->bs);
+  const int64_t rb = w->row_bytes, ncols = rb * 2, full = ncols / 128 * 128;
+  const int f32 = w->absmax_dtype == QK_F32 && l.per_group > 1 && w->nb % l.per_group == 0;
+  const __mmask16 fm = (__mmask16)((1u << l.per_group) - 1);
+  for (int64_t k = s0; k < s1; k++) {
+    const uint8_t *row = w->packed + k * rb;
+    const __m512 xk = _mm512_set1_ps(p->x[k]);
+    if (f32) {
+      /* float32 scales, whole groups of blocks: one masked load per group */
+      const float *a = (const float *)w->absmax + k * w->nb;
+      for (int64_t c = 0, b = 0; c < full; c += 128, b += l.per_group) {
+        const __m512 sc = _mm512_permutexvar_ps(l.lane_block, _mm512_maskz_loadu_ps(fm, a + b));
+        nf4_s8_group(_mm512_loadu_si512(row + c / 2), _mm512_mul_ps(xk, sc), cb, part + c);
+      }
+    } else {
+      for (int64_t c = 0; c < full; c += 128) {
+        nf4_s8_group(_mm512_loadu_si512(row + c / 2), _mm512_mul_ps(xk, nf4_lane_scales(w, l, k, c)), cb, part + c);
+      }
+    }
+    if (full < ncols) {
+      /* last group: bytes past the row are not read; their lanes land in the padding */
+      const __mmask64 m = ((__mmask64)1 << ((ncols - full) / 2)) - 1;
+      nf4_s8_group(_mm512_maskz_loadu_epi8(m, row + full / 2), _mm512_mul_ps(xk, nf4_lane_scales(w, l, k, full)), cb,
+                   part + full);
+    }
+  }
+}
+
 /* ================= fused NF4, blocks contracted (x @ W^T) ================= */
 
 /* Stores the MR x R sums of acc as y[i][n0+r]. */
@@ -766,6 +862,7 @@ const qk_ops qk_ops_avx512 = {
     .i8_kn_max_m = 16,
     .i8_nk_max_m = 16,
     .nf4_kn = nf4_kn,
+    .nf4_kn_m1 = nf4_kn_m1,
     .nf4_nk = nf4_nk,
     .i8_kn = i8_kn,
     .i8_nk = i8_nk,

@@ -89,6 +89,13 @@ QK_INLINE float qk_nf4_scale(const qk_nf4w *w, int64_t row, int64_t blk) {
 
 enum { QK_FMT_F32, QK_FMT_NF4, QK_FMT_I8, QK_FMT_TB2, QK_FMT_TB1 };
 
+/* Column orders of partial sums (kn products). Within each group of 32 (PAIRS) or 128 (STRIDE8)
+ * columns, column c sits at:
+ *   QK_ORDER_PAIRS: 16*(c%2) + c/2 (even columns, then odd: the high and low nibbles of 16 bytes);
+ *   QK_ORDER_STRIDE8: 16*((c%8)^1) + c/8 (nibble s of the sixteen 32-bit words of 64 bytes, s =
+ *   0..7, holds columns c%8 == s^1). */
+enum { QK_ORDER_NATURAL, QK_ORDER_PAIRS, QK_ORDER_STRIDE8 };
+
 /* Post-scaling of outputs: y[i][j] *= scale (QK_SCALE_TENSOR) or scale[j] (QK_SCALE_N). */
 typedef struct {
   int kind;
@@ -115,7 +122,7 @@ typedef struct qk_prod {
   float *part;
   int64_t ldp;
   unsigned char *part_used; /* one flag per slot */
-  int interleaved;          /* partial columns in NF4 pair order (see qk_reduce) */
+  int order;                /* column order of the partial sums: QK_ORDER_* */
   qk_post post;
 } qk_prod;
 
@@ -141,8 +148,11 @@ typedef struct qk_ops {
   /* Chunk kernels for small m (m up to the *_max_m below; NF4 also needs a block size multiple
    * of 32). */
   int nf4_kn_max_m, nf4_nk_max_m, i8_kn_max_m, i8_nk_max_m;
-  /* kn NF4: stored rows [s0, s1) into part (NF4 pair order, see qk_reduce). */
+  /* kn NF4: stored rows [s0, s1) into part (QK_ORDER_PAIRS). */
   void (*nf4_kn)(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch);
+  /* kn NF4 for m = 1 and block sizes dividing 128 (multiples of 8) or multiples of 128: stored
+   * rows [s0, s1) into part (QK_ORDER_STRIDE8). */
+  void (*nf4_kn_m1)(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch);
   /* nk NF4: output columns [n0, n1), x in pair order (see qk_api.c). */
   void (*nf4_nk)(const qk_prod *p, int64_t n0, int64_t n1, void *scratch);
   void (*i8_kn)(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch);
