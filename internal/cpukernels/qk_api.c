@@ -73,12 +73,12 @@ static int check_common(const void *x, int x_dtype, int64_t m, int64_t k, int64_
 
 /* ---- activations ---- */
 
-enum { XP_NATURAL, XP_PAIRS, XP_STRIDED };
+enum { XP_NATURAL, XP_PAIRS, XP_STRIDE8, XP_STRIDED };
 
 /* prep_x writes x (m x k, x_dtype) as float32 rows of ldo into out, times kscale[l] if given:
  *   XP_NATURAL: same order;
- *   XP_PAIRS: each 32-element group as its 16 even then its 16 odd elements (the order in which
- *     the AVX-512 NF4 kernels decode a byte's high and low nibbles), zero past k up to ldo;
+ *   XP_PAIRS, XP_STRIDE8: QK_ORDER_PAIRS and QK_ORDER_STRIDE8 of qk_internal.h (the orders in
+ *     which the AVX-512 NF4 kernels decode nibbles), zero past k up to ldo;
  *   XP_STRIDED: element rps*s+g is x[g*(k/rps)+s] (the order of a 2-bit or 1-bit tile). */
 static void prep_x(const void *x, int x_dtype, int64_t m, int64_t k, const float *kscale, int mode, int rps,
                    float *out, int64_t ldo) {
@@ -98,9 +98,10 @@ static void prep_x(const void *x, int x_dtype, int64_t m, int64_t k, const float
           o[l] *= kscale[l];
         }
       }
-    } else if (mode == XP_PAIRS) {
+    } else if (mode == XP_PAIRS || mode == XP_STRIDE8) {
       for (int64_t l = 0; l < ldo; l++) {
-        int64_t src = (l & ~(int64_t)31) + 2 * (l & 15) + ((l >> 4) & 1);
+        int64_t src = mode == XP_PAIRS ? (l & ~(int64_t)31) + 2 * (l & 15) + ((l >> 4) & 1)
+                                       : (l & ~(int64_t)127) + 8 * (l & 15) + (((l >> 4) & 7) ^ 1);
         float v = 0;
         if (src < k) {
           v = qk_load_scalar(x, x_dtype, i * k + src);
@@ -123,7 +124,7 @@ static void prep_x(const void *x, int x_dtype, int64_t m, int64_t k, const float
 
 /* ---- the run ---- */
 
-enum { RUN_GENERIC, RUN_NF4, RUN_NF4_M1, RUN_I8, RUN_LUT };
+enum { RUN_GENERIC, RUN_NF4, RUN_NF4_M1, RUN_I8, RUN_LUT, RUN_LUT_M1 };
 
 typedef struct {
   const qk_ops *ops;
@@ -155,6 +156,9 @@ static void kn_task(void *ctx, int64_t c, int slot, void *scratch) {
   case RUN_LUT:
     j->ops->tb_lut(p, s0, s1, part, scratch);
     break;
+  case RUN_LUT_M1:
+    j->ops->tb_lut_m1(p, s0, s1, part, scratch);
+    break;
   default:
     qk_kn_generic(j->ops, p, s0, s1, part, scratch);
   }
@@ -169,6 +173,9 @@ static void nk_task(void *ctx, int64_t c, int slot, void *scratch) {
   case RUN_NF4:
     j->ops->nf4_nk(p, n0, n1, scratch);
     break;
+  case RUN_NF4_M1:
+    j->ops->nf4_nk_m1(p, n0, n1, scratch);
+    break;
   case RUN_I8:
     j->ops->i8_nk(p, n0, n1, scratch);
     break;
@@ -180,6 +187,7 @@ static void nk_task(void *ctx, int64_t c, int slot, void *scratch) {
 /* Partial column of output column j in the orders of qk_internal.h. */
 QK_INLINE int64_t pair_pos(int64_t j) { return (j & ~(int64_t)31) + ((j & 1) << 4) + ((j & 31) >> 1); }
 QK_INLINE int64_t stride8_pos(int64_t j) { return (j & ~(int64_t)127) + (((j & 7) ^ 1) << 4) + ((j & 127) >> 3); }
+QK_INLINE int64_t stride4_pos(int64_t j) { return (j & ~(int64_t)63) + ((j & 3) << 4) + ((j & 63) >> 2); }
 
 /* reduce_rows writes y rows [i0, i1) = post-scale * the sum of the used partials. */
 static void reduce_rows(const qk_prod *p, int nslots, int64_t i0, int64_t i1) {
@@ -210,6 +218,16 @@ static void reduce_rows(const qk_prod *p, int nslots, int64_t i0, int64_t i1) {
         } else {
           for (int64_t j = 0; j < N; j++) {
             y[j] += src[stride8_pos(j)];
+          }
+        }
+      } else if (p->order == QK_ORDER_STRIDE4) {
+        if (first) {
+          for (int64_t j = 0; j < N; j++) {
+            y[j] = src[stride4_pos(j)];
+          }
+        } else {
+          for (int64_t j = 0; j < N; j++) {
+            y[j] += src[stride4_pos(j)];
           }
         }
       } else if (first) {
@@ -435,18 +453,26 @@ int qk_nf4_nk(const void *x, int x_dtype, const uint8_t *packed, const void *abs
     return QK_OK;
   }
   const qk_ops *ops = qk_active_ops();
-  int fused = ops->nf4_nk != NULL && m <= fused_max_m(ops->nf4_nk_max_m) && block_size % 32 == 0;
+  const int64_t fmax = fused_max_m(ops->nf4_nk_max_m);
+  int run = RUN_GENERIC;
+  if (ops->nf4_nk_m1 != NULL && m == 1 && fmax >= 1 &&
+      ((block_size % 8 == 0 && 128 % block_size == 0) || block_size % 128 == 0)) {
+    run = RUN_NF4_M1;
+  } else if (ops->nf4_nk != NULL && m <= fmax && block_size % 32 == 0) {
+    run = RUN_NF4;
+  }
   qk_prod p = {.fmt = QK_FMT_NF4, .m = m, .k = k, .n = n, .w = packed, .srows = n, .rps = 1, .y = y};
   p.nf4 = (qk_nf4w){.packed = packed, .row_bytes = nb * block_size / 2, .bs = block_size, .nb = nb,
                      .absmax = absmax, .absmax_dtype = absmax_dtype};
   p.row_bytes = p.nf4.row_bytes + nb * (absmax_dtype == QK_F32 ? 4 : 2);
-  if (fused) {
-    int64_t ldx = (k + 31) & ~(int64_t)31, used;
+  if (run != RUN_GENERIC) {
+    int64_t group = run == RUN_NF4 ? 32 : 128;
+    int64_t ldx = (k + group - 1) / group * group, used;
     float *buf = prepare(m, ldx, 0, 0, &used);
     if (buf == NULL) {
       return QK_ERR_NOMEM;
     }
-    prep_x(x, x_dtype, m, k, NULL, XP_PAIRS, 1, buf, ldx);
+    prep_x(x, x_dtype, m, k, NULL, run == RUN_NF4 ? XP_PAIRS : XP_STRIDE8, 1, buf, ldx);
     p.x = buf;
     p.ldx = ldx;
   } else if (x_dtype == QK_F32 && !pad_x(m, k)) {
@@ -462,7 +488,7 @@ int qk_nf4_nk(const void *x, int x_dtype, const uint8_t *packed, const void *abs
     prep_x(x, x_dtype, m, k, NULL, XP_NATURAL, 1, buf, p.ldx);
     p.x = buf;
   }
-  return run_nk(ops, &p, fused ? RUN_NF4 : RUN_GENERIC);
+  return run_nk(ops, &p, run);
 }
 
 /* ---- int8 ---- */
@@ -635,8 +661,10 @@ static int tb_run(int fmt, const void *x, int x_dtype, const uint8_t *packed, co
   }
   const qk_ops *ops = qk_active_ops();
   int lut = ops->tb_lut != NULL && m <= LUT_MAX_M && atomic_load(&tune_fused_max_m) != 0;
+  int run = !lut ? RUN_GENERIC : (m == 1 && ops->tb_lut_m1 != NULL) ? RUN_LUT_M1 : RUN_LUT;
   qk_prod p = {.fmt = fmt, .m = m, .k = k, .n = n, .w = packed, .srows = k / rps, .row_bytes = n, .rps = rps, .y = y};
-  p.ldp = lead(n);
+  p.order = run == RUN_LUT_M1 ? QK_ORDER_STRIDE4 : QK_ORDER_NATURAL;
+  p.ldp = lead(run == RUN_LUT_M1 ? (n + 63) / 64 * 64 : n);
   if (scale_kind == QK_SCALE_TENSOR) {
     p.post = (qk_post){.kind = QK_SCALE_TENSOR, .tensor = scale[0]};
   } else if (scale_kind == QK_SCALE_N) {
@@ -657,8 +685,7 @@ static int tb_run(int fmt, const void *x, int x_dtype, const uint8_t *packed, co
   }
   /* the lookup tables of a chunk (2 x 16 floats per activation row and stored row) fit the scratch */
   int64_t max_rows = lut ? QK_MAX(8, (QK_CHUNK_SCRATCH / (128 * m)) & ~(int64_t)7) : p.srows;
-  return run_kn(ops, &p, lut ? RUN_LUT : RUN_GENERIC, lut ? 8 : QK_MAX(1, qk_kn_tile_rows(m) / rps), max_rows, buf,
-                used);
+  return run_kn(ops, &p, run, lut ? 8 : QK_MAX(1, qk_kn_tile_rows(m) / rps), max_rows, buf, used);
 }
 
 int qk_twobit_kn(const void *x, int x_dtype, const uint8_t *packed, const float *scale, int scale_kind, int64_t m,

@@ -22,28 +22,44 @@
 #define T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define I512 static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define UNROLL _Pragma("GCC unroll 16")
-/* Tuning: software prefetch distance in bytes (0: none) and rows per pass of the M=1 kn kernels. */
-#ifndef QK_PF
-#define QK_PF 0
+/* Tuning, chosen by measurement on Zen 4 (CPU time per product of weights streamed from memory;
+ * -D overrides them for experiments):
+ *   QK_PFD: software prefetch distance (bytes) of the kernels that stream one weight row at a
+ *     time; the hardware prefetchers alone leave them short of the bandwidth.
+ *   QK_R1, QK_NKR1: NF4 rows per pass for one activation row (the pair-order kernels, for block
+ *     sizes the stride-8 kernels do not take): one row at a time reads sequentially, which beat
+ *     interleaving several rows.
+ *   QK_I8R1, QK_I8NKR1: int8 rows per pass for one activation row: several rows in registers beat
+ *     the sequential order there.
+ *   QK_R4, QK_I8R4: rows per pass for more activation rows. */
+#ifndef QK_PFD
+#define QK_PFD 2048
 #endif
 #ifndef QK_R1
 #define QK_R1 1
 #endif
-#ifndef QK_R4
-#define QK_R4 4
+#ifndef QK_NKR1
+#define QK_NKR1 1
 #endif
 #ifndef QK_I8R1
 #define QK_I8R1 8
 #endif
-#ifndef QK_NKR1
-#define QK_NKR1 1
-#endif
 #ifndef QK_I8NKR1
 #define QK_I8NKR1 8
+#endif
+#ifndef QK_R4
+#define QK_R4 4
 #endif
 #ifndef QK_I8R4
 #define QK_I8R4 4
 #endif
+
+#define prefetch(p)                                                                                                    \
+  do {                                                                                                                 \
+    if (QK_PFD > 0) {                                                                                                  \
+      _mm_prefetch((const char *)(p) + QK_PFD, _MM_HINT_T0);                                                           \
+    }                                                                                                                  \
+  } while (0)
 
 I512 __mmask16 tail16(int64_t r) { return r >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << r) - 1); }
 
@@ -295,9 +311,6 @@ I512 void nf4_kn_rows(const int MR, const int R, const qk_prod *p, int64_t k0, i
     __m512 T[8];
     UNROLL for (int r = 0; r < R; r++) {
       T[r] = nf4_table(w, k0 + r, b);
-      if (QK_PF > 0) {
-        _mm_prefetch((const char *)(rows[r] + b * bs / 2 + QK_PF), _MM_HINT_T0);
-      }
     }
     for (int64_t c = b * bs; c < (b + 1) * bs; c += 32) {
       __m512 ae[8], ao[8];
@@ -472,11 +485,13 @@ static T512 void nf4_kn_m1(const qk_prod *p, int64_t s0, int64_t s1, float *part
       /* float32 scales, whole groups of blocks: one masked load per group */
       const float *a = (const float *)w->absmax + k * w->nb;
       for (int64_t c = 0, b = 0; c < full; c += 128, b += l.per_group) {
+        prefetch(row + c / 2);
         const __m512 sc = _mm512_permutexvar_ps(l.lane_block, _mm512_maskz_loadu_ps(fm, a + b));
         nf4_s8_group(_mm512_loadu_si512(row + c / 2), _mm512_mul_ps(xk, sc), cb, part + c);
       }
     } else {
       for (int64_t c = 0; c < full; c += 128) {
+        prefetch(row + c / 2);
         nf4_s8_group(_mm512_loadu_si512(row + c / 2), _mm512_mul_ps(xk, nf4_lane_scales(w, l, k, c)), cb, part + c);
       }
     }
@@ -572,6 +587,48 @@ static T512 void nf4_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch)
     for (int64_t i0 = 0; i0 < M; i0 += 4) {
       MR_SWITCH4(QK_MIN(4, M - i0), nf4_nk_rows, 1, p, n, i0, me, mo)
     }
+  }
+}
+
+/* m = 1, output columns [n0, n1) one stored row at a time; x in QK_ORDER_STRIDE8 (zero past k).
+ * Per 128-element group: the unscaled codebook values of the eight nibble vectors (see
+ * nf4_kn_m1) times x, summed in two chains, then times the per-lane block scales. Lanes wholly
+ * past k are masked out of the scales. */
+static T512 void nf4_nk_m1(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {
+  (void)scratch;
+  const qk_nf4w *w = &p->nf4;
+  const __m512 cb = _mm512_loadu_ps(qk_nf4_codebook);
+  const lane_map l = nf4_lane_map(w->bs);
+  const int64_t K = p->k, rb = w->row_bytes, G = (K + 127) / 128;
+  const __m512i lane8 = _mm512_slli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3);
+  /* the last group: bytes past the row unread, lanes at or past k masked */
+  const int64_t last = 128 * (G - 1);
+  const __mmask64 lastb = QK_MIN(64, rb - last / 2) >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (rb - last / 2)) - 1;
+  const __mmask16 lastl = _mm512_cmplt_epi32_mask(lane8, _mm512_set1_epi32((int)(K - last)));
+  for (int64_t n = n0; n < n1; n++) {
+    const uint8_t *row = w->packed + n * rb;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (int64_t g = 0; g < G; g++) {
+      const int64_t c = 128 * g;
+      const float *x = p->x + c;
+      const int tail = g == G - 1;
+      const __m512i v = tail ? _mm512_maskz_loadu_epi8(lastb, row + c / 2) : _mm512_loadu_si512(row + c / 2);
+      prefetch(row + c / 2);
+      __m512 t0 = _mm512_mul_ps(_mm512_loadu_ps(x), _mm512_permutexvar_ps(v, cb));
+      __m512 t1 = _mm512_mul_ps(_mm512_loadu_ps(x + 16), _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), cb));
+      UNROLL for (int s = 2; s < 8; s += 2) {
+        t0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + 16 * s), _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * s), cb), t0);
+        t1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + 16 * s + 16),
+                             _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * s + 4), cb), t1);
+      }
+      __m512 sc = nf4_lane_scales(w, l, n, c);
+      if (tail) {
+        sc = _mm512_maskz_mov_ps(lastl, sc);
+      }
+      acc0 = _mm512_fmadd_ps(sc, t0, acc0);
+      acc1 = _mm512_fmadd_ps(sc, t1, acc1);
+    }
+    p->y[n] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
   }
 }
 
@@ -849,6 +906,32 @@ static T512 void tb_lut(const qk_prod *p, int64_t s0, int64_t s1, float *part, v
   }
 }
 
+/* m = 1, one stored row at a time, into part in QK_ORDER_STRIDE4: 64 bytes read as sixteen 32-bit
+ * words; byte b of word j is column 4j+b, and its nibbles, shifted down by 8b and 8b+4, index the
+ * low and high tables directly (no widening shuffle). */
+static T512 void tb_lut_m1(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch) {
+  float *tab = (float *)scratch;
+  lut_build(p, s0, s1, tab);
+  const int64_t N = p->n, full = N / 64 * 64;
+  for (int64_t pp = s0; pp < s1; pp++) {
+    const uint8_t *row = p->w + pp * N;
+    const float *t = tab + (pp - s0) * 32;
+    const __m512 tl = _mm512_load_ps(t), th = _mm512_load_ps(t + 16);
+    for (int64_t c = 0; c <= N - 1; c += 64) {
+      prefetch(row + c);
+      const __m512i v = c < full ? _mm512_loadu_si512(row + c)
+                                 : _mm512_maskz_loadu_epi8(((__mmask64)1 << (N - c)) - 1, row + c);
+      float *acc = part + c;
+      UNROLL for (int b = 0; b < 4; b++) {
+        const __m512i lo = b == 0 ? v : _mm512_srli_epi32(v, (unsigned)(8 * b));
+        const __m512i hi = _mm512_srli_epi32(v, (unsigned)(8 * b + 4));
+        __m512 a = _mm512_add_ps(_mm512_loadu_ps(acc + 16 * b), _mm512_permutexvar_ps(lo, tl));
+        _mm512_storeu_ps(acc + 16 * b, _mm512_add_ps(a, _mm512_permutexvar_ps(hi, th)));
+      }
+    }
+  }
+}
+
 const qk_ops qk_ops_avx512 = {
     .isa = QK_ISA_AVX512,
     .mk_kn = mk_kn,
@@ -856,7 +939,7 @@ const qk_ops qk_ops_avx512 = {
     .nf4_row = nf4_row,
     .i8_row = i8_row,
     .tb_rows = tb_rows,
-    /* measured crossovers with the tiled drivers (Zen 4, CPU time per product, 4096 x 4096) */
+    /* up to where they beat the tiled drivers (measured on Zen 4) */
     .nf4_kn_max_m = 4,
     .nf4_nk_max_m = 16,
     .i8_kn_max_m = 16,
@@ -864,9 +947,11 @@ const qk_ops qk_ops_avx512 = {
     .nf4_kn = nf4_kn,
     .nf4_kn_m1 = nf4_kn_m1,
     .nf4_nk = nf4_nk,
+    .nf4_nk_m1 = nf4_nk_m1,
     .i8_kn = i8_kn,
     .i8_nk = i8_nk,
     .tb_lut = tb_lut,
+    .tb_lut_m1 = tb_lut_m1,
 };
 
 #endif /* QK_X86 */

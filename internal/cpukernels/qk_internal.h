@@ -93,8 +93,10 @@ enum { QK_FMT_F32, QK_FMT_NF4, QK_FMT_I8, QK_FMT_TB2, QK_FMT_TB1 };
  * columns, column c sits at:
  *   QK_ORDER_PAIRS: 16*(c%2) + c/2 (even columns, then odd: the high and low nibbles of 16 bytes);
  *   QK_ORDER_STRIDE8: 16*((c%8)^1) + c/8 (nibble s of the sixteen 32-bit words of 64 bytes, s =
- *   0..7, holds columns c%8 == s^1). */
-enum { QK_ORDER_NATURAL, QK_ORDER_PAIRS, QK_ORDER_STRIDE8 };
+ *   0..7, holds columns c%8 == s^1);
+ *   QK_ORDER_STRIDE4 (groups of 64): 16*(c%4) + c/4 (byte b of the sixteen 32-bit words of 64
+ *   bytes holds columns c%4 == b). */
+enum { QK_ORDER_NATURAL, QK_ORDER_PAIRS, QK_ORDER_STRIDE8, QK_ORDER_STRIDE4 };
 
 /* Post-scaling of outputs: y[i][j] *= scale (QK_SCALE_TENSOR) or scale[j] (QK_SCALE_N). */
 typedef struct {
@@ -153,12 +155,16 @@ typedef struct qk_ops {
   /* kn NF4 for m = 1 and block sizes dividing 128 (multiples of 8) or multiples of 128: stored
    * rows [s0, s1) into part (QK_ORDER_STRIDE8). */
   void (*nf4_kn_m1)(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch);
-  /* nk NF4: output columns [n0, n1), x in pair order (see qk_api.c). */
+  /* nk NF4: output columns [n0, n1), x in QK_ORDER_PAIRS (see qk_api.c). */
   void (*nf4_nk)(const qk_prod *p, int64_t n0, int64_t n1, void *scratch);
+  /* nk NF4 for m = 1, block sizes as nf4_kn_m1: x in QK_ORDER_STRIDE8. */
+  void (*nf4_nk_m1)(const qk_prod *p, int64_t n0, int64_t n1, void *scratch);
   void (*i8_kn)(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch);
   void (*i8_nk)(const qk_prod *p, int64_t n0, int64_t n1, void *scratch);
-  /* 2-bit and 1-bit by table lookup, any m: stored rows [s0, s1) into part. */
+  /* 2-bit and 1-bit by table lookup, any m: stored rows [s0, s1) into part (QK_ORDER_NATURAL). */
   void (*tb_lut)(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch);
+  /* The same for m = 1, into part in QK_ORDER_STRIDE4. */
+  void (*tb_lut_m1)(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch);
 } qk_ops;
 
 extern const qk_ops qk_ops_portable;
