@@ -1,0 +1,250 @@
+package cpukernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quanta-ml/quanta/internal/testutil"
+)
+
+// The benchmarks time every format on real layer shapes, cycling through enough distinct weights
+// that each iteration streams at least benchStream bytes of stored weights (4x the L3 of the
+// machines they were written on), so every call reads its weight from memory. Each reports:
+//
+//   - MB/s (from SetBytes): stored weight bytes per second;
+//   - bw-frac: that throughput over the streaming-read bandwidth measured by BenchmarkReadBandwidth's
+//     probe at the start of the run (same threads);
+//   - ms/call: time per product; cpu-ms/call: CPU time of the process per product (all threads:
+//     on a machine shared with other work, ms/call grows with the load, cpu-ms/call much less);
+//   - x-dense: the in-package dense float32 product of the same shape and m (measured earlier in
+//     the same run) over this product's time per call: above 1, the quantized product is faster.
+//
+// By default only k=n=4096 runs; QUANTA_TEST_ALL=1 adds 4096×11008 and 11008×4096.
+// `go test -run '^$' -bench . ./internal/cpukernels/`.
+
+const benchStream = 128 << 20
+
+var benchMs = []int{1, 4, 16, 64}
+
+type benchShape struct{ k, n int }
+
+func benchShapes() []benchShape {
+	shapes := []benchShape{{4096, 4096}}
+	if os.Getenv(testutil.TestAllEnv) == "1" {
+		shapes = append(shapes, benchShape{4096, 11008}, benchShape{11008, 4096})
+	}
+	return shapes
+}
+
+var (
+	bwOnce sync.Once
+	bwGBs  float64
+)
+
+// readBandwidth returns the best of three streaming reads of a 1 GiB buffer, in GB/s.
+func readBandwidth() float64 {
+	bwOnce.Do(func() {
+		buf := make([]byte, 1<<30)
+		for i := 0; i < len(buf); i += 4096 {
+			buf[i] = byte(i)
+		}
+		ReadProbe(buf) // warm-up: pages, threads
+		best := time.Duration(math.MaxInt64)
+		for range 3 {
+			start := time.Now()
+			ReadProbe(buf)
+			best = min(best, time.Since(start))
+		}
+		bwGBs = float64(len(buf)) / best.Seconds() / 1e9
+	})
+	return bwGBs
+}
+
+// cpuTime returns the user and system CPU time of the process so far, in nanoseconds.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// BenchmarkReadBandwidth reports the streaming-read bandwidth of the kernels' threads.
+func BenchmarkReadBandwidth(b *testing.B) {
+	buf := make([]byte, 1<<30)
+	for i := 0; i < len(buf); i += 4096 {
+		buf[i] = byte(i)
+	}
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		ReadProbe(buf)
+	}
+}
+
+// benchFormat describes one format: its stored bytes for a k×n weight, how to make one random
+// weight, and the product.
+type benchFormat struct {
+	name  string
+	bytes func(k, n int) int
+	make  func(r *rand.Rand, k, n int) any
+	run   func(w any, y, x []float32, m, k, n int) error
+}
+
+type nf4Bench struct {
+	packed []uint8
+	absmax []float32
+}
+
+type int8Bench struct {
+	w     []int8
+	scale []float32
+}
+
+type tbBench struct {
+	packed []uint8
+	scale  []float32
+}
+
+func randF32(r *rand.Rand, size int) []float32 {
+	s := make([]float32, size)
+	for i := range s {
+		s[i] = float32(r.Uint32()>>8)/float32(1<<24) - 0.5
+	}
+	return s
+}
+
+func randI8(r *rand.Rand, size int) []int8 {
+	s := make([]int8, size)
+	for i := range s {
+		s[i] = int8(r.Uint32())
+	}
+	return s
+}
+
+const benchBlock = 64
+
+var benchFormats = []benchFormat{
+	{
+		name:  "dense",
+		bytes: func(k, n int) int { return 4 * k * n },
+		make:  func(r *rand.Rand, k, n int) any { return randF32(r, k*n) },
+		run: func(w any, y, x []float32, m, k, n int) error {
+			return DenseKN(y, x, w.([]float32), m, k, n)
+		},
+	},
+	{
+		name:  "nf4-kn",
+		bytes: func(k, n int) int { nb := ceilDiv(n, benchBlock); return k*nb*benchBlock/2 + 4*k*nb },
+		make: func(r *rand.Rand, k, n int) any {
+			nb := ceilDiv(n, benchBlock)
+			return nf4Bench{randBytes(r, k*nb*benchBlock/2), randF32(r, k*nb)}
+		},
+		run: func(w any, y, x []float32, m, k, n int) error {
+			q := w.(nf4Bench)
+			return NF4KN(y, x, q.packed, q.absmax, m, k, n, benchBlock)
+		},
+	},
+	{
+		name:  "nf4-nk",
+		bytes: func(k, n int) int { nb := ceilDiv(k, benchBlock); return n*nb*benchBlock/2 + 4*n*nb },
+		make: func(r *rand.Rand, k, n int) any {
+			nb := ceilDiv(k, benchBlock)
+			return nf4Bench{randBytes(r, n*nb*benchBlock/2), randF32(r, n*nb)}
+		},
+		run: func(w any, y, x []float32, m, k, n int) error {
+			q := w.(nf4Bench)
+			return NF4NK(y, x, q.packed, q.absmax, m, k, n, benchBlock)
+		},
+	},
+	{
+		name:  "int8-kn",
+		bytes: func(k, n int) int { return k*n + 4*k },
+		make:  func(r *rand.Rand, k, n int) any { return int8Bench{randI8(r, k*n), randF32(r, k)} },
+		run: func(w any, y, x []float32, m, k, n int) error {
+			q := w.(int8Bench)
+			return Int8KN(y, x, q.w, q.scale, ScaleK, m, k, n)
+		},
+	},
+	{
+		name:  "int8-nk",
+		bytes: func(k, n int) int { return k*n + 4*n },
+		make:  func(r *rand.Rand, k, n int) any { return int8Bench{randI8(r, k*n), randF32(r, n)} },
+		run: func(w any, y, x []float32, m, k, n int) error {
+			q := w.(int8Bench)
+			return Int8NK(y, x, q.w, q.scale, ScaleN, m, k, n)
+		},
+	},
+	{
+		name:  "2bit",
+		bytes: func(k, n int) int { return k/4*n + 4*n },
+		make:  func(r *rand.Rand, k, n int) any { return tbBench{randBytes(r, k/4*n), randF32(r, n)} },
+		run: func(w any, y, x []float32, m, k, n int) error {
+			q := w.(tbBench)
+			return TwoBitKN(y, x, q.packed, q.scale, ScaleN, m, k, n)
+		},
+	},
+	{
+		name:  "1bit",
+		bytes: func(k, n int) int { return k/8*n + 4*n },
+		make:  func(r *rand.Rand, k, n int) any { return tbBench{randBytes(r, k/8*n), randF32(r, n)} },
+		run: func(w any, y, x []float32, m, k, n int) error {
+			q := w.(tbBench)
+			return OneBitKN(y, x, q.packed, q.scale, ScaleN, m, k, n)
+		},
+	},
+}
+
+// BenchmarkProducts times every format against the dense baseline; see the file comment.
+func BenchmarkProducts(b *testing.B) {
+	bw := readBandwidth()
+	b.Logf("streaming read bandwidth: %.1f GB/s (%d threads, %s)", bw, Threads(), ActiveISA())
+	denseNs := map[string]float64{}
+	for _, s := range benchShapes() {
+		for _, f := range benchFormats {
+			perW := f.bytes(s.k, s.n)
+			count := max(1, ceilDiv(benchStream, perW))
+			var weights []any
+			for _, m := range benchMs {
+				key := fmt.Sprintf("m=%d/k=%d/n=%d", m, s.k, s.n)
+				b.Run(f.name+"/"+key, func(b *testing.B) {
+					if weights == nil {
+						r := rand.New(rand.NewPCG(1, 2))
+						for range count {
+							weights = append(weights, f.make(r, s.k, s.n))
+						}
+					}
+					r := rand.New(rand.NewPCG(3, 4))
+					x := randF32(r, m*s.k)
+					y := make([]float32, m*s.n)
+					for _, w := range weights { // warm-up: threads, scratch
+						if err := f.run(w, y, x, m, s.k, s.n); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.SetBytes(int64(perW * count))
+					cpu0 := cpuTime()
+					for b.Loop() {
+						for _, w := range weights {
+							_ = f.run(w, y, x, m, s.k, s.n)
+						}
+					}
+					perCall := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / float64(count)
+					b.ReportMetric(perCall/1e6, "ms/call")
+					b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/float64(count)/1e6, "cpu-ms/call")
+					b.ReportMetric(float64(perW)/perCall/bw, "bw-frac")
+					if f.name == "dense" {
+						denseNs[key] = perCall
+					} else if d, ok := denseNs[key]; ok {
+						b.ReportMetric(d/perCall, "x-dense")
+					}
+				})
+			}
+		}
+	}
+}

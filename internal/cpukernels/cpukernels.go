@@ -1,0 +1,396 @@
+package cpukernels
+
+/*
+#cgo CFLAGS: -O3 -std=gnu11 -Wall -Wextra -Wno-unused-parameter
+#cgo LDFLAGS: -lpthread
+#include "quanta_kernels.h"
+#include "qk_internal.h"
+*/
+import "C"
+
+import (
+	"math"
+	"unsafe"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/pkg/errors"
+	"github.com/x448/float16"
+)
+
+// Sentinel errors, for errors.Is.
+var (
+	// ErrArgument: a size, length, element type, block size or scale kind the product does not
+	// accept.
+	ErrArgument = errors.New("invalid argument")
+	// ErrUnsupported: the instruction set asked for cannot run on this CPU or build.
+	ErrUnsupported = errors.New("instruction set not supported")
+	// ErrNoMemory: the kernels' scratch memory could not be allocated.
+	ErrNoMemory = errors.New("out of memory")
+)
+
+// ISA names an instruction-set path of the kernels.
+type ISA int
+
+const (
+	// Auto stands for the best path the CPU supports (for ForceISA).
+	Auto ISA = C.QK_ISA_AUTO
+	// Portable is plain C, on any architecture.
+	Portable ISA = C.QK_ISA_PORTABLE
+	// AVX2 needs AVX2 and FMA (x86-64).
+	AVX2 ISA = C.QK_ISA_AVX2
+	// AVX512 needs AVX-512 F, BW, VL and DQ (x86-64).
+	AVX512 ISA = C.QK_ISA_AVX512
+)
+
+// ISAs lists every path, best last.
+func ISAs() []ISA { return []ISA{Portable, AVX2, AVX512} }
+
+// String returns "portable", "avx2", "avx512" or "auto".
+func (i ISA) String() string { return C.GoString(C.qk_isa_name(C.int(i))) }
+
+// Supported reports whether the path can run on this CPU and build.
+func (i ISA) Supported() bool { return C.qk_isa_supported(C.int(i)) != 0 }
+
+// ActiveISA returns the path the products use now.
+func ActiveISA() ISA { return ISA(C.qk_isa_active()) }
+
+// BestISA returns the best path this CPU supports: the one used unless ForceISA says otherwise.
+func BestISA() ISA { return ISA(C.qk_isa_best()) }
+
+// ForceISA makes every later product use path i (Auto: the best). It is meant for tests and
+// benchmarks and must not race with products in flight. It returns an error wrapping
+// ErrUnsupported if the CPU cannot run i.
+func ForceISA(i ISA) error {
+	if st := C.qk_isa_force(C.int(i)); st != C.QK_OK {
+		return errors.Wrapf(ErrUnsupported, "cpukernels.ForceISA(%s)", i)
+	}
+	return nil
+}
+
+// Threads returns the number of threads a product may use, the caller's included.
+func Threads() int { return int(C.qk_threads()) }
+
+// SetThreads sets the number of threads (clamped to [1, MaxThreads]); n <= 0 restores the default
+// (QUANTA_KERNEL_THREADS, else the online CPUs). It returns the new count.
+func SetThreads(n int) int {
+	if n > math.MaxInt32 {
+		n = math.MaxInt32
+	}
+	return int(C.qk_set_threads(C.int(n)))
+}
+
+// MaxThreads bounds the thread count.
+const MaxThreads = C.QK_MAX_THREADS
+
+// ThreadsEnv names the environment variable read for the default thread count.
+const ThreadsEnv = "QUANTA_KERNEL_THREADS"
+
+// ConfigNote returns a sentence about an ignored or clamped QUANTA_KERNEL_THREADS, or "".
+func ConfigNote() string {
+	if s := C.qk_config_note(); s != nil {
+		return C.GoString(s)
+	}
+	return ""
+}
+
+// ScaleKind says how the float scale of an int8, 2-bit or 1-bit weight is laid out.
+type ScaleKind int
+
+const (
+	// ScaleNone: no scale.
+	ScaleNone ScaleKind = C.QK_SCALE_NONE
+	// ScaleTensor: one value for the whole weight.
+	ScaleTensor ScaleKind = C.QK_SCALE_TENSOR
+	// ScaleK: one value per contracted index (k values; int8 only).
+	ScaleK ScaleKind = C.QK_SCALE_K
+	// ScaleN: one value per output column (n values).
+	ScaleN ScaleKind = C.QK_SCALE_N
+)
+
+// String names the kind.
+func (s ScaleKind) String() string {
+	switch s {
+	case ScaleNone:
+		return "none"
+	case ScaleTensor:
+		return "tensor"
+	case ScaleK:
+		return "per-k"
+	case ScaleN:
+		return "per-n"
+	}
+	return "ScaleKind(?)"
+}
+
+// Activation is an element type of activations.
+type Activation interface {
+	float32 | bfloat16.BFloat16
+}
+
+// Scale is an element type of scales (NF4 absmax, int8 scales).
+type Scale interface {
+	float32 | bfloat16.BFloat16 | float16.Float16
+}
+
+func xDType[X Activation](x []X) C.int {
+	if _, ok := any(x).([]bfloat16.BFloat16); ok {
+		return C.QK_BF16
+	}
+	return C.QK_F32
+}
+
+func scaleDType[S Scale](s []S) C.int {
+	switch any(s).(type) {
+	case []bfloat16.BFloat16:
+		return C.QK_BF16
+	case []float16.Float16:
+		return C.QK_F16
+	}
+	return C.QK_F32
+}
+
+// ptr returns the C pointer to the first element of s, or nil for an empty slice.
+func ptr[T any](s []T) unsafe.Pointer {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(unsafe.SliceData(s))
+}
+
+// product returns a*b*..., or -1 if a factor is negative or the product overflows 2^58.
+func product(factors ...int) int {
+	const limit = 1 << 58
+	r := 1
+	for _, f := range factors {
+		if f < 0 {
+			return -1
+		}
+		if f != 0 && r > limit/f {
+			return -1
+		}
+		r *= f
+	}
+	return r
+}
+
+type lengthCheck struct {
+	name      string
+	got, want int
+}
+
+// checkArgs returns an error naming the first size or length that does not fit.
+func checkArgs(op string, m, k, n int, lengths ...lengthCheck) error {
+	if m < 0 || k < 0 || n < 0 {
+		return errors.Wrapf(ErrArgument, "%s: negative size m=%d k=%d n=%d", op, m, k, n)
+	}
+	for _, l := range lengths {
+		if l.want < 0 {
+			return errors.Wrapf(ErrArgument, "%s: %s size overflows (m=%d k=%d n=%d)", op, l.name, m, k, n)
+		}
+		if l.got != l.want {
+			return errors.Wrapf(ErrArgument, "%s: %s has %d elements, want %d (m=%d k=%d n=%d)", op, l.name, l.got,
+				l.want, m, k, n)
+		}
+	}
+	return nil
+}
+
+func statusError(op string, st C.int) error {
+	if st == C.QK_OK {
+		return nil
+	}
+	msg := C.GoString(C.qk_status_string(st))
+	switch st {
+	case C.QK_ERR_NOMEM:
+		return errors.Wrapf(ErrNoMemory, "%s", op)
+	case C.QK_ERR_ISA:
+		return errors.Wrapf(ErrUnsupported, "%s", op)
+	}
+	return errors.Wrapf(ErrArgument, "%s: %s", op, msg)
+}
+
+func ceilDiv(a, b int) int {
+	if b <= 0 {
+		return -1
+	}
+	return (a + b - 1) / b
+}
+
+func checkBlock(op string, blockSize int) error {
+	if blockSize <= 0 || blockSize%2 != 0 {
+		return errors.Wrapf(ErrArgument, "%s: block size %d; accepted: even and positive", op, blockSize)
+	}
+	return nil
+}
+
+// NF4KN computes y = x · W (m×n) for W (k×n) stored as NF4 with blocks along n: packed holds
+// k × ceil(n/blockSize) × blockSize/2 bytes, two codes a byte with the even element in the high
+// nibble, and absmax one scale per block (k × ceil(n/blockSize)). x is m×k row-major.
+func NF4KN[X Activation, S Scale](y []float32, x []X, packed []uint8, absmax []S, m, k, n, blockSize int) error {
+	const op = "cpukernels.NF4KN"
+	if err := checkBlock(op, blockSize); err != nil {
+		return err
+	}
+	nb := ceilDiv(n, blockSize)
+	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
+		lengthCheck{"packed", len(packed), product(k, nb, blockSize/2)},
+		lengthCheck{"absmax", len(absmax), product(k, nb)}); err != nil {
+		return err
+	}
+	return statusError(op, C.qk_nf4_kn(ptr(x), xDType(x), (*C.uint8_t)(ptr(packed)), ptr(absmax), scaleDType(absmax),
+		C.int64_t(m), C.int64_t(k), C.int64_t(n), C.int64_t(blockSize), (*C.float)(ptr(y))))
+}
+
+// NF4NK computes y = x · Wᵀ (m×n) for W (n×k) stored as NF4 with blocks along k (the contracted
+// axis): packed holds n × ceil(k/blockSize) × blockSize/2 bytes and absmax n × ceil(k/blockSize)
+// scales.
+func NF4NK[X Activation, S Scale](y []float32, x []X, packed []uint8, absmax []S, m, k, n, blockSize int) error {
+	const op = "cpukernels.NF4NK"
+	if err := checkBlock(op, blockSize); err != nil {
+		return err
+	}
+	nb := ceilDiv(k, blockSize)
+	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
+		lengthCheck{"packed", len(packed), product(n, nb, blockSize/2)},
+		lengthCheck{"absmax", len(absmax), product(n, nb)}); err != nil {
+		return err
+	}
+	return statusError(op, C.qk_nf4_nk(ptr(x), xDType(x), (*C.uint8_t)(ptr(packed)), ptr(absmax), scaleDType(absmax),
+		C.int64_t(m), C.int64_t(k), C.int64_t(n), C.int64_t(blockSize), (*C.float)(ptr(y))))
+}
+
+// scaleLen returns the number of scale values of kind for a k×n weight, or -1 if the kind is not
+// accepted (allowK: int8 accepts ScaleK).
+func scaleLen(kind ScaleKind, k, n int, allowK bool) int {
+	switch kind {
+	case ScaleNone:
+		return 0
+	case ScaleTensor:
+		return 1
+	case ScaleK:
+		if allowK {
+			return k
+		}
+	case ScaleN:
+		return n
+	}
+	return -1
+}
+
+func checkScale(op string, kind ScaleKind, got, want int) error {
+	if want < 0 {
+		return errors.Wrapf(ErrArgument, "%s: scale kind %s not accepted", op, kind)
+	}
+	if got != want {
+		return errors.Wrapf(ErrArgument, "%s: %d scale values for kind %s, want %d", op, got, kind, want)
+	}
+	return nil
+}
+
+// Int8KN computes y = x · W for W (k×n) = w × scale, w int8 k×n row-major; kind says how scale
+// is laid out (ScaleK: one per row of w, eformer's default; ScaleN: one per column).
+func Int8KN[X Activation, S Scale](y []float32, x []X, w []int8, scale []S, kind ScaleKind, m, k, n int) error {
+	const op = "cpukernels.Int8KN"
+	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
+		lengthCheck{"w", len(w), product(k, n)}); err != nil {
+		return err
+	}
+	if err := checkScale(op, kind, len(scale), scaleLen(kind, k, n, true)); err != nil {
+		return err
+	}
+	return statusError(op, C.qk_int8_kn(ptr(x), xDType(x), (*C.int8_t)(ptr(w)), ptr(scale), scaleDType(scale),
+		C.int(kind), C.int64_t(m), C.int64_t(k), C.int64_t(n), (*C.float)(ptr(y))))
+}
+
+// Int8NK computes y = x · Wᵀ for W (n×k) = w × scale, w int8 n×k row-major (bitsandbytes'
+// Linear8bitLt); ScaleN is one scale per row of w, ScaleK one per column.
+func Int8NK[X Activation, S Scale](y []float32, x []X, w []int8, scale []S, kind ScaleKind, m, k, n int) error {
+	const op = "cpukernels.Int8NK"
+	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
+		lengthCheck{"w", len(w), product(n, k)}); err != nil {
+		return err
+	}
+	if err := checkScale(op, kind, len(scale), scaleLen(kind, k, n, true)); err != nil {
+		return err
+	}
+	return statusError(op, C.qk_int8_nk(ptr(x), xDType(x), (*C.int8_t)(ptr(w)), ptr(scale), scaleDType(scale),
+		C.int(kind), C.int64_t(m), C.int64_t(k), C.int64_t(n), (*C.float)(ptr(y))))
+}
+
+func checkPacked(op string, k, per int) error {
+	if k%per != 0 {
+		return errors.Wrapf(ErrArgument, "%s: k=%d is not a multiple of %d", op, k, per)
+	}
+	return nil
+}
+
+// TwoBitKN computes y = x · W for W (k×n) with values in {-1, 0, +1} stored in eformer's 2-bit
+// layout: packed (k/4)×n, code value+1, quarter-strided along k (see the package
+// documentation). scale (float32) is ScaleNone, ScaleTensor or ScaleN.
+func TwoBitKN[X Activation](y []float32, x []X, packed []uint8, scale []float32, kind ScaleKind, m, k, n int) error {
+	const op = "cpukernels.TwoBitKN"
+	if err := checkPacked(op, k, 4); err != nil {
+		return err
+	}
+	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
+		lengthCheck{"packed", len(packed), product(k/4, n)}); err != nil {
+		return err
+	}
+	if err := checkScale(op, kind, len(scale), scaleLen(kind, k, n, false)); err != nil {
+		return err
+	}
+	return statusError(op, C.qk_twobit_kn(ptr(x), xDType(x), (*C.uint8_t)(ptr(packed)), (*C.float)(ptr(scale)),
+		C.int(kind), C.int64_t(m), C.int64_t(k), C.int64_t(n), (*C.float)(ptr(y))))
+}
+
+// OneBitKN computes y = x · W for W (k×n) with values in {-1, +1} stored one bit each: packed
+// (k/8)×n, eighth-strided along k, bit 1 for +1. scale as for TwoBitKN.
+func OneBitKN[X Activation](y []float32, x []X, packed []uint8, scale []float32, kind ScaleKind, m, k, n int) error {
+	const op = "cpukernels.OneBitKN"
+	if err := checkPacked(op, k, 8); err != nil {
+		return err
+	}
+	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
+		lengthCheck{"packed", len(packed), product(k/8, n)}); err != nil {
+		return err
+	}
+	if err := checkScale(op, kind, len(scale), scaleLen(kind, k, n, false)); err != nil {
+		return err
+	}
+	return statusError(op, C.qk_onebit_kn(ptr(x), xDType(x), (*C.uint8_t)(ptr(packed)), (*C.float)(ptr(scale)),
+		C.int(kind), C.int64_t(m), C.int64_t(k), C.int64_t(n), (*C.float)(ptr(y))))
+}
+
+// DenseKN computes y = x · w for a float32 w (k×n): the in-package baseline of the benchmarks.
+func DenseKN(y, x, w []float32, m, k, n int) error {
+	const op = "cpukernels.DenseKN"
+	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
+		lengthCheck{"w", len(w), product(k, n)}); err != nil {
+		return err
+	}
+	return statusError(op, C.qk_f32_kn((*C.float)(ptr(x)), (*C.float)(ptr(w)), C.int64_t(m), C.int64_t(k),
+		C.int64_t(n), (*C.float)(ptr(y))))
+}
+
+// ReadProbe reads buf with the kernels' threads and returns a checksum: timing it gives the
+// streaming-read bandwidth the products are compared with.
+func ReadProbe(buf []byte) uint64 {
+	return uint64(C.qk_read_probe(ptr(buf), C.int64_t(len(buf))))
+}
+
+// Tuning knobs, for this package's tests and benchmarks.
+const (
+	tuneSpinNs     = C.QK_TUNE_SPIN_NS
+	tuneSmallWork  = C.QK_TUNE_SMALL_WORK
+	tuneChunkBytes = C.QK_TUNE_CHUNK_BYTES
+	tuneFusedMaxM  = C.QK_TUNE_FUSED_MAX_M
+)
+
+// tune sets a knob and returns its previous value.
+func tune(knob int, value int64) int64 { return int64(C.qk_tune(C.int(knob), C.int64_t(value))) }
+
+// rawNF4KN calls the C entry point without the Go-side checks (tests of the C checks).
+func rawNF4KN(x, packed, absmax unsafe.Pointer, xdt, adt, m, k, n, bs int, y unsafe.Pointer) int {
+	return int(C.qk_nf4_kn(x, C.int(xdt), (*C.uint8_t)(packed), absmax, C.int(adt), C.int64_t(m), C.int64_t(k),
+		C.int64_t(n), C.int64_t(bs), (*C.float)(y)))
+}

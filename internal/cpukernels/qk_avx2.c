@@ -1,0 +1,257 @@
+/* qk_avx2.c: AVX2 + FMA primitives for the generic tiled drivers (x86-64 CPUs without AVX-512).
+ *
+ * Every function carries its own target attribute, so this file builds with the compiler's
+ * baseline flags. There are no fused kernels on this path: every product decodes a small tile to
+ * float32 and runs the micro-kernels below over it. NF4 looks up its 16 values with two 8-entry
+ * vpermps (the codebook halves) and a blend on bit 3 of the code. */
+#include "qk_internal.h"
+
+#if QK_X86
+#include <immintrin.h>
+
+#define T256 __attribute__((target("avx2,fma")))
+#define I256 static inline __attribute__((always_inline, target("avx2,fma")))
+#define UNROLL _Pragma("GCC unroll 16")
+
+/* lane mask of the first r (< 8) lanes, for maskload/maskstore */
+I256 __m256i lanes(int64_t r) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* C[i][0..8V) += sum_l A[i][l] * B[l][0..8V); with TAIL the last vector covers the lanes of tm. */
+I256 void mk_kn_tile(const int MR, const int V, const int TAIL, __m256i tm, int64_t kb, const float *A, int64_t lda,
+                     const float *B, int64_t ldb, float *C, int64_t ldc) {
+  __m256 acc[6][2];
+  UNROLL for (int i = 0; i < MR; i++) {
+    UNROLL for (int v = 0; v < V; v++) {
+      acc[i][v] = (TAIL && v == V - 1) ? _mm256_maskload_ps(C + i * ldc + 8 * v, tm) : _mm256_loadu_ps(C + i * ldc + 8 * v);
+    }
+  }
+  for (int64_t l = 0; l < kb; l++) {
+    __m256 b[2];
+    UNROLL for (int v = 0; v < V; v++) {
+      b[v] = (TAIL && v == V - 1) ? _mm256_maskload_ps(B + l * ldb + 8 * v, tm) : _mm256_loadu_ps(B + l * ldb + 8 * v);
+    }
+    UNROLL for (int i = 0; i < MR; i++) {
+      const __m256 a = _mm256_broadcast_ss(A + i * lda + l);
+      UNROLL for (int v = 0; v < V; v++) { acc[i][v] = _mm256_fmadd_ps(a, b[v], acc[i][v]); }
+    }
+  }
+  UNROLL for (int i = 0; i < MR; i++) {
+    UNROLL for (int v = 0; v < V; v++) {
+      if (TAIL && v == V - 1) {
+        _mm256_maskstore_ps(C + i * ldc + 8 * v, tm, acc[i][v]);
+      } else {
+        _mm256_storeu_ps(C + i * ldc + 8 * v, acc[i][v]);
+      }
+    }
+  }
+}
+
+#define MK_KN_CASES(V, TAIL)                                                                                           \
+  switch (mr) {                                                                                                        \
+  case 1:                                                                                                              \
+    mk_kn_tile(1, V, TAIL, tm, kb, a, lda, B + j, ldb, c + j, ldc);                                                    \
+    break;                                                                                                             \
+  case 2:                                                                                                              \
+    mk_kn_tile(2, V, TAIL, tm, kb, a, lda, B + j, ldb, c + j, ldc);                                                    \
+    break;                                                                                                             \
+  case 3:                                                                                                              \
+    mk_kn_tile(3, V, TAIL, tm, kb, a, lda, B + j, ldb, c + j, ldc);                                                    \
+    break;                                                                                                             \
+  case 4:                                                                                                              \
+    mk_kn_tile(4, V, TAIL, tm, kb, a, lda, B + j, ldb, c + j, ldc);                                                    \
+    break;                                                                                                             \
+  case 5:                                                                                                              \
+    mk_kn_tile(5, V, TAIL, tm, kb, a, lda, B + j, ldb, c + j, ldc);                                                    \
+    break;                                                                                                             \
+  default:                                                                                                             \
+    mk_kn_tile(6, V, TAIL, tm, kb, a, lda, B + j, ldb, c + j, ldc);                                                    \
+  }
+
+static T256 void mk_kn(int64_t M, int64_t kb, int64_t P, const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float *C, int64_t ldc) {
+  for (int64_t i0 = 0; i0 < M; i0 += 6) {
+    const int mr = (int)QK_MIN(6, M - i0);
+    const float *a = A + i0 * lda;
+    float *c = C + i0 * ldc;
+    int64_t j = 0;
+    __m256i tm = _mm256_set1_epi32(-1);
+    for (; j + 16 <= P; j += 16) {
+      MK_KN_CASES(2, 0)
+    }
+    for (; j + 8 <= P; j += 8) {
+      MK_KN_CASES(1, 0)
+    }
+    if (j < P) {
+      tm = lanes(P - j);
+      MK_KN_CASES(1, 1)
+    }
+  }
+}
+
+/* horizontal sum of a ymm */
+I256 float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* C[i][r] += sum_l A[i][l] * B[r][l] for MR x RR. */
+I256 void mk_nk_tile(const int MR, const int RR, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb,
+                     float *C, int64_t ldc) {
+  __m256 acc[4][2];
+  UNROLL for (int i = 0; i < MR; i++) {
+    UNROLL for (int r = 0; r < RR; r++) { acc[i][r] = _mm256_setzero_ps(); }
+  }
+  int64_t l = 0;
+  for (; l + 8 <= kb; l += 8) {
+    __m256 b[2];
+    UNROLL for (int r = 0; r < RR; r++) { b[r] = _mm256_loadu_ps(B + r * ldb + l); }
+    UNROLL for (int i = 0; i < MR; i++) {
+      const __m256 a = _mm256_loadu_ps(A + i * lda + l);
+      UNROLL for (int r = 0; r < RR; r++) { acc[i][r] = _mm256_fmadd_ps(a, b[r], acc[i][r]); }
+    }
+  }
+  if (l < kb) {
+    const __m256i m = lanes(kb - l);
+    __m256 b[2];
+    UNROLL for (int r = 0; r < RR; r++) { b[r] = _mm256_maskload_ps(B + r * ldb + l, m); }
+    UNROLL for (int i = 0; i < MR; i++) {
+      const __m256 a = _mm256_maskload_ps(A + i * lda + l, m);
+      UNROLL for (int r = 0; r < RR; r++) { acc[i][r] = _mm256_fmadd_ps(a, b[r], acc[i][r]); }
+    }
+  }
+  UNROLL for (int i = 0; i < MR; i++) {
+    UNROLL for (int r = 0; r < RR; r++) { C[i * ldc + r] += hsum(acc[i][r]); }
+  }
+}
+
+static T256 void mk_nk(int64_t M, int64_t R, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float *C, int64_t ldc) {
+  for (int64_t i0 = 0; i0 < M; i0 += 4) {
+    const int mr = (int)QK_MIN(4, M - i0);
+    for (int64_t r0 = 0; r0 < R; r0 += 2) {
+      const int rr = (int)QK_MIN(2, R - r0);
+      const float *a = A + i0 * lda, *b = B + r0 * ldb;
+      float *c = C + i0 * ldc + r0;
+#define NK_R(MRv)                                                                                                      \
+  if (rr == 1) {                                                                                                       \
+    mk_nk_tile(MRv, 1, kb, a, lda, b, ldb, c, ldc);                                                                    \
+  } else {                                                                                                             \
+    mk_nk_tile(MRv, 2, kb, a, lda, b, ldb, c, ldc);                                                                    \
+  }
+      switch (mr) {
+      case 1:
+        NK_R(1);
+        break;
+      case 2:
+        NK_R(2);
+        break;
+      case 3:
+        NK_R(3);
+        break;
+      default:
+        NK_R(4);
+      }
+#undef NK_R
+    }
+  }
+}
+
+/* 8 bytes widened to 32-bit lanes */
+I256 __m256i load_u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+
+/* codebook value of the low 4 bits of each lane: bit 3 picks the half */
+I256 __m256 lookup16(__m256i idx, __m256 lo, __m256 hi) {
+  return _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, idx), _mm256_permutevar8x32_ps(hi, idx),
+                          _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+}
+
+/* 8 bytes (16 elements) of an NF4 row, natural order, into out[0..16). */
+I256 void nf4_decode16(const uint8_t *src, __m256 lo, __m256 hi, float *out) {
+  const __m256i v = load_u8x8(src);
+  const __m256 we = lookup16(_mm256_srli_epi32(v, 4), lo, hi); /* even elements: high nibbles */
+  const __m256 wo = lookup16(v, lo, hi);
+  const __m256 t0 = _mm256_unpacklo_ps(we, wo), t1 = _mm256_unpackhi_ps(we, wo);
+  _mm256_storeu_ps(out, _mm256_permute2f128_ps(t0, t1, 0x20));
+  _mm256_storeu_ps(out + 8, _mm256_permute2f128_ps(t0, t1, 0x31));
+}
+
+static T256 void nf4_row(const qk_nf4w *w, int64_t row, int64_t e0, int64_t cnt, float *out) {
+  const uint8_t *src = w->packed + row * w->row_bytes;
+  const __m256 cb_lo = _mm256_loadu_ps(qk_nf4_codebook), cb_hi = _mm256_loadu_ps(qk_nf4_codebook + 8);
+  const int64_t end = e0 + cnt;
+  int64_t e = e0;
+  while (e < end) {
+    const int64_t blk = e / w->bs;
+    const int64_t bend = QK_MIN((blk + 1) * w->bs, end);
+    const __m256 s = _mm256_set1_ps(qk_nf4_scale(w, row, blk));
+    const __m256 lo = _mm256_mul_ps(cb_lo, s), hi = _mm256_mul_ps(cb_hi, s);
+    for (; e + 16 <= bend; e += 16) {
+      nf4_decode16(src + e / 2, lo, hi, out + (e - e0));
+    }
+    if (e < bend) {
+      const int64_t r = bend - e; /* 1..15 elements */
+      uint8_t tmp[8] = {0};
+      float f[16];
+      memcpy(tmp, src + e / 2, (size_t)(r + 1) / 2);
+      nf4_decode16(tmp, lo, hi, f);
+      memcpy(out + (e - e0), f, (size_t)r * sizeof(float));
+      e = bend;
+    }
+  }
+}
+
+static T256 void i8_row(const int8_t *src, int64_t cnt, float *out) {
+  int64_t i = 0;
+  for (; i + 8 <= cnt; i += 8) {
+    _mm256_storeu_ps(out + i, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(src + i)))));
+  }
+  for (; i < cnt; i++) {
+    out[i] = (float)src[i];
+  }
+}
+
+static T256 void tb_rows(const uint8_t *packed, int64_t ldw, int bits, int64_t p0, int64_t np, int64_t c0, int64_t cnt,
+                         float *out, int64_t ldo) {
+  const int rps = 8 / bits;
+  const __m256i mask = _mm256_set1_epi32((1 << bits) - 1);
+  const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f);
+  for (int64_t p = 0; p < np; p++) {
+    const uint8_t *src = packed + (p0 + p) * ldw + c0;
+    for (int64_t j = 0; j < cnt; j += 8) {
+      const int64_t r = QK_MIN(8, cnt - j);
+      uint8_t tmp[8] = {0};
+      const uint8_t *s8 = src + j;
+      if (r < 8) {
+        memcpy(tmp, s8, (size_t)r);
+        s8 = tmp;
+      }
+      const __m256i v = load_u8x8(s8);
+      for (int g = 0; g < rps; g++) {
+        const __m256 c = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(v, _mm_cvtsi32_si128(bits * g)), mask));
+        /* 2-bit: code - 1 (code 3 reads as +2); 1-bit: 2*bit - 1 */
+        const __m256 val = bits == 2 ? _mm256_sub_ps(c, one) : _mm256_fmsub_ps(c, two, one);
+        float *o = out + (p * rps + g) * ldo + j;
+        if (r == 8) {
+          _mm256_storeu_ps(o, val);
+        } else {
+          _mm256_maskstore_ps(o, lanes(r), val);
+        }
+      }
+    }
+  }
+}
+
+const qk_ops qk_ops_avx2 = {
+    .isa = QK_ISA_AVX2,
+    .mk_kn = mk_kn,
+    .mk_nk = mk_nk,
+    .nf4_row = nf4_row,
+    .i8_row = i8_row,
+    .tb_rows = tb_rows,
+};
+
+#endif /* QK_X86 */

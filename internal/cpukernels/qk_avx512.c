@@ -1,0 +1,957 @@
+/* qk_avx512.c: AVX-512 kernels (F, BW, VL, DQ).
+ *
+ * Every function carries its own target attribute, so this file builds with the compiler's
+ * baseline flags and its code runs only where qk_cpu.c found the features.
+ *
+ * NF4 decodes by table lookup: a zmm holds the 16 codebook values times the block scale (the dense
+ * weight's values, rounded once, as materializing would), vpermps picks one per 32-bit lane using
+ * the low 4 bits of the index, so a byte widened to 32 bits indexes its low nibble directly and,
+ * shifted right by 4, its high nibble. The two vectors that come out hold the even and the odd
+ * columns of 32 consecutive elements; the fused kernels keep that "pair order" in their partial
+ * sums (kn) or in the activations (nk) instead of shuffling every vector back.
+ *
+ * 2-bit and 1-bit weights use table lookups too: a byte holds 4 (or 8) values of one column for 4
+ * (8) different k, so its low and high nibbles index two 16-entry tables of partial sums of the
+ * activations (x[k1]*v1 + x[k2]*v2 for 2-bit, four +-x terms for 1-bit), built per activation row
+ * and stored row: one vpermps and one add replace 2 (4) multiply-adds. */
+#include "qk_internal.h"
+
+#if QK_X86
+#include <immintrin.h>
+
+#define T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+#define I512 static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+#define UNROLL _Pragma("GCC unroll 16")
+/* Tuning, chosen by measurement on Zen 4 (CPU time per product of weights streamed from memory;
+ * -D overrides them for experiments):
+ *   QK_PFD: software prefetch distance (bytes) of the kernels that stream one weight row at a
+ *     time; the hardware prefetchers alone leave them short of the bandwidth.
+ *   QK_R1, QK_NKR1: NF4 rows per pass for one activation row (the pair-order kernels, for block
+ *     sizes the stride-8 kernels do not take): one row at a time reads sequentially, which beat
+ *     interleaving several rows.
+ *   QK_I8R1, QK_I8NKR1: int8 rows per pass for one activation row: several rows in registers beat
+ *     the sequential order there.
+ *   QK_R4, QK_I8R4: rows per pass for more activation rows. */
+#ifndef QK_PFD
+#define QK_PFD 2048
+#endif
+#ifndef QK_R1
+#define QK_R1 1
+#endif
+#ifndef QK_NKR1
+#define QK_NKR1 1
+#endif
+#ifndef QK_I8R1
+#define QK_I8R1 8
+#endif
+#ifndef QK_I8NKR1
+#define QK_I8NKR1 8
+#endif
+#ifndef QK_R4
+#define QK_R4 4
+#endif
+#ifndef QK_I8R4
+#define QK_I8R4 4
+#endif
+
+#define prefetch(p)                                                                                                    \
+  do {                                                                                                                 \
+    if (QK_PFD > 0) {                                                                                                  \
+      _mm_prefetch((const char *)(p) + QK_PFD, _MM_HINT_T0);                                                           \
+    }                                                                                                                  \
+  } while (0)
+
+I512 __mmask16 tail16(int64_t r) { return r >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << r) - 1); }
+
+I512 __m512i load_u8x16(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
+
+I512 __m512i load_u8x16_mask(const uint8_t *p, __mmask16 m) {
+  return _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, p));
+}
+
+I512 __m512 load_i8x16(const int8_t *p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+
+I512 __m512 load_i8x16_mask(const int8_t *p, __mmask16 m) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, p)));
+}
+
+/* The 16 NF4 values times a block scale. */
+I512 __m512 nf4_table(const qk_nf4w *w, int64_t row, int64_t blk) {
+  return _mm512_mul_ps(_mm512_loadu_ps(qk_nf4_codebook), _mm512_set1_ps(qk_nf4_scale(w, row, blk)));
+}
+
+/* sum4 returns the horizontal sums of a, b, c, d as one xmm. */
+I512 __m128 sum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  __m256 ta = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+  __m256 tb = _mm256_add_ps(_mm512_castps512_ps256(b), _mm512_extractf32x8_ps(b, 1));
+  __m256 tc = _mm256_add_ps(_mm512_castps512_ps256(c), _mm512_extractf32x8_ps(c, 1));
+  __m256 td = _mm256_add_ps(_mm512_castps512_ps256(d), _mm512_extractf32x8_ps(d, 1));
+  __m256 x = _mm256_hadd_ps(_mm256_hadd_ps(ta, tb), _mm256_hadd_ps(tc, td));
+  return _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+}
+
+/* ================= generic primitives ================= */
+
+/* C[i][0..16V) += sum_l A[i][l] * B[l][0..16V), the last vector masked by last. */
+I512 void mk_kn_tile(const int MR, const int V, __mmask16 last, int64_t kb, const float *A, int64_t lda,
+                     const float *B, int64_t ldb, float *C, int64_t ldc) {
+  __m512 acc[4][4];
+  UNROLL for (int i = 0; i < MR; i++) {
+    UNROLL for (int v = 0; v < V; v++) {
+      acc[i][v] = v == V - 1 ? _mm512_maskz_loadu_ps(last, C + i * ldc + 16 * v) : _mm512_loadu_ps(C + i * ldc + 16 * v);
+    }
+  }
+  for (int64_t l = 0; l < kb; l++) {
+    __m512 b[4];
+    UNROLL for (int v = 0; v < V; v++) {
+      b[v] = v == V - 1 ? _mm512_maskz_loadu_ps(last, B + l * ldb + 16 * v) : _mm512_loadu_ps(B + l * ldb + 16 * v);
+    }
+    UNROLL for (int i = 0; i < MR; i++) {
+      const __m512 a = _mm512_set1_ps(A[i * lda + l]);
+      UNROLL for (int v = 0; v < V; v++) { acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]); }
+    }
+  }
+  UNROLL for (int i = 0; i < MR; i++) {
+    UNROLL for (int v = 0; v < V; v++) {
+      if (v == V - 1) {
+        _mm512_mask_storeu_ps(C + i * ldc + 16 * v, last, acc[i][v]);
+      } else {
+        _mm512_storeu_ps(C + i * ldc + 16 * v, acc[i][v]);
+      }
+    }
+  }
+}
+
+#define MK_KN_CASES(V, last)                                                                                           \
+  switch (mr) {                                                                                                        \
+  case 1:                                                                                                              \
+    mk_kn_tile(1, V, last, kb, a, lda, B + j, ldb, c + j, ldc);                                                        \
+    break;                                                                                                             \
+  case 2:                                                                                                              \
+    mk_kn_tile(2, V, last, kb, a, lda, B + j, ldb, c + j, ldc);                                                        \
+    break;                                                                                                             \
+  case 3:                                                                                                              \
+    mk_kn_tile(3, V, last, kb, a, lda, B + j, ldb, c + j, ldc);                                                        \
+    break;                                                                                                             \
+  default:                                                                                                             \
+    mk_kn_tile(4, V, last, kb, a, lda, B + j, ldb, c + j, ldc);                                                        \
+  }
+
+static T512 void mk_kn(int64_t M, int64_t kb, int64_t P, const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float *C, int64_t ldc) {
+  for (int64_t i0 = 0; i0 < M; i0 += 4) {
+    const int mr = (int)QK_MIN(4, M - i0);
+    const float *a = A + i0 * lda;
+    float *c = C + i0 * ldc;
+    int64_t j = 0;
+    for (; j + 64 <= P; j += 64) {
+      MK_KN_CASES(4, 0xffff)
+    }
+    for (; j < P; j += 16) {
+      const __mmask16 last = tail16(P - j);
+      MK_KN_CASES(1, last)
+    }
+  }
+}
+
+/* C[i][0..RR) += sum_l A[i][l] * B[r][l]. */
+I512 void mk_nk_tile(const int MR, const int RR, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb,
+                     float *C, int64_t ldc) {
+  __m512 acc[4][4];
+  UNROLL for (int i = 0; i < 4; i++) {
+    UNROLL for (int r = 0; r < 4; r++) { acc[i][r] = _mm512_setzero_ps(); }
+  }
+  int64_t l = 0;
+  for (; l + 16 <= kb; l += 16) {
+    __m512 b[4];
+    UNROLL for (int r = 0; r < RR; r++) { b[r] = _mm512_loadu_ps(B + r * ldb + l); }
+    UNROLL for (int i = 0; i < MR; i++) {
+      const __m512 a = _mm512_loadu_ps(A + i * lda + l);
+      UNROLL for (int r = 0; r < RR; r++) { acc[i][r] = _mm512_fmadd_ps(a, b[r], acc[i][r]); }
+    }
+  }
+  if (l < kb) {
+    const __mmask16 m = tail16(kb - l);
+    __m512 b[4];
+    UNROLL for (int r = 0; r < RR; r++) { b[r] = _mm512_maskz_loadu_ps(m, B + r * ldb + l); }
+    UNROLL for (int i = 0; i < MR; i++) {
+      const __m512 a = _mm512_maskz_loadu_ps(m, A + i * lda + l);
+      UNROLL for (int r = 0; r < RR; r++) { acc[i][r] = _mm512_fmadd_ps(a, b[r], acc[i][r]); }
+    }
+  }
+  const __mmask8 cm = (__mmask8)((1u << RR) - 1);
+  UNROLL for (int i = 0; i < MR; i++) {
+    __m128 s = sum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+    _mm_mask_storeu_ps(C + i * ldc, cm, _mm_add_ps(s, _mm_maskz_loadu_ps(cm, C + i * ldc)));
+  }
+}
+
+static T512 void mk_nk(int64_t M, int64_t R, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float *C, int64_t ldc) {
+  for (int64_t i0 = 0; i0 < M; i0 += 4) {
+    const int mr = (int)QK_MIN(4, M - i0);
+    for (int64_t r0 = 0; r0 < R; r0 += 4) {
+      const int rr = (int)QK_MIN(4, R - r0);
+      const float *a = A + i0 * lda, *b = B + r0 * ldb;
+      float *c = C + i0 * ldc + r0;
+#define NK_R(MRv)                                                                                                      \
+  switch (rr) {                                                                                                        \
+  case 1:                                                                                                              \
+    mk_nk_tile(MRv, 1, kb, a, lda, b, ldb, c, ldc);                                                                    \
+    break;                                                                                                             \
+  case 2:                                                                                                              \
+    mk_nk_tile(MRv, 2, kb, a, lda, b, ldb, c, ldc);                                                                    \
+    break;                                                                                                             \
+  case 3:                                                                                                              \
+    mk_nk_tile(MRv, 3, kb, a, lda, b, ldb, c, ldc);                                                                    \
+    break;                                                                                                             \
+  default:                                                                                                             \
+    mk_nk_tile(MRv, 4, kb, a, lda, b, ldb, c, ldc);                                                                    \
+  }
+      switch (mr) {
+      case 1:
+        NK_R(1);
+        break;
+      case 2:
+        NK_R(2);
+        break;
+      case 3:
+        NK_R(3);
+        break;
+      default:
+        NK_R(4);
+      }
+#undef NK_R
+    }
+  }
+}
+
+/* Output lane 2j takes lane j of the even vector, 2j+1 lane j of the odd one (j < 8; +8 for hi). */
+#define PAIR_LO _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0)
+#define PAIR_HI _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8)
+
+static T512 void nf4_row(const qk_nf4w *w, int64_t row, int64_t e0, int64_t cnt, float *out) {
+  const uint8_t *src = w->packed + row * w->row_bytes;
+  const __m512i plo = PAIR_LO, phi = PAIR_HI;
+  const int64_t end = e0 + cnt;
+  int64_t e = e0;
+  while (e < end) {
+    const int64_t blk = e / w->bs;
+    const int64_t bend = QK_MIN((blk + 1) * w->bs, end);
+    const __m512 T = nf4_table(w, row, blk);
+    for (; e + 32 <= bend; e += 32) {
+      const __m512i v = load_u8x16(src + e / 2);
+      const __m512 we = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), T);
+      const __m512 wo = _mm512_permutexvar_ps(v, T);
+      _mm512_storeu_ps(out + (e - e0), _mm512_permutex2var_ps(we, plo, wo));
+      _mm512_storeu_ps(out + (e - e0) + 16, _mm512_permutex2var_ps(we, phi, wo));
+    }
+    if (e < bend) {
+      const int64_t r = bend - e; /* 1..31 elements, (r+1)/2 bytes */
+      const __m512i v = load_u8x16_mask(src + e / 2, tail16((r + 1) / 2));
+      const __m512 we = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), T);
+      const __m512 wo = _mm512_permutexvar_ps(v, T);
+      _mm512_mask_storeu_ps(out + (e - e0), tail16(r), _mm512_permutex2var_ps(we, plo, wo));
+      if (r > 16) {
+        _mm512_mask_storeu_ps(out + (e - e0) + 16, tail16(r - 16), _mm512_permutex2var_ps(we, phi, wo));
+      }
+      e = bend;
+    }
+  }
+}
+
+static T512 void i8_row(const int8_t *src, int64_t cnt, float *out) {
+  int64_t i = 0;
+  for (; i + 16 <= cnt; i += 16) {
+    _mm512_storeu_ps(out + i, load_i8x16(src + i));
+  }
+  if (i < cnt) {
+    const __mmask16 m = tail16(cnt - i);
+    _mm512_mask_storeu_ps(out + i, m, load_i8x16_mask(src + i, m));
+  }
+}
+
+static T512 void tb_rows(const uint8_t *packed, int64_t ldw, int bits, int64_t p0, int64_t np, int64_t c0, int64_t cnt,
+                         float *out, int64_t ldo) {
+  const int rps = 8 / bits;
+  const __m512i mask = _mm512_set1_epi32((1 << bits) - 1);
+  for (int64_t p = 0; p < np; p++) {
+    const uint8_t *src = packed + (p0 + p) * ldw + c0;
+    for (int64_t j = 0; j < cnt; j += 16) {
+      const __mmask16 m = tail16(cnt - j);
+      const __m512i v = load_u8x16_mask(src + j, m);
+      for (int g = 0; g < rps; g++) {
+        const __m512 c = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srl_epi32(v, _mm_cvtsi32_si128(bits * g)), mask));
+        /* 2-bit: code - 1 (code 3 reads as +2); 1-bit: 2*bit - 1 */
+        const __m512 val = bits == 2 ? _mm512_sub_ps(c, _mm512_set1_ps(1.0f))
+                                     : _mm512_fmsub_ps(c, _mm512_set1_ps(2.0f), _mm512_set1_ps(1.0f));
+        _mm512_mask_storeu_ps(out + (p * rps + g) * ldo + j, m, val);
+      }
+    }
+  }
+}
+
+/* ================= fused NF4, blocks along n (x @ W) ================= */
+
+/* R stored rows from k0, every column, activation rows i0..i0+MR, into part (pair order). Needs
+ * bs % 32 == 0. */
+I512 void nf4_kn_rows(const int MR, const int R, const qk_prod *p, int64_t k0, int64_t i0, float *part) {
+  const qk_nf4w *w = &p->nf4;
+  const int64_t ldp = p->ldp, bs = w->bs;
+  const uint8_t *rows[8];
+  float xs[8][8];
+  part += i0 * ldp;
+  UNROLL for (int r = 0; r < R; r++) {
+    rows[r] = w->packed + (k0 + r) * w->row_bytes;
+    UNROLL for (int i = 0; i < MR; i++) { xs[i][r] = p->x[(i0 + i) * p->ldx + k0 + r]; }
+  }
+  for (int64_t b = 0; b < w->nb; b++) {
+    __m512 T[8];
+    UNROLL for (int r = 0; r < R; r++) {
+      T[r] = nf4_table(w, k0 + r, b);
+    }
+    for (int64_t c = b * bs; c < (b + 1) * bs; c += 32) {
+      __m512 ae[8], ao[8];
+      UNROLL for (int i = 0; i < MR; i++) {
+        ae[i] = _mm512_loadu_ps(part + i * ldp + c);
+        ao[i] = _mm512_loadu_ps(part + i * ldp + c + 16);
+      }
+      UNROLL for (int r = 0; r < R; r++) {
+        const __m512i v = load_u8x16(rows[r] + c / 2);
+        const __m512 we = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), T[r]);
+        const __m512 wo = _mm512_permutexvar_ps(v, T[r]);
+        UNROLL for (int i = 0; i < MR; i++) {
+          const __m512 xv = _mm512_set1_ps(xs[i][r]);
+          ae[i] = _mm512_fmadd_ps(xv, we, ae[i]);
+          ao[i] = _mm512_fmadd_ps(xv, wo, ao[i]);
+        }
+      }
+      UNROLL for (int i = 0; i < MR; i++) {
+        _mm512_storeu_ps(part + i * ldp + c, ae[i]);
+        _mm512_storeu_ps(part + i * ldp + c + 16, ao[i]);
+      }
+    }
+  }
+}
+
+/* F(MR, R, args) for MR = mr in 1..8 */
+#define MR_SWITCH8(mr, F, R, ...)                                                                                      \
+  switch (mr) {                                                                                                        \
+  case 1:                                                                                                              \
+    F(1, R, __VA_ARGS__);                                                                                              \
+    break;                                                                                                             \
+  case 2:                                                                                                              \
+    F(2, R, __VA_ARGS__);                                                                                              \
+    break;                                                                                                             \
+  case 3:                                                                                                              \
+    F(3, R, __VA_ARGS__);                                                                                              \
+    break;                                                                                                             \
+  case 4:                                                                                                              \
+    F(4, R, __VA_ARGS__);                                                                                              \
+    break;                                                                                                             \
+  case 5:                                                                                                              \
+    F(5, R, __VA_ARGS__);                                                                                              \
+    break;                                                                                                             \
+  case 6:                                                                                                              \
+    F(6, R, __VA_ARGS__);                                                                                              \
+    break;                                                                                                             \
+  case 7:                                                                                                              \
+    F(7, R, __VA_ARGS__);                                                                                              \
+    break;                                                                                                             \
+  default:                                                                                                             \
+    F(8, R, __VA_ARGS__);                                                                                              \
+  }
+
+/* F(MR, R, args) for MR = mr in 1..4 */
+#define MR_SWITCH4(mr, F, R, ...)                                                                                      \
+  switch (mr) {                                                                                                        \
+  case 1:                                                                                                              \
+    F(1, R, __VA_ARGS__);                                                                                              \
+    break;                                                                                                             \
+  case 2:                                                                                                              \
+    F(2, R, __VA_ARGS__);                                                                                              \
+    break;                                                                                                             \
+  case 3:                                                                                                              \
+    F(3, R, __VA_ARGS__);                                                                                              \
+    break;                                                                                                             \
+  default:                                                                                                             \
+    F(4, R, __VA_ARGS__);                                                                                              \
+  }
+
+/* Rows per pass: one activation row streams one weight row at a time (sequential reads measured
+ * best for NF4 rows; several rows in flight for int8); more activation rows take R weight rows
+ * per pass so the partial sums are loaded and stored once per R rows, for m-tiles of 8 (kn) or
+ * 4 (nk) rows that each decode the R rows again from L1. */
+static T512 void nf4_kn(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch) {
+  (void)scratch;
+  const int64_t M = p->m;
+  int64_t k = s0;
+  if (M == 1) {
+    for (; k + QK_R1 <= s1; k += QK_R1) {
+      nf4_kn_rows(1, QK_R1, p, k, 0, part);
+    }
+  } else {
+    for (; k + QK_R4 <= s1; k += QK_R4) {
+      for (int64_t i0 = 0; i0 < M; i0 += 8) {
+        MR_SWITCH8(QK_MIN(8, M - i0), nf4_kn_rows, QK_R4, p, k, i0, part)
+      }
+    }
+  }
+  for (; k < s1; k++) {
+    for (int64_t i0 = 0; i0 < M; i0 += 8) {
+      MR_SWITCH8(QK_MIN(8, M - i0), nf4_kn_rows, 1, p, k, i0, part)
+    }
+  }
+}
+
+/* Lane j of a 128-column group covers columns c0+8j .. c0+8j+7 (c0 a multiple of 128), in block
+ * (c0+8j)/bs: the group's first block plus lane_block[j]. Needs bs a multiple of 128 (one block
+ * per group) or a multiple of 8 dividing 128. */
+typedef struct {
+  __m512i lane_block; /* j / (bs/8), or 0 */
+  int64_t per_group;  /* blocks per group: 128/bs, or 1 */
+} lane_map;
+
+I512 lane_map nf4_lane_map(int64_t bs) {
+  lane_map l;
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  if (bs % 128 == 0) {
+    l.lane_block = _mm512_setzero_si512();
+    l.per_group = 1;
+  } else {
+    l.lane_block = _mm512_srlv_epi32(lane, _mm512_set1_epi32(__builtin_ctzll((unsigned long long)(bs / 8))));
+    l.per_group = 128 / bs;
+  }
+  return l;
+}
+
+/* The block scales of the 16 lanes of the 128-column group from c0 of stored row `row`: the
+ * vector counterpart of qk_nf4_scale (a new absmax encoding adds a case here too). */
+I512 __m512 nf4_lane_scales(const qk_nf4w *w, lane_map l, int64_t row, int64_t c0) {
+  const int64_t b0 = c0 / w->bs;
+  if (l.per_group == 1) {
+    return _mm512_set1_ps(qk_nf4_scale(w, row, b0));
+  }
+  const int64_t nbl = QK_MIN(l.per_group, w->nb - b0);
+  const __mmask16 m = (__mmask16)((1u << nbl) - 1);
+  const int64_t at = row * w->nb + b0;
+  __m512 s;
+  switch (w->absmax_dtype) {
+  case QK_F32:
+    s = _mm512_maskz_loadu_ps(m, (const float *)w->absmax + at);
+    break;
+  case QK_BF16:
+    s = _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w->absmax + at)), 16));
+    break;
+  default: {
+    float t[16] = {0};
+    for (int64_t b = 0; b < nbl; b++) {
+      t[b] = qk_nf4_scale(w, row, b0 + b);
+    }
+    s = _mm512_loadu_ps(t);
+  }
+  }
+  return _mm512_permutexvar_ps(l.lane_block, s);
+}
+
+/* acc[16s .. 16s+16) += coef * codebook[nibble s of each word of v] for s = 0..7 */
+I512 void nf4_s8_group(__m512i v, __m512 coef, __m512 cb, float *acc) {
+  UNROLL for (int s = 0; s < 8; s++) {
+    const __m512i idx = s == 0 ? v : _mm512_srli_epi32(v, (unsigned)(4 * s));
+    _mm512_storeu_ps(acc + 16 * s, _mm512_fmadd_ps(coef, _mm512_permutexvar_ps(idx, cb), _mm512_loadu_ps(acc + 16 * s)));
+  }
+}
+
+/* m = 1, stored rows [s0, s1) one at a time (sequential reads), into part in QK_ORDER_STRIDE8:
+ * the 64 bytes of 128 columns are read as sixteen 32-bit words, and word j shifted right by 4s
+ * has in its low 4 bits the code of column 8j + (s^1), which vpermps looks up directly: eight
+ * lookups and no widening per 128 weights. The codebook is unscaled; the per-lane block scale
+ * times x[k] multiplies it (the lanes of one vector may belong to different blocks). */
+static T512 void nf4_kn_m1(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch) {
+  (void)scratch;
+  const qk_nf4w *w = &p->nf4;
+  const __m512 cb = _mm512_loadu_ps(qk_nf4_codebook);
+  const lane_map l = nf4_lane_map(w->bs);
+  const int64_t rb = w->row_bytes, ncols = rb * 2, full = ncols / 128 * 128;
+  const int f32 = w->absmax_dtype == QK_F32 && l.per_group > 1 && w->nb % l.per_group == 0;
+  const __mmask16 fm = (__mmask16)((1u << l.per_group) - 1);
+  for (int64_t k = s0; k < s1; k++) {
+    const uint8_t *row = w->packed + k * rb;
+    const __m512 xk = _mm512_set1_ps(p->x[k]);
+    if (f32) {
+      /* float32 scales, whole groups of blocks: one masked load per group */
+      const float *a = (const float *)w->absmax + k * w->nb;
+      for (int64_t c = 0, b = 0; c < full; c += 128, b += l.per_group) {
+        prefetch(row + c / 2);
+        const __m512 sc = _mm512_permutexvar_ps(l.lane_block, _mm512_maskz_loadu_ps(fm, a + b));
+        nf4_s8_group(_mm512_loadu_si512(row + c / 2), _mm512_mul_ps(xk, sc), cb, part + c);
+      }
+    } else {
+      for (int64_t c = 0; c < full; c += 128) {
+        prefetch(row + c / 2);
+        nf4_s8_group(_mm512_loadu_si512(row + c / 2), _mm512_mul_ps(xk, nf4_lane_scales(w, l, k, c)), cb, part + c);
+      }
+    }
+    if (full < ncols) {
+      /* last group: bytes past the row are not read; their lanes land in the padding */
+      const __mmask64 m = ((__mmask64)1 << ((ncols - full) / 2)) - 1;
+      nf4_s8_group(_mm512_maskz_loadu_epi8(m, row + full / 2), _mm512_mul_ps(xk, nf4_lane_scales(w, l, k, full)), cb,
+                   part + full);
+    }
+  }
+}
+
+/* ================= fused NF4, blocks contracted (x @ W^T) ================= */
+
+/* Stores the MR x R sums of acc as y[i][n0+r]. */
+I512 void store_sums(const int MR, const int R, __m512 acc[4][8], float *y, int64_t ldy) {
+  UNROLL for (int i = 0; i < MR; i++) {
+    UNROLL for (int r0 = 0; r0 < R; r0 += 4) {
+      if (R - r0 >= 4) {
+        _mm_storeu_ps(y + i * ldy + r0, sum4(acc[i][r0], acc[i][r0 + 1], acc[i][r0 + 2], acc[i][r0 + 3]));
+      } else {
+        UNROLL for (int r = r0; r < R; r++) { y[i * ldy + r] = _mm512_reduce_add_ps(acc[i][r]); }
+      }
+    }
+  }
+}
+
+/* R output columns from n0, all of k; x in pair order (ldx a multiple of 32, zero past k). The
+ * last 32-element group masks the lanes past k (me, mo: even and odd lanes). Even and odd lanes
+ * accumulate separately: two dependency chains per output even when R = 1. */
+I512 void nf4_nk_rows(const int MR, const int R, const qk_prod *p, int64_t n0, int64_t i0, __mmask16 me, __mmask16 mo) {
+  const qk_nf4w *w = &p->nf4;
+  const int64_t G = (p->k + 31) / 32, gpb = w->bs / 32, ldx = p->ldx;
+  const float *x = p->x + i0 * ldx;
+  const uint8_t *rows[8];
+  __m512 acc[4][8], aco[4][8], T[8];
+  UNROLL for (int r = 0; r < R; r++) {
+    rows[r] = w->packed + (n0 + r) * w->row_bytes;
+    UNROLL for (int i = 0; i < MR; i++) {
+      acc[i][r] = _mm512_setzero_ps();
+      aco[i][r] = _mm512_setzero_ps();
+    }
+  }
+  int64_t left = 0, blk = 0;
+  for (int64_t g = 0; g < G; g++) {
+    if (left == 0) {
+      UNROLL for (int r = 0; r < R; r++) { T[r] = nf4_table(w, n0 + r, blk); }
+      blk++;
+      left = gpb;
+    }
+    left--;
+    const __mmask16 ke = g == G - 1 ? me : (__mmask16)0xffff, ko = g == G - 1 ? mo : (__mmask16)0xffff;
+    __m512 xe[4], xo[4];
+    UNROLL for (int i = 0; i < MR; i++) {
+      xe[i] = _mm512_loadu_ps(x + i * ldx + 32 * g);
+      xo[i] = _mm512_loadu_ps(x + i * ldx + 32 * g + 16);
+    }
+    UNROLL for (int r = 0; r < R; r++) {
+      const __m512i v = load_u8x16(rows[r] + 16 * g);
+      const __m512 we = _mm512_maskz_permutexvar_ps(ke, _mm512_srli_epi32(v, 4), T[r]);
+      const __m512 wo = _mm512_maskz_permutexvar_ps(ko, v, T[r]);
+      UNROLL for (int i = 0; i < MR; i++) {
+        acc[i][r] = _mm512_fmadd_ps(xe[i], we, acc[i][r]);
+        aco[i][r] = _mm512_fmadd_ps(xo[i], wo, aco[i][r]);
+      }
+    }
+  }
+  UNROLL for (int i = 0; i < MR; i++) {
+    UNROLL for (int r = 0; r < R; r++) { acc[i][r] = _mm512_add_ps(acc[i][r], aco[i][r]); }
+  }
+  store_sums(MR, R, acc, p->y + i0 * p->n + n0, p->n);
+}
+
+static T512 void nf4_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {
+  (void)scratch;
+  /* valid lanes of the last group: element 32(G-1) + 2j (even) and + 2j+1 (odd) below k */
+  const int64_t rem = p->k - 32 * ((p->k + 31) / 32 - 1); /* 1..32 */
+  const __mmask16 me = tail16((rem + 1) / 2), mo = tail16(rem / 2);
+  const int64_t M = p->m;
+  int64_t n = n0;
+  if (M == 1) {
+    for (; n + QK_NKR1 <= n1; n += QK_NKR1) {
+      nf4_nk_rows(1, QK_NKR1, p, n, 0, me, mo);
+    }
+  } else {
+    for (; n + 2 <= n1; n += 2) {
+      for (int64_t i0 = 0; i0 < M; i0 += 4) {
+        MR_SWITCH4(QK_MIN(4, M - i0), nf4_nk_rows, 2, p, n, i0, me, mo)
+      }
+    }
+  }
+  for (; n < n1; n++) {
+    for (int64_t i0 = 0; i0 < M; i0 += 4) {
+      MR_SWITCH4(QK_MIN(4, M - i0), nf4_nk_rows, 1, p, n, i0, me, mo)
+    }
+  }
+}
+
+/* m = 1, output columns [n0, n1) one stored row at a time; x in QK_ORDER_STRIDE8 (zero past k).
+ * Per 128-element group: the unscaled codebook values of the eight nibble vectors (see
+ * nf4_kn_m1) times x, summed in two chains, then times the per-lane block scales. Lanes wholly
+ * past k are masked out of the scales. */
+static T512 void nf4_nk_m1(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {
+  (void)scratch;
+  const qk_nf4w *w = &p->nf4;
+  const __m512 cb = _mm512_loadu_ps(qk_nf4_codebook);
+  const lane_map l = nf4_lane_map(w->bs);
+  const int64_t K = p->k, rb = w->row_bytes, G = (K + 127) / 128;
+  const __m512i lane8 = _mm512_slli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3);
+  /* the last group: bytes past the row unread, lanes at or past k masked */
+  const int64_t last = 128 * (G - 1);
+  const __mmask64 lastb = QK_MIN(64, rb - last / 2) >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (rb - last / 2)) - 1;
+  const __mmask16 lastl = _mm512_cmplt_epi32_mask(lane8, _mm512_set1_epi32((int)(K - last)));
+  for (int64_t n = n0; n < n1; n++) {
+    const uint8_t *row = w->packed + n * rb;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (int64_t g = 0; g < G; g++) {
+      const int64_t c = 128 * g;
+      const float *x = p->x + c;
+      const int tail = g == G - 1;
+      const __m512i v = tail ? _mm512_maskz_loadu_epi8(lastb, row + c / 2) : _mm512_loadu_si512(row + c / 2);
+      prefetch(row + c / 2);
+      __m512 t0 = _mm512_mul_ps(_mm512_loadu_ps(x), _mm512_permutexvar_ps(v, cb));
+      __m512 t1 = _mm512_mul_ps(_mm512_loadu_ps(x + 16), _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), cb));
+      UNROLL for (int s = 2; s < 8; s += 2) {
+        t0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + 16 * s), _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * s), cb), t0);
+        t1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + 16 * s + 16),
+                             _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * s + 4), cb), t1);
+      }
+      __m512 sc = nf4_lane_scales(w, l, n, c);
+      if (tail) {
+        sc = _mm512_maskz_mov_ps(lastl, sc);
+      }
+      acc0 = _mm512_fmadd_ps(sc, t0, acc0);
+      acc1 = _mm512_fmadd_ps(sc, t1, acc1);
+    }
+    p->y[n] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  }
+}
+
+/* ================= fused int8 ================= */
+
+/* R rows of w (k x n) from k0 into part (natural order, ldp a multiple of 16). */
+I512 void i8_kn_rows(const int MR, const int R, const qk_prod *p, int64_t k0, int64_t i0, float *part) {
+  const int64_t N = p->n, ldp = p->ldp;
+  const int8_t *rows[8];
+  float xs[8][8];
+  part += i0 * ldp;
+  UNROLL for (int r = 0; r < R; r++) {
+    rows[r] = (const int8_t *)p->w + (k0 + r) * N;
+    UNROLL for (int i = 0; i < MR; i++) { xs[i][r] = p->x[(i0 + i) * p->ldx + k0 + r]; }
+  }
+  int64_t c = 0;
+  for (; c + 32 <= N; c += 32) {
+    __m512 a0[8], a1[8];
+    UNROLL for (int i = 0; i < MR; i++) {
+      a0[i] = _mm512_loadu_ps(part + i * ldp + c);
+      a1[i] = _mm512_loadu_ps(part + i * ldp + c + 16);
+    }
+    UNROLL for (int r = 0; r < R; r++) {
+      const __m512 q0 = load_i8x16(rows[r] + c), q1 = load_i8x16(rows[r] + c + 16);
+      UNROLL for (int i = 0; i < MR; i++) {
+        const __m512 xv = _mm512_set1_ps(xs[i][r]);
+        a0[i] = _mm512_fmadd_ps(xv, q0, a0[i]);
+        a1[i] = _mm512_fmadd_ps(xv, q1, a1[i]);
+      }
+    }
+    UNROLL for (int i = 0; i < MR; i++) {
+      _mm512_storeu_ps(part + i * ldp + c, a0[i]);
+      _mm512_storeu_ps(part + i * ldp + c + 16, a1[i]);
+    }
+  }
+  for (; c < N; c += 16) {
+    const __mmask16 m = tail16(N - c);
+    __m512 a0[8];
+    UNROLL for (int i = 0; i < MR; i++) { a0[i] = _mm512_loadu_ps(part + i * ldp + c); }
+    UNROLL for (int r = 0; r < R; r++) {
+      const __m512 q0 = load_i8x16_mask(rows[r] + c, m);
+      UNROLL for (int i = 0; i < MR; i++) { a0[i] = _mm512_fmadd_ps(_mm512_set1_ps(xs[i][r]), q0, a0[i]); }
+    }
+    UNROLL for (int i = 0; i < MR; i++) { _mm512_storeu_ps(part + i * ldp + c, a0[i]); }
+  }
+}
+
+static T512 void i8_kn(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch) {
+  (void)scratch;
+  const int64_t M = p->m;
+  int64_t k = s0;
+  if (M == 1) {
+    for (; k + QK_I8R1 <= s1; k += QK_I8R1) {
+      i8_kn_rows(1, QK_I8R1, p, k, 0, part);
+    }
+  } else {
+    for (; k + QK_I8R4 <= s1; k += QK_I8R4) {
+      for (int64_t i0 = 0; i0 < M; i0 += 8) {
+        MR_SWITCH8(QK_MIN(8, M - i0), i8_kn_rows, QK_I8R4, p, k, i0, part)
+      }
+    }
+  }
+  for (; k < s1; k++) {
+    for (int64_t i0 = 0; i0 < M; i0 += 8) {
+      MR_SWITCH8(QK_MIN(8, M - i0), i8_kn_rows, 1, p, k, i0, part)
+    }
+  }
+}
+
+/* R rows of w (n x k) from n0: y[i][n0+r] = sum_l x[i][l] * w[n0+r][l]. Two accumulators per
+ * output (alternate 16-element groups) keep two dependency chains even for R = 1. */
+I512 void i8_nk_rows(const int MR, const int R, const qk_prod *p, int64_t n0, int64_t i0) {
+  const int64_t K = p->k, ldx = p->ldx;
+  const float *x = p->x + i0 * ldx;
+  const int8_t *rows[8];
+  __m512 acc[4][8], acb[4][8];
+  UNROLL for (int r = 0; r < R; r++) {
+    rows[r] = (const int8_t *)p->w + (n0 + r) * K;
+    UNROLL for (int i = 0; i < MR; i++) {
+      acc[i][r] = _mm512_setzero_ps();
+      acb[i][r] = _mm512_setzero_ps();
+    }
+  }
+  int64_t l = 0;
+  for (; l + 32 <= K; l += 32) {
+    __m512 xa[4], xb[4];
+    UNROLL for (int i = 0; i < MR; i++) {
+      xa[i] = _mm512_loadu_ps(x + i * ldx + l);
+      xb[i] = _mm512_loadu_ps(x + i * ldx + l + 16);
+    }
+    UNROLL for (int r = 0; r < R; r++) {
+      const __m512 qa = load_i8x16(rows[r] + l), qb = load_i8x16(rows[r] + l + 16);
+      UNROLL for (int i = 0; i < MR; i++) {
+        acc[i][r] = _mm512_fmadd_ps(xa[i], qa, acc[i][r]);
+        acb[i][r] = _mm512_fmadd_ps(xb[i], qb, acb[i][r]);
+      }
+    }
+  }
+  for (; l < K; l += 16) {
+    const __mmask16 m = tail16(K - l);
+    __m512 xv[4];
+    UNROLL for (int i = 0; i < MR; i++) { xv[i] = _mm512_maskz_loadu_ps(m, x + i * ldx + l); }
+    UNROLL for (int r = 0; r < R; r++) {
+      const __m512 q = load_i8x16_mask(rows[r] + l, m);
+      UNROLL for (int i = 0; i < MR; i++) { acc[i][r] = _mm512_fmadd_ps(xv[i], q, acc[i][r]); }
+    }
+  }
+  UNROLL for (int i = 0; i < MR; i++) {
+    UNROLL for (int r = 0; r < R; r++) { acc[i][r] = _mm512_add_ps(acc[i][r], acb[i][r]); }
+  }
+  store_sums(MR, R, acc, p->y + i0 * p->n + n0, p->n);
+}
+
+static T512 void i8_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {
+  (void)scratch;
+  const int64_t M = p->m;
+  int64_t n = n0;
+  if (M == 1) {
+    for (; n + QK_I8NKR1 <= n1; n += QK_I8NKR1) {
+      i8_nk_rows(1, QK_I8NKR1, p, n, 0);
+    }
+  } else {
+    for (; n + 2 <= n1; n += 2) {
+      for (int64_t i0 = 0; i0 < M; i0 += 4) {
+        MR_SWITCH4(QK_MIN(4, M - i0), i8_nk_rows, 2, p, n, i0)
+      }
+    }
+  }
+  for (; n < n1; n++) {
+    for (int64_t i0 = 0; i0 < M; i0 += 4) {
+      MR_SWITCH4(QK_MIN(4, M - i0), i8_nk_rows, 1, p, n, i0)
+    }
+  }
+  qk_post_apply(p, n0, n1);
+}
+
+/* ================= 2-bit and 1-bit by table lookup ================= */
+
+/* Stored rows processed together between loads and stores of the partial sums. */
+#ifndef LUT_PG1
+#define LUT_PG1 1
+#endif
+#ifndef LUT_PG
+#define LUT_PG 8
+#endif
+
+/* Columns [0, n) of stored rows [pg, pe) for activation rows i0..i0+MR: acc += T_lo[low nibble] +
+ * T_hi[high nibble]. tab points at the tables of (pg, i0); tables of one stored row are M*32
+ * floats apart. */
+I512 void lut_tile(const int MR, const int V, const qk_prod *p, int64_t pg, int64_t pe, const float *tab, float *part) {
+  const int64_t N = p->n, ldp = p->ldp, tstride = p->m * 32;
+  int64_t c = 0;
+  for (; c + 16 * V <= N; c += 16 * V) {
+    __m512 acc[8][4];
+    UNROLL for (int i = 0; i < MR; i++) {
+      UNROLL for (int v = 0; v < V; v++) { acc[i][v] = _mm512_loadu_ps(part + i * ldp + c + 16 * v); }
+    }
+    const float *t = tab;
+    for (int64_t pp = pg; pp < pe; pp++, t += tstride) {
+      const uint8_t *src = p->w + pp * N + c;
+      __m512i lo[4], hi[4];
+      UNROLL for (int v = 0; v < V; v++) {
+        lo[v] = load_u8x16(src + 16 * v);
+        hi[v] = _mm512_srli_epi32(lo[v], 4);
+      }
+      UNROLL for (int i = 0; i < MR; i++) {
+        const __m512 tl = _mm512_load_ps(t + 32 * i), th = _mm512_load_ps(t + 32 * i + 16);
+        UNROLL for (int v = 0; v < V; v++) {
+          acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_permutexvar_ps(lo[v], tl));
+          acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_permutexvar_ps(hi[v], th));
+        }
+      }
+    }
+    UNROLL for (int i = 0; i < MR; i++) {
+      UNROLL for (int v = 0; v < V; v++) { _mm512_storeu_ps(part + i * ldp + c + 16 * v, acc[i][v]); }
+    }
+  }
+  /* remaining columns one vector at a time; lanes past n read no bytes and land in the partial's
+   * padding, which is never output */
+  for (; c < N; c += 16) {
+    const __mmask16 m = tail16(N - c);
+    __m512 acc[8];
+    UNROLL for (int i = 0; i < MR; i++) { acc[i] = _mm512_loadu_ps(part + i * ldp + c); }
+    const float *t = tab;
+    for (int64_t pp = pg; pp < pe; pp++, t += tstride) {
+      const __m512i lo = load_u8x16_mask(p->w + pp * N + c, m), hi = _mm512_srli_epi32(lo, 4);
+      UNROLL for (int i = 0; i < MR; i++) {
+        acc[i] = _mm512_add_ps(acc[i], _mm512_permutexvar_ps(lo, _mm512_load_ps(t + 32 * i)));
+        acc[i] = _mm512_add_ps(acc[i], _mm512_permutexvar_ps(hi, _mm512_load_ps(t + 32 * i + 16)));
+      }
+    }
+    UNROLL for (int i = 0; i < MR; i++) { _mm512_storeu_ps(part + i * ldp + c, acc[i]); }
+  }
+}
+
+/* Builds the two tables of every activation row and stored row in [s0, s1) at tab. Products with
+ * the -1/0/+1/+2 factors are exact and a table entry is their sum, so an Inf activation gives NaN
+ * where the dense weight is 0, as the dense product does. */
+I512 void lut_build(const qk_prod *p, int64_t s0, int64_t s1, float *tab) {
+  const int64_t M = p->m, S = p->srows, ldx = p->ldx;
+  const __m512i idx = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i three = _mm512_set1_epi32(3), one = _mm512_set1_epi32(1);
+  float *t = tab;
+  if (p->fmt == QK_FMT_TB2) {
+    /* entry e: x[a] * ((e & 3) - 1) + x[b] * ((e >> 2) - 1) */
+    const __m512 c0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(idx, three), one));
+    const __m512 c1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(idx, 2), one));
+    for (int64_t pp = s0; pp < s1; pp++) {
+      for (int64_t i = 0; i < M; i++, t += 32) {
+        const float *x = p->x + i * ldx + pp;
+        _mm512_store_ps(t, _mm512_fmadd_ps(_mm512_set1_ps(x[S]), c1, _mm512_mul_ps(_mm512_set1_ps(x[0]), c0)));
+        _mm512_store_ps(t + 16,
+                        _mm512_fmadd_ps(_mm512_set1_ps(x[3 * S]), c1, _mm512_mul_ps(_mm512_set1_ps(x[2 * S]), c0)));
+      }
+    }
+  } else {
+    /* entry e: sum_g x[g] * (2 * bit g of e - 1) */
+    __m512 sg[4];
+    for (int g = 0; g < 4; g++) {
+      const __m512i bit = _mm512_and_si512(_mm512_srli_epi32(idx, (unsigned)g), one);
+      sg[g] = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_add_epi32(bit, bit), one));
+    }
+    for (int64_t pp = s0; pp < s1; pp++) {
+      for (int64_t i = 0; i < M; i++, t += 32) {
+        const float *x = p->x + i * ldx + pp;
+        for (int h = 0; h < 2; h++) {
+          const float *xh = x + 4 * h * S;
+          __m512 s = _mm512_mul_ps(_mm512_set1_ps(xh[0]), sg[0]);
+          s = _mm512_fmadd_ps(_mm512_set1_ps(xh[S]), sg[1], s);
+          s = _mm512_fmadd_ps(_mm512_set1_ps(xh[2 * S]), sg[2], s);
+          s = _mm512_fmadd_ps(_mm512_set1_ps(xh[3 * S]), sg[3], s);
+          _mm512_store_ps(t + 16 * h, s);
+        }
+      }
+    }
+  }
+}
+
+static T512 void tb_lut(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch) {
+  float *tab = (float *)scratch; /* (s1-s0) * m * 32 floats: the planner keeps it within the scratch */
+  const int64_t M = p->m;
+  lut_build(p, s0, s1, tab);
+  const int64_t PG = M == 1 ? LUT_PG1 : LUT_PG;
+  for (int64_t pg = s0; pg < s1; pg += PG) {
+    const int64_t pe = QK_MIN(pg + PG, s1);
+    for (int64_t i0 = 0; i0 < M; i0 += 8) {
+      const float *t = tab + ((pg - s0) * M + i0) * 32;
+      float *pt = part + i0 * p->ldp;
+      switch (QK_MIN(8, M - i0)) {
+      case 1:
+        lut_tile(1, 4, p, pg, pe, t, pt);
+        break;
+      case 2:
+        lut_tile(2, 4, p, pg, pe, t, pt);
+        break;
+      case 3:
+        lut_tile(3, 2, p, pg, pe, t, pt);
+        break;
+      case 4:
+        lut_tile(4, 2, p, pg, pe, t, pt);
+        break;
+      case 5:
+        lut_tile(5, 2, p, pg, pe, t, pt);
+        break;
+      case 6:
+        lut_tile(6, 2, p, pg, pe, t, pt);
+        break;
+      case 7:
+        lut_tile(7, 2, p, pg, pe, t, pt);
+        break;
+      default:
+        lut_tile(8, 2, p, pg, pe, t, pt);
+      }
+    }
+  }
+}
+
+/* m = 1, one stored row at a time, into part in QK_ORDER_STRIDE4: 64 bytes read as sixteen 32-bit
+ * words; byte b of word j is column 4j+b, and its nibbles, shifted down by 8b and 8b+4, index the
+ * low and high tables directly (no widening shuffle). */
+static T512 void tb_lut_m1(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch) {
+  float *tab = (float *)scratch;
+  lut_build(p, s0, s1, tab);
+  const int64_t N = p->n, full = N / 64 * 64;
+  for (int64_t pp = s0; pp < s1; pp++) {
+    const uint8_t *row = p->w + pp * N;
+    const float *t = tab + (pp - s0) * 32;
+    const __m512 tl = _mm512_load_ps(t), th = _mm512_load_ps(t + 16);
+    for (int64_t c = 0; c <= N - 1; c += 64) {
+      prefetch(row + c);
+      const __m512i v = c < full ? _mm512_loadu_si512(row + c)
+                                 : _mm512_maskz_loadu_epi8(((__mmask64)1 << (N - c)) - 1, row + c);
+      float *acc = part + c;
+      UNROLL for (int b = 0; b < 4; b++) {
+        const __m512i lo = b == 0 ? v : _mm512_srli_epi32(v, (unsigned)(8 * b));
+        const __m512i hi = _mm512_srli_epi32(v, (unsigned)(8 * b + 4));
+        __m512 a = _mm512_add_ps(_mm512_loadu_ps(acc + 16 * b), _mm512_permutexvar_ps(lo, tl));
+        _mm512_storeu_ps(acc + 16 * b, _mm512_add_ps(a, _mm512_permutexvar_ps(hi, th)));
+      }
+    }
+  }
+}
+
+const qk_ops qk_ops_avx512 = {
+    .isa = QK_ISA_AVX512,
+    .mk_kn = mk_kn,
+    .mk_nk = mk_nk,
+    .nf4_row = nf4_row,
+    .i8_row = i8_row,
+    .tb_rows = tb_rows,
+    /* up to where they beat the tiled drivers (measured on Zen 4) */
+    .nf4_kn_max_m = 4,
+    .nf4_nk_max_m = 16,
+    .i8_kn_max_m = 16,
+    .i8_nk_max_m = 16,
+    .nf4_kn = nf4_kn,
+    .nf4_kn_m1 = nf4_kn_m1,
+    .nf4_nk = nf4_nk,
+    .nf4_nk_m1 = nf4_nk_m1,
+    .i8_kn = i8_kn,
+    .i8_nk = i8_nk,
+    .tb_lut = tb_lut,
+    .tb_lut_m1 = tb_lut_m1,
+};
+
+#endif /* QK_X86 */

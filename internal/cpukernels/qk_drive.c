@@ -1,0 +1,117 @@
+/* qk_drive.c: the generic tiled drivers. They decode a small tile of the weight to float32 in the
+ * thread's scratch (L1/L2 sized) and hand it to the ISA's float32 micro-kernel, which reuses it for
+ * every activation row: each weight byte is read and decoded once per call whatever m is. Every
+ * format and ISA can run through them; the AVX-512 chunk kernels replace them where a fused
+ * decode is faster (small m, table lookups). */
+#include "qk_internal.h"
+
+/* Columns of one kn tile. For a few activation rows a tile is 32 x 128 float32 (16 KiB, in L1);
+ * for more, 128 x 64 (32 KiB): the micro-kernel then sweeps every activation row over it, and the
+ * deeper tile halves the loads and stores of the partial sums per multiply-add (faster on Zen 4
+ * than 32 x 128 or 64 x 64). */
+#define KN_TILE_COLS 128
+#define KN_TILE_COLS_LARGE_M 64
+
+int64_t qk_kn_tile_rows(int64_t m) { return m > 4 ? 128 : 32; }
+/* nk tiles: NK_ROWS output columns by up to NK_KB contracted elements (or all of k for few
+ * activation rows, so each stored row streams once from start to end). */
+#define NK_ROWS 4
+#define NK_KB 1024
+
+void qk_kn_generic(const qk_ops *ops, const qk_prod *p, int64_t s0, int64_t s1, float *C, void *scratch) {
+  const int64_t M = p->m, N = p->n;
+  const int rps = p->rps;
+  float *tile = (float *)scratch;
+  int64_t tile_rows = qk_kn_tile_rows(M);
+  int64_t P = M > 4 ? KN_TILE_COLS_LARGE_M : KN_TILE_COLS;
+  if (p->fmt == QK_FMT_F32 && M <= 4) {
+    /* A gemv streams whole rows, a few at a time: the activations need no reuse. */
+    tile_rows = 8;
+    P = N;
+  }
+  int64_t SB = QK_MAX(1, tile_rows / rps);
+  for (int64_t sb = s0; sb < s1; sb += SB) {
+    const int64_t ns = QK_MIN(SB, s1 - sb);
+    const int64_t kr = ns * rps;
+    const float *A = p->x + sb * rps;
+    for (int64_t c0 = 0; c0 < N; c0 += P) {
+      const int64_t pc = QK_MIN(P, N - c0);
+      const float *B = tile;
+      int64_t ldb = P;
+      switch (p->fmt) {
+      case QK_FMT_F32:
+        if (P == N) {
+          B = (const float *)p->w + sb * N;
+          ldb = N;
+        } else {
+          /* pack the tile: rows of a large n would share L1 sets */
+          for (int64_t r = 0; r < ns; r++) {
+            memcpy(tile + r * P, (const float *)p->w + (sb + r) * N + c0, (size_t)pc * sizeof(float));
+          }
+        }
+        break;
+      case QK_FMT_NF4:
+        for (int64_t r = 0; r < ns; r++) {
+          ops->nf4_row(&p->nf4, sb + r, c0, pc, tile + r * P);
+        }
+        break;
+      case QK_FMT_I8:
+        for (int64_t r = 0; r < ns; r++) {
+          ops->i8_row((const int8_t *)p->w + (sb + r) * N + c0, pc, tile + r * P);
+        }
+        break;
+      default: /* 2-bit, 1-bit */
+        ops->tb_rows(p->w, N, p->fmt == QK_FMT_TB2 ? 2 : 1, sb, ns, c0, pc, tile, P);
+        break;
+      }
+      ops->mk_kn(M, kr, pc, A, p->ldx, B, ldb, C + c0, p->ldp);
+    }
+  }
+}
+
+void qk_post_apply(const qk_prod *p, int64_t n0, int64_t n1) {
+  if (p->post.kind == QK_SCALE_NONE) {
+    return;
+  }
+  for (int64_t i = 0; i < p->m; i++) {
+    float *y = p->y + i * p->n;
+    if (p->post.kind == QK_SCALE_TENSOR) {
+      const float s = p->post.tensor;
+      for (int64_t j = n0; j < n1; j++) {
+        y[j] *= s;
+      }
+    } else {
+      const float *s = p->post.col;
+      for (int64_t j = n0; j < n1; j++) {
+        y[j] *= s[j];
+      }
+    }
+  }
+}
+
+void qk_nk_generic(const qk_ops *ops, const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {
+  const int64_t M = p->m, K = p->k, N = p->n;
+  float *tile = (float *)scratch;
+  int64_t KB = NK_KB;
+  if (M <= 4 && (int64_t)NK_ROWS * K * 4 <= QK_CHUNK_SCRATCH) {
+    KB = K;
+  }
+  for (int64_t i = 0; i < M; i++) {
+    memset(p->y + i * N + n0, 0, (size_t)(n1 - n0) * sizeof(float));
+  }
+  for (int64_t k0 = 0; k0 < K; k0 += KB) {
+    const int64_t kc = QK_MIN(KB, K - k0);
+    for (int64_t r = n0; r < n1; r += NK_ROWS) {
+      const int64_t nr = QK_MIN(NK_ROWS, n1 - r);
+      for (int64_t i = 0; i < nr; i++) {
+        if (p->fmt == QK_FMT_NF4) {
+          ops->nf4_row(&p->nf4, r + i, k0, kc, tile + i * KB);
+        } else {
+          ops->i8_row((const int8_t *)p->w + (r + i) * K + k0, kc, tile + i * KB);
+        }
+      }
+      ops->mk_nk(M, nr, kc, p->x + k0, p->ldx, tile, KB, p->y + r, N);
+    }
+  }
+  qk_post_apply(p, n0, n1);
+}

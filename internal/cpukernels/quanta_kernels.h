@@ -1,0 +1,144 @@
+/*
+ * quanta_kernels.h: quanta's CPU kernels for products of float activations with quantized
+ * weights, as plain C functions on raw pointers (callable from any thread, including XLA FFI
+ * handlers). See doc.go in this directory for the layouts, the ISA dispatch and the threading
+ * model.
+ *
+ * Every product computes y (m x n, float32, row-major) = x (m x k, row-major) times a weight W
+ * that is k x n logically, accumulating in float32, and overwrites y. A product reads each
+ * weight byte once per call and never builds a dense weight.
+ *
+ * Argument contract, shared by all products:
+ *   - m, k, n >= 0 (and the format's divisibility rules); an empty y (m == 0 or n == 0) is a
+ *     no-op, and k == 0 writes zeros.
+ *   - A pointer may be NULL only when the buffer it points to is empty; buffers must hold exactly
+ *     the number of elements stated below (the caller checks lengths: the kernels cannot).
+ *   - x is QK_F32 or QK_BF16; scales are QK_F32, QK_BF16 or QK_F16 where stated.
+ *   - Buffers must not overlap y; they need no particular alignment.
+ * Each function returns QK_OK or a negative QK_ERR_* status, and writes nothing on error.
+ */
+#ifndef QUANTA_KERNELS_H
+#define QUANTA_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types of activations and scales. */
+enum {
+  QK_F32 = 0,
+  QK_BF16 = 1,
+  QK_F16 = 2,
+};
+
+/* Statuses. */
+enum {
+  QK_OK = 0,
+  QK_ERR_NULL = -1,  /* a pointer is NULL while its buffer is not empty */
+  QK_ERR_SIZE = -2,  /* a size is negative, breaks the format's rules, or overflows */
+  QK_ERR_DTYPE = -3, /* an element type the argument does not accept */
+  QK_ERR_BLOCK = -4, /* the block size is not even and positive */
+  QK_ERR_SCALE = -5, /* a scale kind the product does not accept */
+  QK_ERR_ISA = -6,   /* the CPU (or this build) lacks the instruction set asked for */
+  QK_ERR_NOMEM = -7, /* scratch memory could not be allocated */
+};
+
+/* qk_status_string names a status ("ok", "null pointer", ...); never NULL. */
+const char *qk_status_string(int status);
+
+/* Instruction-set paths. */
+enum {
+  QK_ISA_AUTO = 0, /* for qk_isa_force: the best path the CPU supports */
+  QK_ISA_PORTABLE = 1,
+  QK_ISA_AVX2 = 2,   /* AVX2 + FMA + F16C */
+  QK_ISA_AVX512 = 3, /* AVX-512 F/BW/VL/DQ */
+};
+
+/* qk_isa_active returns the path the products use now. */
+int qk_isa_active(void);
+/* qk_isa_best returns the best path this CPU and build support. */
+int qk_isa_best(void);
+/* qk_isa_supported reports (1 or 0) whether isa can run here. */
+int qk_isa_supported(int isa);
+/* qk_isa_force makes every later product use isa (QK_ISA_AUTO: the best); QK_ERR_ISA if
+ * unsupported. Meant for tests and benchmarks; not synchronized with products in flight. */
+int qk_isa_force(int isa);
+/* qk_isa_name returns "portable", "avx2", "avx512" or "auto"; "unknown" otherwise. */
+const char *qk_isa_name(int isa);
+
+/* Threads. The count is read once from QUANTA_KERNEL_THREADS (a decimal in [1, QK_MAX_THREADS];
+ * anything else is ignored, see qk_config_note), else the number of online CPUs. */
+#define QK_MAX_THREADS 256
+/* qk_threads returns the number of threads a product may use (the caller's included). */
+int qk_threads(void);
+/* qk_set_threads sets it (clamped to [1, QK_MAX_THREADS]); n <= 0 restores the default. Returns
+ * the new count. */
+int qk_set_threads(int n);
+/* qk_config_note returns a sentence about an ignored or clamped QUANTA_KERNEL_THREADS, or NULL. */
+const char *qk_config_note(void);
+
+/* Scale kinds (int8, 2-bit and 1-bit products). */
+enum {
+  QK_SCALE_NONE = 0,   /* no scale (scale may be NULL) */
+  QK_SCALE_TENSOR = 1, /* one value */
+  QK_SCALE_K = 2,      /* one per contracted index: k values */
+  QK_SCALE_N = 3,      /* one per output column: n values */
+};
+
+/*
+ * NF4, blocks along n (x @ W, W stored k x n): packed uint8 (k, nb, bs/2) with nb = ceil(n/bs),
+ * two codes a byte, the first (even) element in the high nibble; absmax (k, nb) in absmax_dtype.
+ * W[i][j] = codebook[code] * absmax[i][j / bs]; codes past n in the last block are ignored.
+ * block_size: even, positive.
+ */
+int qk_nf4_kn(const void *x, int x_dtype, const uint8_t *packed, const void *absmax, int absmax_dtype,
+              int64_t m, int64_t k, int64_t n, int64_t block_size, float *y);
+
+/*
+ * NF4, blocks contracted (x @ W^T, W stored n x k): packed (n, nbk, bs/2) with nbk = ceil(k/bs),
+ * absmax (n, nbk); y[i][j] = sum_l x[i][l] * codebook[code(j, l)] * absmax[j][l / bs]. Codes
+ * past k in the last block are ignored.
+ */
+int qk_nf4_nk(const void *x, int x_dtype, const uint8_t *packed, const void *absmax, int absmax_dtype,
+              int64_t m, int64_t k, int64_t n, int64_t block_size, float *y);
+
+/*
+ * int8 codes with float scales. qk_int8_kn: w is k x n (x @ W); qk_int8_nk: w is n x k
+ * (x @ W^T, bitsandbytes' Linear8bitLt). W = w * scale, with scale_kind QK_SCALE_NONE, _TENSOR,
+ * _K (k values: a per-row scale of the k x n layout) or _N (n values: per column of k x n, per
+ * row of n x k), in scale_dtype.
+ */
+int qk_int8_kn(const void *x, int x_dtype, const int8_t *w, const void *scale, int scale_dtype, int scale_kind,
+               int64_t m, int64_t k, int64_t n, float *y);
+int qk_int8_nk(const void *x, int x_dtype, const int8_t *w, const void *scale, int scale_dtype, int scale_kind,
+               int64_t m, int64_t k, int64_t n, float *y);
+
+/*
+ * 2-bit binary/ternary (eformer's Array1B), x @ W with W k x n, k a multiple of 4: packed uint8
+ * (k/4, n); with q = k/4, packed[p][j] = c[p][j] | c[q+p][j]<<2 | c[2q+p][j]<<4 | c[3q+p][j]<<6
+ * where code c = value + 1 (code 3 reads as +2). scale: float32, QK_SCALE_NONE, _TENSOR or _N.
+ */
+int qk_twobit_kn(const void *x, int x_dtype, const uint8_t *packed, const float *scale, int scale_kind,
+                 int64_t m, int64_t k, int64_t n, float *y);
+
+/*
+ * 1-bit binary, x @ W with W k x n, k a multiple of 8: packed uint8 (k/8, n); with e = k/8, row i
+ * is bit (i / e) of packed row (i % e); bit 1 is +1, bit 0 is -1. scale as for qk_twobit_kn.
+ */
+int qk_onebit_kn(const void *x, int x_dtype, const uint8_t *packed, const float *scale, int scale_kind,
+                 int64_t m, int64_t k, int64_t n, float *y);
+
+/* Dense float32 baseline: y = x @ w with w k x n float32 (for benchmarks). */
+int qk_f32_kn(const float *x, const float *w, int64_t m, int64_t k, int64_t n, float *y);
+
+/* qk_read_probe reads bytes bytes at p with the product threads and returns a checksum: the
+ * streaming-read bandwidth the products are measured against. */
+uint64_t qk_read_probe(const void *p, int64_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* QUANTA_KERNELS_H */
