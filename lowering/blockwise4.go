@@ -27,6 +27,8 @@ type Blockwise4 struct {
 
 var _ Layout = Blockwise4{}
 
+func (w Blockwise4) anyNode() *graph.Node { return w.Packed }
+
 func (w Blockwise4) kind() string { return "blockwise4" }
 
 // BlockSize is the number of elements per block.
@@ -80,7 +82,7 @@ func (w Blockwise4) Dequantize(dtype dtypes.DType) *graph.Node {
 // decode uses the arithmetic decode where XLA CPU fuses it into one loop (library fusions off),
 // the gather table elsewhere.
 func (w Blockwise4) decode(p *product, _ bool) *graph.Node {
-	if p.platform == XLACPUFusedLoops {
+	if p.platform.base() == XLACPUFusedLoops {
 		return w.polyDecode(p.cdt)
 	}
 	return w.tableDecode(p.cdt)

@@ -35,11 +35,13 @@ type Axes struct {
 // cannot serve.
 var ErrUnsupported = errors.New("strategy cannot serve the product")
 
-// Supports reports whether strategy s serves the product of activations of shape x with w (Auto,
-// Materialize and DecodeDot serve every product the weight accepts).
+// Supports reports whether strategy s serves the product of activations of shape x with w, on the
+// backend of w's graph (Auto, Materialize and DecodeDot serve every product the weight accepts).
 func Supports(s Strategy, w Layout, x shapes.Shape, axes Axes) bool {
 	w.check("lowering.Supports")
-	return supports(s, w, newProduct("lowering.Supports", x, w.Dimensions(), axes))
+	p := newProduct("lowering.Supports", x, w.Dimensions(), axes)
+	p.setBackend(w.anyNode())
+	return supports(s, w, p)
 }
 
 func supports(s Strategy, w Layout, p *product) bool {
@@ -50,6 +52,9 @@ func supports(s Strategy, w Layout, p *product) bool {
 		return p.rank2()
 	case SlicedSum, ProductTable:
 		return w.serves(s, p)
+	case Kernel:
+		_, ok := kernelFor(p, w)
+		return ok
 	}
 	return false
 }
@@ -61,6 +66,9 @@ func requirement(s Strategy, w Layout) string {
 		return "every product"
 	case MulReduce:
 		return "rank-2 weights with one contracting axis and no batch axes"
+	case Kernel:
+		return "rank-2 products with float32 or bfloat16 activations, in unsharded graphs on XLA CPU with quanta's " +
+			"kernels registered, of the layouts package lowering's Kernel documentation lists"
 	}
 	return w.requirement(s)
 }
@@ -78,7 +86,8 @@ func DotGeneral(x *graph.Node, a Quantized, axes Axes) *graph.Node {
 	w := a.Layout()
 	w.check(op)
 	p := newProduct(op, x.Shape(), w.Dimensions(), axes)
-	p.x, p.platform = x, PlatformOf(x.Graph().Backend())
+	p.x = x
+	p.setBackend(x)
 	if msg := w.activationsError(x.DType()); msg != "" {
 		panic(errors.Errorf("%s: activations %s with %s; accepted: %s", op, x.Shape(), w, msg))
 	}
@@ -98,6 +107,9 @@ func DotGeneral(x *graph.Node, a Quantized, axes Axes) *graph.Node {
 		return mulReduce(p, w)
 	case SlicedSum, ProductTable:
 		return w.lower(s, p)
+	case Kernel:
+		c, _ := kernelFor(p, w)
+		return kernelProduct(p, w, c)
 	}
 	return decodeDot(p, w)
 }

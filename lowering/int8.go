@@ -21,6 +21,8 @@ type Int8 struct {
 
 var _ Layout = Int8{}
 
+func (w Int8) anyNode() *graph.Node { return w.Codes }
+
 func (w Int8) kind() string { return "int8" }
 
 // Dimensions returns the logical dimensions of the weight.

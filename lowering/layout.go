@@ -18,6 +18,8 @@ type Layout interface {
 
 	// kind names the layout in messages and Stats.
 	kind() string
+	// anyNode is one of the components, whose graph the weight lives in.
+	anyNode() *graph.Node
 	// check panics, naming op, if the components are inconsistent.
 	check(op string)
 	// activationsError returns a message if the weight cannot multiply activations of dtype.

@@ -112,8 +112,13 @@ func productCases() []productCase {
 }
 
 // served restates which products each strategy serves (package lowering's documentation).
-func served(s lowering.Strategy, f format, c productCase, xDType dtypes.DType) bool {
+func served(s lowering.Strategy, f format, c productCase, xDType dtypes.DType, kernels bool) bool {
 	switch s {
+	case lowering.Kernel:
+		if !kernels || !c.rank2 || (xDType != dtypes.Float32 && xDType != dtypes.BFloat16) {
+			return false
+		}
+		return f.layout == "blockwise4" || f.layout == "int8" || c.kMajor
 	case lowering.Auto, lowering.Materialize, lowering.DecodeDot:
 		return true
 	case lowering.MulReduce:
@@ -147,6 +152,7 @@ func normalizeAll(axes []int, rank int) []int {
 // strategy either runs (recorded by lowering.Built) and equals the dense product of the
 // materialized weight, or panics with ErrUnsupported naming the strategy and what it serves.
 func TestStrategies(t *testing.T) {
+	kernels := lowering.PlatformOf(testutil.Backend(t))&lowering.Kernels != 0
 	r := rand.New(rand.NewPCG(1, 2))
 	strategies := append([]lowering.Strategy{lowering.Auto}, lowering.Strategies()...)
 	for _, f := range formats() {
@@ -168,7 +174,7 @@ func TestStrategies(t *testing.T) {
 						ws = withComponentsOf(ws, w)
 						lowering.ResetBuilt()
 						got, err := runProduct(t, ws, x, c)
-						if !served(s, f, c, xDType) {
+						if !served(s, f, c, xDType, kernels) {
 							if err == nil || !errors.Is(err, lowering.ErrUnsupported) || !strings.Contains(err.Error(), s.String()+" serves") {
 								t.Fatalf("want a panic with ErrUnsupported naming %s, got %v", s, err)
 							}
@@ -328,6 +334,13 @@ func TestChoose(t *testing.T) {
 		{"signs x@W m=17", lowering.PureGo, signs, rows(17, 16), xW, lowering.DecodeDot},
 		{"signs x@Wt", lowering.XLACPUFusedLoops, signs, rows(1, 12), xWt, lowering.DecodeDot},
 		{"signs integer x", lowering.XLACPUFusedLoops, signs, shapes.Make(dtypes.Int32, 1, 16), xW, lowering.DecodeDot},
+		{"nf4 x@W m=1 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, blockwise, rows(1, 16), xW, lowering.Kernel},
+		{"nf4 x@Wt m=64 kernels", lowering.XLACPU | lowering.Kernels, blockwise, rows(64, 12), xWt, lowering.Kernel},
+		{"nf4 x@W m=65 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, blockwise, rows(65, 16), xW, lowering.DecodeDot},
+		{"int8 x@Wt m=8 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, int8Rows, rows(8, 12), xWt, lowering.Kernel},
+		{"signs x@W kernels", lowering.XLACPUFusedLoops | lowering.Kernels, signs, rows(16, 16), xW, lowering.Kernel},
+		{"signs x@Wt kernels", lowering.XLACPUFusedLoops | lowering.Kernels, signs, rows(1, 12), xWt, lowering.DecodeDot},
+		{"signs integer x kernels", lowering.XLACPUFusedLoops | lowering.Kernels, signs, shapes.Make(dtypes.Int32, 1, 16), xW, lowering.DecodeDot},
 	} {
 		if got := lowering.Choose(tc.platform, tc.w, tc.x, tc.axes); got != tc.want {
 			t.Errorf("%s: Choose = %s, want %s", tc.name, got, tc.want)
@@ -347,11 +360,12 @@ func TestPlatformOf(t *testing.T) {
 			t.Errorf("PlatformOf(%s) = %s, want pure-go", backend.Name(), got)
 		}
 	case "xla":
-		if got != lowering.XLACPUFusedLoops && got != lowering.XLAAccelerator {
+		// quanta's runtime started the test backend: on XLA CPU it registered the kernels.
+		if got != lowering.XLACPUFusedLoops|lowering.Kernels && got != lowering.XLAAccelerator {
 			t.Errorf("PlatformOf(%s) with the flag = %s", backend.Description(), got)
 		}
 		t.Setenv("XLA_FLAGS", "")
-		if got := lowering.PlatformOf(backend); got != lowering.XLACPU && got != lowering.XLAAccelerator {
+		if got := lowering.PlatformOf(backend); got != lowering.XLACPU|lowering.Kernels && got != lowering.XLAAccelerator {
 			t.Errorf("PlatformOf(%s) without the flag = %s", backend.Description(), got)
 		}
 	}
@@ -433,6 +447,7 @@ func FuzzPackUnpack(f *testing.F) {
 func TestInfiniteActivations(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	c := productCases()[1] // x@W, m = 3
+	kernels := lowering.PlatformOf(testutil.Backend(t))&lowering.Kernels != 0
 	for _, f := range formats() {
 		w := f.make(r, c.wDims, lowering.Auto)
 		x := activations(t, r, c.xDims, dtypes.Float32)
@@ -441,8 +456,8 @@ func TestInfiniteActivations(t *testing.T) {
 		values[16+5], values[16+6] = values[3], -values[3] // row 1: +Inf and -Inf
 		x = tensors.FromFlatDataAndDimensions(values, c.xDims...)
 		want := denseProduct(t, w, x, c)
-		for _, s := range []lowering.Strategy{lowering.Auto, lowering.DecodeDot, lowering.MulReduce, lowering.SlicedSum} {
-			if !served(s, f, c, dtypes.Float32) {
+		for _, s := range []lowering.Strategy{lowering.Auto, lowering.DecodeDot, lowering.MulReduce, lowering.SlicedSum, lowering.Kernel} {
+			if !served(s, f, c, dtypes.Float32, kernels) {
 				continue
 			}
 			t.Run(f.name+"/"+s.String(), func(t *testing.T) {
@@ -455,5 +470,43 @@ func TestInfiniteActivations(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestKernelGradient: a product that Auto gives to a kernel keeps the DecodeDot formulation for
+// GoMLX's gradients, so differentiating through it gives the dense product's gradient.
+func TestKernelGradient(t *testing.T) {
+	backend := testutil.Backend(t)
+	if lowering.PlatformOf(backend)&lowering.Kernels == 0 {
+		t.Skipf("no kernels on %s", backend.Name())
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	c := productCases()[1] // x@W, m = 3
+	for _, f := range formats() {
+		t.Run(f.name, func(t *testing.T) {
+			w := f.make(r, c.wDims, lowering.Auto)
+			x := activations(t, r, c.xDims, dtypes.Float32)
+			dense, err := implicitarray.MaterializeOnHost(backend, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dense = graph.MustExecOnce(backend, func(d *graph.Node) *graph.Node { return graph.ConvertDType(d, dtypes.Float32) }, dense)
+			lowering.ResetBuilt()
+			e := implicitarray.MustNewExec(backend, func(x *graph.Node, w implicitarray.Array, dense *graph.Node) (*graph.Node, *graph.Node) {
+				loss := func(y *graph.Node) *graph.Node { return graph.ReduceAllSum(graph.Mul(y, y)) }
+				got := graph.Gradient(loss(lowering.DotGeneral(x, w.(lowering.Quantized), c.axes)), x)[0]
+				want := graph.Gradient(loss(graph.Dot(x, dense)), x)[0]
+				return got, want
+			})
+			defer e.Finalize()
+			out := e.MustCall(x, w, dense)
+			if lowering.Built()[lowering.Choice{Layout: f.layout, Strategy: lowering.Kernel}] == 0 {
+				t.Fatalf("Auto did not call the kernel: %v", lowering.Built())
+			}
+			got, want := testutil.Float64s(t, out[0].(*tensors.Tensor)), testutil.Float64s(t, out[1].(*tensors.Tensor))
+			if diff, scale := testutil.MaxAbsDiff(got, want); diff > 1e-4*math.Max(1, scale) {
+				t.Errorf("gradient through the kernel's product differs from the dense one by %g (scale %g)", diff, scale)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gomlx/gomlx/backends"
+	"github.com/quanta-ml/quanta/internal/kernelreg"
 )
 
 // Platform is what the policy needs to know of the backend a product is built for: the
@@ -27,17 +28,28 @@ const (
 	XLACPUFusedLoops
 	// XLAAccelerator is XLA on a GPU or TPU plugin.
 	XLAAccelerator
+
+	// Kernels, or-ed into an XLA CPU platform, says the backend can call quanta's CPU kernels (the
+	// runtime registered them with its plugin).
+	Kernels Platform = 1 << 4
 )
 
 var platformNames = [...]string{"other", "pure-go", "xla-cpu", "xla-cpu-fused-loops", "xla-accelerator"}
 
-// String returns the platform's name, e.g. "xla-cpu-fused-loops".
+// String returns the platform's name, e.g. "xla-cpu-fused-loops+kernels".
 func (p Platform) String() string {
-	if p >= 0 && int(p) < len(platformNames) {
-		return platformNames[p]
+	base, suffix := p&^Kernels, ""
+	if p&Kernels != 0 {
+		suffix = "+kernels"
+	}
+	if base >= 0 && int(base) < len(platformNames) {
+		return platformNames[base] + suffix
 	}
 	return "Platform(?)"
 }
+
+// base is the platform without the Kernels flag.
+func (p Platform) base() Platform { return p &^ Kernels }
 
 // LibraryFusionFlag, in XLA_FLAGS when the XLA CPU plugin loads, turns off XLA CPU's library
 // (YNNPACK) fusions (see XLACPUFusedLoops).
@@ -53,6 +65,14 @@ var pjrtPluginName = regexp.MustCompile(`PJRT "([^"]+)" plugin`)
 // PlatformOf classifies backend. XLA CPU's library fusions are read from XLA_FLAGS, which XLA
 // reads once when its plugin loads: changing the variable afterwards makes the answer wrong.
 func PlatformOf(backend backends.Backend) Platform {
+	p := platformOf(backend)
+	if kernelreg.For(backend) != nil {
+		p |= Kernels
+	}
+	return p
+}
+
+func platformOf(backend backends.Backend) Platform {
 	if backend == nil {
 		return OtherBackend
 	}

@@ -15,10 +15,11 @@ const (
 )
 
 // Choose returns the strategy Auto uses for a product of activations of shape x with w on
-// platform. The one policy table, by layout, rows M (the product of x's free dimensions) and the
-// product's axes:
+// platform (with Kernels, as if every kernel were registered with the codebook of w). The one
+// policy table, by layout, rows M (the product of x's free dimensions) and the product's axes:
 //
 //	layout      condition                                              strategy
+//	any         M <= 64, platform with Kernels, a kernel serves        Kernel
 //	Blockwise4  M = 1, x·W (blocks free), pure Go or XLA CPU fused loops   SlicedSum
 //	Blockwise4  M = 1, rank 2                                            ProductTable
 //	Int8        M <= 2, x·W with a separable scale, XLA CPU fused loops   SlicedSum
@@ -36,11 +37,14 @@ func Choose(platform Platform, w Layout, x shapes.Shape, axes Axes) Strategy {
 
 func choose(p *product, w Layout) Strategy {
 	rows := p.rows()
-	fusedLoops := p.platform == XLACPUFusedLoops
+	if _, ok := kernelFor(p, w); ok && rows <= kernelMaxRows {
+		return Kernel
+	}
+	fusedLoops := p.platform.base() == XLACPUFusedLoops
 	switch w.(type) {
 	case Blockwise4:
 		if rows <= productTableMaxRows && p.rank2() {
-			if p.kMajor() && (fusedLoops || p.platform == PureGo) {
+			if p.kMajor() && (fusedLoops || p.platform.base() == PureGo) {
 				return SlicedSum
 			}
 			return ProductTable

@@ -7,6 +7,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/kernelreg"
 )
 
 // product is a dot_general between dense activations x and a quantized weight, seen from the
@@ -24,6 +25,8 @@ type product struct {
 	// cdt is the dtype products accumulate in (computeDType).
 	cdt      dtypes.DType
 	platform Platform
+	// kernels are the backend's CPU kernels (nil when the product is only described).
+	kernels *kernelreg.Kernels
 }
 
 // newProduct normalizes and checks the axes (negative allowed), panicking with a message that
@@ -99,6 +102,12 @@ func ones(n int) []int {
 		out[i] = 1
 	}
 	return out
+}
+
+// setBackend takes the platform and the kernels from the backend of node's graph.
+func (p *product) setBackend(node *graph.Node) {
+	backend := node.Graph().Backend()
+	p.platform, p.kernels = PlatformOf(backend), kernelreg.For(backend)
 }
 
 // rows is M: the number of activation rows, the product of x's free dimensions.

@@ -26,6 +26,8 @@ type Signs struct {
 
 var _ Layout = Signs{}
 
+func (w Signs) anyNode() *graph.Node { return w.Packed }
+
 func (w Signs) kind() string { return fmt.Sprintf("signs%d", w.Bits) }
 
 func (w Signs) valuesPerByte() int { return 8 / w.Bits }
@@ -242,7 +244,7 @@ func (w Signs) lower(_ Strategy, p *product) *graph.Node {
 		return acc
 	}
 	parts := 1
-	if p.platform == XLACPUFusedLoops {
+	if p.platform.base() == XLACPUFusedLoops {
 		parts = signsSlices
 	}
 	var acc *graph.Node

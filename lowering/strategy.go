@@ -42,9 +42,17 @@ const (
 	// loop is one gather and one add per two weights. It serves rank-2 Blockwise4 weights with one
 	// contracting axis and no batch axes; its table grows with the number of rows.
 	ProductTable
+	// Kernel calls quanta's CPU kernel for the layout as an XLA custom call: it reads each stored
+	// byte once per call, for all the activation rows, at memory speed. The graph keeps the
+	// DecodeDot formulation for GoMLX's gradients (XLA drops it from graphs that do not
+	// differentiate). It serves rank-2 products on XLA CPU with the kernels registered (the
+	// runtime registers them when it starts the backend), float32 or bfloat16 activations, and
+	// graphs that are not sharded: Blockwise4 with the kernels' codebook, Int8, and Signs
+	// contracted on their packed axis with no scale, a per-tensor or a per-column scale.
+	Kernel
 )
 
-var strategyNames = [...]string{"auto", "materialize", "decode-dot", "mul-reduce", "sliced-sum", "product-table"}
+var strategyNames = [...]string{"auto", "materialize", "decode-dot", "mul-reduce", "sliced-sum", "product-table", "kernel"}
 
 // String returns the strategy's name, e.g. "sliced-sum".
 func (s Strategy) String() string {

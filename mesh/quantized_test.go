@@ -9,6 +9,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/mesh"
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/onebit"
@@ -115,9 +116,16 @@ func TestQuantizedMatmul(t *testing.T) {
 					}
 				}
 			}
+			lowering.ResetBuilt()
 			out, err := e.CallPlaced(placed)
 			if err != nil {
 				t.Fatalf("%+v", err)
+			}
+			// A sharded graph never calls a kernel: the partitioner would replicate its operands.
+			for choice := range lowering.Built() {
+				if choice.Strategy == lowering.Kernel {
+					t.Errorf("the sharded product was built as %s", choice)
+				}
 			}
 			d := maxDiff(t, out[0].(*tensors.Tensor), want)
 			if d > 1e-4 {

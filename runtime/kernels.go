@@ -3,39 +3,19 @@ package runtime
 import (
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
-	"unsafe"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/janpfeifer/must"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/cpukernels"
 	"github.com/quanta-ml/quanta/internal/customcall"
+	"github.com/quanta-ml/quanta/internal/kernelreg"
 	"github.com/quanta-ml/quanta/internal/xlaffi"
 )
-
-// Kernel is one of quanta's CPU kernels: a typed XLA FFI handler written in C with
-// internal/xlaffi's qffi.h, and the custom-call target that graphs call it by.
-type Kernel struct {
-	// Target is the custom-call target name, "quanta_<what>".
-	Target string
-
-	// Handler points to the C handler defined with QFFI_HANDLER:
-	// unsafe.Pointer(C.qffi_handler(C.quanta_what)).
-	Handler unsafe.Pointer
-}
-
-// RegisterKernels adds kernels to the table that the runtime registers with the XLA CPU plugin
-// the first time kernels are asked for (Kernels, HasKernel, ProbeKernels), after the backend
-// started. Call it from init(). It panics on an invalid or duplicate target, a nil handler, or a
-// call after the table was first read: the table is read-only from then on.
-func RegisterKernels(kernels ...Kernel) {
-	kernelTable.add(kernels...)
-}
 
 // KernelReport says which of quanta's kernels the process-wide backend can call. `quanta doctor`
 // prints it.
@@ -60,18 +40,14 @@ type KernelReport struct {
 	CustomCalls error
 }
 
-// Kernels registers the kernel table with the process-wide backend's plugin, the first time it is
-// called, and reports what was registered. The error is the backend's, when it failed to start;
-// kernels that cannot be registered are reported, not returned as errors.
+// Kernels reports which of quanta's CPU kernels the process-wide backend registered when it
+// started. The error is the backend's, when it failed to start; kernels that could not be
+// registered are reported, not returned as errors.
 func Kernels() (*KernelReport, error) {
-	backend, err := Backend()
-	if err != nil {
+	if _, err := Backend(); err != nil {
 		return nil, err
 	}
-	kernelState.once.Do(func() {
-		kernelState.report = registerKernels(backend, shared.info, kernelTable.freeze())
-	})
-	return kernelState.report.clone(), nil
+	return shared.kernels.clone(), nil
 }
 
 // MustKernels is Kernels, but panics on error.
@@ -79,16 +55,11 @@ func MustKernels() *KernelReport {
 	return must.M1(Kernels())
 }
 
-// HasKernel reports whether a graph on backend can call target: backend is the process-wide
-// backend, target is registered with its plugin, and its graphs can emit custom calls. Lowerings
-// ask it before choosing a kernel, and keep their HLO formulation otherwise.
+// HasKernel reports whether a graph on backend can call target: the runtime registered it with
+// backend's plugin, and backend's graphs can emit custom calls.
 func HasKernel(backend backends.Backend, target string) bool {
-	if shared, err := Backend(); err != nil || backend != shared {
-		return false
-	}
-	report, err := Kernels()
-	return err == nil && report.Unavailable == nil && report.CustomCalls == nil &&
-		slices.Contains(report.Registered, target)
+	k := kernelreg.For(backend)
+	return k != nil && k.Targets[target]
 }
 
 // ProbeKernels runs a graph on the process-wide backend that calls xlaffi's probe kernel through
@@ -154,8 +125,9 @@ func (r *KernelReport) clone() *KernelReport {
 	return &c
 }
 
-// registerKernels registers kernels with the plugin of backend, described by info.
-func registerKernels(backend backends.Backend, info *Info, kernels []Kernel) *KernelReport {
+// registerKernels registers quanta's CPU kernels with the plugin of backend, described by info,
+// and, where its graphs can emit custom calls, installs them for package lowering.
+func registerKernels(backend backends.Backend, info *Info) *KernelReport {
 	report := &KernelReport{Failed: map[string]error{}, CustomCalls: customcall.Check(backend)}
 	switch {
 	case !IsXLA(backend):
@@ -172,56 +144,21 @@ func registerKernels(backend backends.Backend, info *Info, kernels []Kernel) *Ke
 		return report
 	}
 	report.Plugin = p.String()
-	for _, k := range kernels {
-		if err := p.Register(xlaffi.Handler{Target: k.Target, Fn: k.Handler}); err != nil {
-			report.Failed[k.Target] = err
+	for _, h := range cpukernels.Handlers() {
+		if err := p.Register(h); err != nil {
+			report.Failed[h.Target] = err
 		}
 	}
 	report.Registered = p.Registered()
-	return report
-}
-
-// kernelState holds the result of the one registration.
-var kernelState struct {
-	once   sync.Once
-	report *KernelReport
-}
-
-var reKernelTarget = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
-
-// kernelRegistry is the table RegisterKernels fills; read-only once frozen.
-type kernelRegistry struct {
-	mu      sync.Mutex
-	kernels []Kernel
-	frozen  bool
-}
-
-var kernelTable kernelRegistry
-
-func (t *kernelRegistry) add(kernels ...Kernel) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, k := range kernels {
-		switch {
-		case t.frozen:
-			panic(errors.Errorf("runtime.RegisterKernels(%q): the kernel table is read-only once kernels were asked "+
-				"for: register from init()", k.Target))
-		case !reKernelTarget.MatchString(k.Target):
-			panic(errors.Errorf("runtime.RegisterKernels(%q): accepted targets: letters, digits, '_' and '.', not "+
-				"starting with a digit", k.Target))
-		case k.Handler == nil:
-			panic(errors.Errorf("runtime.RegisterKernels(%q): nil handler", k.Target))
-		case k.Target == xlaffi.ProbeTarget || slices.ContainsFunc(t.kernels, func(o Kernel) bool { return o.Target == k.Target }):
-			panic(errors.Errorf("runtime.RegisterKernels(%q): duplicate target", k.Target))
+	if report.CustomCalls == nil {
+		targets := map[string]bool{}
+		for _, target := range report.Registered {
+			targets[target] = true
 		}
-		t.kernels = append(t.kernels, k)
+		kernelreg.Install(backend, &kernelreg.Kernels{Targets: targets, Codebook4: cpukernels.NF4Codebook(),
+			Emit: func(node *graph.Node, target string, operands []*graph.Node, attrs map[string]any) error {
+				return customcall.Rewrite(node, target, operands, customcall.Attributes(attrs))
+			}})
 	}
-}
-
-// freeze makes the table read-only and returns it.
-func (t *kernelRegistry) freeze() []Kernel {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.frozen = true
-	return slices.Clone(t.kernels)
+	return report
 }

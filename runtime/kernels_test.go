@@ -5,19 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quanta-ml/quanta/internal/cpukernels"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/internal/xlaffi"
-	"github.com/quanta-ml/quanta/internal/xlaffi/ffitest"
 	"github.com/quanta-ml/quanta/runtime"
 )
 
-func init() {
-	for _, h := range ffitest.Handlers() {
-		runtime.RegisterKernels(runtime.Kernel{Target: h.Target, Handler: h.Fn})
-	}
-}
-
-// TestKernels checks the registration of the kernel table: on XLA's CPU plugin every kernel is
+// TestKernels checks the registration of quanta's kernels: on XLA's CPU plugin every kernel is
 // registered and callable; elsewhere the report says why none is, and nothing claims a kernel.
 func TestKernels(t *testing.T) {
 	backend := testutil.Backend(t)
@@ -25,7 +19,7 @@ func TestKernels(t *testing.T) {
 	info := runtime.MustReport()
 	t.Logf("\n%s", report)
 	targets := []string{xlaffi.ProbeTarget}
-	for _, h := range ffitest.Handlers() {
+	for _, h := range cpukernels.Handlers() {
 		targets = append(targets, h.Target)
 	}
 	if runtime.IsXLA(backend) && info.PluginName == "cpu" {
@@ -67,20 +61,4 @@ func TestKernels(t *testing.T) {
 	if slices.Contains(runtime.MustKernels().Registered, "changed") {
 		t.Error("changing a report changed the runtime's")
 	}
-}
-
-// TestRegisterKernelsAfterStart checks that the table is read-only once read.
-func TestRegisterKernelsAfterStart(t *testing.T) {
-	if _, err := runtime.Kernels(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if r := recover(); r == nil {
-			t.Error("RegisterKernels after Kernels did not panic")
-		} else {
-			t.Logf("%v", r)
-		}
-	}()
-	h := ffitest.Unanswering()
-	runtime.RegisterKernels(runtime.Kernel{Target: "quanta_late", Handler: h.Fn})
 }

@@ -48,12 +48,17 @@ var shared struct {
 	once    sync.Once
 	backend backends.Backend
 	info    *Info
+	kernels *KernelReport
 	err     error
 }
 
 func startShared() {
 	shared.once.Do(func() {
 		shared.backend, shared.info, shared.err = start()
+		if shared.err == nil {
+			// Right after the plugin loaded: quanta's kernels, for the products built on it.
+			shared.kernels = registerKernels(shared.backend, shared.info)
+		}
 	})
 }
 

@@ -447,7 +447,7 @@ static inline qffi_error* qffi__attr(const qffi_frame* frame, const char* name, 
 
 /* qffi_attr_int reads an integer (or boolean) attribute of any width. */
 static inline qffi_error* qffi_attr_int(const qffi_frame* frame, const char* name, int64_t* out) {
-  void* raw;
+  void* raw = NULL;
   qffi_error* err = qffi__attr(frame, name, QFFI_ATTR_SCALAR, "an integer scalar", &raw);
   if (err) return err;
   const qffi_scalar* s = (const qffi_scalar*)raw;
@@ -469,7 +469,7 @@ static inline qffi_error* qffi_attr_int(const qffi_frame* frame, const char* nam
 
 /* qffi_attr_float reads a float32 or float64 attribute. */
 static inline qffi_error* qffi_attr_float(const qffi_frame* frame, const char* name, double* out) {
-  void* raw;
+  void* raw = NULL;
   qffi_error* err = qffi__attr(frame, name, QFFI_ATTR_SCALAR, "a float scalar", &raw);
   if (err) return err;
   const qffi_scalar* s = (const qffi_scalar*)raw;
@@ -485,7 +485,7 @@ static inline qffi_error* qffi_attr_float(const qffi_frame* frame, const char* n
 
 /* qffi_attr_string reads a string attribute: len bytes at *ptr, not NUL-terminated. */
 static inline qffi_error* qffi_attr_string(const qffi_frame* frame, const char* name, const char** ptr, size_t* len) {
-  void* raw;
+  void* raw = NULL;
   qffi_error* err = qffi__attr(frame, name, QFFI_ATTR_STRING, "a string", &raw);
   if (err) return err;
   const qffi_bytes* b = (const qffi_bytes*)raw;
@@ -497,7 +497,7 @@ static inline qffi_error* qffi_attr_string(const qffi_frame* frame, const char* 
 /* qffi_attr_int_array reads an int64 array attribute (customcall's []int64). */
 static inline qffi_error* qffi_attr_int_array(const qffi_frame* frame, const char* name, const int64_t** data,
                                               size_t* n) {
-  void* raw;
+  void* raw = NULL;
   qffi_error* err = qffi__attr(frame, name, QFFI_ATTR_ARRAY, "an int64 array", &raw);
   if (err) return err;
   const qffi_array* a = (const qffi_array*)raw;
