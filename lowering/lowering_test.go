@@ -354,10 +354,10 @@ func TestPlatformOf(t *testing.T) {
 	backend := testutil.Backend(t)
 	t.Setenv("XLA_FLAGS", "--xla_cpu_foo=1 "+lowering.LibraryFusionFlag)
 	got := lowering.PlatformOf(backend)
-	switch backend.Name() {
+	switch backend.String() {
 	case "go":
 		if got != lowering.PureGo {
-			t.Errorf("PlatformOf(%s) = %s, want pure-go", backend.Name(), got)
+			t.Errorf("PlatformOf(%s) = %s, want pure-go", backend.String(), got)
 		}
 	case "xla":
 		// quanta's runtime started the test backend: on XLA CPU it registered the kernels.
@@ -368,6 +368,8 @@ func TestPlatformOf(t *testing.T) {
 		if got := lowering.PlatformOf(backend); got != lowering.XLACPU|lowering.Kernels && got != lowering.XLAAccelerator {
 			t.Errorf("PlatformOf(%s) without the flag = %s", backend.Description(), got)
 		}
+	default:
+		t.Errorf("unexpected test backend %q (%s)", backend.String(), backend.Description())
 	}
 	if got := lowering.PlatformOf(nil); got != lowering.OtherBackend {
 		t.Errorf("PlatformOf(nil) = %s", got)

@@ -76,7 +76,7 @@ func platformOf(backend backends.Backend) Platform {
 	if backend == nil {
 		return OtherBackend
 	}
-	switch backend.Name() {
+	switch backend.String() { // the backend's registered name; Name() is a display name
 	case "go":
 		return PureGo
 	case "xla":

@@ -42,7 +42,7 @@ func (m *Mesh) CheckDevices(backend backends.Backend) error {
 	}
 	if need, have := m.NumDevices(), backend.NumDevices(); need > have {
 		hint := ""
-		if backend.Name() == "xla" {
+		if backend.String() == "xla" {
 			hint = fmt.Sprintf("; on XLA CPU, start the backend with %d virtual devices (quanta's runtime: QUANTA_CPU_DEVICES=%d)", need, need)
 		}
 		return errors.Errorf("sharding: %s needs %d devices, backend %q has %d%s", m, need, backend.Name(), have, hint)
