@@ -26,7 +26,8 @@ const (
 //	Signs       M <= 16, contracted on the packed axis, float x          SlicedSum
 //	any         otherwise                                                DecodeDot
 //
-// Choose never returns a strategy that cannot serve the product.
+// A Blockwise4DQ weight is chosen for as the Blockwise4 of its decoded scales; a FlatBlockwise4
+// always takes DecodeDot. Choose never returns a strategy that cannot serve the product.
 func Choose(platform Platform, w Layout, x shapes.Shape, axes Axes) Strategy {
 	w.check("lowering.Choose")
 	p := newProduct("lowering.Choose", x, w.Dimensions(), axes)
@@ -37,7 +38,9 @@ func Choose(platform Platform, w Layout, x shapes.Shape, axes Axes) Strategy {
 func choose(p *product, w Layout) Strategy {
 	rows := p.rows()
 	fusedLoops := p.platform == XLACPUFusedLoops
-	switch w.(type) {
+	switch w := w.(type) {
+	case Blockwise4DQ:
+		return choose(p, w.decoded()) // the products of the decoded scales are Blockwise4's
 	case Blockwise4:
 		if rows <= productTableMaxRows && p.rank2() {
 			if p.kMajor() && (fusedLoops || p.platform == PureGo) {
