@@ -5,7 +5,6 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/nf4"
@@ -195,5 +194,3 @@ func checkShape(dims []int) error {
 	}
 	return nil
 }
-
-var _ = shapes.Make // shapes is used by the readers
