@@ -73,6 +73,16 @@ func (l KernelLayout) contract(x *graph.Node, w implicitarray.Value) *graph.Node
 	return implicitarray.Materialize(implicitarray.DotGeneral(x, []int{1}, nil, w, []int{axis}, nil))
 }
 
+// contractTransposed returns dy·Wᵀ for the kernel w in layout l (dy is (rows, outDim)): the
+// gradient of contract with respect to x.
+func (l KernelLayout) contractTransposed(dy *graph.Node, w implicitarray.Value) *graph.Node {
+	axis := 1
+	if l == OutIn {
+		axis = 0
+	}
+	return implicitarray.Materialize(implicitarray.DotGeneral(dy, []int{1}, nil, w, []int{axis}, nil))
+}
+
 // baseTemplate returns a host-side template array for a kernel of shape in the stored format
 // text (FormatParam), with strategy: the formats of formatString, plus the FlatBlocks NF4 formats
 // of nf4.Format.String ("nf4/64/flat", "nf4-dq/64/flat") that StoreBase writes for bitsandbytes

@@ -9,6 +9,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context/initializers"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/lowering"
 )
 
 // The variables and parameters of LoRA adapters, in a layer's "dense" scope.
@@ -114,7 +116,7 @@ func LoRADense(ctx *context.Context, x *graph.Node, useBias bool, outDim int, cf
 		kernel.SetTrainable(false)
 		y = layout.contract(flat, kernel.ValueGraph(g))
 	case len(stored) > 0:
-		y = layout.contract(flat, storedArray(ctx, g, stored, kernelShape, cfg))
+		y = frozenProduct(flat, storedArray(ctx, g, stored, kernelShape, cfg), layout)
 	default:
 		kernel := ctx.VariableWithShape(WeightsName, kernelShape)
 		kernel.SetTrainable(false)
@@ -164,4 +166,37 @@ func merged(ctx *context.Context) bool {
 	v, found := ctx.GetParam(LoRAMergedParam)
 	b, _ := v.(bool)
 	return found && b
+}
+
+// frozenProduct is x·W (x (rows, inDim)) for a frozen quantized base w, whose gradient reaches x
+// only, computed in the backward pass by a second fused product, dy·Wᵀ, on components made to
+// depend on dy. Left to autodiff, the product's backward would reuse the forward's decoded
+// weight, so XLA would keep every layer's decoded float weight alive from the forward to the
+// backward pass: a training step would hold the float model. This way it holds, at a time, the
+// decode of the product being computed (as bitsandbytes' QLoRA dequantizes each layer per
+// matmul).
+func frozenProduct(x *graph.Node, w implicitarray.Array, layout KernelLayout) *graph.Node {
+	y := layout.contract(graph.StopGradient(x), w)
+	return withInputGradient(x, y, func(dy *graph.Node) *graph.Node {
+		comps := w.Components()
+		for i, c := range comps {
+			comps[i] = implicitarray.NodeComponent(lowering.After(dy, c.Node()))
+		}
+		return layout.contractTransposed(dy, w.WithComponents(comps))
+	})
+}
+
+// withInputGradient returns y (computed from x without autodiff, e.g. from StopGradient(x)) with
+// the gradient dL/dx = grad(dL/dy): x and y travel flattened in one concatenation whose custom
+// gradient maps the adjoint of y's part to x's part.
+func withInputGradient(x, y *graph.Node, grad func(dy *graph.Node) *graph.Node) *graph.Node {
+	nx, ny := x.Shape().Size(), y.Shape().Size()
+	yDims := y.Shape().Dimensions
+	both := graph.Concatenate([]*graph.Node{graph.Reshape(x, nx), graph.Reshape(graph.ConvertDType(y, x.DType()), ny)}, 0)
+	both = graph.IdentityWithCustomGradient(both, func(_, v *graph.Node) *graph.Node {
+		dy := graph.Reshape(graph.SliceAxis(v, 0, graph.AxisRange(nx, nx+ny)), yDims...)
+		dx := graph.Reshape(graph.ConvertDType(grad(dy), v.DType()), nx)
+		return graph.Concatenate([]*graph.Node{dx, graph.Zeros(v.Graph(), shapes.Make(v.DType(), ny))}, 0)
+	})
+	return graph.ConvertDType(graph.Reshape(graph.SliceAxis(both, 0, graph.AxisRange(nx, nx+ny)), yDims...), y.DType())
 }
