@@ -122,8 +122,12 @@ func storedComponents(ctx *context.Context) []*context.Variable {
 func componentName(i int) string { return ComponentPrefix + strconv.Itoa(i) }
 
 // quantizedProduct rebuilds the implicit kernel from the stored components and multiplies x by it.
+// A kernel stored in torch's layout (KernelLayoutParam "out_in", e.g. by StoreBase) is contracted
+// on its last axis.
 func quantizedProduct(ctx *context.Context, x *graph.Node, stored []*context.Variable, kernelShape shapes.Shape, cfg quanta.Config) *graph.Node {
-	return implicitarray.Materialize(implicitarray.MatMul(x, storedArray(ctx, x.Graph(), stored, kernelShape, cfg)))
+	layout := kernelLayout(ctx)
+	kernelShape = layout.kernelShape(kernelShape, kernelShape.Dim(0), kernelShape.Dim(1))
+	return layout.contract(x, storedArray(ctx, x.Graph(), stored, kernelShape, cfg))
 }
 
 // storedArray rebuilds the implicit kernel of logical shape kernelShape from the stored components,

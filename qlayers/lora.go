@@ -3,6 +3,7 @@ package qlayers
 import (
 	"math"
 
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/ml/context"
@@ -175,7 +176,13 @@ func merged(ctx *context.Context) bool {
 // backward pass: a training step would hold the float model. This way it holds, at a time, the
 // decode of the product being computed (as bitsandbytes' QLoRA dequantizes each layer per
 // matmul).
+//
+// On a backend without Pad (GoMLX's pure-Go one), which the gradient of the slice below needs,
+// the product is left to autodiff.
 func frozenProduct(x *graph.Node, w implicitarray.Array, layout KernelLayout) *graph.Node {
+	if !x.Graph().Backend().Capabilities().Operations[backends.OpTypePad] {
+		return layout.contract(x, w)
+	}
 	y := layout.contract(graph.StopGradient(x), w)
 	return withInputGradient(x, y, func(dy *graph.Node) *graph.Node {
 		comps := w.Components()

@@ -17,6 +17,7 @@ import (
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/safetensors"
@@ -418,7 +419,7 @@ func TestAdaptersRoundTrip(t *testing.T) {
 
 // TestStoreBaseOutIn: a torch-layout (out, in) base stored with StoreBase (an NF4 array whose
 // blocks run over the flattened weight, as bitsandbytes keeps a ragged weight) gives
-// y = x·Wᵀ + b; LoRADense trains on it; Base returns the stored array.
+// y = x·Wᵀ + b in Dense and in a fresh LoRADense; Base returns the stored array.
 func TestStoreBaseOutIn(t *testing.T) {
 	backend := testutil.Backend(t)
 	const in, out = 40, 24 // 40 is not a multiple of the block size 64: flattened blocks
@@ -433,9 +434,15 @@ func TestStoreBaseOutIn(t *testing.T) {
 		t.Errorf("storing twice in one scope: no error")
 	}
 	x := matrix(13, 3, in)
+	viaDense := flat(t, context.MustExecOnce(backend, ctx, func(ctx *context.Context, x *graph.Node) *graph.Node {
+		return qlayers.Dense(ctx.In("proj").Checked(false), x, true, out, quanta.Config{})
+	}, x))
 	got := flat(t, context.MustExecOnce(backend, ctx, func(ctx *context.Context, x *graph.Node) *graph.Node {
 		return qlayers.LoRADense(ctx.In("proj").Checked(false), x, true, out, quanta.Config{}, loraCfg)
 	}, x))
+	if d := maxDiff(viaDense, got); d != 0 {
+		t.Errorf("Dense on the stored torch-layout kernel differs from a fresh LoRADense by %g", d)
+	}
 	dense, err := implicitarray.MaterializeOnHost(backend, w)
 	if err != nil {
 		t.Fatal(err)
@@ -471,4 +478,25 @@ func mustFlat(t *testing.T, w *tensors.Tensor) *nf4.Array {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// TestLoRAProjection: the projection hook runs LoRADense in ctx.In(name), on inputs of any rank
+// (batch and sequence axes, features last), and fits models.Projection.
+func TestLoRAProjection(t *testing.T) {
+	backend := testutil.Backend(t)
+	var proj models.Projection = qlayers.LoRAProjection(nf4DQ, loraCfg)
+	ctx := loraContext(t, nf4DQ, false)
+	x := tensors.FromFlatDataAndDimensions(values(3, 2*3*inDim), 2, 3, inDim)
+	got := context.MustExecOnce(backend, ctx, func(ctx *context.Context, x *graph.Node) *graph.Node {
+		return proj(ctx.Checked(false), "layer", x, outDim, true)
+	}, x)
+	want := context.MustExecOnce(backend, ctx, func(ctx *context.Context, x *graph.Node) *graph.Node {
+		return graph.Reshape(loraLayer(nf4DQ)(ctx, graph.Reshape(x, 6, inDim)), 2, 3, outDim)
+	}, x)
+	if !got.Shape().Equal(want.Shape()) {
+		t.Fatalf("shape %s, want %s", got.Shape(), want.Shape())
+	}
+	if d := maxDiff(flat(t, got), flat(t, want)); d > 1e-6 {
+		t.Errorf("projection differs from LoRADense by %g", d)
+	}
 }
