@@ -80,6 +80,12 @@ type Config struct {
 	// BitNet selects the BitNet b1.58 rule for Ternary: scale = mean(|x|) over the first axis,
 	// values = clip(round(x / scale), -1, 1). It implies Scaled. Only valid with Ternary.
 	BitNet bool
+	// DoubleQuant, for NF4, double-quantizes the per-block absmax as QLoRA and bitsandbytes
+	// (compress_statistics=True) do: uint8 codes of nf4.DynamicMap after subtracting their mean,
+	// with a float32 scale per nf4.NestedBlockSize absmax. With blocks of 64 a weight takes
+	// 0.5 + 1/64 + 4/(64·256) ≈ 0.516 bytes per parameter instead of 0.5625 (float32 absmax).
+	// Products decode the scales inside the graph. Only valid with NF4.
+	DoubleQuant bool
 	// Strategy is the strategy of the arrays' products (package lowering): lowering.Auto (the
 	// zero value) lets the policy choose; lowering.Materialize builds the dense weight before the
 	// product, for comparisons; any other strategy is a requirement, and a product it cannot
@@ -109,6 +115,9 @@ func (c Config) Validate() error {
 	}
 	if c.BitNet && c.Type != Ternary {
 		return errors.Errorf("quanta: Config.BitNet is a ternary rule, but Config.Type is %s", c.Type)
+	}
+	if c.DoubleQuant && c.Type != NF4 {
+		return errors.Errorf("quanta: Config.DoubleQuant double-quantizes NF4 block scales, but Config.Type is %s", c.Type)
 	}
 	if !c.Strategy.Valid() {
 		return errors.Errorf("quanta: invalid Config.Strategy %d; accepted: lowering.Auto or one of %v", int(c.Strategy), lowering.Strategies())

@@ -57,6 +57,8 @@ func TestConfigValidate(t *testing.T) {
 		{"bad type", quanta.Config{Type: 7}, "invalid Config.Type"},
 		{"bad strategy", quanta.Config{Strategy: 99}, "Strategy"},
 		{"explicit strategy", quanta.Config{Strategy: lowering.SlicedSum}, ""},
+		{"nf4 double quant", quanta.Config{DoubleQuant: true}, ""},
+		{"int8 double quant", quanta.Config{Type: quanta.Int8, DoubleQuant: true}, "DoubleQuant"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()

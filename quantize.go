@@ -13,7 +13,8 @@ import (
 )
 
 // Quantize quantizes a host tensor as cfg says and returns the implicit array, with cfg's product
-// strategy: an *nf4.Array (blocks along the last axis), an *int8.Array (one scale per slice along
+// strategy: an *nf4.Array (blocks along the last axis; absmax double-quantized with
+// cfg.DoubleQuant), an *int8.Array (one scale per slice along
 // the last axis) or an *onebit.Array (binary: sign, zeros to +1; ternary: ±1 beyond 0.5·std, else
 // 0; scaled if cfg asks).
 func Quantize(t *tensors.Tensor, cfg Config) (implicitarray.Array, error) {
@@ -28,7 +29,12 @@ func Quantize(t *tensors.Tensor, cfg Config) (implicitarray.Array, error) {
 	switch cfg.Type {
 	case NF4:
 		var q *nf4.Array
-		if q, err = nf4.Quantize(t, cfg.EffectiveBlockSize()); err == nil {
+		if q, err = nf4.Quantize(t, cfg.EffectiveBlockSize()); err == nil && cfg.DoubleQuant {
+			single := q
+			q, err = nf4.DoubleQuantize(single)
+			single.Delete()
+		}
+		if err == nil {
 			a = q.WithStrategy(cfg.Strategy)
 		}
 	case Int8:
@@ -94,7 +100,11 @@ func QuantizeNode(x *graph.Node, cfg Config) implicitarray.Array {
 	}
 	switch cfg.Type {
 	case NF4:
-		return nf4.QuantizeNode(x, cfg.EffectiveBlockSize()).WithStrategy(cfg.Strategy)
+		q := nf4.QuantizeNode(x, cfg.EffectiveBlockSize())
+		if cfg.DoubleQuant {
+			q = nf4.DoubleQuantizeNode(q)
+		}
+		return q.WithStrategy(cfg.Strategy)
 	case Int8:
 		return qint8.QuantizeNode(x).WithStrategy(cfg.Strategy)
 	case Binary:

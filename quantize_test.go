@@ -51,6 +51,7 @@ func floats(t *testing.T, x *tensors.Tensor) []float64 {
 var configs = []quanta.Config{
 	{Type: quanta.NF4},
 	{Type: quanta.NF4, BlockSize: 32},
+	{Type: quanta.NF4, DoubleQuant: true},
 	{Type: quanta.Int8},
 	{Type: quanta.Binary},
 	{Type: quanta.Binary, Scaled: true},
@@ -60,7 +61,7 @@ var configs = []quanta.Config{
 }
 
 func name(c quanta.Config) string {
-	return fmt.Sprintf("%s/block=%d/scaled=%v/bitnet=%v", c.Type, c.EffectiveBlockSize(), c.Scaled, c.BitNet)
+	return fmt.Sprintf("%s/block=%d/scaled=%v/bitnet=%v/dq=%v", c.Type, c.EffectiveBlockSize(), c.Scaled, c.BitNet, c.DoubleQuant)
 }
 
 func TestQuantizeDispatches(t *testing.T) {
@@ -74,7 +75,7 @@ func TestQuantizeDispatches(t *testing.T) {
 			}
 			switch a := v.(type) {
 			case *nf4.Array:
-				if cfg.Type != quanta.NF4 || a.BlockSize() != cfg.EffectiveBlockSize() {
+				if cfg.Type != quanta.NF4 || a.BlockSize() != cfg.EffectiveBlockSize() || a.DoubleQuantized() != cfg.DoubleQuant {
 					t.Errorf("got nf4 block %d for %s", a.BlockSize(), name(cfg))
 				}
 			case *qint8.Array:

@@ -12,21 +12,23 @@ import (
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/runtime"
 )
 
 const hloChildEnv = "QUANTA_INT8_HLO_CHILD"
 
-// TestConvertIsFused proves from XLA's optimized program that the reduce lowering never builds a
+// TestConvertIsFused proves from XLA's optimized program that the MulReduce strategy never builds a
 // float copy of the weight: the int8 -> float convert sits inside the fusion that consumes it.
 // GoMLX exposes no optimized HLO, so the test reruns itself with XLA_FLAGS=--xla_dump_to and reads
-// the dump. It also logs what XLA CPU does with the scaled (dot) lowering.
+// the dump. It also logs what XLA CPU does with DecodeDot.
 func TestConvertIsFused(t *testing.T) {
 	backend := testutil.Backend(t)
 	if os.Getenv(hloChildEnv) == "1" {
 		rng := rand.New(rand.NewSource(1))
-		reduce := qint8.MustQuantize(randomTensor(rng, 48, 64)) // (N, K): einsum bk,nk->bn
-		scaled := qint8.MustQuantize(randomTensor(rng, 64, 40)) // (K, N): x @ w
+		// Pinned strategies: with kernels, Auto gives these one-row products to a custom call.
+		reduce := qint8.MustQuantize(randomTensor(rng, 48, 64)).WithStrategy(lowering.MulReduce) // (N, K): bk,nk->bn
+		scaled := qint8.MustQuantize(randomTensor(rng, 64, 40)).WithStrategy(lowering.DecodeDot) // (K, N): x @ w
 		implicitarray.MustNewExec(backend, func(x *graph.Node, w *qint8.Array) *graph.Node {
 			return implicitarray.Einsum("bk,nk->bn", x, w).(*graph.Node)
 		}).MustCall1(randomTensor(rng, 1, 64), reduce)
@@ -65,7 +67,7 @@ func TestConvertIsFused(t *testing.T) {
 			}
 		case strings.Contains(text, "s8[64,40]"):
 			// Recorded, not asserted: XLA CPU does not fuse a convert into a dot, which is why
-			// the Slabs and Sliced lowerings exist.
+			// the SlicedSum strategy exists.
 			checked++
 			t.Logf("scaled (dot) lowering: XLA CPU fuses the convert into the dot: %v",
 				!strings.Contains(entry, "f32[64,40]"))

@@ -6,8 +6,11 @@
 //   - A Layout describes the stored weight a product reads, with graph-node components:
 //     Blockwise4 (4-bit codes of a 16-entry codebook with a scale per block of the last axis:
 //     NF4), Int8 (int8 codes times a scale of the weight's rank) and Signs (values in {-1, 0, +1}
-//     packed 2 or 1 bits each along the first axis, with an optional scale). Format packages
-//     build one from their components; this package imports no format.
+//     packed 2 or 1 bits each along the first axis, with an optional scale); Blockwise4DQ (a
+//     Blockwise4 whose scales are double-quantized, NestedScales: decoded in the graph, then every
+//     Blockwise4 strategy serves it) and FlatBlockwise4 (blocks over the flattened weight, as
+//     bitsandbytes stores ragged weights: decoded products only). Format packages build one from
+//     their components; this package imports no format.
 //   - Axes are the product's dimension numbers seen from the weight (graph.DotGeneral's, plus
 //     the side the weight is on).
 //   - A Strategy names a formulation: Materialize, DecodeDot, MulReduce, SlicedSum,

@@ -54,6 +54,8 @@ func kernelFor(p *product, w Layout) (kernelCall, bool) {
 	switch w := w.(type) {
 	case Blockwise4:
 		c, ok = w.kernel(p)
+	case Blockwise4DQ:
+		c, ok = w.decoded().kernel(p) // the scales decoded in the graph, then NF4's kernel
 	case Int8:
 		c, ok = w.kernel(p)
 	case Signs:

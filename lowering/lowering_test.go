@@ -13,6 +13,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/bnb"
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/testutil"
@@ -50,6 +51,16 @@ func formats() []format {
 	return []format{
 		{name: "nf4", layout: "blockwise4", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
 			return nf4.MustQuantize(randomWeight(r, dims), 4).WithStrategy(s)
+		}},
+		{name: "nf4-dq", layout: "blockwise4-dq", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
+			return nf4.MustDoubleQuantize(nf4.MustQuantize(randomWeight(r, dims), 4)).WithStrategy(s)
+		}},
+		{name: "nf4-flat", layout: "blockwise4-flat", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
+			// Blocks of 8 over the flattened weight: they straddle the rows of 12 or 6.
+			return bnb.MustQuantize4bit(randomWeight(r, dims), 8, false).WithStrategy(s)
+		}},
+		{name: "nf4-flat-dq", layout: "blockwise4-flat-dq", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
+			return bnb.MustQuantize4bit(randomWeight(r, dims), 8, true).WithStrategy(s)
 		}},
 		{name: "int8/last-axis", layout: "int8", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
 			return qint8.MustQuantize(randomWeight(r, dims)).WithStrategy(s)
@@ -118,19 +129,27 @@ func served(s lowering.Strategy, f format, c productCase, xDType dtypes.DType, k
 		if !kernels || !c.rank2 || (xDType != dtypes.Float32 && xDType != dtypes.BFloat16) {
 			return false
 		}
-		return f.layout == "blockwise4" || f.layout == "int8" || c.kMajor
+		switch f.layout {
+		case "blockwise4", "blockwise4-dq", "int8":
+			return true
+		case "blockwise4-flat", "blockwise4-flat-dq": // blocks over the flattened weight: no kernel
+			return false
+		}
+		return c.kMajor
 	case lowering.Auto, lowering.Materialize, lowering.DecodeDot:
 		return true
 	case lowering.MulReduce:
 		return c.rank2
 	case lowering.ProductTable:
-		return f.layout == "blockwise4" && c.rank2
+		return (f.layout == "blockwise4" || f.layout == "blockwise4-dq") && c.rank2
 	case lowering.SlicedSum:
 		switch f.layout {
-		case "blockwise4":
+		case "blockwise4", "blockwise4-dq":
 			return c.kMajor
 		case "int8": // the scale must be constant along one side of x·W: always for a rank-2 weight
 			return c.kMajor
+		case "blockwise4-flat", "blockwise4-flat-dq": // blocks over the flattened weight: decoded products only
+			return false
 		}
 		// Signs: float activations, the packed axis contracted, and a per-output-column scale (or
 		// none) in every case here except a scale varying along the contracted packed axis.
@@ -281,12 +300,15 @@ func compare(t *testing.T, got, want []float64, k int, xDType dtypes.DType) {
 }
 
 // TestSlabbed: DecodeDot decodes a weight larger than two slabs a slab at a time for a few rows,
-// with the same result as the dense product (NF4 with blocks free, int8 on its first axis).
+// with the same result as the dense product (NF4 with blocks free, also double-quantized; int8).
 func TestSlabbed(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	c := productCase{name: "slabbed", xDims: []int{4, 2048}, wDims: []int{2048, 1100},
 		axes: lowering.Axes{XContracting: []int{1}, WContracting: []int{0}}, rank2: true, kMajor: true}
-	for _, f := range formats()[:3] {
+	for _, f := range formats() {
+		if !slices.Contains([]string{"nf4", "nf4-dq", "int8/last-axis", "int8/first-axis"}, f.name) {
+			continue
+		}
 		t.Run(f.name, func(t *testing.T) {
 			w := f.make(r, c.wDims, lowering.DecodeDot)
 			x := activations(t, r, c.xDims, dtypes.Float32)
@@ -306,6 +328,10 @@ func TestChoose(t *testing.T) {
 		return graph.Parameter(g, name, shapes.Make(dtype, dims...))
 	}
 	blockwise := lowering.Blockwise4{Packed: param("p", dtypes.Uint8, 16, 3, 2), Scales: param("s", dtypes.Float32, 16, 3), Dim: 12}
+	nested := lowering.NestedScales{Codes: param("sc", dtypes.Uint8, 16, 3), Absmax: param("na", dtypes.Float32, 1),
+		Offset: param("no", dtypes.Float32), Map: nf4.DynamicMap(), BlockSize: nf4.NestedBlockSize}
+	blockwiseDQ := lowering.Blockwise4DQ{Packed: param("pdq", dtypes.Uint8, 16, 3, 2), Scales: nested, Dim: 12}
+	flat := lowering.FlatBlockwise4{Packed: param("pf", dtypes.Uint8, 24, 4), Scales: param("sf", dtypes.Float32, 24), Dims: []int{16, 12}}
 	int8Rows := lowering.Int8{Codes: param("c", dtypes.Int8, 16, 12), Scale: param("sr", dtypes.Float32, 16, 1)}
 	signs := lowering.Signs{Packed: param("b", dtypes.Uint8, 4, 12), Bits: 2}
 	xW := lowering.Axes{XContracting: []int{1}, WContracting: []int{0}}
@@ -325,6 +351,10 @@ func TestChoose(t *testing.T) {
 		{"nf4 x@W m=1 accelerator", lowering.XLAAccelerator, blockwise, rows(1, 16), xW, lowering.ProductTable},
 		{"nf4 x@Wt m=1", lowering.XLACPUFusedLoops, blockwise, rows(1, 12), xWt, lowering.ProductTable},
 		{"nf4 x@W m=2", lowering.XLACPUFusedLoops, blockwise, rows(2, 16), xW, lowering.DecodeDot},
+		{"nf4-dq x@W m=1 fused loops", lowering.XLACPUFusedLoops, blockwiseDQ, rows(1, 16), xW, lowering.SlicedSum},
+		{"nf4-dq x@Wt m=1", lowering.XLACPUFusedLoops, blockwiseDQ, rows(1, 12), xWt, lowering.ProductTable},
+		{"nf4-dq x@W m=2", lowering.XLACPUFusedLoops, blockwiseDQ, rows(2, 16), xW, lowering.DecodeDot},
+		{"nf4-flat x@Wt m=1", lowering.XLACPUFusedLoops, flat, rows(1, 12), xWt, lowering.DecodeDot},
 		{"int8 x@W m=2 fused loops", lowering.XLACPUFusedLoops, int8Rows, rows(2, 16), xW, lowering.SlicedSum},
 		{"int8 x@W m=2 library fusions", lowering.XLACPU, int8Rows, rows(2, 16), xW, lowering.DecodeDot},
 		{"int8 x@W m=3", lowering.XLACPUFusedLoops, int8Rows, rows(3, 16), xW, lowering.DecodeDot},
@@ -485,6 +515,9 @@ func TestKernelGradient(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	c := productCases()[1] // x@W, m = 3
 	for _, f := range formats() {
+		if !served(lowering.Kernel, f, c, dtypes.Float32, true) {
+			continue
+		}
 		t.Run(f.name, func(t *testing.T) {
 			w := f.make(r, c.wDims, lowering.Auto)
 			x := activations(t, r, c.xDims, dtypes.Float32)

@@ -27,7 +27,8 @@ const (
 //	Signs       M <= 16, contracted on the packed axis, float x          SlicedSum
 //	any         otherwise                                                DecodeDot
 //
-// Choose never returns a strategy that cannot serve the product.
+// A Blockwise4DQ weight is chosen for as the Blockwise4 of its decoded scales; a FlatBlockwise4
+// always takes DecodeDot. Choose never returns a strategy that cannot serve the product.
 func Choose(platform Platform, w Layout, x shapes.Shape, axes Axes) Strategy {
 	w.check("lowering.Choose")
 	p := newProduct("lowering.Choose", x, w.Dimensions(), axes)
@@ -41,7 +42,9 @@ func choose(p *product, w Layout) Strategy {
 		return Kernel
 	}
 	fusedLoops := p.platform.base() == XLACPUFusedLoops
-	switch w.(type) {
+	switch w := w.(type) {
+	case Blockwise4DQ:
+		return choose(p, w.decoded()) // the products of the decoded scales are Blockwise4's
 	case Blockwise4:
 		if rows <= productTableMaxRows && p.rank2() {
 			if p.kMajor() && (fusedLoops || p.platform.base() == PureGo) {

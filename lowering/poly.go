@@ -1,6 +1,7 @@
 package lowering
 
 import (
+	"math"
 	"slices"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -76,12 +77,35 @@ func digits(b *graph.Node, cdt dtypes.DType) [4]*graph.Node {
 }
 
 // polyPairs returns the code values of the high and low nibbles of packed bytes, decoded
-// arithmetically: each nibble's two digits through the bivariate cubic, within 2.4e-7 of the
-// codebook in float32.
+// arithmetically: each nibble's two digits through the bivariate cubic, within 4.8e-7 of the
+// codebook in float32, and a codebook zero exactly zero (so that an infinite activation times it
+// is NaN, as in the dense product).
 func polyPairs(packed *graph.Node, codebook [16]float32, cdt dtypes.DType) (hi, lo *graph.Node) {
 	c := polyCoefficients(codebook)
 	d := digits(packed, cdt)
-	return evalPoly(c, d[3], d[2]), evalPoly(c, d[1], d[0])
+	hi, lo = evalPoly(c, d[3], d[2]), evalPoly(c, d[1], d[0])
+	if snap, ok := zeroSnap(codebook); ok {
+		hi, lo = snapToZero(hi, snap), snapToZero(lo, snap)
+	}
+	return hi, lo
+}
+
+// zeroSnap returns half the smallest non-zero magnitude of a codebook with a zero entry: a
+// polynomial value below it stands for that zero.
+func zeroSnap(codebook [16]float32) (float64, bool) {
+	hasZero, smallest := false, math.Inf(1)
+	for _, v := range codebook {
+		if v == 0 {
+			hasZero = true
+		} else {
+			smallest = min(smallest, math.Abs(float64(v)))
+		}
+	}
+	return smallest / 2, hasZero
+}
+
+func snapToZero(v *graph.Node, snap float64) *graph.Node {
+	return graph.Where(graph.LessThan(graph.Abs(v), graph.Scalar(v.Graph(), v.DType(), snap)), graph.ZerosLike(v), v)
 }
 
 // polyDecode is the dense weight in cdt, decoded arithmetically (polyPairs): XLA CPU with its

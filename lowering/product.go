@@ -252,11 +252,14 @@ func sliceBounds(n, parts int) [][2]int {
 // After returns x plus a term that is exactly zero but computed from prev (IsFinite of one of
 // prev's values, times zero: never NaN), so XLA schedules x's producer after prev. Chaining the
 // slabs of a product this way makes XLA run them in order and reuse one buffer for all of them.
+//
+// The term carries no gradient (IsFinite's operand is a StopGradient): products built with After
+// can be differentiated with respect to their activations.
 func After(prev, x *graph.Node) *graph.Node {
 	one := prev
 	for one.Rank() > 0 {
 		one = graph.Squeeze(graph.SliceAxis(one, 0, graph.AxisElem(0)), 0)
 	}
-	zero := graph.Mul(graph.ConvertDType(graph.IsFinite(one), x.DType()), graph.ScalarZero(x.Graph(), x.DType()))
+	zero := graph.Mul(graph.ConvertDType(graph.IsFinite(graph.StopGradient(one)), x.DType()), graph.ScalarZero(x.Graph(), x.DType()))
 	return graph.Add(x, graph.BroadcastToDims(zero, x.Shape().Dimensions...))
 }

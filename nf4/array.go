@@ -26,6 +26,9 @@ import (
 type Array struct {
 	qarray.Base
 	blockSize int
+	// flat: blocks run over the flattened array (FlatBlocks); doubleQuant: the absmax are
+	// double-quantized (DoubleQuant). See Format.
+	flat, doubleQuant bool
 }
 
 var (
@@ -55,23 +58,33 @@ func newNodeArray(packed, absmax *graph.Node, shape shapes.Shape, blockSize int)
 // BlockSize is the number of elements per absmax block along the last axis.
 func (a *Array) BlockSize() int { return a.blockSize }
 
-// NumBlocks is the number of blocks per row of the last axis (padding included).
-func (a *Array) NumBlocks() int { return numBlocks(a.Shape().Dim(-1), a.blockSize) }
+// NumBlocks is the number of blocks per row of the last axis (padding included); with FlatBlocks,
+// the number of blocks of the flattened array.
+func (a *Array) NumBlocks() int {
+	if a.flat {
+		return numBlocks(a.Shape().Size(), a.blockSize)
+	}
+	return numBlocks(a.Shape().Dim(-1), a.blockSize)
+}
 
 // Packed is the packed-codes component: uint8 (..., numBlocks, blockSize/2).
 func (a *Array) Packed() implicitarray.Component { return qarray.Component(&a.Base, packedIndex) }
 
-// Absmax is the per-block absmax component: (..., numBlocks) in the quantized input's dtype.
+// Absmax is the per-block absmax component: (..., numBlocks) in the quantized input's dtype; with
+// DoubleQuant, their uint8 codes (see Format).
 func (a *Array) Absmax() implicitarray.Component { return qarray.Component(&a.Base, absmaxIndex) }
 
 // Metadata is the canonical form of the static fields.
 func (a *Array) Metadata() string {
-	return qarray.Metadata(&a.Base, fmt.Sprintf("blockSize=%d", a.blockSize))
+	return qarray.Metadata(&a.Base, fmt.Sprintf("blockSize=%d", a.blockSize)+a.formatMetadata())
 }
 
 // WithComponents returns an Array with the same metadata holding components [packed, absmax]
 // (host tensors or graph nodes, with the shapes of Components()). It panics on a mismatch.
 func (a *Array) WithComponents(components []implicitarray.Component) implicitarray.Array {
+	if a.flat || a.doubleQuant {
+		return a.withStoredComponents(components)
+	}
 	qarray.CheckComponents(&a.Base, components, packedShape(a.Shape(), a.blockSize), a.Absmax().Shape())
 	return a.with(qarray.WithComponents(a.Base, nil, components...))
 }
@@ -79,6 +92,9 @@ func (a *Array) WithComponents(components []implicitarray.Component) implicitarr
 // Layout returns the graph-side view of the components that package lowering reads. It panics
 // if the components are host tensors.
 func (a *Array) Layout() lowering.Layout {
+	if a.flat || a.doubleQuant {
+		return a.storedLayout()
+	}
 	return lowering.Blockwise4{Packed: qarray.Node(&a.Base, packedIndex), Scales: qarray.Node(&a.Base, absmaxIndex),
 		Codebook: codebook, Dim: a.Shape().Dim(-1)}
 }
@@ -128,6 +144,9 @@ func (a *Array) ComponentSpecs(m *sharding.Mesh, logical sharding.PartitionSpec)
 	if err := sharding.Validate(m, logical, shape); err != nil {
 		return nil, errors.WithMessage(err, "nf4.Array.ComponentSpecs")
 	}
+	if a.flat || a.doubleQuant {
+		return a.storedComponentSpecs(m, logical)
+	}
 	rank := shape.Rank()
 	n, _ := sharding.NumShards(m, logical, rank)
 	if f, shards := shape.Dim(-1), n[rank-1]; shards > 1 && (f/shards)%a.blockSize != 0 {
@@ -141,11 +160,13 @@ func (a *Array) ComponentSpecs(m *sharding.Mesh, logical sharding.PartitionSpec)
 
 // String describes the array, e.g. "nf4.Array(Float32)[128 256] block 64".
 func (a *Array) String() string {
-	return qarray.Describe(&a.Base, fmt.Sprintf("block %d", a.blockSize))
+	return qarray.Describe(&a.Base, fmt.Sprintf("block %d", a.blockSize)+a.formatDescription())
 }
 
 // with returns an array of a's block size on base b.
-func (a *Array) with(b qarray.Base) *Array { return &Array{Base: b, blockSize: a.blockSize} }
+func (a *Array) with(b qarray.Base) *Array {
+	return &Array{Base: b, blockSize: a.blockSize, flat: a.flat, doubleQuant: a.doubleQuant}
+}
 
 // withNodes returns a copy of a (same block size, dtype, strategy, sharding) with new graph
 // components and logical dimensions.

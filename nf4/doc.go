@@ -37,6 +37,30 @@
 //
 // conformance/README.md lists where these bytes and values are checked against eformer's ArrayNF4.
 //
+// # Double quantization and flattened blocks (Format)
+//
+// Two storage variants exist for QLoRA and bitsandbytes (Format, FromTensors):
+//
+//   - DoubleQuant (DoubleQuantize, DoubleQuantizeNode, quanta.Config.DoubleQuant): the absmax are
+//     quantized again as bitsandbytes does with compress_statistics=True. Components: packed;
+//     uint8 codes (..., numBlocks) of DynamicMap (the 8-bit dynamic map); a float32 second-level
+//     absmax per NestedBlockSize (256) codes of the flattened codes, across rows; a float32
+//     scalar offset, the mean of the absmax, subtracted before and added after. Decoded absmax =
+//     DynamicMap[code] × nested absmax + offset (float32, two roundings), then value = code
+//     value × absmax as above. Storage: about 0.516 bytes per parameter with blocks of 64.
+//     DoubleQuantize gives bitsandbytes' bytes given the same absmax: its offset is torch's
+//     float32 mean on one thread, its codes bitsandbytes' 65536-bin lookup (a centred absmax of
+//     exactly 0 takes the code of 2.125e-5, not of 0, as in bitsandbytes).
+//   - FlatBlocks: the blocks run over the flattened array (row-major), across rows, as
+//     bitsandbytes blocks a [out, in] weight whose in is not a multiple of the block size:
+//     packed (numBlocks, blockSize/2), absmax (numBlocks). Its products decode the weight
+//     (lowering.FlatBlockwise4). Package bnb reads and writes both.
+//
+// A DoubleQuant or FlatBlocks array keeps fewer shape ops exact: a reshape that keeps the last
+// axis (any reshape with FlatBlocks); a transpose or a broadcast re-quantizes (blocks along the
+// last axis, double-quantized again if it was), and a concatenation materializes. They cannot be
+// sharded (their scales run across rows): ComponentSpecs accepts only a replicated spec.
+//
 // # Operations
 //
 // Products (implicitarray.DotGeneral, MatMul, Einsum) with a dense operand on either side, any

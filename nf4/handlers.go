@@ -25,6 +25,9 @@ func init() {
 func reshape(c *ia.Call) ia.Value {
 	dims := c.Params.(*ia.ReshapeParams).Dimensions
 	a := c.Operands[0].(*Array)
+	if a.flat || a.doubleQuant {
+		return reshapeStored(c, a, dims)
+	}
 	placement := qarray.Placement(&a.Base).Reshaped(a.Shape().Dimensions, dims)
 	if len(dims) > 0 && dims[len(dims)-1] == a.Shape().Dim(-1) {
 		lead := dims[:len(dims)-1]
@@ -40,6 +43,9 @@ func reshape(c *ia.Call) ia.Value {
 func transpose(c *ia.Call) ia.Value {
 	perm := c.Params.(*ia.TransposeParams).Permutation
 	a := c.Operands[0].(*Array)
+	if a.flat || a.doubleQuant {
+		return transposeStored(c, a, perm)
+	}
 	placement := qarray.Placement(&a.Base).Transposed(perm) // the sharding follows the axes
 	r := len(perm)
 	if perm[r-1] == r-1 {
@@ -62,6 +68,9 @@ func broadcastInDim(c *ia.Call) ia.Value {
 	a := c.Operands[0].(*Array)
 	placement := qarray.Placement(&a.Base).Broadcasted(p.BroadcastAxes, len(p.Dimensions)) // the sharding follows the axes
 	r, outRank := a.Shape().Rank(), len(p.Dimensions)
+	if a.flat || a.doubleQuant {
+		return requantizeStored(c.Dense(ia.Materialize(a)), a).withPlacement(placement)
+	}
 	if p.BroadcastAxes[r-1] == outRank-1 && p.Dimensions[outRank-1] == a.Shape().Dim(-1) {
 		lead := p.Dimensions[:outRank-1]
 		axes := p.BroadcastAxes[:r-1]
@@ -109,7 +118,7 @@ func concatenate(c *ia.Call) ia.Value {
 	absmax := make([]*graph.Node, len(c.Operands))
 	for i, v := range c.Operands {
 		b, isNF4 := v.(*Array)
-		if !isNF4 || axis == first.Shape().Rank()-1 || b.blockSize != first.blockSize ||
+		if !isNF4 || b.flat || b.doubleQuant || axis == first.Shape().Rank()-1 || b.blockSize != first.blockSize ||
 			b.Absmax().Shape().DType != first.Absmax().Shape().DType || b.DType() != first.DType() {
 			return c.MaterializeAndApply()
 		}

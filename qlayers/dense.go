@@ -129,23 +129,41 @@ func storedComponents(ctx *context.Context) []*context.Variable {
 func componentName(i int) string { return ComponentPrefix + strconv.Itoa(i) }
 
 // quantizedProduct rebuilds the implicit kernel from the stored components and multiplies x by it.
+// A kernel stored in torch's layout (KernelLayoutParam "out_in", e.g. by StoreBase) is contracted
+// on its last axis.
 func quantizedProduct(ctx *context.Context, x *graph.Node, stored []*context.Variable, kernelShape shapes.Shape, cfg quanta.Config) *graph.Node {
-	g := x.Graph()
-	format := storedFormat(ctx, cfg)
-	tmpl, err := template(kernelShape, format)
+	layout := kernelLayout(ctx)
+	kernelShape = layout.kernelShape(kernelShape, kernelShape.Dim(0), kernelShape.Dim(1))
+	return layout.contract(x, storedArray(ctx, x.Graph(), stored, kernelShape, cfg))
+}
+
+// storedArray rebuilds the implicit kernel of logical shape kernelShape from the stored components,
+// as graph nodes of g, with cfg's strategy. The stored format (FormatParam) is authoritative; cfg
+// supplies it only when the parameter is missing.
+func storedArray(ctx *context.Context, g *graph.Graph, stored []*context.Variable, kernelShape shapes.Shape, cfg quanta.Config) implicitarray.Array {
+	format := formatString(cfg)
+	if s, found := ctx.GetParam(FormatParam); found {
+		text, ok := s.(string)
+		if !ok {
+			panic(errors.Errorf("qlayers.Dense in scope %q: parameter %s=%v is not a format; accepted: the form \"nf4/64\" "+
+				"that QuantizeContext writes", ctx.Scope(), FormatParam, s))
+		}
+		format = text
+	}
+	tmpl, err := baseTemplate(kernelShape, format, cfg.Strategy)
 	if err != nil {
 		panic(errors.WithMessagef(err, "qlayers.Dense in scope %q: kernel %s", ctx.Scope(), kernelShape))
 	}
 	want := tmpl.Components()
 	if len(want) != len(stored) {
 		panic(errors.Errorf("qlayers.Dense in scope %q: %d stored components for a %s kernel %s; accepted: %d (%s)",
-			ctx.Scope(), len(stored), format.Type, kernelShape, len(want), describeComponents(want)))
+			ctx.Scope(), len(stored), format, kernelShape, len(want), describeComponents(want)))
 	}
 	nodes := make([]implicitarray.Component, len(stored))
 	for i, v := range stored {
 		if !v.Shape().Equal(want[i].Shape()) {
 			panic(errors.Errorf("qlayers.Dense in scope %q: component %q is %s; a %s kernel %s needs %s (%s)",
-				ctx.Scope(), v.Name(), v.Shape(), formatString(format), kernelShape, want[i].Shape(), describeComponents(want)))
+				ctx.Scope(), v.Name(), v.Shape(), format, kernelShape, want[i].Shape(), describeComponents(want)))
 		}
 		// Components loaded from a checkpoint into a fresh context come back trainable; an
 		// optimizer must never see these integer arrays.
@@ -153,7 +171,7 @@ func quantizedProduct(ctx *context.Context, x *graph.Node, stored []*context.Var
 		nodes[i] = implicitarray.NodeComponent(v.ValueGraph(g))
 	}
 	// The template carries the strategy of cfg.
-	return implicitarray.Materialize(implicitarray.MatMul(x, tmpl.WithComponents(nodes)))
+	return tmpl.WithComponents(nodes)
 }
 
 // storedFormat is the format recorded in the scope's FormatParam, with cfg's strategy; cfg when
@@ -181,10 +199,12 @@ func describeComponents(cs []implicitarray.Component) string {
 	return strings.Join(parts, ", ")
 }
 
-// formatString is the FormatParam value for cfg: "nf4/BLOCKSIZE", "int8", "binary",
+// formatString is the FormatParam value for cfg: "nf4/BLOCKSIZE", "nf4-dq/BLOCKSIZE", "int8", "binary",
 // "binary/scaled", "ternary", "ternary/scaled" or "ternary/bitnet".
 func formatString(cfg quanta.Config) string {
 	switch {
+	case cfg.Type == quanta.NF4 && cfg.DoubleQuant:
+		return fmt.Sprintf("nf4-dq/%d", cfg.EffectiveBlockSize())
 	case cfg.Type == quanta.NF4:
 		return fmt.Sprintf("nf4/%d", cfg.EffectiveBlockSize())
 	case cfg.Type == quanta.Ternary && cfg.BitNet:
@@ -198,18 +218,22 @@ func formatString(cfg quanta.Config) string {
 // parseFormat reads a FormatParam value.
 func parseFormat(s string) (quanta.Config, error) {
 	typeName, detail, _ := strings.Cut(s, "/")
+	doubleQuant := typeName == "nf4-dq"
+	if doubleQuant {
+		typeName = "nf4"
+	}
 	t, err := quanta.ParseType(typeName)
 	if err != nil {
 		return quanta.Config{}, err
 	}
-	cfg := quanta.Config{Type: t, Scaled: detail == "scaled", BitNet: detail == "bitnet"}
+	cfg := quanta.Config{Type: t, Scaled: detail == "scaled", BitNet: detail == "bitnet", DoubleQuant: doubleQuant}
 	if t == quanta.NF4 {
 		if cfg.BlockSize, err = strconv.Atoi(detail); err != nil {
 			return quanta.Config{}, errors.Errorf("qlayers: format %q: block size %q is not an integer", s, detail)
 		}
 	}
 	if formatString(cfg) != s {
-		return quanta.Config{}, errors.Errorf("qlayers: format %q; accepted: \"nf4/BLOCKSIZE\", \"int8\", \"binary\", "+
+		return quanta.Config{}, errors.Errorf("qlayers: format %q; accepted: \"nf4/BLOCKSIZE\", \"nf4-dq/BLOCKSIZE\", \"int8\", \"binary\", "+
 			"\"binary/scaled\", \"ternary\", \"ternary/scaled\", \"ternary/bitnet\"", s)
 	}
 	return cfg, cfg.Validate()

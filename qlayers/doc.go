@@ -26,6 +26,8 @@
 //
 //   - "nf4/64": packed uint8 (inputDim, ceil(outDim/64), 32), absmax (inputDim, ceil(outDim/64))
 //     in the kernel's dtype: blocks along the output axis (nf4.Quantize).
+//   - "nf4-dq/64" (Config.DoubleQuant): the same packed codes, the absmax double-quantized: uint8
+//     codes (inputDim, ceil(outDim/64)), float32 nested absmax (ceil(codes/256)), float32 offset ().
 //   - "int8": int8 (inputDim, outDim), scale (inputDim, 1) in the kernel's dtype: per input row, the
 //     int8 package's default axis (int8.Quantize).
 //   - "binary", "ternary" (no scale), "binary/scaled", "ternary/scaled" (with
@@ -37,12 +39,36 @@
 // Kernels materialize, in training and in the fake-quantized inference, as
 // quanta.StraightThrough gives them, in the kernel's dtype.
 //
+// # LoRA and QLoRA
+//
+// LoRADense is Dense with a frozen base and trainable rank-r adapters, y = x·W + (α/r)·(x·A)·B + b
+// (LoRA); with the base stored as "nf4-dq/64" it is QLoRA. Extra variables in the "dense" scope:
+// "lora_a" (inputDim, r), uniform in ±1/√inputDim, and "lora_b" (r, outDim), zero at first, both
+// trainable, and the parameter LoRAScaleParam (α/r). The base (stored components, or the float
+// kernel for full-precision LoRA) and the bias are non-trainable: an optimizer neither computes
+// their gradients nor keeps state for them, while the gradient flows through the base's fused
+// product to the layer's input.
+//
+//   - StoreBase puts a quantized kernel from elsewhere (a bitsandbytes Linear4bit weight from
+//     package bnb, torch's (outDim, inputDim) layout, flattened blocks included) in a layer's
+//     scope as its base; KernelLayoutParam records the layout ("out_in": y = x·Wᵀ). Base gets it
+//     back as a host array.
+//   - MergeLoRA folds the adapters into the base: densely (the float kernel "weights" holds the
+//     merged weight, LoRAMergedParam is set; UnmergeLoRA undoes it) or re-quantized into the
+//     base's format, the adapters removed (MergeOptions.Requantize).
+//   - SaveAdapters and LoadAdapters write and read the adapters alone as PEFT does
+//     (adapter_model.safetensors with base_model.model.<module>.lora_A.weight [r, in] and
+//     lora_B.weight [out, r], adapter_config.json with r and lora_alpha); AdapterOptions maps
+//     scopes to module names.
+//
 // # Errors
 //
-// QuantizeContext returns an error, leaving the context unchanged, for a bad rule (pattern or
-// Config) and for a kernel its format cannot hold (e.g. binary with inputDim not a multiple of 4);
-// the message names the variable. Dense, a graph-building function, panics with a message naming
-// the scope and shapes for an invalid Config or input, stored components that do not fit the
-// recorded format, an unreadable FormatParam, and training on a context whose float kernel was
-// deleted.
+// QuantizeContext, StoreBase, MergeLoRA, UnmergeLoRA, SaveAdapters and LoadAdapters return an
+// error, leaving the context unchanged: QuantizeContext for a bad rule (pattern or Config) and for
+// a kernel its format cannot hold (e.g. binary with inputDim not a multiple of 4), the others for
+// arrays, files or adapters that do not fit the layers; the message names the variable or scope.
+// Dense and LoRADense, graph-building functions, panic with a message naming the scope and shapes
+// for an invalid Config, LoRA or input, stored components that do not fit the recorded format, an
+// unreadable FormatParam, adapters of another rank, and (Dense) training on a context whose float
+// kernel was deleted.
 package qlayers

@@ -1,0 +1,322 @@
+package bnb
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/nf4"
+	"github.com/quanta-ml/quanta/safetensors"
+)
+
+// The state-dict keys of a Linear4bit weight, after the layer's prefix.
+const (
+	KeyWeight         = "weight"
+	KeyBias           = "bias"
+	KeyAbsmax         = "weight.absmax"
+	KeyQuantMap       = "weight.quant_map"
+	KeyNestedAbsmax   = "weight.nested_absmax"
+	KeyNestedQuantMap = "weight.nested_quant_map"
+	// KeyQuantState holds the quant state's JSON as uint8 bytes; bitsandbytes names it after the
+	// quant type ("...bitsandbytes__fp4" for FP4, which this package does not read).
+	KeyQuantState = "weight.quant_state.bitsandbytes__nf4"
+)
+
+// QuantState is the JSON part of a Linear4bit weight's quant state (KeyQuantState).
+type QuantState struct {
+	QuantType string `json:"quant_type"`
+	BlockSize int    `json:"blocksize"`
+	// DType is the torch dtype the weight dequantizes to: "float32", "bfloat16", "float16".
+	DType string `json:"dtype"`
+	// Shape is the weight's torch shape, [out, in] for a linear layer.
+	Shape []int `json:"shape"`
+	// The nested fields are set with double quantization (compress_statistics).
+	NestedBlockSize int      `json:"nested_blocksize,omitempty"`
+	NestedDType     string   `json:"nested_dtype,omitempty"`
+	NestedOffset    *float64 `json:"nested_offset,omitempty"`
+}
+
+// JSON returns the quant state as bitsandbytes serializes it (Python's json.dumps of its dict:
+// keys in bitsandbytes' order, ", " and ": " separators, floats as Python's repr).
+func (q QuantState) JSON() []byte {
+	var b strings.Builder
+	str := func(s string) string { enc, _ := json.Marshal(s); return string(enc) }
+	dims := make([]string, len(q.Shape))
+	for i, d := range q.Shape {
+		dims[i] = strconv.Itoa(d)
+	}
+	fmt.Fprintf(&b, `{"quant_type": %s, "blocksize": %d, "dtype": %s, "shape": [%s]`, str(q.QuantType), q.BlockSize,
+		str(q.DType), strings.Join(dims, ", "))
+	if q.NestedOffset != nil {
+		fmt.Fprintf(&b, `, "nested_blocksize": %d, "nested_dtype": %s, "nested_offset": %s`, q.NestedBlockSize,
+			str(q.NestedDType), pyFloat(*q.NestedOffset))
+	}
+	b.WriteString("}")
+	return []byte(b.String())
+}
+
+// Linear4bit is the state of a bitsandbytes Linear4bit layer (NF4): the weight as an nf4.Array of
+// the torch shape [out, in] (y = x·Wᵀ + b contracts its last axis, the axis its blocks run along),
+// and the bias or nil.
+//
+// bitsandbytes blocks the flattened weight; when in is a multiple of the block size (or out is 1)
+// those are nf4's blocks along the last axis with the same bytes, and the products use every
+// Blockwise4 strategy. Otherwise the array keeps bitsandbytes' flattened blocks
+// (nf4.Format.FlatBlocks): no re-quantization, the products decode the weight.
+type Linear4bit struct {
+	Weight *nf4.Array
+	Bias   *tensors.Tensor
+}
+
+// ReadLinear4bit reads the Linear4bit layer whose state-dict keys start with prefix (e.g. "" for
+// a layer saved alone, "model.layers.0.self_attn.q_proj." in a model) from f, as
+// bitsandbytes' Params4bit.from_prequantized reads it: the packed codes, absmax (or their codes,
+// the nested absmax and the offset), the quant state. The quant map and the nested quant map
+// must be NF4's codebook and bitsandbytes' dynamic map. It returns an error, and nothing, for a
+// missing key, an FP4 or other quant type, or tensors whose dtypes or sizes do not fit the quant
+// state.
+func ReadLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
+	l, err := readLinear4bit(f, prefix)
+	return l, errors.WithMessagef(err, "bnb.ReadLinear4bit(prefix %q)", prefix)
+}
+
+func readLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
+	stateBytes, err := readBytes(f, prefix+KeyQuantState, safetensors.U8)
+	if err != nil {
+		if _, ok := f.Info(prefix + "weight.quant_state.bitsandbytes__fp4"); ok {
+			return nil, errors.New("the weight is FP4; accepted: NF4 (quant_type 'nf4')")
+		}
+		return nil, err
+	}
+	var qs QuantState
+	if err := json.Unmarshal(stateBytes, &qs); err != nil {
+		return nil, errors.Wrapf(safetensors.ErrCorrupt, "quant state %q is not JSON: %v", stateBytes, err)
+	}
+	if qs.QuantType != "nf4" {
+		return nil, errors.Errorf("quant_type %q; accepted: \"nf4\"", qs.QuantType)
+	}
+	dtype, ok := dtypeNames[qs.DType]
+	if !ok {
+		return nil, errors.Errorf("quant state dtype %q; accepted: float32, bfloat16, float16, float64", qs.DType)
+	}
+	if err := checkShape(qs.Shape); err != nil {
+		return nil, errors.WithMessage(err, "quant state")
+	}
+	if qs.BlockSize <= 0 || qs.BlockSize%2 != 0 {
+		return nil, errors.Errorf("quant state blocksize %d; accepted: an even positive number", qs.BlockSize)
+	}
+	shape := shapes.Make(dtype, qs.Shape...)
+	n := shape.Size()
+	nb := (n + qs.BlockSize - 1) / qs.BlockSize
+	packed, err := readBytes(f, prefix+KeyWeight, safetensors.U8, (n+1)/2, 1)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkMap(f, prefix+KeyQuantMap, codebookSlice()); err != nil {
+		return nil, err
+	}
+	format := nf4.Format{BlockSize: qs.BlockSize, FlatBlocks: !rowBlocked(qs.Shape, qs.BlockSize), DoubleQuant: qs.NestedOffset != nil}
+	want := nf4.ComponentShapes(shape, format, dtypes.Float32)
+	packedT := tensors.FromShape(want[0])
+	tensors.MustMutableFlatData(packedT, func(dst []uint8) {
+		for i := range dst {
+			dst[i] = 0x77
+		}
+		copy(dst, packed)
+	})
+	components := []*tensors.Tensor{packedT}
+	if !format.DoubleQuant {
+		absmax, err := readFloat32s(f, prefix+KeyAbsmax, nb)
+		if err != nil {
+			return nil, err
+		}
+		components = append(components, tensors.FromFlatDataAndDimensions(absmax, want[1].Dimensions...))
+	} else {
+		if qs.NestedBlockSize != nf4.NestedBlockSize || qs.NestedDType != "float32" {
+			return nil, errors.Errorf("quant state nested_blocksize %d, nested_dtype %q; accepted: %d, \"float32\"",
+				qs.NestedBlockSize, qs.NestedDType, nf4.NestedBlockSize)
+		}
+		codes, err := readBytes(f, prefix+KeyAbsmax, safetensors.U8, nb)
+		if err != nil {
+			return nil, err
+		}
+		nested, err := readFloat32s(f, prefix+KeyNestedAbsmax, want[2].Dim(0))
+		if err != nil {
+			return nil, err
+		}
+		dm := nf4.DynamicMap()
+		if err := checkMap(f, prefix+KeyNestedQuantMap, dm[:]); err != nil {
+			return nil, err
+		}
+		codesT := tensors.FromShape(want[1])
+		tensors.MustMutableFlatData(codesT, func(dst []uint8) { copy(dst, codes) })
+		components = append(components, codesT, tensors.FromFlatDataAndDimensions(nested, len(nested)),
+			tensors.FromScalar(float32(*qs.NestedOffset)))
+	}
+	w, err := nf4.FromTensors(shape, format, components...)
+	if err != nil {
+		return nil, err
+	}
+	l := &Linear4bit{Weight: w}
+	if l.Bias, err = readBias(f, prefix, qs.Shape[0]); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Tensors returns the layer's state dict as bitsandbytes' Linear4bit.state_dict() holds it, under
+// prefix: weight (uint8 [(n+1)/2, 1]), absmax (float32, or uint8 codes with nested_absmax,
+// nested_quant_map and the offset in the quant state), quant_map, the quant state JSON, bias.
+// Written with WriteFile, a layer read by ReadLinear4bit gives back the file bitsandbytes saved.
+//
+// The weight must be a host array whose blocks are bitsandbytes' (nf4.Format.FlatBlocks, or
+// blocks along the last axis of a weight whose last dimension is a multiple of the block size, or
+// of one row); other NF4 arrays must be re-quantized (bnb.Quantize4bit of the dense weight).
+func (l *Linear4bit) Tensors(prefix string) ([]safetensors.Tensor, error) {
+	out, err := l.tensors(prefix)
+	return out, errors.WithMessagef(err, "bnb.Linear4bit.Tensors(prefix %q)", prefix)
+}
+
+func (l *Linear4bit) tensors(prefix string) ([]safetensors.Tensor, error) {
+	w := l.Weight
+	if w == nil {
+		return nil, errors.New("no weight")
+	}
+	if w.IsDeleted() {
+		return nil, errors.Wrapf(implicitarray.ErrDeleted, "weight %s", w)
+	}
+	shape, f := w.Shape(), w.Format()
+	if !f.FlatBlocks && !rowBlocked(shape.Dimensions, f.BlockSize) {
+		return nil, errors.Errorf("weight %s: blocks along rows of %d elements, padded per row, are not bitsandbytes' "+
+			"flattened blocks; accepted: a last dimension that is a multiple of the block size, or FlatBlocks (re-quantize the "+
+			"dense weight with bnb.Quantize4bit)", w, shape.Dim(-1))
+	}
+	components := w.Components()
+	for _, c := range components {
+		if !c.IsTensor() {
+			return nil, errors.Errorf("weight %s holds graph nodes; accepted: a host array", w)
+		}
+	}
+	dtypeStr, err := dtypeName(shape.DType)
+	if err != nil {
+		return nil, err
+	}
+	n := shape.Size()
+	var packed []byte
+	components[0].Tensor().MustConstFlatData(func(flat any) { packed = slices.Clone(flat.([]uint8)[:(n+1)/2]) })
+	qs := QuantState{QuantType: "nf4", BlockSize: f.BlockSize, DType: dtypeStr, Shape: slices.Clone(shape.Dimensions)}
+	list := []safetensors.Tensor{{Name: prefix + KeyWeight, DType: safetensors.U8, Shape: []int{(n + 1) / 2, 1}, Data: packed}}
+	cb := codebookSlice()
+	list = append(list, float32Tensor(prefix+KeyQuantMap, cb))
+	nb := (n + f.BlockSize - 1) / f.BlockSize
+	if !f.DoubleQuant {
+		absmax, err := floatValuesOf(components[1].Tensor())
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, float32Tensor(prefix+KeyAbsmax, absmax))
+	} else {
+		codes := tensors.MustCopyFlatData[uint8](components[1].Tensor())
+		list = append(list, safetensors.Tensor{Name: prefix + KeyAbsmax, DType: safetensors.U8, Shape: []int{nb}, Data: codes})
+		list = append(list, float32Tensor(prefix+KeyNestedAbsmax, tensors.MustCopyFlatData[float32](components[2].Tensor())))
+		dm := nf4.DynamicMap()
+		list = append(list, float32Tensor(prefix+KeyNestedQuantMap, dm[:]))
+		offset := float64(tensors.MustCopyFlatData[float32](components[3].Tensor())[0])
+		qs.NestedBlockSize, qs.NestedDType, qs.NestedOffset = nf4.NestedBlockSize, "float32", &offset
+	}
+	state := qs.JSON()
+	list = append(list, safetensors.Tensor{Name: prefix + KeyQuantState, DType: safetensors.U8, Shape: []int{len(state)}, Data: state})
+	if l.Bias != nil {
+		b, err := safetensors.FromTensor(prefix+KeyBias, l.Bias)
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, b)
+	}
+	return list, nil
+}
+
+// codebookSlice is nf4.Codebook as a slice.
+func codebookSlice() []float32 {
+	cb := nf4.Codebook()
+	return cb[:]
+}
+
+// float32Tensor is a float32 vector to write.
+func float32Tensor(name string, values []float32) safetensors.Tensor {
+	data := make([]byte, 4*len(values))
+	for i, v := range values {
+		bits := math.Float32bits(v)
+		data[4*i], data[4*i+1], data[4*i+2], data[4*i+3] = byte(bits), byte(bits>>8), byte(bits>>16), byte(bits>>24)
+	}
+	return safetensors.Tensor{Name: name, DType: safetensors.F32, Shape: []int{len(values)}, Data: data}
+}
+
+// readBytes reads a tensor of dtype (one byte an element) and, when dims are given, that shape.
+func readBytes(f *safetensors.File, name string, dtype safetensors.DType, dims ...int) ([]byte, error) {
+	info, ok := f.Info(name)
+	if !ok {
+		return nil, errors.Wrapf(safetensors.ErrNotFound, "tensor %q", name)
+	}
+	if info.DType != dtype || (dims != nil && !slices.Equal(info.Shape, dims)) {
+		want := fmt.Sprintf("%s%v", dtype, dims)
+		if dims == nil {
+			want = string(dtype)
+		}
+		return nil, errors.Errorf("tensor %s; accepted: %s", info, want)
+	}
+	return f.ReadBytes(name)
+}
+
+// readFloat32s reads a float32 vector of n elements.
+func readFloat32s(f *safetensors.File, name string, n int) ([]float32, error) {
+	data, err := readBytes(f, name, safetensors.F32, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = math.Float32frombits(uint32(data[4*i]) | uint32(data[4*i+1])<<8 | uint32(data[4*i+2])<<16 | uint32(data[4*i+3])<<24)
+	}
+	return out, nil
+}
+
+// checkMap requires the float32 map called name to hold exactly want.
+func checkMap(f *safetensors.File, name string, want []float32) error {
+	got, err := readFloat32s(f, name, len(want))
+	if err != nil {
+		return err
+	}
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			return errors.Errorf("tensor %q differs from the expected map at %d (%v, want %v); accepted: bitsandbytes' NF4 and "+
+				"dynamic maps", name, i, got[i], want[i])
+		}
+	}
+	return nil
+}
+
+// readBias reads prefix+"bias" if present: a float vector of out elements.
+func readBias(f *safetensors.File, prefix string, out int) (*tensors.Tensor, error) {
+	info, ok := f.Info(prefix + KeyBias)
+	if !ok {
+		return nil, nil
+	}
+	if dt, ok := info.DType.GoMLX(); !ok || !dt.IsFloat() || !slices.Equal(info.Shape, []int{out}) {
+		return nil, errors.Errorf("bias %s; accepted: a float vector of %d (out features)", info, out)
+	}
+	return f.ReadTensor(prefix + KeyBias)
+}
+
+// floatValuesOf returns a float tensor's values as float32.
+func floatValuesOf(t *tensors.Tensor) ([]float32, error) {
+	return float32Values(t)
+}

@@ -1,0 +1,55 @@
+package nf4
+
+import (
+	"slices"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	ia "github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/qarray"
+)
+
+// The shape handlers of FlatBlocks and DoubleQuant arrays. Their scales (or second-level
+// scales) run across rows, so the exact moves are fewer than for the default format:
+//
+//   - Reshape of a FlatBlocks array is exact for any dimensions (the flattened order is kept);
+//     of a DoubleQuant array with blocks along the last axis, exact when the last axis is kept.
+//   - Transpose is exact only as the identity; BroadcastInDim never is.
+//
+// Otherwise the array is materialized, the op applied and the result re-quantized in the graph
+// (blocks along the last axis, double-quantized again if it was), keeping the block size and the
+// strategy. Concatenate materializes (implicitarray's rule for a dense result).
+
+// reshapeStored is reshape for the FlatBlocks and DoubleQuant formats.
+func reshapeStored(c *ia.Call, a *Array, dims []int) ia.Value {
+	placement := qarray.Placement(&a.Base).Reshaped(a.Shape().Dimensions, dims)
+	if a.flat {
+		return a.with(qarray.WithComponents(a.Base, slices.Clone(dims), a.Components()...)).withPlacement(placement)
+	}
+	if len(dims) > 0 && dims[len(dims)-1] == a.Shape().Dim(-1) {
+		lead := dims[:len(dims)-1]
+		cs := a.Components()
+		cs[packedIndex] = ia.NodeComponent(graph.Reshape(cs[packedIndex].Node(), append(slices.Clone(lead), a.NumBlocks(), a.blockSize/2)...))
+		cs[absmaxIndex] = ia.NodeComponent(graph.Reshape(cs[absmaxIndex].Node(), append(slices.Clone(lead), a.NumBlocks())...))
+		return a.with(qarray.WithComponents(a.Base, slices.Clone(dims), cs...)).withPlacement(placement)
+	}
+	return requantizeStored(c.Dense(ia.Materialize(a)), a).withPlacement(placement)
+}
+
+// transposeStored is transpose for the FlatBlocks and DoubleQuant formats.
+func transposeStored(c *ia.Call, a *Array, perm []int) ia.Value {
+	placement := qarray.Placement(&a.Base).Transposed(perm)
+	if slices.IsSorted(perm) {
+		return a.withPlacement(placement)
+	}
+	return requantizeStored(c.Dense(ia.Materialize(a)), a).withPlacement(placement)
+}
+
+// requantizeStored quantizes dense with like's block size and strategy, double-quantized if like
+// is: the second rounding of a shape op that cannot keep like's storage.
+func requantizeStored(dense *graph.Node, like *Array) *Array {
+	out := QuantizeNode(dense, like.blockSize).WithStrategy(like.Strategy())
+	if like.doubleQuant {
+		out = DoubleQuantizeNode(out)
+	}
+	return out
+}

@@ -1,0 +1,209 @@
+package qlayers
+
+import (
+	"math"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/context/initializers"
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/lowering"
+)
+
+// The variables and parameters of LoRA adapters, in a layer's "dense" scope.
+const (
+	// LoRAAName is the adapter A, (inputDim, rank), trainable, initialized uniform in
+	// ±1/√inputDim (PEFT's Kaiming-uniform default for lora_A).
+	LoRAAName = "lora_a"
+	// LoRABName is the adapter B, (rank, outDim), trainable, initialized to zero: a fresh adapter
+	// leaves the layer's output unchanged.
+	LoRABName = "lora_b"
+	// LoRAScaleParam records α/r, the factor of the adapters' product (float64).
+	LoRAScaleParam = "quanta_lora_scale"
+	// LoRAMergedParam is true while MergeLoRA's dense merge is in place: the float kernel
+	// "weights" holds W + (α/r)·A·B, and LoRADense uses it alone.
+	LoRAMergedParam = "quanta_lora_merged"
+)
+
+// LoRA configures the low-rank adapters of LoRADense (Hu et al., 2021; QLoRA when the base is
+// NF4).
+type LoRA struct {
+	// Rank is r, the inner dimension of the adapters; it must be positive.
+	Rank int
+	// Alpha scales the adapters' product by Alpha/Rank (PEFT's lora_alpha); 0 means Rank.
+	Alpha float64
+}
+
+// Scale is α/r, the factor of the adapters' product.
+func (l LoRA) Scale() float64 {
+	if l.Alpha == 0 {
+		return 1
+	}
+	return l.Alpha / float64(l.Rank)
+}
+
+// Validate returns an error for a rank below 1 or a negative or non-finite alpha.
+func (l LoRA) Validate() error {
+	if l.Rank < 1 {
+		return errors.Errorf("qlayers: LoRA rank %d; accepted: a positive rank", l.Rank)
+	}
+	if l.Alpha < 0 || math.IsNaN(l.Alpha) || math.IsInf(l.Alpha, 0) {
+		return errors.Errorf("qlayers: LoRA alpha %v; accepted: 0 (meaning the rank) or a positive number", l.Alpha)
+	}
+	return nil
+}
+
+// LoRADense is a fully connected layer with a frozen base kernel and trainable low-rank adapters:
+//
+//	y = x·W + (α/r)·(x·A)·B + b
+//
+// over the last axis of x, in scope ctx.In("dense") (Dense's scope and variable names). The base
+// W is whatever the scope holds, never trained:
+//   - quantized components (from QuantizeContext, or StoreBase for a bitsandbytes weight): the
+//     implicit array's fused product (lowering's strategies, cfg.Strategy; the stored format is
+//     authoritative, cfg supplies it only when FormatParam is missing) — QLoRA with "nf4-dq/64";
+//   - otherwise the float kernel "weights", as it is (not fake-quantized): full-precision LoRA.
+//     A missing kernel is created with the context's initializer, like Dense's.
+//
+// The kernel is (inputDim, outDim), or torch's (outDim, inputDim) when KernelLayoutParam says
+// "out_in" (StoreBase's OutIn). The base variables and the bias are marked non-trainable, so an
+// optimizer computes gradients for, and keeps state of, A and B only; the gradient still flows
+// through the base's product to x, so stacked LoRA layers train together. A (inputDim, rank) and B
+// (rank, outDim) are in x's dtype, B starts at zero. A missing bias (useBias) starts at zero.
+// While a dense merge is in place (MergeLoRA), the merged float kernel is used alone.
+//
+// LoRADense panics, as Dense does, for an invalid cfg or lora, an input that is not float of
+// rank >= 1, stored components that do not fit, or adapters of another rank than lora's.
+func LoRADense(ctx *context.Context, x *graph.Node, useBias bool, outDim int, cfg quanta.Config, lora LoRA) *graph.Node {
+	if x == nil {
+		panic(errors.New("qlayers.LoRADense: nil input"))
+	}
+	if err := cfg.Validate(); err != nil {
+		panic(errors.WithMessagef(err, "qlayers.LoRADense of %s", x.Shape()))
+	}
+	if err := lora.Validate(); err != nil {
+		panic(errors.WithMessagef(err, "qlayers.LoRADense of %s", x.Shape()))
+	}
+	shape := x.Shape()
+	if shape.Rank() < 1 || !shape.DType.IsFloat() {
+		panic(errors.Errorf("qlayers.LoRADense: input %s; accepted: a float tensor of rank >= 1", shape))
+	}
+	if outDim < 1 {
+		panic(errors.Errorf("qlayers.LoRADense: outDim %d for input %s; accepted: a positive dimension", outDim, shape))
+	}
+	g := x.Graph()
+	ctx = ctx.In(Scope)
+	inDim := shape.Dim(-1)
+	layout := kernelLayout(ctx)
+	kernelShape := layout.kernelShape(shape, inDim, outDim)
+	flat := x
+	if shape.Rank() != 2 {
+		flat = graph.Reshape(x, -1, inDim)
+	}
+
+	var y *graph.Node
+	stored := storedComponents(ctx)
+	switch {
+	case merged(ctx):
+		kernel := ctx.GetVariable(WeightsName)
+		if kernel == nil {
+			panic(errors.Errorf("qlayers.LoRADense in scope %q: %s is set but the merged kernel %q is missing", ctx.Scope(),
+				LoRAMergedParam, WeightsName))
+		}
+		kernel.SetTrainable(false)
+		y = layout.contract(flat, kernel.ValueGraph(g))
+	case len(stored) > 0:
+		y = frozenProduct(flat, storedArray(ctx, g, stored, kernelShape, cfg), layout)
+	default:
+		kernel := ctx.VariableWithShape(WeightsName, kernelShape)
+		kernel.SetTrainable(false)
+		y = layout.contract(flat, kernel.ValueGraph(g))
+	}
+	if !merged(ctx) {
+		y = graph.Add(y, adapters(ctx, flat, outDim, lora))
+	}
+	if shape.Rank() != 2 {
+		y = graph.Reshape(y, append(shape.Clone().Dimensions[:shape.Rank()-1], outDim)...)
+	}
+	if useBias {
+		bias := ctx.WithInitializer(initializers.Zero).VariableWithShape(BiasesName, shapes.Make(shape.DType, outDim))
+		bias.SetTrainable(false)
+		y = graph.Add(y, graph.ExpandLeftToRank(bias.ValueGraph(g), y.Rank()))
+	}
+	return y
+}
+
+// adapters returns (α/r)·(x·A)·B for x (rows, inDim), creating A and B if needed and recording
+// the scale.
+func adapters(ctx *context.Context, x *graph.Node, outDim int, lora LoRA) *graph.Node {
+	g := x.Graph()
+	inDim, dtype := x.Shape().Dim(1), x.DType()
+	aShape, bShape := shapes.Make(dtype, inDim, lora.Rank), shapes.Make(dtype, lora.Rank, outDim)
+	for _, v := range []struct {
+		name  string
+		shape shapes.Shape
+	}{{LoRAAName, aShape}, {LoRABName, bShape}} {
+		if existing := ctx.GetVariable(v.name); existing != nil && !existing.Shape().Equal(v.shape) {
+			panic(errors.Errorf("qlayers.LoRADense in scope %q: adapter %q is %s; rank %d with input %d and output %d needs %s",
+				ctx.Scope(), v.name, existing.Shape(), lora.Rank, inDim, outDim, v.shape))
+		}
+	}
+	bound := 1 / math.Sqrt(float64(inDim))
+	a := ctx.WithInitializer(initializers.RandomUniformFn(ctx, -bound, bound)).VariableWithShape(LoRAAName, aShape)
+	b := ctx.WithInitializer(initializers.Zero).VariableWithShape(LoRABName, bShape)
+	a.SetTrainable(true)
+	b.SetTrainable(true)
+	ctx.SetParam(LoRAScaleParam, lora.Scale())
+	delta := graph.Dot(graph.Dot(x, a.ValueGraph(g)), b.ValueGraph(g))
+	return graph.MulScalar(delta, lora.Scale())
+}
+
+// merged reports whether a dense merge is in place in ctx's scope.
+func merged(ctx *context.Context) bool {
+	v, found := ctx.GetParam(LoRAMergedParam)
+	b, _ := v.(bool)
+	return found && b
+}
+
+// frozenProduct is x·W (x (rows, inDim)) for a frozen quantized base w, whose gradient reaches x
+// only, computed in the backward pass by a second fused product, dy·Wᵀ, on components made to
+// depend on dy. Left to autodiff, the product's backward would reuse the forward's decoded
+// weight, so XLA would keep every layer's decoded float weight alive from the forward to the
+// backward pass: a training step would hold the float model. This way it holds, at a time, the
+// decode of the product being computed (as bitsandbytes' QLoRA dequantizes each layer per
+// matmul).
+//
+// On a backend without Pad (GoMLX's pure-Go one), which the gradient of the slice below needs,
+// the product is left to autodiff.
+func frozenProduct(x *graph.Node, w implicitarray.Array, layout KernelLayout) *graph.Node {
+	if !x.Graph().Backend().Capabilities().Operations[backends.OpTypePad] {
+		return layout.contract(x, w)
+	}
+	y := layout.contract(graph.StopGradient(x), w)
+	return withInputGradient(x, y, func(dy *graph.Node) *graph.Node {
+		comps := w.Components()
+		for i, c := range comps {
+			comps[i] = implicitarray.NodeComponent(lowering.After(dy, c.Node()))
+		}
+		return layout.contractTransposed(dy, w.WithComponents(comps))
+	})
+}
+
+// withInputGradient returns y (computed from x without autodiff, e.g. from StopGradient(x)) with
+// the gradient dL/dx = grad(dL/dy): x and y travel flattened in one concatenation whose custom
+// gradient maps the adjoint of y's part to x's part.
+func withInputGradient(x, y *graph.Node, grad func(dy *graph.Node) *graph.Node) *graph.Node {
+	nx, ny := x.Shape().Size(), y.Shape().Size()
+	yDims := y.Shape().Dimensions
+	both := graph.Concatenate([]*graph.Node{graph.Reshape(x, nx), graph.Reshape(graph.ConvertDType(y, x.DType()), ny)}, 0)
+	both = graph.IdentityWithCustomGradient(both, func(_, v *graph.Node) *graph.Node {
+		dy := graph.Reshape(graph.SliceAxis(v, 0, graph.AxisRange(nx, nx+ny)), yDims...)
+		dx := graph.Reshape(graph.ConvertDType(grad(dy), v.DType()), nx)
+		return graph.Concatenate([]*graph.Node{dx, graph.Zeros(v.Graph(), shapes.Make(v.DType(), ny))}, 0)
+	})
+	return graph.ConvertDType(graph.Reshape(graph.SliceAxis(both, 0, graph.AxisRange(nx, nx+ny)), yDims...), y.DType())
+}

@@ -1,0 +1,252 @@
+package qlayers
+
+import (
+	"encoding/json"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/safetensors"
+)
+
+// The files of an adapter directory, as PEFT's save_pretrained writes them.
+const (
+	AdapterWeightsFile = "adapter_model.safetensors"
+	AdapterConfigFile  = "adapter_config.json"
+)
+
+// adapterKeyPrefix starts PEFT's adapter keys: the model wrapped as base_model.model.
+const adapterKeyPrefix = "base_model.model."
+
+// AdapterOptions says how SaveAdapters and LoadAdapters name the layers.
+type AdapterOptions struct {
+	// ModuleName maps a layer's scope (the scope LoRADense is called in, e.g.
+	// "/model/layers_0/q_proj") to the module path PEFT uses for it (e.g.
+	// "model.layers.0.self_attn.q_proj"). nil: the scope without its leading "/", "/" replaced by
+	// ".", so "/model/hidden_0" is "model.hidden_0".
+	ModuleName func(scope string) string
+}
+
+func (o AdapterOptions) moduleName(scope string) string {
+	if o.ModuleName != nil {
+		return o.ModuleName(scope)
+	}
+	return strings.ReplaceAll(strings.TrimPrefix(scope, "/"), "/", ".")
+}
+
+// adapterConfig is the part of PEFT's adapter_config.json that SaveAdapters writes and
+// LoadAdapters reads.
+type adapterConfig struct {
+	PEFTType      string   `json:"peft_type"`
+	R             int      `json:"r"`
+	LoRAAlpha     float64  `json:"lora_alpha"`
+	LoRADropout   float64  `json:"lora_dropout"`
+	Bias          string   `json:"bias"`
+	FanInFanOut   bool     `json:"fan_in_fan_out"`
+	TargetModules []string `json:"target_modules"`
+	InitWeights   bool     `json:"init_lora_weights"`
+}
+
+// SaveAdapters writes the adapters of every LoRA layer of ctx, and nothing else, to directory dir
+// as PEFT's save_pretrained does: adapter_model.safetensors with, per layer,
+// "base_model.model.<module>.lora_A.weight" (float32 [rank, inputDim], Aᵀ) and
+// "...lora_B.weight" (float32 [outDim, rank], Bᵀ), and adapter_config.json (peft_type "LORA", r,
+// lora_alpha = scale·r, target_modules, bias "none"). Every layer must share the rank and scale.
+// It returns an error, writing nothing, when ctx holds no adapters or they differ in rank or
+// scale.
+func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
+	layers, err := loraLayers(ctx)
+	if err != nil {
+		return errors.WithMessage(err, "qlayers.SaveAdapters")
+	}
+	if len(layers) == 0 {
+		return errors.New("qlayers.SaveAdapters: the context holds no LoRA adapters")
+	}
+	rank, scale := layers[0].a.Shape().Dim(1), layers[0].scale
+	var list []safetensors.Tensor
+	var modules []string
+	for _, l := range layers {
+		if r := l.a.Shape().Dim(1); r != rank || l.scale != scale {
+			return errors.Errorf("qlayers.SaveAdapters: scope %q has rank %d and scale %v, scope %q rank %d and scale %v; "+
+				"accepted: one rank and scale for all layers", l.layer, r, l.scale, layers[0].layer, rank, scale)
+		}
+		module := opts.moduleName(l.layer)
+		modules = append(modules, module)
+		for _, ab := range []struct {
+			v    *context.Variable
+			name string
+		}{{l.a, "lora_A"}, {l.b, "lora_B"}} {
+			value, err := ab.v.Value()
+			if err != nil {
+				return errors.WithMessagef(err, "qlayers.SaveAdapters: %s", ab.v.ScopeAndName())
+			}
+			t, err := transposed32(value)
+			if err != nil {
+				return errors.WithMessagef(err, "qlayers.SaveAdapters: %s", ab.v.ScopeAndName())
+			}
+			st, err := safetensors.FromTensor(adapterKeyPrefix+module+"."+ab.name+".weight", t)
+			if err != nil {
+				return errors.WithMessage(err, "qlayers.SaveAdapters")
+			}
+			list = append(list, st)
+		}
+	}
+	config, err := json.MarshalIndent(adapterConfig{PEFTType: "LORA", R: rank, LoRAAlpha: scale * float64(rank), Bias: "none",
+		TargetModules: modules, InitWeights: true}, "", "  ")
+	if err != nil {
+		return errors.Wrap(err, "qlayers.SaveAdapters")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return errors.Wrap(err, "qlayers.SaveAdapters")
+	}
+	slices.SortFunc(list, func(a, b safetensors.Tensor) int { return strings.Compare(a.Name, b.Name) })
+	if err := safetensors.WriteFile(filepath.Join(dir, AdapterWeightsFile), list, map[string]string{"format": "pt"}); err != nil {
+		return errors.WithMessage(err, "qlayers.SaveAdapters")
+	}
+	return errors.Wrap(os.WriteFile(filepath.Join(dir, AdapterConfigFile), append(config, '\n'), 0o644), "qlayers.SaveAdapters")
+}
+
+// LoadAdapters reads the adapters SaveAdapters (or PEFT) wrote in dir into ctx: for each module
+// of the file, the LoRA layer whose scope opts names so gets A and B (trainable; created if
+// missing) and the scale lora_alpha/r. A layer is a scope holding a base kernel ("weights" or
+// quantized components) in its "dense" sub-scope. It returns an error, loading nothing, for a
+// module no layer of ctx is named, adapters whose shapes do not fit the layer's existing
+// adapters, or a file without the config.
+func LoadAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
+	configText, err := os.ReadFile(filepath.Join(dir, AdapterConfigFile))
+	if err != nil {
+		return errors.Wrap(err, "qlayers.LoadAdapters")
+	}
+	var config adapterConfig
+	if err := json.Unmarshal(configText, &config); err != nil {
+		return errors.Wrapf(err, "qlayers.LoadAdapters: %s", AdapterConfigFile)
+	}
+	if config.R < 1 || (config.PEFTType != "" && config.PEFTType != "LORA") {
+		return errors.Errorf("qlayers.LoadAdapters: %s has peft_type %q and r %d; accepted: LORA, r >= 1", AdapterConfigFile,
+			config.PEFTType, config.R)
+	}
+	scale := config.LoRAAlpha / float64(config.R)
+	f, err := safetensors.Open(filepath.Join(dir, AdapterWeightsFile))
+	if err != nil {
+		return errors.WithMessage(err, "qlayers.LoadAdapters")
+	}
+	defer func() { _ = f.Close() }()
+
+	// The layers of ctx, by module name.
+	layers := map[string]string{} // module -> layer scope
+	for v := range ctx.IterVariables() {
+		if v.Name() == WeightsName || v.Name() == componentName(0) {
+			if layer, ok := strings.CutSuffix(v.Scope(), "/"+Scope); ok {
+				layers[opts.moduleName(layer)] = layer
+			}
+		}
+	}
+	type pending struct {
+		dense *context.Context
+		a, b  *tensors.Tensor
+	}
+	var todo []pending
+	for _, name := range f.Names() {
+		module, ok := strings.CutSuffix(strings.TrimPrefix(name, adapterKeyPrefix), ".lora_A.weight")
+		if !ok {
+			continue
+		}
+		layer, found := layers[module]
+		if !found {
+			return errors.Errorf("qlayers.LoadAdapters: module %q (tensor %q) names no layer of the context; layers: %v", module,
+				name, slices.Sorted(maps.Keys(layers)))
+		}
+		aFile, err := f.ReadTensor(name)
+		if err != nil {
+			return errors.WithMessage(err, "qlayers.LoadAdapters")
+		}
+		bFile, err := f.ReadTensor(strings.TrimSuffix(name, "lora_A.weight") + "lora_B.weight")
+		if err != nil {
+			return errors.WithMessage(err, "qlayers.LoadAdapters")
+		}
+		a, errA := transposed32(aFile)
+		b, errB := transposed32(bFile)
+		if errA != nil || errB != nil || a.Shape().Dim(1) != config.R || b.Shape().Dim(0) != config.R {
+			return errors.Errorf("qlayers.LoadAdapters: module %q: lora_A %s, lora_B %s; accepted: float [r, in] and [out, r] "+
+				"with r = %d", module, aFile.Shape(), bFile.Shape(), config.R)
+		}
+		dense := ctx.InAbsPath(layer).In(Scope).Checked(false)
+		for _, x := range []struct {
+			name string
+			t    *tensors.Tensor
+		}{{LoRAAName, a}, {LoRABName, b}} {
+			if v := dense.GetVariable(x.name); v != nil && !v.Shape().Equal(x.t.Shape()) {
+				return errors.Errorf("qlayers.LoadAdapters: module %q: %s is %s in the file, %s in the context", module, x.name,
+					x.t.Shape(), v.Shape())
+			}
+		}
+		todo = append(todo, pending{dense: dense, a: a, b: b})
+	}
+	if len(todo) == 0 {
+		return errors.Errorf("qlayers.LoadAdapters: %s holds no lora_A weights", AdapterWeightsFile)
+	}
+	for _, p := range todo {
+		for _, x := range []struct {
+			name string
+			t    *tensors.Tensor
+		}{{LoRAAName, p.a}, {LoRABName, p.b}} {
+			if v := p.dense.GetVariable(x.name); v != nil {
+				v.MustSetValue(x.t)
+				v.SetTrainable(true)
+			} else {
+				p.dense.VariableWithValue(x.name, x.t).SetTrainable(true)
+			}
+		}
+		p.dense.SetParam(LoRAScaleParam, scale)
+	}
+	return nil
+}
+
+// transposed32 returns the transpose of a rank-2 float tensor as float32 (adapters are saved as
+// PEFT's float32 [out, in] Linear weights).
+func transposed32(t *tensors.Tensor) (*tensors.Tensor, error) {
+	s := t.Shape()
+	if s.Rank() != 2 || !s.DType.IsFloat() {
+		return nil, errors.Errorf("adapter %s; accepted: a rank-2 float tensor", s)
+	}
+	rows, cols := s.Dim(0), s.Dim(1)
+	var values []float32
+	var err error
+	t.MustConstFlatData(func(flat any) {
+		switch v := flat.(type) {
+		case []float32:
+			values = v
+		case []float64:
+			values = make([]float32, len(v))
+			for i, x := range v {
+				values[i] = float32(x)
+			}
+		default:
+			err = errors.Errorf("adapter %s; accepted: float32 or float64", s)
+		}
+		if values != nil {
+			out := make([]float32, len(values))
+			for r := range rows {
+				for c := range cols {
+					out[c*rows+r] = values[r*cols+c]
+				}
+			}
+			values = out
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range values {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return nil, errors.Errorf("adapter %s holds %v; accepted: finite values", s, v)
+		}
+	}
+	return tensors.FromFlatDataAndDimensions(values, cols, rows), nil
+}

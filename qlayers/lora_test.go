@@ -1,0 +1,502 @@
+package qlayers_test
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
+	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/nf4"
+	"github.com/quanta-ml/quanta/qlayers"
+	"github.com/quanta-ml/quanta/safetensors"
+)
+
+var (
+	loraCfg = qlayers.LoRA{Rank: 4, Alpha: 8}
+	nf4DQ   = quanta.Config{DoubleQuant: true}
+)
+
+// loraContext returns a context with one layer's float kernel (inDim, outDim) and biases in
+// "/layer/dense", its kernel quantized as cfg says unless float, and adapters A, B set to
+// non-zero values (B starts at zero, which would hide A's gradient).
+func loraContext(t *testing.T, cfg quanta.Config, float bool) *context.Context {
+	t.Helper()
+	ctx := floatContext()
+	if !float {
+		if _, err := qlayers.QuantizeContext(ctx, []qlayers.Rule{{Scope: ".*", Config: cfg}}, qlayers.Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dense := ctx.In("layer").In(qlayers.Scope)
+	dense.VariableWithValue(qlayers.LoRAAName, matrix(5, inDim, loraCfg.Rank))
+	dense.VariableWithValue(qlayers.LoRABName, matrix(6, loraCfg.Rank, outDim))
+	dense.SetParam(qlayers.LoRAScaleParam, loraCfg.Scale())
+	return ctx
+}
+
+func loraLayer(cfg quanta.Config) func(ctx *context.Context, x *graph.Node) *graph.Node {
+	return func(ctx *context.Context, x *graph.Node) *graph.Node {
+		return qlayers.LoRADense(ctx.In("layer").Checked(false), x, true, outDim, cfg, loraCfg)
+	}
+}
+
+// baseKernel returns the dense value of the layer's base kernel (the quantized one materialized).
+func baseKernel(t *testing.T, ctx *context.Context) *tensors.Tensor {
+	t.Helper()
+	if w := ctx.In("layer").In(qlayers.Scope).GetVariable(qlayers.WeightsName); w != nil {
+		return w.MustValue()
+	}
+	base, _, err := qlayers.Base(ctx, "/layer", inDim, outDim)
+	if err != nil {
+		t.Fatalf("%+v", err)
+	}
+	dense, err := implicitarray.MaterializeOnHost(testutil.Backend(t), base)
+	if err != nil {
+		t.Fatalf("%+v", err)
+	}
+	return dense
+}
+
+// TestLoRAGradients: with a quantized base (NF4-DQ, int8) or a float one, the gradients of
+// sum(LoRADense(x)·c) with respect to A, B and x equal those of the float reference
+// y = x·W + (α/r)·(x·A)·B + b, W the base's dense value, built from plain GoMLX ops; and the
+// reference's gradient of A and B matches central finite differences in float64.
+func TestLoRAGradients(t *testing.T) {
+	backend := testutil.Backend(t)
+	x := matrix(3, batch, inDim)
+	c := matrix(4, batch, outDim)
+	for _, tc := range []struct {
+		name  string
+		cfg   quanta.Config
+		float bool
+	}{{"nf4-dq", nf4DQ, false}, {"int8", quanta.Config{Type: quanta.Int8}, false}, {"float", quanta.Config{}, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := loraContext(t, tc.cfg, tc.float)
+			outs := context.MustExecOnceN(backend, ctx, func(ctx *context.Context, x, c *graph.Node) []*graph.Node {
+				ctx.SetTraining(x.Graph(), true)
+				y := loraLayer(tc.cfg)(ctx, x)
+				dense := ctx.In("layer").In(qlayers.Scope)
+				a := dense.GetVariable(qlayers.LoRAAName).ValueGraph(x.Graph())
+				b := dense.GetVariable(qlayers.LoRABName).ValueGraph(x.Graph())
+				return graph.Gradient(graph.ReduceAllSum(graph.Mul(y, c)), a, b, x)
+			}, x, c)
+			w := baseKernel(t, ctx)
+			dense := ctx.In("layer").In(qlayers.Scope)
+			a, b := dense.GetVariable(qlayers.LoRAAName).MustValue(), dense.GetVariable(qlayers.LoRABName).MustValue()
+			bias := dense.GetVariable(qlayers.BiasesName).MustValue()
+			reference := func(x, w, a, b, bias, c *graph.Node) *graph.Node {
+				y := graph.Add(graph.Add(graph.Dot(x, w), graph.MulScalar(graph.Dot(graph.Dot(x, a), b), loraCfg.Scale())),
+					graph.InsertAxes(bias, 0))
+				return graph.ReduceAllSum(graph.Mul(y, c))
+			}
+			want := graph.MustExecOnceN(backend, func(x, w, a, b, bias, c *graph.Node) []*graph.Node {
+				return graph.Gradient(reference(x, w, a, b, bias, c), a, b, x)
+			}, x, w, a, b, bias, c)
+			for i, name := range []string{"A", "B", "x"} {
+				got, ref := testutil.Float64s(t, outs[i]), testutil.Float64s(t, want[i])
+				if d, scale := testutil.MaxAbsDiff(got, ref); d > 1e-5*max(1, scale) {
+					t.Errorf("gradient of %s differs from the float reference by %g (scale %g)", name, d, scale)
+				}
+			}
+			// Central differences of the reference in float64, for a few entries of A and B.
+			f64 := func(t32 *tensors.Tensor) *tensors.Tensor {
+				return graph.MustExecOnce(backend, func(v *graph.Node) *graph.Node { return graph.ConvertDType(v, dtypes.Float64) }, t32)
+			}
+			loss := graph.MustNewExec(backend, reference)
+			defer loss.Finalize()
+			x64, w64, bias64, c64 := f64(tensors.FromValue(x)), f64(w), f64(bias), f64(tensors.FromValue(c))
+			for _, which := range []int{0, 1} {
+				base := testutil.Float64s(t, []*tensors.Tensor{a, b}[which])
+				grad := testutil.Float64s(t, want[which])
+				for _, idx := range []int{0, 7, len(base) - 1} {
+					const h = 1e-4
+					eval := func(delta float64) float64 {
+						v := slices.Clone(base)
+						v[idx] += delta
+						dims := []*tensors.Tensor{a, b}[which].Shape().Dimensions
+						changed := tensors.FromFlatDataAndDimensions(v, dims...)
+						args := []*tensors.Tensor{f64(a), f64(b)}
+						args[which] = changed
+						return testutil.Float64s(t, loss.MustExec(x64, w64, args[0], args[1], bias64, c64)[0])[0]
+					}
+					fd := (eval(h) - eval(-h)) / (2 * h)
+					if math.Abs(fd-grad[idx]) > 1e-3*max(1, math.Abs(fd)) {
+						t.Errorf("%s[%d]: gradient %v, finite difference %v", []string{"A", "B"}[which], idx, grad[idx], fd)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestLoRATrainingStepTrainsAdaptersOnly: a QLoRA training step with Adam (two stacked LoRA
+// layers on NF4-DQ bases) changes A and B only; the base components and biases are bitwise
+// unchanged, only A and B are trainable, and the optimizer keeps moments for A and B alone.
+func TestLoRATrainingStepTrainsAdaptersOnly(t *testing.T) {
+	backend := testutil.Backend(t)
+	ctx := context.New()
+	model := func(ctx *context.Context, x *graph.Node) *graph.Node {
+		h := qlayers.LoRADense(ctx.In("hidden").Checked(false), x, true, outDim, nf4DQ, loraCfg)
+		return qlayers.LoRADense(ctx.In("out").Checked(false), graph.Tanh(h), true, 8, nf4DQ, loraCfg)
+	}
+	// Build the float model once (creates the kernels), then quantize its kernels as the base.
+	x, labels := matrix(3, batch, inDim), matrix(4, batch, 8)
+	context.MustExecOnce(backend, ctx, model, x)
+	ctx.In("hidden").In(qlayers.Scope).GetVariable(qlayers.BiasesName).MustSetValue(tensors.FromValue(values(9, outDim)))
+	if _, err := qlayers.QuantizeContext(ctx, []qlayers.Rule{{Scope: ".*", Config: nf4DQ}}, qlayers.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, ctx)
+	opt := optimizers.Adam().LearningRate(1e-2).Done()
+	step := context.MustNewExec(backend, ctx, func(ctx *context.Context, x, labels *graph.Node) *graph.Node {
+		g := x.Graph()
+		ctx.SetTraining(g, true)
+		loss := graph.ReduceAllMean(graph.Square(graph.Sub(model(ctx, x), labels)))
+		opt.UpdateGraph(ctx, g, loss)
+		return loss
+	})
+	for range 3 {
+		step.MustExec(x, labels)
+	}
+	after := snapshot(t, ctx)
+	for name, v := range before {
+		isAdapter := strings.HasSuffix(name, "/"+qlayers.LoRAAName) || strings.HasSuffix(name, "/"+qlayers.LoRABName)
+		changed := !slices.Equal(v, after[name])
+		if isAdapter != changed {
+			t.Errorf("%s: changed=%v, want changed only for adapters", name, changed)
+		}
+	}
+	var moments []string
+	for v := range ctx.IterVariables() {
+		name := v.ScopeAndName()
+		isAdapter := v.Name() == qlayers.LoRAAName || v.Name() == qlayers.LoRABName
+		if v.Trainable != isAdapter {
+			t.Errorf("%s: trainable=%v", name, v.Trainable)
+		}
+		if strings.Contains(name, "_moment") {
+			moments = append(moments, name)
+			if !strings.Contains(name, "/"+qlayers.LoRAAName+"_") && !strings.Contains(name, "/"+qlayers.LoRABName+"_") {
+				t.Errorf("optimizer state %s belongs to no adapter", name)
+			}
+		}
+	}
+	if len(moments) != 2*2*2 { // 2 layers × (A, B) × 2 moments
+		t.Errorf("optimizer moments %v, want 8 (two per adapter)", moments)
+	}
+}
+
+// snapshot returns the bytes of every variable of ctx, by scope and name.
+func snapshot(t *testing.T, ctx *context.Context) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for v := range ctx.IterVariables() {
+		if err := v.MustValue().ConstBytes(func(data []byte) { out[v.ScopeAndName()] = slices.Clone(data) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestLoRAFreshAdapterIsIdentity: B starts at zero, so a fresh LoRA layer computes the base
+// layer: the same output as Dense on the stored quantized kernel.
+func TestLoRAFreshAdapterIsIdentity(t *testing.T) {
+	backend := testutil.Backend(t)
+	ctx := floatContext()
+	if _, err := qlayers.QuantizeContext(ctx, []qlayers.Rule{{Scope: ".*", Config: nf4DQ}}, qlayers.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	x := matrix(3, batch, inDim)
+	want := context.MustExecOnce(backend, ctx, layer(nf4DQ), x)
+	got := context.MustExecOnce(backend, ctx, loraLayer(nf4DQ), x)
+	if d := maxDiff(flat(t, got), flat(t, want)); d != 0 {
+		t.Errorf("fresh LoRA output differs from Dense by %g", d)
+	}
+	dense := ctx.In("layer").In(qlayers.Scope)
+	bound := float32(1 / math.Sqrt(inDim))
+	for _, v := range flat(t, dense.GetVariable(qlayers.LoRAAName).MustValue()) {
+		if v < -bound || v > bound {
+			t.Fatalf("A holds %v, outside ±1/√in = ±%v", v, bound)
+		}
+	}
+	if b := flat(t, dense.GetVariable(qlayers.LoRABName).MustValue()); slices.ContainsFunc(b, func(v float32) bool { return v != 0 }) {
+		t.Errorf("B does not start at zero")
+	}
+}
+
+// TestLoRAMerge: a dense merge gives the output of the unmerged layer (to float rounding) and
+// unmerging restores the quantized base exactly; a float base merges into its kernel and unmerges
+// to it within float rounding; Requantize stores a quantized kernel of the merged weight (within
+// NF4's rounding of the merged layer) and removes the adapters.
+func TestLoRAMerge(t *testing.T) {
+	backend := testutil.Backend(t)
+	x := matrix(3, batch, inDim)
+	for _, tc := range []struct {
+		name  string
+		float bool
+	}{{"nf4-dq", false}, {"float", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := loraContext(t, nf4DQ, tc.float)
+			want := flat(t, context.MustExecOnce(backend, ctx, loraLayer(nf4DQ), x))
+			before := snapshot(t, ctx)
+			if err := qlayers.MergeLoRA(ctx, backend, qlayers.MergeOptions{}); err != nil {
+				t.Fatalf("%+v", err)
+			}
+			if err := qlayers.MergeLoRA(ctx, backend, qlayers.MergeOptions{}); err == nil || !strings.Contains(err.Error(), "already merged") {
+				t.Errorf("merging twice: %v", err)
+			}
+			got := flat(t, context.MustExecOnce(backend, ctx, loraLayer(nf4DQ), x))
+			if d := maxDiff(got, want); d > 1e-4 {
+				t.Errorf("merged output differs by %g", d)
+			}
+			if err := qlayers.UnmergeLoRA(ctx, backend); err != nil {
+				t.Fatalf("%+v", err)
+			}
+			after := snapshot(t, ctx)
+			for name, v := range before {
+				if tc.float && strings.HasSuffix(name, "/"+qlayers.WeightsName) {
+					w0, w1 := bytesF32(v), bytesF32(after[name])
+					if d := maxDiff(w0, w1); d > 1e-6 {
+						t.Errorf("unmerged float kernel differs by %g", d)
+					}
+					continue
+				}
+				if !slices.Equal(v, after[name]) {
+					t.Errorf("%s changed by merge and unmerge", name)
+				}
+			}
+			if _, ok := after["/layer/dense/"+qlayers.WeightsName]; !tc.float && ok {
+				t.Errorf("the merged kernel is still there after unmerging")
+			}
+			got = flat(t, context.MustExecOnce(backend, ctx, loraLayer(nf4DQ), x))
+			if d := maxDiff(got, want); d > 1e-6 {
+				t.Errorf("unmerged output differs by %g", d)
+			}
+		})
+	}
+	t.Run("requantize", func(t *testing.T) {
+		ctx := loraContext(t, nf4DQ, false)
+		// The expected base: W' = W + (α/r)·A·B from the dense values, quantized independently.
+		dense := ctx.In("layer").In(qlayers.Scope)
+		w := flat(t, baseKernel(t, ctx))
+		a, b := flat(t, dense.GetVariable(qlayers.LoRAAName).MustValue()), flat(t, dense.GetVariable(qlayers.LoRABName).MustValue())
+		merged := make([]float32, len(w))
+		for i := range inDim {
+			for j := range outDim {
+				var d float32
+				for k := range loraCfg.Rank {
+					d += a[i*loraCfg.Rank+k] * b[k*outDim+j]
+				}
+				merged[i*outDim+j] = w[i*outDim+j] + float32(loraCfg.Scale())*d
+			}
+		}
+		want := quanta.MustQuantize(tensors.FromFlatDataAndDimensions(merged, inDim, outDim), nf4DQ)
+		if err := qlayers.MergeLoRA(ctx, backend, qlayers.MergeOptions{Requantize: true}); err != nil {
+			t.Fatalf("%+v", err)
+		}
+		if dense.GetVariable(qlayers.LoRAAName) != nil || dense.GetVariable(qlayers.LoRABName) != nil {
+			t.Errorf("adapters remain after a re-quantizing merge")
+		}
+		base, _, err := qlayers.Base(ctx, "/layer", inDim, outDim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ref := flat(t, baseKernel(t, ctx)), flat(t, mustMaterialize(t, want))
+		// The merged weight is computed in float32 by the backend, in another summation order than
+		// the host's: a value on a rounding boundary may take the neighbouring code.
+		differ := 0
+		for i := range ref {
+			if got[i] != ref[i] {
+				differ++
+			}
+		}
+		if differ > len(ref)/100 {
+			t.Errorf("re-quantized base: %d of %d values differ from the quantized merged weight", differ, len(ref))
+		}
+		if base.(*nf4.Array).Format() != want.(*nf4.Array).Format() {
+			t.Errorf("format %s, want %s", base.(*nf4.Array).Format(), want.(*nf4.Array).Format())
+		}
+		if err := qlayers.MergeLoRA(ctx, backend, qlayers.MergeOptions{Requantize: true}); err != nil {
+			t.Errorf("merging a context without adapters: %v", err)
+		}
+	})
+	t.Run("requantize-float", func(t *testing.T) {
+		ctx := loraContext(t, nf4DQ, true)
+		err := qlayers.MergeLoRA(ctx, backend, qlayers.MergeOptions{Requantize: true})
+		if err == nil || !strings.Contains(err.Error(), "float base") {
+			t.Errorf("re-quantizing a float base: %v", err)
+		}
+	})
+}
+
+func mustMaterialize(t *testing.T, a implicitarray.Array) *tensors.Tensor {
+	t.Helper()
+	d, err := implicitarray.MaterializeOnHost(testutil.Backend(t), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func maxAbs(v []float32) float64 {
+	var m float64
+	for _, x := range v {
+		m = max(m, math.Abs(float64(x)))
+	}
+	return m
+}
+
+func bytesF32(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24)
+	}
+	return out
+}
+
+// TestAdaptersRoundTrip: SaveAdapters writes PEFT's files (Aᵀ and Bᵀ as float32 [r, in] and
+// [out, r] under base_model.model.<module>, r and lora_alpha in the config), and LoadAdapters
+// reads them into a context holding only the base: the layer computes the same output.
+func TestAdaptersRoundTrip(t *testing.T) {
+	backend := testutil.Backend(t)
+	ctx := loraContext(t, nf4DQ, false)
+	x := matrix(3, batch, inDim)
+	want := flat(t, context.MustExecOnce(backend, ctx, loraLayer(nf4DQ), x))
+	dir := t.TempDir()
+	if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
+		t.Fatalf("%+v", err)
+	}
+	f := safetensors.MustOpen(filepath.Join(dir, qlayers.AdapterWeightsFile))
+	defer f.Close()
+	var names []string
+	for _, n := range f.Names() {
+		info, _ := f.Info(n)
+		names = append(names, info.String())
+	}
+	wantNames := []string{fmt.Sprintf("base_model.model.layer.lora_A.weight F32[%d %d]", loraCfg.Rank, inDim),
+		fmt.Sprintf("base_model.model.layer.lora_B.weight F32[%d %d]", outDim, loraCfg.Rank)}
+	if !slices.Equal(names, wantNames) {
+		t.Errorf("adapter file holds %v, want %v", names, wantNames)
+	}
+	config, _ := os.ReadFile(filepath.Join(dir, qlayers.AdapterConfigFile))
+	for _, s := range []string{`"peft_type": "LORA"`, `"r": 4`, `"lora_alpha": 8`, `"layer"`} {
+		if !strings.Contains(string(config), s) {
+			t.Errorf("adapter config lacks %s:\n%s", s, config)
+		}
+	}
+
+	fresh := floatContext()
+	if _, err := qlayers.QuantizeContext(fresh, []qlayers.Rule{{Scope: ".*", Config: nf4DQ}}, qlayers.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := qlayers.LoadAdapters(fresh, dir, qlayers.AdapterOptions{}); err != nil {
+		t.Fatalf("%+v", err)
+	}
+	got := flat(t, context.MustExecOnce(backend, fresh, loraLayer(nf4DQ), x))
+	if d := maxDiff(got, want); d != 0 {
+		t.Errorf("output with loaded adapters differs by %g", d)
+	}
+	other := context.New()
+	other.In("elsewhere").In(qlayers.Scope).VariableWithValue(qlayers.WeightsName, matrix(1, inDim, outDim))
+	if err := qlayers.LoadAdapters(other, dir, qlayers.AdapterOptions{}); err == nil || !strings.Contains(err.Error(), "names no layer") {
+		t.Errorf("loading into a context without the layer: %v", err)
+	}
+	if other.In("elsewhere").In(qlayers.Scope).GetVariable(qlayers.LoRAAName) != nil {
+		t.Errorf("a failed load left adapters behind")
+	}
+}
+
+// TestStoreBaseOutIn: a torch-layout (out, in) base stored with StoreBase (an NF4 array whose
+// blocks run over the flattened weight, as bitsandbytes keeps a ragged weight) gives
+// y = x·Wᵀ + b in Dense and in a fresh LoRADense; Base returns the stored array.
+func TestStoreBaseOutIn(t *testing.T) {
+	backend := testutil.Backend(t)
+	const in, out = 40, 24 // 40 is not a multiple of the block size 64: flattened blocks
+	wT := tensors.FromValue(matrix(11, out, in))
+	w := mustFlat(t, wT)
+	bias := tensors.FromValue(values(12, out))
+	ctx := context.New()
+	if err := qlayers.StoreBase(ctx, "/proj", w, bias, qlayers.OutIn); err != nil {
+		t.Fatalf("%+v", err)
+	}
+	if err := qlayers.StoreBase(ctx, "/proj", w, bias, qlayers.OutIn); err == nil {
+		t.Errorf("storing twice in one scope: no error")
+	}
+	x := matrix(13, 3, in)
+	viaDense := flat(t, context.MustExecOnce(backend, ctx, func(ctx *context.Context, x *graph.Node) *graph.Node {
+		return qlayers.Dense(ctx.In("proj").Checked(false), x, true, out, quanta.Config{})
+	}, x))
+	got := flat(t, context.MustExecOnce(backend, ctx, func(ctx *context.Context, x *graph.Node) *graph.Node {
+		return qlayers.LoRADense(ctx.In("proj").Checked(false), x, true, out, quanta.Config{}, loraCfg)
+	}, x))
+	if d := maxDiff(viaDense, got); d != 0 {
+		t.Errorf("Dense on the stored torch-layout kernel differs from a fresh LoRADense by %g", d)
+	}
+	dense, err := implicitarray.MaterializeOnHost(backend, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wv, bv := flat(t, dense), flat(t, bias)
+	for i := range 3 {
+		for j := range out {
+			sum := float64(bv[j])
+			for k := range in {
+				sum += float64(x[i][k]) * float64(wv[j*in+k])
+			}
+			if d := math.Abs(sum - float64(got[i*out+j])); d > 1e-5 {
+				t.Fatalf("y[%d,%d] = %v, want %v", i, j, got[i*out+j], sum)
+			}
+		}
+	}
+	base, layout, err := qlayers.Base(ctx, "/proj", in, out)
+	if err != nil || layout != qlayers.OutIn || base.(*nf4.Array).Format() != w.Format() {
+		t.Errorf("Base: %v %v %v", base, layout, err)
+	}
+}
+
+// mustFlat quantizes w with blocks of 64 over the flattened values.
+func mustFlat(t *testing.T, w *tensors.Tensor) *nf4.Array {
+	t.Helper()
+	rows := nf4.MustQuantize(tensors.FromFlatDataAndDimensions(tensors.MustCopyFlatData[float32](w), w.Shape().Size()), 64)
+	f := nf4.Format{BlockSize: 64, FlatBlocks: true}
+	shapesWant := nf4.ComponentShapes(w.Shape(), f, dtypes.Float32)
+	packed := tensors.FromFlatDataAndDimensions(tensors.MustCopyFlatData[uint8](rows.Packed().Tensor()), shapesWant[0].Dimensions...)
+	absmax := tensors.FromFlatDataAndDimensions(tensors.MustCopyFlatData[float32](rows.Absmax().Tensor()), shapesWant[1].Dimensions...)
+	a, err := nf4.FromTensors(w.Shape(), f, packed, absmax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestLoRAProjection: the projection hook runs LoRADense in ctx.In(name), on inputs of any rank
+// (batch and sequence axes, features last), and fits models.Projection.
+func TestLoRAProjection(t *testing.T) {
+	backend := testutil.Backend(t)
+	var proj models.Projection = qlayers.LoRAProjection(nf4DQ, loraCfg)
+	ctx := loraContext(t, nf4DQ, false)
+	x := tensors.FromFlatDataAndDimensions(values(3, 2*3*inDim), 2, 3, inDim)
+	got := context.MustExecOnce(backend, ctx, func(ctx *context.Context, x *graph.Node) *graph.Node {
+		return proj(ctx.Checked(false), "layer", x, outDim, true)
+	}, x)
+	want := context.MustExecOnce(backend, ctx, func(ctx *context.Context, x *graph.Node) *graph.Node {
+		return graph.Reshape(loraLayer(nf4DQ)(ctx, graph.Reshape(x, 6, inDim)), 2, 3, outDim)
+	}, x)
+	if !got.Shape().Equal(want.Shape()) {
+		t.Fatalf("shape %s, want %s", got.Shape(), want.Shape())
+	}
+	if d := maxDiff(flat(t, got), flat(t, want)); d > 1e-6 {
+		t.Errorf("projection differs from LoRADense by %g", d)
+	}
+}
