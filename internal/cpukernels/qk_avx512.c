@@ -768,9 +768,6 @@ static T512 void i8_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) 
 /* ================= 2-bit and 1-bit by table lookup ================= */
 
 /* Stored rows processed together between loads and stores of the partial sums. */
-#ifndef LUT_PG1
-#define LUT_PG1 1
-#endif
 #ifndef LUT_PG
 #define LUT_PG 8
 #endif
@@ -871,9 +868,8 @@ static T512 void tb_lut(const qk_prod *p, int64_t s0, int64_t s1, float *part, v
   float *tab = (float *)scratch; /* (s1-s0) * m * 32 floats: the planner keeps it within the scratch */
   const int64_t M = p->m;
   lut_build(p, s0, s1, tab);
-  const int64_t PG = M == 1 ? LUT_PG1 : LUT_PG;
-  for (int64_t pg = s0; pg < s1; pg += PG) {
-    const int64_t pe = QK_MIN(pg + PG, s1);
+  for (int64_t pg = s0; pg < s1; pg += LUT_PG) {
+    const int64_t pe = QK_MIN(pg + LUT_PG, s1);
     for (int64_t i0 = 0; i0 < M; i0 += 8) {
       const float *t = tab + ((pg - s0) * M + i0) * 32;
       float *pt = part + i0 * p->ldp;
