@@ -102,8 +102,8 @@
 // reduce them into y at the end (in parallel for large outputs); n×k products split the outputs
 // and write y directly. Products below a small amount of work run on the caller alone, and a
 // caller that finds the pool busy with another thread's product runs its chunks alone instead of
-// waiting. Idle workers spin briefly (tens of microseconds, so back-to-back products skip the
-// wake-up) and then block on a condition variable. The count is read once from
+// waiting. Idle workers block on a condition variable (spinning first was slower on a machine
+// shared with other work). The count is read once from
 // QUANTA_KERNEL_THREADS (ThreadsEnv: a decimal in [1, MaxThreads]; an invalid value is ignored
 // and a value out of range clamped, either way with a ConfigNote), else the online CPUs, and can
 // be changed with SetThreads.
