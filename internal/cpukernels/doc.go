@@ -62,8 +62,9 @@
 // Every path runs every product through generic tiled drivers: a tile of the weight (32×128, or
 // 128×64 float32 for more than 4 activation rows) is decoded into the executing thread's scratch,
 // where it stays in L1/L2 while the path's float32 micro-kernel sweeps all activation rows over
-// it (register-blocked, 4 or 6 rows at a time). The AVX-512 path adds kernels that decode in
-// registers:
+// it (register-blocked, 4 or 6 rows at a time). The AVX2 path adds kernels for one activation row
+// that decode NF4 (two 8-entry vpermps and a blend) and int8 in registers; the AVX-512 path adds
+// kernels that decode in registers:
 //
 //   - NF4 by vpermps over the 16 codebook values: for one activation row, 64 bytes are read as
 //     sixteen 32-bit words and each nibble, shifted down, indexes the codebook in place (no
