@@ -5,12 +5,14 @@ import (
 	"strings"
 
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/lowering"
+	"github.com/quanta-ml/quanta/nf4"
 )
 
-// Type is a quantization format. Its zero value is NF4, eformer's default.
+// Type is a quantization format. Its zero value is NF4.
 type Type int
 
-// The quantization types, as eformer's QuantizationType.
+// The quantization types.
 const (
 	NF4 Type = iota
 	Int8
@@ -59,43 +61,30 @@ func (t *Type) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// Toggle is an on/off setting whose zero value means "the default".
-type Toggle int8
+// DefaultBlockSize is the NF4 block size used when Config.BlockSize is 0.
+const DefaultBlockSize = nf4.DefaultBlockSize
 
-// Toggle values.
-const (
-	Default Toggle = iota
-	Enabled
-	Disabled
-)
-
-// DefaultBlockSize is the NF4 block size used when Config.BlockSize is 0 (eformer's default).
-const DefaultBlockSize = 64
-
-// Config says how to quantize. Its zero value equals eformer's QuantizationConfig defaults: NF4,
-// block size 64, no simulation, kernels on.
+// Config says how to quantize. Its zero value is NF4 with blocks of DefaultBlockSize and the
+// products' strategy chosen automatically.
 type Config struct {
 	// Type is the format; the zero value is NF4.
 	Type Type
-	// BlockSize is the NF4 block length along the last axis; 0 means DefaultBlockSize. It is
-	// ignored by the other types (as in eformer), but a negative value is always an error.
+	// BlockSize is the NF4 block length along the last axis; 0 means DefaultBlockSize. The other
+	// types ignore it, but a negative value is always an error.
 	BlockSize int
-	// Simulate makes Quantize return the materialized (fake-quantized) dense value instead of the
-	// implicit array, as eformer's simulate=True. It is not a straight-through estimator: use
-	// StraightThrough for training.
-	Simulate bool
 	// Scaled, for Binary and Ternary, keeps a per-output-channel scale mean(|x|) over the first
 	// axis (for a (K, N) weight used as x @ W, one scale per output column: the XNOR-Net / BitNet
-	// absmean), so the ±1 values keep the weights' magnitude. eformer keeps no scale, which is the
-	// default. Ignored by NF4 and Int8, which always keep scales.
+	// absmean), so the ±1 values keep the weights' magnitude. Without it the values are ±1 (and 0)
+	// and unscaled arrays materialize as int8. NF4 and Int8 always keep scales and ignore it.
 	Scaled bool
 	// BitNet selects the BitNet b1.58 rule for Ternary: scale = mean(|x|) over the first axis,
 	// values = clip(round(x / scale), -1, 1). It implies Scaled. Only valid with Ternary.
 	BitNet bool
-	// UseKernel: Disabled forces the materialize-then-dot path for products with the quantized
-	// array (to compare against, or to work around a lowering); Default and Enabled use the fused
-	// lowering. eformer has this field but never reads it.
-	UseKernel Toggle
+	// Strategy is the strategy of the arrays' products (package lowering): lowering.Auto (the
+	// zero value) lets the policy choose; lowering.Materialize builds the dense weight before the
+	// product, for comparisons; any other strategy is a requirement, and a product it cannot
+	// serve panics when its graph is built.
+	Strategy lowering.Strategy
 }
 
 // EffectiveBlockSize is BlockSize with the default applied.
@@ -121,8 +110,8 @@ func (c Config) Validate() error {
 	if c.BitNet && c.Type != Ternary {
 		return errors.Errorf("quanta: Config.BitNet is a ternary rule, but Config.Type is %s", c.Type)
 	}
-	if c.UseKernel < Default || c.UseKernel > Disabled {
-		return errors.Errorf("quanta: invalid Config.UseKernel %d", int(c.UseKernel))
+	if !c.Strategy.Valid() {
+		return errors.Errorf("quanta: invalid Config.Strategy %d; accepted: lowering.Auto or one of %v", int(c.Strategy), lowering.Strategies())
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/lowering"
 )
 
 func TestParseType(t *testing.T) {
@@ -33,10 +34,10 @@ func TestParseType(t *testing.T) {
 	}
 }
 
-func TestConfigZeroValueIsEformerDefault(t *testing.T) {
+func TestConfigZeroValue(t *testing.T) {
 	var c quanta.Config
-	if c.Type != quanta.NF4 || c.EffectiveBlockSize() != 64 || c.Simulate || c.UseKernel == quanta.Disabled {
-		t.Errorf("zero Config = %+v, want NF4, block 64, no simulate, kernel on", c)
+	if c.Type != quanta.NF4 || c.EffectiveBlockSize() != 64 || c.Strategy != lowering.Auto {
+		t.Errorf("zero Config = %+v, want NF4, block 64, strategy auto", c)
 	}
 	if err := c.Validate(); err != nil {
 		t.Errorf("zero Config invalid: %v", err)
@@ -54,7 +55,8 @@ func TestConfigValidate(t *testing.T) {
 		{"negative block", quanta.Config{Type: quanta.Int8, BlockSize: -1}, "negative"},
 		{"int8 ignores odd block", quanta.Config{Type: quanta.Int8, BlockSize: 33}, ""},
 		{"bad type", quanta.Config{Type: 7}, "invalid Config.Type"},
-		{"bad toggle", quanta.Config{UseKernel: 9}, "UseKernel"},
+		{"bad strategy", quanta.Config{Strategy: 99}, "Strategy"},
+		{"explicit strategy", quanta.Config{Strategy: lowering.SlicedSum}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()

@@ -13,6 +13,7 @@ import (
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/onebit"
 )
@@ -88,16 +89,14 @@ func TestQuantizeDispatches(t *testing.T) {
 				t.Fatalf("got %T", v)
 			}
 			// Simulate returns exactly the materialized array.
-			cfg.Simulate = true
-			sim, err := quanta.Quantize(w, cfg)
+			got, err := quanta.Simulate(backend, w, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := implicitarray.MaterializeOnHost(backend, v.(implicitarray.Array))
+			want, err := implicitarray.MaterializeOnHost(backend, v)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := sim.(*tensors.Tensor)
 			if !got.Shape().Equal(want.Shape()) {
 				t.Fatalf("simulate shape %s, want %s", got.Shape(), want.Shape())
 			}
@@ -124,7 +123,7 @@ func TestStraightThrough(t *testing.T) {
 				return q, graph.Gradient(graph.ReduceAllSum(graph.Mul(q, c)), w)[0]
 			})
 			fwd, grad := e.MustExec2(w, c)
-			ref, err := implicitarray.MaterializeOnHost(backend, quanta.MustQuantize(w, cfg).(implicitarray.Array))
+			ref, err := implicitarray.MaterializeOnHost(backend, quanta.MustQuantize(w, cfg))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,24 +150,25 @@ func TestStraightThrough(t *testing.T) {
 	}
 }
 
-// TestUseKernelDisabled checks that UseKernel=Disabled materializes the weight for a product,
-// while the default path does not.
-func TestUseKernelDisabled(t *testing.T) {
+// TestStrategyReachesProducts checks that Config.Strategy reaches the products: Materialize
+// materializes the weight, the default (Auto) does not.
+func TestStrategyReachesProducts(t *testing.T) {
 	backend := testutil.Backend(t)
 	w := randomWeights(4, 64, 64)
 	x := randomWeights(5, 2, 64)
 	for _, typ := range quanta.Types() {
-		for _, kernel := range []quanta.Toggle{quanta.Default, quanta.Disabled} {
-			t.Run(fmt.Sprintf("%s/kernel=%d", typ, kernel), func(t *testing.T) {
-				a := quanta.MustQuantize(w, quanta.Config{Type: typ, UseKernel: kernel}).(implicitarray.Array)
+		for _, s := range []lowering.Strategy{lowering.Auto, lowering.Materialize} {
+			t.Run(fmt.Sprintf("%s/%s", typ, s), func(t *testing.T) {
+				a := quanta.MustQuantize(w, quanta.Config{Type: typ, Strategy: s})
 				implicitarray.ResetStats()
 				e := implicitarray.MustNewExec(backend, func(x *graph.Node, w implicitarray.Array) *graph.Node {
 					return implicitarray.Materialize(implicitarray.MatMul(x, w))
 				})
+				defer e.Finalize()
 				e.MustCall1(x, a)
 				n := implicitarray.CurrentStats().Materializations[implicitarray.TypeName(a)]
-				if (kernel == quanta.Disabled) != (n > 0) {
-					t.Errorf("materializations = %d with UseKernel %d", n, kernel)
+				if (s == lowering.Materialize) != (n > 0) {
+					t.Errorf("materializations = %d with strategy %s", n, s)
 				}
 			})
 		}

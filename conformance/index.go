@@ -140,8 +140,15 @@ func LoadTensor(path string, ref ArrayRef) (*tensors.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	t, err := tensorFromNPY(arr, ref)
+	return t, errors.WithMessagef(err, "conformance.LoadTensor: %s", path)
+}
+
+// tensorFromNPY checks a parsed .npy array against ref and returns it as a host tensor of ref's
+// logical dtype.
+func tensorFromNPY(arr *NPY, ref ArrayRef) (*tensors.Tensor, error) {
 	if want := storedDescr[ref.StoredDType]; arr.Descr != want {
-		return nil, errors.Errorf("conformance.LoadTensor: %s holds %q, the index says %s (%q)", path, arr.Descr, ref.StoredDType, want)
+		return nil, errors.Errorf("the array holds %q, the index says %s (%q)", arr.Descr, ref.StoredDType, want)
 	}
 	if len(ref.Shape) == 0 && slices.Equal(arr.Dims, []int{1}) {
 		// gen_vectors.py passes arrays through np.ascontiguousarray, which turns a 0-d array into
@@ -149,15 +156,14 @@ func LoadTensor(path string, ref ArrayRef) (*tensors.Tensor, error) {
 		arr.Dims = []int{}
 	}
 	if !slices.Equal(arr.Dims, ref.Shape) {
-		return nil, errors.Errorf("conformance.LoadTensor: %s has shape %v, the index says %v", path, arr.Dims, ref.Shape)
+		return nil, errors.Errorf("the array has shape %v, the index says %v", arr.Dims, ref.Shape)
 	}
 	dtype, err := DTypeOf(ref.DType)
 	if err != nil {
 		return nil, err
 	}
 	if stored := logicalDTypes[ref.StoredDType]; stored != dtype && !(dtype == dtypes.BFloat16 && stored == dtypes.Uint16) {
-		return nil, errors.Errorf("conformance.LoadTensor: %s: dtype %s stored as %s; only bfloat16 may be stored as uint16 bits",
-			path, ref.DType, ref.StoredDType)
+		return nil, errors.Errorf("dtype %s stored as %s; only bfloat16 may be stored as uint16 bits", ref.DType, ref.StoredDType)
 	}
 	t := tensors.FromShape(shapes.Make(dtype, arr.Dims...))
 	if t.Size() == 0 {
@@ -166,5 +172,5 @@ func LoadTensor(path string, ref ArrayRef) (*tensors.Tensor, error) {
 	err = t.MutableBytes(func(data []byte) {
 		copy(data, arr.Data)
 	})
-	return t, errors.WithMessagef(err, "conformance.LoadTensor: %s", path)
+	return t, err
 }

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"math"
 	"slices"
 	"testing"
@@ -35,10 +36,19 @@ func checkNF4(s *suite, t *testing.T, c *Case) {
 		s.differ(t, c, "NaN input: eformer quantizes it (absmax NaN, codes 0); nf4.Quantize returns an error (%v)", err)
 		return
 	}
+	packed, absmax := s.mustOutput(t, c, "packed"), s.mustOutput(t, c, "absmax")
+	if last := p.InputShape[len(p.InputShape)-1]; p.BlockSize > nf4.MaxBlockSize(last) {
+		if err == nil {
+			t.Fatalf("nf4.Quantize accepted block size %d for a last axis of %d (maximum %d)", p.BlockSize, last, nf4.MaxBlockSize(last))
+		}
+		s.differ(t, c, "block size %d longer than the last axis %d: eformer pads each row to one block of %d, "+
+			"nf4.Quantize returns an error (the largest block it accepts is %d)", p.BlockSize, last, p.BlockSize, nf4.MaxBlockSize(last))
+		s.checkNF4OneBlock(t, x, packed, absmax, nf4.MaxBlockSize(last))
+		return
+	}
 	if err != nil {
 		t.Fatalf("nf4.Quantize(%s, %d): %+v", x.Shape(), p.BlockSize, err)
 	}
-	packed, absmax := s.mustOutput(t, c, "packed"), s.mustOutput(t, c, "absmax")
 	s.checkNF4Components(t, c, q, packed, absmax, p.BlockSize)
 
 	// Logical shape: ours is the input's, eformer's the padded one.
@@ -93,6 +103,30 @@ func (s *suite) checkNF4Components(t *testing.T, c *Case, q *nf4.Array, packed, 
 			"to zero and codes the whole block 0x77 (all zeros); quanta encodes them", n)
 	}
 	s.identical(t, "absmax", q.Absmax(), absmax)
+}
+
+// checkNF4OneBlock checks eformer's codes for a block size longer than the last axis (one block
+// per row, mostly padding) against quanta's with blockSize, also one block per row: the same
+// absmax, the same leading bytes, and only zero codes (0x77) in eformer's remaining padding.
+func (s *suite) checkNF4OneBlock(t *testing.T, x, packed, absmax *tensors.Tensor, blockSize int) {
+	t.Helper()
+	q, err := nf4.Quantize(x, blockSize)
+	if err != nil {
+		t.Fatalf("nf4.Quantize(%s, %d): %+v", x.Shape(), blockSize, err)
+	}
+	s.identical(t, "absmax", q.Absmax(), absmax)
+	ours, theirs := rawBytes(q.Packed().Tensor()), rawBytes(packed)
+	rows := absmax.Shape().Size()
+	if len(ours) != rows*blockSize/2 || len(theirs)%rows != 0 {
+		t.Fatalf("packed: %d bytes for %d rows of block %d; eformer's %d", len(ours), rows, blockSize, len(theirs))
+	}
+	ourRow, theirRow := blockSize/2, len(theirs)/rows
+	for r := range rows {
+		o, e := ours[r*ourRow:(r+1)*ourRow], theirs[r*theirRow:(r+1)*theirRow]
+		if !bytes.Equal(o, e[:ourRow]) || bytes.Count(e[ourRow:], []byte{0x77}) != theirRow-ourRow {
+			t.Errorf("row %d: our packed bytes %x; eformer's %x", r, o, e)
+		}
+	}
 }
 
 // notePolyDiff logs the largest difference between eformer's polynomial decode and the exact

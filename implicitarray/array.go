@@ -43,16 +43,9 @@ type Array interface {
 	WithComponents(components []Component) Array
 
 	// Materialize builds the value this array stands for inside the graph of its components: a
-	// dense *graph.Node, or another implicit Array (one level of nesting, as eformer's
-	// materialize may return). It panics if the components are host tensors. Library code calls
+	// dense *graph.Node, or another implicit Array (one level of nesting). It panics if the components are host tensors. Library code calls
 	// the package-level Materialize, which materializes fully and counts each level.
 	Materialize() Value
-}
-
-// MaterializeWarner is implemented by Array types that want a warning (once per type and op)
-// when the generic fallback materializes them — eformer's warn_on_materialize.
-type MaterializeWarner interface {
-	WarnOnMaterialize() bool
 }
 
 // Component is one stored array of an implicit array: a host tensor outside a graph, a graph node

@@ -3,6 +3,7 @@ package implicitarray
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -13,8 +14,8 @@ import (
 	"github.com/pkg/errors"
 )
 
-// Op names an operation that handlers can be registered for. The names follow eformer's (JAX
-// primitive) names where one exists.
+// Op names an operation that handlers can be registered for, by its XLA primitive name where one
+// exists.
 type Op string
 
 // The operations with dispatch. Each has a function of the same name in this package.
@@ -49,10 +50,10 @@ const (
 	OpReduceSum      Op = "reduce_sum"
 	OpReduceMax      Op = "reduce_max"
 	OpReduceMin      Op = "reduce_min"
-	OpReduceProduct  Op = "reduce_prod"
+	OpReduceMultiply Op = "reduce_prod"
 )
 
-// Sentinel errors, for errors.Is on a recovered panic.
+// Sentinel errors, for errors.Is on a recovered panic (graph side) or a returned error (host side).
 var (
 	// ErrAmbiguous: two handlers of the same precedence match and neither is more specific.
 	ErrAmbiguous = errors.New("ambiguous handlers")
@@ -60,13 +61,35 @@ var (
 	ErrNoHandler = errors.New("no handler")
 	// ErrMaterializationForbidden: the generic fallback would materialize a type that forbids it.
 	ErrMaterializationForbidden = errors.New("materialization forbidden")
+	// ErrDeleted: an array whose buffers were released (Delete) was used.
+	ErrDeleted = errors.New("array was deleted")
 )
 
-// FallbackForbidder is implemented by Array types that must never be silently densified: when no
-// handler matches them, the call panics with an error that matches both ErrNoHandler and
-// ErrMaterializationForbidden instead of falling back.
-type FallbackForbidder interface {
-	ForbidFallback() bool
+// Fallback is what the generic fallback does with an implicit operand no handler serves.
+type Fallback int
+
+const (
+	// FallbackSilent materializes the operand, applies the dense op and counts it in Stats.
+	FallbackSilent Fallback = iota
+	// FallbackWarn does the same and also logs a warning once per op and type (see SetLogger).
+	FallbackWarn
+	// FallbackForbid panics with an error matching ErrNoHandler and ErrMaterializationForbidden:
+	// for types that must never be silently densified.
+	FallbackForbid
+)
+
+// FallbackPolicy is implemented by Array types that choose what the generic fallback does with
+// them; types that do not implement it get FallbackSilent.
+type FallbackPolicy interface {
+	FallbackPolicy() Fallback
+}
+
+// fallbackOf returns v's fallback policy.
+func fallbackOf(v Value) Fallback {
+	if f, ok := v.(FallbackPolicy); ok {
+		return f.FallbackPolicy()
+	}
+	return FallbackSilent
 }
 
 type matchKind int
@@ -247,6 +270,14 @@ func Register(rule Rule) {
 	registry.rules[rule.Op] = append(registry.rules[rule.Op], &rule)
 }
 
+// RegisterOps registers, for each op of handlers, a rule with one operand matched by m and the
+// name prefix.op: the shape handlers of a format, for instance. It panics as Register does.
+func RegisterOps(prefix string, m Match, handlers map[Op]Handler) {
+	for _, op := range slices.Sorted(maps.Keys(handlers)) {
+		Register(Rule{Op: op, Operands: []Match{m}, Handler: handlers[op], Name: prefix + "." + string(op)})
+	}
+}
+
 // Call is one dispatched operation, as a handler sees it.
 type Call struct {
 	Op Op
@@ -265,8 +296,9 @@ type Call struct {
 // Dense applies the op's dense GoMLX implementation, with the call's parameters, to nodes.
 func (c *Call) Dense(nodes ...*graph.Node) *graph.Node { return c.dense(nodes) }
 
-// MaterializeAndApply materializes every implicit operand and applies the dense op: what eformer's
-// "materialize" handlers do. It counts materializations but not a fallback.
+// MaterializeAndApply materializes every implicit operand and applies the dense op, for handlers
+// that serve some parameters and materialize for others. It counts materializations but not a
+// fallback.
 func (c *Call) MaterializeAndApply() *graph.Node {
 	nodes := make([]*graph.Node, len(c.Operands))
 	for i, v := range c.Operands {
@@ -297,7 +329,7 @@ func (c *Call) Next() Value {
 func (c *Call) fallback() Value {
 	c.fellBack = true
 	for _, v := range c.Operands {
-		if f, ok := v.(FallbackForbidder); ok && f.ForbidFallback() {
+		if _, ok := v.(Array); ok && fallbackOf(v) == FallbackForbid {
 			panic(forbiddenError{errors.Errorf("no handler for %s with operands %s, and %s forbids materialization",
 				c.Op, describeAll(c.Operands), TypeName(v))})
 		}

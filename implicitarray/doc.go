@@ -1,5 +1,5 @@
 // Package implicitarray lets quantized (or otherwise lazy) arrays stand in for dense arrays in
-// GoMLX graphs: the Go analogue of eformer's jaximus and of quax.
+// GoMLX graphs, as quax does for JAX.
 //
 // # The model
 //
@@ -20,8 +20,8 @@
 //  2. The highest Precedence wins; among equal precedence the most specific pattern wins; two
 //     equally specific rules are an error (ErrAmbiguous) naming the op and the operand types.
 //  3. With no handler, the generic fallback materializes the implicit operands and applies the
-//     dense op, counts it in Stats, and logs a warning once per (op, type) for types whose
-//     WarnOnMaterialize says so. Types that implement FallbackForbidder get an error instead.
+//     dense op, counted in Stats. Each type chooses, with FallbackPolicy, whether that is silent,
+//     logged once per (op, type) (FallbackWarn), or an error (FallbackForbid).
 //
 // A handler returns a dense node or an implicit array (reshaping an NF4 weight along its leading
 // axes stays NF4, for example), and may defer to the next handler with Call.Next. Format packages
@@ -49,17 +49,17 @@
 // graph ops on the components, so graph.Gradient reaches the float components (uint8 and int8
 // components get none).
 //
-// # Why no CommuteOps flag
+// # Operations mirror GoMLX
 //
-// eformer's commute_ops and warn_on_materialize class flags are never read by eformer. Here the
-// warning policy is real (MaterializeWarner). A commutation flag is not needed: dispatch already
-// matches every operand position, so a handler for (dense, T) and one for (T, dense) are two
-// explicit rules, and a commutative op's handler can simply be registered for both orders.
+// Each operation has the name, the arguments and the meaning of its GoMLX counterpart:
+// Transpose swaps two axes and TransposeAllAxes permutes them, ReduceMultiply multiplies over
+// axes, Gather takes an optional indicesAreSorted. A handler for a commutative op is registered
+// for each operand order; dispatch matches every position.
 //
 // # Errors
 //
 // Graph-building functions panic, as GoMLX's do, with an error naming the op, the operand types
-// and shapes, and what is accepted; the sentinel errors ErrAmbiguous, ErrNoHandler and
-// ErrMaterializationForbidden can be tested with errors.Is on the recovered value. Host-side
+// and shapes, and what is accepted; the sentinel errors ErrAmbiguous, ErrNoHandler,
+// ErrMaterializationForbidden and ErrDeleted can be tested with errors.Is on the recovered value. Host-side
 // functions (NewExec, Call, Flatten) return errors and have Must variants.
 package implicitarray

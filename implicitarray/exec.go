@@ -15,8 +15,9 @@ import (
 // Func is a graph function whose parameters and results may hold implicit arrays, as Exec runs
 // it: one parameter per argument, each a *graph.Node, an implicit array type (e.g. *nf4.Array), a
 // Value, or a struct / pointer to struct / map / slice mirroring the argument's structure with
-// those at the leaves; one or more results of the same kinds. Exec and other executors (the mesh
-// package's) share it: it rebuilds the arguments inside a graph and flattens the results.
+// those at the leaves; one or more results of the same kinds. It is the plumbing Exec shares with
+// executors that place their inputs differently (package mesh): FlattenArgs on the host, Build
+// inside the graph, Results back on the host.
 type Func struct {
 	fn      reflect.Value
 	fnType  reflect.Type
@@ -44,17 +45,14 @@ func NewFunc(fn any) (*Func, error) {
 	return f, nil
 }
 
-// NumIn is the number of arguments the function takes.
-func (f *Func) NumIn() int { return f.fnType.NumIn() }
-
 // String names the function's type, for messages.
 func (f *Func) String() string { return f.fnType.String() }
 
 // FlattenArgs flattens host arguments into their leaves (host tensors only) and returns the
 // TreeDefs to rebuild them, plus a key naming their structure, metadata and shapes.
 func (f *Func) FlattenArgs(args []any) (leaves []*tensors.Tensor, defs []*TreeDef, key string, err error) {
-	if len(args) != f.NumIn() {
-		return nil, nil, "", errors.Errorf("got %d arguments, the function takes %d", len(args), f.NumIn())
+	if len(args) != f.fnType.NumIn() {
+		return nil, nil, "", errors.Errorf("got %d arguments, the function takes %d", len(args), f.fnType.NumIn())
 	}
 	defs = make([]*TreeDef, len(args))
 	keys := make([]string, len(args))
@@ -70,6 +68,14 @@ func (f *Func) FlattenArgs(args []any) (leaves []*tensors.Tensor, defs []*TreeDe
 					"(graph nodes cannot cross into another graph)", i, describe(leaf))
 			}
 			leaves = append(leaves, t)
+		}
+		// Check on the host, with the host values, that the argument fits its parameter, so the
+		// error names what the caller passed (inside the graph it would name nodes).
+		if ht, err := hostType(f.fnType.In(i)); err == nil {
+			if _, err := def.UnflattenAs(l, ht); err != nil {
+				return nil, nil, "", errors.WithMessagef(err, "argument #%d (%s) does not fit parameter type %s",
+					i, describe(arg), f.fnType.In(i))
+			}
 		}
 		defs[i], keys[i] = def, def.String()
 	}
@@ -142,7 +148,7 @@ func (f *Func) Results(outDefs []*TreeDef, outputs []*tensors.Tensor) ([]any, er
 }
 
 // Exec compiles and runs a graph function whose arguments and results may hold implicit arrays:
-// the analogue of eformer's jit(implicit(f)).
+// the analogue of JAX's jit over functions of implicit arrays.
 //
 // The function is a Func: parameters and results are nodes, implicit arrays, Values, or
 // structures of them. Call flattens the host arguments into tensors, builds (once per structure,

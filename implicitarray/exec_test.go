@@ -151,7 +151,8 @@ func TestBadInput(t *testing.T) {
 		{"unsupported einsum", func() { Einsum("ab,bc->a", x, graph.Const(g, [][]float32{{1}, {2}, {3}})) },
 			[]string{"einsum", "only in rhs", "[2 3]"}},
 		{"bad reshape", func() { Reshape(x, 4, 2) }, []string{"reshape", "plainTag", "[4 2]"}},
-		{"bad transpose", func() { Transpose(x, 0, 0) }, []string{"transpose", "repeat"}},
+		{"bad transpose", func() { TransposeAllAxes(x, 0, 0) }, []string{"transpose", "repeat"}},
+		{"transpose axis out of range", func() { Transpose(x, 0, 5) }, []string{"transpose", "out of range"}},
 		{"bad dot", func() { DotGeneral(x, []int{1}, nil, x, []int{1, 0}, nil) }, []string{"dot_general", "differ in count"}},
 		{"axis out of range", func() { ReduceSum(x, 2) }, []string{"reduce_sum", "out of range", "accepted"}},
 	} {
@@ -182,6 +183,11 @@ func TestBadInput(t *testing.T) {
 	}
 	if _, err := e.Call(map[string]any{"w": nil}); err == nil || !strings.Contains(err.Error(), "nil leaf") {
 		t.Errorf("nil leaf: got %v", err)
+	}
+	// A host tensor where the function takes an implicit array: the error names the tensor.
+	toyExec := MustNewExec(backend, func(a *toy[plainTag]) *graph.Node { return Materialize(a) })
+	if _, err := toyExec.Call(tensors.FromValue([]float32{1})); err == nil || !strings.Contains(err.Error(), "a *tensors.Tensor does not fit") {
+		t.Errorf("tensor for an implicit array: got %v, want an error saying the *tensors.Tensor does not fit", err)
 	}
 	if _, err := NewExec(backend, 3); err == nil {
 		t.Errorf("NewExec accepted a non-function")

@@ -31,7 +31,7 @@ func Materialize(v Value) *graph.Node {
 }
 
 // MaterializeNested materializes an implicit array one level (full=false: the result may itself be
-// implicit, as eformer's materialize_nested) or until dense (full=true).
+// implicit) or until dense (full=true).
 func MaterializeNested(a Array, full bool) Value {
 	if isNil(a) {
 		panic(errors.New("implicitarray.MaterializeNested: nil array"))

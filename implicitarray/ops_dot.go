@@ -136,7 +136,7 @@ func Einsum(equation string, lhs, rhs Value) Value {
 	for i, r := range output {
 		perm[i] = strings.IndexRune(dotOrder, r)
 	}
-	return Transpose(result, perm...)
+	return TransposeAllAxes(result, perm...)
 }
 
 // ConvParams are the parameters of ConvGeneral, as GoMLX's ConvGeneral takes them.

@@ -64,11 +64,27 @@ func Reshape(x Value, dimensions ...int) Value {
 	})
 }
 
-// TransposeParams are the parameters of Transpose: output axis i is input axis Permutation[i].
+// TransposeParams are the parameters of Transpose and TransposeAllAxes: output axis i is input
+// axis Permutation[i].
 type TransposeParams struct{ Permutation []int }
 
-// Transpose permutes the axes of x: output axis i is input axis permutation[i] (negative allowed).
-func Transpose(x Value, permutation ...int) Value {
+// Transpose swaps the axes axisA and axisB of x (negative allowed), as graph.Transpose.
+func Transpose(x Value, axisA, axisB int) Value {
+	defer annotate(OpTranspose, x)
+	mustNotBeNil(x)
+	rank := x.Shape().Rank()
+	a, b := normalizeAxis(axisA, rank, "axisA"), normalizeAxis(axisB, rank, "axisB")
+	perm := make([]int, rank)
+	for i := range perm {
+		perm[i] = i
+	}
+	perm[a], perm[b] = b, a
+	return TransposeAllAxes(x, perm...)
+}
+
+// TransposeAllAxes permutes the axes of x: output axis i is input axis permutation[i] (negative
+// allowed), as graph.TransposeAllAxes.
+func TransposeAllAxes(x Value, permutation ...int) Value {
 	defer annotate(OpTranspose, x)
 	mustNotBeNil(x)
 	rank := x.Shape().Rank()
@@ -158,10 +174,11 @@ type GatherParams struct{ IndicesAreSorted bool }
 
 // Gather is GoMLX's Gather: it picks slices of params at the positions in indices, whose last axis
 // indexes the leading axes of params.
-func Gather(params, indices Value, indicesAreSorted bool) Value {
+func Gather(params, indices Value, indicesAreSorted ...bool) Value {
 	defer annotate(OpGather, params, indices)
-	return dispatch(OpGather, []Value{params, indices}, &GatherParams{indicesAreSorted}, func(n []*graph.Node) *graph.Node {
-		return graph.Gather(n[0], n[1], indicesAreSorted)
+	sorted := len(indicesAreSorted) > 0 && indicesAreSorted[0]
+	return dispatch(OpGather, []Value{params, indices}, &GatherParams{sorted}, func(n []*graph.Node) *graph.Node {
+		return graph.Gather(n[0], n[1], sorted)
 	})
 }
 
@@ -204,7 +221,7 @@ func ReduceMax(x Value, axes ...int) Value { return reduce(OpReduceMax, x, axes,
 // ReduceMin takes the minimum of x over axes (all axes if none given).
 func ReduceMin(x Value, axes ...int) Value { return reduce(OpReduceMin, x, axes, graph.ReduceMin) }
 
-// ReduceProduct multiplies x over axes (all axes if none given).
-func ReduceProduct(x Value, axes ...int) Value {
-	return reduce(OpReduceProduct, x, axes, graph.ReduceMultiply)
+// ReduceMultiply multiplies x over axes (all axes if none given).
+func ReduceMultiply(x Value, axes ...int) Value {
+	return reduce(OpReduceMultiply, x, axes, graph.ReduceMultiply)
 }

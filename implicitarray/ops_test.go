@@ -72,8 +72,12 @@ var opCases = []opCase{
 	unaryCase("reshape", [][]int{{6}, {2, 3, 4}}, func(v Value) Value { return Reshape(v, -1, 2) },
 		func(n *graph.Node) *graph.Node { return graph.Reshape(n, n.Shape().Size()/2, 2) }),
 	unaryCase("transpose", [][]int{{2, 3}, {2, 3, 4}},
-		func(v Value) Value { return Transpose(v, reversed(v.Shape().Rank())...) },
+		func(v Value) Value { return TransposeAllAxes(v, reversed(v.Shape().Rank())...) },
 		func(n *graph.Node) *graph.Node { return graph.TransposeAllAxes(n, reversed(n.Rank())...) }),
+	// Transpose swaps two axes, as graph.Transpose: on a square matrix it is not the identity.
+	unaryCase("transpose-swap", [][]int{{3, 3}, {2, 3, 4}},
+		func(v Value) Value { return Transpose(v, 0, -1) },
+		func(n *graph.Node) *graph.Node { return graph.Transpose(n, 0, -1) }),
 	unaryCase("broadcast_in_dim", [][]int{{3}, {1, 4}},
 		func(v Value) Value { return BroadcastInDim(v, broadcastDims(v.Shape()), broadcastAxes(v.Shape())) },
 		func(n *graph.Node) *graph.Node {
@@ -103,7 +107,7 @@ var opCases = []opCase{
 		func(n *graph.Node) *graph.Node { return graph.ReduceAllMax(n) }),
 	unaryCase("reduce_min", [][]int{{3}, {2, 5}}, func(v Value) Value { return ReduceMin(v, 0) },
 		func(n *graph.Node) *graph.Node { return graph.ReduceMin(n, 0) }),
-	unaryCase("reduce_prod", [][]int{{3}, {2, 5}}, func(v Value) Value { return ReduceProduct(v, 0) },
+	unaryCase("reduce_prod", [][]int{{3}, {2, 5}}, func(v Value) Value { return ReduceMultiply(v, 0) },
 		func(n *graph.Node) *graph.Node { return graph.ReduceMultiply(n, 0) }),
 	{"dot_general", [][]int{{4, 3}, {2, 4, 3}}, func(g *graph.Graph, x Value, xd *graph.Node) (Value, *graph.Node) {
 		y := signed(g, 3, 2)

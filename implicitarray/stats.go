@@ -65,8 +65,8 @@ func (r *statsRecorder) countHandled(op Op, typeName string) {
 	r.mu.Unlock()
 }
 
-// countFallback records a fallback and logs the warnings not given yet for the operand types that
-// ask for them.
+// countFallback records a fallback and logs the warnings not given yet for the operand types whose
+// policy is FallbackWarn.
 func (r *statsRecorder) countFallback(op Op, operands []Value) {
 	r.mu.Lock()
 	var toWarn []Key
@@ -77,7 +77,7 @@ func (r *statsRecorder) countFallback(op Op, operands []Value) {
 		}
 		k := Key{op, TypeName(a)}
 		r.s.Fallbacks[k]++
-		if w, ok := a.(MaterializeWarner); ok && w.WarnOnMaterialize() && !r.warned[k] {
+		if fallbackOf(a) == FallbackWarn && !r.warned[k] {
 			r.warned[k] = true
 			toWarn = append(toWarn, k)
 		}

@@ -43,11 +43,20 @@ func (s *toy[Tag]) Materialize() implicitarray.Value {
 	p := implicitarray.Materialize(s.payload.Value())
 	return graph.Mul(p, graph.ConvertDType(s.scale.Node(), p.DType()))
 }
-func (s *toy[Tag]) WarnOnMaterialize() bool { return s.warn }
 
-// ForbidFallback is honoured only by the forbidTag instantiation.
-func (s *toy[Tag]) ForbidFallback() bool {
-	_, ok := any(s).(*toy[forbidTag])
+// FallbackPolicy forbids the fallback for the forbidTag instantiation, else warns when asked.
+func (s *toy[Tag]) FallbackPolicy() implicitarray.Fallback {
+	switch {
+	case isForbid(s):
+		return implicitarray.FallbackForbid
+	case s.warn:
+		return implicitarray.FallbackWarn
+	}
+	return implicitarray.FallbackSilent
+}
+
+func isForbid(v any) bool {
+	_, ok := v.(*toy[forbidTag])
 	return ok
 }
 

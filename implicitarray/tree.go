@@ -15,7 +15,7 @@ import (
 // TreeDef describes a parameter tree (structs, pointers to structs, maps with ordered keys, slices
 // and arrays) whose leaves are arrays: host tensors, graph nodes or implicit arrays. It keeps the
 // implicit arrays' types and static metadata, so the tree can be rebuilt from its flat leaves on
-// the other side of a graph boundary: eformer's tree_flatten_with_implicit / tree_unflatten.
+// the other side of a graph boundary.
 type TreeDef struct {
 	root      *treeNode
 	numLeaves int
@@ -55,8 +55,7 @@ var (
 // Anything else (a string, a nil, an unexported struct field) is an error naming its path.
 func Flatten(tree any) ([]any, *TreeDef, error) { return flatten(tree, false) }
 
-// FlattenWithImplicit is Flatten with implicit arrays kept whole as leaves (eformer's
-// tree_flatten_with_implicit).
+// FlattenWithImplicit is Flatten with implicit arrays kept whole as leaves.
 func FlattenWithImplicit(tree any) ([]any, *TreeDef, error) { return flatten(tree, true) }
 
 func flatten(tree any, keepArrays bool) (leaves []any, def *TreeDef, err error) {

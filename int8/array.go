@@ -5,42 +5,45 @@ import (
 	"slices"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
-	"github.com/quanta-ml/quanta/mesh"
+	"github.com/quanta-ml/quanta/internal/qarray"
+	"github.com/quanta-ml/quanta/lowering"
+	"github.com/quanta-ml/quanta/sharding"
 )
 
-// ErrDeleted is returned (or panicked, in graph code) when a deleted Array is used.
-var ErrDeleted = errors.New("int8: array was deleted")
-
-// Array is eformer's Array8B: a float array stored as int8 codes (Weight, same shape as the
-// logical array) times a float Scale (the logical rank, size 1 on the quantized axes). See the
-// package documentation for the layout.
-//
-// An Array is immutable: every method that changes something returns a new Array.
+// Array is a float array stored as int8 codes (Weight, the logical dimensions) times a float
+// Scale (the logical rank, size 1 on the quantized axes). See the package documentation for the
+// layout. An Array is immutable: the With methods return new arrays.
 type Array struct {
-	weight, scale  implicitarray.Component
-	shape          shapes.Shape // logical dimensions and materialization dtype
-	axes           []int        // normalized quantized axes, as given (order kept)
-	mesh.Placement              // IsSharded, Sharding
-	lowering       Lowering
-	deleted        bool
+	qarray.Base
+	axes []int // normalized quantized axes, in the order given
 }
 
 var (
-	_ implicitarray.Array             = (*Array)(nil)
-	_ implicitarray.MaterializeWarner = (*Array)(nil)
-	_ mesh.Sharded                    = (*Array)(nil)
-	_ mesh.ComponentSharder           = (*Array)(nil)
+	_ lowering.Quantized           = (*Array)(nil)
+	_ implicitarray.FallbackPolicy = (*Array)(nil)
+	_ sharding.Sharded             = (*Array)(nil)
+	_ sharding.ComponentSharder    = (*Array)(nil)
 )
 
-// New assembles an Array from stored components, e.g. read from an eformer checkpoint: weight is
-// int8 with the logical dimensions, scale a float array of the same rank whose dimensions are 1
-// or the weight's, and 1 on every one of axes (the quantized axes, negative allowed; none means
-// (-1,)). dtype is the materialization dtype (a float dtype; dtypes.InvalidDType means the scale's).
-// Both components are host tensors or both graph nodes.
+const typeName = "int8.Array"
+
+const (
+	weightIndex = iota
+	scaleIndex
+)
+
+func newArray(weight, scale implicitarray.Component, shape shapes.Shape, axes []int) *Array {
+	return &Array{Base: qarray.New(typeName, shape, weight, scale), axes: axes}
+}
+
+// New assembles an Array from stored components, e.g. read from a checkpoint: weight is int8
+// with the logical dimensions, scale a float array of the same rank whose dimensions are 1 or the
+// weight's, and 1 on every one of axes (the quantized axes, negative allowed; none means (-1,)).
+// dtype is the materialization dtype (a float dtype; dtypes.InvalidDType means the scale's). Both
+// components are host tensors or both graph nodes.
 func New(weight, scale implicitarray.Component, dtype dtypes.DType, axes ...int) (*Array, error) {
 	ws, ss := weight.Shape(), scale.Shape()
 	if weight.IsArray() || scale.IsArray() || weight.IsTensor() != scale.IsTensor() {
@@ -74,7 +77,7 @@ func New(weight, scale implicitarray.Component, dtype dtypes.DType, axes ...int)
 				"accepted: size 1 on the quantized axes, 1 or the weight's size elsewhere", ss, ws, axes, i)
 		}
 	}
-	return &Array{weight: weight, scale: scale, shape: shapes.Make(dtype, ws.Dimensions...), axes: norm}, nil
+	return newArray(weight, scale, shapes.Make(dtype, ws.Dimensions...), norm), nil
 }
 
 // normalizeAxes maps axes into [0, rank), rejecting out-of-range and repeated ones.
@@ -96,142 +99,85 @@ func normalizeAxes(axes []int, rank int) ([]int, error) {
 	return out, nil
 }
 
-func (a *Array) clone() *Array {
-	b := *a
-	b.axes = slices.Clone(a.axes)
-	return &b
-}
-
-func (a *Array) mustNotBeDeleted(what string) {
-	if a.deleted {
-		panic(errors.Wrapf(ErrDeleted, "int8.Array.%s of %s", what, a.shape))
-	}
-}
-
-// Shape is the logical shape: the weight's dimensions and the materialization dtype.
-func (a *Array) Shape() shapes.Shape { return a.shape }
-
-// DType is the materialization dtype.
-func (a *Array) DType() dtypes.DType { return a.shape.DType }
-
 // Axes are the quantized axes (non-negative, in the order given): the scale has size 1 on them.
 func (a *Array) Axes() []int { return slices.Clone(a.axes) }
 
 // Weight is the int8 component, with the logical dimensions.
-func (a *Array) Weight() implicitarray.Component {
-	a.mustNotBeDeleted("Weight")
-	return a.weight
-}
+func (a *Array) Weight() implicitarray.Component { return qarray.Component(&a.Base, weightIndex) }
 
 // Scale is the float scale component: the logical rank, size 1 on the quantized axes.
-func (a *Array) Scale() implicitarray.Component {
-	a.mustNotBeDeleted("Scale")
-	return a.scale
-}
+func (a *Array) Scale() implicitarray.Component { return qarray.Component(&a.Base, scaleIndex) }
 
-// Bytes is the storage size of the components (weight and scale), in bytes.
-func (a *Array) Bytes() int {
-	return int(a.weight.Shape().Memory() + a.scale.Shape().Memory())
-}
-
-// Components are [weight, scale]. (eformer's pytree order is [scale, weight]; the bytes of each
-// are the same.) It panics with ErrDeleted after Delete.
-func (a *Array) Components() []implicitarray.Component {
-	a.mustNotBeDeleted("Components")
-	return []implicitarray.Component{a.weight, a.scale}
-}
-
-// Metadata is the canonical form of the static fields: dtype, axes, sharding and lowering.
+// Metadata is the canonical form of the static fields.
 func (a *Array) Metadata() string {
-	return fmt.Sprintf("int8{dtype=%s axes=%v lowering=%s sharding=%s}", a.shape.DType, a.axes, a.lowering, a.Placement)
+	return qarray.Metadata(&a.Base, fmt.Sprintf("axes=%v", a.axes))
 }
 
 // WithComponents returns a copy holding components [weight, scale] (same shapes).
 func (a *Array) WithComponents(components []implicitarray.Component) implicitarray.Array {
-	if len(components) != 2 {
-		panic(errors.Errorf("int8.Array.WithComponents: got %d components; accepted: [weight, scale]", len(components)))
-	}
-	b := a.clone()
-	b.weight, b.scale, b.deleted = components[0], components[1], false
-	return b
+	qarray.CheckComponents(&a.Base, components, a.Weight().Shape(), a.Scale().Shape())
+	return a.with(qarray.WithComponents(a.Base, nil, components...))
 }
 
-// Materialize returns weight * scale (the int8 codes converted to the scale's dtype, as eformer's
-// type promotion does) converted to the array's dtype. Library code calls
-// implicitarray.Materialize, which counts it.
-func (a *Array) Materialize() implicitarray.Value {
-	a.mustNotBeDeleted("Materialize")
-	w, s := a.weight.Node(), a.scale.Node()
-	dense := graph.Mul(graph.ConvertDType(w, s.DType()), graph.BroadcastToDims(s, w.Shape().Dimensions...))
-	return graph.ConvertDType(dense, a.shape.DType)
+// Layout returns the graph-side view of the components that package lowering reads. It panics
+// if the components are host tensors.
+func (a *Array) Layout() lowering.Layout {
+	return lowering.Int8{Codes: qarray.Node(&a.Base, weightIndex), Scale: qarray.Node(&a.Base, scaleIndex)}
 }
 
-// WarnOnMaterialize is true, as eformer's Array8B: the generic fallback logs a warning once per op.
-func (a *Array) WarnOnMaterialize() bool { return true }
+// Materialize returns weight × scale computed in the scale's dtype, converted to the array's
+// dtype. Library code calls implicitarray.Materialize, which counts it.
+func (a *Array) Materialize() implicitarray.Value { return a.Layout().Dequantize(a.DType()) }
 
-// Delete releases the host tensors of the components (eformer's delete). The Array must not be
-// used afterwards: its methods that read components panic (or, in Exec, fail) with ErrDeleted.
-// Graph-side components are left to the graph. Deleting twice is a no-op.
-func (a *Array) Delete() {
-	if a.deleted {
-		return
-	}
-	for _, c := range []implicitarray.Component{a.weight, a.scale} {
-		if c.IsTensor() {
-			_ = c.Tensor().FinalizeAll()
-		}
-	}
-	a.deleted = true
+// WithStrategy returns a copy whose products use strategy s (see package lowering); it is part
+// of Metadata, so Exec compiles one graph per strategy.
+func (a *Array) WithStrategy(s lowering.Strategy) *Array {
+	return a.with(qarray.WithStrategy(a.Base, s))
 }
 
-// WithSharding returns a copy carrying sharding s (the original is untouched). The zero
-// mesh.Sharding{} clears it, as eformer's with_sharding(None). The sharding is static metadata,
-// kept by the handlers (following the axes through a transpose); mesh.Exec places the components.
-func (a *Array) WithSharding(s mesh.Sharding) *Array {
-	b := a.clone()
-	b.Placement = a.Placement.With(s)
-	return b
+// WithDType returns a copy that materializes in dtype, a float dtype (the buffers are shared).
+func (a *Array) WithDType(dtype dtypes.DType) *Array {
+	if !dtype.IsFloat() || dtype.IsComplex() {
+		panic(errors.Errorf("int8.Array.WithDType(%s) of %s; accepted: a float dtype", dtype, a))
+	}
+	return a.with(qarray.WithDType(a.Base, dtype))
 }
 
-// Reshard is an alias of WithSharding.
-func (a *Array) Reshard(s mesh.Sharding) *Array { return a.WithSharding(s) }
+// WithSharding returns a copy carrying sharding s (the zero sharding.Sharding{} clears it). The
+// sharding is static metadata, kept by the shape handlers (following the axes through a
+// transpose); sharded execution (package mesh) places the components by ComponentSpecs.
+func (a *Array) WithSharding(s sharding.Sharding) *Array {
+	return a.with(qarray.WithSharding(a.Base, s))
+}
 
-// WithMeshAndAxis returns a copy sharded over m with the axis spec built by mesh.SpecFrom (nil:
-// replicated; a PartitionSpec; a name; a []string or []any of names), checked early against the
-// array's shape and m (ComponentSpecs: known mesh axes, each used once, divisible axes).
-func (a *Array) WithMeshAndAxis(m *mesh.Mesh, axis any) (*Array, error) {
-	s, err := mesh.ShardingFor(m, axis, a.ComponentSpecs)
-	if err != nil {
-		return nil, errors.WithMessagef(err, "int8.Array.WithMeshAndAxis(%s)", a.shape)
-	}
-	return a.WithSharding(s), nil
+// WithMeshAndAxis returns a copy sharded over m with the spec sharding.SpecFrom builds from axis,
+// checked at once against the array's shape and m (ComponentSpecs).
+func (a *Array) WithMeshAndAxis(m *sharding.Mesh, axis any) (*Array, error) {
+	return qarray.WithMeshAndAxis(&a.Base, m, axis, a.ComponentSpecs, a.WithSharding)
 }
 
 // ComponentSpecs returns the specs of [weight, scale] when the logical array is sharded by logical
-// over m (mesh.Int8Specs): the weight takes the logical spec, the scale too except on its size-1 axes.
-func (a *Array) ComponentSpecs(m *mesh.Mesh, logical mesh.PartitionSpec) ([]mesh.PartitionSpec, error) {
-	w, s, err := mesh.Int8Specs(m, logical, a.weight.Shape(), a.scale.Shape())
-	if err != nil {
-		return nil, err
+// over m: the weight has the logical spec; the scale too, except on its size-1 axes, which are
+// replicated (sharding.ScaleSpec).
+func (a *Array) ComponentSpecs(m *sharding.Mesh, logical sharding.PartitionSpec) ([]sharding.PartitionSpec, error) {
+	if err := sharding.Validate(m, logical, a.Shape()); err != nil {
+		return nil, errors.WithMessage(err, "int8.Array.ComponentSpecs")
 	}
-	return []mesh.PartitionSpec{w, s}, nil
+	scale, err := sharding.ScaleSpec(m, logical, a.Shape(), a.Scale().Shape())
+	if err != nil {
+		return nil, errors.WithMessage(err, "int8.Array.ComponentSpecs")
+	}
+	return []sharding.PartitionSpec{logical.Padded(a.Shape().Rank()), scale}, nil
 }
 
-// Lowering is the array's matmul lowering (LoweringAuto unless set with WithLowering).
-func (a *Array) Lowering() Lowering { return a.lowering }
+// String describes the array, e.g. "int8.Array(Float32)[128 256] axes [1]".
+func (a *Array) String() string { return qarray.Describe(&a.Base, fmt.Sprintf("axes %v", a.axes)) }
 
-// WithLowering returns a copy whose dot_general handlers use lowering l (part of Metadata, so Exec
-// compiles one graph per lowering). LoweringMaterialize forces eformer's materialize-then-dot, for
-// comparisons.
-func (a *Array) WithLowering(l Lowering) *Array {
-	b := a.clone()
-	b.lowering = l
-	return b
-}
+// with returns an array of a's quantized axes on base b.
+func (a *Array) with(b qarray.Base) *Array { return &Array{Base: b, axes: a.axes} }
 
-// withDType returns a copy that materializes as dtype (the lazy convert_element_type).
-func (a *Array) withDType(dtype dtypes.DType) *Array {
-	b := a.clone()
-	b.shape = shapes.Make(dtype, a.shape.Dimensions...)
-	return b
+// withParts returns a copy with new components, logical dimensions, quantized axes and placement.
+func (a *Array) withParts(weight, scale implicitarray.Component, dims, axes []int, p sharding.Placement) *Array {
+	b := qarray.WithComponents(a.Base, dims, weight, scale)
+	return &Array{Base: qarray.WithPlacement(b, p), axes: axes}
 }

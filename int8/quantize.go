@@ -12,6 +12,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/xlafloat"
 	"github.com/x448/float16"
 )
 
@@ -36,9 +37,11 @@ func Tiny(dtype dtypes.DType) float64 {
 
 // Quantize quantizes a float tensor (float32, float64, bfloat16 or float16) on the host, in
 // parallel: scale = amax(|t|) over axes (kept as size 1) / 127 + Tiny, q = round-half-to-even(t /
-// scale), byte for byte as eformer's Array8B.quantize. axes are the quantized axes (negative
-// allowed; none means (-1,)). The materialization dtype is t's. It returns an error for an empty
-// or non-float tensor, bad axes, and NaN or Inf values (nothing is written then).
+// scale), byte for byte as eformer's Array8B.quantize on XLA CPU (see the package documentation
+// for XLA's arithmetic, which Quantize follows). axes are the quantized axes (negative allowed;
+// none means (-1,)). The materialization dtype is t's. It returns an error for an empty or
+// non-float tensor, bad axes, and NaN or Inf values (nothing is written then). It writes the
+// codes straight into the result: its scratch memory is a few values per scale element.
 func Quantize(t *tensors.Tensor, axes ...int) (*Array, error) {
 	return QuantizeAs(t, dtypes.InvalidDType, axes...)
 }
@@ -70,47 +73,36 @@ func QuantizeAs(t *tensors.Tensor, dtype dtypes.DType, axes ...int) (*Array, err
 		return nil, errors.WithMessagef(err, "int8.Quantize of %s", s)
 	}
 	scaleDims := scaleDimensions(s.Dimensions, norm)
-	var q []int8
+	weight := tensors.FromShape(shapes.Make(dtypes.Int8, s.Dimensions...))
 	var scale *tensors.Tensor
+	var writeErr error
 	accessErr := t.ConstFlatData(func(flat any) {
-		switch data := flat.(type) {
-		case []float32:
-			var sc []float32
-			q, sc, err = quantizeFlat(data, s.Dimensions, scaleDims, f32Arith)
-			scale = newScale(sc, scaleDims, err)
-		case []float64:
-			var sc []float64
-			q, sc, err = quantizeFlat(data, s.Dimensions, scaleDims, f64Arith)
-			scale = newScale(sc, scaleDims, err)
-		case []bfloat16.BFloat16:
-			var sc []bfloat16.BFloat16
-			q, sc, err = quantizeFlat(data, s.Dimensions, scaleDims, bf16Arith)
-			scale = newScale(sc, scaleDims, err)
-		case []float16.Float16:
-			var sc []float16.Float16
-			q, sc, err = quantizeFlat(data, s.Dimensions, scaleDims, f16Arith)
-			scale = newScale(sc, scaleDims, err)
-		default:
-			err = errors.Errorf("unsupported data %T", flat)
-		}
+		writeErr = weight.MutableFlatData(func(w any) {
+			q := w.([]int8)
+			switch data := flat.(type) {
+			case []float32:
+				scale, err = quantizeFlat(data, q, s.Dimensions, scaleDims, f32Arith)
+			case []float64:
+				scale, err = quantizeFlat(data, q, s.Dimensions, scaleDims, f64Arith)
+			case []bfloat16.BFloat16:
+				scale, err = quantizeFlat(data, q, s.Dimensions, scaleDims, bf16Arith)
+			case []float16.Float16:
+				scale, err = quantizeFlat(data, q, s.Dimensions, scaleDims, f16Arith)
+			default:
+				err = errors.Errorf("unsupported data %T", flat)
+			}
+		})
 	})
-	if err == nil {
-		err = accessErr
+	for _, e := range []error{accessErr, writeErr} {
+		if err == nil {
+			err = e
+		}
 	}
 	if err != nil {
 		return nil, errors.WithMessagef(err, "int8.Quantize of %s", s)
 	}
-	weight := tensors.FromFlatDataAndDimensions(q, s.Dimensions...)
-	return &Array{weight: implicitarray.TensorComponent(weight), scale: implicitarray.TensorComponent(scale),
-		shape: shapes.Make(dtype, s.Dimensions...), axes: norm}, nil
-}
-
-// newScale wraps the scale values in a tensor, unless quantizing failed.
-func newScale[T dtypes.Supported](values []T, dims []int, err error) *tensors.Tensor {
-	if err != nil {
-		return nil
-	}
-	return tensors.FromFlatDataAndDimensions(values, dims...)
+	return newArray(implicitarray.TensorComponent(weight), implicitarray.TensorComponent(scale),
+		shapes.Make(dtype, s.Dimensions...), norm), nil
 }
 
 // MustQuantize is Quantize that panics on error.
@@ -132,113 +124,140 @@ func scaleDimensions(dims, axes []int) []int {
 	return out
 }
 
-// arith is the arithmetic of one dtype, emulating XLA: bfloat16 and float16 are computed in
-// float32 and rounded to the dtype after each operation.
+// arith is XLA CPU's arithmetic of one dtype T, computed in float64 for float64 and in float32
+// otherwise (held in float64s here), rounded and flushed after each operation as XLA stores it.
 type arith[T any] struct {
-	toF64   func(T) float64
-	fromF64 func(float64) T // exact for the values passed (already representable)
-	// scale computes amax/127 + tiny in the dtype.
-	scale func(amax float64) float64
-	// ratio computes x/scale in the dtype.
-	ratio func(x, scale float64) float64
+	// load is the value XLA computes with: exact, or zero for a subnormal it flushes.
+	load func(T) float64
+	// store converts a value of T's precision to T (exact).
+	store func(float64) T
+	// scale computes amax/127 + tiny in T; multiply says whether the division by 127 is a
+	// multiplication by its reciprocal (more than one scale element, see scaleRule).
+	scale func(amax float64, multiply bool) float64
+	// recip is 1/scale as XLA multiplies by it (rounded to T for float16).
+	recip func(scale float64) float64
+	// product is x·recip, and quotient x/scale, rounded to T.
+	product, quotient func(x, y float64) float64
 }
 
 var (
 	f32Arith = arith[float32]{
-		toF64:   func(x float32) float64 { return float64(x) },
-		fromF64: func(x float64) float32 { return float32(x) },
-		scale: func(amax float64) float64 {
-			return float64(flushF32(float32(amax)*recip127) + float32(0x1p-126))
+		load:  func(x float32) float64 { return float64(xlafloat.FlushF32(x)) },
+		store: func(x float64) float32 { return float32(x) },
+		scale: func(amax float64, multiply bool) float64 {
+			a := float32(amax)
+			t := a / 127
+			if multiply {
+				t = float32(a * recip127)
+			}
+			return float64(xlafloat.FlushF32(float32(xlafloat.FlushF32(t) + xlafloat.TinyF32)))
 		},
-		ratio: func(x, s float64) float64 { return float64(flushF32(float32(x)) / float32(s)) },
+		recip:    func(s float64) float64 { return float64(xlafloat.FlushF32(1 / float32(s))) },
+		product:  func(x, r float64) float64 { return float64(xlafloat.FlushF32(float32(float32(x) * float32(r)))) },
+		quotient: func(x, s float64) float64 { return float64(xlafloat.FlushF32(float32(x) / float32(s))) },
 	}
 	f64Arith = arith[float64]{
-		toF64:   func(x float64) float64 { return x },
-		fromF64: func(x float64) float64 { return x },
-		scale:   func(amax float64) float64 { return flushF64(amax*(1.0/127)) + 0x1p-1022 },
-		ratio:   func(x, s float64) float64 { return flushF64(x) / s },
+		load:  func(x float64) float64 { return xlafloat.FlushF64(x) },
+		store: func(x float64) float64 { return x },
+		// float64 (not an eformer dtype: JAX runs without 64-bit floats by default) always
+		// multiplies by 1/127, as a graph does with its constant.
+		scale: func(amax float64, _ bool) float64 {
+			t := float64(amax * (1.0 / 127))
+			return xlafloat.FlushF64(float64(xlafloat.FlushF64(t) + xlafloat.TinyF64))
+		},
+		recip:    func(s float64) float64 { return xlafloat.FlushF64(1 / s) },
+		product:  func(x, r float64) float64 { return xlafloat.FlushF64(float64(x * r)) },
+		quotient: func(x, s float64) float64 { return xlafloat.FlushF64(x / s) },
 	}
 	bf16Arith = arith[bfloat16.BFloat16]{
-		toF64:   func(x bfloat16.BFloat16) float64 { return float64(x.Float32()) },
-		fromF64: func(x float64) bfloat16.BFloat16 { return bfloat16.FromFloat32(float32(x)) },
-		scale: func(amax float64) float64 {
-			r := roundBF16(flushF32(float32(amax) * recip127))
-			return float64(roundBF16(r + float32(0x1p-126)))
+		load:  func(x bfloat16.BFloat16) float64 { return float64(xlafloat.FlushF32(x.Float32())) },
+		store: func(x float64) bfloat16.BFloat16 { return bfloat16.FromFloat32(float32(x)) },
+		scale: func(amax float64, multiply bool) float64 {
+			a := float32(amax)
+			t := a / 127
+			if multiply {
+				t = float32(a * recip127)
+			}
+			t = xlafloat.Round(t, dtypes.BFloat16)
+			return float64(xlafloat.Round(float32(t+xlafloat.TinyF32), dtypes.BFloat16))
 		},
-		ratio: func(x, s float64) float64 { return float64(roundBF16(flushF32(float32(x)) / float32(s))) },
+		// The reciprocal of a bfloat16 scale stays float32 (XLA computes bfloat16 in float32).
+		recip: func(s float64) float64 { return float64(xlafloat.FlushF32(1 / float32(s))) },
+		product: func(x, r float64) float64 {
+			return float64(xlafloat.Round(float32(float32(x)*float32(r)), dtypes.BFloat16))
+		},
+		quotient: func(x, s float64) float64 {
+			return float64(xlafloat.Round(float32(x)/float32(s), dtypes.BFloat16))
+		},
 	}
 	f16Arith = arith[float16.Float16]{
-		toF64:   func(x float16.Float16) float64 { return float64(x.Float32()) },
-		fromF64: func(x float64) float16.Float16 { return float16.Fromfloat32(float32(x)) },
-		scale: func(amax float64) float64 {
-			r := roundF16(flushF32(float32(amax) * recip127))
-			return float64(roundF16(r + float32(0x1p-14)))
+		load:  func(x float16.Float16) float64 { return float64(x.Float32()) },
+		store: func(x float64) float16.Float16 { return float16.Fromfloat32(float32(x)) },
+		scale: func(amax float64, multiply bool) float64 {
+			a := float32(amax)
+			t := xlafloat.RoundF16(a / 127)
+			if multiply {
+				t = xlafloat.RoundF16(float32(a * recip127F16))
+			}
+			return float64(xlafloat.RoundF16(float32(t + xlafloat.TinyF16)))
 		},
-		// XLA computes a float16 division as a multiplication by the reciprocal rounded to float16.
-		ratio: func(x, s float64) float64 { return float64(roundF16(flushF32(float32(x)) * roundF16(1/float32(s)))) },
+		recip:    func(s float64) float64 { return float64(xlafloat.RoundF16(1 / float32(s))) },
+		product:  func(x, r float64) float64 { return float64(xlafloat.RoundF16(float32(float32(x) * float32(r)))) },
+		quotient: func(x, s float64) float64 { return float64(xlafloat.RoundF16(float32(x) / float32(s))) },
 	}
 )
 
-// recip127 is 1/127 rounded to float32: XLA rewrites the division by the constant 127 as a
-// multiplication by its reciprocal, so eformer's scales are amax * recip127 (up to an ulp away
-// from amax / 127).
-const recip127 = float32(1.0 / 127)
-
-// flushF32 flushes a float32 subnormal to zero, as XLA CPU does (eformer's scale of a slice with
-// amax below 127 * 2^-126 is exactly tiny).
-func flushF32(x float32) float32 {
-	if math.Abs(float64(x)) < 0x1p-126 {
-		return 0
-	}
-	return x
-}
-
-// flushF64 is flushF32 for float64.
-func flushF64(x float64) float64 {
-	if math.Abs(x) < 0x1p-1022 {
-		return 0
-	}
-	return x
-}
+// recip127 is 1/127 rounded to float32 and recip127F16 rounded to float16: where XLA rewrites a
+// division by a broadcast 127 as a multiplication by its reciprocal, computed in the dtype.
+var (
+	recip127    = float32(1.0 / 127)
+	recip127F16 = xlafloat.RoundF16(1.0 / 127)
+)
 
 // RoundToBFloat16 rounds a float32 to the nearest bfloat16, ties to even (as XLA converts;
 // bfloat16.FromFloat32 truncates instead).
 func RoundToBFloat16(x float32) bfloat16.BFloat16 {
-	b := math.Float32bits(x)
-	if x != x { // NaN: keep it a quiet NaN
-		return bfloat16.BFloat16(b>>16 | 0x40)
-	}
-	b += 0x7fff + (b>>16)&1
-	return bfloat16.BFloat16(b >> 16)
+	return bfloat16.BFloat16(math.Float32bits(xlafloat.RoundBF16(x)) >> 16)
 }
 
-func roundBF16(x float32) float32 { return RoundToBFloat16(x).Float32() }
+// scaleRule is where XLA divides and where it multiplies by a reciprocal: it rewrites a division
+// by a broadcast operand as a multiplication by the broadcast reciprocal, and a broadcast that
+// adds no element is no broadcast. So amax/127 is a product by 1/127 unless the scale has a
+// single element, and x/scale is a product by 1/scale unless the scale has as many elements as
+// x (every quantized axis of size 1).
+func scaleRule(size, scaleSize int) (scaleByProduct, codesByProduct bool) {
+	return scaleSize > 1, scaleSize < size
+}
 
-func roundF16(x float32) float32 { return float16.Fromfloat32(x).Float32() }
-
-// quantizeFlat quantizes row-major data of dimensions dims with a scale of dimensions scaleDims,
-// in parallel over contiguous ranges of elements.
-func quantizeFlat[T any](data []T, dims, scaleDims []int, ar arith[T]) ([]int8, []T, error) {
+// quantizeFlat quantizes row-major data of dimensions dims into q with a scale of dimensions
+// scaleDims, in parallel over contiguous ranges of elements, and returns the scale tensor.
+func quantizeFlat[T dtypes.Supported](data []T, q []int8, dims, scaleDims []int, ar arith[T]) (*tensors.Tensor, error) {
 	n := len(data)
 	scaleSize := 1
 	for _, d := range scaleDims {
 		scaleSize *= d
 	}
+	scaleByProduct, codesByProduct := scaleRule(n, scaleSize)
 	workers := min(runtime.GOMAXPROCS(0), max(1, n/(1<<16)))
 	chunk := (n + workers - 1) / workers
 
-	// Pass 1: amax per scale element; each worker keeps its own maxima, merged after.
-	partial := make([][]float64, workers)
-	bad := make([]int, workers)
+	// Pass 1: amax per scale element; each worker keeps its own maxima, merged after. When the
+	// scale is not much smaller than x, one worker does it, so the maxima stay one array.
+	workers1, chunk1 := workers, chunk
+	if scaleSize > n/(8*workers) {
+		workers1, chunk1 = 1, n
+	}
+	partial := make([][]float64, workers1)
+	bad := make([]int, workers1)
 	var wg sync.WaitGroup
-	for w := range workers {
+	for w := range workers1 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			amax := make([]float64, scaleSize)
 			bad[w] = -1
-			walk(dims, scaleDims, w*chunk, min(n, (w+1)*chunk), func(i, si int) {
-				v := math.Abs(ar.toF64(data[i]))
+			walk(dims, scaleDims, w*chunk1, min(n, (w+1)*chunk1), func(i, si int) {
+				v := math.Abs(ar.load(data[i]))
 				if math.IsNaN(v) || math.IsInf(v, 0) {
 					if bad[w] < 0 {
 						bad[w] = i
@@ -255,34 +274,43 @@ func quantizeFlat[T any](data []T, dims, scaleDims []int, ar arith[T]) ([]int8, 
 	wg.Wait()
 	for _, i := range bad {
 		if i >= 0 {
-			return nil, nil, errors.Errorf("element #%d is %v; accepted: finite values", i, ar.toF64(data[i]))
+			return nil, errors.Errorf("element #%d is %v; accepted: finite values", i, ar.load(data[i]))
 		}
 	}
-	scales := make([]float64, scaleSize)
+	scales := partial[0]
 	scaleT := make([]T, scaleSize)
 	for si := range scaleSize {
 		amax := 0.0
 		for _, p := range partial {
 			amax = max(amax, p[si])
 		}
-		scales[si] = ar.scale(amax)
-		scaleT[si] = ar.fromF64(scales[si])
+		scales[si] = ar.scale(amax, scaleByProduct)
+		scaleT[si] = ar.store(scales[si])
+	}
+	if codesByProduct {
+		for si, s := range scales {
+			scales[si] = ar.recip(s)
+		}
 	}
 
 	// Pass 2: the codes.
-	q := make([]int8, n)
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			walk(dims, scaleDims, w*chunk, min(n, (w+1)*chunk), func(i, si int) {
-				r := math.RoundToEven(ar.ratio(ar.toF64(data[i]), scales[si]))
-				q[i] = int8(min(max(r, qMin), qMax))
+				var r float64
+				if codesByProduct {
+					r = ar.product(ar.load(data[i]), scales[si])
+				} else {
+					r = ar.quotient(ar.load(data[i]), scales[si])
+				}
+				q[i] = int8(min(max(math.RoundToEven(r), qMin), qMax))
 			})
 		}()
 	}
 	wg.Wait()
-	return q, scaleT, nil
+	return tensors.FromFlatDataAndDimensions(scaleT, scaleDims...), nil
 }
 
 // walk calls fn(i, si) for the flat indices i in [from, to) of a row-major array of dimensions
@@ -331,10 +359,11 @@ func walk(dims, scaleDims []int, from, to int, fn func(i, si int)) {
 	}
 }
 
-// QuantizeNode quantizes x inside its graph, with the arithmetic of Quantize done by the graph's
-// backend in x's dtype; the result materializes as x's dtype. axes as Quantize (none: (-1,)).
-// Unlike the host Quantize it cannot reject NaN or Inf values: a slice holding one gets a NaN or
-// Inf scale and meaningless codes. It panics on a non-float x or bad axes.
+// QuantizeNode quantizes x inside its graph with the arithmetic of the host-side Quantize (XLA
+// CPU's, see the package documentation), so it gives Quantize's bytes on every backend; the
+// result materializes as x's dtype. axes as Quantize (none: (-1,)). Unlike the host Quantize it
+// cannot reject NaN or Inf values: a slice holding one gets a NaN or Inf scale and meaningless
+// codes. It panics on a non-float or empty x, or bad axes.
 func QuantizeNode(x *graph.Node, axes ...int) *Array {
 	return quantizeNodeAs(x, x.DType(), axes...)
 }
@@ -351,29 +380,68 @@ func quantizeNodeAs(x *graph.Node, dtype dtypes.DType, axes ...int) *Array {
 	if err != nil {
 		panic(errors.WithMessagef(err, "int8.QuantizeNode of %s", s))
 	}
-	// The arithmetic of the host Quantize: float32 for the half types, rounded after each op.
 	g := x.Graph()
-	compute := s.DType
-	if s.DType == dtypes.BFloat16 || s.DType == dtypes.Float16 {
-		compute = dtypes.Float32
+	dt := s.DType
+	compute := dtypes.Float32
+	if dt == dtypes.Float64 {
+		compute = dtypes.Float64
 	}
-	round := func(n *graph.Node) *graph.Node { return graph.ConvertDType(n, s.DType) }
-	up := func(n *graph.Node) *graph.Node { return graph.ConvertDType(n, compute) }
-	amax := graph.ReduceAndKeep(graph.Abs(x), graph.ReduceMax, norm...)
-	scale := round(graph.Mul(up(amax), graph.Scalar(g, compute, float64(recip127))))
-	if s.DType == dtypes.Float64 {
-		scale = graph.Mul(amax, graph.Scalar(g, compute, 1.0/127))
+	scalar := func(v float64) *graph.Node { return graph.Scalar(g, compute, v) }
+	// round stores a result of an operation in dt (rounded and flushed), for values below 2^hi.
+	round := func(n *graph.Node, lo, hi int) *graph.Node {
+		switch dt {
+		case dtypes.BFloat16:
+			return xlafloat.RoundNode(xlafloat.FlushNode(n), xlafloat.BF16, lo, hi)
+		case dtypes.Float16:
+			return xlafloat.RoundNode(n, xlafloat.F16, max(lo, xlafloat.F16.MinExp), min(hi, xlafloat.F16.MaxExp))
+		}
+		return xlafloat.FlushNode(n)
 	}
-	scale = round(graph.Add(up(scale), graph.Scalar(g, compute, Tiny(s.DType))))
-	wide := graph.BroadcastToDims(up(scale), s.Dimensions...)
+	full := func(n *graph.Node) *graph.Node { return round(n, xlafloat.BF16.MinExp, xlafloat.BF16.MaxExp) }
+
+	v := graph.ConvertDType(x, compute)
+	if xlafloat.FlushesInputs(dt) {
+		v = xlafloat.FlushNode(v)
+	}
+	amax := graph.ReduceAndKeep(graph.Abs(v), graph.ReduceMax, norm...)
+	scaleByProduct, codesByProduct := scaleRule(s.Size(), amax.Shape().Size())
+	var t *graph.Node
+	switch {
+	case dt == dtypes.Float64:
+		t = xlafloat.FlushNode(graph.Mul(amax, scalar(1.0/127)))
+	case scaleByProduct && dt == dtypes.Float16:
+		t = full(graph.Mul(amax, scalar(float64(recip127F16))))
+	case scaleByProduct:
+		t = full(graph.Mul(amax, scalar(float64(recip127))))
+	default:
+		// The exact quotient, computed in float64 so that no compiler turns the division by the
+		// constant 127 into a product: rounded to float32 it is the correctly rounded quotient.
+		t = full(graph.ConvertDType(graph.Div(graph.ConvertDType(amax, dtypes.Float64),
+			graph.Scalar(g, dtypes.Float64, 127)), dtypes.Float32))
+	}
+	tiny := xlafloat.TinyF32
+	switch dt {
+	case dtypes.Float16:
+		tiny = xlafloat.TinyF16
+	case dtypes.Float64:
+		tiny = xlafloat.TinyF64
+	}
+	scale := full(graph.Add(t, scalar(tiny)))
 	var ratio *graph.Node
-	if s.DType == dtypes.Float16 {
-		ratio = graph.Mul(up(x), up(round(graph.Reciprocal(wide))))
+	if codesByProduct {
+		r := graph.Reciprocal(scale)
+		if dt == dtypes.Float16 {
+			r = full(r)
+		} else {
+			r = xlafloat.FlushNode(r)
+		}
+		ratio = graph.Mul(v, graph.BroadcastToDims(r, s.Dimensions...))
 	} else {
-		ratio = graph.Div(up(x), wide)
+		ratio = graph.Div(v, scale) // same dimensions: no broadcast
 	}
-	r := graph.Round(round(ratio))
+	// |ratio| < 2^8; below 1/2 every value rounds to 0, so its precision there does not matter.
+	r := xlafloat.RoundHalfEvenNode(round(ratio, -1, 7))
 	q := graph.ConvertDType(graph.ClipScalar(r, qMin, qMax), dtypes.Int8)
-	return &Array{weight: implicitarray.NodeComponent(q), scale: implicitarray.NodeComponent(scale),
-		shape: shapes.Make(dtype, s.Dimensions...), axes: norm}
+	return newArray(implicitarray.NodeComponent(q), implicitarray.NodeComponent(graph.ConvertDType(scale, dt)),
+		shapes.Make(dtype, s.Dimensions...), norm)
 }

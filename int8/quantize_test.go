@@ -1,6 +1,7 @@
 package int8_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/runtime"
 	"github.com/x448/float16"
 )
 
@@ -60,8 +62,8 @@ func bf16s(values ...float32) []bfloat16.BFloat16 {
 	return out
 }
 
-// recip127 is 1/127 in float32: eformer's scale is amax * recip127 (XLA rewrites the division by a
-// constant), as its conformance vectors show.
+// recip127 is 1/127 in float32: eformer's scale is amax * recip127 when the scale has more than
+// one element (XLA rewrites the division by a broadcast 127), as its conformance vectors show.
 const recip127 = float32(1.0 / 127)
 
 func TestQuantizeHandComputed(t *testing.T) {
@@ -141,7 +143,7 @@ func TestQuantizeLayoutAndAccessors(t *testing.T) {
 		if got := a.Scale().Shape().Dimensions; !equalInts(got, tc.wantScale) {
 			t.Errorf("axes %v: scale %v, want %v", tc.axes, got, tc.wantScale)
 		}
-		if a.Bytes() != 4*6+4*tc.wantScale[0]*tc.wantScale[1] {
+		if a.Bytes() != int64(4*6+4*tc.wantScale[0]*tc.wantScale[1]) {
 			t.Errorf("axes %v: Bytes %d", tc.axes, a.Bytes())
 		}
 	}
@@ -345,5 +347,103 @@ func TestQuantizeNodeMatchesHost(t *testing.T) {
 		if inGraph.Metadata() != host.Metadata() {
 			t.Errorf("metadata %q vs %q", inGraph.Metadata(), host.Metadata())
 		}
+	}
+}
+
+// scaleBits returns the IEEE bits of a float32 or float16 scale.
+func scaleBits(t *testing.T, x *tensors.Tensor) []uint32 {
+	t.Helper()
+	var out []uint32
+	x.MustConstFlatData(func(flat any) {
+		switch d := flat.(type) {
+		case []float32:
+			for _, v := range d {
+				out = append(out, math.Float32bits(v))
+			}
+		case []float16.Float16:
+			for _, v := range d {
+				out = append(out, uint32(v.Bits()))
+			}
+		default:
+			t.Fatalf("scaleBits: unexpected data %T", flat)
+		}
+	})
+	return out
+}
+
+func f32Bits(bits ...uint32) []float32 {
+	out := make([]float32, len(bits))
+	for i, b := range bits {
+		out[i] = math.Float32frombits(b)
+	}
+	return out
+}
+
+func f16Bits(bits ...uint16) []float16.Float16 {
+	out := make([]float16.Float16, len(bits))
+	for i, b := range bits {
+		out[i] = float16.Frombits(b)
+	}
+	return out
+}
+
+// TestXLAArithmetic pins where XLA divides and where it multiplies by a reciprocal (see the
+// package documentation), on inputs where the two give other bytes. The expected codes and scale
+// bits are eformer 0.0.101's (Array8B.quantize on jax 0.11.2 CPU); the host and the graph
+// quantizers must both give them.
+func TestXLAArithmetic(t *testing.T) {
+	backend := testutil.Backend(t)
+	for _, tc := range []struct {
+		name      string
+		x         *tensors.Tensor
+		axes      []int
+		wantQ     []int8
+		wantScale []uint32
+	}{
+		// 2.44809/scale is exactly 109.5 (ties to 110), but XLA multiplies by the float32
+		// reciprocal of the (2, 1) scale: 109.49999, code 109.
+		{"float32 codes by reciprocal", tensors.FromFlatDataAndDimensions(f32Bits(0x4035b7b4, 0x401cad82, 0x4035b7b4, 0x401cad82), 2, 2),
+			nil, []int8{127, 109, 127, 109}, []uint32{0x3cb72600, 0x3cb72600}},
+		// One scale element: amax/127 is a true division, 1.696216/127 = 0.013356032 (0x3c5ad342);
+		// the product by float32(1/127) would give 0x3c5ad341.
+		{"float32 per-tensor scale divides", tensors.FromFlatDataAndDimensions(f32Bits(0x3fd91d9b, 0x3f000000, 0xbe800000, 0x3f800000), 2, 2),
+			[]int{0, 1}, []int8{127, 37, -19, 75}, []uint32{0x3c5ad342}},
+		// Three scale elements, one per element: amax·float32(1/127) (0x3c5ad341 for the same
+		// amax), and x/scale a true division (no broadcast).
+		{"float32 scale as large as x", tensors.FromFlatDataAndDimensions(f32Bits(0x3fd91d9b, 0x3f000000, 0xbf800000), 3, 1),
+			nil, []int8{127, 127, -127}, []uint32{0x3c5ad341, 0x3b810204, 0x3c010204}},
+		// float16 per-row scales: amax times float16(1/127), then + 2^-14: 0x23d1 (the float32
+		// reciprocal would give the scale of the next case, 0x23d2).
+		{"float16 scale by float16 reciprocal", tensors.FromFlatDataAndDimensions(f16Bits(0x3fba, 0x3800, 0x3fba, 0x3c00), 2, 2),
+			nil, []int8{126, 33, 126, 66}, []uint32{0x23d1, 0x23d1}},
+		{"float16 per-tensor scale divides", tensors.FromFlatDataAndDimensions(f16Bits(0x3fba, 0x3800), 1, 2),
+			[]int{0, 1}, []int8{126, 33}, []uint32{0x23d2}},
+		{"float16 scale as large as x", tensors.FromFlatDataAndDimensions(f16Bits(0x3fba, 0x3800, 0xbc00), 3, 1),
+			nil, []int8{126, 125, -126}, []uint32{0x23d1, 0x1c18, 0x2010}},
+		// float32 subnormals read as zero: a row of them gets scale tiny and codes 0.
+		{"float32 subnormal row", tensors.FromValue([][]float32{{1e-40, -2e-40}, {1, 0.5}}),
+			nil, []int8{0, 0, 127, 64}, []uint32{0x800000, 0x3c010204}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			check := func(where string, a *qint8.Array) {
+				if got := tensors.MustCopyFlatData[int8](a.Weight().Tensor()); !equalInt8(got, tc.wantQ) {
+					t.Errorf("%s: codes %v, want %v", where, got, tc.wantQ)
+				}
+				if got := scaleBits(t, a.Scale().Tensor()); fmt.Sprintf("%x", got) != fmt.Sprintf("%x", tc.wantScale) {
+					t.Errorf("%s: scale bits %x, want %x", where, got, tc.wantScale)
+				}
+			}
+			host, err := qint8.Quantize(tc.x, tc.axes...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("host", host)
+			if tc.x.DType() == dtypes.Float16 && runtime.IsGo(backend) {
+				t.Skip("the pure-Go backend has no float16")
+			}
+			e := implicitarray.MustNewExec(backend, func(x *graph.Node) *qint8.Array { return qint8.QuantizeNode(x, tc.axes...) })
+			defer e.Finalize()
+			check("graph", e.MustCall1(tc.x).(*qint8.Array))
+		})
 	}
 }

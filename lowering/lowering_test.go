@@ -1,22 +1,421 @@
 package lowering_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/implicitarray"
+	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/nf4"
-	"github.com/quanta-ml/quanta/runtime"
+	"github.com/quanta-ml/quanta/onebit"
 )
 
-// A codebook unrelated to NF4 (lowering serves any 16-entry table).
-var testCodebook = [16]float32{-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7}
+// format builds a host-side quantized array of a random weight, with a strategy.
+type format struct {
+	name   string
+	layout string // the Choice layout name
+	// ints: the format multiplies integer activations (unscaled signs).
+	ints bool
+	make func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized
+}
+
+func randomWeight(r *rand.Rand, dims []int) *tensors.Tensor {
+	data := make([]float32, product(dims))
+	for i := range data {
+		data[i] = float32(r.NormFloat64())
+	}
+	return tensors.FromFlatDataAndDimensions(data, dims...)
+}
+
+func product(dims []int) int {
+	n := 1
+	for _, d := range dims {
+		n *= d
+	}
+	return n
+}
+
+func formats() []format {
+	return []format{
+		{name: "nf4", layout: "blockwise4", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
+			return nf4.MustQuantize(randomWeight(r, dims), 4).WithStrategy(s)
+		}},
+		{name: "int8/last-axis", layout: "int8", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
+			return qint8.MustQuantize(randomWeight(r, dims)).WithStrategy(s)
+		}},
+		{name: "int8/first-axis", layout: "int8", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
+			return qint8.MustQuantize(randomWeight(r, dims), 0).WithStrategy(s)
+		}},
+		{name: "ternary", layout: "signs2", ints: true, make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
+			return onebit.MustQuantizeTernary(randomWeight(r, dims)).WithStrategy(s)
+		}},
+		{name: "ternary/scaled", layout: "signs2", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
+			return onebit.MustQuantizeTernary(randomWeight(r, dims), onebit.WithScale(0)).WithStrategy(s)
+		}},
+		{name: "binary/1bit", layout: "signs1", ints: true, make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
+			return onebit.MustQuantizeBinaryBits(randomWeight(r, dims)).WithStrategy(s)
+		}},
+	}
+}
+
+// productCase is a product with a weight whose first dimension is 16 (packable by every format).
+type productCase struct {
+	name  string
+	xDims []int
+	wDims []int
+	axes  lowering.Axes
+	// rank2: one contracting axis, no batch axes; kMajor: rank2 contracted on axis 0 (x·W).
+	rank2, kMajor bool
+}
+
+// k is the number of products summed per output element.
+func (c productCase) k() int {
+	k := 1
+	for _, a := range normalizeAll(c.axes.WContracting, len(c.wDims)) {
+		k *= c.wDims[a]
+	}
+	return k
+}
+
+func productCases() []productCase {
+	return []productCase{
+		{name: "x@W/m=1", xDims: []int{1, 16}, wDims: []int{16, 12}, axes: lowering.Axes{XContracting: []int{1}, WContracting: []int{0}},
+			rank2: true, kMajor: true},
+		{name: "x@W/m=3", xDims: []int{3, 16}, wDims: []int{16, 12}, axes: lowering.Axes{XContracting: []int{-1}, WContracting: []int{0}},
+			rank2: true, kMajor: true},
+		{name: "x@Wt", xDims: []int{2, 12}, wDims: []int{16, 12}, axes: lowering.Axes{XContracting: []int{1}, WContracting: []int{1}},
+			rank2: true},
+		{name: "W@x", xDims: []int{12, 3}, wDims: []int{16, 12}, axes: lowering.Axes{XContracting: []int{0}, WContracting: []int{1},
+			WeightOnLeft: true}, rank2: true},
+		{name: "Wt@x", xDims: []int{16, 2}, wDims: []int{16, 12}, axes: lowering.Axes{XContracting: []int{0}, WContracting: []int{0},
+			WeightOnLeft: true}, rank2: true, kMajor: true},
+		{name: "vector", xDims: []int{16}, wDims: []int{16, 12}, axes: lowering.Axes{XContracting: []int{0}, WContracting: []int{0}},
+			rank2: true, kMajor: true},
+		{name: "batched", xDims: []int{16, 2, 8}, wDims: []int{16, 8, 6}, axes: lowering.Axes{XContracting: []int{2},
+			XBatch: []int{0}, WContracting: []int{1}, WBatch: []int{0}}},
+		{name: "rank3-free", xDims: []int{2, 8}, wDims: []int{16, 8, 6}, axes: lowering.Axes{XContracting: []int{1},
+			WContracting: []int{1}}},
+		{name: "two-contracting", xDims: []int{2, 16, 8}, wDims: []int{16, 8, 6}, axes: lowering.Axes{XContracting: []int{1, 2},
+			WContracting: []int{0, 1}}},
+	}
+}
+
+// served restates which products each strategy serves (package lowering's documentation).
+func served(s lowering.Strategy, f format, c productCase, xDType dtypes.DType, kernels bool) bool {
+	switch s {
+	case lowering.Kernel:
+		if !kernels || !c.rank2 || (xDType != dtypes.Float32 && xDType != dtypes.BFloat16) {
+			return false
+		}
+		return f.layout == "blockwise4" || f.layout == "int8" || c.kMajor
+	case lowering.Auto, lowering.Materialize, lowering.DecodeDot:
+		return true
+	case lowering.MulReduce:
+		return c.rank2
+	case lowering.ProductTable:
+		return f.layout == "blockwise4" && c.rank2
+	case lowering.SlicedSum:
+		switch f.layout {
+		case "blockwise4":
+			return c.kMajor
+		case "int8": // the scale must be constant along one side of x·W: always for a rank-2 weight
+			return c.kMajor
+		}
+		// Signs: float activations, the packed axis contracted, and a per-output-column scale (or
+		// none) in every case here except a scale varying along the contracted packed axis.
+		return xDType.IsFloat() && slices.Contains(normalizeAll(c.axes.WContracting, len(c.wDims)), 0) &&
+			!(f.name == "ternary/scaled" && len(c.axes.WContracting) > 1)
+	}
+	return false
+}
+
+func normalizeAll(axes []int, rank int) []int {
+	out := make([]int, len(axes))
+	for i, a := range axes {
+		out[i] = (a + rank) % rank
+	}
+	return out
+}
+
+// TestStrategies: for every format, product and activation dtype, Auto runs; each explicit
+// strategy either runs (recorded by lowering.Built) and equals the dense product of the
+// materialized weight, or panics with ErrUnsupported naming the strategy and what it serves.
+func TestStrategies(t *testing.T) {
+	kernels := lowering.PlatformOf(testutil.Backend(t))&lowering.Kernels != 0
+	r := rand.New(rand.NewPCG(1, 2))
+	strategies := append([]lowering.Strategy{lowering.Auto}, lowering.Strategies()...)
+	for _, f := range formats() {
+		for _, c := range productCases() {
+			xDTypes := []dtypes.DType{dtypes.Float32}
+			if c.name == "x@W/m=3" || c.name == "x@Wt" || c.name == "batched" {
+				xDTypes = append(xDTypes, dtypes.BFloat16)
+			}
+			if f.ints && (c.name == "x@W/m=1" || c.name == "two-contracting") {
+				xDTypes = append(xDTypes, dtypes.Int32)
+			}
+			for _, xDType := range xDTypes {
+				w := f.make(r, c.wDims, lowering.Auto)
+				x := activations(t, r, c.xDims, xDType)
+				want := denseProduct(t, w, x, c)
+				for _, s := range strategies {
+					t.Run(fmt.Sprintf("%s/%s/%s/%s", f.name, c.name, xDType, s), func(t *testing.T) {
+						ws := f.make(rand.New(rand.NewPCG(0, 0)), c.wDims, s)
+						ws = withComponentsOf(ws, w)
+						lowering.ResetBuilt()
+						got, err := runProduct(t, ws, x, c)
+						if !served(s, f, c, xDType, kernels) {
+							if err == nil || !errors.Is(err, lowering.ErrUnsupported) || !strings.Contains(err.Error(), s.String()+" serves") {
+								t.Fatalf("want a panic with ErrUnsupported naming %s, got %v", s, err)
+							}
+							return
+						}
+						if err != nil {
+							t.Fatalf("%+v", err)
+						}
+						if s != lowering.Auto && lowering.Built()[lowering.Choice{Layout: f.layout, Strategy: s}] == 0 {
+							t.Errorf("Built() = %v, want a product recorded as %s/%s", lowering.Built(), f.layout, s)
+						}
+						compare(t, got, want, c.k(), xDType)
+					})
+				}
+			}
+		}
+	}
+}
+
+// withComponentsOf returns a copy of template (its strategy) holding w's components.
+func withComponentsOf(template, w lowering.Quantized) lowering.Quantized {
+	return template.WithComponents(w.Components()).(lowering.Quantized)
+}
+
+func activations(t *testing.T, r *rand.Rand, dims []int, dtype dtypes.DType) *tensors.Tensor {
+	n := product(dims)
+	if dtype == dtypes.Int32 {
+		data := make([]int32, n)
+		for i := range data {
+			data[i] = int32(r.IntN(9) - 4)
+		}
+		return tensors.FromFlatDataAndDimensions(data, dims...)
+	}
+	data := make([]float32, n)
+	for i := range data {
+		data[i] = float32(r.NormFloat64())
+	}
+	x := tensors.FromFlatDataAndDimensions(data, dims...)
+	if dtype == dtypes.Float32 {
+		return x
+	}
+	return graph.MustExecOnce(testutil.Backend(t), func(x *graph.Node) *graph.Node { return graph.ConvertDType(x, dtype) }, x)
+}
+
+// denseProduct is the reference: the weight materialized on the host in float32 (float64 for
+// integer activations, exact), times x in float64.
+func denseProduct(t *testing.T, w lowering.Quantized, x *tensors.Tensor, c productCase) []float64 {
+	t.Helper()
+	backend := testutil.Backend(t)
+	dense, err := implicitarray.MaterializeOnHost(backend, w)
+	if err != nil {
+		t.Fatalf("%+v", err)
+	}
+	out := graph.MustExecOnce(backend, func(x, w *graph.Node) *graph.Node {
+		x, w = graph.ConvertDType(x, dtypes.Float64), graph.ConvertDType(w, dtypes.Float64)
+		if c.axes.WeightOnLeft {
+			return graph.DotGeneral(w, c.axes.WContracting, c.axes.WBatch, x, c.axes.XContracting, c.axes.XBatch)
+		}
+		return graph.DotGeneral(x, c.axes.XContracting, c.axes.XBatch, w, c.axes.WContracting, c.axes.WBatch)
+	}, x, dense)
+	return tensors.MustCopyFlatData[float64](out)
+}
+
+// runProduct builds lowering.DotGeneral in a graph and runs it, returning a panic as an error.
+func runProduct(t *testing.T, w lowering.Quantized, x *tensors.Tensor, c productCase) (got []float64, err error) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(error)
+			if !ok {
+				e = fmt.Errorf("%v", r)
+			}
+			err = e
+		}
+	}()
+	e := implicitarray.MustNewExec(testutil.Backend(t), func(x *graph.Node, w implicitarray.Array) *graph.Node {
+		return graph.ConvertDType(lowering.DotGeneral(x, w.(lowering.Quantized), c.axes), dtypes.Float64)
+	})
+	defer e.Finalize()
+	out, err := e.Call1(x, w)
+	if err != nil {
+		return nil, err
+	}
+	return tensors.MustCopyFlatData[float64](out.(*tensors.Tensor)), nil
+}
+
+// compare checks got against want within the float32 accumulation error of k products (the
+// packed-signs formulation sums prefixes of up to 255 times the activations before cancelling
+// them), or bfloat16 rounding of the result.
+func compare(t *testing.T, got, want []float64, k int, xDType dtypes.DType) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d values, want %d", len(got), len(want))
+	}
+	tol := max(1e-4, 6.25e-6*float64(k))
+	if xDType == dtypes.BFloat16 {
+		tol = 3e-2 // the result is rounded to bfloat16
+	}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > tol*math.Max(1, math.Abs(want[i])) {
+			t.Fatalf("element %d: %v, want %v (dtype %s)", i, got[i], want[i], xDType)
+		}
+	}
+}
+
+// TestSlabbed: DecodeDot decodes a weight larger than two slabs a slab at a time for a few rows,
+// with the same result as the dense product (NF4 with blocks free, int8 on its first axis).
+func TestSlabbed(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	c := productCase{name: "slabbed", xDims: []int{4, 2048}, wDims: []int{2048, 1100},
+		axes: lowering.Axes{XContracting: []int{1}, WContracting: []int{0}}, rank2: true, kMajor: true}
+	for _, f := range formats()[:3] {
+		t.Run(f.name, func(t *testing.T) {
+			w := f.make(r, c.wDims, lowering.DecodeDot)
+			x := activations(t, r, c.xDims, dtypes.Float32)
+			got, err := runProduct(t, w, x, c)
+			if err != nil {
+				t.Fatalf("%+v", err)
+			}
+			compare(t, got, denseProduct(t, w, x, c), c.k(), dtypes.Float32)
+		})
+	}
+}
+
+// TestChoose restates the policy table for each platform.
+func TestChoose(t *testing.T) {
+	g := graph.NewGraph(testutil.Backend(t), "choose")
+	param := func(name string, dtype dtypes.DType, dims ...int) *graph.Node {
+		return graph.Parameter(g, name, shapes.Make(dtype, dims...))
+	}
+	blockwise := lowering.Blockwise4{Packed: param("p", dtypes.Uint8, 16, 3, 2), Scales: param("s", dtypes.Float32, 16, 3), Dim: 12}
+	int8Rows := lowering.Int8{Codes: param("c", dtypes.Int8, 16, 12), Scale: param("sr", dtypes.Float32, 16, 1)}
+	signs := lowering.Signs{Packed: param("b", dtypes.Uint8, 4, 12), Bits: 2}
+	xW := lowering.Axes{XContracting: []int{1}, WContracting: []int{0}}
+	xWt := lowering.Axes{XContracting: []int{1}, WContracting: []int{1}}
+	rows := func(m, k int) shapes.Shape { return shapes.Make(dtypes.Float32, m, k) }
+	for _, tc := range []struct {
+		name     string
+		platform lowering.Platform
+		w        lowering.Layout
+		x        shapes.Shape
+		axes     lowering.Axes
+		want     lowering.Strategy
+	}{
+		{"nf4 x@W m=1 fused loops", lowering.XLACPUFusedLoops, blockwise, rows(1, 16), xW, lowering.SlicedSum},
+		{"nf4 x@W m=1 pure Go", lowering.PureGo, blockwise, rows(1, 16), xW, lowering.SlicedSum},
+		{"nf4 x@W m=1 library fusions", lowering.XLACPU, blockwise, rows(1, 16), xW, lowering.ProductTable},
+		{"nf4 x@W m=1 accelerator", lowering.XLAAccelerator, blockwise, rows(1, 16), xW, lowering.ProductTable},
+		{"nf4 x@Wt m=1", lowering.XLACPUFusedLoops, blockwise, rows(1, 12), xWt, lowering.ProductTable},
+		{"nf4 x@W m=2", lowering.XLACPUFusedLoops, blockwise, rows(2, 16), xW, lowering.DecodeDot},
+		{"int8 x@W m=2 fused loops", lowering.XLACPUFusedLoops, int8Rows, rows(2, 16), xW, lowering.SlicedSum},
+		{"int8 x@W m=2 library fusions", lowering.XLACPU, int8Rows, rows(2, 16), xW, lowering.DecodeDot},
+		{"int8 x@W m=3", lowering.XLACPUFusedLoops, int8Rows, rows(3, 16), xW, lowering.DecodeDot},
+		{"int8 x@Wt m=8", lowering.XLACPU, int8Rows, rows(8, 12), xWt, lowering.MulReduce},
+		{"int8 x@Wt m=9", lowering.XLACPU, int8Rows, rows(9, 12), xWt, lowering.DecodeDot},
+		{"signs x@W m=16", lowering.PureGo, signs, rows(16, 16), xW, lowering.SlicedSum},
+		{"signs x@W m=17", lowering.PureGo, signs, rows(17, 16), xW, lowering.DecodeDot},
+		{"signs x@Wt", lowering.XLACPUFusedLoops, signs, rows(1, 12), xWt, lowering.DecodeDot},
+		{"signs integer x", lowering.XLACPUFusedLoops, signs, shapes.Make(dtypes.Int32, 1, 16), xW, lowering.DecodeDot},
+		{"nf4 x@W m=1 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, blockwise, rows(1, 16), xW, lowering.Kernel},
+		{"nf4 x@Wt m=64 kernels", lowering.XLACPU | lowering.Kernels, blockwise, rows(64, 12), xWt, lowering.Kernel},
+		{"nf4 x@W m=65 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, blockwise, rows(65, 16), xW, lowering.DecodeDot},
+		{"int8 x@Wt m=8 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, int8Rows, rows(8, 12), xWt, lowering.Kernel},
+		{"signs x@W kernels", lowering.XLACPUFusedLoops | lowering.Kernels, signs, rows(16, 16), xW, lowering.Kernel},
+		{"signs x@Wt kernels", lowering.XLACPUFusedLoops | lowering.Kernels, signs, rows(1, 12), xWt, lowering.DecodeDot},
+		{"signs integer x kernels", lowering.XLACPUFusedLoops | lowering.Kernels, signs, shapes.Make(dtypes.Int32, 1, 16), xW, lowering.DecodeDot},
+	} {
+		if got := lowering.Choose(tc.platform, tc.w, tc.x, tc.axes); got != tc.want {
+			t.Errorf("%s: Choose = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestPlatformOf: the test backend is classified, and XLA_FLAGS decides between the XLA CPU
+// platforms.
+func TestPlatformOf(t *testing.T) {
+	backend := testutil.Backend(t)
+	t.Setenv("XLA_FLAGS", "--xla_cpu_foo=1 "+lowering.LibraryFusionFlag)
+	got := lowering.PlatformOf(backend)
+	switch backend.String() {
+	case "go":
+		if got != lowering.PureGo {
+			t.Errorf("PlatformOf(%s) = %s, want pure-go", backend.String(), got)
+		}
+	case "xla":
+		// quanta's runtime started the test backend: on XLA CPU it registered the kernels.
+		if got != lowering.XLACPUFusedLoops|lowering.Kernels && got != lowering.XLAAccelerator {
+			t.Errorf("PlatformOf(%s) with the flag = %s", backend.Description(), got)
+		}
+		t.Setenv("XLA_FLAGS", "")
+		if got := lowering.PlatformOf(backend); got != lowering.XLACPU|lowering.Kernels && got != lowering.XLAAccelerator {
+			t.Errorf("PlatformOf(%s) without the flag = %s", backend.Description(), got)
+		}
+	default:
+		t.Errorf("unexpected test backend %q (%s)", backend.String(), backend.Description())
+	}
+	if got := lowering.PlatformOf(nil); got != lowering.OtherBackend {
+		t.Errorf("PlatformOf(nil) = %s", got)
+	}
+}
+
+// TestSlicedSumCodebook: the Blockwise4 SlicedSum's arithmetic decode reproduces every NF4 code
+// value to float32 rounding (the reference is the codebook itself), for both nibbles and with the
+// block scale.
+func TestSlicedSumCodebook(t *testing.T) {
+	backend := testutil.Backend(t)
+	codebook := nf4.Codebook()
+	// Row 0 holds codes 0..15 in order, row 1 codes 15..0; one block of 16, scales 1 and 3.
+	packed := make([]uint8, 16)
+	for j := range 8 {
+		packed[j] = uint8(2*j)<<4 | uint8(2*j+1)
+		packed[8+j] = uint8(15-2*j)<<4 | uint8(14-2*j)
+	}
+	w := nf4.MustQuantize(tensors.FromShape(shapes.Make(dtypes.Float32, 2, 16)), 16)
+	w = w.WithComponents([]implicitarray.Component{
+		implicitarray.TensorComponent(tensors.FromFlatDataAndDimensions(packed, 2, 1, 8)),
+		implicitarray.TensorComponent(tensors.FromFlatDataAndDimensions([]float32{1, 3}, 2, 1)),
+	}).(*nf4.Array).WithStrategy(lowering.SlicedSum)
+	for _, tc := range []struct {
+		name  string
+		x     []float32
+		scale float64 // |x|·block scale: the decode error is at most 4e-7 of it
+		value func(i int) float64
+	}{
+		{"row0", []float32{1, 0}, 1, func(i int) float64 { return float64(codebook[i]) }},
+		{"row1x2", []float32{0, 2}, 6, func(i int) float64 { return 6 * float64(codebook[15-i]) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := implicitarray.MustNewExec(backend, func(x *graph.Node, w *nf4.Array) *graph.Node {
+				return implicitarray.Materialize(implicitarray.MatMul(x, w))
+			})
+			defer e.Finalize()
+			got := tensors.MustCopyFlatData[float32](e.MustCall1(tensors.FromFlatDataAndDimensions(tc.x, 1, 2), w).(*tensors.Tensor))
+			for i, g := range got {
+				if want := tc.value(i); math.Abs(float64(g)-want) > 4e-7*tc.scale {
+					t.Errorf("code position %d: %v, want %v", i, g, want)
+				}
+			}
+		})
+	}
+}
 
 // FuzzPackUnpack: Unpack splits each byte into (high, low) nibbles in element order, and Pack
 // inverts it.
@@ -44,170 +443,72 @@ func FuzzPackUnpack(f *testing.F) {
 	})
 }
 
-// hostDequantize decodes packed (rows, nb, bs/2) with scales (rows, nb), keeping dim columns.
-func hostDequantize(packed []uint8, scales []float32, rows, nb, bs, dim int) []float32 {
-	out := make([]float32, 0, rows*dim)
-	for r := range rows {
-		for c := range dim {
-			b := packed[(r*nb+c/bs)*bs/2+(c%bs)/2]
-			code := b >> 4
-			if c%2 == 1 {
-				code = b & 15
-			}
-			out = append(out, testCodebook[code]*scales[r*nb+c/bs])
-		}
-	}
-	return out
-}
-
-// TestStrategies: every strategy equals the dense product of the host-decoded weight, in every
-// layout it serves, with the weight on either side.
-func TestStrategies(t *testing.T) {
-	backend := testutil.Backend(t)
-	const rows, dim, bs = 12, 20, 8 // dim 20: 3 blocks, the last padded
-	nb := (dim + bs - 1) / bs
-	r := rand.New(rand.NewPCG(1, 2))
-	packed := make([]uint8, rows*nb*bs/2)
-	for i := range packed {
-		packed[i] = uint8(r.IntN(256))
-	}
-	for i := range packed { // padding codes decode to 0 in NF4; here code 8 is 0
-		if c := (i%(bs/2))*2 + (i/(bs/2))%nb*bs; c >= dim {
-			packed[i] = 0x88
-		}
-	}
-	scales := make([]float32, rows*nb)
-	for i := range scales {
-		scales[i] = float32(r.Float64() + 0.5)
-	}
-	wDense := tensors.FromFlatDataAndDimensions(hostDequantize(packed, scales, rows, nb, bs, dim), rows, dim)
-	pT := tensors.FromFlatDataAndDimensions(packed, rows, nb, bs/2)
-	sT := tensors.FromFlatDataAndDimensions(scales, rows, nb)
-	for _, tc := range []struct {
-		name         string
-		xDims        []int
-		xc, wc       []int
-		weightOnLeft bool
-	}{
-		{"x@W", []int{1, rows}, []int{1}, []int{0}, false},
-		{"x@W-m3", []int{3, rows}, []int{1}, []int{0}, false},
-		{"x@Wt", []int{1, dim}, []int{1}, []int{1}, false},
-		{"W@x", []int{dim, 2}, []int{0}, []int{1}, true},
-		{"Wt@x", []int{rows, 2}, []int{0}, []int{0}, true},
-	} {
-		xVals := make([]float32, tc.xDims[0]*tc.xDims[1])
-		for i := range xVals {
-			xVals[i] = float32(r.NormFloat64())
-		}
-		x := tensors.FromFlatDataAndDimensions(xVals, tc.xDims...)
-		want := tensors.MustCopyFlatData[float32](graph.MustExecOnce(backend, func(x, w *graph.Node) *graph.Node {
-			if tc.weightOnLeft {
-				return graph.DotGeneral(w, tc.wc, nil, x, tc.xc, nil)
-			}
-			return graph.DotGeneral(x, tc.xc, nil, w, tc.wc, nil)
-		}, x, wDense))
-		layout := lowering.LayoutOf(2, tc.wc, nil)
-		for _, s := range append([]lowering.Strategy{lowering.Auto}, lowering.Strategies()...) {
-			if !s.Applicable(layout) {
+// TestInfiniteActivations: an infinite activation gives what the dense product of the
+// materialized weight gives (±Inf where every weight it meets is ±1, NaN where it meets a 0 or
+// both signs of infinity meet), for every strategy that serves x·W.
+func TestInfiniteActivations(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	c := productCases()[1] // x@W, m = 3
+	kernels := lowering.PlatformOf(testutil.Backend(t))&lowering.Kernels != 0
+	for _, f := range formats() {
+		w := f.make(r, c.wDims, lowering.Auto)
+		x := activations(t, r, c.xDims, dtypes.Float32)
+		values := tensors.MustCopyFlatData[float32](x)
+		values[3] = float32(math.Inf(1))                   // row 0
+		values[16+5], values[16+6] = values[3], -values[3] // row 1: +Inf and -Inf
+		x = tensors.FromFlatDataAndDimensions(values, c.xDims...)
+		want := denseProduct(t, w, x, c)
+		for _, s := range []lowering.Strategy{lowering.Auto, lowering.DecodeDot, lowering.MulReduce, lowering.SlicedSum, lowering.Kernel} {
+			if !served(s, f, c, dtypes.Float32, kernels) {
 				continue
 			}
-			t.Run(fmt.Sprintf("%s/%s", tc.name, s), func(t *testing.T) {
-				out := graph.MustExecOnce(backend, func(x, p, s2 *graph.Node) *graph.Node {
-					w := lowering.Blockwise4{Packed: p, Scales: s2, Codebook: testCodebook, Dim: dim}
-					return lowering.DotGeneral(x, tc.xc, nil, w, tc.wc, nil, tc.weightOnLeft, s)
-				}, x, pT, sT)
-				got := tensors.MustCopyFlatData[float32](out)
-				if len(got) != len(want) {
-					t.Fatalf("shape %s, want %d values", out.Shape(), len(want))
+			t.Run(f.name+"/"+s.String(), func(t *testing.T) {
+				got, err := runProduct(t, withComponentsOf(f.make(r, c.wDims, s), w), x, c)
+				if err != nil {
+					t.Fatalf("%+v", err)
 				}
-				for i := range want {
-					if math.Abs(float64(got[i]-want[i])) > 1e-4*math.Max(1, math.Abs(float64(want[i]))) {
-						t.Fatalf("element %d: %v, want %v", i, got[i], want[i])
-					}
+				if diff, scale := testutil.MaxAbsDiff(got, want); diff > 1e-4*math.Max(1, scale) {
+					t.Errorf("got %v\nwant %v", got, want)
 				}
 			})
 		}
 	}
 }
 
-func TestStrategyNotApplicablePanics(t *testing.T) {
+// TestKernelGradient: a product that Auto gives to a kernel keeps the DecodeDot formulation for
+// GoMLX's gradients, so differentiating through it gives the dense product's gradient.
+func TestKernelGradient(t *testing.T) {
 	backend := testutil.Backend(t)
-	defer func() {
-		if r := recover(); r == nil {
-			t.Errorf("BlockFactored with free blocks did not panic")
-		}
-	}()
-	g := graph.NewGraph(backend, "bad")
-	w := lowering.Blockwise4{Packed: graph.Const(g, [][][]uint8{{{0}}}), Scales: graph.Const(g, [][]float32{{1}}), Dim: 2}
-	lowering.DotGeneral(graph.Const(g, [][]float32{{1}}), []int{1}, nil, w, []int{0}, nil, false, lowering.BlockFactored)
-}
-
-// TestSlicedPolyCodebook: SlicedPoly's arithmetic decode reproduces every NF4 code value to float32
-// rounding (the reference is the codebook itself), for both nibbles and with the block scale.
-func TestSlicedPolyCodebook(t *testing.T) {
-	backend := testutil.Backend(t)
-	codebook := nf4.Codebook()
-	// Row 0 holds codes 0..15 in order, row 1 codes 15..0; one block of 16, scales 1 and 3.
-	packed := make([]uint8, 16)
-	for j := range 8 {
-		packed[j] = uint8(2*j)<<4 | uint8(2*j+1)
-		packed[8+j] = uint8(15-2*j)<<4 | uint8(14-2*j)
+	if lowering.PlatformOf(backend)&lowering.Kernels == 0 {
+		t.Skipf("no kernels on %s", backend.Name())
 	}
-	pT := tensors.FromFlatDataAndDimensions(packed, 2, 1, 8)
-	sT := tensors.FromFlatDataAndDimensions([]float32{1, 3}, 2, 1)
-	for _, tc := range []struct {
-		name  string
-		x     []float32
-		scale float64 // |x|·block scale: the decode error is at most 4e-7 of it
-		value func(i int) float64
-	}{
-		{"row0", []float32{1, 0}, 1, func(i int) float64 { return float64(codebook[i]) }},
-		{"row1x2", []float32{0, 2}, 6, func(i int) float64 { return 6 * float64(codebook[15-i]) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			out := graph.MustExecOnce(backend, func(x, p, s *graph.Node) *graph.Node {
-				w := lowering.Blockwise4{Packed: p, Scales: s, Codebook: codebook, Dim: 16}
-				return lowering.DotGeneral(x, []int{1}, nil, w, []int{0}, nil, false, lowering.SlicedPoly)
-			}, tensors.FromFlatDataAndDimensions(tc.x, 1, 2), pT, sT)
-			got := tensors.MustCopyFlatData[float32](out)
-			for i, g := range got {
-				want := tc.value(i)
-				if math.Abs(float64(g)-want) > 4e-7*tc.scale {
-					t.Errorf("code position %d: %v, want %v", i, g, want)
-				}
+	r := rand.New(rand.NewPCG(7, 8))
+	c := productCases()[1] // x@W, m = 3
+	for _, f := range formats() {
+		t.Run(f.name, func(t *testing.T) {
+			w := f.make(r, c.wDims, lowering.Auto)
+			x := activations(t, r, c.xDims, dtypes.Float32)
+			dense, err := implicitarray.MaterializeOnHost(backend, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dense = graph.MustExecOnce(backend, func(d *graph.Node) *graph.Node { return graph.ConvertDType(d, dtypes.Float32) }, dense)
+			lowering.ResetBuilt()
+			e := implicitarray.MustNewExec(backend, func(x *graph.Node, w implicitarray.Array, dense *graph.Node) (*graph.Node, *graph.Node) {
+				loss := func(y *graph.Node) *graph.Node { return graph.ReduceAllSum(graph.Mul(y, y)) }
+				got := graph.Gradient(loss(lowering.DotGeneral(x, w.(lowering.Quantized), c.axes)), x)[0]
+				want := graph.Gradient(loss(graph.Dot(x, dense)), x)[0]
+				return got, want
+			})
+			defer e.Finalize()
+			out := e.MustCall(x, w, dense)
+			if lowering.Built()[lowering.Choice{Layout: f.layout, Strategy: lowering.Kernel}] == 0 {
+				t.Fatalf("Auto did not call the kernel: %v", lowering.Built())
+			}
+			got, want := testutil.Float64s(t, out[0].(*tensors.Tensor)), testutil.Float64s(t, out[1].(*tensors.Tensor))
+			if diff, scale := testutil.MaxAbsDiff(got, want); diff > 1e-4*math.Max(1, scale) {
+				t.Errorf("gradient through the kernel's product differs from the dense one by %g (scale %g)", diff, scale)
 			}
 		})
-	}
-}
-
-// TestChoose: one row with free blocks uses SlicedPoly on the pure-Go backend or with XLA's library
-// fusions disabled, ProductTable otherwise; more rows use DequantizeDot.
-func TestChoose(t *testing.T) {
-	backend := testutil.Backend(t)
-	t.Setenv("XLA_FLAGS", "")
-	wantFree := lowering.ProductTable
-	if runtime.IsGo(backend) {
-		wantFree = lowering.SlicedPoly
-	}
-	if got := lowering.Choose(backend, 1, lowering.BlocksFree); got != wantFree {
-		t.Errorf("Choose(1, BlocksFree) = %s, want %s", got, wantFree)
-	}
-	t.Setenv("XLA_FLAGS", "--xla_cpu_foo=1 "+runtime.LibraryFusionFlag)
-	if !runtime.LibraryFusionsDisabled() {
-		t.Errorf("LibraryFusionsDisabled() = false with XLA_FLAGS=%q", "--xla_cpu_foo=1 "+runtime.LibraryFusionFlag)
-	}
-	for _, tc := range []struct {
-		m      int
-		layout lowering.Layout
-		want   lowering.Strategy
-	}{
-		{1, lowering.BlocksFree, lowering.SlicedPoly},
-		{1, lowering.BlocksContracted, lowering.ProductTable},
-		{1, lowering.General, lowering.DequantizeDot},
-		{8, lowering.BlocksFree, lowering.DequantizeDot},
-	} {
-		if got := lowering.Choose(backend, tc.m, tc.layout); got != tc.want {
-			t.Errorf("Choose(%d, %d) = %s, want %s", tc.m, tc.layout, got, tc.want)
-		}
 	}
 }

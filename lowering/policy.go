@@ -1,30 +1,65 @@
 package lowering
 
-import (
-	"github.com/gomlx/gomlx/backends"
-	"github.com/quanta-ml/quanta/runtime"
+import "github.com/gomlx/gomlx/pkg/core/shapes"
+
+// The policy's thresholds, in activation rows (M): docs/performance.md has the measurements.
+const (
+	// productTableMaxRows: ProductTable's table grows with M.
+	productTableMaxRows = 1
+	// int8SlicedMaxRows: the Int8 SlicedSum re-reads the codes per row.
+	int8SlicedMaxRows = 2
+	// mulReduceMaxRows: MulReduce of an int8 x·Wᵀ beats DecodeDot up to here.
+	mulReduceMaxRows = 8
+	// signsSlicedMaxRows: the Signs SlicedSum reads each byte once for all rows up to here.
+	signsSlicedMaxRows = 16
 )
 
-// productTableMaxM is the largest M served by ProductTable: its table holds 256 products per byte
-// position and activation row, so it grows with M (at M=8 and K=N=4096 it was 480x slower than
-// at M=1 on XLA CPU).
-const productTableMaxM = 1
+// Choose returns the strategy Auto uses for a product of activations of shape x with w on
+// platform (with Kernels, as if every kernel were registered with the codebook of w). The one
+// policy table, by layout, rows M (the product of x's free dimensions) and the product's axes:
+//
+//	layout      condition                                              strategy
+//	any         M <= 64, platform with Kernels, a kernel serves        Kernel
+//	Blockwise4  M = 1, x·W (blocks free), pure Go or XLA CPU fused loops   SlicedSum
+//	Blockwise4  M = 1, rank 2                                            ProductTable
+//	Int8        M <= 2, x·W with a separable scale, XLA CPU fused loops   SlicedSum
+//	Int8        M <= 8, rank 2 contracted on its last axis (x·Wᵀ)         MulReduce
+//	Signs       M <= 16, contracted on the packed axis, float x          SlicedSum
+//	any         otherwise                                                DecodeDot
+//
+// Choose never returns a strategy that cannot serve the product.
+func Choose(platform Platform, w Layout, x shapes.Shape, axes Axes) Strategy {
+	w.check("lowering.Choose")
+	p := newProduct("lowering.Choose", x, w.Dimensions(), axes)
+	p.platform = platform
+	return choose(p, w)
+}
 
-// Choose picks the strategy for a product on backend with m activation rows (the product of x's
-// free dimensions) and the weight's layout:
-//
-//   - one row, blocks free (x @ W, eformer's layout): SlicedPoly on the pure-Go backend and on
-//     XLA CPU with its library fusions off (runtime.CPUFusedLoops, the quanta runtime's default), else ProductTable;
-//   - one row, blocks contracted: ProductTable;
-//   - otherwise DequantizeDot.
-//
-// See the package documentation for the measurements.
-func Choose(backend backends.Backend, m int, layout Layout) Strategy {
-	if m <= productTableMaxM && layout != General {
-		if layout == BlocksFree && (runtime.IsGo(backend) || runtime.CPUFusedLoops(backend)) {
-			return SlicedPoly
-		}
-		return ProductTable
+func choose(p *product, w Layout) Strategy {
+	rows := p.rows()
+	if _, ok := kernelFor(p, w); ok && rows <= kernelMaxRows {
+		return Kernel
 	}
-	return DequantizeDot
+	fusedLoops := p.platform.base() == XLACPUFusedLoops
+	switch w.(type) {
+	case Blockwise4:
+		if rows <= productTableMaxRows && p.rank2() {
+			if p.kMajor() && (fusedLoops || p.platform.base() == PureGo) {
+				return SlicedSum
+			}
+			return ProductTable
+		}
+	case Int8:
+		switch {
+		case rows <= int8SlicedMaxRows && fusedLoops && w.serves(SlicedSum, p):
+			return SlicedSum
+		case rows <= mulReduceMaxRows && p.rank2() && !p.kMajor():
+			return MulReduce
+		}
+	case Signs:
+		if rows <= signsSlicedMaxRows && w.serves(SlicedSum, p) {
+			return SlicedSum
+		}
+	}
+	return DecodeDot
 }

@@ -7,9 +7,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 )
 
-// polySlices is the largest number of slices of the contraction axis SlicedPoly sums
-// element-wise (fewer when it does not divide the axis). On XLA CPU, K = N = 4096, M = 1 and the
-// library fusions disabled, 8 slices took 4.5 ms, 16 took 5.4 ms and 32 took 5.7 ms.
+// polySlices is the largest number of slices of the contraction axis the Blockwise4 SlicedSum
+// adds element-wise (docs/performance.md has the measurements behind it).
 const polySlices = 8
 
 // polyCoefficients returns c with codebook[4h+l] = Σ_{a,b} c[a][b]·h^a·l^b for the digits h, l in
@@ -58,81 +57,69 @@ func evalPoly(c [4][4]float64, h, l *graph.Node) *graph.Node {
 	return graph.Add(q[0], graph.Mul(h, graph.Add(q[1], graph.Mul(h, graph.Add(q[2], graph.Mul(h, q[3]))))))
 }
 
-// slicedPoly: x2 (1, K) times the weight (K, N) with blocks along N, decoded arithmetically.
-// Row k contributes xs[k, b]·v(code) to column n of block b, with xs = x·scale; the byte at
-// (k, b, j) holds the codes of columns 2j (high nibble, digits d3 d2) and 2j+1 (low nibble,
-// digits d1 d0) of block b, so the even and odd columns are two separate sums that are only
-// interleaved at the end, on the (N) result.
-func slicedPoly(x2 *graph.Node, w Blockwise4, cdt dtypes.DType) *graph.Node {
-	ps := w.Packed.Shape()
-	k, nb, half := ps.Dim(0), ps.Dim(1), ps.Dim(2)
-	c := polyCoefficients(w.Codebook)
-	xs := graph.InsertAxes(graph.Mul(graph.Reshape(x2, k, 1), graph.ConvertDType(w.Scales, cdt)), -1) // (K, nb, 1)
-	// digit i of the bytes: (b / 4^i) & 3, in cdt (integer division and bitwise-and, which every
-	// backend implements; 10% faster on XLA CPU than floor on float32 bytes).
-	digit := func(b *graph.Node, i int) *graph.Node {
-		g := b.Graph()
+// digits returns the four base-4 digits of the bytes b, least significant first, in cdt: integer
+// division and bitwise-and, which every backend implements.
+func digits(b *graph.Node, cdt dtypes.DType) [4]*graph.Node {
+	g := b.Graph()
+	var out [4]*graph.Node
+	for i := range out {
+		d := b
 		if i > 0 {
-			b = graph.Div(b, graph.Scalar(g, dtypes.Uint8, 1<<(2*i)))
+			d = graph.Div(d, graph.Scalar(g, dtypes.Uint8, 1<<(2*i)))
 		}
 		if i < 3 {
-			b = graph.BitwiseAnd(b, graph.Scalar(g, dtypes.Uint8, 3))
+			d = graph.BitwiseAnd(d, graph.Scalar(g, dtypes.Uint8, 3))
 		}
-		return graph.ConvertDType(b, cdt)
+		out[i] = graph.ConvertDType(d, cdt)
 	}
-	slices := polySlices
-	for k%slices != 0 {
-		slices /= 2
-	}
-	rows := k / slices
+	return out
+}
+
+// polyPairs returns the code values of the high and low nibbles of packed bytes, decoded
+// arithmetically: each nibble's two digits through the bivariate cubic, within 2.4e-7 of the
+// codebook in float32.
+func polyPairs(packed *graph.Node, codebook [16]float32, cdt dtypes.DType) (hi, lo *graph.Node) {
+	c := polyCoefficients(codebook)
+	d := digits(packed, cdt)
+	return evalPoly(c, d[3], d[2]), evalPoly(c, d[1], d[0])
+}
+
+// polyDecode is the dense weight in cdt, decoded arithmetically (polyPairs): XLA CPU with its
+// library fusions off fuses it into one parallel loop where the gather decode runs apart.
+func (w Blockwise4) polyDecode(cdt dtypes.DType) *graph.Node {
+	hi, lo := polyPairs(w.Packed, w.Codebook, cdt)
+	ps := w.Packed.Shape()
+	pairs := graph.Stack([]*graph.Node{hi, lo}, -1) // (..., nb, bs/2, 2)
+	values := graph.Reshape(pairs, append(slices.Clone(ps.Dimensions[:ps.Rank()-1]), 2*ps.Dim(-1))...)
+	return w.scaleAndFlatten(values, cdt)
+}
+
+// slicedSum is SlicedSum for x·W, W (K, N) with blocks along N, returning (M, N) in p.cdt. Row k
+// contributes xs[m, k, b]·v(code) to column n of block b, with xs = x·scale; the byte at (k, b, j)
+// holds the codes of columns 2j (high nibble) and 2j+1 (low nibble) of block b, so the even and
+// odd columns are two separate sums, interleaved only at the end, on the (M, N) result.
+func (w Blockwise4) slicedSum(p *product) *graph.Node {
+	x2 := p.toMK(p.activations()) // (M, K)
+	ps := w.Packed.Shape()
+	k, nb, half := ps.Dim(0), ps.Dim(1), ps.Dim(2)
+	m := x2.Shape().Dim(0)
+	// xs[m, k, b, 1] = x[m, k]·scale[k, b]
+	xs := graph.InsertAxes(graph.Mul(graph.InsertAxes(x2, -1), graph.InsertAxes(graph.ConvertDType(w.Scales, p.cdt), 0)), -1)
 	var even, odd *graph.Node
-	for t := range slices {
-		cut := func(v *graph.Node) *graph.Node { return graph.SliceAxis(v, 0, graph.AxisRange(t*rows, (t+1)*rows)) }
-		b, xt := cut(w.Packed), cut(xs)
-		d0, d1, d2, d3 := digit(b, 0), digit(b, 1), digit(b, 2), digit(b, 3)
-		e := graph.Mul(evalPoly(c, d3, d2), xt)
-		o := graph.Mul(evalPoly(c, d1, d0), xt)
+	for _, r := range sliceBounds(k, polySlices) {
+		hi, lo := polyPairs(sliceAxis(w.Packed, 0, r[0], r[1]), w.Codebook, p.cdt) // (k', nb, half)
+		xt := sliceAxis(xs, 1, r[0], r[1])                                         // (M, k', nb, 1)
+		e, o := graph.Mul(graph.InsertAxes(hi, 0), xt), graph.Mul(graph.InsertAxes(lo, 0), xt)
 		if even == nil {
 			even, odd = e, o
 		} else {
 			even, odd = graph.Add(even, e), graph.Add(odd, o)
 		}
 	}
-	ye, yo := graph.ReduceSum(even, 0), graph.ReduceSum(odd, 0) // (nb, half)
-	out := graph.Reshape(graph.Stack([]*graph.Node{ye, yo}, -1), nb*2*half)
-	if out.Shape().Dim(0) != w.Dim {
-		out = graph.SliceAxis(out, 0, graph.AxisRange(0, w.Dim))
+	ye, yo := graph.ReduceSum(even, 1), graph.ReduceSum(odd, 1) // (M, nb, half)
+	out := graph.Reshape(graph.Stack([]*graph.Node{ye, yo}, -1), m, nb*2*half)
+	if out.Shape().Dim(1) != w.Dim {
+		out = graph.SliceAxis(out, 1, graph.AxisRange(0, w.Dim))
 	}
-	return graph.InsertAxes(out, 0) // (1, N)
-}
-
-// polyDequantizeIn is dequantizeIn with the arithmetic decode of SlicedPoly instead of the
-// gather table: the byte's base-4 digits, each code value the bivariate cubic of its two digits
-// (within 2.4e-7 of the codebook in float32), times the block scale. XLA CPU fuses it into one
-// parallel loop when its library fusions are off, where the gather decode runs several times
-// slower; it feeds the products of more than one row (DequantizeDot).
-func (w Blockwise4) polyDequantizeIn(cdt dtypes.DType) *graph.Node {
-	c := polyCoefficients(w.Codebook)
-	g := w.Packed.Graph()
-	digit := func(i int) *graph.Node {
-		b := w.Packed
-		if i > 0 {
-			b = graph.Div(b, graph.Scalar(g, dtypes.Uint8, 1<<(2*i)))
-		}
-		if i < 3 {
-			b = graph.BitwiseAnd(b, graph.Scalar(g, dtypes.Uint8, 3))
-		}
-		return graph.ConvertDType(b, cdt)
-	}
-	d0, d1, d2, d3 := digit(0), digit(1), digit(2), digit(3)
-	pairs := graph.Stack([]*graph.Node{evalPoly(c, d3, d2), evalPoly(c, d1, d0)}, -1) // (..., nb, bs/2, 2)
-	ps := w.Packed.Shape()
-	lead := ps.Dimensions[:ps.Rank()-1]
-	vals := graph.Reshape(pairs, append(slices.Clone(lead), 2*ps.Dim(-1))...) // (..., nb, bs)
-	vals = graph.Mul(vals, graph.InsertAxes(graph.ConvertDType(w.Scales, cdt), -1))
-	flat := graph.Reshape(vals, append(slices.Clone(ps.Dimensions[:ps.Rank()-2]), ps.Dim(-2)*2*ps.Dim(-1))...)
-	if w.Dim != flat.Shape().Dim(-1) {
-		flat = graph.SliceAxis(flat, -1, graph.AxisRange(0, w.Dim))
-	}
-	return flat
+	return out
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/sharding"
 )
 
 // Exec compiles and runs a graph function over a mesh of devices, with its arguments — dense
@@ -27,10 +28,10 @@ import (
 // its shards. Results come back replicated, as host tensors or implicit arrays of host tensors.
 type Exec struct {
 	backend  backends.Backend
-	mesh     *Mesh
+	mesh     *sharding.Mesh
 	fn       *implicitarray.Func
 	name     string
-	argSpecs []PartitionSpec
+	argSpecs []sharding.PartitionSpec
 
 	mu      sync.Mutex
 	entries map[string]*execEntry
@@ -43,8 +44,8 @@ type execEntry struct {
 }
 
 // NewExec returns an Exec that runs fn over m on backend. It fails if backend has fewer devices
-// than m (see Mesh.CheckDevices) or fn is not a valid graph function.
-func NewExec(backend backends.Backend, m *Mesh, fn any) (*Exec, error) {
+// than m (see sharding.Mesh.CheckDevices) or fn is not a valid graph function.
+func NewExec(backend backends.Backend, m *sharding.Mesh, fn any) (*Exec, error) {
 	if m == nil {
 		return nil, errors.New("mesh.NewExec: nil mesh")
 	}
@@ -63,7 +64,7 @@ func NewExec(backend backends.Backend, m *Mesh, fn any) (*Exec, error) {
 }
 
 // MustNewExec is NewExec that panics on error.
-func MustNewExec(backend backends.Backend, m *Mesh, fn any) *Exec {
+func MustNewExec(backend backends.Backend, m *sharding.Mesh, fn any) *Exec {
 	e, err := NewExec(backend, m, fn)
 	if err != nil {
 		panic(err)
@@ -71,26 +72,26 @@ func MustNewExec(backend backends.Backend, m *Mesh, fn any) *Exec {
 	return e
 }
 
-// WithArgSpecs sets the PartitionSpec of the arguments, one per argument of Call (missing ones,
+// WithArgSpecs sets the sharding.PartitionSpec of the arguments, one per argument of Call (missing ones,
 // and nil, mean replicated): it shards a dense tensor argument, or an implicit array argument
 // that has no Sharding of its own (see FlatSpecs). Call it before the first Call; it returns e.
-func (e *Exec) WithArgSpecs(specs ...PartitionSpec) *Exec {
+func (e *Exec) WithArgSpecs(specs ...sharding.PartitionSpec) *Exec {
 	e.argSpecs = specs
 	return e
 }
 
-// Mesh returns the mesh e runs over.
-func (e *Exec) Mesh() *Mesh { return e.mesh }
+// sharding.Mesh returns the mesh e runs over.
+func (e *Exec) Mesh() *sharding.Mesh { return e.mesh }
 
 // Placed holds the arguments of a call flattened into their leaves, each cut into shards by its
-// PartitionSpec and each shard on its device: Leaves[i].Shards()[d] lives on device d. Placing
+// sharding.PartitionSpec and each shard on its device: Leaves[i].Shards()[d] lives on device d. Placing
 // once and calling CallPlaced many times keeps weights on the devices.
 type Placed struct {
 	// Leaves are the flattened arguments (implicit arrays as their components), in order.
 	Leaves []*distributed.Tensor
 
 	// Specs are the leaves' PartitionSpecs (FlatSpecs).
-	Specs []PartitionSpec
+	Specs []sharding.PartitionSpec
 
 	key  string
 	defs []*implicitarray.TreeDef
@@ -105,7 +106,7 @@ func (e *Exec) Place(args ...any) (*Placed, error) {
 	}
 	p := &Placed{defs: defs}
 	for i, arg := range args {
-		var argSpec PartitionSpec
+		var argSpec sharding.PartitionSpec
 		if i < len(e.argSpecs) {
 			argSpec = e.argSpecs[i]
 		}
@@ -131,8 +132,8 @@ func (e *Exec) Place(args ...any) (*Placed, error) {
 }
 
 // shard cuts t by spec into one shard per device of the mesh and copies shard d to device d.
-func (e *Exec) shard(t *tensors.Tensor, spec PartitionSpec) (*distributed.Tensor, error) {
-	ss, err := ShardingSpec(e.mesh, spec, t.Shape())
+func (e *Exec) shard(t *tensors.Tensor, spec sharding.PartitionSpec) (*distributed.Tensor, error) {
+	ss, err := sharding.ShardingSpec(e.mesh, spec, t.Shape())
 	if err != nil {
 		return nil, err
 	}
@@ -165,18 +166,6 @@ func (e *Exec) MustCall(args ...any) []any {
 	}
 	return results
 }
-
-// Call1 is Call for a function with one result.
-func (e *Exec) Call1(args ...any) (any, error) {
-	results, err := e.Call(args...)
-	if err != nil {
-		return nil, err
-	}
-	return results[0], nil
-}
-
-// MustCall1 is Call1 that panics on error.
-func (e *Exec) MustCall1(args ...any) any { return e.MustCall(args...)[0] }
 
 // CallPlaced runs the function on arguments placed by Place (on this Exec), compiling it once per
 // structure, metadata, shapes and specs of the arguments, and returns its results on the host.

@@ -16,10 +16,16 @@ import (
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/mesh"
 	"github.com/quanta-ml/quanta/runtime"
+	"github.com/quanta-ml/quanta/sharding"
 )
 
 // numTestDevices is the number of virtual XLA CPU devices the tests ask for.
 const numTestDevices = 4
+
+var (
+	mesh4   = sharding.MustNewMesh([]string{"model"}, []int{4})
+	mesh2x2 = sharding.MustNewMesh([]string{"data", "model"}, []int{2, 2})
+)
 
 // TestMain gives XLA CPU 4 virtual devices (unless QUANTA_CPU_DEVICES is already set) before any
 // test starts the process-wide backend.
@@ -79,14 +85,14 @@ func TestDenseMatmul(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name           string
-		m              *mesh.Mesh
-		xSpec, wSpec   mesh.PartitionSpec
+		m              *sharding.Mesh
+		xSpec, wSpec   sharding.PartitionSpec
 		xShard, wShard []int
 	}{
-		{"column parallel", mesh4, nil, mesh.PartitionSpec{nil, {"model"}}, []int{m, k}, []int{k, n / 4}},
-		{"row parallel", mesh4, mesh.PartitionSpec{nil, {"model"}}, mesh.PartitionSpec{{"model"}, nil}, []int{m, k / 4}, []int{k / 4, n}},
-		{"data x model", mesh2x2, mesh.PartitionSpec{{"data"}}, mesh.PartitionSpec{nil, {"model"}}, []int{m / 2, k}, []int{k, n / 2}},
-		{"two mesh axes", mesh2x2, nil, mesh.PartitionSpec{{"data", "model"}}, []int{m, k}, []int{k / 4, n}},
+		{"column parallel", mesh4, nil, sharding.PartitionSpec{nil, {"model"}}, []int{m, k}, []int{k, n / 4}},
+		{"row parallel", mesh4, sharding.PartitionSpec{nil, {"model"}}, sharding.PartitionSpec{{"model"}, nil}, []int{m, k / 4}, []int{k / 4, n}},
+		{"data x model", mesh2x2, sharding.PartitionSpec{{"data"}}, sharding.PartitionSpec{nil, {"model"}}, []int{m / 2, k}, []int{k, n / 2}},
+		{"two mesh axes", mesh2x2, nil, sharding.PartitionSpec{{"data", "model"}}, []int{m, k}, []int{k / 4, n}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := mesh.MustNewExec(backend, tc.m, matmul).WithArgSpecs(tc.xSpec, tc.wSpec)
@@ -120,7 +126,7 @@ func TestDenseMatmul(t *testing.T) {
 // TestTooFewDevices checks that a mesh larger than the backend gives an error, on any backend.
 func TestTooFewDevices(t *testing.T) {
 	backend := testutil.Backend(t)
-	big := mesh.MustNewMesh([]string{"model"}, []int{backend.NumDevices() + 1})
+	big := sharding.MustNewMesh([]string{"model"}, []int{backend.NumDevices() + 1})
 	_, err := mesh.NewExec(backend, big, func(x *graph.Node) *graph.Node { return x })
 	want := fmt.Sprintf("needs %d devices, backend %q has %d", backend.NumDevices()+1, backend.Name(), backend.NumDevices())
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), big.String()) {
@@ -132,7 +138,7 @@ func TestTooFewDevices(t *testing.T) {
 func TestSpecErrors(t *testing.T) {
 	backend := multiDevice(t)
 	e := mesh.MustNewExec(backend, mesh4, func(x *graph.Node) *graph.Node { return x }).
-		WithArgSpecs(mesh.PartitionSpec{{"model"}})
+		WithArgSpecs(sharding.PartitionSpec{{"model"}})
 	_, err := e.Call(tensors.FromValue(make([]float32, 6)))
 	if err == nil || !strings.Contains(err.Error(), "axis 0 (size 6) is not divisible by 4") {
 		t.Fatalf("error %v, want a divisibility error", err)
@@ -144,10 +150,10 @@ func TestUnshardableArray(t *testing.T) {
 	backend := multiDevice(t)
 	a := &plain{implicitarray.TensorComponent(tensors.FromValue(make([]float32, 8)))}
 	e := mesh.MustNewExec(backend, mesh4, func(a implicitarray.Value) *graph.Node { return implicitarray.Materialize(a) }).
-		WithArgSpecs(mesh.PartitionSpec{{"model"}})
+		WithArgSpecs(sharding.PartitionSpec{{"model"}})
 	_, err := e.Call(a)
-	if err == nil || !strings.Contains(err.Error(), "does not implement mesh.ComponentSharder") {
-		t.Fatalf("error %v, want one saying the type does not implement mesh.ComponentSharder", err)
+	if err == nil || !strings.Contains(err.Error(), "does not implement sharding.ComponentSharder") {
+		t.Fatalf("error %v, want one saying the type does not implement sharding.ComponentSharder", err)
 	}
 }
 

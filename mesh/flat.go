@@ -4,17 +4,18 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/sharding"
 )
 
-// FlatSpecs returns the PartitionSpec of each leaf that implicitarray.Flatten(arg) returns, in the
+// FlatSpecs returns the sharding.PartitionSpec of each leaf that implicitarray.Flatten(arg) returns, in the
 // same order: the per-component specs of every implicit array in arg, so that a sharded graph can
 // take arg's flattened components as parameters.
 //
-// An implicit array is placed by its own Sharding when it has one (its Mesh must be nil or equal
+// An implicit array is placed by its own Sharding when it has one (its sharding.Mesh must be nil or equal
 // to m); otherwise by argSpec when the array is arg itself; otherwise it is replicated. A sharded
-// array must implement ComponentSharder. A dense leaf (a tensor or Go number) gets argSpec when it
+// array must implement sharding.ComponentSharder. A dense leaf (a tensor or Go number) gets argSpec when it
 // is arg itself, and is replicated inside a structure. argSpec must be nil for a structure.
-func FlatSpecs(m *Mesh, arg any, argSpec PartitionSpec) ([]PartitionSpec, error) {
+func FlatSpecs(m *sharding.Mesh, arg any, argSpec sharding.PartitionSpec) ([]sharding.PartitionSpec, error) {
 	items, _, err := implicitarray.FlattenWithImplicit(arg)
 	if err != nil {
 		return nil, err
@@ -24,15 +25,15 @@ func FlatSpecs(m *Mesh, arg any, argSpec PartitionSpec) ([]PartitionSpec, error)
 		return nil, errors.Errorf("mesh.FlatSpecs: spec %s given for a structure of %d leaves; accepted: a spec for a tensor or an implicit array, "+
 			"and a Sharding on each implicit array inside a structure", argSpec, len(items))
 	}
-	var specs []PartitionSpec
+	var specs []sharding.PartitionSpec
 	for _, item := range items {
 		switch x := item.(type) {
 		case implicitarray.Array:
-			logical := PartitionSpec(nil)
+			logical := sharding.PartitionSpec(nil)
 			if whole {
 				logical = argSpec
 			}
-			if s, ok := x.(Sharded); ok {
+			if s, ok := x.(sharding.Sharded); ok {
 				if sharding, isSharded := s.Sharding(); isSharded {
 					if sharding.Mesh != nil && !sharding.Mesh.Equal(m) {
 						return nil, errors.Errorf("mesh.FlatSpecs: %s is sharded over %s, not over the execution mesh %s",
@@ -47,14 +48,14 @@ func FlatSpecs(m *Mesh, arg any, argSpec PartitionSpec) ([]PartitionSpec, error)
 			}
 			specs = append(specs, arraySpecs...)
 		case *tensors.Tensor:
-			spec := PartitionSpec(nil)
+			spec := sharding.PartitionSpec(nil)
 			if whole {
 				spec = argSpec
 			}
-			if err := Validate(m, spec, x.Shape()); err != nil {
+			if err := sharding.Validate(m, spec, x.Shape()); err != nil {
 				return nil, errors.WithMessage(err, "mesh.FlatSpecs: dense argument")
 			}
-			specs = append(specs, normalize(spec, x.Shape().Rank()))
+			specs = append(specs, spec.Padded(x.Shape().Rank()))
 		default:
 			return nil, errors.Errorf("mesh.FlatSpecs: leaf %T; accepted: host tensors, Go numbers and implicit arrays of host tensors", item)
 		}
@@ -64,17 +65,17 @@ func FlatSpecs(m *Mesh, arg any, argSpec PartitionSpec) ([]PartitionSpec, error)
 
 // componentSpecs returns the specs of a's flattened components when a's logical array is sharded
 // by logical over m.
-func componentSpecs(m *Mesh, a implicitarray.Array, logical PartitionSpec) ([]PartitionSpec, error) {
+func componentSpecs(m *sharding.Mesh, a implicitarray.Array, logical sharding.PartitionSpec) ([]sharding.PartitionSpec, error) {
 	name := implicitarray.TypeName(a)
-	if err := Validate(m, logical, a.Shape()); err != nil {
+	if err := sharding.Validate(m, logical, a.Shape()); err != nil {
 		return nil, errors.WithMessagef(err, "mesh: %s", name)
 	}
 	components := a.Components()
-	perComponent := make([]PartitionSpec, len(components))
+	perComponent := make([]sharding.PartitionSpec, len(components))
 	if !isReplicated(logical) {
-		sharder, ok := a.(ComponentSharder)
+		sharder, ok := a.(sharding.ComponentSharder)
 		if !ok {
-			return nil, errors.Errorf("mesh: %s of shape %s is sharded by %s but does not implement mesh.ComponentSharder, "+
+			return nil, errors.Errorf("mesh: %s of shape %s is sharded by %s but does not implement sharding.ComponentSharder, "+
 				"so its components cannot be placed; accepted: replicated, or a type with ComponentSpecs", name, a.Shape(), logical)
 		}
 		var err error
@@ -85,7 +86,7 @@ func componentSpecs(m *Mesh, a implicitarray.Array, logical PartitionSpec) ([]Pa
 			return nil, errors.Errorf("mesh: %s.ComponentSpecs returned %d specs for %d components", name, len(perComponent), len(components))
 		}
 	}
-	var specs []PartitionSpec
+	var specs []sharding.PartitionSpec
 	for i, c := range components {
 		if c.IsArray() {
 			nested, err := componentSpecs(m, c.Array(), perComponent[i])
@@ -95,16 +96,16 @@ func componentSpecs(m *Mesh, a implicitarray.Array, logical PartitionSpec) ([]Pa
 			specs = append(specs, nested...)
 			continue
 		}
-		if err := Validate(m, perComponent[i], c.Shape()); err != nil {
+		if err := sharding.Validate(m, perComponent[i], c.Shape()); err != nil {
 			return nil, errors.WithMessagef(err, "mesh: component #%d of %s sharded by %s", i, name, logical)
 		}
-		specs = append(specs, normalize(perComponent[i], c.Shape().Rank()))
+		specs = append(specs, perComponent[i].Padded(c.Shape().Rank()))
 	}
 	return specs, nil
 }
 
 // isReplicated reports whether spec shards no axis.
-func isReplicated(spec PartitionSpec) bool {
+func isReplicated(spec sharding.PartitionSpec) bool {
 	for _, a := range spec {
 		if len(a) > 0 {
 			return false

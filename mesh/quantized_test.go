@@ -9,22 +9,24 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/mesh"
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/onebit"
+	"github.com/quanta-ml/quanta/sharding"
 )
 
 // shardable is what the tests need of the quantized weights: an implicit array that takes a
 // sharding. It lets one table hold *nf4.Array, *int8.Array and *onebit.Array.
 type shardable interface {
 	implicitarray.Array
-	mesh.Sharded
+	sharding.Sharded
 }
 
 // withSharding shards w (one of the formats) by spec over m.
-func withSharding(t *testing.T, w implicitarray.Array, m *mesh.Mesh, spec mesh.PartitionSpec) shardable {
+func withSharding(t *testing.T, w implicitarray.Array, m *sharding.Mesh, spec sharding.PartitionSpec) shardable {
 	t.Helper()
-	s := mesh.Sharding{Mesh: m, Spec: spec}
+	s := sharding.Sharding{Mesh: m, Spec: spec}
 	switch w := w.(type) {
 	case *nf4.Array:
 		return w.WithSharding(s)
@@ -75,11 +77,11 @@ func TestQuantizedMatmul(t *testing.T) {
 	single := implicitarray.MustNewExec(backend, matmul)
 	defer single.Finalize()
 
-	columns, rows := mesh.PartitionSpec{nil, {"model"}}, mesh.PartitionSpec{{"model"}}
+	columns, rows := sharding.PartitionSpec{nil, {"model"}}, sharding.PartitionSpec{{"model"}}
 	const nb = n / 64 // NF4 blocks per row.
 	for _, tc := range []struct {
 		format, layout string
-		xSpec, spec    mesh.PartitionSpec
+		xSpec, spec    sharding.PartitionSpec
 		shardShapes    [][]int // per component of the weight, on every device
 	}{
 		{"nf4", "column parallel", nil, columns, [][]int{{k, nb / 4, 32}, {k, nb / 4}}},
@@ -114,9 +116,16 @@ func TestQuantizedMatmul(t *testing.T) {
 					}
 				}
 			}
+			lowering.ResetBuilt()
 			out, err := e.CallPlaced(placed)
 			if err != nil {
 				t.Fatalf("%+v", err)
+			}
+			// A sharded graph never calls a kernel: the partitioner would replicate its operands.
+			for choice := range lowering.Built() {
+				if choice.Strategy == lowering.Kernel {
+					t.Errorf("the sharded product was built as %s", choice)
+				}
 			}
 			d := maxDiff(t, out[0].(*tensors.Tensor), want)
 			if d > 1e-4 {
@@ -152,13 +161,14 @@ func TestShardingKeptOnMesh(t *testing.T) {
 	} {
 		for _, op := range tc.ops {
 			t.Run(tc.format+"/"+op.name, func(t *testing.T) {
-				w := withSharding(t, weights[tc.format], mesh4, mesh.PartitionSpec{nil, {"model"}})
+				w := withSharding(t, weights[tc.format], mesh4, sharding.PartitionSpec{nil, {"model"}})
 				e := mesh.MustNewExec(backend, mesh4, op.fn)
 				defer e.Finalize()
-				out, err := e.Call1(w)
+				outs, err := e.Call(w)
 				if err != nil {
 					t.Fatalf("%+v", err)
 				}
+				out := outs[0]
 				a, ok := out.(shardable)
 				if !ok {
 					t.Fatalf("result is a %T, want a quantized array", out)

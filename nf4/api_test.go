@@ -1,7 +1,6 @@
 package nf4_test
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -10,13 +9,14 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/lowering"
-	"github.com/quanta-ml/quanta/mesh"
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/runtime"
+	"github.com/quanta-ml/quanta/sharding"
 )
 
 func TestQuantizeBadInput(t *testing.T) {
@@ -30,6 +30,11 @@ func TestQuantizeBadInput(t *testing.T) {
 		{"odd block", good, 3, "block size 3"},
 		{"zero block", good, 0, "block size 0"},
 		{"negative block", good, -2, "block size -2"},
+		{"block longer than the axis", good, 66, "from 2 to 64"},
+		{"block 2^30", good, 1 << 30, "block size 1073741824"},
+		{"block MaxInt-1", good, math.MaxInt - 1, "from 2 to 64"},
+		{"block 2^44", good, 1 << 44, "from 2 to 64"},
+		{"empty", tensors.FromShape(shapes.Make(dtypes.Float32, 4, 0)), 2, "empty"},
 		{"rank 0", tensors.FromValue(float32(1)), 2, "scalar"},
 		{"integer dtype", tensors.FromValue([]int32{1, 2}), 2, "dtype Int32"},
 		{"NaN", tensors.FromValue([]float32{1, float32(math.NaN())}), 2, "NaN"},
@@ -47,7 +52,7 @@ func TestQuantizeBadInput(t *testing.T) {
 		})
 	}
 	t.Run("QuantizeNode panics", func(t *testing.T) {
-		for _, bs := range []int{0, 3, -4} {
+		for _, bs := range []int{0, 3, -4, 66, 1 << 44} {
 			func() {
 				defer func() {
 					if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "nf4.QuantizeNode") {
@@ -59,6 +64,22 @@ func TestQuantizeBadInput(t *testing.T) {
 			}()
 		}
 	})
+}
+
+// TestMaxBlockSize: a block is at most the last axis rounded up to even, or the default.
+func TestMaxBlockSize(t *testing.T) {
+	for _, tc := range []struct{ dim, want int }{{1, 64}, {40, 64}, {64, 64}, {65, 66}, {100, 100}, {4097, 4098}} {
+		if got := nf4.MaxBlockSize(tc.dim); got != tc.want {
+			t.Errorf("MaxBlockSize(%d) = %d, want %d", tc.dim, got, tc.want)
+		}
+		x := tensors.FromShape(shapes.Make(dtypes.Float32, 2, tc.dim))
+		if _, err := nf4.Quantize(x, tc.want); err != nil {
+			t.Errorf("block %d on %d columns: %v", tc.want, tc.dim, err)
+		}
+		if _, err := nf4.Quantize(x, tc.want+2); err == nil {
+			t.Errorf("block %d on %d columns accepted", tc.want+2, tc.dim)
+		}
+	}
 }
 
 // TestQuantizeNodeMatchesHost: the in-graph quantizer writes the same bytes and absmax as the
@@ -90,26 +111,12 @@ func TestQuantizeNodeMatchesHost(t *testing.T) {
 	}
 }
 
-func TestDelete(t *testing.T) {
-	backend := testutil.Backend(t)
-	a := nf4.MustQuantize(randomTensor(1, 4, 64), 64)
-	a.Delete()
-	a.Delete() // idempotent
-	if !a.IsDeleted() {
-		t.Fatal("IsDeleted false after Delete")
-	}
-	_, err := implicitarray.MaterializeOnHost(backend, a)
-	if err == nil || !errors.Is(err, nf4.ErrDeleted) {
-		t.Errorf("using a deleted array: %v, want ErrDeleted", err)
-	}
-}
-
 func TestSharding(t *testing.T) {
 	a := nf4.MustQuantize(randomTensor(1, 8, 128), 64) // two blocks per row: one per 'model' shard.
 	if a.IsSharded() {
 		t.Fatal("fresh array is sharded")
 	}
-	m := mesh.MustNewMesh([]string{"data", "model"}, []int{2, 2})
+	m := sharding.MustNewMesh([]string{"data", "model"}, []int{2, 2})
 	b, err := a.WithMeshAndAxis(m, []any{nil, "model"})
 	if err != nil {
 		t.Fatal(err)
@@ -121,8 +128,8 @@ func TestSharding(t *testing.T) {
 	if !strings.Contains(b.Metadata(), "P(None, 'model')") {
 		t.Errorf("metadata %q does not carry the spec", b.Metadata())
 	}
-	if c := b.Reshard(mesh.Sharding{}); c.IsSharded() {
-		t.Errorf("Reshard(zero) kept a sharding")
+	if c := b.WithSharding(sharding.Sharding{}); c.IsSharded() {
+		t.Errorf("WithSharding(zero) kept a sharding")
 	}
 	if _, err := a.WithMeshAndAxis(m, "expert"); err == nil {
 		t.Errorf("unknown mesh axis accepted")
@@ -136,20 +143,20 @@ func TestSharding(t *testing.T) {
 }
 
 // TestComponentSpecs checks the component specs of a sharded (8, 256) array with blocks of 64 over
-// 4 devices (mesh.NF4Specs): a sharded last axis shards the block axis of packed and absmax.
+// 4 devices (Array.ComponentSpecs): a sharded last axis shards the block axis of packed and absmax.
 func TestComponentSpecs(t *testing.T) {
 	a := nf4.MustQuantize(randomTensor(2, 8, 256), 64)
-	m := mesh.MustNewMesh([]string{"model"}, []int{4})
+	m := sharding.MustNewMesh([]string{"model"}, []int{4})
 	for _, tc := range []struct {
 		name    string
-		spec    mesh.PartitionSpec
+		spec    sharding.PartitionSpec
 		want    []string // packed, absmax
 		wantErr string
 	}{
-		{"columns", mesh.PartitionSpec{nil, {"model"}}, []string{"P(None, 'model', None)", "P(None, 'model')"}, ""},
-		{"rows", mesh.PartitionSpec{{"model"}}, []string{"P('model', None, None)", "P('model', None)"}, ""},
+		{"columns", sharding.PartitionSpec{nil, {"model"}}, []string{"P(None, 'model', None)", "P(None, 'model')"}, ""},
+		{"rows", sharding.PartitionSpec{{"model"}}, []string{"P('model', None, None)", "P('model', None)"}, ""},
 		{"replicated", nil, []string{"P(None, None, None)", "P(None, None)"}, ""},
-		{"unknown axis", mesh.PartitionSpec{{"data"}}, nil, "unknown mesh axis"},
+		{"unknown axis", sharding.PartitionSpec{{"data"}}, nil, "unknown mesh axis"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			specs, err := a.ComponentSpecs(m, tc.spec)
@@ -169,7 +176,7 @@ func TestComponentSpecs(t *testing.T) {
 	}
 	// Blocks of 128 over 4 shards of 64 columns would straddle shards: rejected by both.
 	b := nf4.MustQuantize(randomTensor(2, 8, 256), 128)
-	if _, err := b.ComponentSpecs(m, mesh.PartitionSpec{nil, {"model"}}); err == nil || !strings.Contains(err.Error(), "straddle") {
+	if _, err := b.ComponentSpecs(m, sharding.PartitionSpec{nil, {"model"}}); err == nil || !strings.Contains(err.Error(), "straddle") {
 		t.Errorf("ComponentSpecs with straddling blocks: %v", err)
 	}
 	if _, err := b.WithMeshAndAxis(m, []any{nil, "model"}); err == nil || !strings.Contains(err.Error(), "straddle") {

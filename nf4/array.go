@@ -2,6 +2,7 @@ package nf4
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -9,199 +10,151 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/qarray"
 	"github.com/quanta-ml/quanta/lowering"
-	"github.com/quanta-ml/quanta/mesh"
+	"github.com/quanta-ml/quanta/sharding"
 )
-
-// ErrDeleted is returned (host side) or panicked (graph side) when an Array is used after Delete.
-var ErrDeleted = errors.New("nf4: array was deleted")
 
 // Array is an NF4-quantized array: 4-bit codes of the 16-value NormalFloat codebook with one
 // absmax per block of the last axis. The same type lives on the host (tensor components, from
-// Quantize) and inside a graph (node components, in implicitarray.Exec or via QuantizeNode).
+// Quantize) and inside a graph (node components, in implicitarray.Exec or from QuantizeNode).
 //
-// Components, in order: packed uint8 (..., numBlocks, blockSize/2), absmax (..., numBlocks) in
-// the quantized input's dtype. Static metadata: the logical shape (the input's, padding
-// excluded) and materialization dtype, the block size, the sharding and the matmul strategy.
+// Components, in order: packed uint8 (..., numBlocks, blockSize/2) and absmax (..., numBlocks)
+// in the quantized input's dtype. Static metadata: the logical shape (the input's, padding
+// excluded) and materialization dtype, the block size, the product strategy and the sharding.
+// An Array is immutable: the With methods return new arrays.
 type Array struct {
-	packed, absmax implicitarray.Component
-	shape          shapes.Shape
-	blockSize      int
-	mesh.Placement // IsSharded, Sharding
-	strategy       lowering.Strategy
-	deleted        bool
+	qarray.Base
+	blockSize int
 }
 
 var (
-	_ implicitarray.Array             = (*Array)(nil)
-	_ implicitarray.MaterializeWarner = (*Array)(nil)
-	_ mesh.Sharded                    = (*Array)(nil)
-	_ mesh.ComponentSharder           = (*Array)(nil)
+	_ lowering.Quantized           = (*Array)(nil)
+	_ implicitarray.FallbackPolicy = (*Array)(nil)
+	_ sharding.Sharded             = (*Array)(nil)
+	_ sharding.ComponentSharder    = (*Array)(nil)
+)
+
+const typeName = "nf4.Array"
+
+const (
+	packedIndex = iota
+	absmaxIndex
 )
 
 func newHostArray(packed, absmax *tensors.Tensor, shape shapes.Shape, blockSize int) *Array {
-	return &Array{packed: implicitarray.TensorComponent(packed), absmax: implicitarray.TensorComponent(absmax),
-		shape: shape, blockSize: blockSize}
+	return &Array{Base: qarray.New(typeName, shape, implicitarray.TensorComponent(packed), implicitarray.TensorComponent(absmax)),
+		blockSize: blockSize}
 }
 
-// clone returns a shallow copy (components shared), for the With* methods.
-func (a *Array) clone() *Array {
-	b := *a
-	return &b
+func newNodeArray(packed, absmax *graph.Node, shape shapes.Shape, blockSize int) *Array {
+	return &Array{Base: qarray.New(typeName, shape, implicitarray.NodeComponent(packed), implicitarray.NodeComponent(absmax)),
+		blockSize: blockSize}
 }
-
-// Shape is the logical shape: the quantized input's dimensions, and the materialization dtype.
-func (a *Array) Shape() shapes.Shape { return a.shape }
-
-// DType is the materialization dtype (the input's, unless changed by ConvertDType).
-func (a *Array) DType() dtypes.DType { return a.shape.DType }
 
 // BlockSize is the number of elements per absmax block along the last axis.
 func (a *Array) BlockSize() int { return a.blockSize }
 
 // NumBlocks is the number of blocks per row of the last axis (padding included).
-func (a *Array) NumBlocks() int { return numBlocks(a.shape.Dim(-1), a.blockSize) }
+func (a *Array) NumBlocks() int { return numBlocks(a.Shape().Dim(-1), a.blockSize) }
 
 // Packed is the packed-codes component: uint8 (..., numBlocks, blockSize/2).
-func (a *Array) Packed() implicitarray.Component { return a.packed }
+func (a *Array) Packed() implicitarray.Component { return qarray.Component(&a.Base, packedIndex) }
 
 // Absmax is the per-block absmax component: (..., numBlocks) in the quantized input's dtype.
-func (a *Array) Absmax() implicitarray.Component { return a.absmax }
-
-// Bytes is the memory of the stored components (packed codes plus absmax).
-func (a *Array) Bytes() int64 {
-	return int64(a.packed.Shape().Memory() + a.absmax.Shape().Memory())
-}
-
-// Components returns [packed, absmax]. It panics with ErrDeleted after Delete (Exec reports that
-// as an error).
-func (a *Array) Components() []implicitarray.Component {
-	a.mustNotBeDeleted("Components")
-	return []implicitarray.Component{a.packed, a.absmax}
-}
+func (a *Array) Absmax() implicitarray.Component { return qarray.Component(&a.Base, absmaxIndex) }
 
 // Metadata is the canonical form of the static fields.
 func (a *Array) Metadata() string {
-	return fmt.Sprintf("nf4{shape=%s blockSize=%d sharding=%s strategy=%s}", a.shape, a.blockSize, a.Placement, a.strategy)
+	return qarray.Metadata(&a.Base, fmt.Sprintf("blockSize=%d", a.blockSize))
 }
 
 // WithComponents returns an Array with the same metadata holding components [packed, absmax]
 // (host tensors or graph nodes, with the shapes of Components()). It panics on a mismatch.
 func (a *Array) WithComponents(components []implicitarray.Component) implicitarray.Array {
-	if len(components) != 2 {
-		panic(errors.Errorf("nf4.Array.WithComponents: got %d components; accepted: [packed, absmax]", len(components)))
-	}
-	wantP := packedShape(a.shape, a.blockSize)
-	if p, s := components[0].Shape(), components[1].Shape(); !p.Equal(wantP) || !s.Equal(a.absmax.Shape()) {
-		panic(errors.Errorf("nf4.Array.WithComponents: components %s and %s; accepted: packed %s and absmax %s",
-			p, s, wantP, a.absmax.Shape()))
-	}
-	b := a.clone()
-	b.packed, b.absmax, b.deleted = components[0], components[1], false
-	return b
+	qarray.CheckComponents(&a.Base, components, packedShape(a.Shape(), a.blockSize), a.Absmax().Shape())
+	return a.with(qarray.WithComponents(a.Base, nil, components...))
 }
 
-// Blockwise returns the graph-side view of the components that lowering's functions take. It
-// panics if the components are host tensors.
-func (a *Array) Blockwise() lowering.Blockwise4 {
-	a.mustNotBeDeleted("Blockwise")
-	return lowering.Blockwise4{Packed: a.packed.Node(), Scales: a.absmax.Node(), Codebook: codebook, Dim: a.shape.Dim(-1)}
+// Layout returns the graph-side view of the components that package lowering reads. It panics
+// if the components are host tensors.
+func (a *Array) Layout() lowering.Layout {
+	return lowering.Blockwise4{Packed: qarray.Node(&a.Base, packedIndex), Scales: qarray.Node(&a.Base, absmaxIndex),
+		Codebook: codebook, Dim: a.Shape().Dim(-1)}
 }
 
 // Materialize builds the dense array with the exact codebook: code value × block absmax,
 // computed in float32 (float64 for float64 absmax), padding dropped, in the array's dtype. Library
 // code calls implicitarray.Materialize, which counts it.
 func (a *Array) Materialize() implicitarray.Value {
-	return a.Blockwise().Dequantize(a.shape.DType)
+	return a.Layout().Dequantize(a.DType())
 }
 
-// Dequantize is an alias of Materialize (eformer's dequantize), returning the dense node. Like
-// implicitarray.Materialize, it is counted in implicitarray's Stats.
-func (a *Array) Dequantize() *graph.Node { return implicitarray.Materialize(a) }
-
-// WarnOnMaterialize is true: the generic fallback warns once per op when it densifies an NF4
-// array (eformer's warn_on_materialize).
-func (a *Array) WarnOnMaterialize() bool { return true }
-
-// Delete releases the component buffers of a host-side array (graph-side components are only
-// dropped). Using the array afterwards is an error (ErrDeleted) from Exec, a panic in a graph.
-// Delete is idempotent.
-func (a *Array) Delete() {
-	if a.deleted {
-		return
-	}
-	for _, c := range []implicitarray.Component{a.packed, a.absmax} {
-		if c.IsTensor() {
-			c.Tensor().MustFinalizeAll()
-		}
-	}
-	a.deleted = true
-	a.packed, a.absmax = implicitarray.Component{}, implicitarray.Component{}
+// WithStrategy returns a copy whose products use strategy s (see package lowering); it is part
+// of Metadata, so Exec compiles one graph per strategy. An explicit strategy that cannot serve a
+// product panics when the graph is built.
+func (a *Array) WithStrategy(s lowering.Strategy) *Array {
+	return a.with(qarray.WithStrategy(a.Base, s))
 }
 
-// IsDeleted reports whether Delete was called.
-func (a *Array) IsDeleted() bool { return a.deleted }
-
-func (a *Array) mustNotBeDeleted(what string) {
-	if a.deleted {
-		panic(errors.Wrapf(ErrDeleted, "nf4.Array.%s of %s", what, a.shape))
+// WithDType returns a copy that materializes in dtype, a float dtype (the buffers are shared).
+func (a *Array) WithDType(dtype dtypes.DType) *Array {
+	if !dtype.IsFloat() || dtype.IsComplex() {
+		panic(errors.Errorf("nf4.Array.WithDType(%s) of %s; accepted: a float dtype", dtype, a))
 	}
+	return a.with(qarray.WithDType(a.Base, dtype))
 }
 
-// WithSharding returns a copy carrying sharding s (the original is untouched). The zero
-// mesh.Sharding{} clears it, as eformer's with_sharding(None). The sharding is static metadata,
-// kept by the handlers (following the axes through a transpose); mesh.Exec places the components.
-func (a *Array) WithSharding(s mesh.Sharding) *Array {
-	b := a.clone()
-	b.Placement = a.Placement.With(s)
-	return b
+// WithSharding returns a copy carrying sharding s (the zero sharding.Sharding{} clears it). The
+// sharding is static metadata, kept by the shape handlers (following the axes through a
+// transpose); sharded execution (package mesh) places the components by ComponentSpecs.
+func (a *Array) WithSharding(s sharding.Sharding) *Array {
+	return a.with(qarray.WithSharding(a.Base, s))
 }
 
-// Reshard is an alias of WithSharding.
-func (a *Array) Reshard(s mesh.Sharding) *Array { return a.WithSharding(s) }
-
-// WithMeshAndAxis returns a copy sharded over m with the axis spec built by mesh.SpecFrom (nil:
-// replicated; a PartitionSpec; a name; a []string or []any of names), checked early against the
-// block layout (ComponentSpecs: known mesh axes, divisible axes, blocks not straddling shards).
-func (a *Array) WithMeshAndAxis(m *mesh.Mesh, axis any) (*Array, error) {
-	s, err := mesh.ShardingFor(m, axis, a.ComponentSpecs)
-	if err != nil {
-		return nil, errors.WithMessagef(err, "nf4.Array.WithMeshAndAxis(%s)", a.shape)
-	}
-	return a.WithSharding(s), nil
+// WithMeshAndAxis returns a copy sharded over m with the spec sharding.SpecFrom builds from axis,
+// checked at once against the block layout (ComponentSpecs).
+func (a *Array) WithMeshAndAxis(m *sharding.Mesh, axis any) (*Array, error) {
+	return qarray.WithMeshAndAxis(&a.Base, m, axis, a.ComponentSpecs, a.WithSharding)
 }
 
 // ComponentSpecs returns the specs of [packed, absmax] when the logical array is sharded by logical
-// over m (mesh.NF4Specs): leading axes keep their spec, a sharded last axis shards the block axis,
-// the byte axis of packed is replicated; each shard must hold whole blocks.
-func (a *Array) ComponentSpecs(m *mesh.Mesh, logical mesh.PartitionSpec) ([]mesh.PartitionSpec, error) {
-	packed, absmax, err := mesh.NF4Specs(m, logical, a.shape, a.blockSize)
-	if err != nil {
-		return nil, err
+// over m: leading axes keep their spec in both; a sharded last axis shards the block axis of both;
+// the byte axis of packed is replicated. A block must not straddle two shards: with the last axis
+// in n shards, (last axis / n) must be a multiple of the block size (which also rules out a padded
+// last block).
+func (a *Array) ComponentSpecs(m *sharding.Mesh, logical sharding.PartitionSpec) ([]sharding.PartitionSpec, error) {
+	shape := a.Shape()
+	if err := sharding.Validate(m, logical, shape); err != nil {
+		return nil, errors.WithMessage(err, "nf4.Array.ComponentSpecs")
 	}
-	return []mesh.PartitionSpec{packed, absmax}, nil
+	rank := shape.Rank()
+	n, _ := sharding.NumShards(m, logical, rank)
+	if f, shards := shape.Dim(-1), n[rank-1]; shards > 1 && (f/shards)%a.blockSize != 0 {
+		return nil, errors.Errorf("nf4.Array.ComponentSpecs: spec %s, shape %s, mesh %s: the last axis (size %d) in %d shards gives %d "+
+			"elements per shard, not a multiple of the block size %d, so blocks would straddle shards; accepted: (last axis / shards) "+
+			"a multiple of the block size", logical, shape, m, f, shards, f/shards, a.blockSize)
+	}
+	absmax := logical.Padded(rank)
+	return []sharding.PartitionSpec{append(logical.Padded(rank), nil), absmax}, nil
 }
 
-// Strategy is the matmul strategy of this array (lowering.Auto unless set with WithStrategy).
-func (a *Array) Strategy() lowering.Strategy { return a.strategy }
-
-// WithStrategy returns a copy whose dot_general handlers use strategy s (part of Metadata, so Exec
-// compiles one graph per strategy). lowering.Materialize forces eformer's materialize-then-dot;
-// a strategy that cannot serve a product's layout falls back to lowering.DequantizeDot.
-func (a *Array) WithStrategy(s lowering.Strategy) *Array {
-	b := a.clone()
-	b.strategy = s
-	return b
-}
-
-// withDType returns a copy that materializes as dtype (the lazy convert_element_type).
-func (a *Array) withDType(dtype dtypes.DType) *Array {
-	b := a.clone()
-	b.shape = shapes.Make(dtype, a.shape.Dimensions...)
-	return b
-}
-
-// String describes the array, e.g. "nf4.Array(float32)[128 256] block 64".
+// String describes the array, e.g. "nf4.Array(Float32)[128 256] block 64".
 func (a *Array) String() string {
-	return fmt.Sprintf("nf4.Array%s block %d", a.shape, a.blockSize)
+	return qarray.Describe(&a.Base, fmt.Sprintf("block %d", a.blockSize))
+}
+
+// with returns an array of a's block size on base b.
+func (a *Array) with(b qarray.Base) *Array { return &Array{Base: b, blockSize: a.blockSize} }
+
+// withNodes returns a copy of a (same block size, dtype, strategy, sharding) with new graph
+// components and logical dimensions.
+func (a *Array) withNodes(packed, absmax *graph.Node, dims []int) *Array {
+	return a.with(qarray.WithComponents(a.Base, slices.Clone(dims), implicitarray.NodeComponent(packed),
+		implicitarray.NodeComponent(absmax)))
+}
+
+// withPlacement returns a copy with placement p (the shape handlers move the sharding with the axes).
+func (a *Array) withPlacement(p sharding.Placement) *Array {
+	return a.with(qarray.WithPlacement(a.Base, p))
 }

@@ -5,11 +5,14 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/runtime"
+	"github.com/quanta-ml/quanta/sharding"
 )
 
 // ExampleQuantize quantizes a weight on the host, runs x @ w through implicitarray.NewExec (the
@@ -46,4 +49,27 @@ func ExampleQuantize() {
 	// Output:
 	// weight [256 128]: 18432 bytes as NF4, 131072 as float32
 	// y [1 128], max error relative to max |y|: 0.10
+}
+
+// An NF4 weight (K, N) = (32, 256) with blocks of 64, sharded column-parallel over 4 devices:
+// each device holds one block per row of packed codes and absmax.
+func ExampleArray_ComponentSpecs() {
+	m := sharding.MustNewMesh([]string{"model"}, []int{4})
+	logical := sharding.PartitionSpec{nil, {"model"}}
+	w := nf4.MustQuantize(tensors.FromShape(shapes.Make(dtypes.Float32, 32, 256)), 64)
+	specs, err := w.ComponentSpecs(m, logical)
+	if err != nil {
+		panic(err)
+	}
+	packedShard, _ := sharding.ShardShape(m, specs[0], w.Packed().Shape())
+	fmt.Println("packed:", specs[0], packedShard)
+	fmt.Println("absmax:", specs[1])
+
+	// With blocks of 128, the 4 shards of 64 elements would split blocks.
+	_, err = nf4.MustQuantize(tensors.FromShape(shapes.Make(dtypes.Float32, 32, 256)), 128).ComponentSpecs(m, logical)
+	fmt.Println(err != nil)
+	// Output:
+	// packed: P(None, 'model', None) (Uint8)[32 1 32]
+	// absmax: P(None, 'model')
+	// true
 }

@@ -11,7 +11,8 @@ import (
 
 // FuzzQuantize quantizes random shapes and values on the host and checks, with an independent
 // host decode of the bytes, the shapes, the absmax (the block's largest |x|), the nearest-code
-// choice, and the round-trip bound.
+// choice for x·(1/(absmax + tiny)) (XLA's product with the float32 reciprocal), and the round-trip
+// bound. Block sizes beyond MaxBlockSize must be rejected.
 func FuzzQuantize(f *testing.F) {
 	f.Add(uint8(3), uint8(10), uint8(2), []byte{1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add(uint8(1), uint8(64), uint8(32), []byte{0xff, 0x7f, 0x80, 0x00})
@@ -28,7 +29,14 @@ func FuzzQuantize(f *testing.F) {
 			}
 			values[i] = float32(int32(binary.LittleEndian.Uint32(word[:]))) / (1 << 24)
 		}
-		a, err := nf4.Quantize(tensors.FromFlatDataAndDimensions(values, r, c), bs)
+		x := tensors.FromFlatDataAndDimensions(values, r, c)
+		if bs > nf4.MaxBlockSize(c) {
+			if _, err := nf4.Quantize(x, bs); err == nil {
+				t.Fatalf("block size %d accepted for %d columns (maximum %d)", bs, c, nf4.MaxBlockSize(c))
+			}
+			bs = nf4.MaxBlockSize(c)
+		}
+		a, err := nf4.Quantize(x, bs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +68,8 @@ func FuzzQuantize(f *testing.F) {
 						}
 						continue
 					}
-					v := values[row*c+col] / (am + 0x1p-126)
+					recip := 1 / (am + 0x1p-126)
+					v := float32(values[row*c+col] * recip)
 					d := float32(math.Abs(float64(v - refCodebook[code])))
 					for j, cb := range refCodebook {
 						if dj := float32(math.Abs(float64(v - cb))); dj < d || (dj == d && j < int(code)) {

@@ -10,6 +10,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/xlafloat"
 	"github.com/x448/float16"
 )
 
@@ -17,36 +18,51 @@ import (
 const DefaultBlockSize = 64
 
 // Quantize converts a float tensor (float32, float64, bfloat16 or float16, rank >= 1) to NF4 on
-// the host, byte for byte as eformer's ArrayNF4.quantize: blocks of blockSize elements along the
-// last axis (zero-padded internally to a multiple of blockSize), absmax per block in t's dtype,
-// each element mapped to the nearest codebook value of x / (absmax + tiny(dtype)) (ties to the
-// lower code), two codes per byte, the first in the high nibble. The array's logical shape is t's.
+// the host, byte for byte as eformer's ArrayNF4.quantize on XLA CPU: blocks of blockSize elements
+// along the last axis (zero-padded internally to a multiple of blockSize), absmax per block in
+// t's dtype, each element x mapped to the codebook value nearest to x·r (distance in float32,
+// ties to the lower code), two codes per byte, the first in the high nibble. The array's logical
+// shape is t's.
 //
-// blockSize must be even and positive. Inputs holding NaN or ±Inf are rejected. The work is
-// spread over GOMAXPROCS goroutines.
+// r is the reciprocal of absmax + tiny(dtype), with XLA's arithmetic (XLA rewrites eformer's
+// x / (absmax + tiny) as this product): for float32 and float64 it is computed and applied in the
+// dtype; for bfloat16 it is the float32 reciprocal of the bfloat16 sum and x·r is rounded to
+// bfloat16; for float16 the sum, r and x·r are each rounded to float16. float32, bfloat16 and
+// float64 subnormals read as zero, and results that would be subnormal are zero (XLA CPU flushes
+// them): a block of subnormals has absmax 0 and codes 7. One deliberate difference: for a block
+// whose absmax + tiny exceeds 2^126 (float32, bfloat16; 2^1022 for float64) XLA's reciprocal is
+// subnormal, so eformer flushes it and codes the whole block as zeros; Quantize uses
+// 4 / (absmax + tiny) applied to x / 4 instead, and encodes the block.
+//
+// blockSize must be even, positive and at most max(the last dimension rounded up to even,
+// DefaultBlockSize): a block never needs to be longer than a row, and the default is accepted on
+// narrow tensors, where eformer pads it. Inputs holding NaN or ±Inf, scalars and empty tensors are
+// rejected. The work is spread over GOMAXPROCS goroutines and writes straight into the result:
+// no scratch memory beyond the packed codes and the absmax.
 func Quantize(t *tensors.Tensor, blockSize int) (*Array, error) {
 	if t == nil {
 		return nil, errors.New("nf4.Quantize: nil tensor")
-	}
-	if err := checkBlockSize(blockSize); err != nil {
-		return nil, errors.WithMessage(err, "nf4.Quantize")
 	}
 	shape := t.Shape()
 	if err := checkQuantizable(shape); err != nil {
 		return nil, errors.WithMessage(err, "nf4.Quantize")
 	}
-	var packed, absmax *tensors.Tensor
+	if err := checkBlockSize(blockSize, shape); err != nil {
+		return nil, errors.WithMessage(err, "nf4.Quantize")
+	}
+	packed := tensors.FromShape(packedShape(shape, blockSize))
+	absmax := tensors.FromShape(absmaxShape(shape, blockSize, shape.DType))
 	var err error
 	accessErr := t.ConstFlatData(func(flat any) {
 		switch x := flat.(type) {
 		case []float32:
-			packed, absmax, err = quantizeHost(x, shape, blockSize, f32Arith{})
+			err = quantizeHost(x, shape, blockSize, packed, absmax, f32Arith{})
 		case []float64:
-			packed, absmax, err = quantizeHost(x, shape, blockSize, f64Arith{})
+			err = quantizeHost(x, shape, blockSize, packed, absmax, f64Arith{})
 		case []bfloat16.BFloat16:
-			packed, absmax, err = quantizeHost(x, shape, blockSize, bf16Arith{})
+			err = quantizeHost(x, shape, blockSize, packed, absmax, bf16Arith{})
 		case []float16.Float16:
-			packed, absmax, err = quantizeHost(x, shape, blockSize, f16Arith{})
+			err = quantizeHost(x, shape, blockSize, packed, absmax, f16Arith{})
 		default:
 			err = errors.Errorf("unexpected flat data %T for %s", flat, shape)
 		}
@@ -69,10 +85,17 @@ func MustQuantize(t *tensors.Tensor, blockSize int) *Array {
 	return a
 }
 
-func checkBlockSize(blockSize int) error {
-	if blockSize <= 0 || blockSize%2 != 0 {
-		return errors.Errorf("block size %d; accepted: an even positive number (two codes per byte), e.g. %d",
-			blockSize, DefaultBlockSize)
+// MaxBlockSize is the largest block size accepted for a last axis of dim elements:
+// max(dim rounded up to even, DefaultBlockSize).
+func MaxBlockSize(dim int) int { return max(dim+dim%2, DefaultBlockSize) }
+
+// checkBlockSize checks blockSize against shape's last axis (shape is already checked).
+func checkBlockSize(blockSize int, shape shapes.Shape) error {
+	dim := shape.Dimensions[shape.Rank()-1]
+	if blockSize <= 0 || blockSize%2 != 0 || blockSize > MaxBlockSize(dim) {
+		return errors.Errorf("block size %d for input %s; accepted: an even number from 2 to %d (two codes per byte; "+
+			"a block is at most the last axis of %d rounded up to even, or the default %d)",
+			blockSize, shape, MaxBlockSize(dim), dim, DefaultBlockSize)
 	}
 	return nil
 }
@@ -108,60 +131,94 @@ func absmaxShape(logical shapes.Shape, blockSize int, dtype dtypes.DType) shapes
 	return shapes.Make(dtype, dims...)
 }
 
-// arith emulates eformer's arithmetic in one input dtype E, with intermediate type F (float32, or
-// float64 for float64 inputs): values of E convert exactly to F, and each op of E is computed in F
-// and rounded to E, as XLA computes bfloat16 and float16 ops.
+// arith is XLA CPU's arithmetic of one input dtype E, with intermediate type F (float32, or
+// float64 for float64 inputs); see Quantize for the rules. Products are converted explicitly to F
+// so that the compiler never fuses them with a following addition.
 type arith[E any, F float32 | float64] interface {
-	toF(E) F
-	round(F) F // rounds to E's precision (identity for float32 and float64)
-	tiny() F   // smallest normal number of E
+	// load is the value XLA computes with: exact, or zero for a subnormal it flushes.
+	load(E) F
+	// store converts a loaded magnitude back to E (exact).
+	store(F) E
+	// reciprocal returns the block's factor r for an absmax amax, and the pre-scale applied to x
+	// first (1, or 1/4 for the huge blocks of the deliberate difference).
+	reciprocal(amax F) (r, pre F)
+	// normalize is x·pre·r as XLA stores it (rounded to E's precision, flushed).
+	normalize(x, r, pre F) F
 }
+
+// hugeF32 and hugeF64: absmax + tiny above them has a subnormal reciprocal.
+const (
+	hugeF32 = 0x1p126
+	hugeF64 = 0x1p1022
+)
 
 type f32Arith struct{}
 
-func (f32Arith) toF(x float32) float32   { return x }
-func (f32Arith) round(x float32) float32 { return x }
-func (f32Arith) tiny() float32           { return 0x1p-126 }
+func (f32Arith) load(x float32) float32  { return xlafloat.FlushF32(x) }
+func (f32Arith) store(x float32) float32 { return x }
+func (f32Arith) reciprocal(amax float32) (float32, float32) {
+	d := amax + xlafloat.TinyF32
+	if d > hugeF32 {
+		return 1 / (d * 0.25), 0.25
+	}
+	return 1 / d, 1
+}
+func (f32Arith) normalize(x, r, pre float32) float32 {
+	return xlafloat.FlushF32(float32(xlafloat.FlushF32(float32(x*pre)) * r))
+}
 
 type f64Arith struct{}
 
-func (f64Arith) toF(x float64) float64   { return x }
-func (f64Arith) round(x float64) float64 { return x }
-func (f64Arith) tiny() float64           { return 0x1p-1022 }
+func (f64Arith) load(x float64) float64  { return xlafloat.FlushF64(x) }
+func (f64Arith) store(x float64) float64 { return x }
+func (f64Arith) reciprocal(amax float64) (float64, float64) {
+	d := amax + xlafloat.TinyF64
+	if d > hugeF64 {
+		return 1 / (d * 0.25), 0.25
+	}
+	return 1 / d, 1
+}
+func (f64Arith) normalize(x, r, pre float64) float64 {
+	return xlafloat.FlushF64(float64(xlafloat.FlushF64(float64(x*pre)) * r))
+}
 
 type bf16Arith struct{}
 
-func (bf16Arith) toF(x bfloat16.BFloat16) float32 { return x.Float32() }
-func (bf16Arith) round(x float32) float32         { return roundBF16(x) }
-func (bf16Arith) tiny() float32                   { return 0x1p-126 }
+func (bf16Arith) load(x bfloat16.BFloat16) float32 { return xlafloat.FlushF32(x.Float32()) }
+func (bf16Arith) store(x float32) bfloat16.BFloat16 {
+	return bfloat16.BFloat16(math.Float32bits(x) >> 16) // exact: x is a bfloat16 value
+}
+func (bf16Arith) reciprocal(amax float32) (float32, float32) {
+	d := xlafloat.RoundBF16(amax + xlafloat.TinyF32)
+	if d > hugeF32 {
+		return 1 / (d * 0.25), 0.25
+	}
+	return 1 / d, 1
+}
+func (bf16Arith) normalize(x, r, pre float32) float32 {
+	return xlafloat.RoundBF16(xlafloat.FlushF32(float32(xlafloat.FlushF32(float32(x*pre)) * r)))
+}
 
 type f16Arith struct{}
 
-func (f16Arith) toF(x float16.Float16) float32 { return x.Float32() }
-func (f16Arith) round(x float32) float32       { return float16.Fromfloat32(x).Float32() }
-func (f16Arith) tiny() float32                 { return 0x1p-14 }
-
-// roundBF16 rounds a float32 to bfloat16 precision, to nearest with ties to even (as XLA converts;
-// bfloat16.FromFloat32 truncates). Inputs are finite here.
-func roundBF16(x float32) float32 {
-	b := math.Float32bits(x)
-	b += 0x7fff + (b>>16)&1
-	return math.Float32frombits(b &^ 0xffff)
+func (f16Arith) load(x float16.Float16) float32  { return x.Float32() }
+func (f16Arith) store(x float32) float16.Float16 { return float16.Fromfloat32(x) } // exact
+func (f16Arith) reciprocal(amax float32) (float32, float32) {
+	return xlafloat.RoundF16(1 / xlafloat.RoundF16(amax+xlafloat.TinyF16)), 1
 }
+func (f16Arith) normalize(x, r, _ float32) float32 { return xlafloat.RoundF16(float32(x * r)) }
 
-// quantizeHost quantizes flat data of shape into packed codes and absmax in E.
-func quantizeHost[E any, F float32 | float64, A arith[E, F]](flat []E, shape shapes.Shape, blockSize int, ar A) (
-	packed, absmax *tensors.Tensor, err error) {
+// quantizeHost quantizes flat data of shape into the packed codes and absmax tensors.
+func quantizeHost[E any, F float32 | float64, A arith[E, F]](flat []E, shape shapes.Shape, blockSize int,
+	packed, absmax *tensors.Tensor, ar A) error {
 	for i, x := range flat {
-		if f := float64(ar.toF(x)); math.IsNaN(f) || math.IsInf(f, 0) {
-			return nil, nil, errors.Errorf("input %s holds %v at flat index %d; accepted: finite values only", shape, f, i)
+		if f := float64(ar.load(x)); math.IsNaN(f) || math.IsInf(f, 0) {
+			return errors.Errorf("input %s holds %v at flat index %d; accepted: finite values only", shape, f, i)
 		}
 	}
 	dim := shape.Dimensions[shape.Rank()-1]
 	nb := numBlocks(dim, blockSize)
 	rows := shape.Size() / dim
-	codes := make([]uint8, rows*nb*blockSize/2)
-	scales := make([]E, rows*nb)
 
 	// cb holds the codebook in F: distances are computed in float32 (float64 for float64 inputs,
 	// as JAX promotes float64 - float32 to float64).
@@ -169,39 +226,37 @@ func quantizeHost[E any, F float32 | float64, A arith[E, F]](flat []E, shape sha
 	for i, c := range codebook {
 		cb[i] = F(c)
 	}
-	quantizeBlocks := func(from, to int) {
-		for b := from; b < to; b++ {
-			row, col := b/nb, (b%nb)*blockSize
-			src := flat[row*dim+col : row*dim+min(col+blockSize, dim)]
-			var amax F
-			maxAt := -1
-			for i, x := range src {
-				if v := abs(ar.toF(x)); v > amax || maxAt < 0 {
-					amax, maxAt = v, i
+	var accessErr error
+	accessErr = packed.MutableFlatData(func(p any) {
+		codes := p.([]uint8)
+		accessErr = absmax.MutableFlatData(func(a any) {
+			scales := a.([]E)
+			parallel(rows*nb, func(from, to int) {
+				for b := from; b < to; b++ {
+					row, col := b/nb, (b%nb)*blockSize
+					src := flat[row*dim+col : row*dim+min(col+blockSize, dim)]
+					var amax F
+					for _, x := range src {
+						amax = max(amax, abs(ar.load(x)))
+					}
+					scales[b] = ar.store(amax)
+					r, pre := ar.reciprocal(amax)
+					dst := codes[b*blockSize/2 : (b+1)*blockSize/2]
+					for j := range dst {
+						var hi, lo uint8 = 7, 7 // padding: 0 normalizes to 0, code 7
+						if 2*j < len(src) {
+							hi = nearest(ar.normalize(ar.load(src[2*j]), r, pre), &cb)
+						}
+						if 2*j+1 < len(src) {
+							lo = nearest(ar.normalize(ar.load(src[2*j+1]), r, pre), &cb)
+						}
+						dst[j] = hi<<4 | lo
+					}
 				}
-			}
-			scales[b] = absE(src[maxAt])
-			denom := ar.round(amax + ar.tiny())
-			dst := codes[b*blockSize/2 : (b+1)*blockSize/2]
-			for j := range dst {
-				var hi, lo uint8 = 7, 7 // padding: 0 normalizes to 0, code 7
-				if 2*j < len(src) {
-					hi = nearest(ar.round(ar.toF(src[2*j])/denom), &cb)
-				}
-				if 2*j+1 < len(src) {
-					lo = nearest(ar.round(ar.toF(src[2*j+1])/denom), &cb)
-				}
-				dst[j] = hi<<4 | lo
-			}
-		}
-	}
-	parallel(rows*nb, quantizeBlocks)
-
-	packed = tensors.FromShape(packedShape(shape, blockSize))
-	tensors.MustMutableFlatData(packed, func(p []uint8) { copy(p, codes) })
-	absmax = tensors.FromShape(absmaxShape(shape, blockSize, shape.DType))
-	absmax.MustMutableFlatData(func(a any) { copy(a.([]E), scales) })
-	return packed, absmax, nil
+			})
+		})
+	})
+	return accessErr
 }
 
 func abs[F float32 | float64](x F) F {
@@ -209,21 +264,6 @@ func abs[F float32 | float64](x F) F {
 		return -x
 	}
 	return x
-}
-
-// absE clears the sign bit of x (exact |x| in E; every E here is a sign-magnitude float).
-func absE[E any](x E) E {
-	switch v := any(x).(type) {
-	case float32:
-		return any(math.Float32frombits(math.Float32bits(v) &^ (1 << 31))).(E)
-	case float64:
-		return any(math.Abs(v)).(E)
-	case bfloat16.BFloat16:
-		return any(v &^ 0x8000).(E)
-	case float16.Float16:
-		return any(v &^ 0x8000).(E)
-	}
-	panic(errors.Errorf("nf4: unexpected element type %T", x))
 }
 
 // nearest returns the index of the codebook value nearest to v, the lower index on ties

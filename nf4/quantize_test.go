@@ -3,11 +3,14 @@ package nf4_test
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/runtime"
@@ -221,5 +224,79 @@ func TestBF16RoundsToNearest(t *testing.T) {
 	a := nf4.MustQuantize(inputOf(dtypes.BFloat16, []float32{1, -1.9921875}, 2), 2)
 	if got := packedBytes(t, a)[0]; got != 0xD0 {
 		t.Errorf("packed %02X, want D0 (round to nearest even, as XLA)", got)
+	}
+}
+
+// bitsF32 and bitsF16 build exact inputs from their IEEE bits.
+func bitsF32(bits ...uint32) []float32 {
+	out := make([]float32, len(bits))
+	for i, b := range bits {
+		out[i] = math.Float32frombits(b)
+	}
+	return out
+}
+
+func bitsF16(bits ...uint16) []float32 {
+	out := make([]float32, len(bits))
+	for i, b := range bits {
+		out[i] = float16.Frombits(b).Float32()
+	}
+	return out
+}
+
+// TestXLAArithmetic pins the arithmetic of XLA CPU that eformer's bytes come from, on inputs
+// where a plain division would give other bytes. The expected bytes are eformer 0.0.101's
+// (ArrayNF4.quantize on jax 0.11.2 CPU), except the last case (the deliberate difference).
+// Both the host quantizer and the graph quantizer must give them.
+func TestXLAArithmetic(t *testing.T) {
+	backend := testutil.Backend(t)
+	for _, tc := range []struct {
+		name       string
+		dtype      dtypes.DType
+		values     []float32
+		blockSize  int
+		wantPacked []uint8
+		wantAbsmax []float32
+	}{
+		// 1.2924802/1.5003048 rounds to 0.86147845, nearer to 1 (code 15) than to 0.7229568
+		// (code 14) in float32 distance; XLA multiplies by the float32 reciprocal 0.6665312
+		// instead: 0.8614784, nearer to code 14.
+		{"float32 reciprocal", dtypes.Float32, bitsF32(0x3fc009fd, 0x3fa56ffe), 2, []uint8{0xFE}, bitsF32(0x3fc009fd)},
+		// float16: 1/2.3027 is rounded to float16 (0.43433) before the product: 1.1553·0.43433
+		// rounds to 0.50195, above the 12|13 decision point 0.50166: code 13 (a division gives
+		// 0.50146, code 12).
+		{"float16 reciprocal rounded to float16", dtypes.Float16, bitsF16(0x409b, 0x3c9f), 2, []uint8{0xFD}, bitsF16(0x409b)},
+		// float32 subnormals read as zero: a block of them has absmax 0 and codes 7.
+		{"float32 subnormal block", dtypes.Float32, []float32{1e-40, -2e-40, 3e-39, -5e-41}, 4, []uint8{0x77, 0x77}, []float32{0}},
+		{"float32 subnormal beside normals", dtypes.Float32, []float32{1e-40, 1, -1e-40, 0.5}, 4, []uint8{0x7F, 0x7C}, []float32{1}},
+		{"bfloat16 subnormal block", dtypes.BFloat16, []float32{0x1p-133, -0x1p-132}, 2, []uint8{0x77}, []float32{0}},
+		// float16 subnormals are normal in float32: not flushed.
+		{"float16 subnormals kept", dtypes.Float16, bitsF16(0x0002, 0x8003, 0x0032, 0x8001), 4, []uint8{0x77, 0x87}, bitsF16(0x0032)},
+		// Deliberate difference: 1/(3e38 + tiny) is subnormal, so eformer flushes it and writes
+		// 0x77; quanta encodes the block (0.5 → code 12).
+		{"huge block encoded", dtypes.Float32, []float32{3e38, 1.5e38}, 2, []uint8{0xFC}, []float32{3e38}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := inputOf(tc.dtype, tc.values, len(tc.values))
+			host, err := nf4.Quantize(in, tc.blockSize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check := func(where string, a *nf4.Array) {
+				if got := packedBytes(t, a); !slices.Equal(got, tc.wantPacked) {
+					t.Errorf("%s: packed % X, want % X", where, got, tc.wantPacked)
+				}
+				if got := flatF32(t, a.Absmax().Tensor()); !slices.Equal(got, tc.wantAbsmax) {
+					t.Errorf("%s: absmax %v, want %v", where, got, tc.wantAbsmax)
+				}
+			}
+			check("host", host)
+			if tc.dtype == dtypes.Float16 && runtime.IsGo(backend) {
+				t.Skip("the pure-Go backend has no float16")
+			}
+			e := implicitarray.MustNewExec(backend, func(x *graph.Node) *nf4.Array { return nf4.QuantizeNode(x, tc.blockSize) })
+			defer e.Finalize()
+			check("graph", e.MustCall1(in).(*nf4.Array))
+		})
 	}
 }

@@ -10,18 +10,18 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
-	"github.com/quanta-ml/quanta/mesh"
+	"github.com/quanta-ml/quanta/internal/qarray"
+	"github.com/quanta-ml/quanta/lowering"
+	"github.com/quanta-ml/quanta/sharding"
 )
 
-// ErrDeleted is returned (host side) or panicked (graph side) when an array is used after Delete.
-var ErrDeleted = errors.New("onebit: array was deleted")
-
-// Array holds binary or ternary values packed 2 bits each, 4 a byte along the first axis, in
-// eformer's Array1B layout (TwoBit), with an optional float32 scale. See the package
-// documentation for the layout, the scale and the operations.
+// Array holds binary or ternary values packed 2 bits each, 4 a byte along the first axis
+// (TwoBit), with an optional float32 scale. See the package documentation for the layout, the
+// scale and the operations.
 //
 // The same Array serves on the host (components are tensors, from Pack or Quantize*) and in a
-// graph (components are nodes, inside implicitarray.Exec or after implicitarray.OnGraph).
+// graph (components are nodes, inside implicitarray.Exec or after implicitarray.OnGraph). An
+// Array is immutable: the With methods return new arrays.
 type Array struct{ core }
 
 // BitArray holds binary values packed 1 bit each, 8 a byte along the first axis (OneBit), with an
@@ -29,19 +29,17 @@ type Array struct{ core }
 type BitArray struct{ core }
 
 var (
-	_ implicitarray.Array             = (*Array)(nil)
-	_ implicitarray.Array             = (*BitArray)(nil)
-	_ implicitarray.MaterializeWarner = (*Array)(nil)
-	_ implicitarray.MaterializeWarner = (*BitArray)(nil)
-	_ mesh.Sharded                    = (*Array)(nil)
-	_ mesh.ComponentSharder           = (*Array)(nil)
-	_ mesh.Sharded                    = (*BitArray)(nil)
-	_ mesh.ComponentSharder           = (*BitArray)(nil)
+	_ lowering.Quantized           = (*Array)(nil)
+	_ lowering.Quantized           = (*BitArray)(nil)
+	_ implicitarray.FallbackPolicy = (*Array)(nil)
+	_ sharding.Sharded             = (*Array)(nil)
+	_ sharding.ComponentSharder    = (*Array)(nil)
+	_ sharding.ComponentSharder    = (*BitArray)(nil)
 )
 
 // packedArray is what the handlers need of *Array and *BitArray.
 type packedArray interface {
-	implicitarray.Array
+	lowering.Quantized
 	base() *core
 	withCore(c core) packedArray
 }
@@ -51,55 +49,51 @@ func (a *BitArray) base() *core                 { return &a.core }
 func (a *Array) withCore(c core) packedArray    { return &Array{c} }
 func (a *BitArray) withCore(c core) packedArray { return &BitArray{c} }
 
-// core is the state shared by both types.
+// core is the state shared by both types: the packed bytes (component 0) and, when scaleAxes is
+// not nil, a float32 scale (component 1) of the logical rank with dimension 1 on the axes it was
+// reduced over.
 type core struct {
-	layout Layout
-	packed implicitarray.Component
-	// scale is valid when scaleAxes != nil: float32, the logical rank, dimension 1 on the axes
-	// it was reduced over.
-	scale          implicitarray.Component
-	scaleAxes      []int
-	shape          shapes.Shape
-	strategy       MatMulStrategy
-	mesh.Placement // IsSharded, Sharding
-	deleted        bool
+	qarray.Base
+	layout    Layout
+	scaleAxes []int
 }
 
-func (c *core) typeName() string {
-	if c.layout == OneBit {
+const (
+	packedIndex = iota
+	scaleIndex
+)
+
+func typeNameOf(l Layout) string {
+	if l == OneBit {
 		return "onebit.BitArray"
 	}
 	return "onebit.Array"
 }
 
-func (c *core) checkLive(what string) {
-	if c.deleted {
-		panic(errors.Wrapf(ErrDeleted, "%s.%s of %s (Delete freed its packed bytes; quantize or load it again)",
-			c.typeName(), what, c.shape))
+// newCore assembles the state of an array of the given logical shape: the packed bytes and, if
+// scaleAxes is not nil, the scale.
+func newCore(l Layout, shape shapes.Shape, packed implicitarray.Component, scale implicitarray.Component, scaleAxes []int) core {
+	comps := []implicitarray.Component{packed}
+	if scaleAxes != nil {
+		comps = append(comps, scale)
 	}
+	return core{Base: qarray.New(typeNameOf(l), shape, comps...), layout: l, scaleAxes: slices.Clone(scaleAxes)}
 }
 
-// Shape is the logical shape: the dimensions of the unpacked values and the materialization dtype.
-func (c *core) Shape() shapes.Shape { return c.shape }
-
-// DType is the materialization dtype.
-func (c *core) DType() dtypes.DType { return c.shape.DType }
-
-// Layout is TwoBit for Array and OneBit for BitArray.
-func (c *core) Layout() Layout { return c.layout }
+// Packing is TwoBit for Array and OneBit for BitArray.
+func (c *core) Packing() Layout { return c.layout }
 
 // Packed returns the packed uint8 component: dimensions of the logical shape with the first
-// divided by Layout().ValuesPerByte(). It panics after Delete.
-func (c *core) Packed() implicitarray.Component {
-	c.checkLive("Packed")
-	return c.packed
-}
+// divided by Packing().ValuesPerByte().
+func (c *core) Packed() implicitarray.Component { return qarray.Component(&c.Base, packedIndex) }
 
 // Scale returns the float32 scale component and true, or false when the array keeps no scale.
 // The scale has the logical rank, with dimension 1 on the axes it was reduced over (ScaleAxes).
 func (c *core) Scale() (implicitarray.Component, bool) {
-	c.checkLive("Scale")
-	return c.scale, c.scaleAxes != nil
+	if c.scaleAxes == nil {
+		return implicitarray.Component{}, false
+	}
+	return qarray.Component(&c.Base, scaleIndex), true
 }
 
 // ScaleAxes returns the axes the scale was reduced over (all axes for a per-tensor scale), or nil
@@ -109,55 +103,19 @@ func (c *core) ScaleAxes() []int { return slices.Clone(c.scaleAxes) }
 // IsScaled reports whether the array keeps a scale.
 func (c *core) IsScaled() bool { return c.scaleAxes != nil }
 
-// MatMulStrategy returns how DotGeneral lowers a product with this array (Auto by default).
-func (c *core) MatMulStrategy() MatMulStrategy { return c.strategy }
-
-// IsDeleted reports whether Delete was called.
-func (c *core) IsDeleted() bool { return c.deleted }
-
-// NumBytes is the number of bytes stored: the packed bytes plus 4 per scale element.
-func (c *core) NumBytes() int {
-	n := c.packed.Shape().Size()
-	if c.scaleAxes != nil {
-		n += 4 * c.scale.Shape().Size()
-	}
-	return n
-}
-
-// Components are the packed bytes and, for a scaled array, the scale. It panics after Delete
-// (implicitarray.Exec reports that as an error).
-func (c *core) Components() []implicitarray.Component {
-	c.checkLive("Components")
-	if c.scaleAxes != nil {
-		return []implicitarray.Component{c.packed, c.scale}
-	}
-	return []implicitarray.Component{c.packed}
-}
-
 // Metadata describes the static fields canonically.
 func (c *core) Metadata() string {
-	return fmt.Sprintf("%s{layout=%s dims=%v dtype=%s scaleAxes=%v strategy=%s sharding=%s}",
-		c.typeName(), c.layout, c.shape.Dimensions, c.shape.DType, c.scaleAxes, c.strategy, c.Placement)
+	return qarray.Metadata(&c.Base, fmt.Sprintf("packing=%s scaleAxes=%v", c.layout, c.scaleAxes))
 }
 
 // withComponents checks and installs components.
 func (c core) withComponents(comps []implicitarray.Component) core {
-	want := 1
-	if c.scaleAxes != nil {
-		want = 2
+	want := []shapes.Shape{shapes.Make(dtypes.Uint8, c.layout.packedDims(c.Shape().Dimensions)...)}
+	if s, ok := c.Scale(); ok {
+		want = append(want, s.Shape())
 	}
-	if len(comps) != want {
-		panic(errors.Errorf("%s.WithComponents: got %d components, want %d (packed%s)", c.typeName(), len(comps), want,
-			map[bool]string{true: ", scale", false: ""}[want == 2]))
-	}
-	if got, wantDims := comps[0].Shape(), c.layout.packedDims(c.shape.Dimensions); got.DType != dtypes.Uint8 || !slices.Equal(got.Dimensions, wantDims) {
-		panic(errors.Errorf("%s.WithComponents: packed component %s; want (Uint8)%v", c.typeName(), got, wantDims))
-	}
-	c.packed = comps[0]
-	if want == 2 {
-		c.scale = comps[1]
-	}
-	c.deleted = false
+	qarray.CheckComponents(&c.Base, comps, want...)
+	c.Base = qarray.WithComponents(c.Base, nil, comps...)
 	return c
 }
 
@@ -171,212 +129,148 @@ func (a *BitArray) WithComponents(comps []implicitarray.Component) implicitarray
 	return &BitArray{a.withComponents(comps)}
 }
 
-// WarnOnMaterialize is true, as eformer's warn_on_materialize: the generic fallback logs a warning
-// (once per op) when it densifies a packed array.
-func (c *core) WarnOnMaterialize() bool { return true }
+// Layout returns the graph-side view of the components that package lowering reads. It panics
+// if the components are host tensors.
+func (c *core) Layout() lowering.Layout {
+	w := lowering.Signs{Packed: qarray.Node(&c.Base, packedIndex), Bits: c.layout.bitsPerValue()}
+	if s, ok := c.Scale(); ok {
+		w.Scale = s.Node()
+	}
+	return w
+}
 
 // Materialize builds the dense values (times the scale, if any) in the array's dtype, inside the
 // graph of its components. Library code calls implicitarray.Materialize, which counts it.
-func (c *core) Materialize() implicitarray.Value {
-	c.checkLive("Materialize")
-	dtype := c.shape.DType
-	if c.scaleAxes == nil {
-		return decodeValues(c.layout, c.packed.Node(), dtype)
-	}
-	compute := dtype
-	if compute != dtypes.Float64 {
-		compute = dtypes.Float32
-	}
-	values := decodeValues(c.layout, c.packed.Node(), compute)
-	return graph.ConvertDType(graph.Mul(values, graph.ConvertDType(c.scale.Node(), compute)), dtype)
-}
-
-// Delete frees the host tensors holding the packed bytes and the scale, and marks the array
-// deleted: any later use panics (or, through implicitarray.Exec, returns an error) with a message
-// saying so. Arrays derived from it on the host (WithDType, WithSharding, ...) share its tensors.
-// Deleting twice is a no-op. Unlike eformer's delete, it touches no field the array lacks.
-func (c *core) Delete() {
-	if c.deleted {
-		return
-	}
-	for _, comp := range []implicitarray.Component{c.packed, c.scale} {
-		if comp.IsTensor() {
-			_ = comp.Tensor().FinalizeAll()
-		}
-	}
-	c.deleted = true
-}
+func (c *core) Materialize() implicitarray.Value { return c.Layout().Dequantize(c.DType()) }
 
 // Values returns the unpacked values in {-1, 0, +1} as an int8 host tensor of the logical
 // dimensions, without the scale. It needs host components (the array straight from Pack or
 // Quantize, or returned by implicitarray.Exec).
 func (c *core) Values() (*tensors.Tensor, error) {
-	if c.deleted {
-		return nil, errors.Errorf("%s.Values: the array was deleted", c.typeName())
+	if c.IsDeleted() {
+		return nil, errors.Wrapf(implicitarray.ErrDeleted, "%s.Values", typeNameOf(c.layout))
 	}
-	if !c.packed.IsTensor() {
-		return nil, errors.Errorf("%s.Values: the packed component is a %s; accepted: a host tensor", c.typeName(), c.packed)
+	packed := c.Packed()
+	if !packed.IsTensor() {
+		return nil, errors.Errorf("%s.Values: the packed component is a %s; accepted: a host tensor", typeNameOf(c.layout), packed)
 	}
-	packed, err := tensors.CopyFlatData[uint8](c.packed.Tensor())
+	bytes, err := tensors.CopyFlatData[uint8](packed.Tensor())
 	if err != nil {
-		return nil, errors.WithMessagef(err, "%s.Values", c.typeName())
+		return nil, errors.WithMessagef(err, "%s.Values", typeNameOf(c.layout))
 	}
-	return tensors.FromFlatDataAndDimensions(c.layout.unpackValues(packed, c.shape.Dimensions), c.shape.Dimensions...), nil
+	dims := c.Shape().Dimensions
+	return tensors.FromFlatDataAndDimensions(c.layout.unpackValues(bytes, dims), dims...), nil
 }
 
 // withDType returns a copy materializing to dtype.
 func (c core) withDType(dtype dtypes.DType) (core, error) {
-	if err := checkDType(c.typeName()+".WithDType", dtype, c.scaleAxes != nil); err != nil {
+	if err := checkDType(typeNameOf(c.layout)+".WithDType", dtype, c.scaleAxes != nil); err != nil {
 		return c, err
 	}
-	c.shape = shapes.Make(dtype, c.shape.Dimensions...)
+	c.Base = qarray.WithDType(c.Base, dtype)
 	return c, nil
 }
 
-// WithDType returns a new array that materializes to dtype, sharing the packed bytes: eformer's
-// lazy convert_element_type, without mutating a. A scaled array needs a float dtype.
-func (a *Array) WithDType(dtype dtypes.DType) (*Array, error) {
-	c, err := a.withDType(dtype)
-	if err != nil {
-		return nil, err
-	}
-	return &Array{c}, nil
-}
+// WithDType returns a new array that materializes to dtype, sharing the packed bytes. A scaled
+// array needs a float dtype; an unscaled one accepts integer dtypes too. It panics on another
+// dtype.
+func (a *Array) WithDType(dtype dtypes.DType) *Array { return &Array{must(a.withDType(dtype))} }
 
 // WithDType returns a new array that materializes to dtype (see Array.WithDType).
-func (a *BitArray) WithDType(dtype dtypes.DType) (*BitArray, error) {
-	c, err := a.withDType(dtype)
-	if err != nil {
-		return nil, err
-	}
-	return &BitArray{c}, nil
+func (a *BitArray) WithDType(dtype dtypes.DType) *BitArray {
+	return &BitArray{must(a.withDType(dtype))}
 }
 
-// MaterializeAs materializes the array in a graph as dtype (counted as a materialization in
-// implicitarray.Stats). It panics if the dtype is not accepted (see WithDType).
-func (a *Array) MaterializeAs(dtype dtypes.DType) *graph.Node {
-	b, err := a.WithDType(dtype)
-	if err != nil {
-		panic(err)
-	}
-	return implicitarray.Materialize(b)
+// WithStrategy returns a new array whose products use strategy s (see package lowering).
+func (a *Array) WithStrategy(s lowering.Strategy) *Array {
+	return &Array{a.with(qarray.WithStrategy(a.Base, s))}
 }
 
-// MaterializeAs materializes the array in a graph as dtype (see Array.MaterializeAs).
-func (a *BitArray) MaterializeAs(dtype dtypes.DType) *graph.Node {
-	b, err := a.WithDType(dtype)
-	if err != nil {
-		panic(err)
-	}
-	return implicitarray.Materialize(b)
-}
-
-// WithMatMulStrategy returns a new array whose products use strategy s (see MatMulStrategy).
-func (a *Array) WithMatMulStrategy(s MatMulStrategy) *Array {
-	c := a.core
-	c.strategy = s
-	return &Array{c}
-}
-
-// WithMatMulStrategy returns a new array whose products use strategy s (see MatMulStrategy).
-func (a *BitArray) WithMatMulStrategy(s MatMulStrategy) *BitArray {
-	c := a.core
-	c.strategy = s
-	return &BitArray{c}
-}
-
-func (c core) withSharding(s mesh.Sharding) core {
-	c.Placement = c.Placement.With(s)
-	return c
+// WithStrategy returns a new array whose products use strategy s (see package lowering).
+func (a *BitArray) WithStrategy(s lowering.Strategy) *BitArray {
+	return &BitArray{a.with(qarray.WithStrategy(a.Base, s))}
 }
 
 // WithSharding returns a new array with sharding s on its logical axes (the packed bytes and the
-// scale follow it, see ComponentSpecs); a is untouched. The zero mesh.Sharding{} clears it.
-func (a *Array) WithSharding(s mesh.Sharding) *Array { return &Array{a.withSharding(s)} }
+// scale follow it, see ComponentSpecs); a is untouched. The zero sharding.Sharding{} clears it.
+func (a *Array) WithSharding(s sharding.Sharding) *Array {
+	return &Array{a.with(qarray.WithSharding(a.Base, s))}
+}
 
 // WithSharding returns a new array with sharding s (see Array.WithSharding).
-func (a *BitArray) WithSharding(s mesh.Sharding) *BitArray { return &BitArray{a.withSharding(s)} }
-
-// Reshard is WithSharding (eformer's name).
-func (a *Array) Reshard(s mesh.Sharding) *Array { return a.WithSharding(s) }
-
-// Reshard is WithSharding (eformer's name).
-func (a *BitArray) Reshard(s mesh.Sharding) *BitArray { return a.WithSharding(s) }
-
-func (c core) withMeshAndAxis(m *mesh.Mesh, axis any) (core, error) {
-	sharding, err := mesh.ShardingFor(m, axis, c.componentSpecs)
-	if err != nil {
-		return c, errors.WithMessagef(err, "%s.WithMeshAndAxis(%s)", c.typeName(), c.shape)
-	}
-	return c.withSharding(sharding), nil
+func (a *BitArray) WithSharding(s sharding.Sharding) *BitArray {
+	return &BitArray{a.with(qarray.WithSharding(a.Base, s))}
 }
 
-// componentSpecs returns the specs of Components() when the logical array is sharded by logical
-// over m: the packed bytes by mesh.OnebitSpecs (TwoBit) or mesh.OnebitBitSpecs (OneBit), the scale
-// by mesh.ScaleSpec (its size-1 axes replicated, the others as the logical spec).
-func (c *core) componentSpecs(m *mesh.Mesh, logical mesh.PartitionSpec) ([]mesh.PartitionSpec, error) {
-	rule := mesh.OnebitSpecs
-	if c.layout == OneBit {
-		rule = mesh.OnebitBitSpecs
-	}
-	packed, err := rule(m, logical, c.shape)
+// ComponentSpecs returns the specs of [packed] or [packed, scale] when the logical array is
+// sharded by logical over m: packed has the logical spec (sharding.PackedRowsSpec: a sharded
+// first axis needs (d0/4) % shards == 0 and holds quarter-strided rows, see ShardRows), the scale
+// too except on its size-1 axes, which are replicated (sharding.ScaleSpec).
+func (c *core) ComponentSpecs(m *sharding.Mesh, logical sharding.PartitionSpec) ([]sharding.PartitionSpec, error) {
+	packed, err := sharding.PackedRowsSpec(m, logical, c.Shape(), c.layout.ValuesPerByte())
 	if err != nil {
-		return nil, err
+		return nil, errors.WithMessagef(err, "%s.ComponentSpecs", typeNameOf(c.layout))
 	}
-	if c.scaleAxes == nil {
-		return []mesh.PartitionSpec{packed}, nil
+	s, ok := c.Scale()
+	if !ok {
+		return []sharding.PartitionSpec{packed}, nil
 	}
-	scale, err := mesh.ScaleSpec(m, logical, c.shape, c.scale.Shape())
+	scale, err := sharding.ScaleSpec(m, logical, c.Shape(), s.Shape())
 	if err != nil {
-		return nil, err
+		return nil, errors.WithMessagef(err, "%s.ComponentSpecs", typeNameOf(c.layout))
 	}
-	return []mesh.PartitionSpec{packed, scale}, nil
+	return []sharding.PartitionSpec{packed, scale}, nil
 }
 
-// ComponentSpecs returns the specs of [packed] or [packed, scale] when the logical array is sharded
-// by logical over m: packed has the logical spec (mesh.OnebitSpecs: a sharded first axis needs
-// (d0/4) % shards == 0 and holds quarter-strided rows), the scale too except on its size-1 axes,
-// which are replicated (mesh.ScaleSpec).
-func (a *Array) ComponentSpecs(m *mesh.Mesh, logical mesh.PartitionSpec) ([]mesh.PartitionSpec, error) {
-	return a.componentSpecs(m, logical)
-}
-
-// ComponentSpecs is Array.ComponentSpecs for the 1-bit layout (mesh.OnebitBitSpecs: a sharded
-// first axis needs (d0/8) % shards == 0 and holds eighth-strided rows).
-func (a *BitArray) ComponentSpecs(m *mesh.Mesh, logical mesh.PartitionSpec) ([]mesh.PartitionSpec, error) {
-	return a.componentSpecs(m, logical)
-}
-
-// WithMeshAndAxis returns a new array sharded over m as axis says (the forms mesh.SpecFrom
-// accepts), checked early against the shape, the mesh and the packed layout (ComponentSpecs): an
-// error names a spec longer than the rank, a name the mesh lacks or used twice, an axis not
-// divisible by its shards, or packed rows not divisible by the first axis's shards. For a spec
-// without a mesh, use WithSharding.
-func (a *Array) WithMeshAndAxis(m *mesh.Mesh, axis any) (*Array, error) {
-	c, err := a.withMeshAndAxis(m, axis)
-	if err != nil {
-		return nil, err
-	}
-	return &Array{c}, nil
+// WithMeshAndAxis returns a new array sharded over m as axis says (the forms sharding.SpecFrom
+// accepts), checked at once against the shape, the mesh and the packed layout (ComponentSpecs).
+func (a *Array) WithMeshAndAxis(m *sharding.Mesh, axis any) (*Array, error) {
+	return qarray.WithMeshAndAxis(&a.Base, m, axis, a.ComponentSpecs, a.WithSharding)
 }
 
 // WithMeshAndAxis returns a new array sharded over m (see Array.WithMeshAndAxis).
-func (a *BitArray) WithMeshAndAxis(m *mesh.Mesh, axis any) (*BitArray, error) {
-	c, err := a.withMeshAndAxis(m, axis)
-	if err != nil {
-		return nil, err
+func (a *BitArray) WithMeshAndAxis(m *sharding.Mesh, axis any) (*BitArray, error) {
+	return qarray.WithMeshAndAxis(&a.Base, m, axis, a.ComponentSpecs, a.WithSharding)
+}
+
+// ShardRows returns the logical rows (first-axis indices) held by shard s of n of an array with
+// d0 rows packed perByte a byte (4 for Array, 8 for BitArray) whose packed rows are sharded along
+// the first axis: for each group g, rows g·Q + s·Q/n … g·Q + (s+1)·Q/n − 1, with Q = d0/perByte.
+// It returns an error unless d0 % perByte == 0, Q % n == 0 and 0 <= s < n.
+func ShardRows(d0, perByte, n, s int) ([]int, error) {
+	if perByte != 4 && perByte != 8 || d0%perByte != 0 || n <= 0 || (d0/perByte)%n != 0 || s < 0 || s >= n {
+		return nil, errors.Errorf("onebit.ShardRows(d0=%d, perByte=%d, n=%d, s=%d): accepted: perByte 4 or 8, d0 %% perByte == 0, "+
+			"(d0/perByte) %% n == 0, 0 <= s < n", d0, perByte, n, s)
 	}
-	return &BitArray{c}, nil
+	q := d0 / perByte
+	per := q / n
+	rows := make([]int, 0, perByte*per)
+	for g := range perByte {
+		for j := range per {
+			rows = append(rows, g*q+s*per+j)
+		}
+	}
+	return rows, nil
 }
 
 // String describes the array, e.g. "onebit.Array(Int8)[8 4] 2bit".
 func (c *core) String() string {
-	s := fmt.Sprintf("%s%s %s", c.typeName(), c.shape, c.layout)
+	details := c.layout.String()
 	if c.scaleAxes != nil {
-		s += fmt.Sprintf(" scale over %v", c.scaleAxes)
+		details += fmt.Sprintf(" scale over %v", c.scaleAxes)
 	}
-	if c.deleted {
-		s += " (deleted)"
+	return qarray.Describe(&c.Base, details)
+}
+
+// with returns c's packing and scale axes on base b.
+func (c *core) with(b qarray.Base) core { return core{b, c.layout, c.scaleAxes} }
+
+// withParts returns a copy with new graph components, logical dimensions, scale axes and placement.
+func (c *core) withParts(packed, scale *graph.Node, dims []int, scaleAxes []int, p sharding.Placement) core {
+	comps := []implicitarray.Component{implicitarray.NodeComponent(packed)}
+	if scale != nil {
+		comps = append(comps, implicitarray.NodeComponent(scale))
 	}
-	return s
+	b := qarray.WithComponents(c.Base, dims, comps...)
+	return core{qarray.WithPlacement(b, p), c.layout, scaleAxes}
 }

@@ -3,34 +3,39 @@
 //
 // Two types share one API:
 //
-//   - Array: values in {-1, 0, +1}, 2 bits each, 4 a byte: eformer's Array1B, byte for byte.
-//   - BitArray: binary values in {-1, +1}, 1 bit each, 8 a byte: half the memory of Array for
-//     binary weights (eformer has no such layout).
+//   - Array: values in {-1, 0, +1}, 2 bits each, 4 a byte (TwoBit).
+//   - BitArray: binary values in {-1, +1}, 1 bit each, 8 a byte (OneBit): half the memory of
+//     Array for binary weights.
 //
-// Either may keep a float32 scale (eformer keeps none, so its binary/ternary weights lose their
-// magnitude): then the array stands for values × scale.
+// Either may keep a float32 scale, and then stands for values × scale.
 //
 // # Making one
 //
 // On the host, from a *tensors.Tensor:
 //
-//   - Pack / PackBits: the tensor already holds -1, 0, +1 (eformer's Array1B.quantize).
-//   - QuantizeBinary / QuantizeBinaryBits: sign(x), zeros mapped to +1 (eformer's BINARY rule).
-//   - QuantizeTernary: eformer's TERNARY rule, threshold t = 0.5·std(x) over all elements
-//     (population std), +1 where x > t, -1 where x < -t, else 0 (ties at ±t go to 0); or, with
-//     BitNet(), BitNet b1.58: scale = mean|x|, values = clip(round(x / scale), -1, 1).
+//   - Pack / PackBits: the tensor already holds -1, 0, +1.
+//   - QuantizeBinary / QuantizeBinaryBits: sign(x), zeros mapped to +1.
+//   - QuantizeTernary: threshold t = 0.5·std(x) over all elements (population std, rounded in
+//     x's dtype as XLA computes it: see TernaryThreshold), +1 where x > t, -1 where x < -t, else
+//     0 (ties at ±t go to 0); or, with BitNet(), BitNet b1.58: scale = mean|x|, values =
+//     clip(round(x / scale), -1, 1).
+//
+// As on XLA CPU, float32 and bfloat16 subnormals count as zero for the binary and ternary rules
+// (a negative subnormal is binarized to +1).
 //
 // Options: WithDType (the materialization dtype), WithScale(axes...) (keep scale = mean|x| over
 // the axes: WithScale(0) on a (K, N) weight gives one scale per output channel, XNOR-Net /
-// BitNet absmean; no axes gives one per tensor), BitNet(). The eformer-compatible behaviour is
-// the default: unscaled binary/ternary arrays materialize as int8 -1/0/+1 (eformer's quantize
-// does the same); Pack materializes in the input's dtype.
+// BitNet absmean; no axes gives one per tensor), BitNet(). Without a scale, QuantizeBinary and
+// QuantizeTernary arrays materialize as int8 -1/0/+1 unless WithDType says otherwise: a dense
+// float product with the materialized int8 values fails on a dtype mismatch (convert them first),
+// while implicitarray.MatMul multiplies the array with float activations directly. Pack
+// materializes in the input's dtype.
 //
 // # Layouts
 //
-// TwoBit (Array), eformer's pack_weights_1bit: value v is stored as the code c = v+1 (-1 → 0,
-// 0 → 1, +1 → 2) in 2 bits, 4 codes a byte along the FIRST axis, quarter-strided. With
-// R = d0 rows and Q = R/4, the packed array has dimensions (Q, d1, ...) and dtype uint8, and
+// TwoBit (Array): value v is stored as the code c = v+1 (-1 → 0, 0 → 1, +1 → 2) in 2 bits, 4
+// codes a byte along the FIRST axis, quarter-strided. With R = d0 rows and Q = R/4, the packed
+// array has dimensions (Q, d1, ...) and dtype uint8, and
 //
 //	packed[p, ...] = c[p, ...] | c[Q+p, ...]<<2 | c[2Q+p, ...]<<4 | c[3Q+p, ...]<<6
 //
@@ -38,7 +43,7 @@
 // column of 8 values (Q = 2) v = [+1, 0, -1, +1, 0, 0, -1, +1], codes c = [2, 1, 0, 2, 1, 1, 0, 2]:
 // byte row 0 holds rows 0, 2, 4, 6 → 2 | 0<<2 | 1<<4 | 0<<6 = 0x12; byte row 1 holds rows
 // 1, 3, 5, 7 → 1 | 2<<2 | 1<<4 | 2<<6 = 0x99. All zeros pack to 0x55, all +1 to 0xAA, all -1
-// to 0x00. The code 3 is never written; decoding reads it as +2, as eformer does.
+// to 0x00. The code 3 is never written; decoding reads it as +2.
 //
 // OneBit (BitArray): bit 1 for +1, 0 for -1, 8 bits a byte along the first axis,
 // eighth-strided: with E = d0/8, packed has dimensions (E, d1, ...) and row i sits in packed row
@@ -47,30 +52,25 @@
 //
 // The first dimension must be a positive multiple of 4 (TwoBit) or 8 (OneBit). The scale, when
 // kept, is float32 with the logical rank and dimension 1 on the axes it was reduced over.
+// conformance/README.md lists where the TwoBit bytes are checked against eformer's Array1B.
 //
 // # Operations
 //
-// Inside a graph (implicitarray.Exec or implicitarray.OnGraph), the implicitarray operations
-// dispatch to handlers registered here for both types:
+// Inside a graph (implicitarray.Exec or implicitarray.OnGraph):
 //
-//   - DotGeneral / MatMul / Einsum with a dense operand on either side, any axes: see
-//     MatMulStrategy. By default (Auto) a product with at most FusedMaxRows dense rows reads
-//     the packed bytes once in one fused reduction (no weight is decoded to memory; the bytes'
-//     bit-plane prefixes are combined with the activations with integer coefficients, exact
-//     for integer-valued activations), and larger products decode the codes into the
-//     activations' dtype for one dot product. A scale multiplies the result per output
-//     channel (or the activations, for a scale along the contracted axes), never the weight.
-//     The result has the dense operand's dtype.
+//   - Products (implicitarray.DotGeneral, MatMul, Einsum) with a dense operand on either side,
+//     any axes: lowering.DotGeneral with the array's strategy (WithStrategy). A scale multiplies
+//     the result (per output channel) or the activations (for a scale along the contracted axes),
+//     never the decoded weight when either placement fits. The result has the dense operand's
+//     dtype; an unscaled array also multiplies integer activations.
 //   - Transpose, Reshape, BroadcastInDim: the bytes stay packed without re-packing when the first
 //     axis stays first with the same dimension; otherwise the values are decoded, moved and
 //     re-packed (exact: they are ternary). If the new first dimension cannot be packed, or a
 //     reshape meets a scale that is not a single value, the result is dense.
-//   - ConvertDType is lazy: a new array with the new materialization dtype (eformer mutates the
-//     array in place; this does not).
-//   - Gather returns dense values; Add, Mul, Div, Max, LessThan, ConvGeneral, Exp, Log, Sqrt,
-//     IntegerPow, the reductions and Concatenate (of arrays of one type) materialize and run the
-//     dense op, as eformer's handlers do. Other ops fall back to implicitarray's generic
-//     materialization, with a warning (WarnOnMaterialize).
+//   - ConvertDType is lazy: a new array with the new materialization dtype (WithDType).
+//
+// Every other op reaches implicitarray's generic fallback: the array is materialized and the
+// dense op applied, counted in implicitarray.Stats and logged once per op (FallbackWarn).
 //
 // # Quantizing inside a graph
 //
@@ -81,22 +81,19 @@
 //
 // # Sharding
 //
-// Both types carry an optional mesh.Sharding as static metadata (IsSharded, Sharding,
-// WithSharding, Reshard, WithMeshAndAxis); handlers keep it, moving its entries with the axes of a
-// transpose or a broadcast. ComponentSpecs maps it onto the packed bytes and the scale. A sharded
-// first axis shards the packed rows, which hold quarter- (eighth-) strided logical rows, not a
-// contiguous block: valid for computation, see the mesh package.
+// Both types carry an optional sharding.Sharding as static metadata (WithSharding,
+// WithMeshAndAxis, Sharding, IsSharded); the shape ops keep it, moving its entries with the axes.
+// ComponentSpecs maps it onto the packed bytes and the scale. A sharded first axis shards the
+// packed rows, which hold strided logical rows, not a contiguous block (ShardRows): valid for
+// computation, see package sharding.
 //
 // # Errors
 //
 // Host-side functions return errors (with Must variants) that name the offending shape (first
-// dimension not a multiple of 4 or 8), value and index (a value outside {-1, 0, +1} for Pack,
-// where eformer truncates silently), NaN input, or option misuse. Graph-building functions panic
-// with a message naming the op, types and shapes. After Delete, which frees the packed bytes
-// (and the scale; eformer's delete touches a scale its type lacks), any use panics with a
-// message saying the array was deleted; implicitarray.Exec reports it as an error.
-//
-// # Benchmarks
-//
-// See bench_test.go: `go test -run '^$' -bench . ./onebit/`.
+// dimension not a multiple of 4 or 8, an empty shape, a scalar), value and index (a value outside
+// {-1, 0, +1} for Pack; NaN or ±Inf for the quantizers, the validation of every quanta format),
+// or option misuse. The host quantizers read the input in place and write the packed bytes
+// directly: their scratch memory is the scale, if any. Graph-building functions panic with a message naming the op, types
+// and shapes. After Delete, which frees the packed bytes and the scale, using the array, or any
+// array derived from it without new components, is implicitarray.ErrDeleted.
 package onebit

@@ -15,7 +15,7 @@ func Example() {
 	w := onebit.MustQuantizeBinary(tensors.FromValue([][]float32{
 		{0.5, -2}, {-1.5, 1}, {1, -1}, {-1, 0},
 	}), onebit.WithScale(0))
-	fmt.Println(w, "bytes:", w.NumBytes())
+	fmt.Println(w, "bytes:", w.Bytes())
 
 	// x @ w inside a graph: the packed bytes are never expanded into a float weight.
 	exec := implicitarray.MustNewExec(runtime.MustBackend(), func(x *graph.Node, w *onebit.Array) *graph.Node {
@@ -26,4 +26,10 @@ func Example() {
 	// Output:
 	// onebit.Array(Float32)[4 2] 2bit scale over [0] bytes: 10
 	// [[-2 2]]
+}
+
+// Which logical rows shard 1 of 2 holds when a 2-bit array of 16 rows is sharded on its first axis.
+func ExampleShardRows() {
+	fmt.Println(onebit.ShardRows(16, 4, 2, 1))
+	// Output: [2 3 6 7 10 11 14 15] <nil>
 }

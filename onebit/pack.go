@@ -1,13 +1,10 @@
 package onebit
 
 import (
-	"math"
+	"slices"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
-	"github.com/x448/float16"
 )
 
 // Layout says how values are stored in the packed bytes.
@@ -45,13 +42,18 @@ func (l Layout) bitsPerValue() int { return 8 / l.ValuesPerByte() }
 // radix is the factor between consecutive groups in a byte: 4 (2 bits) or 2 (1 bit).
 func (l Layout) radix() int { return 1 << l.bitsPerValue() }
 
-// checkPackable returns an error naming the shape if dims cannot be packed in layout l.
+// checkPackable returns an error naming the shape if dims cannot be packed in layout l: a
+// scalar, an empty shape, a first dimension that is not a multiple of the values per byte.
 func (l Layout) checkPackable(what string, dims []int) error {
 	if len(dims) == 0 {
 		return errors.Errorf("%s: cannot pack a scalar; accepted: rank >= 1 with the first dimension a multiple of %d",
 			what, l.ValuesPerByte())
 	}
-	if dims[0] == 0 || dims[0]%l.ValuesPerByte() != 0 {
+	if slices.Contains(dims, 0) {
+		return errors.Errorf("%s: shape %v is empty; accepted: every dimension >= 1, the first a multiple of %d",
+			what, dims, l.ValuesPerByte())
+	}
+	if dims[0]%l.ValuesPerByte() != 0 {
 		return errors.Errorf("%s: first dimension of shape %v is %d, not a positive multiple of %d (the %s layout packs %d values a byte along the first axis)",
 			what, dims, dims[0], l.ValuesPerByte(), l, l.ValuesPerByte())
 	}
@@ -193,54 +195,6 @@ func product(dims []int) int {
 	return n
 }
 
-// float64s copies a numeric host tensor into float64s.
-func float64s(t *tensors.Tensor) ([]float64, error) {
-	var out []float64
-	var err error
-	accessErr := t.ConstFlatData(func(flat any) {
-		switch s := flat.(type) {
-		case []float32:
-			out = convertSlice(s, func(v float32) float64 { return float64(v) })
-		case []float64:
-			out = append([]float64(nil), s...)
-		case []bfloat16.BFloat16:
-			out = convertSlice(s, func(v bfloat16.BFloat16) float64 { return float64(v.Float32()) })
-		case []float16.Float16:
-			out = convertSlice(s, func(v float16.Float16) float64 { return float64(v.Float32()) })
-		case []int8:
-			out = convertSlice(s, func(v int8) float64 { return float64(v) })
-		case []int16:
-			out = convertSlice(s, func(v int16) float64 { return float64(v) })
-		case []int32:
-			out = convertSlice(s, func(v int32) float64 { return float64(v) })
-		case []int64:
-			out = convertSlice(s, func(v int64) float64 { return float64(v) })
-		case []uint8:
-			out = convertSlice(s, func(v uint8) float64 { return float64(v) })
-		case []uint16:
-			out = convertSlice(s, func(v uint16) float64 { return float64(v) })
-		case []uint32:
-			out = convertSlice(s, func(v uint32) float64 { return float64(v) })
-		case []uint64:
-			out = convertSlice(s, func(v uint64) float64 { return float64(v) })
-		default:
-			err = errors.Errorf("tensor of dtype %s; accepted: float or integer dtypes", t.DType())
-		}
-	})
-	if accessErr != nil {
-		return nil, accessErr
-	}
-	return out, err
-}
-
-func convertSlice[T any](s []T, f func(T) float64) []float64 {
-	out := make([]float64, len(s))
-	for i, v := range s {
-		out[i] = f(v)
-	}
-	return out
-}
-
 // checkDType rejects dtypes an array cannot materialize to.
 func checkDType(what string, dtype dtypes.DType, scaled bool) error {
 	switch {
@@ -248,16 +202,6 @@ func checkDType(what string, dtype dtypes.DType, scaled bool) error {
 		return errors.Errorf("%s: dtype %s for a scaled array; accepted: a float dtype (the scale multiplies the values)", what, dtype)
 	case !dtype.IsFloat() && !dtype.IsInt():
 		return errors.Errorf("%s: dtype %s; accepted: a float or integer dtype", what, dtype)
-	}
-	return nil
-}
-
-// checkNotNaN returns an error naming the first NaN.
-func checkNotNaN(what string, x []float64, dims []int) error {
-	for i, v := range x {
-		if math.IsNaN(v) {
-			return errors.Errorf("%s: NaN at index %v of shape %v", what, unflatten(i, dims), dims)
-		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package onebit_test
 
 import (
+	"math"
 	"math/rand"
 	"slices"
 	"strings"
@@ -160,6 +161,25 @@ func TestBadInput(t *testing.T) {
 			_, err := onebit.QuantizeTernary(f32([]float32{0, 1, float32(nan()), 0}, 4))
 			return err
 		}, []string{"NaN", "[2]"}},
+		{"+Inf ternary", func() error {
+			_, err := onebit.QuantizeTernary(f32([]float32{0, 1, float32(math.Inf(1)), 0}, 4))
+			return err
+		}, []string{"+Inf", "[2]", "finite"}},
+		{"-Inf binary", func() error {
+			_, err := onebit.QuantizeBinary(f32([]float32{0, 1, 0, float32(math.Inf(-1))}, 4))
+			return err
+		}, []string{"-Inf", "[3]", "finite"}},
+		{"+Inf binary bits", func() error {
+			_, err := onebit.QuantizeBinaryBits(f32([]float32{0, 1, 0, 0, 0, 0, 0, float32(math.Inf(1))}, 8))
+			return err
+		}, []string{"+Inf", "finite"}},
+		{"empty binary", func() error { _, err := onebit.QuantizeBinary(f32(nil, 4, 0)); return err }, []string{"[4 0]", "empty"}},
+		{"empty ternary", func() error { _, err := onebit.QuantizeTernary(f32(nil, 4, 0)); return err }, []string{"[4 0]", "empty"}},
+		{"empty pack", func() error { _, err := onebit.Pack(f32(nil, 4, 0, 3)); return err }, []string{"[4 0 3]", "empty"}},
+		{"empty pack bits", func() error { _, err := onebit.PackBits(f32(nil, 8, 0)); return err }, []string{"[8 0]", "empty"}},
+		{"empty first dim", func() error { _, err := onebit.Pack(f32(nil, 0, 2)); return err }, []string{"[0 2]", "empty"}},
+		{"PackValues empty", func() error { _, err := onebit.PackValues(onebit.TwoBit, nil, 4, 0); return err },
+			[]string{"empty"}},
 		{"scalar", func() error { _, err := onebit.Pack(tensors.FromValue(float32(1))); return err }, []string{"scalar"}},
 		{"Pack with scale", func() error { _, err := onebit.Pack(f32(make([]float32, 4), 4), onebit.WithScale()); return err },
 			[]string{"WithScale"}},

@@ -2,13 +2,18 @@ package onebit
 
 import (
 	"math"
+	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/xlafloat"
+	"github.com/x448/float16"
 )
 
 // Option configures Pack, PackBits and the Quantize functions.
@@ -78,8 +83,9 @@ func PackBits(t *tensors.Tensor, opts ...Option) (*BitArray, error) {
 func MustPackBits(t *tensors.Tensor, opts ...Option) *BitArray { return must(PackBits(t, opts...)) }
 
 // QuantizeBinary quantizes t to sign(x) with zeros mapped to +1 (eformer's BINARY rule) and packs
-// it into an Array (2 bits a value, eformer's bytes). Unscaled it materializes as int8 -1/+1, as
-// eformer; WithScale keeps the absmean scale. A NaN is an error.
+// it into an Array (2 bits a value, eformer's bytes). float32 and bfloat16 subnormals count as
+// zero (XLA CPU reads them so: a negative subnormal gives +1). Unscaled it materializes as int8
+// -1/+1, as eformer; WithScale keeps the absmean scale. NaN and ±Inf are errors.
 func QuantizeBinary(t *tensors.Tensor, opts ...Option) (*Array, error) {
 	c, err := quantize("onebit.QuantizeBinary", TwoBit, ruleBinary, t, opts)
 	if err != nil {
@@ -108,10 +114,18 @@ func MustQuantizeBinaryBits(t *tensors.Tensor, opts ...Option) *BitArray {
 }
 
 // QuantizeTernary quantizes t to {-1, 0, +1} and packs it into an Array. The default rule is
-// eformer's TERNARY: threshold = 0.5 * std(x) over all elements (population std, computed in
-// float64), +1 where x > threshold, -1 where x < -threshold, else 0 (ties go to 0); unscaled, it
-// materializes as int8. BitNet selects the BitNet b1.58 rule; WithScale keeps an absmean scale.
-// A NaN is an error.
+// eformer's TERNARY: threshold = 0.5 * std(x) over all elements (population std), +1 where
+// x > threshold, -1 where x < -threshold, else 0 (ties go to 0); unscaled, it materializes as
+// int8. The threshold is computed as eformer's XLA computes it, in t's dtype: the variance
+// (exact, from float64 sums) rounded to float32 and then to t's dtype, its square root rounded to
+// the dtype, halved; float32 and bfloat16 subnormals count as zero (integer tensors use the
+// float32 rules, float64 ones 0.5·sqrt(variance) in float64). Two deliberate differences: where
+// the variance overflows the dtype (float16 with std above 256, for instance) eformer's threshold
+// is +Inf and every value 0, quanta rounds the square root of the float64 variance instead; and
+// eformer's float32 variance carries the rounding of XLA's float32 sums (their order depends on
+// the shape and the CPU), so an element within that error of the threshold may fall on the other
+// side. BitNet selects the BitNet b1.58 rule; WithScale keeps an absmean scale. NaN and ±Inf are
+// errors.
 func QuantizeTernary(t *tensors.Tensor, opts ...Option) (*Array, error) {
 	c, err := quantize("onebit.QuantizeTernary", TwoBit, ruleTernary, t, opts)
 	if err != nil {
@@ -174,71 +188,215 @@ func quantize(what string, l Layout, r rule, t *tensors.Tensor, opts []Option) (
 	if err := checkDType(what, dtype, scaled); err != nil {
 		return core{}, err
 	}
-	x, err := float64s(t)
-	if err != nil {
-		return core{}, errors.WithMessage(err, what)
-	}
-	if r != rulePack {
-		if err := checkNotNaN(what, x, dims); err != nil {
-			return core{}, err
+	job := &quantizeJob{what: what, layout: l, rule: r, bitNet: cfg.bitNet, dims: dims, dtype: t.DType(),
+		scaled: scaled, scaleAxes: scaleAxes}
+	packed := tensors.FromShape(shapes.Make(dtypes.Uint8, l.packedDims(dims)...))
+	var err, writeErr error
+	accessErr := t.ConstFlatData(func(flat any) {
+		writeErr = packed.MutableFlatData(func(p any) {
+			job.packed = p.([]uint8)
+			err = dispatch(flat, job)
+		})
+	})
+	for _, e := range []error{err, writeErr, accessErr} {
+		if e != nil {
+			return core{}, e
 		}
 	}
-	var scale []float64
-	if scaled {
-		scale = absMean(x, dims, scaleAxes)
-	}
-	values := make([]int8, len(x))
-	switch {
-	case r == rulePack:
-		for i, v := range x {
-			if !l.valid(v) {
-				return core{}, badValueError(what, l, v, i, dims)
-			}
-			values[i] = int8(v)
-		}
-	case r == ruleBinary:
-		for i, v := range x {
-			values[i] = 1
-			if v < 0 {
-				values[i] = -1
-			}
-		}
-	case cfg.bitNet:
-		idx := scaleIndexer(dims, scaleAxes)
-		for i, v := range x {
-			if s := scale[idx(i)]; s > 0 {
-				values[i] = int8(max(-1, min(1, math.RoundToEven(v/s))))
-			}
-		}
-	default:
-		threshold := 0.5 * populationStd(x)
-		for i, v := range x {
-			switch {
-			case v > threshold:
-				values[i] = 1
-			case v < -threshold:
-				values[i] = -1
-			}
-		}
-	}
-	c := core{
-		layout: l,
-		packed: implicitarray.TensorComponent(tensors.FromFlatDataAndDimensions(l.packValues(values, dims), l.packedDims(dims)...)),
-		shape:  shapes.Make(dtype, dims...),
-	}
-	if scaled {
-		c.scaleAxes = scaleAxes
+	var scaleComp implicitarray.Component
+	if !scaled {
+		scaleAxes = nil
+	} else {
 		scaleDims := slices.Clone(dims)
 		for _, a := range scaleAxes {
 			scaleDims[a] = 1
 		}
-		s32 := make([]float32, len(scale))
-		for i, v := range scale {
+		s32 := make([]float32, len(job.scale))
+		for i, v := range job.scale {
 			s32[i] = float32(v)
 		}
-		c.scale = implicitarray.TensorComponent(tensors.FromFlatDataAndDimensions(s32, scaleDims...))
+		scaleComp = implicitarray.TensorComponent(tensors.FromFlatDataAndDimensions(s32, scaleDims...))
 	}
+	c := newCore(l, shapes.Make(dtype, dims...), implicitarray.TensorComponent(packed), scaleComp, scaleAxes)
 	return c, nil
+}
+
+// quantizeJob is one host quantization: its parameters, and the packed bytes it writes.
+type quantizeJob struct {
+	what      string
+	layout    Layout
+	rule      rule
+	bitNet    bool
+	dims      []int
+	dtype     dtypes.DType // the input's
+	scaled    bool
+	scaleAxes []int
+	packed    []uint8
+	scale     []float64 // mean |x| over scaleAxes, keepdims, flat
+}
+
+// dispatch runs the job on the input's flat data, read in place: no copy of the input.
+func dispatch(flat any, job *quantizeJob) error {
+	switch s := flat.(type) {
+	case []float32:
+		return run(s, func(v float32) float64 { return float64(v) }, job)
+	case []float64:
+		return run(s, func(v float64) float64 { return v }, job)
+	case []bfloat16.BFloat16:
+		return run(s, func(v bfloat16.BFloat16) float64 { return float64(v.Float32()) }, job)
+	case []float16.Float16:
+		return run(s, func(v float16.Float16) float64 { return float64(v.Float32()) }, job)
+	case []int8:
+		return run(s, func(v int8) float64 { return float64(v) }, job)
+	case []int16:
+		return run(s, func(v int16) float64 { return float64(v) }, job)
+	case []int32:
+		return run(s, func(v int32) float64 { return float64(v) }, job)
+	case []int64:
+		return run(s, func(v int64) float64 { return float64(v) }, job)
+	case []uint8:
+		return run(s, func(v uint8) float64 { return float64(v) }, job)
+	case []uint16:
+		return run(s, func(v uint16) float64 { return float64(v) }, job)
+	case []uint32:
+		return run(s, func(v uint32) float64 { return float64(v) }, job)
+	case []uint64:
+		return run(s, func(v uint64) float64 { return float64(v) }, job)
+	}
+	return errors.Errorf("%s: tensor of dtype %s; accepted: float or integer dtypes", job.what, job.dtype)
+}
+
+// run validates, computes the statistics the rule needs (streaming over the input) and packs
+// the values straight into job.packed.
+func run[E any](flat []E, toF64 func(E) float64, job *quantizeJob) error {
+	// load is the value the rule sees: float32 and bfloat16 subnormals read as zero, as XLA CPU
+	// reads them (Pack stores the values as given).
+	load := toF64
+	if job.rule != rulePack && xlafloat.FlushesInputs(job.dtype) {
+		if job.dtype == dtypes.Float64 {
+			load = func(v E) float64 { return xlafloat.FlushF64(toF64(v)) }
+		} else {
+			load = func(v E) float64 { return float64(xlafloat.FlushF32(float32(toF64(v)))) }
+		}
+	}
+	for i, e := range flat {
+		v := toF64(e)
+		switch {
+		case job.rule == rulePack:
+			if !job.layout.valid(v) {
+				return badValueError(job.what, job.layout, v, i, job.dims)
+			}
+		case math.IsNaN(v) || math.IsInf(v, 0):
+			return errors.Errorf("%s: %v at index %v of shape %v; accepted: finite values", job.what, v, unflatten(i, job.dims), job.dims)
+		}
+	}
+	var scaleOf func(i int) int
+	if job.scaled {
+		scaleOf = scaleIndexer(job.dims, job.scaleAxes)
+		job.scale = absMean(flat, load, job.dims, job.scaleAxes, scaleOf)
+	}
+	var value func(i int, v float64) int8
+	switch {
+	case job.rule == rulePack:
+		value = func(_ int, v float64) int8 { return int8(v) }
+	case job.rule == ruleBinary:
+		value = func(_ int, v float64) int8 {
+			if v < 0 {
+				return -1
+			}
+			return 1
+		}
+	case job.bitNet:
+		value = func(i int, v float64) int8 {
+			if s := job.scale[scaleOf(i)]; s > 0 {
+				return int8(max(-1, min(1, math.RoundToEven(v/s))))
+			}
+			return 0
+		}
+	default:
+		threshold := TernaryThreshold(job.dtype, variance(flat, load))
+		value = func(_ int, v float64) int8 {
+			switch {
+			case v > threshold:
+				return 1
+			case v < -threshold:
+				return -1
+			}
+			return 0
+		}
+	}
+	// Byte k of the packed array holds the values at flat indices g·stride + k, one per group g.
+	groups := job.layout.ValuesPerByte()
+	stride := len(flat) / groups
+	bits := job.layout.bitsPerValue()
+	parallel(len(job.packed), func(from, to int) {
+		for k := from; k < to; k++ {
+			var b uint8
+			for g := range groups {
+				i := g*stride + k
+				b |= job.layout.code(value(i, load(flat[i]))) << (bits * g)
+			}
+			job.packed[k] = b
+		}
+	})
+	return nil
+}
+
+// variance returns the population variance of the loaded values, from float64 sums (two passes
+// over the input).
+func variance[E any](flat []E, load func(E) float64) float64 {
+	var mean, sum float64
+	for _, e := range flat {
+		mean += load(e)
+	}
+	mean /= float64(len(flat))
+	for _, e := range flat {
+		d := load(e) - mean
+		sum += d * d
+	}
+	return sum / float64(len(flat))
+}
+
+// TernaryThreshold returns eformer's ternary threshold 0.5·std for an input of dtype whose
+// population variance is variance (exact or from float64 sums), as XLA CPU computes it in the
+// dtype: for float32 (and integer dtypes) the variance rounded to float32, its float32 square
+// root, halved; for bfloat16 and float16 the variance rounded to float32 then to the dtype, its
+// square root rounded to the dtype, halved in the dtype; float64: 0.5·sqrt(variance). Where the
+// variance overflows the dtype (eformer's threshold is then +Inf), the square root of the float64
+// variance, rounded to the dtype, is used instead (see QuantizeTernary).
+func TernaryThreshold(dtype dtypes.DType, variance float64) float64 {
+	if dtype == dtypes.Float64 {
+		return 0.5 * math.Sqrt(variance)
+	}
+	e := dtype
+	if e != dtypes.BFloat16 && e != dtypes.Float16 {
+		e = dtypes.Float32
+	}
+	v := xlafloat.Round(float32(variance), e)
+	std := xlafloat.Round(float32(math.Sqrt(float64(v))), e)
+	if math.IsInf(float64(v), 1) {
+		std = xlafloat.Round(float32(math.Sqrt(variance)), e)
+	}
+	return float64(xlafloat.Round(0.5*std, e))
+}
+
+// parallel runs fn over [0, n) split in contiguous chunks across GOMAXPROCS goroutines.
+func parallel(n int, fn func(from, to int)) {
+	workers := min(runtime.GOMAXPROCS(0), n/(1<<14)+1)
+	if workers <= 1 {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (n + workers - 1) / workers
+	for from := 0; from < n; from += chunk {
+		wg.Add(1)
+		go func(from, to int) {
+			defer wg.Done()
+			fn(from, to)
+		}(from, min(from+chunk, n))
+	}
+	wg.Wait()
 }
 
 // normalizeAxes maps axes into [0, rank), sorted; none means all axes.
@@ -288,32 +446,18 @@ func scaleIndexer(dims, axes []int) func(int) int {
 	}
 }
 
-// absMean is mean(|x|) over axes, keepdims, flat.
-func absMean(x []float64, dims, axes []int) []float64 {
+// absMean is mean(|x|) over axes, keepdims, flat (streaming over the input).
+func absMean[E any](flat []E, load func(E) float64, dims, axes []int, scaleOf func(int) int) []float64 {
 	n := 1
 	for _, a := range axes {
 		n *= dims[a]
 	}
-	out := make([]float64, len(x)/n)
-	idx := scaleIndexer(dims, axes)
-	for i, v := range x {
-		out[idx(i)] += math.Abs(v)
+	out := make([]float64, len(flat)/n)
+	for i, e := range flat {
+		out[scaleOf(i)] += math.Abs(load(e))
 	}
 	for i := range out {
 		out[i] /= float64(n)
 	}
 	return out
-}
-
-func populationStd(x []float64) float64 {
-	var mean float64
-	for _, v := range x {
-		mean += v
-	}
-	mean /= float64(len(x))
-	var ss float64
-	for _, v := range x {
-		ss += (v - mean) * (v - mean)
-	}
-	return math.Sqrt(ss / float64(len(x)))
 }

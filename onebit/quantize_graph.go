@@ -1,13 +1,12 @@
 package onebit
 
 import (
-	"slices"
-
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/xlafloat"
 )
 
 // QuantizeBinaryNode is QuantizeBinary inside a graph, for quantizing values computed in the
@@ -18,9 +17,11 @@ func QuantizeBinaryNode(x *graph.Node, opts ...Option) *Array {
 	return &Array{q.pack()}
 }
 
-// QuantizeTernaryNode is QuantizeTernary inside a graph. The threshold (0.5·std) and the scales are
-// computed in float32 (the host version uses float64), so values within float32 rounding of the
-// threshold may fall on the other side.
+// QuantizeTernaryNode is QuantizeTernary inside a graph, with its rules: the variance from float64
+// sums, rounded through float32 to x's dtype as TernaryThreshold says, subnormals read as zero.
+// (The graph's float64 sums may be ordered differently from the host's, which changes the
+// threshold only if the variance lies within float64 rounding of a float32 rounding boundary.)
+// The scales of WithScale and BitNet are computed in float32.
 func QuantizeTernaryNode(x *graph.Node, opts ...Option) *Array {
 	q := ruleNode("onebit.QuantizeTernaryNode", ruleTernary, x, opts, true)
 	return &Array{q.pack()}
@@ -48,16 +49,13 @@ type ruled struct {
 }
 
 func (q ruled) pack() core {
-	c := core{
-		layout: TwoBit,
-		packed: implicitarray.NodeComponent(packValues(TwoBit, q.values)),
-		shape:  shapes.Make(q.dtype, q.values.Shape().Dimensions...),
-	}
+	var scale implicitarray.Component
+	var scaleAxes []int
 	if q.scale != nil {
-		c.scaleAxes = slices.Clone(q.scaleAxes)
-		c.scale = implicitarray.NodeComponent(q.scale)
+		scale, scaleAxes = implicitarray.NodeComponent(q.scale), q.scaleAxes
 	}
-	return c
+	return newCore(TwoBit, shapes.Make(q.dtype, q.values.Shape().Dimensions...),
+		implicitarray.NodeComponent(packValues(TwoBit, q.values)), scale, scaleAxes)
 }
 
 // dense is the materialized value, computed as core.Materialize computes it from the packed bytes.
@@ -118,7 +116,17 @@ func ruleNode(what string, r rule, x *graph.Node, opts []Option, packable bool) 
 	}
 
 	g := x.Graph()
-	xf := graph.ConvertDType(x, dtypes.Float32)
+	// xv: the values the rule sees, float32 (float64 for float64 x), with the subnormals XLA CPU
+	// reads as zero flushed.
+	compute := dtypes.Float32
+	if x.DType() == dtypes.Float64 {
+		compute = dtypes.Float64
+	}
+	xv := graph.ConvertDType(x, compute)
+	if xlafloat.FlushesInputs(x.DType()) {
+		xv = xlafloat.FlushNode(xv)
+	}
+	xf := graph.ConvertDType(xv, dtypes.Float32)
 	one, minusOne, zero := graph.Scalar(g, dtypes.Int8, 1), graph.Scalar(g, dtypes.Int8, -1), graph.Scalar(g, dtypes.Int8, 0)
 	var scale, values *graph.Node
 	if scaled {
@@ -126,17 +134,68 @@ func ruleNode(what string, r rule, x *graph.Node, opts []Option, packable bool) 
 	}
 	switch {
 	case r == ruleBinary:
-		values = graph.Where(graph.LessThan(xf, graph.ScalarZero(g, dtypes.Float32)), minusOne, one)
+		values = graph.Where(graph.LessThan(xv, graph.ScalarZero(g, compute)), minusOne, one)
 	case cfg.bitNet:
 		safe := graph.Where(graph.GreaterThan(scale, graph.ScalarZero(g, dtypes.Float32)), scale, graph.OnesLike(scale))
-		rounded := graph.ClipScalar(graph.Round(graph.Div(xf, safe)), -1, 1)
+		rounded := graph.ClipScalar(xlafloat.RoundHalfEvenNode(graph.Div(xf, safe)), -1, 1)
 		positive := graph.BroadcastToDims(graph.GreaterThan(scale, graph.ScalarZero(g, dtypes.Float32)), dims...)
 		values = graph.Where(positive, graph.ConvertDType(rounded, dtypes.Int8), zero)
 	default:
-		centered := graph.Sub(xf, graph.ReduceAllMean(xf))
-		threshold := graph.MulScalar(graph.Sqrt(graph.ReduceAllMean(graph.Square(centered))), 0.5)
-		values = graph.Where(graph.GreaterThan(xf, threshold), one,
-			graph.Where(graph.LessThan(xf, graph.Neg(threshold)), minusOne, zero))
+		threshold := ternaryThresholdNode(xv, x.DType())
+		values = graph.Where(graph.GreaterThan(xv, threshold), one,
+			graph.Where(graph.LessThan(xv, graph.Neg(threshold)), minusOne, zero))
 	}
 	return ruled{values: values, scale: scale, scaleAxes: scaleAxes, dtype: dtype}
+}
+
+// ternaryThresholdNode is TernaryThreshold in a graph, from the variance of xv (the loaded values
+// of an input of dtype) computed with float64 sums; the result has xv's dtype.
+func ternaryThresholdNode(xv *graph.Node, dtype dtypes.DType) *graph.Node {
+	g := xv.Graph()
+	x64 := graph.ConvertDType(xv, dtypes.Float64)
+	centered := graph.Sub(x64, graph.ReduceAllMean(x64))
+	variance := graph.ReduceAllMean(graph.Mul(centered, centered))
+	if dtype == dtypes.Float64 {
+		return graph.MulScalar(graph.Sqrt(variance), 0.5)
+	}
+	round := xlafloat.FlushNode
+	if f, ok := xlafloat.FormatOf(dtype); ok {
+		round = func(n *graph.Node) *graph.Node {
+			return xlafloat.RoundNode(xlafloat.FlushNode(n), f, f.MinExp, f.MaxExp)
+		}
+	}
+	v := round(graph.ConvertDType(variance, dtypes.Float32))
+	std := round(graph.Sqrt(v))
+	// Where the variance overflows the dtype: the float64 square root, rounded.
+	overflow := graph.GreaterOrEqual(v, graph.Infinity(g, dtypes.Float32, 1))
+	std = graph.Where(overflow, round(graph.ConvertDType(graph.Sqrt(variance), dtypes.Float32)), std)
+	return round(graph.Mul(std, graph.Scalar(g, dtypes.Float32, 0.5)))
+}
+
+// packValues packs an int8 node of values (valid for the layout) into the layout's bytes. The
+// first dimension must be a multiple of ValuesPerByte (callers check).
+func packValues(l Layout, values *graph.Node) *graph.Node {
+	g := values.Graph()
+	dims := values.Shape().Dimensions
+	groups := l.ValuesPerByte()
+	var codes *graph.Node
+	if l == OneBit {
+		codes = graph.Where(graph.GreaterThan(values, graph.Scalar(g, values.DType(), 0)),
+			graph.Scalar(g, dtypes.Uint8, 1), graph.Scalar(g, dtypes.Uint8, 0))
+	} else {
+		codes = graph.ConvertDType(graph.Add(values, graph.Scalar(g, values.DType(), 1)), dtypes.Uint8)
+	}
+	split := append([]int{groups, dims[0] / groups}, dims[1:]...)
+	codes = graph.Reshape(codes, split...)
+	var packed *graph.Node
+	for i := range groups {
+		c := graph.Squeeze(graph.SliceAxis(codes, 0, graph.AxisElem(i)), 0)
+		if i > 0 {
+			c = graph.Mul(c, graph.Scalar(g, dtypes.Uint8, 1<<(l.bitsPerValue()*i)))
+			packed = graph.Add(packed, c)
+		} else {
+			packed = c
+		}
+	}
+	return packed
 }

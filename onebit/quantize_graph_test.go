@@ -1,17 +1,22 @@
 package onebit_test
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/onebit"
+	"github.com/quanta-ml/quanta/runtime"
+	"github.com/x448/float16"
 )
 
 // TestQuantizeNodeMatchesHost checks the in-graph rules against the host ones, byte for byte, on
@@ -110,6 +115,8 @@ func TestQuantizeNodeErrors(t *testing.T) {
 		{"bitnet binary", func(n *graph.Node) *graph.Node {
 			return implicitarray.Materialize(onebit.QuantizeBinaryNode(n, onebit.BitNet()))
 		}, []float32{1, 2, 3, 4}, "ternary rule"},
+		{"empty", func(n *graph.Node) *graph.Node { return implicitarray.Materialize(onebit.QuantizeTernaryNode(n)) },
+			tensors.FromShape(shapes.Make(dtypes.Float32, 4, 0)), "empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := graph.MustNewExec(backend, tc.fn).Exec(tc.arg)
@@ -131,5 +138,69 @@ func TestScaledDotRejectsIntegerActivations(t *testing.T) {
 	_, err := e.Call([][]int32{{1, 2, 3, 4}}, w)
 	if err == nil || !strings.Contains(err.Error(), "float activations") {
 		t.Errorf("got %v, want an error asking for float activations", err)
+	}
+}
+
+// TestXLAArithmetic pins the rules that follow XLA CPU's arithmetic, for the host and the graph
+// quantizers. Expected values are eformer 0.0.101's (quantize(x, dtype=..., simulate=True) on jax
+// 0.11.2 CPU), except the float16 overflow case (a deliberate difference, computed by hand).
+func TestXLAArithmetic(t *testing.T) {
+	backend := testutil.Backend(t)
+	bf16Bits := func(bits ...uint16) *tensors.Tensor {
+		out := make([]bfloat16.BFloat16, len(bits))
+		for i, b := range bits {
+			out[i] = bfloat16.BFloat16(b)
+		}
+		return tensors.FromFlatDataAndDimensions(out, len(bits))
+	}
+	f16 := func(values ...float32) *tensors.Tensor {
+		out := make([]float16.Float16, len(values))
+		for i, v := range values {
+			out[i] = float16.Fromfloat32(v)
+		}
+		return tensors.FromFlatDataAndDimensions(out, len(values))
+	}
+	f32 := func(values ...float32) *tensors.Tensor { return tensors.FromFlatDataAndDimensions(values, len(values)) }
+	for _, tc := range []struct {
+		name    string
+		ternary bool
+		x       *tensors.Tensor
+		want    []int8
+	}{
+		// float32 subnormals read as zero: sign 0, mapped to +1.
+		{"binary float32 subnormals", false, f32(1e-40, -1e-40, float32(math.Copysign(0, -1)), -1), []int8{1, 1, 1, -1}},
+		// float16 subnormals are normal float32s: their sign counts.
+		{"binary float16 subnormals", false, f16(6e-8, -6e-8, float32(math.Copysign(0, -1)), -1), []int8{1, -1, 1, -1}},
+		{"ternary float32 subnormals", true, f32(1e-40, -1e-40, 0, -2e-40), []int8{0, 0, 0, 0}},
+		// bfloat16: the variance is rounded to bfloat16 and so is its square root: the threshold
+		// is 0.3046875 (0x3e9c), exactly the first two values, which go to 0. The float64
+		// threshold 0.30349 would make them ±1.
+		{"ternary bfloat16 threshold in bfloat16", true,
+			bf16Bits(0x3e9c, 0xbe9c, 0x3fc9, 0xbdc5, 0x3f2e, 0xbe0c, 0xbec2, 0x3eed), []int8{0, 0, 1, 0, 1, 0, -1, 1}},
+		// Deliberate difference: the variance 1e6 overflows float16, so eformer's threshold is +Inf
+		// and every value 0; quanta uses sqrt(1e6) = 1000, threshold 500.
+		{"ternary float16 variance overflow", true, f16(1000, -1000, 1000, -1000), []int8{1, -1, 1, -1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			quantize, quantizeNode := onebit.QuantizeBinary, onebit.QuantizeBinaryNode
+			if tc.ternary {
+				quantize, quantizeNode = onebit.QuantizeTernary, onebit.QuantizeTernaryNode
+			}
+			host, err := quantize(tc.x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := values(t, host); !slices.Equal(got, tc.want) {
+				t.Errorf("host: values %v, want %v", got, tc.want)
+			}
+			if tc.x.DType() == dtypes.Float16 && runtime.IsGo(backend) {
+				t.Skip("the pure-Go backend has no float16")
+			}
+			e := implicitarray.MustNewExec(backend, func(n *graph.Node) *onebit.Array { return quantizeNode(n) })
+			defer e.Finalize()
+			if got := values(t, e.MustCall1(tc.x).(*onebit.Array)); !slices.Equal(got, tc.want) {
+				t.Errorf("graph: values %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

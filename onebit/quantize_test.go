@@ -104,7 +104,7 @@ func TestQuantizeDefaultsAndScale(t *testing.T) {
 	if got := values(t, bn); !slices.Equal(got, []int8{1, -1, -1, 1, 0, 0, 1, -1}) {
 		t.Fatalf("bitnet values %v", got)
 	}
-	if n := s.NumBytes(); n != 2+4*2 {
-		t.Fatalf("NumBytes %d, want 2 packed + 8 scale", n)
+	if n := s.Bytes(); n != 2+4*2 {
+		t.Fatalf("Bytes %d, want 2 packed + 8 scale", n)
 	}
 }

@@ -29,9 +29,11 @@ type Rule struct {
 
 // Options of QuantizeContext.
 type Options struct {
-	// KeepFloat keeps the float kernels beside the quantized components (for more QAT later, or
-	// to compare); by default they are deleted, and the context is inference-only for those
-	// layers.
+	// KeepFloat keeps the float kernels (and their optimizer state) beside the quantized
+	// components, for more QAT later or to compare; Dense's inference then quantizes the float
+	// kernel in the graph, so training after the conversion is never ignored. By default the
+	// float kernels and their optimizer state are deleted, and the context is inference-only for
+	// those layers.
 	KeepFloat bool
 }
 
@@ -120,11 +122,15 @@ func (r Report) String() string {
 // Only loaded variables are seen: with a checkpoint attached, load it with checkpoints'
 // Immediate() first. Converting an already converted kernel replaces its components.
 //
-// It returns an error, leaving the context untouched, for an invalid rule (bad regular
-// expression, invalid Config) or a kernel its format cannot hold; the error names the scope.
+// It returns an error, leaving the context untouched, for a nil context, an invalid rule (bad
+// regular expression, invalid Config) or a kernel its format cannot hold; the error names the
+// scope.
 // Every kernel is quantized before the context changes; only a failure of GoMLX's DeleteVariable
 // while writing the results could leave it partly converted.
 func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, error) {
+	if ctx == nil {
+		return Report{}, errors.New("qlayers.QuantizeContext: nil context")
+	}
 	compiled := make([]*regexp.Regexp, len(rules))
 	for i, rule := range rules {
 		re, err := regexp.Compile("^(?:" + rule.Scope + ")$")
@@ -173,7 +179,7 @@ func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, 
 		if err != nil {
 			return Report{}, errors.WithMessagef(err, "qlayers.QuantizeContext: reading %s", v.ScopeAndName())
 		}
-		q, err := quantizeHost(value, cfg)
+		q, err := quanta.Quantize(value, cfg)
 		if err != nil {
 			return Report{}, errors.WithMessagef(err, "qlayers.QuantizeContext: %s %s with rule %d (%q)",
 				v.ScopeAndName(), v.Shape(), rule, rules[rule].Scope)
@@ -204,10 +210,31 @@ func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, 
 		}
 		scoped.SetParam(FormatParam, formatString(c.entry.Config))
 		if !opts.KeepFloat {
-			if err := ctx.DeleteVariable(c.entry.Scope, WeightsName); err != nil {
+			if err := deleteKernel(ctx, c.entry.Scope); err != nil {
 				return report, errors.WithMessagef(err, "qlayers.QuantizeContext: deleting %s", c.kernel.ScopeAndName())
 			}
 		}
 	}
 	return report, nil
+}
+
+// deleteKernel deletes the float kernel of scope and its optimizer state: the variables GoMLX's
+// optimizers keep per trainable variable, named after it ("weights_1st_moment", ...) in the
+// kernel's scope under one top-level optimizer scope ("/AdamOptimizer" + scope).
+func deleteKernel(ctx *context.Context, scope string) error {
+	var state [][2]string
+	for v := range ctx.IterVariables() {
+		prefix, isUnder := strings.CutSuffix(v.Scope(), scope)
+		optimizerScope := isUnder && strings.HasPrefix(prefix, context.ScopeSeparator) &&
+			strings.Count(prefix, context.ScopeSeparator) == 1
+		if optimizerScope && strings.HasPrefix(v.Name(), WeightsName+"_") {
+			state = append(state, [2]string{v.Scope(), v.Name()})
+		}
+	}
+	for _, s := range state {
+		if err := ctx.DeleteVariable(s[0], s[1]); err != nil {
+			return err
+		}
+	}
+	return ctx.DeleteVariable(scope, WeightsName)
 }

@@ -42,11 +42,14 @@ const (
 //   - training (ctx.IsTraining(g)): W is the float kernel through the straight-through estimator —
 //     the forward pass uses its quantized-then-materialized value, the gradient reaches the float
 //     master weights unchanged (quantization-aware training);
-//   - inference, with the components stored by QuantizeContext: W is the implicit array rebuilt
-//     from them, and the product runs on the quantized array (the format's fused dot_general; with
-//     cfg.UseKernel == quanta.Disabled, materialize then dot). The stored format (FormatParam) is
-//     authoritative; cfg supplies it only when the parameter is missing (checkpoint loaded with
-//     ExcludeAllParams);
+//   - inference, with the components stored by QuantizeContext and no float kernel: W is the
+//     implicit array rebuilt from them, and the product runs on the quantized array (package
+//     lowering, with cfg.Strategy). The stored format (FormatParam) is authoritative; cfg supplies
+//     it only when the parameter is missing (checkpoint loaded with ExcludeAllParams);
+//   - inference with the float kernel kept beside stored components (Options.KeepFloat): the
+//     float kernel is the source of truth, so training after QuantizeContext is never ignored: it
+//     is quantized in the graph (quanta.QuantizeNode, the stored format) and the product runs on
+//     that array;
 //   - inference with only the float kernel: the fake-quantized forward, the same value training
 //     sees.
 //
@@ -85,6 +88,10 @@ func Dense(ctx *context.Context, x *graph.Node, useBias bool, outDim int, cfg qu
 				"quantized components (QuantizeContext with KeepFloat false removed it)", ctx.Scope(), WeightsName))
 		}
 		y = graph.Dot(flat, fakeQuantize(floatKernel(ctx, g, kernelShape), cfg))
+	case len(stored) > 0 && ctx.GetVariable(WeightsName) != nil:
+		// The float kernel was kept (Options.KeepFloat) and may have been trained since: it is the
+		// source of truth, quantized in the graph so the product stays fused.
+		y = implicitarray.Materialize(implicitarray.MatMul(flat, quanta.QuantizeNode(floatKernel(ctx, g, kernelShape), storedFormat(ctx, cfg))))
 	case len(stored) > 0:
 		y = quantizedProduct(ctx, flat, stored, kernelShape, cfg)
 	default:
@@ -124,19 +131,7 @@ func componentName(i int) string { return ComponentPrefix + strconv.Itoa(i) }
 // quantizedProduct rebuilds the implicit kernel from the stored components and multiplies x by it.
 func quantizedProduct(ctx *context.Context, x *graph.Node, stored []*context.Variable, kernelShape shapes.Shape, cfg quanta.Config) *graph.Node {
 	g := x.Graph()
-	format := cfg
-	if s, found := ctx.GetParam(FormatParam); found {
-		text, ok := s.(string)
-		var err error
-		if ok {
-			format, err = parseFormat(text)
-		}
-		if !ok || err != nil {
-			panic(errors.Errorf("qlayers.Dense in scope %q: parameter %s=%v is not a format; accepted: the form \"nf4/64\" "+
-				"that QuantizeContext writes", ctx.Scope(), FormatParam, s))
-		}
-		format.UseKernel = cfg.UseKernel
-	}
+	format := storedFormat(ctx, cfg)
 	tmpl, err := template(kernelShape, format)
 	if err != nil {
 		panic(errors.WithMessagef(err, "qlayers.Dense in scope %q: kernel %s", ctx.Scope(), kernelShape))
@@ -157,8 +152,25 @@ func quantizedProduct(ctx *context.Context, x *graph.Node, stored []*context.Var
 		v.SetTrainable(false)
 		nodes[i] = implicitarray.NodeComponent(v.ValueGraph(g))
 	}
-	// The template carries format.UseKernel: Disabled makes the product materialize the weight.
+	// The template carries the strategy of cfg.
 	return implicitarray.Materialize(implicitarray.MatMul(x, tmpl.WithComponents(nodes)))
+}
+
+// storedFormat is the format recorded in the scope's FormatParam, with cfg's strategy; cfg when
+// the parameter is missing.
+func storedFormat(ctx *context.Context, cfg quanta.Config) quanta.Config {
+	s, found := ctx.GetParam(FormatParam)
+	if !found {
+		return cfg
+	}
+	text, ok := s.(string)
+	format, err := parseFormat(text)
+	if !ok || err != nil {
+		panic(errors.Errorf("qlayers.Dense in scope %q: parameter %s=%v is not a format; accepted: the form \"nf4/64\" "+
+			"that QuantizeContext writes", ctx.Scope(), FormatParam, s))
+	}
+	format.Strategy = cfg.Strategy
+	return format
 }
 
 func describeComponents(cs []implicitarray.Component) string {

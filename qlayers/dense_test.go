@@ -8,13 +8,18 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/context/checkpoints"
+	"github.com/gomlx/gomlx/pkg/ml/train"
+	"github.com/gomlx/gomlx/pkg/ml/train/losses"
+	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/onebit"
 	"github.com/quanta-ml/quanta/qlayers"
@@ -148,12 +153,12 @@ func TestDenseInference(t *testing.T) {
 				t.Errorf("the float kernel was kept without Options.KeepFloat")
 			}
 
-			for _, useKernel := range []quanta.Toggle{quanta.Default, quanta.Disabled} {
+			for _, s := range []lowering.Strategy{lowering.Auto, lowering.Materialize} {
 				c := cfg
-				c.UseKernel = useKernel
+				c.Strategy = s
 				got := context.MustExecOnce(backend, ctx, layer(c), x)
 				if d := maxDiff(flat(t, got), want); d > 1e-3 {
-					t.Errorf("UseKernel=%d: quantized inference differs from x·materialize(W)+b by %g", useKernel, d)
+					t.Errorf("strategy %s: quantized inference differs from x·materialize(W)+b by %g", s, d)
 				}
 			}
 
@@ -369,5 +374,87 @@ func TestCheckpointRoundTrip(t *testing.T) {
 				t.Errorf("inference on the loaded quantized context created a float kernel")
 			}
 		})
+	}
+}
+
+// trainStep runs one Adam step of the one-layer model on ctx (mean squared error to zero).
+func trainStep(t *testing.T, ctx *context.Context, cfg quanta.Config) {
+	t.Helper()
+	backend := testutil.Backend(t)
+	model := func(ctx *context.Context, _ any, inputs []*graph.Node) []*graph.Node {
+		return []*graph.Node{layer(cfg)(ctx, inputs[0])}
+	}
+	trainer := train.NewTrainer(backend, ctx, model, losses.MeanSquaredError, optimizers.Adam().Done(), nil, nil)
+	x := tensors.FromValue(matrix(3, batch, inDim))
+	y := tensors.FromShape(shapes.Make(dtypes.Float32, batch, outDim))
+	if _, err := trainer.TrainStep(nil, []*tensors.Tensor{x}, []*tensors.Tensor{y}); err != nil {
+		t.Fatalf("%+v", err)
+	}
+}
+
+// TestQuantizeContextDeletesOptimizerState: deleting a float kernel deletes the optimizer's state
+// for it (Adam's two moments), so checkpoints do not carry kernel-sized dead state.
+func TestQuantizeContextDeletesOptimizerState(t *testing.T) {
+	cfg := quanta.Config{Type: quanta.NF4}
+	ctx := floatContext()
+	trainStep(t, ctx, cfg)
+	moments := func() int {
+		n := 0
+		for v := range ctx.IterVariables() {
+			if strings.HasPrefix(v.Name(), qlayers.WeightsName+"_") {
+				n++
+			}
+		}
+		return n
+	}
+	if moments() == 0 {
+		t.Fatal("the Adam step created no state for the kernel: the test does not exercise what it should")
+	}
+	if _, err := qlayers.QuantizeContext(ctx, []qlayers.Rule{{Scope: ".*", Config: cfg}}, qlayers.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := moments(); n != 0 {
+		t.Errorf("%d optimizer variables of the deleted kernel remain", n)
+	}
+}
+
+// TestKeepFloatFollowsTraining: with KeepFloat, training after QuantizeContext changes what
+// inference computes (the float kernel is quantized in the graph), never stale components.
+func TestKeepFloatFollowsTraining(t *testing.T) {
+	backend := testutil.Backend(t)
+	cfg := quanta.Config{Type: quanta.Int8}
+	ctx := floatContext()
+	if _, err := qlayers.QuantizeContext(ctx, []qlayers.Rule{{Scope: ".*", Config: cfg}}, qlayers.Options{KeepFloat: true}); err != nil {
+		t.Fatal(err)
+	}
+	x := tensors.FromValue(matrix(3, batch, inDim))
+	before := flat(t, context.MustExecOnce(backend, ctx.Reuse(), layer(cfg), x))
+	trainStep(t, ctx, cfg)
+	after := flat(t, context.MustExecOnce(backend, ctx.Reuse(), layer(cfg), x))
+
+	kernel, err := ctx.GetVariableByScopeAndName(scope, qlayers.WeightsName).Value()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dense, err := quanta.Simulate(backend, kernel, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	biases, err := ctx.GetVariableByScopeAndName(scope, qlayers.BiasesName).Value()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := reference(matrix(3, batch, inDim), flat(t, dense), flat(t, biases))
+	if d := maxDiff(after, want); d > 1e-3 {
+		t.Errorf("inference after more training differs from the trained kernel quantized by %g", d)
+	}
+	if d := maxDiff(after, before); d == 0 {
+		t.Errorf("the training step changed nothing: the test does not exercise staleness")
+	}
+}
+
+func TestQuantizeContextNil(t *testing.T) {
+	if _, err := qlayers.QuantizeContext(nil, nil, qlayers.Options{}); err == nil || !strings.Contains(err.Error(), "nil context") {
+		t.Errorf("QuantizeContext(nil) = %v, want an error", err)
 	}
 }

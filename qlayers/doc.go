@@ -13,8 +13,10 @@
 //     non-trainable variables beside the kernel, the format in a context parameter, and the float
 //     kernel is deleted unless Options.KeepFloat. The Report gives the bytes before and after.
 //  3. Run the same model in inference: Dense rebuilds the implicit array from the stored
-//     components and multiplies by it with the format's fused dot_general; no dense float kernel
-//     is stored or built. GoMLX checkpoints save and load the components and the format.
+//     components and multiplies by it with the format's fused product; no dense float kernel is
+//     stored or built. The inference graph reads variables that exist, so build it on
+//     ctx.Reuse() (as GoMLX's inference does): a checked context panics on variables that exist.
+//     GoMLX checkpoints save and load the components and the format.
 //
 // # Variables
 //
@@ -26,7 +28,7 @@
 //     in the kernel's dtype: blocks along the output axis (nf4.Quantize).
 //   - "int8": int8 (inputDim, outDim), scale (inputDim, 1) in the kernel's dtype: per input row, the
 //     int8 package's default axis (int8.Quantize).
-//   - "binary", "ternary" (eformer's rules, no scale), "binary/scaled", "ternary/scaled" (with
+//   - "binary", "ternary" (no scale), "binary/scaled", "ternary/scaled" (with
 //     Config.Scaled), "ternary/bitnet" (Config.BitNet): 2-bit codes, 4 rows a byte, uint8
 //     (inputDim/4, outDim), plus for the scaled ones a float32 scale (1, outDim) = mean|w| per
 //     output column. Without a scale a layer of ±1 weights loses its magnitude, so Scaled is

@@ -7,25 +7,9 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/implicitarray"
 )
-
-// quantizeHost quantizes a float kernel on the host in the format cfg names (quanta.Quantize,
-// never simulated).
-func quantizeHost(w *tensors.Tensor, cfg quanta.Config) (implicitarray.Array, error) {
-	cfg.Simulate = false
-	v, err := quanta.Quantize(w, cfg)
-	if err != nil {
-		return nil, err
-	}
-	a, ok := v.(implicitarray.Array)
-	if !ok {
-		return nil, errors.Errorf("qlayers: quanta.Quantize returned a %T, not an implicit array", v)
-	}
-	return a, nil
-}
 
 // fakeQuantize is the value inference sees for the float kernel w: quantized then materialized, in
 // w's dtype, with the identity gradient (the straight-through estimator) so that training
@@ -39,11 +23,11 @@ func fakeQuantize(w *graph.Node, cfg quanta.Config) *graph.Node {
 // quantized once per shape and format (of a zero kernel) and kept for the process, so building a
 // graph does not quantize a weight-sized tensor each time.
 func template(shape shapes.Shape, cfg quanta.Config) (implicitarray.Array, error) {
-	key := fmt.Sprintf("%s %s kernel=%d", shape, formatString(cfg), cfg.UseKernel)
+	key := fmt.Sprintf("%s %s strategy=%s", shape, formatString(cfg), cfg.Strategy)
 	if t, ok := templates.Load(key); ok {
 		return t.(implicitarray.Array), nil
 	}
-	t, err := quantizeHost(tensors.FromShape(shape), cfg)
+	t, err := quanta.Quantize(tensors.FromShape(shape), cfg)
 	if err != nil {
 		return nil, err
 	}

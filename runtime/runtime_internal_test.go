@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/quanta-ml/quanta/lowering"
 )
 
 func TestParseCPUDevices(t *testing.T) {
@@ -22,6 +24,9 @@ func TestParseCPUDevices(t *testing.T) {
 		{"-2", 0, true},
 		{"four", 0, true},
 		{"2.5", 0, true},
+		{"256", 256, false},
+		{"257", 0, true},
+		{"100000", 0, true},
 	} {
 		t.Run(tc.value, func(t *testing.T) {
 			got, err := parseCPUDevices(tc.value)
@@ -105,37 +110,29 @@ func TestFallbackMessage(t *testing.T) {
 func TestConfigureXLAFlags(t *testing.T) {
 	for _, tc := range []struct {
 		name, flags, optOut, want string
-		disabled                  bool
+		wantErr                   bool
 	}{
-		{"unset", "", "", LibraryFusionFlag, true},
-		{"appended", "--xla_cpu_foo=1", "", "--xla_cpu_foo=1 " + LibraryFusionFlag, true},
+		{"unset", "", "", lowering.LibraryFusionFlag, false},
+		{"appended", "--xla_cpu_foo=1", "", "--xla_cpu_foo=1 " + lowering.LibraryFusionFlag, false},
 		{"user's choice kept", "--xla_cpu_experimental_ynn_fusion_type=dot", "", "--xla_cpu_experimental_ynn_fusion_type=dot", false},
-		{"opt-out", "--xla_cpu_foo=1", "1", "--xla_cpu_foo=1", false},
+		{"opt-out 1", "--xla_cpu_foo=1", "1", "--xla_cpu_foo=1", false},
+		{"opt-out true", "--xla_cpu_foo=1", "True", "--xla_cpu_foo=1", false},
+		{"explicit false", "", "off", lowering.LibraryFusionFlag, false},
+		{"invalid", "", "maybe", "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(xlaFlagsEnv, tc.flags)
 			t.Setenv(LibraryFusionsEnv, tc.optOut)
-			configureXLAFlags()
-			if got := os.Getenv(xlaFlagsEnv); got != tc.want {
-				t.Errorf("XLA_FLAGS = %q, want %q", got, tc.want)
+			err := configureXLAFlags()
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), LibraryFusionsEnv) {
+					t.Fatalf("configureXLAFlags() = %v, want an error naming %s", err, LibraryFusionsEnv)
+				}
+				return
 			}
-			if LibraryFusionsDisabled() != tc.disabled {
-				t.Errorf("LibraryFusionsDisabled() = %v for %q", LibraryFusionsDisabled(), tc.want)
+			if got := os.Getenv(xlaFlagsEnv); err != nil || got != tc.want {
+				t.Errorf("XLA_FLAGS = %q (%v), want %q", got, err, tc.want)
 			}
 		})
-	}
-}
-
-func TestCPUFusedLoops(t *testing.T) {
-	if CPUFusedLoops(nil) {
-		t.Error("CPUFusedLoops(nil) = true")
-	}
-	backend, err := Backend()
-	if err != nil {
-		t.Skipf("no backend: %v", err)
-	}
-	want := IsXLA(backend) && isCPUPlugin(shared.info.PluginName) && LibraryFusionsDisabled()
-	if got := CPUFusedLoops(backend); got != want {
-		t.Errorf("CPUFusedLoops(%s) = %v, want %v (XLA_FLAGS=%q)", backend.Description(), got, want, os.Getenv(xlaFlagsEnv))
 	}
 }

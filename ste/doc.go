@@ -9,8 +9,6 @@
 // The forward value is exactly quantize(x) converted to x's dtype: Apply computes
 // StopGradient(quantize(x)) + (x - StopGradient(x)), whose second term is exactly zero for finite
 // x and carries the identity gradient. (A NaN or infinite x makes the output NaN, as the weights
-// are broken anyway.) Compared with eformer's ste decorator, only the first argument receives a
-// gradient here too; the other parameters of a quantize function are Go values captured by the
-// closure, so they are compile-time constants (eformer turns them into traced operands, which
-// breaks NF4's block size under jit).
+// are broken anyway.) Only x receives a gradient; the other parameters of a quantize function are
+// Go values captured by the closure, so they are compile-time constants of the graph.
 package ste

@@ -18,6 +18,7 @@ import (
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/onebit"
 	"github.com/quanta-ml/quanta/runtime"
+	"github.com/quanta-ml/quanta/sharding"
 )
 
 // AnyBackendEnv, set to 1, runs the suite on any backend, not only on accelerators.
@@ -240,8 +241,8 @@ func TestAccelerator(t *testing.T) {
 			if shards == 3 {
 				shards = 2
 			}
-			meshN := mesh.MustNewMesh([]string{"model"}, []int{shards})
-			sharded, err := withSharding(w, mesh.Sharding{Mesh: meshN, Spec: mesh.PartitionSpec{nil, {"model"}}})
+			meshN := sharding.MustNewMesh([]string{"model"}, []int{shards})
+			sharded, err := withSharding(w, sharding.Sharding{Mesh: meshN, Spec: sharding.PartitionSpec{nil, {"model"}}})
 			if err != nil {
 				t.Fatalf("%+v", err)
 			}
@@ -254,11 +255,11 @@ func TestAccelerator(t *testing.T) {
 				t.Fatalf("%+v", err)
 			}
 			defer e.Finalize()
-			got, err := e.Call1(x, sharded)
+			outs, err := e.Call(x, sharded)
 			if err != nil {
 				t.Fatalf("%+v", err)
 			}
-			if d := relDiff(t, tensors.MustCopyFlatData[float32](got.(*tensors.Tensor)), tensors.MustCopyFlatData[float32](want)); d > productTolerance[dtypes.Float32] {
+			if d := relDiff(t, tensors.MustCopyFlatData[float32](outs[0].(*tensors.Tensor)), tensors.MustCopyFlatData[float32](want)); d > productTolerance[dtypes.Float32] {
 				t.Errorf("column-parallel product over %d devices vs one device: relative difference %g", shards, d)
 			}
 		})
@@ -266,7 +267,7 @@ func TestAccelerator(t *testing.T) {
 }
 
 // withSharding returns the array with the sharding, for each format's array type.
-func withSharding(a implicitarray.Array, s mesh.Sharding) (implicitarray.Array, error) {
+func withSharding(a implicitarray.Array, s sharding.Sharding) (implicitarray.Array, error) {
 	switch a := a.(type) {
 	case *nf4.Array:
 		return a.WithSharding(s), nil

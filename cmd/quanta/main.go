@@ -58,6 +58,15 @@ func doctor(stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	fmt.Fprintf(stdout, "%-13s ok (a [2,3]x[3,2] matmul ran on device 0)\n", "check:")
+	kernels := runtime.MustKernels()
+	fmt.Fprint(stdout, kernels)
+	if kernels.Unavailable == nil && kernels.CustomCalls == nil {
+		if err := runtime.ProbeKernels(); err != nil {
+			fmt.Fprintf(stdout, "%-13s failed: %v\n", "kernel probe:", err)
+		} else {
+			fmt.Fprintf(stdout, "%-13s ok (a custom call ran)\n", "kernel probe:")
+		}
+	}
 	if info.Fallback {
 		return exitFallback
 	}

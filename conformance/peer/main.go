@@ -3,14 +3,15 @@
 // (go run ./bench), one after the other on the same machine and the same shapes, and writes one
 // markdown table of ratios quanta time / eformer time per format and M (below 1: quanta is faster).
 //
-// Both harnesses measure the same thing: a call chains L layers y = y @ W_i with distinct K×N
-// weights (L = -layers for M < 512, -layers-large for M >= 512), host activations in, host result
-// out, and the time reported is the median per layer. Both sides run XLA CPU, so the ratios compare
-// the lowerings.
+// Both harnesses measure a chain of distinct K×K weights, host activations in, host result out,
+// and report the median time per product: eformer's y = y @ W_i over -layers weights (-layers-large
+// for M >= 512), quanta's bench in its "chain" context (y = relu(y·W_i), with enough weights that
+// every call streams at least 128 MiB). Both sides run XLA CPU, so the ratios compare the
+// lowerings.
 //
 // Run it from the repository root:
 //
-//	go run ./conformance/peer [-m 1,8,64,512,2048] [-k 4096] [-n 4096] [-markdown FILE]
+//	go run ./conformance/peer [-m 1,8,64,512,2048] [-k 4096] [-markdown FILE]
 //
 // -eformer-json and -quanta-json name the intermediate files (kept); with -reuse, existing files are
 // read instead of running the harnesses again.
@@ -27,16 +28,18 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/quanta-ml/quanta/internal/benchflags"
 )
 
 var (
-	flagM           = flag.String("m", "1,8,64,512,2048", "comma-separated batch sizes M")
-	flagK           = flag.Int("k", 4096, "contracting dimension K")
-	flagN           = flag.Int("n", 4096, "output dimension N (must equal K: layers are chained)")
-	flagLayers      = flag.Int("layers", 8, "layers chained for M < 512")
-	flagLayersLarge = flag.Int("layers-large", 2, "layers chained for M >= 512")
+	flagM           = flag.String("m", "1,8,64,512,2048", "comma-separated activation rows M")
+	flagK           = flag.Int("k", 4096, "the weights' dimensions K×K")
+	flagLayers      = flag.Int("layers", 8, "layers chained for M < 512 (eformer)")
+	flagLayersLarge = flag.Int("layers-large", 2, "layers chained for M >= 512 (eformer)")
 	flagFormats     = flag.String("formats", "nf4,int8,ternary,dense", "eformer formats (bench_peer.py --formats)")
-	flagVariants    = flag.String("variants", "", "quanta variants (go run ./bench -variants; default: all)")
+	flagVariants    = flag.String("variants", "nf4,int8,ternary,nf4@materialize,int8@materialize,ternary@materialize",
+		"quanta formats (go run ./bench -formats)")
 	flagEformerJSON = flag.String("eformer-json", "bench-results/peer/eformer.json", "eformer results (written by run.sh bench)")
 	flagQuantaJSON  = flag.String("quanta-json", "bench-results/peer/quanta.json", "quanta results (written by go run ./bench)")
 	flagMarkdown    = flag.String("markdown", "bench-results/peer/peer.md", "write the table here too (stdout always gets it)")
@@ -59,17 +62,16 @@ type eformerReport struct {
 type quantaReport struct {
 	Backend string `json:"backend"`
 	Results []struct {
-		Variant    string  `json:"variant"`
-		M          int     `json:"m"`
-		Layers     int     `json:"layers"`
-		MsPerLayer float64 `json:"ms_per_layer"`
+		Format       string  `json:"format"`
+		M            int     `json:"m"`
+		MsPerProduct float64 `json:"ms_per_product"`
 	} `json:"results"`
 }
 
 func main() {
 	flag.Parse()
-	if *flagK != *flagN {
-		fail(fmt.Errorf("-k %d and -n %d differ: chained layers need K == N", *flagK, *flagN))
+	if _, err := benchflags.ParseInts(*flagM); err != nil {
+		fail(fmt.Errorf("-m: %w", err))
 	}
 	if _, err := os.Stat(filepath.Join("conformance", "run.sh")); err != nil {
 		fail(fmt.Errorf("run from the repository root (conformance/run.sh not found): %w", err))
@@ -79,16 +81,12 @@ func main() {
 			fail(err)
 		}
 	}
-	common := []string{strconv.Itoa(*flagK), strconv.Itoa(*flagN), strconv.Itoa(*flagLayers), strconv.Itoa(*flagLayersLarge)}
+	k := strconv.Itoa(*flagK)
 	if !*flagReuse {
-		run("conformance/run.sh", "bench", *flagEformerJSON, "--m", *flagM, "--k", common[0], "--n", common[1],
-			"--layers", common[2], "--layers-large", common[3], "--formats", *flagFormats)
-		args := []string{"run", "./bench", "-json", *flagQuantaJSON, "-m", *flagM, "-k", common[0], "-n", common[1],
-			"-layers", common[2], "-layers-large", common[3]}
-		if *flagVariants != "" {
-			args = append(args, "-variants", *flagVariants)
-		}
-		run("go", args...)
+		run("conformance/run.sh", "bench", *flagEformerJSON, "--m", *flagM, "--k", k, "--n", k,
+			"--layers", strconv.Itoa(*flagLayers), "--layers-large", strconv.Itoa(*flagLayersLarge), "--formats", *flagFormats)
+		run("go", "run", "./bench", "-json", *flagQuantaJSON, "-m", *flagM, "-shapes", benchflags.Shape{K: *flagK, N: *flagK}.String(),
+			"-contexts", "chain", "-formats", *flagVariants)
 	}
 	var ef eformerReport
 	var qu quantaReport
@@ -136,7 +134,7 @@ func formatOf(variant string, formats []string) string {
 		if variant == f {
 			return f
 		}
-		if strings.HasPrefix(variant, f) && strings.ContainsAny(variant[len(f):len(f)+1], "-_ (/") {
+		if strings.HasPrefix(variant, f) && strings.ContainsAny(variant[len(f):len(f)+1], "-_ (/@") {
 			return f
 		}
 	}
@@ -163,16 +161,16 @@ func markdown(ef *eformerReport, qu *quantaReport) (string, error) {
 	byVariant := map[string]*row{}
 	var ms []int
 	for _, r := range qu.Results {
-		f := formatOf(r.Variant, formats)
+		f := formatOf(r.Format, formats)
 		if f == "" {
-			fmt.Fprintf(os.Stderr, "peer: quanta variant %q has no eformer counterpart (formats %v); left out\n", r.Variant, formats)
+			fmt.Fprintf(os.Stderr, "peer: quanta format %q has no eformer counterpart (formats %v); left out\n", r.Format, formats)
 			continue
 		}
-		if byVariant[r.Variant] == nil {
-			byVariant[r.Variant] = &row{variant: r.Variant, format: f, ms: map[int]float64{}}
-			rows = append(rows, byVariant[r.Variant])
+		if byVariant[r.Format] == nil {
+			byVariant[r.Format] = &row{variant: r.Format, format: f, ms: map[int]float64{}}
+			rows = append(rows, byVariant[r.Format])
 		}
-		byVariant[r.Variant].ms[r.M] = r.MsPerLayer
+		byVariant[r.Format].ms[r.M] = r.MsPerProduct
 		if !slices.Contains(ms, r.M) {
 			ms = append(ms, r.M)
 		}
@@ -184,8 +182,9 @@ func markdown(ef *eformerReport, qu *quantaReport) (string, error) {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "Peer benchmark: quanta (%s) vs eformer %s (jax %s, %s); K=N=%d, float32 activations.\n",
 		qu.Backend, ef.Versions["eformer"], ef.Versions["jax"], ef.Device, *flagK)
-	fmt.Fprintf(&sb, "Cells: quanta ms / eformer ms per layer = **ratio** (below 1: quanta is faster); "+
-		"chains of at least %d distinct layers for M<512 (quanta chains more for its small formats, so each call streams >= 128 MiB), %d for M>=512, host in and out, medians.\n\n", *flagLayers, *flagLayersLarge)
+	fmt.Fprintf(&sb, "Cells: quanta ms / eformer ms per product = **ratio** (below 1: quanta is faster); eformer chains %d "+
+		"distinct layers for M<512 and %d for M>=512, quanta enough that each call streams >= 128 MiB; host in and out, medians.\n\n",
+		*flagLayers, *flagLayersLarge)
 	sb.WriteString("| quanta variant | eformer |")
 	for _, m := range ms {
 		fmt.Fprintf(&sb, " M=%d |", m)

@@ -49,7 +49,7 @@ var (
 	flagTypes    = flag.String("types", "nf4,int8,binary,ternary", "comma-separated quantization types to compare")
 	flagSeed     = flag.Uint64("seed", 7, "random seed of the data, the initialization and the batches")
 	flagHidden   = flag.Int("hidden", 64, "width of the hidden layers")
-	flagUnscaled = flag.Bool("unscaled", false, "binary and ternary without the per-channel scale (eformer's rules as they are)")
+	flagUnscaled = flag.Bool("unscaled", false, "binary and ternary without the per-channel scale (the plain sign and threshold rules)")
 )
 
 // settings of one run.

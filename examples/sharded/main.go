@@ -25,6 +25,7 @@ import (
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/onebit"
 	"github.com/quanta-ml/quanta/runtime"
+	"github.com/quanta-ml/quanta/sharding"
 )
 
 const numDevices = 4
@@ -52,7 +53,7 @@ func run() error {
 		return err
 	}
 	fmt.Printf("backend: %s, %d devices\n", backend.Name(), backend.NumDevices())
-	m, err := mesh.NewMesh([]string{"model"}, []int{numDevices})
+	m, err := sharding.NewMesh([]string{"model"}, []int{numDevices})
 	if err != nil {
 		return err
 	}
@@ -83,10 +84,10 @@ func run() error {
 		want := out[0].(*tensors.Tensor)
 		for _, layout := range []struct {
 			name         string
-			xSpec, wSpec mesh.PartitionSpec
+			xSpec, wSpec sharding.PartitionSpec
 		}{
-			{"column parallel", nil, mesh.PartitionSpec{nil, {"model"}}},
-			{"row parallel", mesh.PartitionSpec{nil, {"model"}}, mesh.PartitionSpec{{"model"}, nil}},
+			{"column parallel", nil, sharding.PartitionSpec{nil, {"model"}}},
+			{"row parallel", sharding.PartitionSpec{nil, {"model"}}, sharding.PartitionSpec{{"model"}, nil}},
 		} {
 			fmt.Printf("\n%s, %s: x %s, W %s\n", wt.name, layout.name, layout.xSpec, layout.wSpec)
 			sharded, err := shard(wt.w, m, layout.wSpec)
@@ -138,7 +139,7 @@ func quantize(w *tensors.Tensor) ([]weight, error) {
 
 // shard returns w sharded by spec over m: a quantized array through its WithMeshAndAxis (which
 // checks the spec against its layout), a dense tensor unchanged (Exec.WithArgSpecs shards it).
-func shard(w any, m *mesh.Mesh, spec mesh.PartitionSpec) (any, error) {
+func shard(w any, m *sharding.Mesh, spec sharding.PartitionSpec) (any, error) {
 	switch w := w.(type) {
 	case *nf4.Array:
 		return w.WithMeshAndAxis(m, spec)

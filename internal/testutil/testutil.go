@@ -1,11 +1,16 @@
 package testutil
 
 import (
+	"math"
+	"math/rand/v2"
 	"os"
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/runtime"
+	"github.com/x448/float16"
 )
 
 // TestAllEnv names the environment variable that turns on slow tests (see Slow).
@@ -27,4 +32,90 @@ func Slow(t testing.TB) {
 	if os.Getenv(TestAllEnv) != "1" {
 		t.Skipf("slow test: runs only with %s=1 (make test-all)", TestAllEnv)
 	}
+}
+
+// RandomTensor returns a float32 tensor of normal values drawn with a fixed seed.
+func RandomTensor(seed uint64, dims ...int) *tensors.Tensor {
+	r := rand.New(rand.NewPCG(seed, 1))
+	n := 1
+	for _, d := range dims {
+		n *= d
+	}
+	data := make([]float32, n)
+	for i := range data {
+		data[i] = float32(r.NormFloat64())
+	}
+	return tensors.FromFlatDataAndDimensions(data, dims...)
+}
+
+// Float64s returns the values of a tensor of any numeric or boolean dtype as float64, failing the
+// test for another dtype.
+func Float64s(t testing.TB, x *tensors.Tensor) []float64 {
+	t.Helper()
+	var out []float64
+	x.MustConstFlatData(func(flat any) {
+		switch v := flat.(type) {
+		case []float64:
+			out = append(out, v...)
+		case []float32:
+			out = appendAs(out, v, func(e float32) float64 { return float64(e) })
+		case []bfloat16.BFloat16:
+			out = appendAs(out, v, func(e bfloat16.BFloat16) float64 { return float64(e.Float32()) })
+		case []float16.Float16:
+			out = appendAs(out, v, func(e float16.Float16) float64 { return float64(e.Float32()) })
+		case []int8:
+			out = appendAs(out, v, func(e int8) float64 { return float64(e) })
+		case []int16:
+			out = appendAs(out, v, func(e int16) float64 { return float64(e) })
+		case []int32:
+			out = appendAs(out, v, func(e int32) float64 { return float64(e) })
+		case []int64:
+			out = appendAs(out, v, func(e int64) float64 { return float64(e) })
+		case []uint8:
+			out = appendAs(out, v, func(e uint8) float64 { return float64(e) })
+		case []uint16:
+			out = appendAs(out, v, func(e uint16) float64 { return float64(e) })
+		case []uint32:
+			out = appendAs(out, v, func(e uint32) float64 { return float64(e) })
+		case []bool:
+			out = appendAs(out, v, func(e bool) float64 {
+				if e {
+					return 1
+				}
+				return 0
+			})
+		default:
+			t.Fatalf("testutil.Float64s: unsupported dtype %s", x.DType())
+		}
+	})
+	return out
+}
+
+func appendAs[T any](out []float64, values []T, f func(T) float64) []float64 {
+	for _, v := range values {
+		out = append(out, f(v))
+	}
+	return out
+}
+
+// MaxAbsDiff returns the largest |got[i] - want[i]| and the largest finite |want[i]| (the scale to
+// judge it by). Equal infinities and NaNs in the same positions count as equal; a NaN or an
+// infinity against anything else makes diff +Inf.
+func MaxAbsDiff(got, want []float64) (diff, scale float64) {
+	if len(got) != len(want) {
+		return math.Inf(1), 0
+	}
+	for i := range want {
+		if !math.IsInf(want[i], 0) && !math.IsNaN(want[i]) {
+			scale = math.Max(scale, math.Abs(want[i]))
+		}
+		switch {
+		case math.IsNaN(got[i]) && math.IsNaN(want[i]), got[i] == want[i]:
+		case math.IsNaN(got[i]) || math.IsNaN(want[i]) || math.IsInf(got[i], 0) || math.IsInf(want[i], 0):
+			diff = math.Inf(1)
+		default:
+			diff = math.Max(diff, math.Abs(got[i]-want[i]))
+		}
+	}
+	return diff, scale
 }

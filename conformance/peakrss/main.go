@@ -1,0 +1,92 @@
+// Command peakrss measures the peak resident memory of one host-side quantization: it builds a
+// float32 tensor (rows×cols, N(0,1), filled in place so the input exists once), quantizes it
+// with one format and prints the process's peak RSS (VmHWM from /proc/self/status, Linux only)
+// before and after, with the input and output sizes, so the quantizer's scratch is
+// peak − input − output.
+//
+//	go build -o /tmp/peakrss ./conformance/peakrss && /tmp/peakrss -format ternary -rows 8192 -cols 8192
+//
+// Run one format per process: the peak is per process.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/implicitarray"
+	qint8 "github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/nf4"
+	"github.com/quanta-ml/quanta/onebit"
+)
+
+func main() {
+	format := flag.String("format", "nf4", "nf4, int8, binary or ternary")
+	rows := flag.Int("rows", 8192, "rows of the float32 input")
+	cols := flag.Int("cols", 8192, "columns of the float32 input")
+	flag.Parse()
+
+	x := tensors.FromShape(shapes.Make(dtypes.Float32, *rows, *cols))
+	r := rand.New(rand.NewPCG(1, 2))
+	x.MustMutableFlatData(func(flat any) {
+		for i, data := 0, flat.([]float32); i < len(data); i++ {
+			data[i] = float32(r.NormFloat64())
+		}
+	})
+	runtime.GC()
+	before := vmHWM()
+
+	var q implicitarray.Array
+	var err error
+	switch *format {
+	case "nf4":
+		q, err = nf4.Quantize(x, nf4.DefaultBlockSize)
+	case "int8":
+		q, err = qint8.Quantize(x)
+	case "binary":
+		q, err = onebit.QuantizeBinary(x)
+	case "ternary":
+		q, err = onebit.QuantizeTernary(x)
+	default:
+		err = fmt.Errorf("unknown format %q; accepted: nf4, int8, binary, ternary", *format)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "peakrss: %+v\n", err)
+		os.Exit(1)
+	}
+	after := vmHWM()
+	out := 0
+	for _, c := range q.Components() {
+		out += int(c.Shape().Memory())
+	}
+	in := int(x.Shape().Memory())
+	const mib = 1 << 20
+	fmt.Printf("%s %dx%d float32: input %d MiB, output %.1f MiB, peak RSS before %d MiB, after %d MiB, scratch ≈ %.1f MiB\n",
+		*format, *rows, *cols, in/mib, float64(out)/mib, before/mib, after/mib, max(0, float64(after-before-out)/mib))
+	runtime.KeepAlive(x)
+}
+
+// vmHWM returns the process's peak resident set size in bytes (0 if unknown).
+func vmHWM() int {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			return kb << 10
+		}
+	}
+	return 0
+}

@@ -1,0 +1,311 @@
+package gguf_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/quanta-ml/quanta/gguf"
+)
+
+// Hand-built blocks and the values they decode to, computed from the format definitions.
+func q4_0Block() ([]byte, []float32) {
+	raw := f16Bytes(0x3800) // d = 0.5
+	want := make([]float32, 32)
+	for j := 0; j < 16; j++ {
+		lo, hi := j, 15-j
+		raw = append(raw, byte(lo|hi<<4))
+		want[j] = float32(lo-8) * 0.5
+		want[j+16] = float32(hi-8) * 0.5
+	}
+	return raw, want
+}
+
+func q4_1Block() ([]byte, []float32) {
+	raw := f16Bytes(0x3400, 0xBC00) // d = 0.25, m = -1
+	want := make([]float32, 32)
+	for j := 0; j < 16; j++ {
+		lo, hi := j, 15-j
+		raw = append(raw, byte(lo|hi<<4))
+		want[j] = float32(lo)*0.25 - 1
+		want[j+16] = float32(hi)*0.25 - 1
+	}
+	return raw, want
+}
+
+func q8_0Block() ([]byte, []float32) {
+	raw := f16Bytes(0x4000) // d = 2
+	want := make([]float32, 32)
+	for j := 0; j < 32; j++ {
+		q := int8(j - 16)
+		raw = append(raw, byte(q))
+		want[j] = float32(q) * 2
+	}
+	return raw, want
+}
+
+func TestDecode(t *testing.T) {
+	q40, q40Want := q4_0Block()
+	q41, q41Want := q4_1Block()
+	q80, q80Want := q8_0Block()
+	tests := []struct {
+		name string
+		typ  gguf.Type
+		raw  []byte
+		want []float32
+	}{
+		{"F32", gguf.TypeF32, f32Bytes(1, -2.5, 3e-8), []float32{1, -2.5, 3e-8}},
+		{"F16", gguf.TypeF16, f16Bytes(0x3C00, 0xC000, 0x3800, 0x7BFF), []float32{1, -2, 0.5, 65504}},
+		{"BF16", gguf.TypeBF16, f16Bytes(0x3F80, 0xC020), []float32{1, -2.5}},
+		{"Q4_0", gguf.TypeQ4_0, q40, q40Want},
+		{"Q4_1", gguf.TypeQ4_1, q41, q41Want},
+		{"Q8_0", gguf.TypeQ8_0, q80, q80Want},
+		{"Q4_1/two blocks", gguf.TypeQ4_1, append(append([]byte{}, q41...), q41...), append(append([]float32{}, q41Want...), q41Want...)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := make([]float32, len(tc.want))
+			if err := gguf.Decode(tc.typ, tc.raw, got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v\nwant %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	q41, _ := q4_1Block()
+	tests := []struct {
+		name string
+		typ  gguf.Type
+		raw  []byte
+		n    int
+		want string
+	}{
+		{"unsupported type", gguf.TypeQ4_K, make([]byte, 144), 256, "accepted: F32, F16"},
+		{"partial block", gguf.TypeQ4_1, q41, 16, "needs 20 bytes per 32 elements"},
+		{"short source", gguf.TypeQ4_1, q41[:19], 32, "19 bytes of Q4_1"},
+		{"long source", gguf.TypeF32, make([]byte, 12), 2, "12 bytes of F32"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := gguf.Decode(tc.typ, tc.raw, make([]float32, tc.n))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v; want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// sampleFile is a small valid GGUF file: every metadata type, and one tensor of each decodable type.
+func sampleFile() ([]byte, map[string][]float32) {
+	q40, q40Want := q4_0Block()
+	q41, q41Want := q4_1Block()
+	q80, q80Want := q8_0Block()
+	kvs := []kv{
+		{"general.architecture", "llama"},
+		{"u8", uint8(7)}, {"i8", int8(-7)}, {"u16", uint16(700)}, {"i16", int16(-700)},
+		{"u32", uint32(70000)}, {"i32", int32(-70000)}, {"f32", float32(0.5)}, {"bool", true},
+		{"u64", uint64(1 << 40)}, {"i64", int64(-1 << 40)}, {"f64", 0.25},
+		{"tokens", []string{"a", "bc", ""}}, {"types", []int32{1, 3, 1}}, {"scores", []float32{-1, 0}},
+		{"nested", []any{[]int32{1, 2}, []string{"x"}}},
+	}
+	f32Want := []float32{1, 2, 3, 4, 5, 6}
+	tensors := []tensorSpec{
+		{name: "f32", typ: gguf.TypeF32, dims: []uint64{3, 2}, data: f32Bytes(f32Want...), offset: -1},
+		{name: "q4_0", typ: gguf.TypeQ4_0, dims: []uint64{32}, data: q40, offset: -1},
+		{name: "q4_1", typ: gguf.TypeQ4_1, dims: []uint64{32, 1}, data: q41, offset: -1},
+		{name: "q8_0", typ: gguf.TypeQ8_0, dims: []uint64{32}, data: q80, offset: -1},
+	}
+	return buildGGUF(kvs, tensors), map[string][]float32{"f32": f32Want, "q4_0": q40Want, "q4_1": q41Want, "q8_0": q80Want}
+}
+
+func TestRead(t *testing.T) {
+	data, want := sampleFile()
+	f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Version != 3 || f.Alignment != 32 || f.DataOffset%32 != 0 {
+		t.Errorf("version %d alignment %d data offset %d", f.Version, f.Alignment, f.DataOffset)
+	}
+	values := map[string]any{
+		"u8": uint8(7), "i8": int8(-7), "u16": uint16(700), "i16": int16(-700), "u32": uint32(70000),
+		"i32": int32(-70000), "f32": float32(0.5), "bool": true, "u64": uint64(1 << 40), "i64": int64(-1 << 40),
+		"f64": 0.25, "tokens": []string{"a", "bc", ""}, "types": []int32{1, 3, 1}, "scores": []float32{-1, 0},
+		"nested": []any{[]int32{1, 2}, []string{"x"}},
+	}
+	for key, v := range values {
+		got, ok := f.Value(key)
+		if !ok || !reflect.DeepEqual(got, v) {
+			t.Errorf("metadata %q = %#v (found %v), want %#v", key, got, ok, v)
+		}
+	}
+	if keys := f.Keys(); len(keys) != 16 || keys[0] != "general.architecture" || keys[15] != "nested" {
+		t.Errorf("keys in file order: %v", keys)
+	}
+	if arch, err := f.String("general.architecture"); err != nil || arch != "llama" {
+		t.Errorf("String = %q, %v", arch, err)
+	}
+	if u, err := f.Uint("u32"); err != nil || u != 70000 {
+		t.Errorf("Uint(u32) = %d, %v", u, err)
+	}
+	if _, err := f.Uint("i32"); !errors.Is(err, gguf.ErrCorrupt) {
+		t.Errorf("Uint of a negative value: %v", err)
+	}
+	if x, err := f.Float("f64"); err != nil || x != 0.25 {
+		t.Errorf("Float(f64) = %g, %v", x, err)
+	}
+	if _, err := f.String("missing"); !errors.Is(err, gguf.ErrNotFound) {
+		t.Errorf("missing key: %v", err)
+	}
+	if _, err := f.String("u8"); !errors.Is(err, gguf.ErrCorrupt) || !strings.Contains(err.Error(), "accepted: string") {
+		t.Errorf("wrong type: %v", err)
+	}
+	for name, w := range want {
+		got, err := f.ReadFloat32(name)
+		if err != nil {
+			t.Fatalf("ReadFloat32(%q): %v", name, err)
+		}
+		if !reflect.DeepEqual(got, w) {
+			t.Errorf("ReadFloat32(%q) = %v, want %v", name, got, w)
+		}
+	}
+	tensor, _ := f.Tensor("f32")
+	if !reflect.DeepEqual(tensor.Shape(), []int{2, 3}) || tensor.NumElements() != 6 || tensor.Bytes != 24 {
+		t.Errorf("tensor f32: shape %v, %d elements, %d bytes", tensor.Shape(), tensor.NumElements(), tensor.Bytes)
+	}
+	raw, err := f.ReadRaw("q4_1")
+	if q41, _ := q4_1Block(); err != nil || !bytes.Equal(raw, q41) {
+		t.Errorf("ReadRaw: %v", err)
+	}
+	if _, err := f.ReadFloat32("nope"); !errors.Is(err, gguf.ErrNotFound) {
+		t.Errorf("missing tensor: %v", err)
+	}
+	if err := f.DecodeInto("f32", make([]float32, 5)); err == nil {
+		t.Error("DecodeInto with a short destination: no error")
+	}
+}
+
+func TestOpen(t *testing.T) {
+	data, _ := sampleFile()
+	path := filepath.Join(t.TempDir(), "sample.gguf")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.ReadFloat32("f32"); err != nil || got[5] != 6 {
+		t.Errorf("ReadFloat32 = %v, %v", got, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Error(err)
+	}
+	if _, err := gguf.Open(filepath.Join(t.TempDir(), "missing.gguf")); err == nil {
+		t.Error("opening a missing file: no error")
+	}
+}
+
+// TestTruncated cuts the sample file at every length: each prefix must be rejected with
+// ErrCorrupt by Read itself (before any tensor is read), never accepted and never panicking.
+func TestTruncated(t *testing.T) {
+	data, _ := sampleFile()
+	for n := 0; n < len(data); n++ {
+		_, err := gguf.Read(bytes.NewReader(data[:n]), int64(n))
+		if !errors.Is(err, gguf.ErrCorrupt) {
+			t.Fatalf("file cut to %d of %d bytes: error %v, want ErrCorrupt", n, len(data), err)
+		}
+	}
+}
+
+func TestCorrupt(t *testing.T) {
+	header := func(version uint32, nTensors, nKV uint64) []byte {
+		var b ggufBuilder
+		b.WriteString("GGUF")
+		b.u32(version)
+		b.u64(nTensors)
+		b.u64(nKV)
+		return b.Bytes()
+	}
+	withKV := func(key string, vt uint32, payload ...any) []byte {
+		var b ggufBuilder
+		b.Write(header(3, 0, 1))
+		b.str(key)
+		b.u32(vt)
+		for _, p := range payload {
+			_ = binary.Write(&b.Buffer, binary.LittleEndian, p)
+		}
+		return b.Bytes()
+	}
+	withTensor := func(dims []uint64, typ uint32, offset uint64) []byte {
+		var b ggufBuilder
+		b.Write(header(3, 1, 0))
+		b.str("t")
+		b.u32(uint32(len(dims)))
+		for _, d := range dims {
+			b.u64(d)
+		}
+		b.u32(typ)
+		b.u64(offset)
+		for b.Len()%32 != 0 {
+			b.WriteByte(0)
+		}
+		b.Write(make([]byte, 64))
+		return b.Bytes()
+	}
+	q41, _ := q4_1Block()
+	tests := []struct {
+		name     string
+		data     []byte
+		sentinel error
+		want     string
+	}{
+		{"magic", append([]byte("GGML"), header(3, 0, 0)[4:]...), gguf.ErrCorrupt, `magic "GGML"`},
+		{"version 1", header(1, 0, 0), gguf.ErrUnsupported, "version 1; accepted: 2, 3"},
+		{"big-endian", header(3<<24, 0, 0), gguf.ErrUnsupported, "big-endian"},
+		{"huge tensor count", header(3, 1<<60, 0), gguf.ErrCorrupt, "tensor count is 1152921504606846976"},
+		{"huge metadata count", header(3, 0, 1<<60), gguf.ErrCorrupt, "metadata count"},
+		{"huge key length", append(append(header(3, 0, 1), binary.LittleEndian.AppendUint64(nil, 1<<50)...), make([]byte, 16)...), gguf.ErrCorrupt, "metadata key #0 length is 1125899906842624"},
+		{"huge string", withKV("s", 8, uint64(1<<50)), gguf.ErrCorrupt, `metadata "s" length is 1125899906842624`},
+		{"huge array", withKV("a", 9, uint32(4), uint64(1<<40)), gguf.ErrCorrupt, `metadata "a" array length`},
+		{"bad value type", withKV("v", 13), gguf.ErrCorrupt, "value type 13"},
+		{"bad element type", withKV("a", 9, uint32(42), uint64(0)), gguf.ErrCorrupt, "array element type 42"},
+		{"bad bool", withKV("b", 7, uint8(2)), gguf.ErrCorrupt, "bool byte 2"},
+		{"alignment", withKV("general.alignment", 4, uint32(24)), gguf.ErrCorrupt, "general.alignment is 24"},
+		{"alignment type", withKV("general.alignment", 10, uint64(32)), gguf.ErrCorrupt, "general.alignment"},
+		{"deep arrays", withKV("a", 9, uint32(9), uint64(1), uint32(9), uint64(1), uint32(9), uint64(1), uint32(9), uint64(1)), gguf.ErrCorrupt, "nested deeper"},
+		{"too many dims", withTensor([]uint64{1, 1, 1, 1, 1}, 0, 0), gguf.ErrCorrupt, "5 dimensions"},
+		{"huge dims", withTensor([]uint64{1 << 40, 1 << 40}, 0, 0), gguf.ErrCorrupt, "more elements than the file can hold"},
+		{"unknown type", withTensor([]uint64{4}, 99, 0), gguf.ErrUnsupported, "GGML type 99"},
+		{"partial block", withTensor([]uint64{16}, 3, 0), gguf.ErrCorrupt, "not a multiple of the Q4_1 block size 32"},
+		{"unaligned offset", withTensor([]uint64{4}, 0, 4), gguf.ErrCorrupt, "not a multiple of the alignment"},
+		{"data past the end", withTensor([]uint64{32}, 0, 0), gguf.ErrCorrupt, "needs bytes [0, 128)"},
+		{"offset past the end", withTensor([]uint64{4}, 0, 1<<40), gguf.ErrCorrupt, "past the end"},
+		{"overlap", append(buildGGUF(nil, []tensorSpec{
+			{name: "a", typ: gguf.TypeQ4_1, dims: []uint64{64}, data: append(append([]byte{}, q41...), q41...), offset: 0},
+			{name: "b", typ: gguf.TypeQ4_1, dims: []uint64{32}, data: q41, offset: 32},
+		}), make([]byte, 32)...), gguf.ErrCorrupt, "overlap"},
+		{"duplicate tensor", buildGGUF(nil, []tensorSpec{
+			{name: "a", typ: gguf.TypeF32, dims: []uint64{1}, data: f32Bytes(1), offset: -1},
+			{name: "a", typ: gguf.TypeF32, dims: []uint64{1}, data: f32Bytes(1), offset: -1},
+		}), gguf.ErrCorrupt, `tensor "a" appears twice`},
+		{"duplicate key", buildGGUF([]kv{{"k", uint8(1)}, {"k", uint8(2)}}, nil), gguf.ErrCorrupt, `"k" appears twice`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := gguf.Read(bytes.NewReader(tc.data), int64(len(tc.data)))
+			if !errors.Is(err, tc.sentinel) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v; want %v containing %q", err, tc.sentinel, tc.want)
+			}
+		})
+	}
+}

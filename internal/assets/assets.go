@@ -1,0 +1,56 @@
+// Package assets locates the real models that `make assets` (scripts/fetch-assets.sh) fetches,
+// for tests and examples: $QUANTA_ASSETS, or ${XDG_CACHE_HOME:-$HOME/.cache}/quanta/assets, as the
+// script does. Tests that need a file call Require, which skips with one line when it is absent.
+package assets
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The files under the assets directory.
+const (
+	// SmolLM2 is SmolLM2-135M-Instruct in GGUF (Q4_1 linears, Q8_0 embeddings).
+	SmolLM2 = "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+	// MiniLMWeights is all-MiniLM-L6-v2's fp32 checkpoint.
+	MiniLMWeights = "minilm/model.safetensors"
+	// MiniLMTokenizer is all-MiniLM-L6-v2's Hugging Face tokenizer.json.
+	MiniLMTokenizer = "minilm/tokenizer.json"
+	// MiniLMVocab is all-MiniLM-L6-v2's WordPiece vocabulary, one token a line.
+	MiniLMVocab = "minilm/vocab.txt"
+	// MiniLMConfig is all-MiniLM-L6-v2's config.json.
+	MiniLMConfig = "minilm/config.json"
+)
+
+// Dir returns the assets directory: $QUANTA_ASSETS when set, else
+// ${XDG_CACHE_HOME:-$HOME/.cache}/quanta/assets.
+func Dir() string {
+	if dir := os.Getenv("QUANTA_ASSETS"); dir != "" {
+		return dir
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "quanta", "assets")
+}
+
+// Path returns the path of a file of the assets directory (one of the constants above).
+func Path(name string) string { return filepath.Join(Dir(), name) }
+
+// Require returns the path of the first named file, skipping the test with one line when any of
+// the named files is missing.
+func Require(t testing.TB, names ...string) string {
+	t.Helper()
+	for _, name := range names {
+		if _, err := os.Stat(Path(name)); err != nil {
+			t.Skipf("assets missing: run make assets (%s not found)", Path(name))
+		}
+	}
+	if len(names) == 0 {
+		return Dir()
+	}
+	return Path(names[0])
+}

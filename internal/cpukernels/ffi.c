@@ -1,0 +1,136 @@
+/* ffi.c: the kernels as typed XLA FFI handlers (internal/xlaffi's qffi.h), the custom-call targets
+ * package lowering emits. Each handler checks the operands' dtypes and shapes against the call's
+ * contract (lowering's kernel.go), then runs the kernel; a mismatch or a kernel error is an error
+ * of the XLA execution, never a crash. */
+#include <string.h>
+
+#include "qffi.h"
+#include "qk_internal.h"
+#include "quanta_kernels.h"
+
+/* qk_dtype maps a float buffer's dtype to the kernels' element types, -1 if none. */
+static int qk_dtype(qffi_dtype d) {
+  switch (d) {
+    case QFFI_F32: return QK_F32;
+    case QFFI_BF16: return QK_BF16;
+    case QFFI_F16: return QK_F16;
+    default: return -1;
+  }
+}
+
+static qffi_error* kernel_error(qffi_frame* frame, int status) {
+  return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "%s: the kernel refused its arguments: %s", qffi_target(),
+                     qk_status_string(status));
+}
+
+static qffi_error* bad_shapes(qffi_frame* frame, const char* contract) {
+  return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "%s: operand shapes do not fit the call; accepted: %s", qffi_target(),
+                     contract);
+}
+
+/* activations reads x (M, K) float32 or bfloat16 and the result y (M, N) float32. */
+static qffi_error* activations(qffi_frame* frame, qffi_buffer* x, qffi_buffer* y) {
+  qffi_error* err;
+  if ((err = qffi_arg(frame, 0, x)) || (err = qffi_ret(frame, 0, y)) || (err = qffi_expect(frame, y, "y", QFFI_F32, 2))) {
+    return err;
+  }
+  if (x->rank != 2 || (x->dtype != QFFI_F32 && x->dtype != QFFI_BF16) || y->dims[0] != x->dims[0]) {
+    return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "%s: activations %s of rank %lld for a result (%lld, %lld); accepted: "
+                       "x (M, K) float32 or bfloat16 and y (M, N) float32", qffi_target(), qffi_dtype_name(x->dtype),
+                       (long long)x->rank, (long long)y->dims[0], (long long)y->dims[1]);
+  }
+  return NULL;
+}
+
+/* nf4 runs both NF4 layouts: args x, packed (rows, nb, bs/2), absmax (rows, nb). */
+static qffi_error* nf4(qffi_frame* frame, int contracted) {
+  qffi_buffer x = {0}, packed = {0}, absmax = {0}, y = {0};
+  qffi_error* err;
+  if ((err = activations(frame, &x, &y)) || (err = qffi_arg(frame, 1, &packed)) || (err = qffi_arg(frame, 2, &absmax)) ||
+      (err = qffi_expect(frame, &packed, "packed", QFFI_U8, 3))) {
+    return err;
+  }
+  const int64_t m = x.dims[0], k = x.dims[1], n = y.dims[1], bs = 2 * packed.dims[2];
+  const int64_t rows = contracted ? n : k, span = contracted ? k : n;
+  const int ad = qk_dtype(absmax.dtype);
+  if (qffi_num_args(frame) != 3 || ad < 0 || absmax.rank != 2 || packed.dims[0] != rows || absmax.dims[0] != rows ||
+      bs <= 0 || absmax.dims[1] != packed.dims[1] || packed.dims[1] != (span + bs - 1) / bs) {
+    return bad_shapes(frame, contracted ? "x (M, K), packed uint8 (N, ceil(K/bs), bs/2), absmax float (N, ceil(K/bs))"
+                                        : "x (M, K), packed uint8 (K, ceil(N/bs), bs/2), absmax float (K, ceil(N/bs))");
+  }
+  const int x_dtype = qk_dtype(x.dtype);
+  int st = contracted ? qk_nf4_nk(x.data, x_dtype, packed.data, absmax.data, ad, m, k, n, bs, y.data)
+                      : qk_nf4_kn(x.data, x_dtype, packed.data, absmax.data, ad, m, k, n, bs, y.data);
+  return st == QK_OK ? NULL : kernel_error(frame, st);
+}
+
+static qffi_error* nf4_kn(qffi_frame* frame) { return nf4(frame, 0); }
+static qffi_error* nf4_nk(qffi_frame* frame) { return nf4(frame, 1); }
+QFFI_HANDLER(quanta_nf4_kn, nf4_kn)
+QFFI_HANDLER(quanta_nf4_nk, nf4_nk)
+
+/* scale reads the scale_kind attribute and, unless it is QK_SCALE_NONE, the scale operand i,
+ * whose size must fit the kind. */
+static qffi_error* scale(qffi_frame* frame, int i, int64_t k, int64_t n, int64_t* kind, qffi_buffer* s) {
+  qffi_error* err;
+  if ((err = qffi_attr_int(frame, "scale_kind", kind))) return err;
+  memset(s, 0, sizeof(*s));
+  if (*kind == QK_SCALE_NONE) {
+    return qffi_num_args(frame) == i ? NULL : bad_shapes(frame, "no scale operand with scale_kind 0 (none)");
+  }
+  if ((err = qffi_arg(frame, i, s))) return err;
+  const int64_t want = *kind == QK_SCALE_TENSOR ? 1 : *kind == QK_SCALE_K ? k : *kind == QK_SCALE_N ? n : -1;
+  if (qffi_num_args(frame) != i + 1 || s->size != want || qk_dtype(s->dtype) < 0) {
+    return bad_shapes(frame, "a float scale of 1 (tensor), K (scale_kind 2) or N (scale_kind 3) values");
+  }
+  return NULL;
+}
+
+/* int8 runs both int8 layouts: args x, w (K, N) or (N, K) int8, scale. */
+static qffi_error* int8(qffi_frame* frame, int contracted) {
+  qffi_buffer x = {0}, w = {0}, s = {0}, y = {0};
+  int64_t kind;
+  qffi_error* err;
+  if ((err = activations(frame, &x, &y)) || (err = qffi_arg(frame, 1, &w)) || (err = qffi_expect(frame, &w, "w", QFFI_S8, 2))) {
+    return err;
+  }
+  const int64_t m = x.dims[0], k = x.dims[1], n = y.dims[1];
+  if (w.dims[0] != (contracted ? n : k) || w.dims[1] != (contracted ? k : n)) {
+    return bad_shapes(frame, contracted ? "x (M, K), w int8 (N, K)" : "x (M, K), w int8 (K, N)");
+  }
+  if ((err = scale(frame, 2, k, n, &kind, &s))) return err;
+  const int sd = kind == QK_SCALE_NONE ? QK_F32 : qk_dtype(s.dtype);
+  int st = contracted ? qk_int8_nk(x.data, qk_dtype(x.dtype), w.data, s.data, sd, (int)kind, m, k, n, y.data)
+                      : qk_int8_kn(x.data, qk_dtype(x.dtype), w.data, s.data, sd, (int)kind, m, k, n, y.data);
+  return st == QK_OK ? NULL : kernel_error(frame, st);
+}
+
+static qffi_error* int8_kn(qffi_frame* frame) { return int8(frame, 0); }
+static qffi_error* int8_nk(qffi_frame* frame) { return int8(frame, 1); }
+QFFI_HANDLER(quanta_int8_kn, int8_kn)
+QFFI_HANDLER(quanta_int8_nk, int8_nk)
+
+/* signs runs the packed-signs layouts: args x, packed (K/per, N) uint8, scale (float32). */
+static qffi_error* signs(qffi_frame* frame, int per) {
+  qffi_buffer x = {0}, packed = {0}, s = {0}, y = {0};
+  int64_t kind;
+  qffi_error* err;
+  if ((err = activations(frame, &x, &y)) || (err = qffi_arg(frame, 1, &packed)) ||
+      (err = qffi_expect(frame, &packed, "packed", QFFI_U8, 2))) {
+    return err;
+  }
+  const int64_t m = x.dims[0], k = x.dims[1], n = y.dims[1];
+  if (k % per != 0 || packed.dims[0] != k / per || packed.dims[1] != n) {
+    return bad_shapes(frame, per == 4 ? "x (M, K), packed uint8 (K/4, N)" : "x (M, K), packed uint8 (K/8, N)");
+  }
+  if ((err = scale(frame, 2, k, n, &kind, &s))) return err;
+  if (kind != QK_SCALE_NONE && s.dtype != QFFI_F32) return bad_shapes(frame, "a float32 scale");
+  int st = per == 4 ? qk_twobit_kn(x.data, qk_dtype(x.dtype), packed.data, s.data, (int)kind, m, k, n, y.data)
+                    : qk_onebit_kn(x.data, qk_dtype(x.dtype), packed.data, s.data, (int)kind, m, k, n, y.data);
+  return st == QK_OK ? NULL : kernel_error(frame, st);
+}
+
+static qffi_error* twobit_kn(qffi_frame* frame) { return signs(frame, 4); }
+static qffi_error* onebit_kn(qffi_frame* frame) { return signs(frame, 8); }
+QFFI_HANDLER(quanta_twobit_kn, twobit_kn)
+QFFI_HANDLER(quanta_onebit_kn, onebit_kn)

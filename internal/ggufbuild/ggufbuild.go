@@ -1,0 +1,110 @@
+// Package ggufbuild writes small GGUF v3 files for tests: metadata of the common types and
+// tensors given as raw bytes, laid out as the GGUF specification says (32-byte alignment).
+package ggufbuild
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+)
+
+// KV is one metadata entry; the value's Go type picks the GGUF type (uint32, int32, float32,
+// bool, string, uint64, []string, []int32, []float32).
+type KV struct {
+	Key   string
+	Value any
+}
+
+// Tensor is one tensor: GGUF type code, GGML dims (fastest first) and raw data.
+type Tensor struct {
+	Name string
+	Type uint32
+	Dims []uint64
+	Data []byte
+}
+
+// F32 is the GGUF type code of float32 tensors.
+const F32 = 0
+
+// F32Tensor returns a float32 tensor of the given GGML dims.
+func F32Tensor(name string, values []float32, dims ...uint64) Tensor {
+	data := make([]byte, 4*len(values))
+	for i, v := range values {
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
+	}
+	return Tensor{Name: name, Type: F32, Dims: dims, Data: data}
+}
+
+// Build returns the bytes of a GGUF v3 file.
+func Build(kvs []KV, tensors []Tensor) []byte {
+	var b bytes.Buffer
+	w := func(v any) { _ = binary.Write(&b, binary.LittleEndian, v) }
+	str := func(s string) { w(uint64(len(s))); b.WriteString(s) }
+	b.WriteString("GGUF")
+	w(uint32(3))
+	w(uint64(len(tensors)))
+	w(uint64(len(kvs)))
+	for _, kv := range kvs {
+		str(kv.Key)
+		switch v := kv.Value.(type) {
+		case uint32:
+			w(uint32(4))
+			w(v)
+		case int32:
+			w(uint32(5))
+			w(v)
+		case float32:
+			w(uint32(6))
+			w(v)
+		case bool:
+			w(uint32(7))
+			w(v)
+		case string:
+			w(uint32(8))
+			str(v)
+		case uint64:
+			w(uint32(10))
+			w(v)
+		case []string:
+			w(uint32(9))
+			w(uint32(8))
+			w(uint64(len(v)))
+			for _, s := range v {
+				str(s)
+			}
+		case []int32:
+			w(uint32(9))
+			w(uint32(5))
+			w(uint64(len(v)))
+			w(v)
+		case []float32:
+			w(uint32(9))
+			w(uint32(6))
+			w(uint64(len(v)))
+			w(v)
+		default:
+			panic("ggufbuild: unsupported metadata type")
+		}
+	}
+	const align = 32
+	offset := uint64(0)
+	for _, t := range tensors {
+		str(t.Name)
+		w(uint32(len(t.Dims)))
+		w(t.Dims)
+		w(t.Type)
+		w(offset)
+		offset = (offset + uint64(len(t.Data)) + align - 1) / align * align
+	}
+	pad := func() {
+		for b.Len()%align != 0 {
+			b.WriteByte(0)
+		}
+	}
+	pad()
+	for _, t := range tensors {
+		b.Write(t.Data)
+		pad()
+	}
+	return b.Bytes()
+}

@@ -1,0 +1,202 @@
+// Package qarray is the state and the methods every quantized array type of quanta shares: its
+// logical shape, its stored components, its product strategy, its sharding, and whether its
+// buffers were deleted. nf4.Array, int8.Array, onebit.Array and onebit.BitArray embed Base, so
+// they have the same method set; each adds its own metadata, Materialize and component rules.
+//
+// Arrays derived from one another without new components (WithStrategy, WithDType, WithSharding)
+// share their buffers, so they share one deletion flag: Delete on any of them deletes all.
+package qarray
+
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/lowering"
+	"github.com/quanta-ml/quanta/sharding"
+)
+
+// Base is embedded by every quantized array type. Its zero value is not usable: build one with
+// New. A Base is immutable; the functions of this package return modified copies.
+type Base struct {
+	typeName   string // for messages, e.g. "nf4.Array"
+	shape      shapes.Shape
+	components []implicitarray.Component
+	strategy   lowering.Strategy
+	placement  sharding.Placement
+	deleted    *atomic.Bool // shared by the arrays that share these components
+}
+
+// New returns a Base for an array named typeName (e.g. "nf4.Array") of the given logical shape
+// holding components.
+func New(typeName string, shape shapes.Shape, components ...implicitarray.Component) Base {
+	return Base{typeName: typeName, shape: shape, components: components, deleted: new(atomic.Bool)}
+}
+
+// Shape is the logical shape: the dimensions and dtype of the dense array the array stands for.
+func (b *Base) Shape() shapes.Shape { return b.shape }
+
+// DType is the dtype the array materializes in.
+func (b *Base) DType() dtypes.DType { return b.shape.DType }
+
+// Strategy is the strategy of the array's products (lowering.Auto unless set with WithStrategy).
+func (b *Base) Strategy() lowering.Strategy { return b.strategy }
+
+// Sharding returns the array's sharding and true, or false when it has none.
+func (b *Base) Sharding() (sharding.Sharding, bool) { return b.placement.Sharding() }
+
+// IsSharded reports whether the array carries a sharding.
+func (b *Base) IsSharded() bool { return b.placement.IsSharded() }
+
+// IsDeleted reports whether Delete was called on this array or on one sharing its buffers.
+func (b *Base) IsDeleted() bool { return b.deleted.Load() }
+
+// Bytes is the memory of the stored components.
+func (b *Base) Bytes() int64 {
+	var n int64
+	for _, c := range b.components {
+		n += int64(c.Shape().Memory())
+	}
+	return n
+}
+
+// Components returns the stored components, in the format's order. It panics with
+// implicitarray.ErrDeleted after Delete (implicitarray.Exec reports that as an error).
+func (b *Base) Components() []implicitarray.Component {
+	MustBeLive(b, "Components")
+	return slices.Clone(b.components)
+}
+
+// FallbackPolicy is implicitarray.FallbackWarn: the generic fallback logs a warning (once per op
+// and type) when it densifies a quantized array.
+func (b *Base) FallbackPolicy() implicitarray.Fallback { return implicitarray.FallbackWarn }
+
+// Delete releases the host tensors of the components (graph-side components are left to their
+// graph) and marks the array, and every array sharing its buffers, deleted: using any of them
+// afterwards is implicitarray.ErrDeleted. Deleting twice is a no-op.
+func (b *Base) Delete() {
+	if b.deleted.Swap(true) {
+		return
+	}
+	for _, c := range b.components {
+		if c.IsTensor() {
+			_ = c.Tensor().FinalizeAll()
+		}
+	}
+}
+
+// MustBeLive panics with implicitarray.ErrDeleted, naming the array and what, if b was deleted.
+func MustBeLive(b *Base, what string) {
+	if b.deleted.Load() {
+		panic(errors.Wrapf(implicitarray.ErrDeleted, "%s.%s of %s (Delete released its buffers; quantize or load it again)",
+			b.typeName, what, b.shape))
+	}
+}
+
+// Component returns component i, panicking after Delete.
+func Component(b *Base, i int) implicitarray.Component {
+	MustBeLive(b, "components")
+	return b.components[i]
+}
+
+// Node returns component i as a graph node, panicking after Delete or if it is a host tensor.
+func Node(b *Base, i int) *graph.Node {
+	return Component(b, i).Node()
+}
+
+// WithStrategy returns b with strategy s (the buffers and the deletion flag are shared).
+func WithStrategy(b Base, s lowering.Strategy) Base {
+	if !s.Valid() {
+		panic(errors.Errorf("%s.WithStrategy(%d): not a lowering.Strategy; accepted: %v", b.typeName, int(s),
+			append([]lowering.Strategy{lowering.Auto}, lowering.Strategies()...)))
+	}
+	b.strategy = s
+	return b
+}
+
+// WithDType returns b materializing in dtype (the buffers and the deletion flag are shared).
+func WithDType(b Base, dtype dtypes.DType) Base {
+	b.shape = shapes.Make(dtype, b.shape.Dimensions...)
+	return b
+}
+
+// WithSharding returns b carrying sharding s (the zero Sharding clears it).
+func WithSharding(b Base, s sharding.Sharding) Base {
+	b.placement = b.placement.With(s)
+	return b
+}
+
+// Placement returns b's placement, for the shape handlers that move it with the axes.
+func Placement(b *Base) sharding.Placement { return b.placement }
+
+// WithPlacement returns b with placement p.
+func WithPlacement(b Base, p sharding.Placement) Base {
+	b.placement = p
+	return b
+}
+
+// WithComponents returns b holding new components of the same count, with the given logical
+// dimensions (nil keeps them) and a fresh deletion flag: the new components are new buffers.
+func WithComponents(b Base, dims []int, components ...implicitarray.Component) Base {
+	if len(components) != len(b.components) {
+		panic(errors.Errorf("%s.WithComponents: got %d components, want %d", b.typeName, len(components), len(b.components)))
+	}
+	b.components = components
+	if dims != nil {
+		b.shape = shapes.Make(b.shape.DType, dims...)
+	}
+	b.deleted = new(atomic.Bool)
+	return b
+}
+
+// CheckComponents panics, naming the array, unless the components have the expected shapes.
+func CheckComponents(b *Base, components []implicitarray.Component, want ...shapes.Shape) {
+	ok := len(components) == len(want)
+	for i := 0; ok && i < len(want); i++ {
+		ok = components[i].Shape().Equal(want[i])
+	}
+	if !ok {
+		got := make([]string, len(components))
+		for i, c := range components {
+			got[i] = c.Shape().String()
+		}
+		panic(errors.Errorf("%s.WithComponents: components %v; accepted: shapes %v", b.typeName, got, want))
+	}
+}
+
+// Metadata returns the static fields every array shares, for the array's Metadata: the logical
+// shape, the strategy and the sharding, followed by the format's own fields.
+func Metadata(b *Base, format string) string {
+	return fmt.Sprintf("%s{shape=%s %s strategy=%s sharding=%s}", b.typeName, b.shape, format, b.strategy, b.placement)
+}
+
+// Describe returns "TYPE(DTYPE)[DIMS] details", with " (deleted)" after Delete, for String.
+func Describe(b *Base, details string) string {
+	s := b.typeName + b.shape.String()
+	if details != "" {
+		s += " " + details
+	}
+	if b.deleted.Load() {
+		s += " (deleted)"
+	}
+	return s
+}
+
+// WithMeshAndAxis is an array's WithMeshAndAxis: the sharding built from axis over m (the forms
+// sharding.SpecFrom accepts), checked at once by the array's component rule, then installed with
+// the array's WithSharding.
+func WithMeshAndAxis[A any](b *Base, m *sharding.Mesh, axis any,
+	componentSpecs func(*sharding.Mesh, sharding.PartitionSpec) ([]sharding.PartitionSpec, error),
+	withSharding func(sharding.Sharding) A) (A, error) {
+	s, err := sharding.ShardingFor(m, axis, componentSpecs)
+	if err != nil {
+		var none A
+		return none, errors.WithMessagef(err, "%s.WithMeshAndAxis(%s)", b.typeName, b.shape)
+	}
+	return withSharding(s), nil
+}

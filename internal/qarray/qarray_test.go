@@ -1,0 +1,158 @@
+package qarray_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/implicitarray"
+	qint8 "github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/lowering"
+	"github.com/quanta-ml/quanta/nf4"
+	"github.com/quanta-ml/quanta/onebit"
+	"github.com/quanta-ml/quanta/sharding"
+)
+
+// array is the method set every quantized array type shares (through qarray.Base), with the
+// With methods returning the interface.
+type array interface {
+	lowering.Quantized
+	Delete()
+	IsDeleted() bool
+	Bytes() int64
+	String() string
+	IsSharded() bool
+	Sharding() (sharding.Sharding, bool)
+	FallbackPolicy() implicitarray.Fallback
+}
+
+type format struct {
+	name         string
+	make         func() array
+	withStrategy func(array, lowering.Strategy) array
+	withDType    func(array, dtypes.DType) array
+	withSharding func(array, sharding.Sharding) array
+	bytes        int64 // of the 8×16 float32 weight below
+}
+
+func weight() *tensors.Tensor { return testutil.RandomTensor(7, 8, 16) }
+
+func formats() []format {
+	return []format{
+		{name: "nf4", bytes: 8*16/2 + 8*1*4, make: func() array { return nf4.MustQuantize(weight(), 16) },
+			withStrategy: func(a array, s lowering.Strategy) array { return a.(*nf4.Array).WithStrategy(s) },
+			withDType:    func(a array, d dtypes.DType) array { return a.(*nf4.Array).WithDType(d) },
+			withSharding: func(a array, s sharding.Sharding) array { return a.(*nf4.Array).WithSharding(s) }},
+		{name: "int8", bytes: 8*16 + 8*4, make: func() array { return qint8.MustQuantize(weight()) },
+			withStrategy: func(a array, s lowering.Strategy) array { return a.(*qint8.Array).WithStrategy(s) },
+			withDType:    func(a array, d dtypes.DType) array { return a.(*qint8.Array).WithDType(d) },
+			withSharding: func(a array, s sharding.Sharding) array { return a.(*qint8.Array).WithSharding(s) }},
+		{name: "ternary/scaled", bytes: 2*16 + 16*4, make: func() array { return onebit.MustQuantizeTernary(weight(), onebit.WithScale(0)) },
+			withStrategy: func(a array, s lowering.Strategy) array { return a.(*onebit.Array).WithStrategy(s) },
+			withDType:    func(a array, d dtypes.DType) array { return a.(*onebit.Array).WithDType(d) },
+			withSharding: func(a array, s sharding.Sharding) array { return a.(*onebit.Array).WithSharding(s) }},
+		{name: "binary/1bit", bytes: 1 * 16, make: func() array { return onebit.MustQuantizeBinaryBits(weight()) },
+			withStrategy: func(a array, s lowering.Strategy) array { return a.(*onebit.BitArray).WithStrategy(s) },
+			withDType:    func(a array, d dtypes.DType) array { return a.(*onebit.BitArray).WithDType(d) },
+			withSharding: func(a array, s sharding.Sharding) array { return a.(*onebit.BitArray).WithSharding(s) }},
+	}
+}
+
+// TestContract: every array type has the same behaviour for the shared methods.
+func TestContract(t *testing.T) {
+	backend := testutil.Backend(t)
+	materialize := func(a array) error {
+		_, err := implicitarray.MaterializeOnHost(backend, a)
+		return err
+	}
+	for _, f := range formats() {
+		t.Run(f.name, func(t *testing.T) {
+			a := f.make()
+			if got := a.Bytes(); got != f.bytes {
+				t.Errorf("Bytes() = %d, want %d", got, f.bytes)
+			}
+			if a.Strategy() != lowering.Auto || a.FallbackPolicy() != implicitarray.FallbackWarn || a.IsSharded() {
+				t.Errorf("fresh array: strategy %s, fallback %d, sharded %v", a.Strategy(), a.FallbackPolicy(), a.IsSharded())
+			}
+			// The With methods return new arrays; the strategy is part of the metadata.
+			b := f.withStrategy(a, lowering.DecodeDot)
+			if b.Strategy() != lowering.DecodeDot || a.Strategy() != lowering.Auto || a.Metadata() == b.Metadata() ||
+				!strings.Contains(b.Metadata(), "strategy=decode-dot") {
+				t.Errorf("WithStrategy: %s / %s", a.Metadata(), b.Metadata())
+			}
+			c := f.withDType(a, dtypes.Float64)
+			if c.Shape().DType != dtypes.Float64 || a.Shape().DType == dtypes.Float64 {
+				t.Errorf("WithDType: %s / %s", a.Shape(), c.Shape())
+			}
+			d := f.withSharding(a, sharding.Sharding{Spec: sharding.PartitionSpec{nil, {"model"}}})
+			if !d.IsSharded() || a.IsSharded() || !strings.Contains(d.Metadata(), "'model'") {
+				t.Errorf("WithSharding: %s", d.Metadata())
+			}
+			if err := materialize(b); err != nil {
+				t.Fatalf("%+v", err)
+			}
+			// Derived arrays share the buffers: Delete on one deletes all of them.
+			b.Delete()
+			b.Delete() // idempotent
+			for i, x := range []array{a, b, c, d} {
+				if !x.IsDeleted() || !strings.Contains(x.String(), "(deleted)") {
+					t.Errorf("array #%d after Delete of a derived one: IsDeleted %v, %s", i, x.IsDeleted(), x)
+				}
+				if err := materialize(x); !errors.Is(err, implicitarray.ErrDeleted) {
+					t.Errorf("array #%d used after Delete: %v, want implicitarray.ErrDeleted", i, err)
+				}
+			}
+			// New components are new buffers: not deleted.
+			e := f.make()
+			again := e.WithComponents(e.Components()).(array)
+			e.Delete()
+			if again.IsDeleted() {
+				t.Errorf("an array with new components is deleted with the original")
+			}
+		})
+	}
+}
+
+// TestInvalidStrategy: a value that is not a strategy is rejected when set.
+func TestInvalidStrategy(t *testing.T) {
+	for _, f := range formats() {
+		t.Run(f.name, func(t *testing.T) {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "WithStrategy") {
+					t.Errorf("WithStrategy(99): %v, want a panic naming WithStrategy", r)
+				}
+			}()
+			f.withStrategy(f.make(), 99)
+		})
+	}
+}
+
+// TestFallbackWarns: an op without a handler materializes the array, counted as a fallback, and
+// gives the dense op's result.
+func TestFallbackWarns(t *testing.T) {
+	backend := testutil.Backend(t)
+	for _, f := range formats() {
+		t.Run(f.name, func(t *testing.T) {
+			a := f.withDType(f.make(), dtypes.Float32)
+			implicitarray.ResetStats()
+			e := implicitarray.MustNewExec(backend, func(w implicitarray.Array) (*graph.Node, *graph.Node) {
+				return implicitarray.Exp(w).(*graph.Node), graph.Exp(implicitarray.Materialize(w))
+			})
+			defer e.Finalize()
+			out := e.MustCall(a)
+			got, want := testutil.Float64s(t, out[0].(*tensors.Tensor)), testutil.Float64s(t, out[1].(*tensors.Tensor))
+			if diff, _ := testutil.MaxAbsDiff(got, want); diff != 0 {
+				t.Errorf("exp through the fallback differs from exp of the materialized array by %g", diff)
+			}
+			key := implicitarray.Key{Op: implicitarray.OpExp, Type: implicitarray.TypeName(a)}
+			if n := implicitarray.CurrentStats().Fallbacks[key]; n != 1 {
+				t.Errorf("Fallbacks[%s] = %d, want 1", key, n)
+			}
+		})
+	}
+}

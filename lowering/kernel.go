@@ -1,0 +1,153 @@
+package lowering
+
+import (
+	"github.com/gomlx/gomlx/pkg/core/distributed"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/kernelreg"
+)
+
+// The custom calls of quanta's CPU kernels (package internal/cpukernels implements them as typed
+// XLA FFI handlers). Every call takes the activations x (M, K), float32 or bfloat16, first, and
+// returns y (M, N) float32; then:
+//
+//	quanta_nf4_kn     packed uint8 (K, ceil(N/bs), bs/2), absmax float (K, ceil(N/bs))   x·W
+//	quanta_nf4_nk     packed uint8 (N, ceil(K/bs), bs/2), absmax float (N, ceil(K/bs))   x·Wᵀ
+//	quanta_int8_kn    codes int8 (K, N), scale (1, K or N values), attribute scale_kind
+//	quanta_int8_nk    codes int8 (N, K), scale (1, K or N values), attribute scale_kind
+//	quanta_twobit_kn  packed uint8 (K/4, N), scale float32 (1 or N values), scale_kind
+//	quanta_onebit_kn  packed uint8 (K/8, N), scale float32 (1 or N values), scale_kind
+//
+// scale_kind: 0 no scale (no operand), 1 one value, 2 one per contracted index (K), 3 one per
+// output column (N).
+const (
+	scaleNone   = 0
+	scaleTensor = 1
+	scaleK      = 2
+	scaleN      = 3
+)
+
+// kernelMaxRows is the largest number of activation rows for which Auto calls a kernel: beyond
+// it decoding the weight once and multiplying densely is as fast (docs/performance.md).
+const kernelMaxRows = 64
+
+// kernelCall is the custom call of the kernel serving a product.
+type kernelCall struct {
+	target   string
+	operands []*graph.Node // after the activations
+	attrs    map[string]any
+}
+
+// kernelFor returns the kernel call that serves p with w, if any: the backend has the kernels
+// (or, with p.kernels nil, is only described as having them), the product is rank 2 in an
+// unsharded graph with float32 or bfloat16 activations, and the layout has a kernel.
+func kernelFor(p *product, w Layout) (kernelCall, bool) {
+	if p.platform&Kernels == 0 || !p.rank2() || (p.xShape.DType != dtypes.Float32 && p.xShape.DType != dtypes.BFloat16) {
+		return kernelCall{}, false
+	}
+	if p.x != nil && p.x.Graph().DistributedStrategy() != distributed.None {
+		return kernelCall{}, false // the partitioner would replicate the call's operands
+	}
+	var c kernelCall
+	var ok bool
+	switch w := w.(type) {
+	case Blockwise4:
+		c, ok = w.kernel(p)
+	case Int8:
+		c, ok = w.kernel(p)
+	case Signs:
+		c, ok = w.kernel(p)
+	}
+	if ok && p.kernels != nil && !p.kernels.Targets[c.target] {
+		return kernelCall{}, false
+	}
+	return c, ok
+}
+
+func floatScale(dt dtypes.DType) bool {
+	return dt == dtypes.Float32 || dt == dtypes.BFloat16 || dt == dtypes.Float16
+}
+
+func (w Blockwise4) kernel(p *product) (kernelCall, bool) {
+	if p.kernels != nil && p.kernels.Codebook4 != w.Codebook || !floatScale(w.Scales.DType()) {
+		return kernelCall{}, false
+	}
+	target := "quanta_nf4_nk"
+	if p.kMajor() {
+		target = "quanta_nf4_kn"
+	}
+	return kernelCall{target: target, operands: []*graph.Node{w.Packed, w.Scales}}, true
+}
+
+// scaleKind classifies an int8 or signs scale of a rank-2 weight for the kernel of p: per tensor,
+// per contracted index or per output column.
+func scaleKind(p *product, s *graph.Node) (int, bool) {
+	dims := s.Shape().Dimensions
+	kAxis := p.wContracting[0]
+	switch {
+	case dims[0] == 1 && dims[1] == 1:
+		return scaleTensor, true
+	case dims[1-kAxis] == 1:
+		return scaleK, true
+	case dims[kAxis] == 1:
+		return scaleN, true
+	}
+	return 0, false
+}
+
+func (w Int8) kernel(p *product) (kernelCall, bool) {
+	kind, ok := scaleKind(p, w.Scale)
+	if !ok || !floatScale(w.Scale.DType()) {
+		return kernelCall{}, false
+	}
+	target := "quanta_int8_nk"
+	if p.kMajor() {
+		target = "quanta_int8_kn"
+	}
+	return kernelCall{target: target, operands: []*graph.Node{w.Codes, graph.Reshape(w.Scale, w.Scale.Shape().Size())},
+		attrs: map[string]any{"scale_kind": kind}}, true
+}
+
+func (w Signs) kernel(p *product) (kernelCall, bool) {
+	if !p.kMajor() {
+		return kernelCall{}, false
+	}
+	target := "quanta_twobit_kn"
+	if w.Bits == 1 {
+		target = "quanta_onebit_kn"
+	}
+	c := kernelCall{target: target, operands: []*graph.Node{w.Packed}, attrs: map[string]any{"scale_kind": scaleNone}}
+	if w.Scale == nil {
+		return c, true
+	}
+	kind, ok := scaleKind(p, w.Scale)
+	if !ok || kind == scaleK || w.Scale.DType() != dtypes.Float32 {
+		return kernelCall{}, false
+	}
+	c.operands = append(c.operands, graph.Reshape(w.Scale, w.Scale.Shape().Size()))
+	c.attrs["scale_kind"] = kind
+	return c, true
+}
+
+// kernelProduct builds the product as the kernel's custom call: the DecodeDot formulation in
+// float32 — what GoMLX differentiates — whose result node is rewritten into the call.
+func kernelProduct(p *product, w Layout, c kernelCall) *graph.Node {
+	operands := append([]*graph.Node{p.toMK(p.x)}, c.operands...) // built before the node they feed
+	xf := p.toMK(p.activations())
+	dense := w.decode(p, false)
+	contract := 0
+	if !p.kMajor() {
+		contract = 1
+	}
+	mn := graph.DotGeneral(xf, []int{1}, nil, dense, []int{contract}, nil) // (M, N) float32
+	if err := p.kernels.Emit(mn, c.target, operands, c.attrs); err != nil {
+		panic(errors.WithMessagef(err, "lowering.DotGeneral: emitting the %s kernel for %s", c.target, w))
+	}
+	return p.finish(p.fromMN(mn))
+}
+
+// kernelsOf returns the kernels of the backend the graph of node runs on, or nil.
+func kernelsOf(node *graph.Node) *kernelreg.Kernels {
+	return kernelreg.For(node.Graph().Backend())
+}

@@ -1,0 +1,57 @@
+// Package llama is a Llama-architecture decoder in GoMLX (SmolLM2 and the other "llama" GGUF
+// models): RMSNorm, rotary position embeddings, grouped-query attention with a key/value cache,
+// SwiGLU, tied or separate output head; a GGUF loader and greedy generation.
+//
+// # Graph
+//
+// Model.Forward runs a whole sequence (causal attention, no cache), Model.Step runs a chunk of
+// tokens against a cache (prefill and decoding), Generator drives Step for greedy decoding. The
+// block is Hugging Face's LlamaDecoderLayer: x += o(attn(RMSNorm(x))), x += down(silu(gate(h)) ·
+// up(h)) with h = RMSNorm(x); attention scores are scaled by 1/sqrt(HeadDim), query head h reads
+// key/value head h/(Heads/KVHeads) (repeat_kv's order). Every linear layer goes through
+// Model.Projection (see package models): replacing it substitutes quantized products without
+// touching the model code. The output head is the embedding table when the embeddings are tied
+// (SmolLM2), a product with the table's last axis that never transposes it in memory.
+//
+// # Variables
+//
+// In the context, float32 (LoadGGUF's layout; the graph creates them with the context's
+// initializers if absent, which tests use):
+//
+//	/token_embd/embeddings                  [VocabSize, Dim]
+//	/layer_<i>/attn_norm/rms_norm/scale     [Dim]
+//	/layer_<i>/attn_q/dense/weights         [Dim, Heads·HeadDim]
+//	/layer_<i>/attn_k/dense/weights         [Dim, KVHeads·HeadDim]   (also attn_v)
+//	/layer_<i>/attn_output/dense/weights    [Heads·HeadDim, Dim]
+//	/layer_<i>/ffn_norm/rms_norm/scale      [Dim]
+//	/layer_<i>/ffn_gate/dense/weights       [Dim, FFNDim]            (also ffn_up)
+//	/layer_<i>/ffn_down/dense/weights       [FFNDim, Dim]
+//	/output_norm/rms_norm/scale             [Dim]
+//	/lm_head/dense/weights                  [Dim, VocabSize]         (untied models only)
+//
+// # RoPE and the q/k row order
+//
+// GGUF kernels are stored [out][in] (GGML dims [in, out]). llama.cpp's converter permutes the
+// rows of attn_q and attn_k within each head so that its "normal" RoPE can rotate adjacent pairs
+// (x[2i], x[2i+1]); Hugging Face's Llama rotates the halves (x[i], x[i+HeadDim/2]). LoadGGUF puts
+// the rows back in Hugging Face's order and the model rotates halves (so the context matches a
+// transformers checkpoint, and per-layer comparisons with it hold); LoadOptions.RotateAdjacent
+// keeps GGUF's order and rotates adjacent pairs instead. Both give the same attention (tested).
+// Angles are position · base^(-2i/HeadDim), with base and the RMSNorm epsilon from the metadata.
+//
+// # Cache
+//
+// A cache is two float32 tensors per layer (keys, values) of shape [batch, KVHeads, maxLen,
+// HeadDim]; Step writes its chunk at positions start.. and attends over the whole cache with a
+// mask (query at position p sees positions <= p), so one compiled graph serves every decoding
+// step. Writes use DynamicUpdateSlice (in place with the donated buffers) on backends that have
+// it, a one-hot placement on the pure-Go backend.
+//
+// # Errors
+//
+// LoadGGUF returns errors (wrapping gguf's ErrNotFound/ErrCorrupt/ErrUnsupported where they
+// apply) for a non-llama file, unsupported hyper-parameters (RoPE scaling, partial rotary),
+// missing tensors, shapes that disagree with the metadata, and undecodable types; all are
+// checked before any tensor is decoded, and nothing is stored unless everything loads. Graph
+// methods panic with messages naming the shapes they accept.
+package llama

@@ -1,0 +1,248 @@
+package llama
+
+import (
+	"fmt"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/models"
+)
+
+// LoadOptions are the options of LoadGGUF; the zero value loads the float model as the GGUF
+// stores it, q/k rows un-permuted to Hugging Face's order.
+type LoadOptions struct {
+	// Kernel receives each projection kernel, decoded to float32 in (inDim, outDim) layout, and
+	// returns the variables to store for it; nil means models.DenseKernel (the float kernel).
+	Kernel models.KernelFunc
+	// UntieHead stores, for a model with tied embeddings, a separate "lm_head" kernel (the
+	// transposed embedding table, passed through Kernel like the others) and sets
+	// TiedEmbeddings false, so that the output head goes through the Projection.
+	UntieHead bool
+	// Backend, if set, receives each tensor as soon as it is converted (models.Place): with the
+	// host memory shared (XLA CPU), the host then holds one copy of the model during and after
+	// loading; without it the tensors stay local until their first execution.
+	Backend backends.Backend
+	// RotateAdjacent keeps attn_q/attn_k rows in GGUF's order and sets Model.RotateAdjacent, so
+	// that the rotary embedding rotates adjacent pairs as llama.cpp does.
+	RotateAdjacent bool
+}
+
+// LoadGGUF reads the hyper-parameters and weights of a "llama" GGUF file into ctx and returns the
+// model. Tensors are decoded one at a time (F32, F16, BF16, Q4_0, Q4_1, Q8_0): the embedding
+// table and norms straight into their tensors, each projection kernel through one reused buffer
+// into its (inDim, outDim) tensor, transposed from GGUF's [out][in] rows and, for attn_q and
+// attn_k, with the rows of each head taken back from llama.cpp's converter order (pairs
+// interleaved for adjacent-pair RoPE) to Hugging Face's (halves), unless RotateAdjacent.
+//
+// Every tensor's presence, type and shape is checked before anything is decoded, and nothing is
+// stored in ctx until all are converted: on error ctx is unchanged. ctx must not already hold the
+// model's variables.
+func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, error) {
+	cfg, err := ConfigFromGGUF(f)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Config: cfg, RotateAdjacent: opts.RotateAdjacent}
+	kernelFn := opts.Kernel
+	if kernelFn == nil {
+		kernelFn = models.DenseKernel
+	}
+	plan, err := planTensors(f, cfg)
+	if err != nil {
+		return nil, err
+	}
+	embScope := ctx.In(EmbeddingScope).Scope()
+	if ctx.InspectVariable(embScope, EmbeddingName) != nil {
+		return nil, errors.Errorf("llama.LoadGGUF: the context already holds %s/%s; load into a fresh context", embScope, EmbeddingName)
+	}
+	var vars []models.Variable
+	fail := func(err error) (*Model, error) {
+		models.Release(vars)
+		return nil, errors.WithMessage(err, "llama.LoadGGUF")
+	}
+	maxKernel := 0
+	for _, p := range plan {
+		if p.kind == kernelTensor {
+			maxKernel = max(maxKernel, p.in*p.out)
+		}
+	}
+	buf := make([]float32, maxKernel)
+	var embedding *tensors.Tensor
+	for _, p := range plan {
+		switch p.kind {
+		case plainTensor:
+			t, err := decodeTensor(f, p.name, p.shape)
+			if err != nil {
+				return fail(err)
+			}
+			if p.scope == embScope {
+				embedding = t
+			}
+			v := models.Variable{Scope: p.scope, Name: p.varName, Value: t}
+			vars = append(vars, v)
+			if p.scope != embScope || !opts.UntieHead { // the untied head is built from the local table below
+				if err := models.Place(opts.Backend, []models.Variable{v}); err != nil {
+					return fail(err)
+				}
+			}
+		case kernelTensor:
+			heads := p.unpermuteHeads
+			if opts.RotateAdjacent {
+				heads = 0
+			}
+			raw := buf[:p.in*p.out]
+			if err := f.DecodeInto(p.name, raw); err != nil {
+				return fail(err)
+			}
+			kernel := tensors.FromShape(shapes.Make(dtypes.Float32, p.in, p.out))
+			tensors.MustMutableFlatData(kernel, func(dst []float32) {
+				transposeRows(raw, dst, p.out, p.in, heads)
+			})
+			kv, err := kernelFn(p.scope, kernel)
+			if err != nil {
+				_ = kernel.FinalizeAll()
+				return fail(errors.WithMessagef(err, "kernel of %s", p.name))
+			}
+			vars = append(vars, kv...)
+			if err := models.Place(opts.Backend, kv); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	if opts.UntieHead && cfg.TiedEmbeddings {
+		head := tensors.FromShape(shapes.Make(dtypes.Float32, cfg.Dim, cfg.VocabSize))
+		embedding.MustConstFlatData(func(flat any) {
+			tensors.MustMutableFlatData(head, func(dst []float32) { transposeRows(flat.([]float32), dst, cfg.VocabSize, cfg.Dim, 0) })
+		})
+		kv, err := kernelFn(ctx.In(HeadName).Scope(), head)
+		if err != nil {
+			_ = head.FinalizeAll()
+			return fail(errors.WithMessage(err, "kernel of the untied head"))
+		}
+		vars = append(vars, kv...)
+		if err := models.Place(opts.Backend, append(kv, models.Variable{Scope: embScope, Name: EmbeddingName, Value: embedding})); err != nil {
+			return fail(err)
+		}
+		m.TiedEmbeddings = false
+	}
+	if err := models.Store(ctx, vars); err != nil {
+		return fail(err)
+	}
+	return m, nil
+}
+
+// MustLoadGGUF is LoadGGUF that panics on error.
+func MustLoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) *Model {
+	m, err := LoadGGUF(ctx, f, opts)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+type tensorKind int
+
+const (
+	plainTensor tensorKind = iota
+	kernelTensor
+)
+
+// plannedTensor is one GGUF tensor and where it goes.
+type plannedTensor struct {
+	name    string
+	kind    tensorKind
+	scope   string // absolute; for a kernel the Projection scope
+	varName string
+	shape   []int // plain tensors: row-major shape
+	in, out int   // kernels
+	// unpermuteHeads > 0: the kernel's output rows are q/k heads of that count in GGUF's
+	// interleaved order.
+	unpermuteHeads int
+}
+
+// planTensors lists the tensors the model needs and checks their presence, types and shapes.
+func planTensors(f *gguf.File, cfg Config) ([]plannedTensor, error) {
+	q, kv := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
+	plan := []plannedTensor{
+		{name: "token_embd.weight", scope: "/" + EmbeddingScope, varName: EmbeddingName, shape: []int{cfg.VocabSize, cfg.Dim}},
+		{name: "output_norm.weight", scope: "/" + OutputNorm + "/rms_norm", varName: "scale", shape: []int{cfg.Dim}},
+	}
+	if !cfg.TiedEmbeddings {
+		plan = append(plan, plannedTensor{name: "output.weight", kind: kernelTensor, scope: "/" + HeadName, in: cfg.Dim, out: cfg.VocabSize})
+	}
+	for i := 0; i < cfg.Layers; i++ {
+		layer := "/" + LayerScope(i)
+		blk := fmt.Sprintf("blk.%d.", i)
+		norm := func(name string) plannedTensor {
+			return plannedTensor{name: blk + name + ".weight", scope: layer + "/" + name + "/rms_norm", varName: "scale", shape: []int{cfg.Dim}}
+		}
+		kernel := func(name string, in, out, heads int) plannedTensor {
+			return plannedTensor{name: blk + name + ".weight", kind: kernelTensor, scope: layer + "/" + name, in: in, out: out, unpermuteHeads: heads}
+		}
+		plan = append(plan, norm(AttnNorm),
+			kernel(AttnQ, cfg.Dim, q, cfg.Heads), kernel(AttnK, cfg.Dim, kv, cfg.KVHeads), kernel(AttnV, cfg.Dim, kv, 0),
+			kernel(AttnOutput, q, cfg.Dim, 0), norm(FFNNorm),
+			kernel(FFNGate, cfg.Dim, cfg.FFNDim, 0), kernel(FFNUp, cfg.Dim, cfg.FFNDim, 0), kernel(FFNDown, cfg.FFNDim, cfg.Dim, 0))
+	}
+	for i := range plan {
+		p := &plan[i]
+		t, ok := f.Tensor(p.name)
+		if !ok {
+			return nil, errors.Wrapf(gguf.ErrNotFound, "llama.LoadGGUF: tensor %q", p.name)
+		}
+		want := p.shape
+		if p.kind == kernelTensor {
+			want = []int{p.out, p.in}
+		}
+		if got := t.Shape(); fmt.Sprint(got) != fmt.Sprint(want) {
+			return nil, errors.Wrapf(gguf.ErrCorrupt, "llama.LoadGGUF: tensor %s has row-major shape %v; the configuration needs %v", t, got, want)
+		}
+		if !t.Type.CanDecode() {
+			return nil, errors.Wrapf(gguf.ErrUnsupported, "llama.LoadGGUF: tensor %s: decodable types are F32, F16, BF16, Q4_0, Q4_1, Q8_0", t)
+		}
+	}
+	return plan, nil
+}
+
+// decodeTensor decodes a GGUF tensor straight into a new float32 tensor of the given shape.
+func decodeTensor(f *gguf.File, name string, shape []int) (*tensors.Tensor, error) {
+	t := tensors.FromShape(shapes.Make(dtypes.Float32, shape...))
+	var err error
+	tensors.MustMutableFlatData(t, func(dst []float32) { err = f.DecodeInto(name, dst) })
+	if err != nil {
+		_ = t.FinalizeAll()
+		return nil, err
+	}
+	return t, nil
+}
+
+// transposeRows writes src, row-major [rows][cols], into dst as [cols][rows]. With heads > 0 the
+// rows are heads blocks of pairs interleaved by llama.cpp's converter (row h·d + 2i + j holds
+// Hugging Face's row h·d + j·d/2 + i, d = rows/heads); they are put back in Hugging Face's order.
+func transposeRows(src, dst []float32, rows, cols, heads int) {
+	const tile = 64
+	srcRow := func(r int) int { return r }
+	if heads > 0 {
+		d := rows / heads
+		srcRow = func(r int) int {
+			h, within := r/d, r%d
+			j, i := within/(d/2), within%(d/2)
+			return h*d + 2*i + j
+		}
+	}
+	for r0 := 0; r0 < rows; r0 += tile {
+		for c0 := 0; c0 < cols; c0 += tile {
+			for r := r0; r < min(r0+tile, rows); r++ {
+				row := src[srcRow(r)*cols:]
+				for c := c0; c < min(c0+tile, cols); c++ {
+					dst[c*rows+r] = row[c]
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,254 @@
+package llama_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/ggufbuild"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/models/llama"
+)
+
+// values returns n deterministic values in [-0.5, 0.5].
+func values(seed, n int) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32(0.5 * math.Sin(float64(seed)*1.7+float64(i)*0.37))
+	}
+	return out
+}
+
+// hfKernels holds, per GGUF tensor name of a kernel, the Hugging Face weight [out][in] it was
+// made from.
+type hfKernels map[string][][]float32
+
+// tinyGGUF writes the tiny configuration as a llama GGUF with float32 tensors, q/k permuted as
+// llama.cpp's converter permutes them; skip names a tensor to leave out.
+func tinyGGUF(skip string, overrides ...ggufbuild.KV) ([]byte, hfKernels) {
+	c := tiny
+	kvs := []ggufbuild.KV{
+		{Key: "general.architecture", Value: "llama"},
+		{Key: "llama.block_count", Value: uint32(c.Layers)},
+		{Key: "llama.embedding_length", Value: uint32(c.Dim)},
+		{Key: "llama.feed_forward_length", Value: uint32(c.FFNDim)},
+		{Key: "llama.attention.head_count", Value: uint32(c.Heads)},
+		{Key: "llama.attention.head_count_kv", Value: uint32(c.KVHeads)},
+		{Key: "llama.context_length", Value: uint32(c.ContextLength)},
+		{Key: "llama.vocab_size", Value: uint32(c.VocabSize)},
+		{Key: "llama.rope.freq_base", Value: float32(c.RoPEBase)},
+		{Key: "llama.rope.dimension_count", Value: uint32(c.HeadDim)},
+		{Key: "llama.attention.layer_norm_rms_epsilon", Value: float32(c.RMSNormEps)},
+	}
+	for _, o := range overrides {
+		for i := range kvs {
+			if kvs[i].Key == o.Key {
+				kvs[i] = o
+			}
+		}
+	}
+	hf := hfKernels{}
+	var ts []ggufbuild.Tensor
+	seed := 0
+	add := func(name string, v []float32, dims ...uint64) {
+		seed++
+		if name != skip {
+			ts = append(ts, ggufbuild.F32Tensor(name, v, dims...))
+		}
+	}
+	kernel := func(name string, in, out, heads int) {
+		w := make([][]float32, out)
+		flat := values(seed+100, in*out)
+		for r := range w {
+			w[r] = flat[r*in : (r+1)*in]
+		}
+		hf[name] = w
+		stored := make([]float32, 0, in*out)
+		for r := 0; r < out; r++ {
+			src := r
+			if heads > 0 { // GGUF row h·d + 2i + j holds Hugging Face's row h·d + j·d/2 + i
+				d := out / heads
+				h, within := r/d, r%d
+				i, j := within/2, within%2
+				src = h*d + j*d/2 + i
+			}
+			stored = append(stored, w[src]...)
+		}
+		add(name, stored, uint64(in), uint64(out))
+	}
+	add("token_embd.weight", values(1, c.VocabSize*c.Dim), uint64(c.Dim), uint64(c.VocabSize))
+	for l := 0; l < c.Layers; l++ {
+		blk := fmt.Sprintf("blk.%d.", l)
+		add(blk+"attn_norm.weight", values(10+l, c.Dim), uint64(c.Dim))
+		kernel(blk+"attn_q.weight", c.Dim, c.Heads*c.HeadDim, c.Heads)
+		kernel(blk+"attn_k.weight", c.Dim, c.KVHeads*c.HeadDim, c.KVHeads)
+		kernel(blk+"attn_v.weight", c.Dim, c.KVHeads*c.HeadDim, 0)
+		kernel(blk+"attn_output.weight", c.Heads*c.HeadDim, c.Dim, 0)
+		add(blk+"ffn_norm.weight", values(20+l, c.Dim), uint64(c.Dim))
+		kernel(blk+"ffn_gate.weight", c.Dim, c.FFNDim, 0)
+		kernel(blk+"ffn_up.weight", c.Dim, c.FFNDim, 0)
+		kernel(blk+"ffn_down.weight", c.FFNDim, c.Dim, 0)
+	}
+	add("output_norm.weight", values(3, c.Dim), uint64(c.Dim))
+	return ggufbuild.Build(kvs, ts), hf
+}
+
+func openBytes(t *testing.T, data []byte) *gguf.File {
+	t.Helper()
+	f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func variable(t *testing.T, ctx *context.Context, scope, name string) any {
+	t.Helper()
+	v := ctx.InspectVariable(scope, name)
+	if v == nil {
+		t.Fatalf("variable %s/%s missing", scope, name)
+	}
+	return v.MustValue().Value()
+}
+
+func TestLoadGGUF(t *testing.T) {
+	data, hf := tinyGGUF("")
+	ctx := context.New()
+	m, err := llama.LoadGGUF(ctx, openBytes(t, data), llama.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCfg := tiny
+	wantCfg.RMSNormEps = float64(float32(tiny.RMSNormEps)) // GGUF stores it as float32
+	if m.Config != wantCfg {
+		t.Errorf("config %+v, want %+v", m.Config, wantCfg)
+	}
+	// Kernels are the Hugging Face weights transposed: q/k un-permuted, the others as stored.
+	for _, name := range []string{"attn_q", "attn_k", "attn_v", "attn_output", "ffn_down"} {
+		got := variable(t, ctx, "/layer_1/"+name+"/dense", "weights").([][]float32)
+		w := hf["blk.1."+name+".weight"]
+		for r := range w {
+			for c := range w[r] {
+				if got[c][r] != w[r][c] {
+					t.Fatalf("%s kernel[%d][%d] = %g, want Hugging Face's weight[%d][%d] = %g", name, c, r, got[c][r], r, c, w[r][c])
+				}
+			}
+		}
+	}
+	emb := variable(t, ctx, "/token_embd", "embeddings").([][]float32)
+	if want := values(1, tiny.VocabSize*tiny.Dim); emb[2][3] != want[2*tiny.Dim+3] {
+		t.Errorf("embedding[2][3] = %g, want %g", emb[2][3], want[2*tiny.Dim+3])
+	}
+	if got := variable(t, ctx, "/layer_0/ffn_norm/rms_norm", "scale").([]float32); got[5] != values(20, tiny.Dim)[5] {
+		t.Errorf("ffn_norm scale[5] = %g", got[5])
+	}
+	if n := ctx.NumVariables(); n != 2+tiny.Layers*9 {
+		t.Errorf("%d variables, want %d", n, 2+tiny.Layers*9)
+	}
+
+	backend := testutil.Backend(t)
+	tokens := []int32{3, 1, 4, 1, 5}
+	want := forward(t, backend, ctx, m, tokens)
+
+	t.Run("RotateAdjacent", func(t *testing.T) {
+		ctx := context.New()
+		m, err := llama.LoadGGUF(ctx, openBytes(t, data), llama.LoadOptions{RotateAdjacent: true})
+		if err != nil || !m.RotateAdjacent {
+			t.Fatal(err)
+		}
+		got := forward(t, backend, ctx, m, tokens)
+		for p := range want {
+			if d := maxAbsDiff(got[p], want[p]); d > 1e-4 {
+				t.Errorf("position %d: GGUF order with adjacent pairs differs by %g", p, d)
+			}
+		}
+	})
+	t.Run("UntieHead", func(t *testing.T) {
+		ctx := context.New()
+		m, err := llama.LoadGGUF(ctx, openBytes(t, data), llama.LoadOptions{UntieHead: true})
+		if err != nil || m.TiedEmbeddings {
+			t.Fatal(err)
+		}
+		head := variable(t, ctx, "/lm_head/dense", "weights").([][]float32)
+		if head[3][2] != emb[2][3] {
+			t.Errorf("lm_head[3][2] = %g, want embedding[2][3] = %g", head[3][2], emb[2][3])
+		}
+		got := forward(t, backend, ctx, m, tokens)
+		for p := range want {
+			if d := maxAbsDiff(got[p], want[p]); d > 1e-4 {
+				t.Errorf("position %d: untied head differs by %g", p, d)
+			}
+		}
+	})
+	t.Run("Kernel", func(t *testing.T) {
+		ctx := context.New()
+		var scopes []string
+		_, err := llama.LoadGGUF(ctx, openBytes(t, data), llama.LoadOptions{Kernel: func(scope string, k *tensors.Tensor) ([]models.Variable, error) {
+			scopes = append(scopes, scope)
+			return []models.Variable{{Scope: scope + "/custom", Name: "w", Value: k}}, nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(scopes) != 7*tiny.Layers || scopes[0] != "/layer_0/attn_q" || ctx.InspectVariable("/layer_1/ffn_down/custom", "w") == nil {
+			t.Errorf("Kernel called for %v", scopes)
+		}
+	})
+}
+
+// TestLoadGGUFErrors: every failure leaves the context without a variable.
+func TestLoadGGUFErrors(t *testing.T) {
+	good, _ := tinyGGUF("")
+	missing, _ := tinyGGUF("blk.1.ffn_up.weight")
+	badShape, _ := tinyGGUF("", ggufbuild.KV{Key: "llama.feed_forward_length", Value: uint32(32)})
+	badArch, _ := tinyGGUF("", ggufbuild.KV{Key: "general.architecture", Value: "gpt2"})
+	badHeads, _ := tinyGGUF("", ggufbuild.KV{Key: "llama.attention.head_count_kv", Value: uint32(3)})
+	tests := []struct {
+		name string
+		data []byte
+		opts llama.LoadOptions
+		pre  func(ctx *context.Context)
+		want string
+	}{
+		{"missing tensor", missing, llama.LoadOptions{}, nil, `tensor "blk.1.ffn_up.weight"`},
+		{"shape", badShape, llama.LoadOptions{}, nil, "blk.0.ffn_gate.weight F32 [16 24] has row-major shape [24 16]; the configuration needs [32 16]"},
+		{"architecture", badArch, llama.LoadOptions{}, nil, `architecture "gpt2"`},
+		{"heads", badHeads, llama.LoadOptions{}, nil, "must divide"},
+		{"kernel error", good, llama.LoadOptions{Kernel: func(scope string, k *tensors.Tensor) ([]models.Variable, error) {
+			if strings.HasPrefix(scope, "/layer_1/") {
+				return nil, errors.New("quantizer failed")
+			}
+			return models.DenseKernel(scope, k)
+		}}, nil, "kernel of blk.1.attn_q.weight: quantizer failed"},
+		{"existing variables", good, llama.LoadOptions{}, func(ctx *context.Context) {
+			ctx.In("token_embd").VariableWithValue("embeddings", []float32{1})
+		}, "already holds /token_embd/embeddings"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.New()
+			if tc.pre != nil {
+				tc.pre(ctx)
+			}
+			before := ctx.NumVariables()
+			_, err := llama.LoadGGUF(ctx, openBytes(t, tc.data), tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v; want one containing %q", err, tc.want)
+			}
+			if n := ctx.NumVariables(); n != before {
+				t.Errorf("the failed load left %d variables (had %d)", n, before)
+			}
+		})
+	}
+	// A truncated file never reaches the loader: Open/Read reject it.
+	if _, err := gguf.Read(bytes.NewReader(good[:len(good)-100]), int64(len(good)-100)); !errors.Is(err, gguf.ErrCorrupt) {
+		t.Errorf("truncated file: %v", err)
+	}
+}

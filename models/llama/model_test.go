@@ -1,0 +1,305 @@
+package llama_test
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/models/llama"
+)
+
+// tiny is a configuration small enough for exact checks: GQA with 2 query heads per key/value head.
+var tiny = llama.Config{VocabSize: 40, Dim: 16, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 4, FFNDim: 24,
+	ContextLength: 64, RMSNormEps: 1e-5, RoPEBase: 10000, TiedEmbeddings: true}
+
+// randomModel returns a model and a context whose variables are freshly initialized (seeded).
+func randomModel(t *testing.T, backend backends.Backend, cfg llama.Config, seed int64) (*context.Context, *llama.Model) {
+	t.Helper()
+	m, err := llama.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.New()
+	ctx.SetParam(context.ParamInitialSeed, seed)
+	ctx.SetParam("initializer_stddev", 0.5)
+	context.MustExecOnce(backend, ctx, func(ctx *context.Context, tokens *graph.Node) *graph.Node {
+		return m.Forward(ctx, tokens)
+	}, [][]int32{{1, 2}})
+	return ctx, m
+}
+
+// forward returns Forward's logits for one sequence, [seq][vocab].
+func forward(t *testing.T, backend backends.Backend, ctx *context.Context, m *llama.Model, tokens []int32) [][]float32 {
+	t.Helper()
+	out := context.MustExecOnce(backend, ctx.Reuse(), func(ctx *context.Context, tokens *graph.Node) *graph.Node {
+		return m.Forward(ctx, tokens)
+	}, [][]int32{tokens})
+	return out.Value().([][][]float32)[0]
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i]-b[i])))
+	}
+	return d
+}
+
+// TestStepMatchesForward: a prompt run in chunks against the cache, then one token at a time,
+// gives the logits that the full-sequence forward pass gives at the same positions.
+func TestStepMatchesForward(t *testing.T) {
+	backend := testutil.Backend(t)
+	ctx, m := randomModel(t, backend, tiny, 1)
+	tokens := []int32{3, 17, 5, 29, 11, 2, 38, 7}
+	full := forward(t, backend, ctx, m, tokens)
+	const maxLen = 12
+	exec := context.MustNewExec(backend, ctx.Reuse(), func(ctx *context.Context, inputs []*graph.Node) []*graph.Node {
+		logits, caches := m.Step(ctx, inputs[0], inputs[1], inputs[2], inputs[3:])
+		return append([]*graph.Node{logits}, caches...)
+	})
+	caches := make([]any, 2*tiny.Layers)
+	for i := range caches {
+		caches[i] = tensors.FromShape(shapes.Make(dtypes.Float32, 1, tiny.KVHeads, maxLen, tiny.HeadDim))
+	}
+	// Chunks: 3 tokens, then 2 (start 3), then one at a time.
+	chunks := [][2]int{{0, 3}, {3, 5}, {5, 6}, {6, 7}, {7, 8}}
+	for _, c := range chunks {
+		args := append([]any{[][]int32{tokens[c[0]:c[1]]}, int32(c[0]), int32(c[1] - c[0] - 1)}, caches...)
+		out := exec.MustExec(args...)
+		for i := range caches {
+			caches[i] = out[1+i]
+		}
+		got := out[0].Value().([][]float32)[0]
+		if d := maxAbsDiff(got, full[c[1]-1]); d > 1e-4 {
+			t.Errorf("tokens %d..%d: logits of position %d differ from the full pass by %g", c[0], c[1], c[1]-1, d)
+		}
+	}
+}
+
+// TestGenerateMatchesForward: greedy decoding with the cache picks the argmax of the full pass.
+func TestGenerateMatchesForward(t *testing.T) {
+	backend := testutil.Backend(t)
+	ctx, m := randomModel(t, backend, tiny, 2)
+	gen, err := llama.NewGenerator(backend, ctx, m, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int{5, 9, 13}
+	got, err := gen.Generate(prompt, llama.GenerateOptions{MaxNewTokens: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Teacher-forced: each generated token is the argmax of the full pass at the position before.
+	seq := []int32{5, 9, 13}
+	for _, id := range got[:len(got)-1] {
+		seq = append(seq, int32(id))
+	}
+	logits := forward(t, backend, ctx, m, seq)
+	var want []int
+	for p := len(prompt) - 1; p < len(seq); p++ {
+		best := 0
+		for i, v := range logits[p] {
+			if v > logits[p][best] {
+				best = i
+			}
+		}
+		want = append(want, best)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Generate = %v, argmax of Forward = %v", got, want)
+	}
+	stopped, _ := gen.Generate(prompt, llama.GenerateOptions{MaxNewTokens: 6, Stop: []int{want[1]}})
+	if fmt.Sprint(stopped) != fmt.Sprint(want[:2]) {
+		t.Errorf("Generate with Stop %d = %v, want %v", want[1], stopped, want[:2])
+	}
+	if _, err := gen.Generate(make([]int, 24), llama.GenerateOptions{}); err == nil {
+		t.Error("a prompt filling MaxLen: no error")
+	}
+}
+
+// TestCausal: changing later tokens leaves the logits of earlier positions unchanged.
+func TestCausal(t *testing.T) {
+	backend := testutil.Backend(t)
+	ctx, m := randomModel(t, backend, tiny, 3)
+	a := forward(t, backend, ctx, m, []int32{1, 2, 3, 4, 5, 6})
+	b := forward(t, backend, ctx, m, []int32{1, 2, 3, 4, 30, 31})
+	for p := 0; p < 4; p++ {
+		if d := maxAbsDiff(a[p], b[p]); d > 1e-5 {
+			t.Errorf("position %d changed by %g when later tokens changed", p, d)
+		}
+	}
+	if d := maxAbsDiff(a[4], b[4]); d < 1e-3 {
+		t.Errorf("position 4 did not change (%g) with its own token", d)
+	}
+}
+
+// copyContext copies every variable of src into a new context, passing kernels through edit.
+func copyContext(t *testing.T, src *context.Context, edit func(scope string, v [][]float32) [][]float32) *context.Context {
+	t.Helper()
+	dst := context.New()
+	for v := range src.IterVariables() {
+		value := v.MustValue()
+		clone, err := value.LocalClone()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if edit != nil && v.Name() == "weights" {
+			clone = tensors.FromValue(edit(v.Scope(), clone.Value().([][]float32)))
+		}
+		dst.InAbsPath(v.Scope()).VariableWithValue(v.Name(), clone)
+	}
+	return dst
+}
+
+// TestRotateAdjacent: q/k kernels in llama.cpp's converter order with the adjacent-pair rotation
+// give the logits of the Hugging Face order with the half rotation.
+func TestRotateAdjacent(t *testing.T) {
+	backend := testutil.Backend(t)
+	ctx, m := randomModel(t, backend, tiny, 4)
+	d := tiny.HeadDim
+	permuted := copyContext(t, ctx, func(scope string, w [][]float32) [][]float32 {
+		var heads int
+		switch {
+		case hasSuffix(scope, "/attn_q/dense"):
+			heads = tiny.Heads
+		case hasSuffix(scope, "/attn_k/dense"):
+			heads = tiny.KVHeads
+		default:
+			return w
+		}
+		// The converter's permutation: GGUF output h·d + 2i + j holds Hugging Face's h·d + j·d/2 + i.
+		out := make([][]float32, len(w))
+		for r := range w {
+			out[r] = make([]float32, len(w[r]))
+			for h := 0; h < heads; h++ {
+				for i := 0; i < d/2; i++ {
+					for j := 0; j < 2; j++ {
+						out[r][h*d+2*i+j] = w[r][h*d+j*d/2+i]
+					}
+				}
+			}
+		}
+		return out
+	})
+	adj := *m
+	adj.RotateAdjacent = true
+	tokens := []int32{4, 8, 15, 16, 23, 42 % 40}
+	want := forward(t, backend, ctx, m, tokens)
+	got := forward(t, backend, permuted, &adj, tokens)
+	for p := range want {
+		if diff := maxAbsDiff(got[p], want[p]); diff > 1e-4 {
+			t.Errorf("position %d: adjacent rotation of permuted kernels differs by %g", p, diff)
+		}
+	}
+	// And the permutation matters: the half rotation of the permuted kernels is another model.
+	if diff := maxAbsDiff(forward(t, backend, permuted, m, tokens)[5], want[5]); diff < 1e-3 {
+		t.Errorf("the permuted kernels with the half rotation give the same logits (%g): the test checks nothing", diff)
+	}
+}
+
+func hasSuffix(s, suffix string) bool {
+	return len(s) >= len(suffix) && s[len(s)-len(suffix):] == suffix
+}
+
+// TestGroupedQueryOrder: 4 query heads on 2 key/value heads equal 4 heads whose key/value
+// kernels repeat each key/value head for its 2 query heads (Hugging Face's repeat_kv).
+func TestGroupedQueryOrder(t *testing.T) {
+	backend := testutil.Backend(t)
+	ctx, m := randomModel(t, backend, tiny, 5)
+	mha := tiny
+	mha.KVHeads = tiny.Heads
+	d, groups := tiny.HeadDim, tiny.Heads/tiny.KVHeads
+	repeated := copyContext(t, ctx, func(scope string, w [][]float32) [][]float32 {
+		if !hasSuffix(scope, "/attn_k/dense") && !hasSuffix(scope, "/attn_v/dense") {
+			return w
+		}
+		out := make([][]float32, len(w))
+		for r := range w {
+			for h := 0; h < mha.KVHeads; h++ {
+				kv := h / groups
+				out[r] = append(out[r], w[r][kv*d:(kv+1)*d]...)
+			}
+		}
+		return out
+	})
+	mm, _ := llama.New(mha)
+	tokens := []int32{1, 5, 9, 2}
+	want := forward(t, backend, ctx, m, tokens)
+	got := forward(t, backend, repeated, mm, tokens)
+	for p := range want {
+		if diff := maxAbsDiff(got[p], want[p]); diff > 1e-4 {
+			t.Errorf("position %d: GQA differs from repeated-KV MHA by %g", p, diff)
+		}
+	}
+}
+
+// TestApplyRoPE checks one rotation by hand: head width 4, base 100, position 1, so the angles
+// are θ0 = 1 and θ1 = 100^(-1/2) = 0.1.
+func TestApplyRoPE(t *testing.T) {
+	backend := testutil.Backend(t)
+	c1, s1, c2, s2 := math.Cos(1), math.Sin(1), math.Cos(0.1), math.Sin(0.1)
+	tests := []struct {
+		adjacent bool
+		want     []float64
+	}{
+		// pairs (x0, x2) at θ0 and (x1, x3) at θ1
+		{false, []float64{c1 - 3*s1, 2*c2 - 4*s2, s1 + 3*c1, 2*s2 + 4*c2}},
+		// pairs (x0, x1) at θ0 and (x2, x3) at θ1
+		{true, []float64{c1 - 2*s1, s1 + 2*c1, 3*c2 - 4*s2, 3*s2 + 4*c2}},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("adjacent=%v", tc.adjacent), func(t *testing.T) {
+			out := graph.MustExecOnce(backend, func(x, pos *graph.Node) *graph.Node {
+				cos, sin := llama.RoPETables(pos, 4, 100)
+				return llama.ApplyRoPE(x, cos, sin, tc.adjacent)
+			}, [][][][]float32{{{{1, 2, 3, 4}}}}, []int32{1})
+			got := out.Value().([][][][]float32)[0][0][0]
+			for i, w := range tc.want {
+				if math.Abs(float64(got[i])-w) > 1e-6 {
+					t.Errorf("element %d = %g, want %g", i, got[i], w)
+				}
+			}
+		})
+	}
+}
+
+// TestRMSNorm checks the block's first normalization by hand through a model with one layer
+// whose attention and FFN are zero: the logits are then RMSNorm(RMSNorm(e)·g)... with unit gains
+// and tied embeddings, logits_v = <n(e_t), e_v>, n(x) = x / sqrt(mean(x²) + eps).
+func TestRMSNorm(t *testing.T) {
+	backend := testutil.Backend(t)
+	cfg := tiny
+	cfg.Layers = 1
+	ctx, m := randomModel(t, backend, cfg, 6)
+	zeroed := copyContext(t, ctx, func(scope string, w [][]float32) [][]float32 {
+		out := make([][]float32, len(w))
+		for r := range w {
+			out[r] = make([]float32, len(w[r]))
+		}
+		return out
+	})
+	emb := zeroed.InspectVariable("/token_embd", "embeddings").MustValue().Value().([][]float32)
+	got := forward(t, backend, zeroed, m, []int32{7})[0]
+	e := emb[7]
+	ms := 0.0
+	for _, x := range e {
+		ms += float64(x) * float64(x)
+	}
+	scale := 1 / math.Sqrt(ms/float64(len(e))+cfg.RMSNormEps)
+	for v := 0; v < cfg.VocabSize; v++ {
+		want := 0.0
+		for i := range e {
+			want += float64(e[i]) * scale * float64(emb[v][i])
+		}
+		if math.Abs(float64(got[v])-want) > 1e-4*math.Max(1, math.Abs(want)) {
+			t.Fatalf("logit %d = %g, want %g", v, got[v], want)
+		}
+	}
+}

@@ -1,0 +1,169 @@
+package minilm
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/safetensors"
+)
+
+// LoadOptions are the options of LoadSafetensors.
+type LoadOptions struct {
+	// Kernel receives each projection kernel in (inDim, outDim) layout and returns the variables
+	// to store for it; nil means models.DenseKernel. Biases are stored as Dense's "biases".
+	Kernel models.KernelFunc
+	// Backend, if set, receives each tensor as soon as it is converted (models.Place).
+	Backend backends.Backend
+}
+
+// LoadDir loads a model directory holding config.json and model.safetensors (all-MiniLM-L6-v2's
+// layout) into ctx.
+func LoadDir(ctx *context.Context, dir string, opts LoadOptions) (*Model, error) {
+	cfg, err := ConfigFromJSON(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	f, err := safetensors.Open(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		return nil, errors.WithMessage(err, "minilm.LoadDir")
+	}
+	defer f.Close()
+	return LoadSafetensors(ctx, f, cfg, opts)
+}
+
+// LoadSafetensors reads the fp32 weights of a Hugging Face BertModel checkpoint (names with or
+// without the "bert." prefix) into ctx: the three embedding tables and their LayerNorm, and per
+// layer the query/key/value/output, intermediate and output projections (PyTorch's [out, in]
+// weights transposed to (inDim, outDim) kernels) with their biases and LayerNorms. The pooler is
+// not used (mean pooling). Every tensor's presence, dtype and shape is checked first, and
+// nothing is stored unless all load: on error ctx is unchanged.
+func LoadSafetensors(ctx *context.Context, f *safetensors.File, cfg Config, opts LoadOptions) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, errors.WithMessage(err, "minilm.LoadSafetensors")
+	}
+	kernelFn := opts.Kernel
+	if kernelFn == nil {
+		kernelFn = models.DenseKernel
+	}
+	prefix := ""
+	if _, ok := f.Info("bert.embeddings.word_embeddings.weight"); ok {
+		prefix = "bert."
+	}
+	plan := planTensors(cfg, prefix)
+	for _, p := range plan {
+		info, ok := f.Info(p.name)
+		if !ok {
+			return nil, errors.Wrapf(safetensors.ErrNotFound, "minilm.LoadSafetensors: tensor %q", p.name)
+		}
+		if info.DType != safetensors.F32 || fmt.Sprint(info.Shape) != fmt.Sprint(p.shape) {
+			return nil, errors.Wrapf(safetensors.ErrCorrupt, "minilm.LoadSafetensors: tensor %s; the configuration needs F32%v", info, p.shape)
+		}
+	}
+	if ctx.InspectVariable("/"+EmbeddingsScope+"/"+WordScope, TableName) != nil {
+		return nil, errors.New("minilm.LoadSafetensors: the context already holds the embeddings; load into a fresh context")
+	}
+	var vars []models.Variable
+	fail := func(err error) (*Model, error) {
+		models.Release(vars)
+		return nil, errors.WithMessage(err, "minilm.LoadSafetensors")
+	}
+	for _, p := range plan {
+		t, err := f.ReadTensor(p.name)
+		if err != nil {
+			return fail(err)
+		}
+		if !p.kernel {
+			v := models.Variable{Scope: p.scope, Name: p.varName, Value: t}
+			vars = append(vars, v)
+			if err := models.Place(opts.Backend, []models.Variable{v}); err != nil {
+				return fail(err)
+			}
+			continue
+		}
+		kernel := tensors.FromShape(shapes.Make(dtypes.Float32, p.shape[1], p.shape[0]))
+		tensors.MustConstFlatData(t, func(src []float32) {
+			tensors.MustMutableFlatData(kernel, func(dst []float32) { transpose(src, dst, p.shape[0], p.shape[1]) })
+		})
+		_ = t.FinalizeAll()
+		kv, err := kernelFn(p.scope, kernel)
+		if err != nil {
+			_ = kernel.FinalizeAll()
+			return fail(errors.WithMessagef(err, "kernel of %s", p.name))
+		}
+		vars = append(vars, kv...)
+		if err := models.Place(opts.Backend, kv); err != nil {
+			return fail(err)
+		}
+	}
+	if err := models.Store(ctx, vars); err != nil {
+		return fail(err)
+	}
+	return &Model{Config: cfg}, nil
+}
+
+// plannedTensor is one checkpoint tensor and where it goes; a kernel's scope is its Projection's.
+type plannedTensor struct {
+	name           string
+	shape          []int
+	kernel         bool
+	scope, varName string
+}
+
+func planTensors(cfg Config, prefix string) []plannedTensor {
+	d := cfg.Dim
+	emb := "/" + EmbeddingsScope
+	plan := []plannedTensor{
+		{name: "embeddings.word_embeddings.weight", shape: []int{cfg.VocabSize, d}, scope: emb + "/" + WordScope, varName: TableName},
+		{name: "embeddings.position_embeddings.weight", shape: []int{cfg.MaxPositions, d}, scope: emb + "/" + PositionScope, varName: TableName},
+		{name: "embeddings.token_type_embeddings.weight", shape: []int{cfg.TypeVocabSize, d}, scope: emb + "/" + TokenTypeScope, varName: TableName},
+		{name: "embeddings.LayerNorm.weight", shape: []int{d}, scope: emb + "/layer_normalization", varName: "gain"},
+		{name: "embeddings.LayerNorm.bias", shape: []int{d}, scope: emb + "/layer_normalization", varName: "offset"},
+	}
+	for i := 0; i < cfg.Layers; i++ {
+		hf := fmt.Sprintf("encoder.layer.%d.", i)
+		layer := "/" + LayerScope(i)
+		linear := func(hfName, name string, in, out int) {
+			plan = append(plan,
+				plannedTensor{name: hf + hfName + ".weight", shape: []int{out, in}, kernel: true, scope: layer + "/" + name},
+				plannedTensor{name: hf + hfName + ".bias", shape: []int{out}, scope: layer + "/" + name + "/" + models.DenseScope, varName: models.DenseBiases})
+		}
+		norm := func(hfName, name string) {
+			plan = append(plan,
+				plannedTensor{name: hf + hfName + ".weight", shape: []int{d}, scope: layer + "/" + name + "/layer_normalization", varName: "gain"},
+				plannedTensor{name: hf + hfName + ".bias", shape: []int{d}, scope: layer + "/" + name + "/layer_normalization", varName: "offset"})
+		}
+		linear("attention.self.query", Query, d, d)
+		linear("attention.self.key", Key, d, d)
+		linear("attention.self.value", Value, d, d)
+		linear("attention.output.dense", AttnOutput, d, d)
+		norm("attention.output.LayerNorm", AttnNorm)
+		linear("intermediate.dense", FFNUp, d, cfg.FFNDim)
+		linear("output.dense", FFNDown, cfg.FFNDim, d)
+		norm("output.LayerNorm", FFNNorm)
+	}
+	for i := range plan {
+		plan[i].name = prefix + plan[i].name
+	}
+	return plan
+}
+
+// transpose writes src [rows][cols] into dst as [cols][rows].
+func transpose(src, dst []float32, rows, cols int) {
+	const tile = 64
+	for r0 := 0; r0 < rows; r0 += tile {
+		for c0 := 0; c0 < cols; c0 += tile {
+			for r := r0; r < min(r0+tile, rows); r++ {
+				for c := c0; c < min(c0+tile, cols); c++ {
+					dst[c*rows+r] = src[r*cols+c]
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package models
+
+import (
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/layers"
+	"github.com/pkg/errors"
+)
+
+// Projection computes the linear layer called name, y = x·W (+ b) over the last axis of x with
+// outDim outputs, reading its parameters from ctx.In(name). x has rank >= 2 (batch and sequence
+// axes, features last); the result has x's shape with the last axis outDim.
+type Projection func(ctx *context.Context, name string, x *graph.Node, outDim int, useBias bool) *graph.Node
+
+// Dense is the default Projection: layers.Dense in ctx.In(name), whose variables are
+// "dense/weights" (inDim, outDim) and "dense/biases" (outDim).
+func Dense(ctx *context.Context, name string, x *graph.Node, outDim int, useBias bool) *graph.Node {
+	return layers.Dense(ctx.In(name), x, useBias, outDim)
+}
+
+// DenseScope and DenseWeights are where Dense keeps a kernel: variable DenseWeights in
+// ctx.In(name).In(DenseScope); DenseBiases likewise.
+const (
+	DenseScope   = "dense"
+	DenseWeights = "weights"
+	DenseBiases  = "biases"
+)
+
+// Variable is one value a loader stores in a context: scope (absolute, e.g. "/layer_0/attn_q/dense"),
+// name and value.
+type Variable struct {
+	Scope string
+	Name  string
+	Value *tensors.Tensor
+}
+
+// KernelFunc returns the variables to store for the float kernel (inDim, outDim) of the linear
+// layer whose Projection scope is scope (e.g. "/layer_0/attn_q"). The kernel tensor is owned by
+// the callee: returned in a Variable it is stored, otherwise it may be finalized once converted.
+type KernelFunc func(scope string, kernel *tensors.Tensor) ([]Variable, error)
+
+// DenseKernel is the default KernelFunc: the float kernel as Dense's "weights".
+func DenseKernel(scope string, kernel *tensors.Tensor) ([]Variable, error) {
+	return []Variable{{Scope: scope + "/" + DenseScope, Name: DenseWeights, Value: kernel}}, nil
+}
+
+// Store stores the variables in ctx, all or none: it returns an error, storing nothing, if any
+// of them already exists in ctx or two of them share a scope and name.
+func Store(ctx *context.Context, vars []Variable) error {
+	seen := map[[2]string]bool{}
+	for _, v := range vars {
+		key := [2]string{v.Scope, v.Name}
+		if seen[key] {
+			return errors.Errorf("models.Store: variable %s/%s given twice", v.Scope, v.Name)
+		}
+		seen[key] = true
+		if ctx.InspectVariable(v.Scope, v.Name) != nil {
+			return errors.Errorf("models.Store: variable %s/%s already exists in the context; load into a fresh context", v.Scope, v.Name)
+		}
+		if v.Value == nil {
+			return errors.Errorf("models.Store: variable %s/%s has no value", v.Scope, v.Name)
+		}
+	}
+	for _, v := range vars {
+		ctx.InAbsPath(v.Scope).Checked(false).VariableWithValue(v.Name, v.Value)
+	}
+	return nil
+}
+
+// Place moves the values of vars to device 0 of backend, sharing the host memory where the
+// backend allows it (XLA CPU, the pure-Go backend) so that the host keeps one copy; a nil backend
+// leaves them local. Loaders call it on each tensor as soon as it is converted, so that the
+// transient copies of a large model never pile up.
+func Place(backend backends.Backend, vars []Variable) error {
+	if backend == nil {
+		return nil
+	}
+	for _, v := range vars {
+		if err := v.Value.MaterializeOnDevice(backend, true, 0); err != nil {
+			return errors.WithMessagef(err, "models.Place: %s/%s", v.Scope, v.Name)
+		}
+	}
+	return nil
+}
+
+// Release finalizes the values of vars: for a loader that fails after converting some tensors.
+func Release(vars []Variable) {
+	for _, v := range vars {
+		if v.Value != nil {
+			_ = v.Value.FinalizeAll()
+		}
+	}
+}

@@ -1,0 +1,33 @@
+// Package safetensors reads and writes the safetensors format of Hugging Face checkpoints: any
+// dtype (BOOL, U8, I8, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64, and the two 8-bit
+// floats as raw bytes), read lazily by tensor name into bytes or a GoMLX tensor, and written in a
+// deterministic order with a "__metadata__" string map — what fp32 checkpoints, LoRA adapters and
+// bitsandbytes-quantized checkpoints (U8 packed weights beside F32/F16/BF16 statistics) need.
+//
+// # Why a reader of our own
+//
+// github.com/nlpodyssey/safetensors reads only (the adapters and quantized checkpoints of this
+// project must also be written) and decodes into its own types. The format is small — an 8-byte
+// little-endian header length, a JSON header, the raw data — so one package here does both
+// directions with GoMLX tensors and validates every offset against the file size before any
+// tensor is read.
+//
+// # Layout
+//
+// The header maps each tensor name to {"dtype", "shape", "data_offsets": [begin, end]}, offsets
+// relative to the data section that follows the header; "__metadata__" holds a string map. Data is
+// little-endian, row-major. Header writes "__metadata__" first with sorted keys, then the tensors
+// in the caller's order (which is also the data order), compact JSON padded with spaces to a
+// multiple of 8 bytes, as the reference implementation pads it.
+//
+// # Errors
+//
+// Open and Read validate the whole header up front, as the reference implementation does: the
+// header length within the file (and under MaxHeaderBytes), valid JSON and dtypes, each tensor's
+// byte count equal to its shape times its element size, tensors back to back from the start of
+// the data section to the end of the file with no gap or overlap. A violation is an error wrapping
+// ErrCorrupt that names the tensor; a truncated file fails there, before anything is read. Names
+// the file lacks wrap ErrNotFound; 8-bit floats asked for as GoMLX tensors wrap ErrUnsupported.
+// Write and WriteFile check the tensors before writing anything; WriteFile writes through a
+// temporary file renamed into place.
+package safetensors

@@ -1,0 +1,315 @@
+package safetensors
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/fileio"
+)
+
+// MaxHeaderBytes bounds the JSON header, as the reference implementation does (100 MB).
+const MaxHeaderBytes = 100_000_000
+
+// MetadataKey is the header entry that holds the free-form string map.
+const MetadataKey = "__metadata__"
+
+// File is an opened safetensors file: the header is read and validated by Open; tensor data is
+// read on demand, by name. Methods are safe for concurrent use (reads go through io.ReaderAt).
+type File struct {
+	// Metadata is the "__metadata__" string map (empty if the file has none).
+	Metadata map[string]string
+	// Size is the size of the file in bytes.
+	Size int64
+
+	infos  []*Info // in data order
+	byName map[string]*Info
+	r      io.ReaderAt
+	closer io.Closer
+}
+
+// Info describes one tensor of a file.
+type Info struct {
+	Name  string
+	DType DType
+	// Shape is the row-major shape; empty for a scalar.
+	Shape []int
+	// Offset is the absolute file offset of the tensor's data.
+	Offset int64
+	// Bytes is the size of the data: the product of Shape times the element size.
+	Bytes int64
+}
+
+// String describes the tensor: name, dtype and shape.
+func (info *Info) String() string { return fmt.Sprintf("%s %s%v", info.Name, info.DType, info.Shape) }
+
+// NumElements returns the product of the shape (1 for a scalar).
+func (info *Info) NumElements() int {
+	n := 1
+	for _, d := range info.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Open opens the safetensors file at path and reads and validates its header; the file stays
+// open for reading tensors until Close.
+func Open(path string) (*File, error) {
+	f, file, err := fileio.Open("safetensors.Open", path, Read)
+	if err != nil {
+		return nil, err
+	}
+	f.closer = file
+	return f, nil
+}
+
+// MustOpen is Open that panics on error.
+func MustOpen(path string) *File {
+	f, err := Open(path)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+// Read reads and validates the header of the safetensors content of the given size in r. Close
+// on the result is a no-op: r belongs to the caller.
+func Read(r io.ReaderAt, size int64) (*File, error) {
+	var lenBuf [8]byte
+	if size < 8 {
+		return nil, errors.Wrapf(ErrCorrupt, "safetensors: truncated: %d bytes, the header length alone needs 8", size)
+	}
+	if _, err := r.ReadAt(lenBuf[:], 0); err != nil {
+		return nil, errors.Wrapf(ErrCorrupt, "safetensors: reading the header length: %v", err)
+	}
+	n := binary.LittleEndian.Uint64(lenBuf[:])
+	if n > uint64(size-8) {
+		return nil, errors.Wrapf(ErrCorrupt, "safetensors: truncated: the header length is %d, but the file has %d bytes after it", n, size-8)
+	}
+	if n > MaxHeaderBytes {
+		return nil, errors.Wrapf(ErrCorrupt, "safetensors: header length %d is over the limit of %d bytes", n, MaxHeaderBytes)
+	}
+	header := make([]byte, n)
+	if _, err := r.ReadAt(header, 8); err != nil {
+		return nil, errors.Wrapf(ErrCorrupt, "safetensors: reading the %d-byte header: %v", n, err)
+	}
+	f, err := parseHeader(header, 8+int64(n), size)
+	if err != nil {
+		return nil, err
+	}
+	f.r = r
+	return f, nil
+}
+
+// rawInfo is one tensor entry of the JSON header.
+type rawInfo struct {
+	DType       DType    `json:"dtype"`
+	Shape       []int64  `json:"shape"`
+	DataOffsets []uint64 `json:"data_offsets"`
+}
+
+func parseHeader(header []byte, dataStart, size int64) (*File, error) {
+	if len(bytes.TrimSpace(header)) == 0 || bytes.TrimSpace(header)[0] != '{' {
+		return nil, errors.Wrapf(ErrCorrupt, "safetensors: the header is not a JSON object")
+	}
+	var entries map[string]json.RawMessage
+	if err := json.Unmarshal(header, &entries); err != nil {
+		return nil, errors.Wrapf(ErrCorrupt, "safetensors: header JSON: %v", err)
+	}
+	f := &File{Metadata: map[string]string{}, Size: size, byName: map[string]*Info{}}
+	if raw, ok := entries[MetadataKey]; ok {
+		if err := json.Unmarshal(raw, &f.Metadata); err != nil {
+			return nil, errors.Wrapf(ErrCorrupt, "safetensors: %s: %v; accepted: an object of strings", MetadataKey, err)
+		}
+		if f.Metadata == nil {
+			f.Metadata = map[string]string{}
+		}
+		delete(entries, MetadataKey)
+	}
+	dataBytes := size - dataStart
+	for name, raw := range entries {
+		var ri rawInfo
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ri); err != nil {
+			return nil, errors.Wrapf(ErrCorrupt, "safetensors: tensor %q: %v", name, err)
+		}
+		info, err := checkInfo(name, ri, dataBytes)
+		if err != nil {
+			return nil, err
+		}
+		info.Offset += dataStart
+		f.infos = append(f.infos, info)
+		f.byName[name] = info
+	}
+	sort.Slice(f.infos, func(i, j int) bool {
+		a, b := f.infos[i], f.infos[j]
+		return a.Offset < b.Offset || (a.Offset == b.Offset && a.Name < b.Name)
+	})
+	// The data section is exactly the tensors, back to back.
+	next := dataStart
+	for _, info := range f.infos {
+		if info.Offset != next {
+			if info.Offset < next {
+				return nil, errors.Wrapf(ErrCorrupt, "safetensors: tensor %s overlaps the previous tensor (starts at data offset %d, previous ends at %d)",
+					info, info.Offset-dataStart, next-dataStart)
+			}
+			return nil, errors.Wrapf(ErrCorrupt, "safetensors: gap before tensor %s: it starts at data offset %d, the previous tensor ends at %d",
+				info, info.Offset-dataStart, next-dataStart)
+		}
+		next += info.Bytes
+	}
+	if next != size {
+		return nil, errors.Wrapf(ErrCorrupt, "safetensors: the tensors end at data offset %d, but the data section has %d bytes",
+			next-dataStart, dataBytes)
+	}
+	return f, nil
+}
+
+// checkInfo validates one header entry against the size of the data section.
+func checkInfo(name string, ri rawInfo, dataBytes int64) (*Info, error) {
+	if !ri.DType.Valid() {
+		return nil, errors.Wrapf(ErrCorrupt, "safetensors: tensor %q: dtype %q; accepted: %s", name, ri.DType, acceptedDTypes)
+	}
+	if len(ri.DataOffsets) != 2 {
+		return nil, errors.Wrapf(ErrCorrupt, "safetensors: tensor %q: data_offsets %v; accepted: [begin, end]", name, ri.DataOffsets)
+	}
+	begin, end := ri.DataOffsets[0], ri.DataOffsets[1]
+	if begin > end || end > uint64(dataBytes) {
+		return nil, errors.Wrapf(ErrCorrupt, "safetensors: truncated or corrupt: tensor %q has data_offsets [%d, %d], the data section has %d bytes",
+			name, begin, end, dataBytes)
+	}
+	info := &Info{Name: name, DType: ri.DType, Shape: make([]int, len(ri.Shape)), Offset: int64(begin), Bytes: int64(end - begin)}
+	// Elements are bounded by the data section, so no product below overflows.
+	elements := uint64(1)
+	for i, d := range ri.Shape {
+		if d < 0 || uint64(d) > uint64(dataBytes) {
+			return nil, errors.Wrapf(ErrCorrupt, "safetensors: tensor %q: shape %v; accepted: dimensions from 0 to the data size", name, ri.Shape)
+		}
+		if d > 0 && elements > uint64(dataBytes)/uint64(d) {
+			elements = uint64(dataBytes) + 1 // more than the data can hold: reported below
+		} else {
+			elements *= uint64(d)
+		}
+		info.Shape[i] = int(d)
+	}
+	if elements*uint64(ri.DType.Size()) != end-begin {
+		return nil, errors.Wrapf(ErrCorrupt, "safetensors: tensor %q: %s%v needs %d bytes, data_offsets [%d, %d] give %d",
+			name, ri.DType, ri.Shape, elements*uint64(ri.DType.Size()), begin, end, end-begin)
+	}
+	return info, nil
+}
+
+// Close closes the file opened by Open.
+func (f *File) Close() error {
+	if f.closer == nil {
+		return nil
+	}
+	err := f.closer.Close()
+	f.closer = nil
+	return err
+}
+
+// Names returns the tensor names in the order of their data in the file.
+func (f *File) Names() []string {
+	names := make([]string, len(f.infos))
+	for i, info := range f.infos {
+		names[i] = info.Name
+	}
+	return names
+}
+
+// Info returns the description of the tensor called name.
+func (f *File) Info(name string) (*Info, bool) {
+	info, ok := f.byName[name]
+	return info, ok
+}
+
+func (f *File) lookup(op, name string) (*Info, error) {
+	info, ok := f.byName[name]
+	if !ok {
+		return nil, errors.Wrapf(ErrNotFound, "safetensors.%s: tensor %q", op, name)
+	}
+	return info, nil
+}
+
+// ReadBytes returns the raw little-endian data of the tensor called name.
+func (f *File) ReadBytes(name string) ([]byte, error) {
+	info, err := f.lookup("ReadBytes", name)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, info.Bytes)
+	return buf, f.readInto("ReadBytes", info, buf)
+}
+
+// ReadInto reads the raw data of the tensor called name into dst, which must have exactly its
+// size.
+func (f *File) ReadInto(name string, dst []byte) error {
+	info, err := f.lookup("ReadInto", name)
+	if err != nil {
+		return err
+	}
+	if int64(len(dst)) != info.Bytes {
+		return errors.Errorf("safetensors.ReadInto: tensor %s has %d bytes, destination %d", info, info.Bytes, len(dst))
+	}
+	return f.readInto("ReadInto", info, dst)
+}
+
+func (f *File) readInto(op string, info *Info, dst []byte) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	if _, err := f.r.ReadAt(dst, info.Offset); err != nil {
+		return errors.Wrapf(ErrCorrupt, "safetensors.%s: tensor %s: reading %d bytes at offset %d: %v", op, info, len(dst), info.Offset, err)
+	}
+	return nil
+}
+
+// ReadTensor reads the tensor called name into a new GoMLX tensor of its dtype and shape,
+// copying the file's bytes straight into the tensor's storage. 8-bit float tensors are an error
+// wrapping ErrUnsupported (read them with ReadBytes).
+func (f *File) ReadTensor(name string) (*tensors.Tensor, error) {
+	info, err := f.lookup("ReadTensor", name)
+	if err != nil {
+		return nil, err
+	}
+	dtype, ok := info.DType.GoMLX()
+	if !ok {
+		return nil, errors.Wrapf(ErrUnsupported, "safetensors.ReadTensor: tensor %s: GoMLX has no %s tensors; use ReadBytes", info, info.DType)
+	}
+	if !littleEndianHost {
+		return nil, errors.Wrapf(ErrUnsupported, "safetensors.ReadTensor: a big-endian host")
+	}
+	t := tensors.FromShape(shapes.Make(dtype, info.Shape...))
+	if info.Bytes == 0 {
+		return t, nil
+	}
+	var readErr error
+	if err := t.MutableBytes(func(data []byte) { readErr = f.readInto("ReadTensor", info, data) }); err != nil {
+		return nil, errors.Wrapf(err, "safetensors.ReadTensor: tensor %s", info)
+	}
+	if readErr != nil {
+		_ = t.FinalizeAll()
+		return nil, readErr
+	}
+	return t, nil
+}
+
+// MustReadTensor is ReadTensor that panics on error.
+func (f *File) MustReadTensor(name string) *tensors.Tensor {
+	t, err := f.ReadTensor(name)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// littleEndianHost is true on the hosts whose memory layout matches the file's.
+var littleEndianHost = binary.NativeEndian.Uint16([]byte{1, 0}) == 1

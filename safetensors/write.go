@@ -1,0 +1,176 @@
+package safetensors
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/pkg/errors"
+)
+
+// Tensor is one tensor to write: its raw little-endian data, dtype and row-major shape.
+type Tensor struct {
+	Name  string
+	DType DType
+	Shape []int
+	Data  []byte
+}
+
+// FromTensor copies a GoMLX tensor into a Tensor to write under name.
+func FromTensor(name string, t *tensors.Tensor) (Tensor, error) {
+	dtype, err := FromGoMLX(t.DType())
+	if err != nil {
+		return Tensor{}, errors.WithMessagef(err, "safetensors.FromTensor(%q)", name)
+	}
+	if !littleEndianHost {
+		return Tensor{}, errors.Wrapf(ErrUnsupported, "safetensors.FromTensor: a big-endian host")
+	}
+	out := Tensor{Name: name, DType: dtype, Shape: t.Shape().Clone().Dimensions}
+	if t.Size() == 0 {
+		out.Data = []byte{}
+		return out, nil
+	}
+	if err := t.ConstBytes(func(data []byte) { out.Data = append([]byte(nil), data...) }); err != nil {
+		return Tensor{}, errors.Wrapf(err, "safetensors.FromTensor(%q)", name)
+	}
+	return out, nil
+}
+
+// Header returns the JSON header Write writes for these tensors and metadata, without the length
+// prefix, padded with spaces to a multiple of 8 bytes so that the data section starts aligned.
+//
+// The header is deterministic: "__metadata__" first (when not empty), its keys sorted, then the
+// tensors in the given order, which is also the order of their data.
+func Header(list []Tensor, metadata map[string]string) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	if len(metadata) > 0 {
+		keys := make([]string, 0, len(metadata))
+		for k := range metadata {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		b.WriteString(`"` + MetadataKey + `":{`)
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeJSONString(&b, k)
+			b.WriteByte(':')
+			writeJSONString(&b, metadata[k])
+		}
+		b.WriteByte('}')
+	}
+	seen := map[string]bool{}
+	offset := uint64(0)
+	for i, t := range list {
+		if err := checkTensor(t, seen); err != nil {
+			return nil, err
+		}
+		if i > 0 || len(metadata) > 0 {
+			b.WriteByte(',')
+		}
+		writeJSONString(&b, t.Name)
+		b.WriteString(`:{"dtype":"` + string(t.DType) + `","shape":[`)
+		for j, d := range t.Shape {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(d))
+		}
+		end := offset + uint64(len(t.Data))
+		b.WriteString(`],"data_offsets":[` + strconv.FormatUint(offset, 10) + `,` + strconv.FormatUint(end, 10) + `]}`)
+		offset = end
+	}
+	b.WriteByte('}')
+	for b.Len()%8 != 0 {
+		b.WriteByte(' ')
+	}
+	return b.Bytes(), nil
+}
+
+func writeJSONString(b *bytes.Buffer, s string) {
+	enc, _ := json.Marshal(s) // a Go string always marshals
+	b.Write(enc)
+}
+
+// checkTensor validates one tensor to write.
+func checkTensor(t Tensor, seen map[string]bool) error {
+	switch {
+	case t.Name == "" || t.Name == MetadataKey:
+		return errors.Errorf("safetensors: tensor name %q; accepted: a non-empty name other than %q", t.Name, MetadataKey)
+	case seen[t.Name]:
+		return errors.Errorf("safetensors: tensor %q appears twice", t.Name)
+	case !t.DType.Valid():
+		return errors.Errorf("safetensors: tensor %q: dtype %q; accepted: %s", t.Name, t.DType, acceptedDTypes)
+	}
+	seen[t.Name] = true
+	n := 1
+	for _, d := range t.Shape {
+		if d < 0 {
+			return errors.Errorf("safetensors: tensor %q: shape %v has a negative dimension", t.Name, t.Shape)
+		}
+		n *= d
+	}
+	if want := n * t.DType.Size(); len(t.Data) != want {
+		return errors.Errorf("safetensors: tensor %q: %d bytes of data for %s%v, which needs %d", t.Name, len(t.Data), t.DType, t.Shape, want)
+	}
+	return nil
+}
+
+// Write writes a safetensors file to w: the header (see Header), then the tensors' data in order.
+// Nothing is written if the tensors are invalid (duplicate or empty names, unknown dtypes, data
+// whose size does not match dtype and shape).
+func Write(w io.Writer, list []Tensor, metadata map[string]string) error {
+	header, err := Header(list, metadata)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	var lenBuf [8]byte
+	binary.LittleEndian.PutUint64(lenBuf[:], uint64(len(header)))
+	if _, err := bw.Write(lenBuf[:]); err != nil {
+		return errors.Wrap(err, "safetensors.Write")
+	}
+	if _, err := bw.Write(header); err != nil {
+		return errors.Wrap(err, "safetensors.Write")
+	}
+	for _, t := range list {
+		if _, err := bw.Write(t.Data); err != nil {
+			return errors.Wrapf(err, "safetensors.Write: tensor %q", t.Name)
+		}
+	}
+	return errors.Wrap(bw.Flush(), "safetensors.Write")
+}
+
+// WriteFile writes a safetensors file at path (see Write) through a temporary file in the same
+// directory renamed into place, so that path never holds a partial file.
+func WriteFile(path string, list []Tensor, metadata map[string]string) (err error) {
+	if _, err := Header(list, metadata); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	if err != nil {
+		return errors.Wrap(err, "safetensors.WriteFile")
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if err = Write(tmp, list, metadata); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return errors.Wrap(err, "safetensors.WriteFile")
+	}
+	return errors.Wrap(os.Rename(tmp.Name(), path), "safetensors.WriteFile")
+}

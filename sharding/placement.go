@@ -1,0 +1,127 @@
+package sharding
+
+import (
+	"slices"
+
+	"github.com/pkg/errors"
+)
+
+// Placement is the optional Sharding an implicit array keeps as static metadata; its zero value
+// is unsharded. It is immutable: With and the methods that follow an op return new values.
+type Placement struct{ sharding *Sharding }
+
+// IsSharded reports whether a sharding is set.
+func (p Placement) IsSharded() bool { return p.sharding != nil }
+
+// Sharding returns the sharding and true, or false when none is set.
+func (p Placement) Sharding() (Sharding, bool) {
+	if p.sharding == nil {
+		return Sharding{}, false
+	}
+	return Sharding{Mesh: p.sharding.Mesh, Spec: cloneSpec(p.sharding.Spec)}, true
+}
+
+// With returns a Placement holding a copy of s; the zero Sharding{} clears it.
+func (p Placement) With(s Sharding) Placement {
+	if s.Mesh == nil && s.Spec == nil {
+		return Placement{}
+	}
+	return Placement{&Sharding{Mesh: s.Mesh, Spec: cloneSpec(s.Spec)}}
+}
+
+// Transposed returns the placement of the array transposed by perm (output axis i is input axis
+// perm[i]): the spec's entries move with their axes.
+func (p Placement) Transposed(perm []int) Placement {
+	if p.sharding == nil {
+		return p
+	}
+	spec := make(PartitionSpec, len(perm))
+	for i, a := range perm {
+		if a < len(p.sharding.Spec) {
+			spec[i] = slices.Clone(p.sharding.Spec[a])
+		}
+	}
+	return Placement{&Sharding{Mesh: p.sharding.Mesh, Spec: spec}}
+}
+
+// Broadcasted returns the placement of the array broadcast to rank axes with input axis i
+// becoming output axis broadcastAxes[i] (XLA's broadcast_in_dim): the entries move with their
+// axes, new axes are replicated.
+func (p Placement) Broadcasted(broadcastAxes []int, rank int) Placement {
+	if p.sharding == nil {
+		return p
+	}
+	spec := make(PartitionSpec, rank)
+	for i, a := range broadcastAxes {
+		if i < len(p.sharding.Spec) {
+			spec[a] = slices.Clone(p.sharding.Spec[i])
+		}
+	}
+	return Placement{&Sharding{Mesh: p.sharding.Mesh, Spec: spec}}
+}
+
+// Reshaped returns the placement of the array reshaped from dims to newDims: the entries stay on
+// the leading axes whose dimensions, and those of every axis before them, are unchanged; the other
+// axes are replicated, since a reshape moves data across them in a way no per-axis spec follows.
+func (p Placement) Reshaped(dims, newDims []int) Placement {
+	if p.sharding == nil {
+		return p
+	}
+	var spec PartitionSpec
+	for i := 0; i < len(dims) && i < len(newDims) && dims[i] == newDims[i]; i++ {
+		if i < len(p.sharding.Spec) {
+			spec = append(spec, slices.Clone(p.sharding.Spec[i]))
+		}
+	}
+	return Placement{&Sharding{Mesh: p.sharding.Mesh, Spec: spec}}
+}
+
+// Concatenated returns the placement of the array concatenated with others along axis: that axis
+// is replicated (its new length need not divide by the shards), the others keep their entries.
+func (p Placement) Concatenated(axis int) Placement {
+	if p.sharding == nil || axis >= len(p.sharding.Spec) {
+		return p
+	}
+	spec := cloneSpec(p.sharding.Spec)
+	spec[axis] = nil
+	return Placement{&Sharding{Mesh: p.sharding.Mesh, Spec: spec}}
+}
+
+// String describes the placement for an array's Metadata: "unsharded" or the sharding.
+func (p Placement) String() string {
+	if p.sharding == nil {
+		return "unsharded"
+	}
+	return p.sharding.String()
+}
+
+// ShardingFor builds the Sharding an array's WithMeshAndAxis(m, axis) carries: the spec from
+// SpecFrom(axis) over m, checked right away by the array's component rule (componentSpecs, e.g. an
+// array's ComponentSpecs method), so that an invalid spec fails here and not when the graph runs.
+func ShardingFor(m *Mesh, axis any, componentSpecs func(*Mesh, PartitionSpec) ([]PartitionSpec, error)) (Sharding, error) {
+	if m == nil {
+		return Sharding{}, errors.New("nil mesh; accepted: a *Mesh (use WithSharding for a spec alone)")
+	}
+	spec, err := SpecFrom(axis)
+	if err != nil {
+		return Sharding{}, err
+	}
+	if _, err := componentSpecs(m, spec); err != nil {
+		return Sharding{}, err
+	}
+	if spec == nil {
+		spec = PartitionSpec{}
+	}
+	return Sharding{Mesh: m, Spec: spec}, nil
+}
+
+func cloneSpec(spec PartitionSpec) PartitionSpec {
+	if spec == nil {
+		return nil
+	}
+	out := make(PartitionSpec, len(spec))
+	for i, a := range spec {
+		out[i] = slices.Clone(a)
+	}
+	return out
+}

@@ -1,0 +1,81 @@
+package sharding_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/quanta-ml/quanta/sharding"
+)
+
+func TestPlacement(t *testing.T) {
+	m := sharding.MustNewMesh([]string{"data", "model"}, []int{2, 2})
+	var p sharding.Placement
+	if p.IsSharded() || p.String() != "unsharded" {
+		t.Fatalf("zero Placement: sharded=%v %q", p.IsSharded(), p.String())
+	}
+	spec := sharding.PartitionSpec{{"data"}, nil, {"model"}}
+	p = p.With(sharding.Sharding{Mesh: m, Spec: spec})
+	spec[0][0] = "changed" // With keeps its own copy
+	s, ok := p.Sharding()
+	if !ok || s.Mesh != m || !s.Spec.Equal(sharding.PartitionSpec{{"data"}, nil, {"model"}}) {
+		t.Fatalf("Sharding() = %v, %v", s, ok)
+	}
+	if got := p.Transposed([]int{2, 0, 1}); !mustSpec(t, got).Equal(sharding.PartitionSpec{{"model"}, {"data"}, nil}) {
+		t.Errorf("Transposed: %v", got)
+	}
+	if got := p.Broadcasted([]int{1, 2, 3}, 4); !mustSpec(t, got).Equal(sharding.PartitionSpec{nil, {"data"}, nil, {"model"}}) {
+		t.Errorf("Broadcasted: %v", got)
+	}
+	if !strings.Contains(p.String(), "'model'") {
+		t.Errorf("String() = %q", p.String())
+	}
+	if p.With(sharding.Sharding{}).IsSharded() {
+		t.Error("the zero Sharding did not clear the placement")
+	}
+}
+
+func mustSpec(t *testing.T, p sharding.Placement) sharding.PartitionSpec {
+	t.Helper()
+	s, ok := p.Sharding()
+	if !ok {
+		t.Fatal("placement lost its sharding")
+	}
+	return s.Spec
+}
+
+func TestShardingFor(t *testing.T) {
+	m := sharding.MustNewMesh([]string{"model"}, []int{2})
+	ok := func(*sharding.Mesh, sharding.PartitionSpec) ([]sharding.PartitionSpec, error) { return nil, nil }
+	if _, err := sharding.ShardingFor(nil, "model", ok); err == nil {
+		t.Error("nil mesh accepted")
+	}
+	s, err := sharding.ShardingFor(m, nil, ok)
+	if err != nil || s.Mesh != m || len(s.Spec) != 0 {
+		t.Errorf("replicated: %v %v", s, err)
+	}
+	s, err = sharding.ShardingFor(m, []any{nil, "model"}, ok)
+	if err != nil || !s.Spec.Equal(sharding.PartitionSpec{nil, {"model"}}) {
+		t.Errorf("tuple form: %v %v", s, err)
+	}
+}
+
+func TestPlacementReshapedAndConcatenated(t *testing.T) {
+	m := sharding.MustNewMesh([]string{"data", "model"}, []int{2, 2})
+	p := sharding.Placement{}.With(sharding.Sharding{Mesh: m, Spec: sharding.PartitionSpec{{"data"}, {"model"}, nil}})
+	for _, tc := range []struct {
+		name       string
+		dims, into []int
+		want       sharding.PartitionSpec
+	}{
+		{"leading axes kept", []int{4, 6, 8}, []int{4, 6, 2, 4}, sharding.PartitionSpec{{"data"}, {"model"}}},
+		{"second axis merged", []int{4, 6, 8}, []int{4, 48}, sharding.PartitionSpec{{"data"}}},
+		{"first axis changed", []int{4, 6, 8}, []int{2, 2, 48}, nil},
+	} {
+		if got := mustSpec(t, p.Reshaped(tc.dims, tc.into)); !got.Equal(tc.want) {
+			t.Errorf("%s: Reshaped = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := mustSpec(t, p.Concatenated(1)); !got.Equal(sharding.PartitionSpec{{"data"}}) {
+		t.Errorf("Concatenated(1) = %v, want P('data')", got)
+	}
+}

@@ -1,0 +1,395 @@
+package tokenizer
+
+import (
+	"container/heap"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/gguf"
+)
+
+// TokenType is the GGUF type of a vocabulary entry ("tokenizer.ggml.token_type").
+type TokenType int32
+
+// The token types of llama.cpp's vocabularies.
+const (
+	Normal      TokenType = 1
+	Unknown     TokenType = 2
+	Control     TokenType = 3
+	UserDefined TokenType = 4
+	Unused      TokenType = 5
+	Byte        TokenType = 6
+)
+
+// BPE is a byte-level BPE tokenizer (GPT-2 style) with llama.cpp's pre-tokenization and special
+// token handling. It is immutable after construction and safe for concurrent use.
+type BPE struct {
+	tokens  []string
+	types   []TokenType
+	ids     map[string]int
+	ranks   map[string]int // "left right" → merge rank
+	pre     PreTokenizer
+	special []int // control, user-defined and unknown tokens, longest text first
+
+	bos, eos, unk  int
+	addBOS, addEOS bool
+}
+
+// BPEConfig holds what NewBPE builds a tokenizer from.
+type BPEConfig struct {
+	// Tokens is the vocabulary in the byte-level alphabet, indexed by id.
+	Tokens []string
+	// Types gives each token's type; nil means all Normal.
+	Types []TokenType
+	// Merges are "left right" pairs, highest priority first.
+	Merges []string
+	// Pre is the pre-tokenizer.
+	Pre PreTokenizer
+	// BOS, EOS and UNK are the ids of those tokens, -1 if none.
+	BOS, EOS, UNK int
+	// AddBOS and AddEOS: EncodeOptions.AddSpecial adds BOS before and EOS after the text.
+	AddBOS, AddEOS bool
+}
+
+// NewBPE builds a tokenizer from cfg.
+func NewBPE(cfg BPEConfig) (*BPE, error) {
+	if len(cfg.Tokens) == 0 {
+		return nil, errors.New("tokenizer.NewBPE: empty vocabulary")
+	}
+	if cfg.Types != nil && len(cfg.Types) != len(cfg.Tokens) {
+		return nil, errors.Errorf("tokenizer.NewBPE: %d token types for %d tokens", len(cfg.Types), len(cfg.Tokens))
+	}
+	if cfg.Pre != PreGPT2 && cfg.Pre != PreSmolLM {
+		return nil, errors.Errorf("tokenizer.NewBPE: pre-tokenizer %q; accepted: %q, %q", cfg.Pre, PreGPT2, PreSmolLM)
+	}
+	t := &BPE{
+		tokens: cfg.Tokens, types: cfg.Types, pre: cfg.Pre,
+		ids: make(map[string]int, len(cfg.Tokens)), ranks: make(map[string]int, len(cfg.Merges)),
+		bos: cfg.BOS, eos: cfg.EOS, unk: cfg.UNK, addBOS: cfg.AddBOS, addEOS: cfg.AddEOS,
+	}
+	if t.types == nil {
+		t.types = make([]TokenType, len(cfg.Tokens))
+		for i := range t.types {
+			t.types[i] = Normal
+		}
+	}
+	for id, tok := range cfg.Tokens {
+		if _, dup := t.ids[tok]; !dup { // llama.cpp keeps the first id of a repeated text
+			t.ids[tok] = id
+		}
+		switch t.types[id] {
+		case Control, UserDefined, Unknown:
+			if tok != "" {
+				t.special = append(t.special, id)
+			}
+		}
+	}
+	sort.SliceStable(t.special, func(i, j int) bool { return len(t.tokens[t.special[i]]) > len(t.tokens[t.special[j]]) })
+	for rank, m := range cfg.Merges {
+		// As llama.cpp: the separator is the first space after the first byte.
+		sep := strings.IndexByte(m[min(1, len(m)):], ' ')
+		if sep < 0 {
+			return nil, errors.Errorf("tokenizer.NewBPE: merge #%d %q has no space; accepted: \"left right\"", rank, m)
+		}
+		sep += min(1, len(m))
+		key := m[:sep] + " " + m[sep+1:]
+		if _, dup := t.ranks[key]; !dup {
+			t.ranks[key] = rank
+		}
+	}
+	for _, id := range []int{cfg.BOS, cfg.EOS, cfg.UNK} {
+		if id >= len(cfg.Tokens) {
+			return nil, errors.Errorf("tokenizer.NewBPE: special token id %d outside the vocabulary of %d", id, len(cfg.Tokens))
+		}
+	}
+	if (cfg.AddBOS && cfg.BOS < 0) || (cfg.AddEOS && cfg.EOS < 0) {
+		return nil, errors.New("tokenizer.NewBPE: AddBOS/AddEOS without a BOS/EOS token")
+	}
+	return t, nil
+}
+
+// NewBPEFromGGUF builds the tokenizer described by a GGUF file's metadata: "tokenizer.ggml.model"
+// must be "gpt2" (byte-level BPE), "tokenizer.ggml.pre" one of the pre-tokenizers this package
+// implements; tokens, token types, merges, the BOS/EOS/UNK ids and add_bos_token/add_eos_token are
+// read from their "tokenizer.ggml.*" keys.
+func NewBPEFromGGUF(f *gguf.File) (*BPE, error) {
+	model, err := f.String("tokenizer.ggml.model")
+	if err != nil {
+		return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
+	}
+	if model != "gpt2" {
+		return nil, errors.Errorf("tokenizer.NewBPEFromGGUF: tokenizer model %q; accepted: \"gpt2\" (byte-level BPE)", model)
+	}
+	preName, err := f.String("tokenizer.ggml.pre")
+	if err != nil {
+		return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
+	}
+	pre, ok := preTokenizers[preName]
+	if !ok {
+		return nil, errors.Errorf("tokenizer.NewBPEFromGGUF: pre-tokenizer %q; accepted: %s", preName, acceptedPreTokenizers)
+	}
+	cfg := BPEConfig{Pre: pre, BOS: -1, EOS: -1, UNK: -1}
+	if cfg.Tokens, err = f.Strings("tokenizer.ggml.tokens"); err != nil {
+		return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
+	}
+	if cfg.Merges, err = f.Strings("tokenizer.ggml.merges"); err != nil {
+		return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
+	}
+	if _, has := f.Value("tokenizer.ggml.token_type"); has {
+		types, err := gguf.Get[[]int32](f, "tokenizer.ggml.token_type")
+		if err != nil {
+			return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
+		}
+		cfg.Types = make([]TokenType, len(types))
+		for i, v := range types {
+			cfg.Types[i] = TokenType(v)
+		}
+	}
+	for key, dst := range map[string]*int{
+		"tokenizer.ggml.bos_token_id": &cfg.BOS, "tokenizer.ggml.eos_token_id": &cfg.EOS, "tokenizer.ggml.unknown_token_id": &cfg.UNK,
+	} {
+		if _, has := f.Value(key); has {
+			id, err := f.Uint(key)
+			if err != nil {
+				return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
+			}
+			*dst = int(min(id, uint64(len(cfg.Tokens))))
+		}
+	}
+	for key, dst := range map[string]*bool{"tokenizer.ggml.add_bos_token": &cfg.AddBOS, "tokenizer.ggml.add_eos_token": &cfg.AddEOS} {
+		if _, has := f.Value(key); has {
+			if *dst, err = f.Bool(key); err != nil {
+				return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
+			}
+		}
+	}
+	t, err := NewBPE(cfg)
+	return t, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
+}
+
+// EncodeOptions are the switches of llama_tokenize.
+type EncodeOptions struct {
+	// AddSpecial adds BOS/EOS when the vocabulary asks for them (add_bos_token, add_eos_token).
+	AddSpecial bool
+	// ParseSpecial matches the text of control tokens (e.g. "<|im_start|>") in the input and
+	// emits their ids; without it only user-defined tokens are matched and control-token text is
+	// tokenized as plain text.
+	ParseSpecial bool
+}
+
+// Encode returns the token ids of text, as llama.cpp's llama_tokenize does for a byte-level BPE
+// vocabulary: special-token texts are cut out first (longest first; see EncodeOptions), then each
+// remaining fragment is pre-tokenized and each word BPE-merged by merge rank (lowest first,
+// leftmost on ties), each final symbol mapped to its id.
+func (t *BPE) Encode(text string, opts EncodeOptions) []int {
+	var out []int
+	if opts.AddSpecial && t.addBOS {
+		out = append(out, t.bos)
+	}
+	for _, frag := range t.partition(text, opts.ParseSpecial) {
+		if frag.id >= 0 {
+			out = append(out, frag.id)
+			continue
+		}
+		for _, word := range t.pre.Split(frag.text) {
+			out = t.encodeWord(byteEncode(word), out)
+		}
+	}
+	if opts.AddSpecial && t.addEOS {
+		out = append(out, t.eos)
+	}
+	return out
+}
+
+// fragment is a piece of input: raw text (id < 0) or a special token.
+type fragment struct {
+	text string
+	id   int
+}
+
+// partition cuts the special tokens out of text, as llama.cpp's tokenizer_st_partition.
+func (t *BPE) partition(text string, parseSpecial bool) []fragment {
+	if text == "" {
+		return nil
+	}
+	frags := []fragment{{text: text, id: -1}}
+	for _, id := range t.special {
+		if !parseSpecial && (t.types[id] == Control || t.types[id] == Unknown) {
+			continue
+		}
+		tok := t.tokens[id]
+		var next []fragment
+		for _, f := range frags {
+			if f.id >= 0 || !strings.Contains(f.text, tok) {
+				next = append(next, f)
+				continue
+			}
+			rest := f.text
+			for {
+				i := strings.Index(rest, tok)
+				if i < 0 {
+					break
+				}
+				if i > 0 {
+					next = append(next, fragment{text: rest[:i], id: -1})
+				}
+				next = append(next, fragment{id: id})
+				rest = rest[i+len(tok):]
+			}
+			if rest != "" {
+				next = append(next, fragment{text: rest, id: -1})
+			}
+		}
+		frags = next
+	}
+	return frags
+}
+
+// symbol is a node of the doubly linked list BPE merges over.
+type symbol struct {
+	text       string
+	prev, next int
+}
+
+// bigram is a candidate merge of symbols left and right.
+type bigram struct {
+	left, right int
+	text        string
+	rank        int
+}
+
+type bigramQueue []bigram
+
+func (q bigramQueue) Len() int { return len(q) }
+func (q bigramQueue) Less(i, j int) bool {
+	return q[i].rank < q[j].rank || (q[i].rank == q[j].rank && q[i].left < q[j].left)
+}
+func (q bigramQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *bigramQueue) Push(x any)   { *q = append(*q, x.(bigram)) }
+func (q *bigramQueue) Pop() any {
+	old := *q
+	x := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return x
+}
+
+// encodeWord BPE-merges one pre-tokenized word (in the byte-level alphabet) and appends its ids.
+func (t *BPE) encodeWord(word string, out []int) []int {
+	if word == "" {
+		return out
+	}
+	syms := make([]symbol, 0, len(word))
+	for i := 0; i < len(word); {
+		_, n := utf8.DecodeRuneInString(word[i:])
+		syms = append(syms, symbol{text: word[i : i+n], prev: len(syms) - 1, next: len(syms) + 1})
+		i += n
+	}
+	syms[len(syms)-1].next = -1
+	q := &bigramQueue{}
+	add := func(left, right int) {
+		if left < 0 || right < 0 {
+			return
+		}
+		l, r := syms[left].text, syms[right].text
+		if rank, ok := t.ranks[l+" "+r]; ok {
+			heap.Push(q, bigram{left: left, right: right, text: l + r, rank: rank})
+		}
+	}
+	for i := 1; i < len(syms); i++ {
+		add(i-1, i)
+	}
+	for q.Len() > 0 {
+		b := heap.Pop(q).(bigram)
+		left, right := &syms[b.left], &syms[b.right]
+		if left.text == "" || right.text == "" || left.text+right.text != b.text {
+			continue // outdated
+		}
+		left.text += right.text
+		right.text = ""
+		left.next = right.next
+		if right.next >= 0 {
+			syms[right.next].prev = b.left
+		}
+		add(left.prev, b.left)
+		add(b.left, left.next)
+	}
+	for i := 0; i >= 0; i = syms[i].next {
+		s := syms[i].text
+		if id, ok := t.ids[s]; ok {
+			out = append(out, id)
+			continue
+		}
+		// As llama.cpp: a symbol that is not a token falls back to its single bytes, those that
+		// are tokens.
+		for j := 0; j < len(s); j++ {
+			if id, ok := t.ids[s[j:j+1]]; ok {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
+// Decode returns the text of ids: each token's byte-level text mapped back to bytes (user-defined
+// tokens as written), control and unknown tokens omitted, as llama.cpp's detokenizer does without
+// its special flag. Ids outside the vocabulary are skipped.
+func (t *BPE) Decode(ids []int) string {
+	var b strings.Builder
+	for _, id := range ids {
+		if id < 0 || id >= len(t.tokens) || t.types[id] == Control || t.types[id] == Unknown {
+			continue
+		}
+		b.Write(t.Bytes(id))
+	}
+	return b.String()
+}
+
+// Bytes returns the bytes token id stands for: its byte-level text mapped back to bytes, or for
+// control, unknown and user-defined tokens their text as written. Nil for an id outside the
+// vocabulary. A multi-byte character may be split across tokens.
+func (t *BPE) Bytes(id int) []byte {
+	if id < 0 || id >= len(t.tokens) {
+		return nil
+	}
+	switch t.types[id] {
+	case Control, Unknown, UserDefined:
+		return []byte(t.tokens[id])
+	}
+	return byteDecode(t.tokens[id])
+}
+
+// Token returns the text of token id in the vocabulary (byte-level alphabet), "" if out of range.
+func (t *BPE) Token(id int) string {
+	if id < 0 || id >= len(t.tokens) {
+		return ""
+	}
+	return t.tokens[id]
+}
+
+// ID returns the id of a token given by its vocabulary text.
+func (t *BPE) ID(token string) (int, bool) {
+	id, ok := t.ids[token]
+	return id, ok
+}
+
+// Type returns the type of token id (0 if out of range).
+func (t *BPE) Type(id int) TokenType {
+	if id < 0 || id >= len(t.types) {
+		return 0
+	}
+	return t.types[id]
+}
+
+// VocabSize returns the number of tokens.
+func (t *BPE) VocabSize() int { return len(t.tokens) }
+
+// BOS returns the beginning-of-sequence id, -1 if none.
+func (t *BPE) BOS() int { return t.bos }
+
+// EOS returns the end-of-sequence id, -1 if none.
+func (t *BPE) EOS() int { return t.eos }
+
+// PreTokenizer returns the pre-tokenizer of the vocabulary.
+func (t *BPE) PreTokenizer() PreTokenizer { return t.pre }

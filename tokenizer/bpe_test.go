@@ -1,0 +1,148 @@
+package tokenizer_test
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/quanta-ml/quanta/tokenizer"
+)
+
+// The splits below are derived by hand from llama.cpp's rules (see PreTokenizer's documentation).
+func TestPreTokenizerSplit(t *testing.T) {
+	tests := []struct {
+		text         string
+		smollm, gpt2 []string
+	}{
+		{"Hello world", []string{"Hello", " world"}, nil},
+		{"0. Definitions", []string{"0", ".", " Definitions"}, nil},
+		{"a  0", []string{"a", "  ", "0"}, []string{"a", " ", " 0"}},
+		{"x\n 5", []string{"x", "\n ", "5"}, []string{"x", "\n", " 5"}},
+		{"12345", []string{"1", "2", "3", "4", "5"}, []string{"12345"}},
+		{"2nd", []string{"2", "nd"}, []string{"2", "nd"}},
+		{"v½", []string{"v", "½"}, []string{"v", "½"}},
+		{"it's", []string{"it", "'s"}, nil},
+		{"we're they've I'll she'd I'm", []string{"we", "'re", " they", "'ve", " I", "'ll", " she", "'d", " I", "'m"}, nil},
+		{"DON'T", []string{"DON", "'", "T"}, nil},
+		{"x'", []string{"x", "'"}, nil},
+		{"  indented", []string{" ", " indented"}, nil},
+		{"hello    world", []string{"hello", "   ", " world"}, nil},
+		{"trailing   ", []string{"trailing", "   "}, nil},
+		{"\n\n\n", []string{"\n\n\n"}, nil},
+		{"a\tb", []string{"a", "\t", "b"}, nil},
+		{"a \nb", []string{"a", " ", "\n", "b"}, nil},
+		{"...!? x", []string{"...!?", " x"}, nil},
+		{"a+b_c", []string{"a", "+", "b", "_", "c"}, nil},
+		{"café 日本語", []string{"café", " 日本語"}, nil},
+		{"emoji 😀🎉", []string{"emoji", " 😀🎉"}, nil},
+		{" ", []string{" "}, nil},
+		{"", []string{}, nil},
+		{"a\xffb", []string{"a", "\uFFFD", "b"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.text, func(t *testing.T) {
+			if got := tokenizer.PreSmolLM.Split(tc.text); !reflect.DeepEqual(got, tc.smollm) {
+				t.Errorf("smollm: %q, want %q", got, tc.smollm)
+			}
+			want := tc.gpt2
+			if want == nil {
+				want = tc.smollm
+			}
+			if got := tokenizer.PreGPT2.Split(tc.text); !reflect.DeepEqual(got, want) {
+				t.Errorf("gpt2: %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// toyBPE has a vocabulary small enough to BPE by hand. "Ġ" is the byte-level space, "Ċ" the
+// newline.
+func toyBPE(t *testing.T, merges ...string) *tokenizer.BPE {
+	t.Helper()
+	tokens := []string{"<s>", "</s>", "a", "b", "c", "ab", "bc", "abc", "aa", "Ġ", "Ġa", "Ċ", "<", "s", ">", "/", "1", "2", "<u>"}
+	types := make([]tokenizer.TokenType, len(tokens))
+	for i := range types {
+		types[i] = tokenizer.Normal
+	}
+	types[0], types[1], types[18] = tokenizer.Control, tokenizer.Control, tokenizer.UserDefined
+	tok, err := tokenizer.NewBPE(tokenizer.BPEConfig{
+		Tokens: tokens, Types: types, Merges: merges, Pre: tokenizer.PreSmolLM,
+		BOS: 0, EOS: 1, UNK: -1, AddBOS: true, AddEOS: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func TestBPEEncode(t *testing.T) {
+	const (
+		bos, eos, a, b, c, ab, bc, abc, aa, sp, spA, nl, lt, s, gt, slash, one, two, user = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18
+	)
+	tests := []struct {
+		name   string
+		merges []string
+		text   string
+		opts   tokenizer.EncodeOptions
+		want   []int
+	}{
+		// (b,c) has rank 0, (a,b) rank 1: bc first, then (a,bc) at rank 2.
+		{"lowest rank first", []string{"b c", "a b", "a bc"}, "abc", tokenizer.EncodeOptions{}, []int{abc}},
+		// (a,b) first; (ab,c) is no merge.
+		{"no further merge", []string{"a b", "b c"}, "abc", tokenizer.EncodeOptions{}, []int{ab, c}},
+		// equal ranks: the leftmost pair merges first.
+		{"leftmost on ties", []string{"a a"}, "aaa", tokenizer.EncodeOptions{}, []int{aa, a}},
+		{"space is Ġ", []string{"Ġ a"}, "a a", tokenizer.EncodeOptions{}, []int{a, spA}},
+		{"newline is Ċ", nil, "a\nb", tokenizer.EncodeOptions{}, []int{a, nl, b}},
+		{"digits split", []string{"1 2"}, "12", tokenizer.EncodeOptions{}, []int{one, two}},
+		{"add special", nil, "a", tokenizer.EncodeOptions{AddSpecial: true}, []int{bos, a, eos}},
+		{"control as text", nil, "a<s>b", tokenizer.EncodeOptions{}, []int{a, lt, s, gt, b}},
+		{"control parsed", nil, "a<s>b</s>", tokenizer.EncodeOptions{ParseSpecial: true}, []int{a, bos, b, eos}},
+		{"longest special first", nil, "</s><s>", tokenizer.EncodeOptions{ParseSpecial: true}, []int{eos, bos}},
+		{"user-defined always", nil, "a<u>b", tokenizer.EncodeOptions{}, []int{a, user, b}},
+		{"empty", nil, "", tokenizer.EncodeOptions{}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := toyBPE(t, tc.merges...).Encode(tc.text, tc.opts)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Encode(%q) = %v, want %v", tc.text, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBPEDecode(t *testing.T) {
+	tok := toyBPE(t, "Ġ a")
+	if got := tok.Decode([]int{0, 2, 10, 11, 1, 18, 99}); got != "a a\n<u>" {
+		t.Errorf("Decode = %q, want %q (control tokens and unknown ids dropped)", got, "a a\n<u>")
+	}
+	if got := string(tok.Bytes(0)); got != "<s>" {
+		t.Errorf("Bytes(<s>) = %q", got)
+	}
+	if got := tok.Bytes(9); !reflect.DeepEqual(got, []byte(" ")) {
+		t.Errorf("Bytes(Ġ) = %q", got)
+	}
+}
+
+func TestNewBPEErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  tokenizer.BPEConfig
+		want string
+	}{
+		{"empty", tokenizer.BPEConfig{Pre: tokenizer.PreGPT2}, "empty vocabulary"},
+		{"pre", tokenizer.BPEConfig{Tokens: []string{"a"}, Pre: "llama3", BOS: -1, EOS: -1, UNK: -1}, `pre-tokenizer "llama3"`},
+		{"types", tokenizer.BPEConfig{Tokens: []string{"a"}, Types: []tokenizer.TokenType{1, 1}, Pre: tokenizer.PreGPT2}, "2 token types for 1 tokens"},
+		{"merge", tokenizer.BPEConfig{Tokens: []string{"a"}, Merges: []string{"ab"}, Pre: tokenizer.PreGPT2, BOS: -1, EOS: -1, UNK: -1}, `merge #0 "ab"`},
+		{"bos", tokenizer.BPEConfig{Tokens: []string{"a"}, Pre: tokenizer.PreGPT2, BOS: 5, EOS: -1, UNK: -1}, "id 5 outside"},
+		{"add bos", tokenizer.BPEConfig{Tokens: []string{"a"}, Pre: tokenizer.PreGPT2, BOS: -1, EOS: -1, UNK: -1, AddBOS: true}, "without a BOS"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tokenizer.NewBPE(tc.cfg)
+			if err == nil || !containsString(err.Error(), tc.want) {
+				t.Errorf("error %v; want one containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,44 @@
+// Package tokenizer holds the two tokenizers of the real models quanta runs: byte-level BPE
+// built from GGUF metadata (SmolLM2, GPT-2 family), matching llama.cpp's tokenizer, and BERT's
+// WordPiece (all-MiniLM-L6-v2) from a Hugging Face tokenizer.json or a vocab.txt, matching Hugging
+// Face tokenizers.
+//
+// # Byte-level BPE (BPE, NewBPEFromGGUF)
+//
+// llama.cpp is the reference: GGUF files are its format, and its tokenizer is the one that ran
+// with the weights. Encoding follows llama_tokenize for a "gpt2" vocabulary:
+//
+//  1. special tokens: the texts of control tokens (with EncodeOptions.ParseSpecial) and of
+//     user-defined tokens (always) are cut out of the text, longest token first, and emitted as
+//     their ids;
+//  2. pre-tokenization, on code points, with the rules of the "tokenizer.ggml.pre" type: for
+//     "smollm" (and "starcoder") every number character (\p{N}) is first isolated, so "2024" is
+//     four words; then GPT-2's split ('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+|
+//     ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+) runs inside each piece. Go's regexp has no look-ahead,
+//     so the split is written by hand after llama.cpp's own hand-written version (see
+//     PreTokenizer.Split for the rules one by one). Transformers' GGUF conversion omits the
+//     digit step, so it splits "0. Definitions" or "a  0" differently: llama.cpp's split is the
+//     one implemented here;
+//  3. each word's UTF-8 bytes are written in GPT-2's byte-level alphabet (a space is 'Ġ', a
+//     newline 'Ċ') and merged by BPE: the adjacent pair with the lowest merge rank first, the
+//     leftmost among equal ranks, until no pair is a merge; each symbol becomes its id.
+//
+// BOS/EOS are added with EncodeOptions.AddSpecial only when the vocabulary asks
+// (tokenizer.ggml.add_bos_token, false for SmolLM2). Decode maps tokens back to bytes and drops
+// control tokens, as llama.cpp's detokenizer without its special flag.
+//
+// # WordPiece (WordPiece, NewWordPieceFromJSON, NewWordPieceFromVocab)
+//
+// Hugging Face tokenizers is the reference (sentence-transformers runs it for MiniLM): added
+// special tokens first, then BertNormalizer (clean text, CJK ideographs spaced, NFD and
+// non-spacing marks removed, lower case), BertPreTokenizer (whitespace and punctuation), greedy
+// longest-match WordPiece with "##" continuations, [CLS] ... [SEP] and truncation to the
+// tokenizer.json's max_length. See WordPiece for the steps.
+//
+// # Errors
+//
+// Constructors return errors naming the file and what was accepted (a "gpt2" model, a supported
+// pre-tokenizer, a WordPiece model with a BertPreTokenizer, special tokens present in the
+// vocabulary). Encoding never fails: text that no token covers becomes byte tokens (BPE) or
+// [UNK] (WordPiece).
+package tokenizer

@@ -1,0 +1,118 @@
+package tokenizer_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/tokenizer"
+)
+
+// toyWordPiece has a vocabulary small enough to tokenize by hand.
+func toyWordPiece(t *testing.T, maxLength int) *tokenizer.WordPiece {
+	t.Helper()
+	vocab := []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", ",", "!", "un", "##aff", "##able",
+		"cafe", "中", "文", "$", "1", "a", "##b", "i"}
+	opts := tokenizer.BertOptions()
+	opts.MaxLength = maxLength
+	opts.MaxInputCharsPerWord = 10
+	w, err := tokenizer.NewWordPiece(vocab, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func TestWordPiece(t *testing.T) {
+	tests := []struct {
+		text   string
+		pieces []string
+	}{
+		{"Hello, World!", []string{"hello", ",", "world", "!"}},
+		{"unaffable", []string{"un", "##aff", "##able"}},
+		{"Café", []string{"cafe"}},             // accents stripped, lower case
+		{"CAFÉ", []string{"cafe"}},             // NFD then Mn dropped, then lower case
+		{"中文", []string{"中", "文"}},             // CJK ideographs are words of their own
+		{"$1", []string{"$", "1"}},             // ASCII symbols are BERT punctuation
+		{"hel\x01lo\u200b", []string{"hello"}}, // control and format characters removed
+		{"hello\tworld\u00a0!", []string{"hello", "world", "!"}},
+		{"ab abc", []string{"a", "##b", "[UNK]"}}, // "c" has no piece: the whole word is unknown
+		{"unknownword", []string{"[UNK]"}},
+		{"aaaaaaaaaaa", []string{"[UNK]"}}, // 11 characters > MaxInputCharsPerWord
+		{"[MASK] hello[SEP]", []string{"[MASK]", "hello", "[SEP]"}},
+		{"İ", []string{"i"}},
+		{"", nil},
+	}
+	w := toyWordPiece(t, 0)
+	for _, tc := range tests {
+		t.Run(tc.text, func(t *testing.T) {
+			if got := w.Tokenize(tc.text); !reflect.DeepEqual(got, tc.pieces) {
+				t.Errorf("Tokenize(%q) = %q, want %q", tc.text, got, tc.pieces)
+			}
+		})
+	}
+	if got, want := w.Encode("Hello, world!"), []int{2, 5, 7, 6, 8, 3}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Encode = %v, want %v", got, want)
+	}
+	if got, want := toyWordPiece(t, 4).Encode("hello world hello"), []int{2, 5, 6, 3}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Encode with MaxLength 4 = %v, want %v", got, want)
+	}
+	if got := toyWordPiece(t, 0).WithMaxLength(3).Encode("hello world"); len(got) != 3 {
+		t.Errorf("WithMaxLength(3): %v", got)
+	}
+}
+
+func TestNewWordPieceErrors(t *testing.T) {
+	if _, err := tokenizer.NewWordPiece([]string{"a"}, tokenizer.BertOptions()); err == nil || !strings.Contains(err.Error(), "not in the vocabulary") {
+		t.Errorf("missing special tokens: %v", err)
+	}
+	if _, err := tokenizer.NewWordPieceFromVocab(filepath.Join(t.TempDir(), "none.txt"), tokenizer.BertOptions()); err == nil {
+		t.Error("missing vocab.txt: no error")
+	}
+	path := filepath.Join(t.TempDir(), "tokenizer.json")
+	_ = os.WriteFile(path, []byte(`{"model":{"type":"BPE"}}`), 0o644)
+	if _, err := tokenizer.NewWordPieceFromJSON(path); err == nil || !strings.Contains(err.Error(), `model "BPE"`) {
+		t.Errorf("BPE tokenizer.json: %v", err)
+	}
+}
+
+// TestMiniLMHF compares with the ids Hugging Face tokenizers gives for all-MiniLM-L6-v2's
+// tokenizer.json (testdata/minilm_hf_ids.json says how they were made), from tokenizer.json and
+// from vocab.txt.
+func TestMiniLMHF(t *testing.T) {
+	path := assets.Require(t, assets.MiniLMTokenizer, assets.MiniLMVocab)
+	raw, err := os.ReadFile(filepath.Join("testdata", "minilm_hf_ids.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref struct {
+		Strings []struct {
+			Text string `json:"text"`
+			IDs  []int  `json:"ids"`
+		} `json:"strings"`
+	}
+	if err := json.Unmarshal(raw, &ref); err != nil {
+		t.Fatal(err)
+	}
+	fromJSON, err := tokenizer.NewWordPieceFromJSON(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := tokenizer.BertOptions()
+	opts.MaxLength = 128 // tokenizer.json's truncation
+	fromVocab, err := tokenizer.NewWordPieceFromVocab(assets.Path(assets.MiniLMVocab), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range map[string]*tokenizer.WordPiece{"tokenizer.json": fromJSON, "vocab.txt": fromVocab} {
+		for _, s := range ref.Strings {
+			if got := w.Encode(s.Text); !reflect.DeepEqual(got, s.IDs) {
+				t.Errorf("%s: Encode(%.50q) = %v\nHF tokenizers: %v", name, s.Text, got, s.IDs)
+			}
+		}
+	}
+}
