@@ -21,7 +21,9 @@ import (
 //   - ms/call: time per product; cpu-ms/call: CPU time of the process per product (all threads:
 //     on a machine shared with other work, ms/call grows with the load, cpu-ms/call much less);
 //   - x-dense: the in-package dense float32 product of the same shape and m (measured earlier in
-//     the same run) over this product's time per call: above 1, the quantized product is faster.
+//     the same run) over this product's time per call: above 1, the quantized product is faster;
+//     x-dense-cpu: the same ratio of CPU times, steadier than x-dense on a loaded machine (it is
+//     the wall-time ratio an idle machine would show when both products keep all threads busy).
 //
 // By default only k=n=4096 runs; QUANTA_TEST_ALL=1 adds 4096×11008 and 11008×4096.
 // `go test -run '^$' -bench . ./internal/cpukernels/`.
@@ -203,7 +205,8 @@ var benchFormats = []benchFormat{
 func BenchmarkProducts(b *testing.B) {
 	bw := readBandwidth()
 	b.Logf("streaming read bandwidth: %.1f GB/s (%d threads, %s)", bw, Threads(), ActiveISA())
-	denseNs := map[string]float64{}
+	fmt.Fprintf(os.Stderr, "cpukernels: streaming read bandwidth %.1f GB/s (%d threads, %s)\n", bw, Threads(), ActiveISA())
+	denseNs := map[string][2]float64{} // wall and CPU time per call
 	for _, s := range benchShapes() {
 		for _, f := range benchFormats {
 			perW := f.bytes(s.k, s.n)
@@ -234,13 +237,15 @@ func BenchmarkProducts(b *testing.B) {
 						}
 					}
 					perCall := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / float64(count)
+					cpuCall := float64(cpuTime()-cpu0) / float64(b.N) / float64(count)
 					b.ReportMetric(perCall/1e6, "ms/call")
-					b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/float64(count)/1e6, "cpu-ms/call")
+					b.ReportMetric(cpuCall/1e6, "cpu-ms/call")
 					b.ReportMetric(float64(perW)/perCall/bw, "bw-frac")
 					if f.name == "dense" {
-						denseNs[key] = perCall
+						denseNs[key] = [2]float64{perCall, cpuCall}
 					} else if d, ok := denseNs[key]; ok {
-						b.ReportMetric(d/perCall, "x-dense")
+						b.ReportMetric(d[0]/perCall, "x-dense")
+						b.ReportMetric(d[1]/cpuCall, "x-dense-cpu")
 					}
 				})
 			}

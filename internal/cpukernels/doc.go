@@ -1,3 +1,131 @@
 // Package cpukernels holds quanta's CPU kernels for products of float activations with quantized
-// weights (NF4, int8, 2-bit and 1-bit), as a C library with Go wrappers.
+// weights (NF4, int8, 2-bit ternary and 1-bit binary), as a small C library with Go wrappers. The
+// kernels read the packed weight once per call and never build a dense weight, so that a
+// quantized product moves fewer bytes than the dense float32 one and, at few activation rows,
+// runs faster by about the ratio of the bytes. They are meant to be called from XLA as typed FFI
+// custom calls (package runtime registers them; lowering emits the calls); this package knows
+// nothing of XLA.
+//
+// # Why C
+//
+// The entry points must be plain C functions on raw pointers: XLA calls its FFI handlers from its
+// own C++ threads, where Go functions (and Go assembly) cannot run without the Go runtime. C with
+// intrinsics also lets the compiler allocate registers and schedule the dozens of specialised
+// variants (kernels instantiated per count of activation rows and weight rows held in registers)
+// that hand-written assembly would have to repeat. Every x86 function carries its own target
+// attribute (no -m flags), so one build runs on any x86-64 and picks its path at run time; the
+// portable path builds on any architecture.
+//
+// # Layouts
+//
+// Every product computes y (m×n, float32, row-major) = x (m×k, row-major) · W with W logically
+// k×n, accumulating in float32; x is float32 or bfloat16.
+//
+//   - NF4, blocks along n (NF4KN, qk_nf4_kn; eformer's x @ W): packed uint8 (k, nb, bs/2) with
+//     nb = ceil(n/bs), two codes a byte, the even element in the high nibble; absmax (k, nb) in
+//     float32, bfloat16 or float16; W[i][j] = codebook[code] × absmax[i][j/bs]. Codes past n in
+//     the last block are ignored.
+//   - NF4, blocks contracted (NF4NK, qk_nf4_nk; x @ Wᵀ with W stored n×k, bitsandbytes'
+//     Linear4bit): packed (n, ceil(k/bs), bs/2), absmax (n, ceil(k/bs)); codes past k ignored.
+//   - int8 (Int8KN / Int8NK): codes int8, W stored k×n or n×k, times a float scale that is per
+//     tensor, per contracted index (ScaleK: the per-row scale of the k×n layout, eformer's
+//     default) or per output column (ScaleN: per column of k×n, per row of n×k as in
+//     bitsandbytes' Linear8bitLt).
+//   - 2-bit (TwoBitKN; eformer's Array1B): packed (k/4, n), value v ∈ {-1, 0, +1} stored as code
+//     v+1, quarter-strided along k: with q = k/4, packed[p][j] holds rows p, q+p, 2q+p, 3q+p of
+//     column j in bits 0-1, 2-3, 4-5, 6-7; code 3 reads as +2. Optional float32 scale per output
+//     column or per tensor.
+//   - 1-bit (OneBitKN): packed (k/8, n), bit 1 = +1, bit 0 = -1, eighth-strided: row i is bit
+//     i div (k/8) of packed row i mod (k/8). Scale as for 2-bit.
+//   - DenseKN: a float32 product, the in-package baseline of the benchmarks.
+//
+// # The C API
+//
+// quanta_kernels.h declares qk_nf4_kn, qk_nf4_nk, qk_int8_kn, qk_int8_nk, qk_twobit_kn,
+// qk_onebit_kn and qk_f32_kn with the element types (QK_F32, QK_BF16, QK_F16), scale kinds
+// (QK_SCALE_NONE, _TENSOR, _K, _N) and statuses (QK_OK, QK_ERR_*), plus the ISA and thread
+// controls and qk_read_probe. The contract: sizes m, k, n are int64 and non-negative, products of
+// sizes must stay below 2^58, a pointer may be NULL only if its buffer is empty, an empty y is a
+// no-op and k = 0 writes zeros; each function validates what it can see (NULL pointers, sizes,
+// overflow, dtypes, block size, scale kind) and returns a status before writing anything. It
+// cannot see buffer lengths: the caller guarantees them (the Go wrappers check slice lengths
+// exactly and return an error wrapping ErrArgument otherwise; an FFI handler has them from the
+// buffer shapes). Outputs never alias inputs; no alignment is required.
+//
+// # Instruction-set paths
+//
+// Portable (plain C), AVX2 (AVX2+FMA) and AVX512 (F, BW, VL, DQ), chosen at first use as the best
+// the CPU supports (cpuid through __builtin_cpu_supports, which also checks that the OS saves the
+// AVX-512 state). ForceISA (qk_isa_force) switches paths for tests and benchmarks; ActiveISA
+// reports the one in use.
+//
+// Every path runs every product through generic tiled drivers: a tile of the weight (32×128, or
+// 128×64 float32 for more than 4 activation rows) is decoded into the executing thread's scratch,
+// where it stays in L1/L2 while the path's float32 micro-kernel sweeps all activation rows over
+// it (register-blocked, 4 or 6 rows at a time). The AVX2 path adds kernels for one activation row
+// that decode NF4 (two 8-entry vpermps and a blend) and int8 in registers; the AVX-512 path adds
+// kernels that decode in registers:
+//
+//   - NF4 by vpermps over the 16 codebook values: for one activation row, 64 bytes are read as
+//     sixteen 32-bit words and each nibble, shifted down, indexes the codebook in place (no
+//     widening shuffle), times per-lane block scales; for more rows (up to the limits in
+//     qk_ops_avx512), a zmm table of the codebook times the block scale is indexed by widened
+//     bytes and its values, the dense weight's, feed one FMA per activation row.
+//   - int8 widened and converted once per 16 weights for all the activation rows of a tile.
+//   - 2-bit and 1-bit by table lookup at every m: a byte holds the codes of one column for 4 (8)
+//     rows of k, so its two nibbles index two 16-entry tables of partial sums of the activations
+//     (x[a]·v1 + x[b]·v2, or four ±x terms), built per activation row and stored row: one vpermps
+//     and one add replace 2 (4) multiply-adds.
+//
+// These kernels keep their partial sums in the column order their decode produces (pairs,
+// stride-8 or stride-4 within a group, see qk_internal.h); the final reduction restores the
+// natural order. The absmax of NF4 is read only through qk_nf4_scale and its vector form
+// nf4_lane_scales (qk_avx512.c): a double-quantized absmax adds a case there.
+//
+// # Numerics
+//
+// Accumulation is float32. NF4 weights are codebook[code] × absmax rounded once (the dense
+// weight's value), except in the single-row kernels, which multiply x × absmax first. An int8
+// per-k scale multiplies the activations before the product, a per-n or per-tensor scale (int8,
+// 2-bit, 1-bit) the outputs. 2-bit and 1-bit table entries are sums of exact products. So an Inf
+// activation gives ±Inf where the dense product does and NaN where the dense weight is 0 (Inf·0)
+// or where +Inf and -Inf meet, and a NaN propagates; results differ from the dense product only
+// by float32 rounding (tests: within (k+16)·2⁻²³·Σ|x·w|, and exact for integer data).
+//
+// # Threads
+//
+// A product runs on up to Threads() threads: the caller plus workers of a small persistent
+// pthread pool started on first use (signals blocked in them). The weight is split into chunks
+// of whole stored rows (about 1/8 of a thread's share, 16 KiB to 1 MiB of weight bytes), claimed
+// one at a time from an atomic counter tagged with the job's generation, so a descheduled
+// thread delays at most its current chunk, and a worker that wakes after the job ended finds
+// nothing to claim. k×n products give each thread its own partial sums (zeroed on first use) and
+// reduce them into y at the end (in parallel for large outputs); n×k products split the outputs
+// and write y directly. Products below a small amount of work run on the caller alone, and a
+// caller that finds the pool busy with another thread's product runs its chunks alone instead of
+// waiting. Idle workers block on a condition variable (spinning first was slower on a machine
+// shared with other work). The count is read once from
+// QUANTA_KERNEL_THREADS (ThreadsEnv: a decimal in [1, MaxThreads]; an invalid value is ignored
+// and a value out of range clamped, either way with a ConfigNote), else the online CPUs, and can
+// be changed with SetThreads.
+//
+// Scratch memory is per thread: 1 MiB of chunk scratch for each executing thread, and a per-call
+// buffer on the calling thread for the prepared activations and the partial sums, reused and
+// grown across calls and freed when the thread exits.
+//
+// # Errors
+//
+// The Go functions return errors wrapping ErrArgument (a size, length, element type, block size
+// or scale kind not accepted; nothing is written), ErrUnsupported (ForceISA of a path the CPU
+// lacks) or ErrNoMemory.
+//
+// # Tests and benchmarks
+//
+// The tests compare every product with a pure-Go reference written from the layout definitions,
+// on every ISA path forced in turn, as planned and split into many chunks over several threads,
+// through the generic drivers only and through the fused kernels wherever they apply. The
+// benchmarks (`go test -run '^$' -bench . ./internal/cpukernels/`; QUANTA_TEST_ALL=1 adds the
+// 4096×11008 and 11008×4096 shapes) report stored-weight throughput, its fraction of the
+// streaming-read bandwidth measured in the same run, CPU time per call and the ratio to the
+// dense baseline; their figures belong in docs/performance.md.
 package cpukernels

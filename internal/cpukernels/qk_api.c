@@ -28,10 +28,11 @@ int64_t qk_tune(int knob, int64_t value) {
   return 0;
 }
 
-/* fused_max_m returns the largest m a fused kernel serves: the ISA's own limit unless tuned. */
-static int64_t fused_max_m(int64_t own) {
+/* fused_max_m returns the largest m a fused kernel serves: the ISA's own limit unless tuned, never
+ * more than the kernels handle. */
+static int64_t fused_max_m(const qk_ops *ops, int64_t own) {
   int64_t t = atomic_load_explicit(&tune_fused_max_m, memory_order_relaxed);
-  return t >= 0 ? t : own;
+  return QK_MIN(t >= 0 ? t : own, ops->fused_cap_m);
 }
 
 /* ---- argument checks ---- */
@@ -410,12 +411,12 @@ int qk_nf4_kn(const void *x, int x_dtype, const uint8_t *packed, const void *abs
     return QK_OK;
   }
   const qk_ops *ops = qk_active_ops();
-  const int64_t fmax = fused_max_m(ops->nf4_kn_max_m);
+  const int64_t fmax = fused_max_m(ops, ops->nf4_kn_max_m);
   int run = RUN_GENERIC;
   if (ops->nf4_kn_m1 != NULL && m == 1 && fmax >= 1 &&
       ((block_size % 8 == 0 && 128 % block_size == 0) || block_size % 128 == 0)) {
     run = RUN_NF4_M1;
-  } else if (ops->nf4_kn != NULL && m <= fmax && block_size % 32 == 0) {
+  } else if (ops->nf4_kn != NULL && m <= fmax && block_size % ops->nf4_bs_mod == 0) {
     run = RUN_NF4;
   }
   const int fused = run != RUN_GENERIC;
@@ -423,7 +424,7 @@ int qk_nf4_kn(const void *x, int x_dtype, const uint8_t *packed, const void *abs
   p.nf4 = (qk_nf4w){.packed = packed, .row_bytes = nb * block_size / 2, .bs = block_size, .nb = nb,
                      .absmax = absmax, .absmax_dtype = absmax_dtype};
   p.row_bytes = p.nf4.row_bytes + nb * (absmax_dtype == QK_F32 ? 4 : 2);
-  p.order = run == RUN_NF4_M1 ? QK_ORDER_STRIDE8 : run == RUN_NF4 ? QK_ORDER_PAIRS : QK_ORDER_NATURAL;
+  p.order = run == RUN_NF4_M1 ? QK_ORDER_STRIDE8 : run == RUN_NF4 ? ops->nf4_order : QK_ORDER_NATURAL;
   p.ldp = lead(run == RUN_NF4_M1 ? (nb * block_size + 127) / 128 * 128 : fused ? nb * block_size : n);
   int64_t used = 0;
   float *buf = NULL;
@@ -453,19 +454,20 @@ int qk_nf4_nk(const void *x, int x_dtype, const uint8_t *packed, const void *abs
     return QK_OK;
   }
   const qk_ops *ops = qk_active_ops();
-  const int64_t fmax = fused_max_m(ops->nf4_nk_max_m);
+  const int64_t fmax = fused_max_m(ops, ops->nf4_nk_max_m);
   int run = RUN_GENERIC;
   if (ops->nf4_nk_m1 != NULL && m == 1 && fmax >= 1 &&
       ((block_size % 8 == 0 && 128 % block_size == 0) || block_size % 128 == 0)) {
     run = RUN_NF4_M1;
-  } else if (ops->nf4_nk != NULL && m <= fmax && block_size % 32 == 0) {
+  } else if (ops->nf4_nk != NULL && m <= fmax && block_size % ops->nf4_bs_mod == 0) {
     run = RUN_NF4;
   }
   qk_prod p = {.fmt = QK_FMT_NF4, .m = m, .k = k, .n = n, .w = packed, .srows = n, .rps = 1, .y = y};
   p.nf4 = (qk_nf4w){.packed = packed, .row_bytes = nb * block_size / 2, .bs = block_size, .nb = nb,
                      .absmax = absmax, .absmax_dtype = absmax_dtype};
   p.row_bytes = p.nf4.row_bytes + nb * (absmax_dtype == QK_F32 ? 4 : 2);
-  if (run != RUN_GENERIC) {
+  const int reorder = run == RUN_NF4_M1 || (run == RUN_NF4 && ops->nf4_order == QK_ORDER_PAIRS);
+  if (reorder) {
     int64_t group = run == RUN_NF4 ? 32 : 128;
     int64_t ldx = (k + group - 1) / group * group, used;
     float *buf = prepare(m, ldx, 0, 0, &used);
@@ -475,7 +477,7 @@ int qk_nf4_nk(const void *x, int x_dtype, const uint8_t *packed, const void *abs
     prep_x(x, x_dtype, m, k, NULL, run == RUN_NF4 ? XP_PAIRS : XP_STRIDE8, 1, buf, ldx);
     p.x = buf;
     p.ldx = ldx;
-  } else if (x_dtype == QK_F32 && !pad_x(m, k)) {
+  } else if (x_dtype == QK_F32 && (run != RUN_GENERIC || !pad_x(m, k))) {
     p.x = (const float *)x;
     p.ldx = k;
   } else {
@@ -587,7 +589,7 @@ int qk_int8_kn(const void *x, int x_dtype, const int8_t *w, const void *scale, i
     return QK_OK;
   }
   const qk_ops *ops = qk_active_ops();
-  int fused = ops->i8_kn != NULL && m <= fused_max_m(ops->i8_kn_max_m);
+  int fused = ops->i8_kn != NULL && m <= fused_max_m(ops, ops->i8_kn_max_m);
   p.srows = k;
   p.row_bytes = n;
   return run_kn(ops, &p, fused ? RUN_I8 : RUN_GENERIC, fused ? 8 : qk_kn_tile_rows(m), p.srows, buf, used);
@@ -607,7 +609,7 @@ int qk_int8_nk(const void *x, int x_dtype, const int8_t *w, const void *scale, i
     return QK_OK;
   }
   const qk_ops *ops = qk_active_ops();
-  int fused = ops->i8_nk != NULL && m <= fused_max_m(ops->i8_nk_max_m);
+  int fused = ops->i8_nk != NULL && m <= fused_max_m(ops, ops->i8_nk_max_m);
   p.srows = n;
   p.row_bytes = k;
   return run_nk(ops, &p, fused ? RUN_I8 : RUN_GENERIC);

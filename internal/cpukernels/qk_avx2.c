@@ -1,9 +1,9 @@
-/* qk_avx2.c: AVX2 + FMA primitives for the generic tiled drivers (x86-64 CPUs without AVX-512).
+/* qk_avx2.c: AVX2 + FMA kernels (x86-64 CPUs without AVX-512).
  *
  * Every function carries its own target attribute, so this file builds with the compiler's
- * baseline flags. There are no fused kernels on this path: every product decodes a small tile to
- * float32 and runs the micro-kernels below over it. NF4 looks up its 16 values with two 8-entry
- * vpermps (the codebook halves) and a blend on bit 3 of the code. */
+ * baseline flags. Products decode a small tile to float32 and run the micro-kernels below over
+ * it, except for one activation row (NF4 and int8), which decodes in registers. NF4 looks up its
+ * 16 values with two 8-entry vpermps (the codebook halves) and a blend on bit 3 of the code. */
 #include "qk_internal.h"
 
 #if QK_X86
@@ -21,14 +21,14 @@ I256 __m256i lanes(int64_t r) {
 /* C[i][0..8V) += sum_l A[i][l] * B[l][0..8V); with TAIL the last vector covers the lanes of tm. */
 I256 void mk_kn_tile(const int MR, const int V, const int TAIL, __m256i tm, int64_t kb, const float *A, int64_t lda,
                      const float *B, int64_t ldb, float *C, int64_t ldc) {
-  __m256 acc[6][2];
+  __m256 acc[6][8];
   UNROLL for (int i = 0; i < MR; i++) {
     UNROLL for (int v = 0; v < V; v++) {
       acc[i][v] = (TAIL && v == V - 1) ? _mm256_maskload_ps(C + i * ldc + 8 * v, tm) : _mm256_loadu_ps(C + i * ldc + 8 * v);
     }
   }
   for (int64_t l = 0; l < kb; l++) {
-    __m256 b[2];
+    __m256 b[8];
     UNROLL for (int v = 0; v < V; v++) {
       b[v] = (TAIL && v == V - 1) ? _mm256_maskload_ps(B + l * ldb + 8 * v, tm) : _mm256_loadu_ps(B + l * ldb + 8 * v);
     }
@@ -69,6 +69,8 @@ I256 void mk_kn_tile(const int MR, const int V, const int TAIL, __m256i tm, int6
     mk_kn_tile(6, V, TAIL, tm, kb, a, lda, B + j, ldb, c + j, ldc);                                                    \
   }
 
+/* At least 8 accumulators in flight (FMA latency 4, two per cycle): 1 row x 8 vectors, 2 x 4, or
+ * up to 6 x 2. */
 static T256 void mk_kn(int64_t M, int64_t kb, int64_t P, const float *A, int64_t lda, const float *B, int64_t ldb,
                        float *C, int64_t ldc) {
   for (int64_t i0 = 0; i0 < M; i0 += 6) {
@@ -77,6 +79,15 @@ static T256 void mk_kn(int64_t M, int64_t kb, int64_t P, const float *A, int64_t
     float *c = C + i0 * ldc;
     int64_t j = 0;
     __m256i tm = _mm256_set1_epi32(-1);
+    if (mr == 1) {
+      for (; j + 64 <= P; j += 64) {
+        mk_kn_tile(1, 8, 0, tm, kb, a, lda, B + j, ldb, c + j, ldc);
+      }
+    } else if (mr == 2) {
+      for (; j + 32 <= P; j += 32) {
+        mk_kn_tile(2, 4, 0, tm, kb, a, lda, B + j, ldb, c + j, ldc);
+      }
+    }
     for (; j + 16 <= P; j += 16) {
       MK_KN_CASES(2, 0)
     }
@@ -169,14 +180,22 @@ I256 __m256 lookup16(__m256i idx, __m256 lo, __m256 hi) {
                           _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
 }
 
-/* 8 bytes (16 elements) of an NF4 row, natural order, into out[0..16). */
-I256 void nf4_decode16(const uint8_t *src, __m256 lo, __m256 hi, float *out) {
+/* 8 bytes (16 elements) of an NF4 row, natural order, as two vectors. */
+I256 void nf4_values16(const uint8_t *src, __m256 lo, __m256 hi, __m256 *w0, __m256 *w1) {
   const __m256i v = load_u8x8(src);
   const __m256 we = lookup16(_mm256_srli_epi32(v, 4), lo, hi); /* even elements: high nibbles */
   const __m256 wo = lookup16(v, lo, hi);
   const __m256 t0 = _mm256_unpacklo_ps(we, wo), t1 = _mm256_unpackhi_ps(we, wo);
-  _mm256_storeu_ps(out, _mm256_permute2f128_ps(t0, t1, 0x20));
-  _mm256_storeu_ps(out + 8, _mm256_permute2f128_ps(t0, t1, 0x31));
+  *w0 = _mm256_permute2f128_ps(t0, t1, 0x20);
+  *w1 = _mm256_permute2f128_ps(t0, t1, 0x31);
+}
+
+/* 8 bytes (16 elements) of an NF4 row, natural order, into out[0..16). */
+I256 void nf4_decode16(const uint8_t *src, __m256 lo, __m256 hi, float *out) {
+  __m256 w0, w1;
+  nf4_values16(src, lo, hi, &w0, &w1);
+  _mm256_storeu_ps(out, w0);
+  _mm256_storeu_ps(out + 8, w1);
 }
 
 static T256 void nf4_row(const qk_nf4w *w, int64_t row, int64_t e0, int64_t cnt, float *out) {
@@ -245,6 +264,125 @@ static T256 void tb_rows(const uint8_t *packed, int64_t ldw, int bits, int64_t p
   }
 }
 
+/* ---- fused kernels for one activation row (the tiled drivers pay a store and a reload of every
+ * decoded weight, which one row cannot amortize) ---- */
+
+/* NF4 x @ W, one stored row at a time (sequential reads), natural column order; needs bs % 16 == 0.
+ * The table is x[k] * absmax * codebook, so each 16 weights cost one add per 8 lanes. */
+static T256 void nf4_kn(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch) {
+  (void)scratch;
+  const qk_nf4w *w = &p->nf4;
+  const __m256 cb_lo = _mm256_loadu_ps(qk_nf4_codebook), cb_hi = _mm256_loadu_ps(qk_nf4_codebook + 8);
+  for (int64_t k = s0; k < s1; k++) {
+    const uint8_t *row = w->packed + k * w->row_bytes;
+    for (int64_t b = 0; b < w->nb; b++) {
+      const __m256 sc = _mm256_set1_ps(p->x[k] * qk_nf4_scale(w, k, b));
+      const __m256 lo = _mm256_mul_ps(cb_lo, sc), hi = _mm256_mul_ps(cb_hi, sc);
+      for (int64_t c = b * w->bs; c < (b + 1) * w->bs; c += 16) {
+        __m256 w0, w1;
+        nf4_values16(row + c / 2, lo, hi, &w0, &w1);
+        _mm256_storeu_ps(part + c, _mm256_add_ps(_mm256_loadu_ps(part + c), w0));
+        _mm256_storeu_ps(part + c + 8, _mm256_add_ps(_mm256_loadu_ps(part + c + 8), w1));
+      }
+    }
+  }
+}
+
+/* NF4 x @ W^T, one stored row at a time; the last 16-element group of a row is decoded from a
+ * zero-padded copy and the activations past k masked. */
+static T256 void nf4_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {
+  (void)scratch;
+  const qk_nf4w *w = &p->nf4;
+  const __m256 cb_lo = _mm256_loadu_ps(qk_nf4_codebook), cb_hi = _mm256_loadu_ps(qk_nf4_codebook + 8);
+  const int64_t K = p->k, full = K / 16 * 16;
+  for (int64_t n = n0; n < n1; n++) {
+    const uint8_t *row = w->packed + n * w->row_bytes;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    for (int64_t b = 0; b * w->bs < K; b++) {
+      const __m256 sc = _mm256_set1_ps(qk_nf4_scale(w, n, b));
+      const __m256 lo = _mm256_mul_ps(cb_lo, sc), hi = _mm256_mul_ps(cb_hi, sc);
+      const int64_t end = QK_MIN((b + 1) * w->bs, full);
+      for (int64_t c = b * w->bs; c < end; c += 16) {
+        __m256 w0, w1;
+        nf4_values16(row + c / 2, lo, hi, &w0, &w1);
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(p->x + c), w0, a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(p->x + c + 8), w1, a1);
+      }
+      if (full < K && full < (b + 1) * w->bs) { /* the tail group lies in this block */
+        uint8_t tmp[8] = {0};
+        memcpy(tmp, row + full / 2, (size_t)(K - full + 1) / 2);
+        __m256 w0, w1;
+        nf4_values16(tmp, lo, hi, &w0, &w1);
+        const int64_t r = K - full;
+        a0 = _mm256_fmadd_ps(_mm256_maskload_ps(p->x + full, lanes(QK_MIN(r, 8))), _mm256_and_ps(w0, _mm256_castsi256_ps(lanes(QK_MIN(r, 8)))), a0);
+        if (r > 8) {
+          a1 = _mm256_fmadd_ps(_mm256_maskload_ps(p->x + full + 8, lanes(r - 8)),
+                               _mm256_and_ps(w1, _mm256_castsi256_ps(lanes(r - 8))), a1);
+        }
+      }
+    }
+    p->y[n] = hsum(_mm256_add_ps(a0, a1));
+  }
+}
+
+/* int8 x @ W, four rows per pass held in registers, 32 columns at a time. */
+static T256 void i8_kn(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch) {
+  (void)scratch;
+  const int64_t N = p->n;
+  int64_t k = s0;
+  for (; k < s1; k += 4) {
+    const int R = (int)QK_MIN(4, s1 - k);
+    const int8_t *rows[4];
+    __m256 xv[4];
+    for (int r = 0; r < 4; r++) {
+      rows[r] = (const int8_t *)p->w + (k + QK_MIN(r, R - 1)) * N;
+      xv[r] = _mm256_set1_ps(r < R ? p->x[k + r] : 0.0f);
+    }
+    int64_t c = 0;
+    for (; c + 32 <= N; c += 32) {
+      __m256 acc[4];
+      UNROLL for (int v = 0; v < 4; v++) { acc[v] = _mm256_loadu_ps(part + c + 8 * v); }
+      UNROLL for (int r = 0; r < 4; r++) {
+        UNROLL for (int v = 0; v < 4; v++) {
+          const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(rows[r] + c + 8 * v))));
+          acc[v] = _mm256_fmadd_ps(xv[r], q, acc[v]);
+        }
+      }
+      UNROLL for (int v = 0; v < 4; v++) { _mm256_storeu_ps(part + c + 8 * v, acc[v]); }
+    }
+    for (; c < N; c++) {
+      float a = part[c];
+      for (int r = 0; r < R; r++) {
+        a += p->x[k + r] * (float)rows[r][c];
+      }
+      part[c] = a;
+    }
+  }
+}
+
+/* int8 x @ W^T, two accumulators per row. */
+static T256 void i8_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {
+  (void)scratch;
+  const int64_t K = p->k;
+  for (int64_t n = n0; n < n1; n++) {
+    const int8_t *row = (const int8_t *)p->w + n * K;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t l = 0;
+    for (; l + 16 <= K; l += 16) {
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(p->x + l),
+                           _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(row + l)))), a0);
+      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(p->x + l + 8),
+                           _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(row + l + 8)))), a1);
+    }
+    float t = 0;
+    for (; l < K; l++) {
+      t += p->x[l] * (float)row[l];
+    }
+    p->y[n] = hsum(_mm256_add_ps(a0, a1)) + t;
+  }
+  qk_post_apply(p, n0, n1);
+}
+
 const qk_ops qk_ops_avx2 = {
     .isa = QK_ISA_AVX2,
     .mk_kn = mk_kn,
@@ -252,6 +390,17 @@ const qk_ops qk_ops_avx2 = {
     .nf4_row = nf4_row,
     .i8_row = i8_row,
     .tb_rows = tb_rows,
+    .nf4_kn_max_m = 1,
+    .nf4_nk_max_m = 1,
+    .i8_kn_max_m = 1,
+    .i8_nk_max_m = 1,
+    .fused_cap_m = 1,
+    .nf4_bs_mod = 16,
+    .nf4_order = QK_ORDER_NATURAL,
+    .nf4_kn = nf4_kn,
+    .nf4_nk = nf4_nk,
+    .i8_kn = i8_kn,
+    .i8_nk = i8_nk,
 };
 
 #endif /* QK_X86 */

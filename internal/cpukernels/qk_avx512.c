@@ -31,7 +31,13 @@
  *     interleaving several rows.
  *   QK_I8R1, QK_I8NKR1: int8 rows per pass for one activation row: several rows in registers beat
  *     the sequential order there.
- *   QK_R4, QK_I8R4: rows per pass for more activation rows. */
+ *   QK_R4, QK_I8R4: rows per pass for more activation rows.
+ *   S8R, LUT_R1: weight rows per pass of the single-row NF4 x @ W and 2/1-bit kernels, which load
+ *     and store a panel of partial sums once per pass: two NF4 rows ran faster from cache and no
+ *     slower from memory; two 2/1-bit rows ran slower from memory.
+ *   M1_PANEL: columns per panel of the single-row kn kernels, which load and store the partial
+ *     sums of a panel once per weight row: 16 KiB of float32 stays in L1 (for n = 11008 the
+ *     whole row of partial sums did not, and those kernels slowed by a third). */
 #ifndef QK_PFD
 #define QK_PFD 2048
 #endif
@@ -54,12 +60,28 @@
 #define QK_I8R4 4
 #endif
 
+#ifndef S8R
+#define S8R 2
+#endif
+#ifndef LUT_R1
+#define LUT_R1 1
+#endif
+#ifndef M1_PANEL
+#define M1_PANEL 4096
+#endif
+
 #define prefetch(p)                                                                                                    \
   do {                                                                                                                 \
     if (QK_PFD > 0) {                                                                                                  \
       _mm_prefetch((const char *)(p) + QK_PFD, _MM_HINT_T0);                                                           \
     }                                                                                                                  \
   } while (0)
+
+/* The prefetch offset of the single-row kn kernels, relative to QK_PFD: they walk a column panel
+ * of M1_PANEL columns down the rows, so the bytes wanted next are one row further (rb bytes per
+ * row, cols columns in all) when the panel is narrower than the row, and QK_PFD further along
+ * the row otherwise. */
+QK_INLINE int64_t next_row(int64_t rb, int64_t cols) { return cols > M1_PANEL ? rb - QK_PFD : 0; }
 
 I512 __mmask16 tail16(int64_t r) { return r >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << r) - 1); }
 
@@ -412,6 +434,7 @@ static T512 void nf4_kn(const qk_prod *p, int64_t s0, int64_t s1, float *part, v
 typedef struct {
   __m512i lane_block; /* j / (bs/8), or 0 */
   int64_t per_group;  /* blocks per group: 128/bs, or 1 */
+  int64_t groups;     /* groups per block: bs/128, or 1 */
 } lane_map;
 
 I512 lane_map nf4_lane_map(int64_t bs) {
@@ -420,17 +443,19 @@ I512 lane_map nf4_lane_map(int64_t bs) {
   if (bs % 128 == 0) {
     l.lane_block = _mm512_setzero_si512();
     l.per_group = 1;
+    l.groups = bs / 128;
   } else {
     l.lane_block = _mm512_srlv_epi32(lane, _mm512_set1_epi32(__builtin_ctzll((unsigned long long)(bs / 8))));
     l.per_group = 128 / bs;
+    l.groups = 1;
   }
   return l;
 }
 
-/* The block scales of the 16 lanes of the 128-column group from c0 of stored row `row`: the
- * vector counterpart of qk_nf4_scale (a new absmax encoding adds a case here too). */
-I512 __m512 nf4_lane_scales(const qk_nf4w *w, lane_map l, int64_t row, int64_t c0) {
-  const int64_t b0 = c0 / w->bs;
+/* The block scales of the 16 lanes of a 128-column group of stored row `row` whose first block is
+ * b0: the vector counterpart of qk_nf4_scale (a new absmax encoding adds a case here too). The
+ * callers step b0 by l.per_group (a division per group costs more than the group's lookups). */
+I512 __m512 nf4_lane_scales(const qk_nf4w *w, lane_map l, int64_t row, int64_t b0) {
   if (l.per_group == 1) {
     return _mm512_set1_ps(qk_nf4_scale(w, row, b0));
   }
@@ -470,6 +495,25 @@ I512 void nf4_s8_group(__m512i v, __m512 coef, __m512 cb, float *acc) {
  * has in its low 4 bits the code of column 8j + (s^1), which vpermps looks up directly: eight
  * lookups and no widening per 128 weights. The codebook is unscaled; the per-lane block scale
  * times x[k] multiplies it (the lanes of one vector may belong to different blocks). */
+/* As nf4_s8_group for R rows: one load and store of the partial sums per R rows (those, not the
+ * lookups, bound the one-row loop). */
+I512 void nf4_s8_groupR(const int R, const __m512i *v, const __m512 *coef, __m512 cb, float *acc) {
+  UNROLL for (int s = 0; s < 8; s++) {
+    __m512 a = _mm512_loadu_ps(acc + 16 * s);
+    UNROLL for (int r = 0; r < R; r++) {
+      const __m512i idx = s == 0 ? v[r] : _mm512_srli_epi32(v[r], (unsigned)(4 * s));
+      a = _mm512_fmadd_ps(coef[r], _mm512_permutexvar_ps(idx, cb), a);
+    }
+    _mm512_storeu_ps(acc + 16 * s, a);
+  }
+}
+
+/* The lane scales of block b of row k (see nf4_lane_scales), with a fast path for float32. */
+I512 __m512 s8_scales(const qk_nf4w *w, lane_map l, int f32, __mmask16 fm, int64_t k, int64_t b) {
+  return f32 ? _mm512_permutexvar_ps(l.lane_block, _mm512_maskz_loadu_ps(fm, (const float *)w->absmax + k * w->nb + b))
+             : nf4_lane_scales(w, l, k, b);
+}
+
 static T512 void nf4_kn_m1(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch) {
   (void)scratch;
   const qk_nf4w *w = &p->nf4;
@@ -478,28 +522,55 @@ static T512 void nf4_kn_m1(const qk_prod *p, int64_t s0, int64_t s1, float *part
   const int64_t rb = w->row_bytes, ncols = rb * 2, full = ncols / 128 * 128;
   const int f32 = w->absmax_dtype == QK_F32 && l.per_group > 1 && w->nb % l.per_group == 0;
   const __mmask16 fm = (__mmask16)((1u << l.per_group) - 1);
-  for (int64_t k = s0; k < s1; k++) {
-    const uint8_t *row = w->packed + k * rb;
-    const __m512 xk = _mm512_set1_ps(p->x[k]);
-    if (f32) {
-      /* float32 scales, whole groups of blocks: one masked load per group */
-      const float *a = (const float *)w->absmax + k * w->nb;
-      for (int64_t c = 0, b = 0; c < full; c += 128, b += l.per_group) {
-        prefetch(row + c / 2);
-        const __m512 sc = _mm512_permutexvar_ps(l.lane_block, _mm512_maskz_loadu_ps(fm, a + b));
-        nf4_s8_group(_mm512_loadu_si512(row + c / 2), _mm512_mul_ps(xk, sc), cb, part + c);
+  const __mmask64 tm = ((__mmask64)1 << ((ncols - full) / 2)) - 1; /* bytes of the last group */
+  /* column panels keep the partial sums they update in L1 (see M1_PANEL) */
+  for (int64_t c0 = 0; c0 < ncols; c0 += M1_PANEL) {
+    const int64_t cfull = QK_MIN(c0 + M1_PANEL, full), g0 = c0 / 128;
+    const int last = full < ncols && c0 + M1_PANEL >= ncols;
+    int64_t k = s0;
+    for (; k + S8R <= s1; k += S8R) {
+      const uint8_t *row = w->packed + k * rb;
+      __m512 xr[4];
+      UNROLL for (int r = 0; r < S8R; r++) { xr[r] = _mm512_set1_ps(p->x[k + r]); }
+      /* block of group g: g * per_group / groups */
+      int64_t b = g0 / l.groups * l.per_group, left = l.groups - g0 % l.groups;
+      for (int64_t c = c0; c < cfull; c += 128) {
+        __m512i v[4];
+        __m512 coef[4];
+        UNROLL for (int r = 0; r < S8R; r++) {
+          prefetch(row + r * rb + c / 2 + next_row(rb, ncols));
+          v[r] = _mm512_loadu_si512(row + r * rb + c / 2);
+          coef[r] = _mm512_mul_ps(xr[r], s8_scales(w, l, f32, fm, k + r, b));
+        }
+        nf4_s8_groupR(S8R, v, coef, cb, part + c);
+        if (--left == 0) {
+          b += l.per_group;
+          left = l.groups;
+        }
       }
-    } else {
-      for (int64_t c = 0; c < full; c += 128) {
-        prefetch(row + c / 2);
-        nf4_s8_group(_mm512_loadu_si512(row + c / 2), _mm512_mul_ps(xk, nf4_lane_scales(w, l, k, c)), cb, part + c);
+      if (last) {
+        /* last group: bytes past the row are not read; their lanes land in the padding */
+        for (int r = 0; r < S8R; r++) {
+          nf4_s8_group(_mm512_maskz_loadu_epi8(tm, row + r * rb + full / 2),
+                       _mm512_mul_ps(_mm512_set1_ps(p->x[k + r]), nf4_lane_scales(w, l, k + r, b)), cb, part + full);
+        }
       }
     }
-    if (full < ncols) {
-      /* last group: bytes past the row are not read; their lanes land in the padding */
-      const __mmask64 m = ((__mmask64)1 << ((ncols - full) / 2)) - 1;
-      nf4_s8_group(_mm512_maskz_loadu_epi8(m, row + full / 2), _mm512_mul_ps(xk, nf4_lane_scales(w, l, k, full)), cb,
-                   part + full);
+    for (; k < s1; k++) { /* a last odd row */
+      const uint8_t *row = w->packed + k * rb;
+      const __m512 xk = _mm512_set1_ps(p->x[k]);
+      int64_t b = g0 / l.groups * l.per_group, left = l.groups - g0 % l.groups;
+      for (int64_t c = c0; c < cfull; c += 128) {
+        nf4_s8_group(_mm512_loadu_si512(row + c / 2), _mm512_mul_ps(xk, s8_scales(w, l, f32, fm, k, b)), cb, part + c);
+        if (--left == 0) {
+          b += l.per_group;
+          left = l.groups;
+        }
+      }
+      if (last) {
+        nf4_s8_group(_mm512_maskz_loadu_epi8(tm, row + full / 2), _mm512_mul_ps(xk, nf4_lane_scales(w, l, k, b)), cb,
+                     part + full);
+      }
     }
   }
 }
@@ -608,6 +679,7 @@ static T512 void nf4_nk_m1(const qk_prod *p, int64_t n0, int64_t n1, void *scrat
   for (int64_t n = n0; n < n1; n++) {
     const uint8_t *row = w->packed + n * rb;
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t b = 0, left = l.groups;
     for (int64_t g = 0; g < G; g++) {
       const int64_t c = 128 * g;
       const float *x = p->x + c;
@@ -621,9 +693,13 @@ static T512 void nf4_nk_m1(const qk_prod *p, int64_t n0, int64_t n1, void *scrat
         t1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + 16 * s + 16),
                              _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * s + 4), cb), t1);
       }
-      __m512 sc = nf4_lane_scales(w, l, n, c);
+      __m512 sc = nf4_lane_scales(w, l, n, b);
       if (tail) {
         sc = _mm512_maskz_mov_ps(lastl, sc);
+      }
+      if (--left == 0) {
+        b += l.per_group;
+        left = l.groups;
       }
       acc0 = _mm512_fmadd_ps(sc, t0, acc0);
       acc1 = _mm512_fmadd_ps(sc, t1, acc1);
@@ -768,9 +844,6 @@ static T512 void i8_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) 
 /* ================= 2-bit and 1-bit by table lookup ================= */
 
 /* Stored rows processed together between loads and stores of the partial sums. */
-#ifndef LUT_PG1
-#define LUT_PG1 1
-#endif
 #ifndef LUT_PG
 #define LUT_PG 8
 #endif
@@ -871,9 +944,8 @@ static T512 void tb_lut(const qk_prod *p, int64_t s0, int64_t s1, float *part, v
   float *tab = (float *)scratch; /* (s1-s0) * m * 32 floats: the planner keeps it within the scratch */
   const int64_t M = p->m;
   lut_build(p, s0, s1, tab);
-  const int64_t PG = M == 1 ? LUT_PG1 : LUT_PG;
-  for (int64_t pg = s0; pg < s1; pg += PG) {
-    const int64_t pe = QK_MIN(pg + PG, s1);
+  for (int64_t pg = s0; pg < s1; pg += LUT_PG) {
+    const int64_t pe = QK_MIN(pg + LUT_PG, s1);
     for (int64_t i0 = 0; i0 < M; i0 += 8) {
       const float *t = tab + ((pg - s0) * M + i0) * 32;
       float *pt = part + i0 * p->ldp;
@@ -913,20 +985,33 @@ static T512 void tb_lut_m1(const qk_prod *p, int64_t s0, int64_t s1, float *part
   float *tab = (float *)scratch;
   lut_build(p, s0, s1, tab);
   const int64_t N = p->n, full = N / 64 * 64;
-  for (int64_t pp = s0; pp < s1; pp++) {
-    const uint8_t *row = p->w + pp * N;
-    const float *t = tab + (pp - s0) * 32;
-    const __m512 tl = _mm512_load_ps(t), th = _mm512_load_ps(t + 16);
-    for (int64_t c = 0; c <= N - 1; c += 64) {
-      prefetch(row + c);
-      const __m512i v = c < full ? _mm512_loadu_si512(row + c)
-                                 : _mm512_maskz_loadu_epi8(((__mmask64)1 << (N - c)) - 1, row + c);
-      float *acc = part + c;
-      UNROLL for (int b = 0; b < 4; b++) {
-        const __m512i lo = b == 0 ? v : _mm512_srli_epi32(v, (unsigned)(8 * b));
-        const __m512i hi = _mm512_srli_epi32(v, (unsigned)(8 * b + 4));
-        __m512 a = _mm512_add_ps(_mm512_loadu_ps(acc + 16 * b), _mm512_permutexvar_ps(lo, tl));
-        _mm512_storeu_ps(acc + 16 * b, _mm512_add_ps(a, _mm512_permutexvar_ps(hi, th)));
+  const __mmask64 tm = ((__mmask64)1 << (N - full)) - 1; /* bytes of the last group */
+  for (int64_t c0 = 0; c0 < N; c0 += M1_PANEL) {
+    const int64_t cend = QK_MIN(c0 + M1_PANEL, N);
+    for (int64_t pp = s0; pp < s1; pp += LUT_R1) {
+      /* LUT_R1 rows per pass (a last row alone): one load and store of the partial sums per pass */
+      const int R = (int)QK_MIN(LUT_R1, s1 - pp);
+      const uint8_t *row = p->w + pp * N;
+      __m512 tl[4], th[4];
+      for (int r = 0; r < R; r++) {
+        tl[r] = _mm512_load_ps(tab + (pp - s0 + r) * 32);
+        th[r] = _mm512_load_ps(tab + (pp - s0 + r) * 32 + 16);
+      }
+      for (int64_t c = c0; c < cend; c += 64) {
+        float *acc = part + c;
+        __m512 a[4];
+        UNROLL for (int b = 0; b < 4; b++) { a[b] = _mm512_loadu_ps(acc + 16 * b); }
+        for (int r = 0; r < R; r++) {
+          prefetch(row + r * N + c + next_row(N, N));
+          const __m512i v = c < full ? _mm512_loadu_si512(row + r * N + c) : _mm512_maskz_loadu_epi8(tm, row + r * N + c);
+          UNROLL for (int b = 0; b < 4; b++) {
+            const __m512i lo = b == 0 ? v : _mm512_srli_epi32(v, (unsigned)(8 * b));
+            const __m512i hi = _mm512_srli_epi32(v, (unsigned)(8 * b + 4));
+            a[b] = _mm512_add_ps(a[b], _mm512_permutexvar_ps(lo, tl[r]));
+            a[b] = _mm512_add_ps(a[b], _mm512_permutexvar_ps(hi, th[r]));
+          }
+        }
+        UNROLL for (int b = 0; b < 4; b++) { _mm512_storeu_ps(acc + 16 * b, a[b]); }
       }
     }
   }
@@ -944,6 +1029,9 @@ const qk_ops qk_ops_avx512 = {
     .nf4_nk_max_m = 16,
     .i8_kn_max_m = 16,
     .i8_nk_max_m = 16,
+    .fused_cap_m = INT64_MAX,
+    .nf4_bs_mod = 32,
+    .nf4_order = QK_ORDER_PAIRS,
     .nf4_kn = nf4_kn,
     .nf4_kn_m1 = nf4_kn_m1,
     .nf4_nk = nf4_nk,

@@ -18,6 +18,29 @@ int64_t qk_kn_tile_rows(int64_t m) { return m > 4 ? 128 : 32; }
 #define NK_ROWS 4
 #define NK_KB 1024
 
+/* prefetch_next asks for the bytes of the next tile (stored rows [sb, sb+ns), columns [c0, c0+pc))
+ * while this one is decoded and multiplied: the tiles walk dozens of rows in short segments, which
+ * the hardware prefetchers do not follow. */
+static void prefetch_next(const qk_prod *p, int64_t sb, int64_t ns, int64_t c0, int64_t pc) {
+  int64_t first, bytes, stride;
+  switch (p->fmt) {
+  case QK_FMT_F32:
+    first = c0 * 4, bytes = pc * 4, stride = p->n * 4;
+    break;
+  case QK_FMT_NF4:
+    first = c0 / 2, bytes = (pc + 1) / 2, stride = p->nf4.row_bytes;
+    break;
+  default: /* int8, 2-bit, 1-bit: a byte per column */
+    first = c0, bytes = pc, stride = p->n;
+  }
+  for (int64_t r = 0; r < ns; r++) {
+    const char *row = (const char *)(p->fmt == QK_FMT_NF4 ? p->nf4.packed : p->w) + (sb + r) * stride + first;
+    for (int64_t b = 0; b < bytes; b += 64) {
+      __builtin_prefetch(row + b);
+    }
+  }
+}
+
 void qk_kn_generic(const qk_ops *ops, const qk_prod *p, int64_t s0, int64_t s1, float *C, void *scratch) {
   const int64_t M = p->m, N = p->n;
   const int rps = p->rps;
@@ -38,6 +61,9 @@ void qk_kn_generic(const qk_ops *ops, const qk_prod *p, int64_t s0, int64_t s1, 
       const int64_t pc = QK_MIN(P, N - c0);
       const float *B = tile;
       int64_t ldb = P;
+      if (c0 + P < N) {
+        prefetch_next(p, sb, ns, c0 + P, QK_MIN(P, N - c0 - P));
+      }
       switch (p->fmt) {
       case QK_FMT_F32:
         if (P == N) {

@@ -147,15 +147,20 @@ typedef struct qk_ops {
   void (*tb_rows)(const uint8_t *packed, int64_t ldw, int bits, int64_t p0, int64_t np, int64_t c0, int64_t cnt,
                   float *out, int64_t ldo);
 
-  /* Chunk kernels for small m (m up to the *_max_m below; NF4 also needs a block size multiple
-   * of 32). */
+  /* Chunk kernels for small m: used up to the *_max_m below (the tuning knob may raise that up to
+   * fused_cap_m, the most they handle); NF4 also needs a block size multiple of nf4_bs_mod. */
   int nf4_kn_max_m, nf4_nk_max_m, i8_kn_max_m, i8_nk_max_m;
-  /* kn NF4: stored rows [s0, s1) into part (QK_ORDER_PAIRS). */
+  int64_t fused_cap_m;
+  int nf4_bs_mod;
+  /* The column order of nf4_kn's partial sums and of nf4_nk's activations: QK_ORDER_PAIRS or
+   * QK_ORDER_NATURAL. */
+  int nf4_order;
+  /* kn NF4: stored rows [s0, s1) into part (in nf4_order). */
   void (*nf4_kn)(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch);
   /* kn NF4 for m = 1 and block sizes dividing 128 (multiples of 8) or multiples of 128: stored
    * rows [s0, s1) into part (QK_ORDER_STRIDE8). */
   void (*nf4_kn_m1)(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch);
-  /* nk NF4: output columns [n0, n1), x in QK_ORDER_PAIRS (see qk_api.c). */
+  /* nk NF4: output columns [n0, n1), x in nf4_order (see qk_api.c). */
   void (*nf4_nk)(const qk_prod *p, int64_t n0, int64_t n1, void *scratch);
   /* nk NF4 for m = 1, block sizes as nf4_kn_m1: x in QK_ORDER_STRIDE8. */
   void (*nf4_nk_m1)(const qk_prod *p, int64_t n0, int64_t n1, void *scratch);

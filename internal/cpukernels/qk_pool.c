@@ -5,8 +5,8 @@
  * the generation, so a worker that wakes late (descheduled on a loaded machine) finds nothing of
  * a finished job to claim and never touches its context; the caller only waits for chunks that
  * were claimed. A caller that finds the pool busy (another thread's product in flight) runs its
- * chunks alone instead of waiting. Workers spin briefly after a job (back-to-back products skip
- * the futex wake-up), then block. */
+ * chunks alone instead of waiting. Idle workers block on a condition variable (optionally after
+ * spinning, QK_TUNE_SPIN_NS). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -88,8 +88,10 @@ static struct {
     .busy = ATOMIC_FLAG_INIT,
 };
 
-/* How long an idle worker spins before blocking, in nanoseconds (qk_tune). */
-static _Atomic int64_t spin_ns = 30000;
+/* How long an idle worker spins before blocking, in nanoseconds (qk_tune). Off by default: on a
+ * machine shared with other work, spinning took time from the threads that had work (back-to-back
+ * products of 1-bit weights ran slower with 30 or 200 us of spin than with none). */
+static _Atomic int64_t spin_ns = 0;
 
 static int64_t now_ns(void) {
   struct timespec t;
