@@ -54,7 +54,7 @@ func (a *BitArray) withCore(c core) packedArray { return &BitArray{c} }
 // reduced over.
 type core struct {
 	qarray.Base
-	layout    Layout
+	packing   Packing
 	scaleAxes []int
 }
 
@@ -63,7 +63,7 @@ const (
 	scaleIndex
 )
 
-func typeNameOf(l Layout) string {
+func typeNameOf(l Packing) string {
 	if l == OneBit {
 		return "onebit.BitArray"
 	}
@@ -72,16 +72,16 @@ func typeNameOf(l Layout) string {
 
 // newCore assembles the state of an array of the given logical shape: the packed bytes and, if
 // scaleAxes is not nil, the scale.
-func newCore(l Layout, shape shapes.Shape, packed implicitarray.Component, scale implicitarray.Component, scaleAxes []int) core {
+func newCore(l Packing, shape shapes.Shape, packed implicitarray.Component, scale implicitarray.Component, scaleAxes []int) core {
 	comps := []implicitarray.Component{packed}
 	if scaleAxes != nil {
 		comps = append(comps, scale)
 	}
-	return core{Base: qarray.New(typeNameOf(l), shape, comps...), layout: l, scaleAxes: slices.Clone(scaleAxes)}
+	return core{Base: qarray.New(typeNameOf(l), shape, comps...), packing: l, scaleAxes: slices.Clone(scaleAxes)}
 }
 
 // Packing is TwoBit for Array and OneBit for BitArray.
-func (c *core) Packing() Layout { return c.layout }
+func (c *core) Packing() Packing { return c.packing }
 
 // Packed returns the packed uint8 component: dimensions of the logical shape with the first
 // divided by Packing().ValuesPerByte().
@@ -105,12 +105,12 @@ func (c *core) IsScaled() bool { return c.scaleAxes != nil }
 
 // Metadata describes the static fields canonically.
 func (c *core) Metadata() string {
-	return qarray.Metadata(&c.Base, fmt.Sprintf("packing=%s scaleAxes=%v", c.layout, c.scaleAxes))
+	return qarray.Metadata(&c.Base, fmt.Sprintf("packing=%s scaleAxes=%v", c.packing, c.scaleAxes))
 }
 
 // withComponents checks and installs components.
 func (c core) withComponents(comps []implicitarray.Component) core {
-	want := []shapes.Shape{shapes.Make(dtypes.Uint8, c.layout.packedDims(c.Shape().Dimensions)...)}
+	want := []shapes.Shape{shapes.Make(dtypes.Uint8, c.packing.packedDims(c.Shape().Dimensions)...)}
 	if s, ok := c.Scale(); ok {
 		want = append(want, s.Shape())
 	}
@@ -132,7 +132,7 @@ func (a *BitArray) WithComponents(comps []implicitarray.Component) implicitarray
 // Layout returns the graph-side view of the components that package lowering reads. It panics
 // if the components are host tensors.
 func (c *core) Layout() lowering.Layout {
-	w := lowering.Signs{Packed: qarray.Node(&c.Base, packedIndex), Bits: c.layout.bitsPerValue()}
+	w := lowering.Signs{Packed: qarray.Node(&c.Base, packedIndex), Bits: c.packing.bitsPerValue()}
 	if s, ok := c.Scale(); ok {
 		w.Scale = s.Node()
 	}
@@ -148,23 +148,23 @@ func (c *core) Materialize() implicitarray.Value { return c.Layout().Dequantize(
 // Quantize, or returned by implicitarray.Exec).
 func (c *core) Values() (*tensors.Tensor, error) {
 	if c.IsDeleted() {
-		return nil, errors.Wrapf(implicitarray.ErrDeleted, "%s.Values", typeNameOf(c.layout))
+		return nil, errors.Wrapf(implicitarray.ErrDeleted, "%s.Values", typeNameOf(c.packing))
 	}
 	packed := c.Packed()
 	if !packed.IsTensor() {
-		return nil, errors.Errorf("%s.Values: the packed component is a %s; accepted: a host tensor", typeNameOf(c.layout), packed)
+		return nil, errors.Errorf("%s.Values: the packed component is a %s; accepted: a host tensor", typeNameOf(c.packing), packed)
 	}
 	bytes, err := tensors.CopyFlatData[uint8](packed.Tensor())
 	if err != nil {
-		return nil, errors.WithMessagef(err, "%s.Values", typeNameOf(c.layout))
+		return nil, errors.WithMessagef(err, "%s.Values", typeNameOf(c.packing))
 	}
 	dims := c.Shape().Dimensions
-	return tensors.FromFlatDataAndDimensions(c.layout.unpackValues(bytes, dims), dims...), nil
+	return tensors.FromFlatDataAndDimensions(c.packing.unpackValues(bytes, dims), dims...), nil
 }
 
 // withDType returns a copy materializing to dtype.
 func (c core) withDType(dtype dtypes.DType) (core, error) {
-	if err := checkDType(typeNameOf(c.layout)+".WithDType", dtype, c.scaleAxes != nil); err != nil {
+	if err := checkDType(typeNameOf(c.packing)+".WithDType", dtype, c.scaleAxes != nil); err != nil {
 		return c, err
 	}
 	c.Base = qarray.WithDType(c.Base, dtype)
@@ -207,9 +207,9 @@ func (a *BitArray) WithSharding(s sharding.Sharding) *BitArray {
 // first axis needs (d0/4) % shards == 0 and holds quarter-strided rows, see ShardRows), the scale
 // too except on its size-1 axes, which are replicated (sharding.ScaleSpec).
 func (c *core) ComponentSpecs(m *sharding.Mesh, logical sharding.PartitionSpec) ([]sharding.PartitionSpec, error) {
-	packed, err := sharding.PackedRowsSpec(m, logical, c.Shape(), c.layout.ValuesPerByte())
+	packed, err := sharding.PackedRowsSpec(m, logical, c.Shape(), c.packing.ValuesPerByte())
 	if err != nil {
-		return nil, errors.WithMessagef(err, "%s.ComponentSpecs", typeNameOf(c.layout))
+		return nil, errors.WithMessagef(err, "%s.ComponentSpecs", typeNameOf(c.packing))
 	}
 	s, ok := c.Scale()
 	if !ok {
@@ -217,7 +217,7 @@ func (c *core) ComponentSpecs(m *sharding.Mesh, logical sharding.PartitionSpec) 
 	}
 	scale, err := sharding.ScaleSpec(m, logical, c.Shape(), s.Shape())
 	if err != nil {
-		return nil, errors.WithMessagef(err, "%s.ComponentSpecs", typeNameOf(c.layout))
+		return nil, errors.WithMessagef(err, "%s.ComponentSpecs", typeNameOf(c.packing))
 	}
 	return []sharding.PartitionSpec{packed, scale}, nil
 }
@@ -255,7 +255,7 @@ func ShardRows(d0, perByte, n, s int) ([]int, error) {
 
 // String describes the array, e.g. "onebit.Array(Int8)[8 4] 2bit".
 func (c *core) String() string {
-	details := c.layout.String()
+	details := c.packing.String()
 	if c.scaleAxes != nil {
 		details += fmt.Sprintf(" scale over %v", c.scaleAxes)
 	}
@@ -263,7 +263,7 @@ func (c *core) String() string {
 }
 
 // with returns c's packing and scale axes on base b.
-func (c *core) with(b qarray.Base) core { return core{b, c.layout, c.scaleAxes} }
+func (c *core) with(b qarray.Base) core { return core{b, c.packing, c.scaleAxes} }
 
 // withParts returns a copy with new graph components, logical dimensions, scale axes and placement.
 func (c *core) withParts(packed, scale *graph.Node, dims []int, scaleAxes []int, p sharding.Placement) core {
@@ -272,5 +272,5 @@ func (c *core) withParts(packed, scale *graph.Node, dims []int, scaleAxes []int,
 		comps = append(comps, implicitarray.NodeComponent(scale))
 	}
 	b := qarray.WithComponents(c.Base, dims, comps...)
-	return core{qarray.WithPlacement(b, p), c.layout, scaleAxes}
+	return core{qarray.WithPlacement(b, p), c.packing, scaleAxes}
 }

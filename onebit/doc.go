@@ -31,7 +31,7 @@
 // while implicitarray.MatMul multiplies the array with float activations directly. Pack
 // materializes in the input's dtype.
 //
-// # Layouts
+// # Packings
 //
 // TwoBit (Array): value v is stored as the code c = v+1 (-1 → 0, 0 → 1, +1 → 2) in 2 bits, 4
 // codes a byte along the FIRST axis, quarter-strided. With R = d0 rows and Q = R/4, the packed

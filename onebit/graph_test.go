@@ -22,7 +22,7 @@ import (
 )
 
 // packed builds an Array (TwoBit) or a BitArray (OneBit) from values.
-func packed(t *testing.T, l onebit.Layout, values []int8, dims []int, opts ...onebit.Option) implicitarray.Array {
+func packed(t *testing.T, l onebit.Packing, values []int8, dims []int, opts ...onebit.Option) implicitarray.Array {
 	t.Helper()
 	tensor := tensors.FromFlatDataAndDimensions(values, dims...)
 	if l == onebit.OneBit {
@@ -51,7 +51,7 @@ func smallInts(r *rand.Rand, n int) []float32 {
 func TestMaterialize(t *testing.T) {
 	backend := testutil.Backend(t)
 	r := rand.New(rand.NewSource(3))
-	for _, l := range []onebit.Layout{onebit.TwoBit, onebit.OneBit} {
+	for _, l := range []onebit.Packing{onebit.TwoBit, onebit.OneBit} {
 		for _, dtype := range []dtypes.DType{dtypes.Float32, dtypes.Int8, dtypes.BFloat16, dtypes.Float64, dtypes.Int32} {
 			t.Run(fmt.Sprintf("%s/%s", l, dtype), func(t *testing.T) {
 				dims := []int{16, 3}
@@ -143,7 +143,7 @@ func runDot(t *testing.T, c dotCase, x *tensors.Tensor, w implicitarray.Array, r
 
 func TestDotGeneralExact(t *testing.T) {
 	r := rand.New(rand.NewSource(11))
-	for _, l := range []onebit.Layout{onebit.TwoBit, onebit.OneBit} {
+	for _, l := range []onebit.Packing{onebit.TwoBit, onebit.OneBit} {
 		for _, c := range dotCases {
 			if l == onebit.OneBit && c.wDims[0]%8 != 0 {
 				continue
@@ -188,7 +188,7 @@ func TestDotGeneralFusedSliced(t *testing.T) {
 	}
 	t.Setenv("XLA_FLAGS", lowering.LibraryFusionFlag)
 	r := rand.New(rand.NewSource(12))
-	for _, l := range []onebit.Layout{onebit.TwoBit, onebit.OneBit} {
+	for _, l := range []onebit.Packing{onebit.TwoBit, onebit.OneBit} {
 		for _, c := range dotCases {
 			if l == onebit.OneBit && c.wDims[0]%8 != 0 || !packedAxisContracted(c) {
 				continue
@@ -350,7 +350,7 @@ func TestHandlersAgainstDense(t *testing.T) {
 		Sharding() (sharding.Sharding, bool)
 	}
 	m := sharding.MustNewMesh([]string{"x", "y"}, []int{2, 2})
-	for _, l := range []onebit.Layout{onebit.TwoBit, onebit.OneBit} {
+	for _, l := range []onebit.Packing{onebit.TwoBit, onebit.OneBit} {
 		dims := []int{16, 2, 8}
 		v := randomValues(r, l, product(dims))
 		ref := tensors.FromFlatDataAndDimensions(toF32(v), dims...)

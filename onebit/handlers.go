@@ -63,13 +63,13 @@ func moved(c *implicitarray.Call, w *core, packed *graph.Node, dims []int, moveS
 // again: exact, since the values are ternary. If the new first dimension cannot be packed, the
 // result is dense (materialized, scale included).
 func repack(c *implicitarray.Call, w *core, moveScale func(*graph.Node) *graph.Node, placement sharding.Placement) implicitarray.Value {
-	raw := lowering.Signs{Packed: w.Packed().Node(), Bits: w.layout.bitsPerValue()}
+	raw := lowering.Signs{Packed: w.Packed().Node(), Bits: w.packing.bitsPerValue()}
 	values := c.Dense(raw.Dequantize(dtypes.Int8))
 	dims := values.Shape().Dimensions
-	if w.layout.checkPackable("", dims) != nil {
+	if w.packing.checkPackable("", dims) != nil {
 		return c.MaterializeAndApply()
 	}
-	return moved(c, w, packValues(w.layout, values), dims, moveScale, placement)
+	return moved(c, w, packValues(w.packing, values), dims, moveScale, placement)
 }
 
 // transpose keeps the bytes packed when the first axis stays first (a transpose of the packed
@@ -106,7 +106,7 @@ func reshape(c *implicitarray.Call) implicitarray.Value {
 	if dims[0] != w.Shape().Dimensions[0] {
 		return repack(c, w, scale, placement)
 	}
-	return moved(c, w, graph.Reshape(w.Packed().Node(), w.layout.packedDims(dims)...), dims, scale, placement)
+	return moved(c, w, graph.Reshape(w.Packed().Node(), w.packing.packedDims(dims)...), dims, scale, placement)
 }
 
 // broadcastInDim keeps the bytes packed when the first axis maps to the first output axis with
@@ -130,7 +130,7 @@ func broadcastInDim(c *implicitarray.Call) implicitarray.Value {
 		return repack(c, w, scale, placement)
 	}
 	// Insert the new axes as 1s, then broadcast the 1s.
-	packedDims := w.layout.packedDims(w.Shape().Dimensions)
+	packedDims := w.packing.packedDims(w.Shape().Dimensions)
 	expanded := make([]int, len(p.Dimensions))
 	for i := range expanded {
 		expanded[i] = 1
@@ -138,6 +138,6 @@ func broadcastInDim(c *implicitarray.Call) implicitarray.Value {
 	for i, a := range p.BroadcastAxes {
 		expanded[a] = packedDims[i]
 	}
-	packed := graph.BroadcastToDims(graph.Reshape(w.Packed().Node(), expanded...), w.layout.packedDims(p.Dimensions)...)
+	packed := graph.BroadcastToDims(graph.Reshape(w.Packed().Node(), expanded...), w.packing.packedDims(p.Dimensions)...)
 	return moved(c, w, packed, p.Dimensions, scale, placement)
 }

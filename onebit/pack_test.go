@@ -13,7 +13,7 @@ import (
 )
 
 // randomValues returns n values valid for the layout, from a seeded source.
-func randomValues(r *rand.Rand, l onebit.Layout, n int) []int8 {
+func randomValues(r *rand.Rand, l onebit.Packing, n int) []int8 {
 	v := make([]int8, n)
 	for i := range v {
 		if l == onebit.OneBit {
@@ -30,7 +30,7 @@ func TestPackBytes(t *testing.T) {
 	// the 4x4 case was also produced by eformer 0.0.101 itself.
 	cases := []struct {
 		name   string
-		layout onebit.Layout
+		layout onebit.Packing
 		values []int8
 		dims   []int
 		want   []uint8
@@ -75,7 +75,7 @@ func TestPackBytes(t *testing.T) {
 
 func TestPackRoundTripProperty(t *testing.T) {
 	r := rand.New(rand.NewSource(7))
-	for _, l := range []onebit.Layout{onebit.TwoBit, onebit.OneBit} {
+	for _, l := range []onebit.Packing{onebit.TwoBit, onebit.OneBit} {
 		for _, dims := range [][]int{{8}, {16, 3}, {8, 2, 5}, {32, 1}, {24, 7}} {
 			values := randomValues(r, l, product(dims))
 			packed, err := onebit.PackValues(l, values, dims...)

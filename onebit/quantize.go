@@ -146,7 +146,7 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-func quantize(what string, l Layout, r rule, t *tensors.Tensor, opts []Option) (core, error) {
+func quantize(what string, l Packing, r rule, t *tensors.Tensor, opts []Option) (core, error) {
 	var cfg config
 	for _, opt := range opts {
 		opt(&cfg)
@@ -188,7 +188,7 @@ func quantize(what string, l Layout, r rule, t *tensors.Tensor, opts []Option) (
 	if err := checkDType(what, dtype, scaled); err != nil {
 		return core{}, err
 	}
-	job := &quantizeJob{what: what, layout: l, rule: r, bitNet: cfg.bitNet, dims: dims, dtype: t.DType(),
+	job := &quantizeJob{what: what, packing: l, rule: r, bitNet: cfg.bitNet, dims: dims, dtype: t.DType(),
 		scaled: scaled, scaleAxes: scaleAxes}
 	packed := tensors.FromShape(shapes.Make(dtypes.Uint8, l.packedDims(dims)...))
 	var err, writeErr error
@@ -224,7 +224,7 @@ func quantize(what string, l Layout, r rule, t *tensors.Tensor, opts []Option) (
 // quantizeJob is one host quantization: its parameters, and the packed bytes it writes.
 type quantizeJob struct {
 	what      string
-	layout    Layout
+	packing   Packing
 	rule      rule
 	bitNet    bool
 	dims      []int
@@ -283,8 +283,8 @@ func run[E any](flat []E, toF64 func(E) float64, job *quantizeJob) error {
 		v := toF64(e)
 		switch {
 		case job.rule == rulePack:
-			if !job.layout.valid(v) {
-				return badValueError(job.what, job.layout, v, i, job.dims)
+			if !job.packing.valid(v) {
+				return badValueError(job.what, job.packing, v, i, job.dims)
 			}
 		case math.IsNaN(v) || math.IsInf(v, 0):
 			return errors.Errorf("%s: %v at index %v of shape %v; accepted: finite values", job.what, v, unflatten(i, job.dims), job.dims)
@@ -326,15 +326,15 @@ func run[E any](flat []E, toF64 func(E) float64, job *quantizeJob) error {
 		}
 	}
 	// Byte k of the packed array holds the values at flat indices g·stride + k, one per group g.
-	groups := job.layout.ValuesPerByte()
+	groups := job.packing.ValuesPerByte()
 	stride := len(flat) / groups
-	bits := job.layout.bitsPerValue()
+	bits := job.packing.bitsPerValue()
 	parallel(len(job.packed), func(from, to int) {
 		for k := from; k < to; k++ {
 			var b uint8
 			for g := range groups {
 				i := g*stride + k
-				b |= job.layout.code(value(i, load(flat[i]))) << (bits * g)
+				b |= job.packing.code(value(i, load(flat[i]))) << (bits * g)
 			}
 			job.packed[k] = b
 		}

@@ -172,9 +172,9 @@ func ternaryThresholdNode(xv *graph.Node, dtype dtypes.DType) *graph.Node {
 	return round(graph.Mul(std, graph.Scalar(g, dtypes.Float32, 0.5)))
 }
 
-// packValues packs an int8 node of values (valid for the layout) into the layout's bytes. The
+// packValues packs an int8 node of values (valid for the packing) into the packing's bytes. The
 // first dimension must be a multiple of ValuesPerByte (callers check).
-func packValues(l Layout, values *graph.Node) *graph.Node {
+func packValues(l Packing, values *graph.Node) *graph.Node {
 	g := values.Graph()
 	dims := values.Shape().Dimensions
 	groups := l.ValuesPerByte()
