@@ -14,10 +14,11 @@
 //   - Axes are the product's dimension numbers seen from the weight (graph.DotGeneral's, plus
 //     the side the weight is on).
 //   - A Strategy names a formulation: Materialize, DecodeDot, MulReduce, SlicedSum,
-//     ProductTable, or Auto.
+//     ProductTable, Kernel (quanta's CPU kernel as an XLA custom call), or Auto.
 //   - A Platform says what the backend is (PlatformOf): pure Go, XLA CPU with or without its
-//     library fusions, XLA on an accelerator. It is derived from the backend a graph is built
-//     for, never from process-wide state set at import.
+//     library fusions, XLA on an accelerator, and whether quanta's kernels are registered with
+//     it (the Kernels bit). It is derived from the backend a graph is built for, never from
+//     process-wide state set at import.
 //   - Choose is the one policy table (see its documentation); Supports says whether a strategy
 //     serves a product; DotGeneral builds it.
 //
@@ -33,17 +34,20 @@
 // serves. Every built product is counted per layout and strategy (Built), so tests can prove
 // which formulation a graph holds.
 //
-// The formulations that make quantized products faster than dense ones on XLA CPU depend on
-// XLA's fusion decisions; which one wins for which shapes and platforms was measured, and the
-// figures are in docs/performance.md.
+// With kernels registered, Auto gives a rank-2 product of few activation rows to the kernel: up
+// to 32 rows for NF4, 64 for int8, 128 for 2-bit and 256 for 1-bit weights, where the kernel
+// beat XLA's dense product on the benchmark shapes. Without kernels, the dense-op formulations
+// that make quantized products faster than dense ones on XLA CPU depend on XLA's fusion
+// decisions; which one wins for which shapes and platforms was measured, and the figures are in
+// docs/performance.md.
 //
 // # Numerics
 //
 // Products accumulate in float32 (float64 when the activations or the scales are float64) and
 // return the activations' dtype. An unscaled Signs weight also multiplies integer activations,
-// accumulating in float64: exact while the sums stay below 2^53. Scales that are constant along the contracting axes multiply the
-// output and those constant along the free axes multiply the activations, so the weight is
-// decoded without them; other scales multiply the decoded weight.
+// accumulating in float64: exact while the sums stay below 2^53. Scales that are constant along
+// the contracting axes multiply the output and those constant along the free axes multiply the
+// activations, so the weight is decoded without them; other scales multiply the decoded weight.
 //
 // # Errors
 //

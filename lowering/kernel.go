@@ -28,9 +28,17 @@ const (
 	scaleN      = 3
 )
 
-// kernelMaxRows is the largest number of activation rows for which Auto calls a kernel: beyond
-// it decoding the weight once and multiplying densely is as fast (docs/performance.md).
-const kernelMaxRows = 64
+// kernelMaxRows is, per custom call, the largest number of activation rows for which Auto calls
+// the kernel: beyond it XLA's dense product of the decoded weight is as fast. The fewer bits a
+// weight has, the more rows its kernel amortizes them over (docs/performance.md has the sweep).
+var kernelMaxRows = map[string]int{
+	"quanta_nf4_kn":    32,
+	"quanta_nf4_nk":    32,
+	"quanta_int8_kn":   64,
+	"quanta_int8_nk":   64,
+	"quanta_twobit_kn": 128,
+	"quanta_onebit_kn": 256,
+}
 
 // kernelCall is the custom call of the kernel serving a product.
 type kernelCall struct {

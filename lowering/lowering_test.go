@@ -334,6 +334,7 @@ func TestChoose(t *testing.T) {
 	flat := lowering.FlatBlockwise4{Packed: param("pf", dtypes.Uint8, 24, 4), Scales: param("sf", dtypes.Float32, 24), Dims: []int{16, 12}}
 	int8Rows := lowering.Int8{Codes: param("c", dtypes.Int8, 16, 12), Scale: param("sr", dtypes.Float32, 16, 1)}
 	signs := lowering.Signs{Packed: param("b", dtypes.Uint8, 4, 12), Bits: 2}
+	signs1 := lowering.Signs{Packed: param("b1", dtypes.Uint8, 2, 12), Bits: 1}
 	xW := lowering.Axes{XContracting: []int{1}, WContracting: []int{0}}
 	xWt := lowering.Axes{XContracting: []int{1}, WContracting: []int{1}}
 	rows := func(m, k int) shapes.Shape { return shapes.Make(dtypes.Float32, m, k) }
@@ -365,10 +366,16 @@ func TestChoose(t *testing.T) {
 		{"signs x@Wt", lowering.XLACPUFusedLoops, signs, rows(1, 12), xWt, lowering.DecodeDot},
 		{"signs integer x", lowering.XLACPUFusedLoops, signs, shapes.Make(dtypes.Int32, 1, 16), xW, lowering.DecodeDot},
 		{"nf4 x@W m=1 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, blockwise, rows(1, 16), xW, lowering.Kernel},
-		{"nf4 x@Wt m=64 kernels", lowering.XLACPU | lowering.Kernels, blockwise, rows(64, 12), xWt, lowering.Kernel},
-		{"nf4 x@W m=65 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, blockwise, rows(65, 16), xW, lowering.DecodeDot},
-		{"int8 x@Wt m=8 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, int8Rows, rows(8, 12), xWt, lowering.Kernel},
-		{"signs x@W kernels", lowering.XLACPUFusedLoops | lowering.Kernels, signs, rows(16, 16), xW, lowering.Kernel},
+		{"nf4 x@Wt m=32 kernels", lowering.XLACPU | lowering.Kernels, blockwise, rows(32, 12), xWt, lowering.Kernel},
+		{"nf4 x@W m=33 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, blockwise, rows(33, 16), xW, lowering.DecodeDot},
+		{"nf4-dq x@W m=32 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, blockwiseDQ, rows(32, 16), xW, lowering.Kernel},
+		{"nf4-flat x@W m=1 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, flat, rows(1, 16), xW, lowering.DecodeDot},
+		{"int8 x@Wt m=64 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, int8Rows, rows(64, 12), xWt, lowering.Kernel},
+		{"int8 x@Wt m=65 kernels", lowering.XLACPU | lowering.Kernels, int8Rows, rows(65, 12), xWt, lowering.DecodeDot},
+		{"signs x@W m=128 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, signs, rows(128, 16), xW, lowering.Kernel},
+		{"signs x@W m=129 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, signs, rows(129, 16), xW, lowering.DecodeDot},
+		{"1-bit signs x@W m=256 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, signs1, rows(256, 16), xW, lowering.Kernel},
+		{"1-bit signs x@W m=257 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, signs1, rows(257, 16), xW, lowering.DecodeDot},
 		{"signs x@Wt kernels", lowering.XLACPUFusedLoops | lowering.Kernels, signs, rows(1, 12), xWt, lowering.DecodeDot},
 		{"signs integer x kernels", lowering.XLACPUFusedLoops | lowering.Kernels, signs, shapes.Make(dtypes.Int32, 1, 16), xW, lowering.DecodeDot},
 	} {

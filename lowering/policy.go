@@ -38,7 +38,7 @@ func Choose(platform Platform, w Layout, x shapes.Shape, axes Axes) Strategy {
 
 func choose(p *product, w Layout) Strategy {
 	rows := p.rows()
-	if _, ok := kernelFor(p, w); ok && rows <= kernelMaxRows {
+	if c, ok := kernelFor(p, w); ok && rows <= kernelMaxRows[c.target] {
 		return Kernel
 	}
 	fusedLoops := p.platform.base() == XLACPUFusedLoops

@@ -56,8 +56,10 @@
 //
 // # Kernels
 //
-// quanta's CPU kernels are typed XLA FFI handlers (package internal/xlaffi). Kernel packages add
-// them with RegisterKernels from init(); the runtime registers the table with the XLA CPU plugin
-// the first time kernels are asked for (Kernels, HasKernel, ProbeKernels), after the backend
-// started, and `quanta doctor` reports what was registered or why not.
+// quanta's CPU kernels (internal/cpukernels) are typed XLA FFI handlers. When the runtime starts
+// an XLA CPU backend it registers them with the plugin and, where GoMLX graphs can emit custom
+// calls, tells package lowering, whose Kernel strategy (and Auto, for products of few rows) then
+// calls them. Kernels and HasKernel say what was registered, ProbeKernels runs each kernel once
+// through XLA, and `quanta doctor` prints both. A backend started elsewhere has no kernels: its
+// products use the dense-op strategies.
 package runtime
