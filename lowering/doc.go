@@ -35,7 +35,7 @@
 // which formulation a graph holds.
 //
 // With kernels registered, Auto gives a rank-2 product of few activation rows to the kernel: up
-// to 32 rows for NF4, 64 for int8, 128 for 2-bit and 256 for 1-bit weights, where the kernel
+// to 64 rows for NF4, 128 for int8 and 256 for 2-bit and 1-bit weights, where the kernel
 // beat XLA's dense product on the benchmark shapes. Without kernels, the dense-op formulations
 // that make quantized products faster than dense ones on XLA CPU depend on XLA's fusion
 // decisions; which one wins for which shapes and platforms was measured, and the figures are in

@@ -32,11 +32,11 @@ const (
 // the kernel: beyond it XLA's dense product of the decoded weight is as fast. The fewer bits a
 // weight has, the more rows its kernel amortizes them over (docs/performance.md has the sweep).
 var kernelMaxRows = map[string]int{
-	"quanta_nf4_kn":    32,
-	"quanta_nf4_nk":    32,
-	"quanta_int8_kn":   64,
-	"quanta_int8_nk":   64,
-	"quanta_twobit_kn": 128,
+	"quanta_nf4_kn":    64,
+	"quanta_nf4_nk":    64,
+	"quanta_int8_kn":   128,
+	"quanta_int8_nk":   128,
+	"quanta_twobit_kn": 256,
 	"quanta_onebit_kn": 256,
 }
 
