@@ -85,6 +85,7 @@ type loaded struct {
 	quantizer *models.Quantizer
 	seconds   float64
 	loadRSS   string // resident memory right after loading, before any graph ran
+	loadPeak  string // peak resident memory until then
 }
 
 func load() (*loaded, error) {
@@ -117,7 +118,7 @@ func load() (*loaded, error) {
 	}
 	model.Projection = q.Projection
 	return &loaded{backend: backend, tok: tok, ctx: ctx, model: model, quantizer: q, seconds: time.Since(start).Seconds(),
-		loadRSS: procMemory("VmRSS")}, nil
+		loadRSS: procMemory("VmRSS"), loadPeak: procMemory("VmHWM")}, nil
 }
 
 // weights describes the bytes of the weights: all of them, and the projections'.
@@ -162,8 +163,8 @@ func generate() error {
 	if n := len(stamps); n > 2 {
 		rate = fmt.Sprintf("%.1f", float64(n-2)/(stamps[n-1]-stamps[1]).Seconds())
 	}
-	fmt.Fprintf(os.Stderr, "[%s, %s] %s, load %.2fs, prompt %d tokens, first token after %.2fs (compilation included), %d tokens, decoding %s tokens/s (compilation excluded), RSS after loading %s, peak RSS %s\n",
-		l.backend.Name(), *flagFormat, l.weights(), l.seconds, len(ids), stamps[0].Seconds(), len(out), rate, l.loadRSS, procMemory("VmHWM"))
+	fmt.Fprintf(os.Stderr, "[%s, %s] %s, load %.2fs, prompt %d tokens, first token after %.2fs (compilation included), %d tokens, decoding %s tokens/s (compilation excluded), RSS after loading %s (peak while loading %s), peak RSS %s\n",
+		l.backend.Name(), *flagFormat, l.weights(), l.seconds, len(ids), stamps[0].Seconds(), len(out), rate, l.loadRSS, l.loadPeak, procMemory("VmHWM"))
 	return nil
 }
 
@@ -183,6 +184,7 @@ type BenchResult struct {
 	Reps            int     `json:"reps"`
 	LoadSeconds     float64 `json:"load_seconds"`
 	LoadRSS         string  `json:"rss_after_load"`
+	LoadPeak        string  `json:"peak_rss_load"`
 	PeakRSS         string  `json:"peak_rss"`
 	DecodeCacheSize int     `json:"decode_cache"`
 }
@@ -206,7 +208,7 @@ func bench() error {
 	prompt = prompt[:*flagBenchPrompt]
 	first := l.tok.Encode("The", tokenizer.EncodeOptions{})
 	res := BenchResult{Engine: "quanta", Type: *flagFormat, Backend: l.backend.Name(), WeightBytes: int64(l.ctx.Memory()),
-		PromptTokens: len(prompt), DecodeTokens: *flagBenchDecode, Reps: *flagReps, LoadSeconds: l.seconds, LoadRSS: l.loadRSS}
+		PromptTokens: len(prompt), DecodeTokens: *flagBenchDecode, Reps: *flagReps, LoadSeconds: l.seconds, LoadRSS: l.loadRSS, LoadPeak: l.loadPeak}
 
 	// Prompt: one Step over the whole prompt from an empty cache, until the first token is chosen.
 	promptGen, err := llama.NewGenerator(l.backend, l.ctx, l.model, len(prompt)+1)
@@ -303,7 +305,7 @@ func speedTable(files []string) error {
 	if len(files) == 0 {
 		return errors.New("-speed-table needs the JSON-lines files as arguments")
 	}
-	fmt.Println("| engine | weights | file/weight MB | prompt tok/s (median, best) | decode tok/s (median, best) | RSS after load, peak |")
+	fmt.Println("| engine | weights | file/weight MB | prompt tok/s (median, best) | decode tok/s (median, best) | RSS after load (peak while loading), peak |")
 	fmt.Println("|---|---|---|---|---|---|")
 	for _, name := range files {
 		f, err := os.Open(name)
@@ -328,7 +330,7 @@ func speedTable(files []string) error {
 				f.Close()
 				return errors.Wrapf(err, "%s", name)
 			}
-			engine, bytes, rss := r.Engine, r.WeightBytes, r.LoadRSS+", "+r.PeakRSS
+			engine, bytes, rss := r.Engine, r.WeightBytes, r.LoadRSS+" ("+r.LoadPeak+"), "+r.PeakRSS
 			if engine == "" {
 				engine, bytes, rss = fmt.Sprintf("llama.cpp (%d threads)", r.Threads), r.FileBytes, "—"
 			} else {
