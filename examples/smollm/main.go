@@ -260,7 +260,8 @@ func bench() error {
 	}
 	res.PromptMedian, res.PromptBest = rates(float64(len(prompt)), promptTimes)
 	res.DecodeMedian, res.DecodeBest = rates(float64(*flagBenchDecode), decodeTimes)
-	res.DecodeText = l.tok.Decode(text[1:])
+	// The first -bench-decode tokens chosen, as llamacpp_speed.py prints them.
+	res.DecodeText = l.tok.Decode(text[:*flagBenchDecode])
 	res.PeakRSS = procMemory("VmHWM")
 	line, err := json.Marshal(res)
 	if err != nil {
