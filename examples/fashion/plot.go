@@ -28,7 +28,8 @@ func (r *results) plot(path string) error {
 	p.Title.Text = "Fashion-MNIST test accuracy: float training, then QAT from the float weights"
 	p.X.Label.Text = "epoch"
 	p.Y.Label.Text = "test accuracy"
-	// From just below the lowest accuracy (in steps of 0.05) to 1.
+	// From just below the lowest accuracy (in steps of 0.05, and at most 0.4, leaving the lower
+	// left corner to the legend) to 1.
 	lowest := 1.0
 	for _, pt := range r.FloatCurve {
 		lowest = min(lowest, pt.Accuracy)
@@ -38,8 +39,9 @@ func (r *results) plot(path string) error {
 			lowest = min(lowest, pt.Accuracy)
 		}
 	}
-	p.Y.Min, p.Y.Max = max(0, math.Floor(lowest*20)/20-0.05), 1
-	p.Legend.Top, p.Legend.Left = false, false
+	p.Y.Min, p.Y.Max = max(0, min(math.Floor(lowest*20)/20-0.05, 0.4)), 1
+	p.Legend.Top, p.Legend.Left = false, true
+	p.Legend.XOffs = vg.Points(10)
 	p.Add(plotter.NewGrid())
 	add := func(i int, name string, points []point) error {
 		xys := make(plotter.XYs, len(points))
