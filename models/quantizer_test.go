@@ -129,9 +129,14 @@ func TestQuantizerRules(t *testing.T) {
 		{"/layer_1/ffn_up", "int8"},
 		{"/layer_1/attn_q", "nf4"},
 	} {
-		vars, err := q.Kernel(tc.scope, kernel())
+		k := kernel()
+		vars, err := q.Kernel(tc.scope, k)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// A quantized kernel lets the float one go at once: a model never holds both.
+		if quantized := tc.want != "float"; k.Ok() == quantized {
+			t.Errorf("%s: float kernel still valid after Kernel: %v", tc.scope, k.Ok())
 		}
 		got := "float"
 		if len(vars) == 2 && vars[0].Value.DType() == dtypes.Int8 {
