@@ -67,6 +67,25 @@ conformance-random: setup ## N (5000) seeded random inputs through eformer and q
 bench-peer: setup ## eformer (JAX CPU) vs quanta (XLA CPU) on the same shapes: a table of ratios
 	$(GO) run ./conformance/peer
 
+# SmolLM2 speed beside llama.cpp, in one sitting: examples/smollm -bench once per format (one
+# process each, so each line's peak RSS is its own), then reference/run.sh speed (llama-cpp-python
+# in the reference harness's virtualenv), then one table. Run it on a quiet machine. A smoke run:
+#   make bench-llamacpp SPEED_FLAGS='-reps 1 -bench-prompt 16 -bench-decode 8' LLAMACPP_FLAGS='--quick --types F32,Q4_1'
+SPEED_FORMATS ?= f32 nf4 nf4-out int8
+SPEED_FLAGS ?=
+LLAMACPP_FLAGS ?= --types F32,Q8_0,Q4_0,Q4_1 --threads 2
+REFERENCE_RUN ?= reference/run.sh
+SPEED_OUT ?= $(or $(TMPDIR),/tmp)/quanta-smollm-speed
+
+.PHONY: bench-llamacpp
+
+bench-llamacpp: setup ## SmolLM2 prompt and decode tokens/s: quanta per format (f32, nf4, int8) beside llama.cpp, one table
+	@test -x $(REFERENCE_RUN) || { echo "bench-llamacpp: $(REFERENCE_RUN) not found (the reference harness; set REFERENCE_RUN)" >&2; exit 2; }
+	rm -f $(SPEED_OUT).quanta.jsonl $(SPEED_OUT).llamacpp.jsonl
+	for f in $(SPEED_FORMATS); do $(GO) run ./examples/smollm -bench -format $$f $(SPEED_FLAGS) | tee -a $(SPEED_OUT).quanta.jsonl; done
+	$(REFERENCE_RUN) speed $(LLAMACPP_FLAGS) | tee $(SPEED_OUT).llamacpp.jsonl
+	$(GO) run ./examples/smollm -speed-table $(SPEED_OUT).quanta.jsonl $(SPEED_OUT).llamacpp.jsonl | tee $(SPEED_OUT).md
+
 .PHONY: accel-test accel-binaries
 
 accel-test: ## the accelerator suite (tpu_tests/) on the TPU or GPU found; it skips without one

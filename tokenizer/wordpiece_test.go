@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/refdata"
 	"github.com/quanta-ml/quanta/tokenizer"
 )
 
@@ -113,6 +114,38 @@ func TestMiniLMHF(t *testing.T) {
 			if got := w.Encode(s.Text); !reflect.DeepEqual(got, s.IDs) {
 				t.Errorf("%s: Encode(%.50q) = %v\nHF tokenizers: %v", name, s.Text, got, s.IDs)
 			}
+		}
+	}
+}
+
+// TestMiniLMReference compares with the reference harness's ids and tokens of its 32 MiniLM
+// sentences (reference/testdata/minilm/sentences.json: Hugging Face tokenizers, no padding).
+func TestMiniLMReference(t *testing.T) {
+	path := assets.Require(t, assets.MiniLMTokenizer)
+	var ref struct {
+		Sentences []struct {
+			Text   string   `json:"text"`
+			IDs    []int    `json:"ids"`
+			Tokens []string `json:"tokens"`
+		} `json:"sentences"`
+	}
+	if err := refdata.JSON(&ref, "minilm", "sentences.json"); err != nil {
+		t.Skip(err)
+	}
+	w, err := tokenizer.NewWordPieceFromJSON(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ref.Sentences) == 0 {
+		t.Fatal("sentences.json holds no sentence")
+	}
+	for _, s := range ref.Sentences {
+		if got := w.Encode(s.Text); !reflect.DeepEqual(got, s.IDs) {
+			t.Errorf("Encode(%.50q) = %v\nreference: %v", s.Text, got, s.IDs)
+		}
+		// Tokenize gives the word pieces; the reference's tokens include [CLS] and [SEP].
+		if got := append(append([]string{"[CLS]"}, w.Tokenize(s.Text)...), "[SEP]"); !reflect.DeepEqual(got, s.Tokens) {
+			t.Errorf("Tokenize(%.50q) = %q\nreference: %q", s.Text, got, s.Tokens)
 		}
 	}
 }

@@ -1,78 +1,151 @@
-// Command smollm generates text with SmolLM2-135M-Instruct in float32: a prompt in, the greedy
-// continuation out (streamed), and a line with the load time and tokens per second.
+// Command smollm generates text with SmolLM2-135M-Instruct: a prompt in, the greedy continuation
+// out (streamed), then one line with the format, the bytes of the weights, the load time, the
+// prompt and decoding speeds in tokens per second, and the peak memory.
 //
-//	make assets                  # fetches the GGUF file
+//	make assets                                         # fetches the GGUF file
 //	go run ./examples/smollm -prompt "What is the capital of France?"
+//	go run ./examples/smollm -format nf4 -prompt "What is the capital of France?"
 //
-// The linear layers are float32 here; quantized variants plug in through llama.Model.Projection
-// and llama.LoadOptions.Kernel.
+// -format names a rule set of models.Preset: f32 (default), nf4 (blocks of 64 along in,
+// bitsandbytes' layout), nf4-out (blocks along out), int8 (a scale per output channel), int8-in,
+// ternary, ternary-scaled, binary, binary-scaled. Every projection is quantized as the loader
+// decodes it (the float model is never whole in memory); the embeddings, which are also the
+// output head, and the norms stay float32.
+//
+// -bench measures instead what reference/llamacpp_speed.py measures for llama.cpp, and prints
+// one JSON line: prompt tokens/s (the first -bench-prompt GPL-3 tokens as one batch from an
+// empty cache) and decode tokens/s (-bench-decode greedy single-token steps after the prompt
+// "The"), each the median and best of -reps runs after an untimed warm-up (which compiles).
+// -speed-table FILE... prints one markdown table from such JSON lines, quanta's and llama.cpp's
+// (make bench-llamacpp runs both and prints it).
 package main
 
 import (
+	"bufio"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/llama"
 	"github.com/quanta-ml/quanta/runtime"
 	"github.com/quanta-ml/quanta/tokenizer"
 )
 
+var (
+	flagGGUF   = flag.String("gguf", assets.Path(assets.SmolLM2), "the SmolLM2 GGUF file")
+	flagFormat = flag.String("format", "f32", "the projections' format: "+strings.Join(models.PresetNames(), ", "))
+	flagPrompt = flag.String("prompt", "What is the capital of France?", "the user's message (or the raw text with -chat=false)")
+	flagChat   = flag.Bool("chat", true, "wrap the prompt in SmolLM2's chat template")
+	flagSystem = flag.String("system", "You are a helpful AI assistant named SmolLM, trained by Hugging Face", "the system message of the chat template")
+	flagMaxNew = flag.Int("max", 128, "the most tokens to generate")
+	flagMaxLen = flag.Int("maxlen", 1024, "the longest sequence (prompt and answer): the size of the key/value cache")
+
+	flagBench       = flag.Bool("bench", false, "measure prompt and decode tokens/s as reference/llamacpp_speed.py does; print one JSON line")
+	flagBenchText   = flag.String("bench-text", "/usr/share/common-licenses/GPL-3", "the text whose first tokens are the -bench prompt")
+	flagBenchPrompt = flag.Int("bench-prompt", 512, "-bench: the prompt's tokens")
+	flagBenchDecode = flag.Int("bench-decode", 128, "-bench: the decoding steps")
+	flagReps        = flag.Int("reps", 3, "-bench: timed repetitions (after one warm-up)")
+	flagSpeedTable  = flag.Bool("speed-table", false, "print a markdown table from the JSON lines of the files given as arguments (quanta's -bench and llamacpp_speed.py's)")
+)
+
 func main() {
-	path := flag.String("gguf", assets.Path(assets.SmolLM2), "the SmolLM2 GGUF file")
-	prompt := flag.String("prompt", "What is the capital of France?", "the user's message (or the raw text with -chat=false)")
-	chat := flag.Bool("chat", true, "wrap the prompt in SmolLM2's chat template")
-	system := flag.String("system", "You are a helpful AI assistant named SmolLM, trained by Hugging Face", "the system message of the chat template")
-	maxNew := flag.Int("max", 128, "the most tokens to generate")
-	maxLen := flag.Int("maxlen", 1024, "the longest sequence (prompt and answer): the size of the key/value cache")
 	flag.Parse()
-	if err := run(*path, *prompt, *system, *chat, *maxNew, *maxLen); err != nil {
+	var err error
+	switch {
+	case *flagSpeedTable:
+		err = speedTable(flag.Args())
+	case *flagBench:
+		err = bench()
+	default:
+		err = generate()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "smollm:", err)
 		os.Exit(1)
 	}
 }
 
-func run(path, prompt, system string, chat bool, maxNew, maxLen int) error {
+// loaded is the model of one format, ready to run.
+type loaded struct {
+	backend   backends.Backend
+	tok       *tokenizer.BPE
+	ctx       *context.Context
+	model     *llama.Model
+	quantizer *models.Quantizer
+	seconds   float64
+	loadRSS   string // resident memory right after loading, before any graph ran
+	loadPeak  string // peak resident memory until then
+}
+
+func load() (*loaded, error) {
+	rules, err := models.Preset(*flagFormat)
+	if err != nil {
+		return nil, err
+	}
+	q, err := models.NewQuantizer(rules)
+	if err != nil {
+		return nil, err
+	}
 	backend, err := runtime.Backend()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	start := time.Now()
-	f, err := gguf.Open(path)
+	f, err := gguf.Open(*flagGGUF)
 	if err != nil {
-		return fmt.Errorf("%w (run make assets to fetch the model)", err)
+		return nil, fmt.Errorf("%w (run make assets to fetch the model)", err)
 	}
 	defer f.Close()
 	tok, err := tokenizer.NewBPEFromGGUF(f)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ctx := context.New()
-	model, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{})
+	model, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{Kernel: q.Kernel, Backend: backend})
+	if err != nil {
+		return nil, err
+	}
+	model.Projection = q.Projection
+	return &loaded{backend: backend, tok: tok, ctx: ctx, model: model, quantizer: q, seconds: time.Since(start).Seconds(),
+		loadRSS: procMemory("VmRSS"), loadPeak: procMemory("VmHWM")}, nil
+}
+
+// weights describes the bytes of the weights: all of them, and the projections'.
+func (l *loaded) weights() string {
+	return fmt.Sprintf("weights %.1f MB (projections %.1f MB)", float64(l.ctx.Memory())/1e6, float64(l.quantizer.Report().BytesAfter())/1e6)
+}
+
+func generate() error {
+	l, err := load()
 	if err != nil {
 		return err
 	}
-	loaded := time.Since(start)
-
-	text := prompt
-	if chat {
-		text = "<|im_start|>system\n" + system + "<|im_end|>\n<|im_start|>user\n" + prompt + "<|im_end|>\n<|im_start|>assistant\n"
+	text := *flagPrompt
+	if *flagChat {
+		text = "<|im_start|>system\n" + *flagSystem + "<|im_end|>\n<|im_start|>user\n" + *flagPrompt + "<|im_end|>\n<|im_start|>assistant\n"
 	}
-	ids := tok.Encode(text, tokenizer.EncodeOptions{ParseSpecial: chat})
-	gen, err := llama.NewGenerator(backend, ctx, model, min(maxLen, model.ContextLength))
+	ids := l.tok.Encode(text, tokenizer.EncodeOptions{ParseSpecial: *flagChat})
+	gen, err := llama.NewGenerator(l.backend, l.ctx, l.model, min(*flagMaxLen, l.model.ContextLength))
 	if err != nil {
 		return err
 	}
 	t0 := time.Now()
 	var stamps []time.Duration // when each token was chosen
-	out, err := gen.Generate(ids, llama.GenerateOptions{MaxNewTokens: maxNew, Stop: []int{tok.EOS()}, OnToken: func(id int) bool {
+	out, err := gen.Generate(ids, llama.GenerateOptions{MaxNewTokens: *flagMaxNew, Stop: []int{l.tok.EOS()}, OnToken: func(id int) bool {
 		stamps = append(stamps, time.Since(t0))
-		if id != tok.EOS() {
-			_, _ = os.Stdout.Write(tok.Bytes(id))
+		if id != l.tok.EOS() {
+			_, _ = os.Stdout.Write(l.tok.Bytes(id))
 		}
 		return true
 	}})
@@ -80,16 +153,197 @@ func run(path, prompt, system string, chat bool, maxNew, maxLen int) error {
 		return err
 	}
 	fmt.Println()
-	// The first token's time includes compiling the prompt graph, the second's compiling the
-	// one-token step graph: the rate is measured from the second token on.
-	rate := 0.0
-	if n := len(stamps); n > 2 {
-		rate = float64(n-2) / (stamps[n-1] - stamps[1]).Seconds()
-	}
 	if len(stamps) == 0 {
 		return nil
 	}
-	fmt.Fprintf(os.Stderr, "[%s, f32] load %.2fs, prompt %d tokens, first token after %.2fs, %d tokens, decoding %.1f tokens/s (compilation excluded)\n",
-		backend.Name(), loaded.Seconds(), len(ids), stamps[0].Seconds(), len(out), rate)
+	// The first token's time includes compiling the prompt graph, the second's compiling the
+	// one-token step graph: the decoding rate is measured from the second token on. The prompt
+	// rate needs a second run (bench measures both without compilation).
+	rate := "n/a"
+	if n := len(stamps); n > 2 {
+		rate = fmt.Sprintf("%.1f", float64(n-2)/(stamps[n-1]-stamps[1]).Seconds())
+	}
+	fmt.Fprintf(os.Stderr, "[%s, %s] %s, load %.2fs, prompt %d tokens, first token after %.2fs (compilation included), %d tokens, decoding %s tokens/s (compilation excluded), RSS after loading %s (peak while loading %s), peak RSS %s\n",
+		l.backend.Name(), *flagFormat, l.weights(), l.seconds, len(ids), stamps[0].Seconds(), len(out), rate, l.loadRSS, l.loadPeak, procMemory("VmHWM"))
+	return nil
+}
+
+// BenchResult is the JSON line of -bench; the field names follow reference/llamacpp_speed.py's.
+type BenchResult struct {
+	Engine          string  `json:"engine"`
+	Type            string  `json:"type"`
+	Backend         string  `json:"backend"`
+	WeightBytes     int64   `json:"weight_bytes"`
+	PromptTokens    int     `json:"prompt_tokens"`
+	PromptMedian    float64 `json:"prompt_tok_s_median"`
+	PromptBest      float64 `json:"prompt_tok_s_best"`
+	DecodeTokens    int     `json:"decode_tokens"`
+	DecodeMedian    float64 `json:"decode_tok_s_median"`
+	DecodeBest      float64 `json:"decode_tok_s_best"`
+	DecodeText      string  `json:"decode_text"`
+	Reps            int     `json:"reps"`
+	LoadSeconds     float64 `json:"load_seconds"`
+	LoadRSS         string  `json:"rss_after_load"`
+	LoadPeak        string  `json:"peak_rss_load"`
+	PeakRSS         string  `json:"peak_rss"`
+	DecodeCacheSize int     `json:"decode_cache"`
+}
+
+func bench() error {
+	if *flagReps < 1 || *flagBenchPrompt < 1 || *flagBenchDecode < 1 {
+		return errors.New("-reps, -bench-prompt and -bench-decode must be positive")
+	}
+	l, err := load()
+	if err != nil {
+		return err
+	}
+	raw, err := os.ReadFile(*flagBenchText)
+	if err != nil {
+		return errors.Wrap(err, "the -bench text")
+	}
+	prompt := l.tok.Encode(string(raw), tokenizer.EncodeOptions{})
+	if len(prompt) < *flagBenchPrompt {
+		return errors.Errorf("%s has %d tokens, fewer than -bench-prompt %d", *flagBenchText, len(prompt), *flagBenchPrompt)
+	}
+	prompt = prompt[:*flagBenchPrompt]
+	first := l.tok.Encode("The", tokenizer.EncodeOptions{})
+	res := BenchResult{Engine: "quanta", Type: *flagFormat, Backend: l.backend.Name(), WeightBytes: int64(l.ctx.Memory()),
+		PromptTokens: len(prompt), DecodeTokens: *flagBenchDecode, Reps: *flagReps, LoadSeconds: l.seconds, LoadRSS: l.loadRSS, LoadPeak: l.loadPeak}
+
+	// Prompt: one Step over the whole prompt from an empty cache, until the first token is chosen.
+	promptGen, err := llama.NewGenerator(l.backend, l.ctx, l.model, len(prompt)+1)
+	if err != nil {
+		return err
+	}
+	promptRun := func() (float64, error) {
+		start := time.Now()
+		_, err := promptGen.Generate(prompt, llama.GenerateOptions{MaxNewTokens: 1})
+		return time.Since(start).Seconds(), err
+	}
+	// Decode: "The", then decode single-token steps, timed from the first chosen token to the
+	// last (the cache holds the 1+decode+1 positions, rounded up to a multiple of 64).
+	res.DecodeCacheSize = (len(first) + *flagBenchDecode + 1 + 63) / 64 * 64
+	decodeGen, err := llama.NewGenerator(l.backend, l.ctx, l.model, res.DecodeCacheSize)
+	if err != nil {
+		return err
+	}
+	var text []int
+	decodeRun := func() (float64, error) {
+		var t0 time.Time
+		text = text[:0]
+		_, err := decodeGen.Generate(first, llama.GenerateOptions{MaxNewTokens: *flagBenchDecode + 1, OnToken: func(id int) bool {
+			if len(text) == 0 {
+				t0 = time.Now()
+			}
+			text = append(text, id)
+			return true
+		}})
+		return time.Since(t0).Seconds(), err
+	}
+	if _, err := promptRun(); err != nil { // warm-up: compiles
+		return err
+	}
+	if _, err := decodeRun(); err != nil {
+		return err
+	}
+	var promptTimes, decodeTimes []float64
+	for range *flagReps {
+		p, err := promptRun()
+		if err != nil {
+			return err
+		}
+		d, err := decodeRun()
+		if err != nil {
+			return err
+		}
+		promptTimes, decodeTimes = append(promptTimes, p), append(decodeTimes, d)
+	}
+	res.PromptMedian, res.PromptBest = rates(float64(len(prompt)), promptTimes)
+	res.DecodeMedian, res.DecodeBest = rates(float64(*flagBenchDecode), decodeTimes)
+	// The first -bench-decode tokens chosen, as llamacpp_speed.py prints them.
+	res.DecodeText = l.tok.Decode(text[:*flagBenchDecode])
+	res.PeakRSS = procMemory("VmHWM")
+	line, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(line))
+	return nil
+}
+
+// rates returns n / median(seconds) and n / min(seconds).
+func rates(n float64, seconds []float64) (median, best float64) {
+	s := append([]float64(nil), seconds...)
+	sort.Float64s(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return n / m, n / s[0]
+}
+
+// procMemory returns a memory figure of /proc/self/status (Linux): "VmRSS" the resident memory,
+// "VmHWM" its peak; "n/a" elsewhere.
+func procMemory(field string) string {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "n/a"
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			fields := strings.Fields(rest)
+			if kb, err := strconv.Atoi(fields[0]); err == nil {
+				return fmt.Sprintf("%.0f MB", float64(kb)*1024/1e6)
+			}
+		}
+	}
+	return "n/a"
+}
+
+// speedTable prints one markdown table from JSON lines: quanta's (-bench) and llama.cpp's
+// (reference/llamacpp_speed.py, engine-less lines with a "file" field).
+func speedTable(files []string) error {
+	if len(files) == 0 {
+		return errors.New("-speed-table needs the JSON-lines files as arguments")
+	}
+	fmt.Println("| engine | weights | file/weight MB | prompt tok/s (median, best) | decode tok/s (median, best) | RSS after load (peak while loading), peak |")
+	fmt.Println("|---|---|---|---|---|---|")
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			return err
+		}
+		scanner := bufio.NewScanner(f)
+		scanner.Buffer(make([]byte, 1<<20), 1<<20)
+		for scanner.Scan() {
+			line := strings.TrimSpace(scanner.Text())
+			if !strings.HasPrefix(line, "{") {
+				continue
+			}
+			var r struct {
+				BenchResult
+				File      string `json:"file"`
+				FileBytes int64  `json:"file_bytes"`
+				Threads   int    `json:"threads"`
+				Quick     bool   `json:"quick"`
+			}
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				f.Close()
+				return errors.Wrapf(err, "%s", name)
+			}
+			engine, bytes, rss := r.Engine, r.WeightBytes, r.LoadRSS+" ("+r.LoadPeak+"), "+r.PeakRSS
+			if engine == "" {
+				engine, bytes, rss = fmt.Sprintf("llama.cpp (%d threads)", r.Threads), r.FileBytes, "—"
+			} else {
+				engine = "quanta (" + r.Backend + ")"
+			}
+			fmt.Printf("| %s | %s | %.1f | %.1f, %.1f | %.1f, %.1f | %s |\n", engine, r.Type, float64(bytes)/1e6,
+				r.PromptMedian, r.PromptBest, r.DecodeMedian, r.DecodeBest, rss)
+		}
+		f.Close()
+		if err := scanner.Err(); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -47,6 +47,13 @@
 // step. Writes use DynamicUpdateSlice (in place with the donated buffers) on backends that have
 // it, a one-hot placement on the pure-Go backend.
 //
+// # Evaluation
+//
+// Model.NLL gives each token's negative log-likelihood from one Forward pass, with the softmax in
+// float64 over the float32 logits (the reference harness's definition); Evaluator runs it over
+// windows of a token sequence (models.StridedWindows) for perplexity. Quantized variants load
+// with LoadOptions.Kernel = q.Kernel and run with Projection = q.Projection (models.Quantizer).
+//
 // # Errors
 //
 // LoadGGUF returns errors (wrapping gguf's ErrNotFound/ErrCorrupt/ErrUnsupported where they

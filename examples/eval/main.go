@@ -1,0 +1,355 @@
+// Command eval measures what each quantization format costs on real models, against the
+// reference harness's figures (reference/README.md): SmolLM2-135M-Instruct's perplexity on the
+// first 1024 llama.cpp ids of GPL-3 (two windows, [0, 513) and [512, 1024), 1023 predictions,
+// NLL from the float64 log-softmax of the float32 logits), and all-MiniLM-L6-v2's cosine to its
+// float32 embeddings on the reference's 32 sentences. Each format is a named rule set
+// (models.Preset): every projection quantized the same way, embeddings and norms float32.
+//
+//	make assets                                       # the models
+//	go run ./examples/eval                            # every preset, both models
+//	go run ./examples/eval -formats f32,nf4,int8 -models smollm2 -markdown /tmp/eval.md -json /tmp/eval.json
+//
+// Each model is loaded once per format, one tensor at a time through the format's
+// models.Quantizer. The SmolLM2 token ids come from quanta's tokenizer (equal to llama.cpp's,
+// checked against the reference's ids when they are present).
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/refdata"
+	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/models/llama"
+	"github.com/quanta-ml/quanta/models/minilm"
+	"github.com/quanta-ml/quanta/runtime"
+	"github.com/quanta-ml/quanta/tokenizer"
+)
+
+var (
+	flagFormats  = flag.String("formats", strings.Join(models.PresetNames(), ","), "comma-separated presets (models.PresetNames)")
+	flagModels   = flag.String("models", "smollm2,minilm", "comma-separated models: smollm2, minilm")
+	flagGGUF     = flag.String("gguf", assets.Path(assets.SmolLM2), "the SmolLM2 GGUF file")
+	flagMiniLM   = flag.String("minilm", assets.Path("minilm"), "the all-MiniLM-L6-v2 directory (config.json, model.safetensors, tokenizer.json)")
+	flagText     = flag.String("text", "/usr/share/common-licenses/GPL-3", "the text whose first tokens SmolLM2 is scored on")
+	flagTokens   = flag.Int("tokens", 1024, "the number of tokens scored")
+	flagWindow   = flag.Int("window", 513, "the window length (Hugging Face's max_length)")
+	flagStride   = flag.Int("stride", 512, "the stride between windows")
+	flagJSON     = flag.String("json", "", "write the results as JSON to this file")
+	flagMarkdown = flag.String("markdown", "", "write the tables as markdown to this file")
+)
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "eval: %+v\n", err)
+		os.Exit(1)
+	}
+}
+
+// Results is what the command writes as JSON.
+type Results struct {
+	Backend string      `json:"backend"`
+	SmolLM2 []SmolLM2   `json:"smollm2,omitempty"`
+	MiniLM  []MiniLMRow `json:"minilm,omitempty"`
+}
+
+// SmolLM2 is one format's perplexity row.
+type SmolLM2 struct {
+	Format          string  `json:"format"`
+	Doc             string  `json:"doc"`
+	Perplexity      float64 `json:"perplexity"`
+	MeanNLL         float64 `json:"mean_nll"`
+	Predictions     int     `json:"predictions"`
+	Reference       string  `json:"reference_variant,omitempty"`
+	RefPerplexity   float64 `json:"reference_perplexity,omitempty"`
+	ProjectionBytes int64   `json:"projection_bytes"`
+	WeightBytes     int64   `json:"weight_bytes"`
+	LoadSeconds     float64 `json:"load_seconds"`
+	EvalSeconds     float64 `json:"eval_seconds"`
+}
+
+// MiniLMRow is one format's cosine row.
+type MiniLMRow struct {
+	Format          string  `json:"format"`
+	MeanCosine      float64 `json:"mean_cosine"`
+	MinCosine       float64 `json:"min_cosine"`
+	Reference       string  `json:"reference_variant,omitempty"`
+	RefMeanCosine   float64 `json:"reference_mean_cosine,omitempty"`
+	ProjectionBytes int64   `json:"projection_bytes"`
+	Seconds         float64 `json:"seconds"`
+}
+
+// referenceVariant names the reference harness's variant computed with the same rule as a preset
+// ("" when it has none).
+func referenceVariant(preset string) string {
+	switch preset {
+	case "int8":
+		return "int8_wo"
+	case "int8-in":
+		return ""
+	}
+	return strings.ReplaceAll(preset, "-", "_")
+}
+
+func run() error {
+	backend, err := runtime.Backend()
+	if err != nil {
+		return err
+	}
+	formats := strings.Split(*flagFormats, ",")
+	for _, f := range formats {
+		if _, err := models.Preset(f); err != nil {
+			return err
+		}
+	}
+	res := Results{Backend: backend.Description()}
+	fmt.Printf("backend: %s\n", res.Backend)
+	for _, name := range strings.Split(*flagModels, ",") {
+		switch name {
+		case "smollm2":
+			if res.SmolLM2, err = evalSmolLM2(backend, formats); err != nil {
+				return err
+			}
+		case "minilm":
+			if res.MiniLM, err = evalMiniLM(backend, formats); err != nil {
+				return err
+			}
+		default:
+			return errors.Errorf("unknown model %q; accepted: smollm2, minilm", name)
+		}
+	}
+	md := markdown(res)
+	fmt.Print("\n" + md)
+	if *flagMarkdown != "" {
+		if err := os.WriteFile(*flagMarkdown, []byte(md), 0o644); err != nil {
+			return errors.Wrap(err, "writing the markdown")
+		}
+	}
+	if *flagJSON != "" {
+		raw, err := json.MarshalIndent(res, "", " ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*flagJSON, append(raw, '\n'), 0o644); err != nil {
+			return errors.Wrap(err, "writing the JSON")
+		}
+	}
+	return nil
+}
+
+func evalSmolLM2(backend backends.Backend, formats []string) ([]SmolLM2, error) {
+	f, err := gguf.Open(*flagGGUF)
+	if err != nil {
+		return nil, errors.WithMessage(err, "run make assets to fetch the model")
+	}
+	defer f.Close()
+	tok, err := tokenizer.NewBPEFromGGUF(f)
+	if err != nil {
+		return nil, err
+	}
+	text, err := os.ReadFile(*flagText)
+	if err != nil {
+		return nil, errors.Wrap(err, "the evaluation text")
+	}
+	ids := tok.Encode(string(text), tokenizer.EncodeOptions{})
+	if len(ids) < *flagTokens {
+		return nil, errors.Errorf("%s has %d tokens, fewer than -tokens %d", *flagText, len(ids), *flagTokens)
+	}
+	ids = ids[:*flagTokens]
+	if ref, err := refdata.Ints("smollm2", "eval_ids.npy"); err == nil {
+		same := len(ref) == len(ids)
+		for i := 0; same && i < len(ids); i++ {
+			same = ref[i] == ids[i]
+		}
+		fmt.Printf("smollm2: %d ids of %s, equal to the reference's: %v\n", len(ids), *flagText, same)
+	}
+	windows, err := models.StridedWindows(len(ids), *flagWindow, *flagStride)
+	if err != nil {
+		return nil, err
+	}
+	var refIndex struct {
+		Results map[string]struct {
+			Perplexity float64 `json:"perplexity"`
+		} `json:"results"`
+	}
+	_ = refdata.JSON(&refIndex, "smollm2", "index.json") // optional: the table then lacks the reference column
+	var rows []SmolLM2
+	for _, format := range formats {
+		rules, _ := models.Preset(format)
+		q, err := models.NewQuantizer(rules)
+		if err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		ctx := context.New()
+		m, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{Kernel: q.Kernel, Backend: backend})
+		if err != nil {
+			return nil, errors.WithMessagef(err, "loading %s", format)
+		}
+		m.Projection = q.Projection
+		loaded := time.Since(start)
+		e, err := llama.NewEvaluator(backend, ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		nll, err := e.NLL(ids, windows)
+		if err != nil {
+			return nil, errors.WithMessagef(err, "evaluating %s", format)
+		}
+		e.Finalize()
+		ppl := models.Perplexity(nll)
+		row := SmolLM2{Format: format, Doc: models.PresetDoc(format), Perplexity: ppl, MeanNLL: math.Log(ppl), Predictions: len(nll),
+			ProjectionBytes: q.Report().BytesAfter(), WeightBytes: int64(ctx.Memory()),
+			LoadSeconds: loaded.Seconds(), EvalSeconds: (time.Since(start) - loaded).Seconds()}
+		if v := referenceVariant(format); refIndex.Results[v].Perplexity > 0 {
+			row.Reference, row.RefPerplexity = v, refIndex.Results[v].Perplexity
+		}
+		rows = append(rows, row)
+		fmt.Printf("smollm2 %-15s perplexity %-12s weights %6.1f MB, load %.1fs, evaluation %.1fs%s\n",
+			format, number(ppl), float64(row.WeightBytes)/1e6, row.LoadSeconds, row.EvalSeconds, refNote(row.Reference, number(row.RefPerplexity)))
+		releaseContext(ctx)
+	}
+	return rows, nil
+}
+
+func evalMiniLM(backend backends.Backend, formats []string) ([]MiniLMRow, error) {
+	var sentences struct {
+		Sentences []struct {
+			Text string `json:"text"`
+		} `json:"sentences"`
+	}
+	if err := refdata.JSON(&sentences, "minilm", "sentences.json"); err != nil {
+		return nil, errors.WithMessage(err, "the MiniLM sentences")
+	}
+	var texts []string
+	for _, s := range sentences.Sentences {
+		texts = append(texts, s.Text)
+	}
+	var refIndex struct {
+		Results map[string]struct {
+			Mean float64 `json:"mean_cosine_to_f32"`
+		} `json:"results"`
+	}
+	_ = refdata.JSON(&refIndex, "minilm", "index.json")
+	tok, err := tokenizer.NewWordPieceFromJSON(*flagMiniLM + "/tokenizer.json")
+	if err != nil {
+		return nil, errors.WithMessage(err, "run make assets to fetch the model")
+	}
+	embed := func(format string) ([][]float32, int64, error) {
+		rules, err := models.Preset(format)
+		if err != nil {
+			return nil, 0, err
+		}
+		q := models.MustNewQuantizer(rules)
+		ctx := context.New()
+		m, err := minilm.LoadDir(ctx, *flagMiniLM, minilm.LoadOptions{Kernel: q.Kernel, Backend: backend})
+		if err != nil {
+			return nil, 0, err
+		}
+		defer releaseContext(ctx)
+		m.Projection = q.Projection
+		e, err := minilm.NewEmbedder(backend, ctx, m, tok)
+		if err != nil {
+			return nil, 0, err
+		}
+		v, err := e.Embed(texts)
+		return v, q.Report().BytesAfter(), err
+	}
+	f32, _, err := embed("f32")
+	if err != nil {
+		return nil, err
+	}
+	var rows []MiniLMRow
+	for _, format := range formats {
+		start := time.Now()
+		v, bytes, err := embed(format)
+		if err != nil {
+			return nil, errors.WithMessagef(err, "minilm %s", format)
+		}
+		row := MiniLMRow{Format: format, MinCosine: 1, ProjectionBytes: bytes}
+		for i := range v {
+			c := models.Cosine(v[i], f32[i])
+			row.MeanCosine += c / float64(len(v))
+			row.MinCosine = min(row.MinCosine, c)
+		}
+		row.Seconds = time.Since(start).Seconds()
+		if variant := referenceVariant(format); refIndex.Results[variant].Mean > 0 {
+			row.Reference, row.RefMeanCosine = variant, refIndex.Results[variant].Mean
+		}
+		rows = append(rows, row)
+		fmt.Printf("minilm  %-15s mean cosine %.6f, min %.4f%s\n", format, row.MeanCosine, row.MinCosine,
+			refNote(row.Reference, fmt.Sprintf("%.6f", row.RefMeanCosine)))
+	}
+	return rows, nil
+}
+
+// releaseContext frees the variables' device buffers now rather than at garbage collection.
+func releaseContext(ctx *context.Context) {
+	for v := range ctx.IterVariables() {
+		if t, err := v.Value(); err == nil && t != nil {
+			_ = t.FinalizeAll()
+		}
+	}
+}
+
+// markdown formats the two tables.
+func markdown(r Results) string {
+	var sb strings.Builder
+	if len(r.SmolLM2) > 0 {
+		fmt.Fprintf(&sb, "SmolLM2-135M-Instruct, perplexity on GPL-3 (%d predictions; %s)\n\n", r.SmolLM2[0].Predictions, r.Backend)
+		sb.WriteString("| format | perplexity | reference (same rule) | difference | weights (MB) | projections (MB) |\n")
+		sb.WriteString("|---|---|---|---|---|---|\n")
+		for _, row := range r.SmolLM2 {
+			ref, diff := "—", "—"
+			if row.Reference != "" {
+				ref = fmt.Sprintf("%s %s", row.Reference, number(row.RefPerplexity))
+				diff = fmt.Sprintf("%+.3f %%", 100*(row.Perplexity/row.RefPerplexity-1))
+			}
+			fmt.Fprintf(&sb, "| %s | %s | %s | %s | %.1f | %.1f |\n", row.Format, number(row.Perplexity), ref, diff,
+				float64(row.WeightBytes)/1e6, float64(row.ProjectionBytes)/1e6)
+		}
+		sb.WriteString("\n")
+	}
+	if len(r.MiniLM) > 0 {
+		sb.WriteString("all-MiniLM-L6-v2, cosine to the float32 embeddings (32 sentences)\n\n")
+		sb.WriteString("| format | mean cosine | min cosine | reference mean (same rule) | difference | projections (MB) |\n")
+		sb.WriteString("|---|---|---|---|---|---|\n")
+		for _, row := range r.MiniLM {
+			ref, diff := "—", "—"
+			if row.Reference != "" {
+				ref = fmt.Sprintf("%s %.6f", row.Reference, row.RefMeanCosine)
+				diff = fmt.Sprintf("%+.6f", row.MeanCosine-row.RefMeanCosine)
+			}
+			fmt.Fprintf(&sb, "| %s | %.6f | %.4f | %s | %s | %.1f |\n", row.Format, row.MeanCosine, row.MinCosine, ref, diff,
+				float64(row.ProjectionBytes)/1e6)
+		}
+	}
+	return sb.String()
+}
+
+// refNote is ", reference VARIANT VALUE", or "" without a reference.
+func refNote(variant, value string) string {
+	if variant == "" {
+		return ""
+	}
+	return ", reference " + variant + " " + value
+}
+
+// number prints a perplexity with 4 decimals, or in scientific notation when it is huge.
+func number(x float64) string {
+	if x >= 1e5 {
+		return fmt.Sprintf("%.3g", x)
+	}
+	return fmt.Sprintf("%.4f", x)
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/quanta-ml/quanta/internal/refdata"
+	"github.com/quanta-ml/quanta/models"
+)
+
+// TestReferenceVariants: every preset's reference variant is one the reference computed.
+func TestReferenceVariants(t *testing.T) {
+	var smollm, minilm struct {
+		Results map[string]any `json:"results"`
+	}
+	if err := refdata.JSON(&smollm, "smollm2", "index.json"); err != nil {
+		t.Skip(err)
+	}
+	if err := refdata.JSON(&minilm, "minilm", "index.json"); err != nil {
+		t.Skip(err)
+	}
+	for _, preset := range models.PresetNames() {
+		v := referenceVariant(preset)
+		if v == "" {
+			continue
+		}
+		if _, ok := smollm.Results[v]; !ok {
+			t.Errorf("preset %s: the SmolLM2 reference has no variant %q", preset, v)
+		}
+		if _, ok := minilm.Results[v]; !ok && !strings.Contains(v, "nary") {
+			t.Errorf("preset %s: the MiniLM reference has no variant %q", preset, v)
+		}
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	got := markdown(Results{
+		Backend: "test",
+		SmolLM2: []SmolLM2{
+			{Format: "nf4", Perplexity: 27.5, Predictions: 1023, Reference: "nf4", RefPerplexity: 27.6715, ProjectionBytes: 59719680, WeightBytes: 173106432},
+			{Format: "binary", Perplexity: 2e7, Predictions: 1023, ProjectionBytes: 1e6, WeightBytes: 2e6},
+		},
+		MiniLM: []MiniLMRow{{Format: "int8", MeanCosine: 0.9995, MinCosine: 0.99, Reference: "int8_wo", RefMeanCosine: 0.9994, ProjectionBytes: 10699776}},
+	})
+	for _, want := range []string{
+		"| nf4 | 27.5000 | nf4 27.6715 | -0.620 % | 173.1 | 59.7 |",
+		"| binary | 2e+07 | — | — | 2.0 | 1.0 |",
+		"| int8 | 0.999500 | 0.9900 | int8_wo 0.999400 | +0.000100 | 10.7 |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, got)
+		}
+	}
+}

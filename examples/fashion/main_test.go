@@ -1,0 +1,58 @@
+package main
+
+import (
+	"image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/quanta-ml/quanta/internal/testutil"
+)
+
+// TestTiny runs the experiment on 4096 training and 1000 test images with 64 hidden units, two
+// float epochs and one QAT epoch, for int8 and scaled binary: the float model learns, int8 PTQ
+// stays close to it, the outputs are written.
+func TestTiny(t *testing.T) {
+	dir := "/usr/share/datasets/fashion-mnist"
+	if _, err := os.Stat(filepath.Join(dir, "train-images-idx3-ubyte.gz")); err != nil {
+		t.Skipf("Fashion-MNIST missing (%v): Debian's dataset-fashion-mnist installs it", err)
+	}
+	s := settings{dataDir: dir, trainLimit: 4096, testLimit: 1000, hidden: 64, epochs: 2, qatEpochs: 1, batch: 128,
+		learningRate: 1e-3, evalsPerEpoch: 2, seed: 1, formats: []format{formats[1], formats[6]}}
+	r, err := experiment(testutil.Backend(t), s, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + r.table())
+	if r.FloatAcc < 0.7 {
+		t.Errorf("float accuracy %.4f after two epochs on 4096 images; expected above 0.7", r.FloatAcc)
+	}
+	if len(r.Rows) != 2 || r.Rows[0].Format != "int8" || r.Rows[1].Format != "binary_scaled" {
+		t.Fatalf("rows %+v", r.Rows)
+	}
+	if d := r.FloatAcc - r.Rows[0].PTQ; d > 0.02 || d < -0.02 {
+		t.Errorf("int8 PTQ accuracy %.4f, float %.4f: more than 2 points apart", r.Rows[0].PTQ, r.FloatAcc)
+	}
+	for _, rw := range r.Rows {
+		if len(rw.Curve) != 1+s.qatEpochs*s.evalsPerEpoch || rw.Curve[0].Accuracy != rw.PTQ || len(rw.QATLoss) != 1 || rw.QAT <= 0.1 {
+			t.Errorf("%s: curve %v, losses %v, QAT %.4f", rw.Format, rw.Curve, rw.QATLoss, rw.QAT)
+		}
+	}
+	// 784·64 + 64·64 + 64·10 float32 weights: int8 codes are a quarter, plus a scale per input row.
+	if want := int64(784*64+64*64+64*10) + 4*(784+64+64); r.Rows[0].KernelBytes != want {
+		t.Errorf("int8 kernels: %d bytes, want %d", r.Rows[0].KernelBytes, want)
+	}
+	out := t.TempDir()
+	if err := r.write(out); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(out, "fashion.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := png.Decode(f); err != nil {
+		t.Errorf("fashion.png: %v", err)
+	}
+}

@@ -1,0 +1,79 @@
+package models_test
+
+import (
+	"math"
+	"reflect"
+	"testing"
+
+	"github.com/quanta-ml/quanta/models"
+)
+
+func TestStridedWindows(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		n, maxLength, stride int
+		want                 []models.Window
+	}{
+		{"reference rule", 1024, 513, 512, []models.Window{{0, 513, 1}, {512, 1024, 513}}},
+		{"one window", 10, 16, 8, []models.Window{{0, 10, 1}}},
+		{"disjoint", 9, 3, 3, []models.Window{{0, 3, 1}, {3, 6, 4}, {6, 9, 7}}},
+		{"overlapping", 10, 6, 2, []models.Window{{0, 6, 1}, {2, 8, 6}, {4, 10, 8}}},
+		{"last window short", 7, 4, 3, []models.Window{{0, 4, 1}, {3, 7, 4}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := models.StridedWindows(tc.n, tc.maxLength, tc.stride)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("StridedWindows(%d, %d, %d) = %v, want %v", tc.n, tc.maxLength, tc.stride, got, tc.want)
+			}
+			// Every token but the first is scored once; disjoint windows cannot score their first.
+			scored := make([]int, tc.n)
+			for _, w := range got {
+				for i := w.FirstTarget; i < w.End; i++ {
+					scored[i]++
+				}
+			}
+			for i := 1; i < tc.n; i++ {
+				want := 1
+				if tc.stride == tc.maxLength && i%tc.stride == 0 {
+					want = 0
+				}
+				if scored[i] != want {
+					t.Errorf("token %d scored %d times", i, scored[i])
+				}
+			}
+		})
+	}
+	for _, bad := range [][3]int{{1, 4, 2}, {10, 1, 1}, {10, 4, 0}, {10, 4, 5}} {
+		if _, err := models.StridedWindows(bad[0], bad[1], bad[2]); err == nil {
+			t.Errorf("StridedWindows%v: no error", bad)
+		}
+	}
+}
+
+func TestPerplexityAndCosine(t *testing.T) {
+	// exp(mean(ln 2, ln 8)) = exp(ln 4) = 4.
+	if got := models.Perplexity([]float64{math.Log(2), math.Log(8)}); math.Abs(got-4) > 1e-12 {
+		t.Errorf("Perplexity = %v, want 4", got)
+	}
+	if got := models.Perplexity(nil); !math.IsNaN(got) {
+		t.Errorf("Perplexity(nil) = %v, want NaN", got)
+	}
+	for _, tc := range []struct {
+		a, b []float32
+		want float64
+	}{
+		{[]float32{1, 0}, []float32{0, 3}, 0},
+		{[]float32{1, 1}, []float32{2, 2}, 1},
+		{[]float32{3, 4}, []float32{-4, -3}, -24.0 / 25},
+	} {
+		if got := models.Cosine(tc.a, tc.b); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("Cosine(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+	if got := models.Cosine([]float32{1}, []float32{1, 2}); !math.IsNaN(got) {
+		t.Errorf("Cosine of different lengths = %v, want NaN", got)
+	}
+}

@@ -1,0 +1,64 @@
+package models
+
+import (
+	"strings"
+
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta"
+)
+
+// presets are the named rule sets of the examples and the evaluation table: every projection of
+// the model quantized the same way (a separate output head, "/lm_head", stays float; embeddings
+// and norms are not projections and stay float). The names follow the reference harness's
+// variants (reference/README.md), whose like-for-like layouts they use.
+var presets = []struct {
+	name, doc string
+	rule      Rule
+}{
+	{"f32", "every projection float32", Rule{Skip: true}},
+	{"nf4", "NF4, blocks of 64 along in (out,in layout, x·Wᵀ): bitsandbytes' quantize_4bit of a Linear weight",
+		Rule{Config: quanta.Config{Type: quanta.NF4}, Layout: OutIn}},
+	{"nf4-out", "NF4, blocks of 64 along out (in,out layout, x·W)", Rule{Config: quanta.Config{Type: quanta.NF4}, Layout: InOut}},
+	{"int8", "int8, one scale per output channel (out,in layout): weight-only int8",
+		Rule{Config: quanta.Config{Type: quanta.Int8}, Layout: OutIn}},
+	{"int8-in", "int8, one scale per input channel (in,out layout)", Rule{Config: quanta.Config{Type: quanta.Int8}, Layout: InOut}},
+	{"ternary", "ternary {-1, 0, +1} at ±0.5·std, no scale", Rule{Config: quanta.Config{Type: quanta.Ternary}, Layout: InOut}},
+	{"ternary-scaled", "ternary times mean|w| per output channel",
+		Rule{Config: quanta.Config{Type: quanta.Ternary, Scaled: true}, Layout: InOut}},
+	{"binary", "binary sign (0 → +1), no scale", Rule{Config: quanta.Config{Type: quanta.Binary}, Layout: InOut}},
+	{"binary-scaled", "binary times mean|w| per output channel",
+		Rule{Config: quanta.Config{Type: quanta.Binary, Scaled: true}, Layout: InOut}},
+}
+
+// PresetNames lists the named rule sets Preset accepts, in table order: f32, nf4, nf4-out, int8,
+// int8-in, ternary, ternary-scaled, binary, binary-scaled.
+func PresetNames() []string {
+	names := make([]string, len(presets))
+	for i, p := range presets {
+		names[i] = p.name
+	}
+	return names
+}
+
+// Preset returns the rules of a named rule set (see PresetNames): a Skip rule for "/lm_head",
+// then one rule for every other projection.
+func Preset(name string) ([]Rule, error) {
+	for _, p := range presets {
+		if p.name == strings.ToLower(strings.TrimSpace(name)) {
+			all := p.rule
+			all.Scope = ".*"
+			return []Rule{{Scope: "/lm_head", Skip: true}, all}, nil
+		}
+	}
+	return nil, errors.Errorf("models.Preset: unknown name %q; accepted: %s", name, strings.Join(PresetNames(), ", "))
+}
+
+// PresetDoc returns the one-line description of a named rule set ("" for an unknown name).
+func PresetDoc(name string) string {
+	for _, p := range presets {
+		if p.name == name {
+			return p.doc
+		}
+	}
+	return ""
+}

@@ -1,0 +1,300 @@
+package models
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/qlayers"
+)
+
+// KernelLayout is how a quantized projection stores its kernel, which decides the axis the
+// format's blocks and scales run along.
+type KernelLayout int
+
+const (
+	// InOut stores the kernel as layers.Dense and qlayers.Dense do, (inDim, outDim), and computes
+	// x·W. NF4 blocks and int8 scales run along the last axis, out (one int8 scale per input
+	// channel); binary and ternary pack along in and keep one scale per output channel.
+	InOut KernelLayout = iota
+	// OutIn stores Wᵀ (outDim, inDim), PyTorch's and bitsandbytes' Linear.weight, and computes
+	// x·Wᵀ (the last axes of both contracted): NF4 blocks run along in, as bitsandbytes'
+	// quantize_4bit of a Linear weight, and int8 keeps one scale per output channel (the usual
+	// weight-only int8). Binary and ternary would pack along out, so outDim must be a multiple of
+	// 4, and their scales would be per input channel.
+	OutIn
+)
+
+// String returns "in,out" or "out,in".
+func (l KernelLayout) String() string {
+	switch l {
+	case InOut:
+		return "in,out"
+	case OutIn:
+		return "out,in"
+	}
+	return "KernelLayout(" + strconv.Itoa(int(l)) + ")"
+}
+
+// Rule chooses how the projections whose scope matches are stored. It is qlayers.Rule with a
+// kernel layout: Scope is a regular expression fully matched against the projection's scope
+// (e.g. "/layer_[0-9]+/ffn_.*"), the first matching rule of a list wins, Skip keeps the matching
+// projections float, and a projection that matches no rule stays float.
+type Rule struct {
+	Scope  string
+	Config quanta.Config
+	Skip   bool
+	Layout KernelLayout
+}
+
+// Quantizer stores the projections of a model quantized as its rules say, while a loader reads
+// it, and computes them: its Kernel method is the loader's KernelFunc, its Projection method the
+// model's Projection. Kernel quantizes each float kernel on the host as soon as the loader has
+// decoded it and lets it go, so that the float model is never whole in memory; the quantized
+// components are stored as qlayers stores them (non-trainable variables "weights.q0",
+// "weights.q1", ... in the projection's "dense" scope, biases unchanged), and the format and
+// layout of each scope are kept in the Quantizer. Projection rebuilds the implicit array from the
+// variables and multiplies by it with the format's product (package lowering), never building a
+// dense weight; projections stored float go through Dense.
+//
+// A Quantizer serves the contexts loaded through it (one is usual). After a failed load, discard
+// it with the context. Its methods are safe for concurrent use.
+type Quantizer struct {
+	rules   []Rule
+	regexps []*regexp.Regexp
+
+	mu      sync.Mutex
+	kernels map[string]*quantizedKernel // by projection scope
+	entries map[string]qlayers.ReportEntry
+}
+
+type quantizedKernel struct {
+	cfg      quanta.Config
+	layout   KernelLayout
+	template implicitarray.Array
+}
+
+// NewQuantizer returns a Quantizer for the rules, checking their patterns and configurations.
+func NewQuantizer(rules []Rule) (*Quantizer, error) {
+	q := &Quantizer{rules: rules, kernels: map[string]*quantizedKernel{}, entries: map[string]qlayers.ReportEntry{}}
+	for i, rule := range rules {
+		re, err := regexp.Compile("^(?:" + rule.Scope + ")$")
+		if err != nil {
+			return nil, errors.Wrapf(err, "models.NewQuantizer: rule %d: scope pattern %q", i, rule.Scope)
+		}
+		q.regexps = append(q.regexps, re)
+		if rule.Skip {
+			continue
+		}
+		if err := rule.Config.Validate(); err != nil {
+			return nil, errors.WithMessagef(err, "models.NewQuantizer: rule %d (%q)", i, rule.Scope)
+		}
+		if rule.Layout != InOut && rule.Layout != OutIn {
+			return nil, errors.Errorf("models.NewQuantizer: rule %d (%q): layout %d; accepted: InOut, OutIn", i, rule.Scope, int(rule.Layout))
+		}
+	}
+	return q, nil
+}
+
+// MustNewQuantizer is NewQuantizer that panics on error.
+func MustNewQuantizer(rules []Rule) *Quantizer {
+	q, err := NewQuantizer(rules)
+	if err != nil {
+		panic(err)
+	}
+	return q
+}
+
+// match returns the rule for a projection scope, or nil for a float one.
+func (q *Quantizer) match(scope string) *Rule {
+	for i, re := range q.regexps {
+		if re.MatchString(scope) {
+			if q.rules[i].Skip {
+				return nil
+			}
+			return &q.rules[i]
+		}
+	}
+	return nil
+}
+
+// Kernel is a KernelFunc: it quantizes the float32 kernel (inDim, outDim) of the projection at
+// scope as the first matching rule says (transposed first for OutIn) and returns its components
+// as variables, finalizing the float kernel; without a rule it returns DenseKernel's variable.
+func (q *Quantizer) Kernel(scope string, kernel *tensors.Tensor) ([]Variable, error) {
+	shape := kernel.Shape()
+	entry := qlayers.ReportEntry{Scope: scope + "/" + DenseScope, Shape: shape, FloatBytes: int64(shape.Memory())}
+	rule := q.match(scope)
+	if rule == nil {
+		q.record(scope, nil, entry)
+		return DenseKernel(scope, kernel)
+	}
+	if shape.Rank() != 2 || shape.DType != dtypes.Float32 {
+		return nil, errors.Errorf("models.Quantizer.Kernel(%q): kernel %s; accepted: float32 (inDim, outDim)", scope, shape)
+	}
+	w := kernel
+	if rule.Layout == OutIn {
+		w = transposed(kernel)
+		_ = kernel.FinalizeAll()
+	}
+	a, err := quanta.Quantize(w, rule.Config)
+	_ = w.FinalizeAll()
+	if err != nil {
+		return nil, errors.WithMessagef(err, "models.Quantizer.Kernel(%q, layout %s)", scope, rule.Layout)
+	}
+	var vars []Variable
+	for i, c := range a.Components() {
+		if !c.IsTensor() {
+			return nil, errors.Errorf("models.Quantizer.Kernel(%q): the %s format has a nested component %s; accepted: formats whose components are tensors",
+				scope, rule.Config.Type, c)
+		}
+		vars = append(vars, Variable{Scope: entry.Scope, Name: componentName(i), Value: c.Tensor()})
+		entry.QuantizedBytes += int64(c.Shape().Memory())
+	}
+	entry.Quantized, entry.Config = true, rule.Config
+	q.record(scope, &quantizedKernel{cfg: rule.Config, layout: rule.Layout, template: a}, entry)
+	return vars, nil
+}
+
+func componentName(i int) string { return qlayers.ComponentPrefix + strconv.Itoa(i) }
+
+func (q *Quantizer) record(scope string, k *quantizedKernel, entry qlayers.ReportEntry) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if k == nil {
+		delete(q.kernels, scope)
+	} else {
+		q.kernels[scope] = k
+	}
+	q.entries[scope] = entry
+}
+
+// transposed returns a new float32 tensor holding the transpose of the rank-2 tensor t.
+func transposed(t *tensors.Tensor) *tensors.Tensor {
+	rows, cols := t.Shape().Dim(0), t.Shape().Dim(1)
+	out := tensors.FromShape(shapes.Make(dtypes.Float32, cols, rows))
+	tensors.MustConstFlatData(t, func(src []float32) {
+		tensors.MustMutableFlatData(out, func(dst []float32) { transpose(src, dst, rows, cols) })
+	})
+	return out
+}
+
+// transpose writes src [rows][cols] into dst as [cols][rows], in tiles.
+func transpose(src, dst []float32, rows, cols int) {
+	const tile = 64
+	for r0 := 0; r0 < rows; r0 += tile {
+		for c0 := 0; c0 < cols; c0 += tile {
+			for r := r0; r < min(r0+tile, rows); r++ {
+				for c := c0; c < min(c0+tile, cols); c++ {
+					dst[c*rows+r] = src[r*cols+c]
+				}
+			}
+		}
+	}
+}
+
+// Projection is a Projection: the projection called name in ctx, on the quantized kernel Kernel
+// stored for its scope (in its layout), or through Dense when the scope was stored float. It
+// panics, naming the scope, when the stored components are missing or do not fit the recorded
+// format, or when x does not fit the kernel.
+func (q *Quantizer) Projection(ctx *context.Context, name string, x *graph.Node, outDim int, useBias bool) *graph.Node {
+	pctx := ctx.In(name)
+	q.mu.Lock()
+	k := q.kernels[pctx.Scope()]
+	q.mu.Unlock()
+	if k == nil {
+		return Dense(ctx, name, x, outDim, useBias)
+	}
+	dctx := pctx.In(DenseScope)
+	g := x.Graph()
+	dims := k.template.Shape().Dimensions
+	in, out := dims[0], dims[1]
+	if k.layout == OutIn {
+		in, out = out, in
+	}
+	shape := x.Shape()
+	if shape.Rank() < 1 || shape.Dim(-1) != in || outDim != out || shape.DType != dtypes.Float32 {
+		panic(errors.Errorf("models.Quantizer.Projection in scope %q: input %s with %d outputs; the stored %s kernel (layout %s) needs float32 [..., %d] and %d outputs",
+			dctx.Scope(), shape, outDim, k.cfg.Type, k.layout, in, out))
+	}
+	want := k.template.Components()
+	nodes := make([]implicitarray.Component, len(want))
+	for i, c := range want {
+		v := dctx.GetVariable(componentName(i))
+		if v == nil || !v.Shape().Equal(c.Shape()) {
+			panic(errors.Errorf("models.Quantizer.Projection in scope %q: component %s is %v; the %s kernel stored by Kernel needs %s (load the context through this Quantizer's Kernel)",
+				dctx.Scope(), componentName(i), variableShape(v), k.cfg.Type, c.Shape()))
+		}
+		v.SetTrainable(false)
+		nodes[i] = implicitarray.NodeComponent(v.ValueGraph(g))
+	}
+	w := k.template.WithComponents(nodes)
+	flat := x
+	if shape.Rank() != 2 {
+		flat = graph.Reshape(x, -1, in)
+	}
+	contracting := 0
+	if k.layout == OutIn {
+		contracting = 1
+	}
+	y := implicitarray.Materialize(implicitarray.DotGeneral(flat, []int{-1}, nil, w, []int{contracting}, nil))
+	if shape.Rank() != 2 {
+		y = graph.Reshape(y, append(shape.Clone().Dimensions[:shape.Rank()-1], out)...)
+	}
+	if useBias {
+		b := dctx.GetVariable(DenseBiases)
+		if b == nil || !b.Shape().Equal(shapes.Make(dtypes.Float32, out)) {
+			panic(errors.Errorf("models.Quantizer.Projection in scope %q: biases are %v; accepted: float32 [%d]", dctx.Scope(), variableShape(b), out))
+		}
+		y = graph.Add(y, graph.ExpandLeftToRank(b.ValueGraph(g), y.Rank()))
+	}
+	return y
+}
+
+func variableShape(v *context.Variable) string {
+	if v == nil {
+		return "missing"
+	}
+	return v.Shape().String()
+}
+
+// Report lists the projections Kernel has seen, by scope, each quantized or float, with its bytes
+// before and after (qlayers' report, whose format column does not show the layout).
+func (q *Quantizer) Report() qlayers.Report {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var r qlayers.Report
+	for _, e := range q.entries {
+		r.Entries = append(r.Entries, e)
+	}
+	sort.Slice(r.Entries, func(i, j int) bool { return r.Entries[i].Scope < r.Entries[j].Scope })
+	return r
+}
+
+// Describe returns the rule's format in words, e.g. "nf4/64 (out,in)" or "float".
+func (r Rule) Describe() string {
+	if r.Skip {
+		return "float"
+	}
+	c := r.Config
+	s := c.Type.String()
+	switch {
+	case c.Type == quanta.NF4:
+		s = fmt.Sprintf("nf4/%d", c.EffectiveBlockSize())
+	case c.BitNet:
+		s += "/bitnet"
+	case c.Scaled && (c.Type == quanta.Binary || c.Type == quanta.Ternary):
+		s += "/scaled"
+	}
+	return s + " (" + r.Layout.String() + ")"
+}

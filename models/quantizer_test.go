@@ -1,0 +1,231 @@
+package models_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/models"
+)
+
+// QLoRA's NF4 values used below (the published codebook).
+const (
+	nf4p0160 = 0.16093020141124725
+	nf4p4407 = 0.44070982933044434
+	nf4m5251 = -0.5250730514526367
+)
+
+// project stores kernel (inDim, outDim) and biases through q.Kernel under scope "/proj", then
+// returns q.Projection's y for x.
+func project(t *testing.T, q *models.Quantizer, kernel [][]float32, biases []float32, x [][]float32) []float64 {
+	t.Helper()
+	vars, err := q.Kernel("/proj", tensors.FromValue(kernel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.New()
+	if biases != nil {
+		vars = append(vars, models.Variable{Scope: "/proj/dense", Name: models.DenseBiases, Value: tensors.FromValue(biases)})
+	}
+	if err := models.Store(ctx, vars); err != nil {
+		t.Fatal(err)
+	}
+	outDim := len(kernel[0])
+	y := context.MustExecOnce(testutil.Backend(t), ctx.Reuse(), func(ctx *context.Context, x *graph.Node) *graph.Node {
+		return q.Projection(ctx, "proj", x, outDim, biases != nil)
+	}, x)
+	return testutil.Float64s(t, y)
+}
+
+// TestQuantizerLayouts checks the products against weights quantized by hand: the layout decides
+// the axis of NF4's blocks and of int8's scales.
+func TestQuantizerLayouts(t *testing.T) {
+	// Kernel (in=2, out=2), W[in][out].
+	nf4Kernel := [][]float32{{1, 0.5}, {-2, 4}}
+	// int8: columns (outputs) [1, 2.2, -4, 0.5] and [0.5, -1.1, 0.25, 2] (no ties at 127/absmax).
+	int8Kernel := [][]float32{{1, 0.5}, {2.2, -1.1}, {-4, 0.25}, {0.5, 2}}
+	ones := [][]float32{{1, 1, 1, 1}}
+	for _, tc := range []struct {
+		name   string
+		rule   models.Rule
+		kernel [][]float32
+		biases []float32
+		x      [][]float32
+		want   []float64
+	}{
+		{
+			// Blocks of 2 along out are the rows: [1, 0.5] → absmax 1, 0.5 → 0.4407;
+			// [-2, 4] → absmax 4, -0.5 → -0.5251. x = [1, 0] and [0, 1] read the rows.
+			name:   "nf4 in,out: blocks along out",
+			rule:   models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.NF4, BlockSize: 2}, Layout: models.InOut},
+			kernel: nf4Kernel, x: [][]float32{{1, 0}, {0, 1}},
+			want: []float64{1, nf4p4407, 4 * nf4m5251, 4},
+		},
+		{
+			// Blocks of 2 along in are the columns: [1, -2] → absmax 2, 0.5 → 0.4407·2;
+			// [0.5, 4] → absmax 4, 0.125 → 0.1609·4.
+			name:   "nf4 out,in: blocks along in",
+			rule:   models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.NF4, BlockSize: 2}, Layout: models.OutIn},
+			kernel: nf4Kernel, x: [][]float32{{1, 0}, {0, 1}},
+			want: []float64{2 * nf4p4407, 4 * nf4p0160, -2, 4},
+		},
+		{
+			// One scale per output: absmax 4 → codes [32, 70, -127, 16], sum -9, ·4/127;
+			// absmax 2 → [32, -70, 16, 127], sum 105, ·2/127; plus the biases.
+			name:   "int8 out,in: a scale per output channel",
+			rule:   models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}, Layout: models.OutIn},
+			kernel: int8Kernel, biases: []float32{0.5, -1}, x: ones,
+			want: []float64{-9*4.0/127 + 0.5, 105*2.0/127 - 1},
+		},
+		{
+			// Unscaled ternary: threshold 0.5·std of all 8 values (std 1.8502): ±1 beyond 0.9251.
+			name:   "ternary in,out",
+			rule:   models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.Ternary}, Layout: models.InOut},
+			kernel: int8Kernel, x: ones,
+			want: []float64{1 + 1 - 1 + 0, 0 - 1 + 0 + 1},
+		},
+		{
+			// Binary with one mean|w| per output column: [1, 1, -1, 1]·1.925 and [1, -1, 1, 1]·0.9625.
+			name:   "binary scaled in,out",
+			rule:   models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.Binary, Scaled: true}, Layout: models.InOut},
+			kernel: int8Kernel, x: ones,
+			want: []float64{2 * 1.925, 2 * 0.9625},
+		},
+		{
+			name:   "skip: float",
+			rule:   models.Rule{Scope: ".*", Skip: true},
+			kernel: int8Kernel, biases: []float32{0.5, -1}, x: ones,
+			want: []float64{-0.3 + 0.5, 1.65 - 1},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := models.MustNewQuantizer([]models.Rule{tc.rule})
+			got := project(t, q, tc.kernel, tc.biases, tc.x)
+			if diff, _ := testutil.MaxAbsDiff(got, tc.want); diff > 1e-5 {
+				t.Errorf("y = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestQuantizerRules checks rule order, Skip, the report and the errors.
+func TestQuantizerRules(t *testing.T) {
+	q := models.MustNewQuantizer([]models.Rule{
+		{Scope: "/layer_0/.*", Skip: true},
+		{Scope: "/layer_[0-9]+/ffn_.*", Config: quanta.Config{Type: quanta.Int8}, Layout: models.OutIn},
+		{Scope: ".*", Config: quanta.Config{Type: quanta.NF4}},
+	})
+	kernel := func() *tensors.Tensor { return testutil.RandomTensor(1, 64, 128) }
+	for _, tc := range []struct {
+		scope, want string
+	}{
+		{"/layer_0/ffn_up", "float"},
+		{"/layer_1/ffn_up", "int8"},
+		{"/layer_1/attn_q", "nf4"},
+	} {
+		k := kernel()
+		vars, err := q.Kernel(tc.scope, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A quantized kernel lets the float one go at once: a model never holds both.
+		if quantized := tc.want != "float"; k.Ok() == quantized {
+			t.Errorf("%s: float kernel still valid after Kernel: %v", tc.scope, k.Ok())
+		}
+		got := "float"
+		if len(vars) == 2 && vars[0].Value.DType() == dtypes.Int8 {
+			got = "int8"
+		} else if len(vars) == 2 && vars[0].Value.DType() == dtypes.Uint8 {
+			got = "nf4"
+		}
+		if got != tc.want || vars[0].Scope != tc.scope+"/dense" {
+			t.Errorf("%s: stored %d variables (%s) in %s, want %s", tc.scope, len(vars), got, vars[0].Scope, tc.want)
+		}
+	}
+	r := q.Report()
+	// 64×128 float32 = 32768 bytes; int8: 8192 codes + 128 scales·4; nf4: 4096 packed + 64·2 absmax·4.
+	if before, after := r.BytesBefore(), r.BytesAfter(); before != 3*32768 || after != 32768+8192+512+4096+512 {
+		t.Errorf("report: %d -> %d bytes\n%s", before, after, r)
+	}
+	for _, rules := range [][]models.Rule{
+		{{Scope: "(", Config: quanta.Config{}}},
+		{{Scope: ".*", Config: quanta.Config{BlockSize: 3}}},
+		{{Scope: ".*", Layout: models.KernelLayout(7)}},
+	} {
+		if _, err := models.NewQuantizer(rules); err == nil {
+			t.Errorf("NewQuantizer(%+v): no error", rules)
+		}
+	}
+	if _, err := q.Kernel("/layer_1/attn_q", tensors.FromValue([][]float64{{1, 2}})); err == nil {
+		t.Error("Kernel of a float64 kernel: no error")
+	}
+	// Binary packs 4 rows a byte along the first stored axis: out,in needs outDim % 4 == 0.
+	binary := models.MustNewQuantizer([]models.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Binary}, Layout: models.OutIn}})
+	if _, err := binary.Kernel("/p", testutil.RandomTensor(1, 8, 6)); err == nil || !strings.Contains(err.Error(), "/p") {
+		t.Errorf("binary (out,in) with outDim 6: %v, want an error naming the scope", err)
+	}
+}
+
+// TestQuantizerProjectionErrors: a scope quantized by Kernel whose components are not in the
+// context, and an input of the wrong width, panic naming the scope.
+func TestQuantizerProjectionErrors(t *testing.T) {
+	q := models.MustNewQuantizer([]models.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}}})
+	if _, err := q.Kernel("/proj", testutil.RandomTensor(1, 4, 8)); err != nil {
+		t.Fatal(err)
+	}
+	backend := testutil.Backend(t)
+	for _, tc := range []struct {
+		name string
+		x    [][]float32
+		want string
+	}{
+		{"missing components", [][]float32{{1, 2, 3, 4}}, "weights.q0"},
+		{"wrong width", [][]float32{{1, 2, 3}}, "[..., 4]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.New()
+			err := catch(func() {
+				context.MustExecOnce(backend, ctx.Reuse(), func(ctx *context.Context, x *graph.Node) *graph.Node {
+					return q.Projection(ctx, "proj", x, 8, false)
+				}, tc.x)
+			})
+			if err == nil || !strings.Contains(err.Error(), "/proj/dense") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v; want a panic naming /proj/dense and %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func catch(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	f()
+	return nil
+}
+
+func TestPresets(t *testing.T) {
+	for _, name := range models.PresetNames() {
+		rules, err := models.Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := models.NewQuantizer(rules); err != nil || models.PresetDoc(name) == "" {
+			t.Errorf("preset %s: %v, doc %q", name, err, models.PresetDoc(name))
+		}
+		if !rules[0].Skip || rules[0].Scope != "/lm_head" {
+			t.Errorf("preset %s: the output head is not kept float: %+v", name, rules[0])
+		}
+	}
+	if _, err := models.Preset("nf3"); err == nil {
+		t.Error("Preset(nf3): no error")
+	}
+}
