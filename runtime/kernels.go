@@ -38,6 +38,14 @@ type KernelReport struct {
 	// CustomCalls says why GoMLX graphs cannot emit custom calls on the backend
 	// (customcall.Check); nil when they can.
 	CustomCalls error
+
+	// Threads is the number of threads a kernel may use, the caller's included
+	// (QUANTA_KERNEL_THREADS, else the online CPUs), and ISA the instruction set the kernels run.
+	Threads int
+	ISA     string
+
+	// ThreadsNote says why QUANTA_KERNEL_THREADS was ignored or clamped; empty otherwise.
+	ThreadsNote string
 }
 
 // Kernels reports which of quanta's CPU kernels the process-wide backend registered when it
@@ -106,6 +114,10 @@ func (r *KernelReport) String() string {
 		field("kernels", "none: %v", r.Unavailable)
 	} else {
 		field("kernels", "%d registered (%s): %s", len(r.Registered), r.Plugin, strings.Join(r.Registered, ", "))
+		field("kernel CPU", "%s, %d threads", r.ISA, r.Threads)
+	}
+	if r.ThreadsNote != "" {
+		field("kernel note", "%s", r.ThreadsNote)
 	}
 	for _, target := range slices.Sorted(maps.Keys(r.Failed)) {
 		field("kernel error", "%s: %v", target, r.Failed[target])
@@ -128,7 +140,8 @@ func (r *KernelReport) clone() *KernelReport {
 // registerKernels registers quanta's CPU kernels with the plugin of backend, described by info,
 // and, where its graphs can emit custom calls, installs them for package lowering.
 func registerKernels(backend backends.Backend, info *Info) *KernelReport {
-	report := &KernelReport{Failed: map[string]error{}, CustomCalls: customcall.Check(backend)}
+	report := &KernelReport{Failed: map[string]error{}, CustomCalls: customcall.Check(backend),
+		Threads: cpukernels.Threads(), ISA: cpukernels.ActiveISA().String(), ThreadsNote: cpukernels.ConfigNote()}
 	switch {
 	case !IsXLA(backend):
 		report.Unavailable = errors.Errorf("the backend is %q: quanta's kernels need XLA's CPU plugin", backend.Name())

@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -35,7 +36,12 @@ func TestKernels(t *testing.T) {
 		if err := runtime.ProbeKernels(); err != nil {
 			t.Errorf("ProbeKernels: %+v", err)
 		}
-		if s := report.String(); !strings.Contains(s, "registered (PJRT C API") || !strings.Contains(s, "custom calls: yes") {
+		if report.Threads != cpukernels.Threads() || report.ISA != cpukernels.ActiveISA().String() {
+			t.Errorf("report says %d threads on %s; cpukernels %d on %s", report.Threads, report.ISA, cpukernels.Threads(),
+				cpukernels.ActiveISA())
+		}
+		if s := report.String(); !strings.Contains(s, "registered (PJRT C API") || !strings.Contains(s, "custom calls: yes") ||
+			!strings.Contains(s, fmt.Sprintf("kernel CPU:   %s, %d threads", report.ISA, report.Threads)) {
 			t.Errorf("String() = %q", s)
 		}
 	} else {
