@@ -7,10 +7,9 @@ import (
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/runtime"
-	"github.com/x448/float16"
 )
 
 // TestAllEnv names the environment variable that turns on slow tests (see Slow).
@@ -52,48 +51,9 @@ func RandomTensor(seed uint64, dims ...int) *tensors.Tensor {
 // test for another dtype.
 func Float64s(t testing.TB, x *tensors.Tensor) []float64 {
 	t.Helper()
-	var out []float64
-	x.MustConstFlatData(func(flat any) {
-		switch v := flat.(type) {
-		case []float64:
-			out = append(out, v...)
-		case []float32:
-			out = appendAs(out, v, func(e float32) float64 { return float64(e) })
-		case []bfloat16.BFloat16:
-			out = appendAs(out, v, func(e bfloat16.BFloat16) float64 { return float64(e.Float32()) })
-		case []float16.Float16:
-			out = appendAs(out, v, func(e float16.Float16) float64 { return float64(e.Float32()) })
-		case []int8:
-			out = appendAs(out, v, func(e int8) float64 { return float64(e) })
-		case []int16:
-			out = appendAs(out, v, func(e int16) float64 { return float64(e) })
-		case []int32:
-			out = appendAs(out, v, func(e int32) float64 { return float64(e) })
-		case []int64:
-			out = appendAs(out, v, func(e int64) float64 { return float64(e) })
-		case []uint8:
-			out = appendAs(out, v, func(e uint8) float64 { return float64(e) })
-		case []uint16:
-			out = appendAs(out, v, func(e uint16) float64 { return float64(e) })
-		case []uint32:
-			out = appendAs(out, v, func(e uint32) float64 { return float64(e) })
-		case []bool:
-			out = appendAs(out, v, func(e bool) float64 {
-				if e {
-					return 1
-				}
-				return 0
-			})
-		default:
-			t.Fatalf("testutil.Float64s: unsupported dtype %s", x.DType())
-		}
-	})
-	return out
-}
-
-func appendAs[T any](out []float64, values []T, f func(T) float64) []float64 {
-	for _, v := range values {
-		out = append(out, f(v))
+	out, err := hostdata.Float64s(x)
+	if err != nil {
+		t.Fatalf("testutil.Float64s: %+v", err)
 	}
 	return out
 }
