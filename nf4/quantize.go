@@ -3,13 +3,13 @@ package nf4
 import (
 	"math"
 	"runtime"
-	"sync"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/parallel"
 	"github.com/quanta-ml/quanta/internal/xlafloat"
 	"github.com/x448/float16"
 )
@@ -231,7 +231,7 @@ func quantizeHost[E any, F float32 | float64, A arith[E, F]](flat []E, shape sha
 		codes := p.([]uint8)
 		accessErr = absmax.MutableFlatData(func(a any) {
 			scales := a.([]E)
-			parallel(rows*nb, func(from, to int) {
+			parallel.Chunks(rows*nb, workers(rows*nb), func(from, to int) {
 				for b := from; b < to; b++ {
 					row, col := b/nb, (b%nb)*blockSize
 					src := flat[row*dim+col : row*dim+min(col+blockSize, dim)]
@@ -278,21 +278,10 @@ func nearest[F float32 | float64](v F, cb *[16]F) uint8 {
 	return uint8(best)
 }
 
-// parallel runs fn over [0, n) split in contiguous chunks across GOMAXPROCS goroutines.
-func parallel(n int, fn func(from, to int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	if workers <= 1 || n < 64 {
-		fn(0, n)
-		return
+// workers is the number of goroutines quantizing n blocks: GOMAXPROCS, one for fewer than 64.
+func workers(n int) int {
+	if n < 64 {
+		return 1
 	}
-	var wg sync.WaitGroup
-	chunk := (n + workers - 1) / workers
-	for from := 0; from < n; from += chunk {
-		wg.Add(1)
-		go func(from, to int) {
-			defer wg.Done()
-			fn(from, to)
-		}(from, min(from+chunk, n))
-	}
-	wg.Wait()
+	return min(runtime.GOMAXPROCS(0), n)
 }

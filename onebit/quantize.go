@@ -4,7 +4,6 @@ import (
 	"math"
 	"runtime"
 	"slices"
-	"sync"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
@@ -12,6 +11,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/hostdata"
+	"github.com/quanta-ml/quanta/internal/parallel"
 	"github.com/quanta-ml/quanta/internal/xlafloat"
 	"github.com/x448/float16"
 )
@@ -287,7 +288,7 @@ func run[E any](flat []E, toF64 func(E) float64, job *quantizeJob) error {
 				return badValueError(job.what, job.packing, v, i, job.dims)
 			}
 		case math.IsNaN(v) || math.IsInf(v, 0):
-			return errors.Errorf("%s: %v at index %v of shape %v; accepted: finite values", job.what, v, unflatten(i, job.dims), job.dims)
+			return errors.Errorf("%s: %v at index %v of shape %v; accepted: finite values", job.what, v, hostdata.Unflatten(i, job.dims), job.dims)
 		}
 	}
 	var scaleOf func(i int) int
@@ -329,7 +330,9 @@ func run[E any](flat []E, toF64 func(E) float64, job *quantizeJob) error {
 	groups := job.packing.ValuesPerByte()
 	stride := len(flat) / groups
 	bits := job.packing.bitsPerValue()
-	parallel(len(job.packed), func(from, to int) {
+	// One goroutine per 2^14 bytes, GOMAXPROCS at most.
+	n := len(job.packed)
+	parallel.Chunks(n, min(runtime.GOMAXPROCS(0), n/(1<<14)+1), func(from, to int) {
 		for k := from; k < to; k++ {
 			var b uint8
 			for g := range groups {
@@ -378,25 +381,6 @@ func TernaryThreshold(dtype dtypes.DType, variance float64) float64 {
 		std = xlafloat.Round(float32(math.Sqrt(variance)), e)
 	}
 	return float64(xlafloat.Round(0.5*std, e))
-}
-
-// parallel runs fn over [0, n) split in contiguous chunks across GOMAXPROCS goroutines.
-func parallel(n int, fn func(from, to int)) {
-	workers := min(runtime.GOMAXPROCS(0), n/(1<<14)+1)
-	if workers <= 1 {
-		fn(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	chunk := (n + workers - 1) / workers
-	for from := 0; from < n; from += chunk {
-		wg.Add(1)
-		go func(from, to int) {
-			defer wg.Done()
-			fn(from, to)
-		}(from, min(from+chunk, n))
-	}
-	wg.Wait()
 }
 
 // normalizeAxes maps axes into [0, rank), sorted; none means all axes.
