@@ -218,7 +218,7 @@ func (l *Linear4bit) tensors(prefix string) ([]safetensors.Tensor, error) {
 	list = append(list, float32Tensor(prefix+KeyQuantMap, cb))
 	nb := (n + f.BlockSize - 1) / f.BlockSize
 	if !f.DoubleQuant {
-		absmax, err := floatValuesOf(components[1].Tensor())
+		absmax, err := float32Values(components[1].Tensor())
 		if err != nil {
 			return nil, err
 		}
@@ -314,9 +314,4 @@ func readBias(f *safetensors.File, prefix string, out int) (*tensors.Tensor, err
 		return nil, errors.Errorf("bias %s; accepted: a float vector of %d (out features)", info, out)
 	}
 	return f.ReadTensor(prefix + KeyBias)
-}
-
-// floatValuesOf returns a float tensor's values as float32.
-func floatValuesOf(t *tensors.Tensor) ([]float32, error) {
-	return float32Values(t)
 }
