@@ -13,6 +13,7 @@ import (
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/internal/parallel"
+	"github.com/quanta-ml/quanta/internal/qarray"
 	"github.com/quanta-ml/quanta/internal/xlafloat"
 	"github.com/x448/float16"
 )
@@ -383,7 +384,7 @@ func TernaryThreshold(dtype dtypes.DType, variance float64) float64 {
 	return float64(xlafloat.Round(0.5*std, e))
 }
 
-// normalizeAxes maps axes into [0, rank), sorted; none means all axes.
+// normalizeAxes maps the scale axes into [0, rank), sorted; none means all axes.
 func normalizeAxes(axes []int, rank int) ([]int, error) {
 	if len(axes) == 0 {
 		all := make([]int, rank)
@@ -392,22 +393,9 @@ func normalizeAxes(axes []int, rank int) ([]int, error) {
 		}
 		return all, nil
 	}
-	out := make([]int, 0, len(axes))
-	for _, a := range axes {
-		n := a
-		if n < 0 {
-			n += rank
-		}
-		if n < 0 || n >= rank {
-			return nil, errors.Errorf("axis %d out of range for rank %d; accepted: -%d..%d", a, rank, rank, rank-1)
-		}
-		if slices.Contains(out, n) {
-			return nil, errors.Errorf("axes %v repeat axis %d", axes, n)
-		}
-		out = append(out, n)
-	}
+	out, err := qarray.NormalizeAxes(axes, rank)
 	slices.Sort(out)
-	return out, nil
+	return out, err
 }
 
 // scaleIndexer maps a flat index of dims to the flat index of the keepdims scale over axes.
