@@ -33,18 +33,31 @@ func Slow(t testing.TB) {
 	}
 }
 
-// RandomTensor returns a float32 tensor of normal values drawn with a fixed seed.
-func RandomTensor(seed uint64, dims ...int) *tensors.Tensor {
-	r := rand.New(rand.NewPCG(seed, 1))
-	n := 1
-	for _, d := range dims {
-		n *= d
-	}
+// Normals returns n float32 values drawn from r's normal distribution; r is a math/rand or a
+// math/rand/v2 generator.
+func Normals(r interface{ NormFloat64() float64 }, n int) []float32 {
 	data := make([]float32, n)
 	for i := range data {
 		data[i] = float32(r.NormFloat64())
 	}
-	return tensors.FromFlatDataAndDimensions(data, dims...)
+	return data
+}
+
+// NormalTensor returns a float32 tensor of dims filled with Normals(r, ...).
+func NormalTensor(r interface{ NormFloat64() float64 }, dims ...int) *tensors.Tensor {
+	n := 1
+	for _, d := range dims {
+		n *= d
+	}
+	return tensors.FromFlatDataAndDimensions(Normals(r, n), dims...)
+}
+
+// RandomValues returns n normal float32 values drawn with a fixed seed.
+func RandomValues(seed uint64, n int) []float32 { return Normals(rand.New(rand.NewPCG(seed, 1)), n) }
+
+// RandomTensor returns a float32 tensor of normal values drawn with a fixed seed (RandomValues).
+func RandomTensor(seed uint64, dims ...int) *tensors.Tensor {
+	return NormalTensor(rand.New(rand.NewPCG(seed, 1)), dims...)
 }
 
 // Float64s returns the values of a tensor of any numeric or boolean dtype as float64, failing the
@@ -54,6 +67,17 @@ func Float64s(t testing.TB, x *tensors.Tensor) []float64 {
 	out, err := hostdata.Float64s(x)
 	if err != nil {
 		t.Fatalf("testutil.Float64s: %+v", err)
+	}
+	return out
+}
+
+// Float32s returns the values of a tensor of a float dtype as float32, failing the test for another
+// dtype.
+func Float32s(t testing.TB, x *tensors.Tensor) []float32 {
+	t.Helper()
+	out, ok := hostdata.Float32s(x)
+	if !ok {
+		t.Fatalf("testutil.Float32s: tensor %s; accepted: a float dtype", x.Shape())
 	}
 	return out
 }
