@@ -285,18 +285,11 @@ func runProduct(t *testing.T, w lowering.Quantized, x *tensors.Tensor, c product
 // them), or bfloat16 rounding of the result.
 func compare(t *testing.T, got, want []float64, k int, xDType dtypes.DType) {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%d values, want %d", len(got), len(want))
-	}
 	tol := max(1e-4, 6.25e-6*float64(k))
 	if xDType == dtypes.BFloat16 {
 		tol = 3e-2 // the result is rounded to bfloat16
 	}
-	for i := range want {
-		if math.Abs(got[i]-want[i]) > tol*math.Max(1, math.Abs(want[i])) {
-			t.Fatalf("element %d: %v, want %v (dtype %s)", i, got[i], want[i], xDType)
-		}
-	}
+	testutil.Close(t, "product ("+xDType.String()+" activations)", got, want, testutil.Mixed(tol))
 }
 
 // TestSlabbed: DecodeDot decodes a weight larger than two slabs a slab at a time for a few rows,

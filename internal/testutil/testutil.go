@@ -82,6 +82,30 @@ func Float32s(t testing.TB, x *tensors.Tensor) []float32 {
 	return out
 }
 
+// Close fails the test at the first index where got and want differ by more than bound(want[i]),
+// naming what and the index; a NaN matches nothing.
+func Close(t testing.TB, what string, got, want []float64, bound func(want float64) float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+		return
+	}
+	for i := range want {
+		if b := bound(want[i]); got[i] != want[i] && !(math.Abs(got[i]-want[i]) <= b) {
+			t.Fatalf("%s[%d] = %v, want %v (bound %g)", what, i, got[i], want[i], b)
+			return
+		}
+	}
+}
+
+// Exact is Close's bound for an exact comparison.
+func Exact(float64) float64 { return 0 }
+
+// Mixed returns Close's bound tol·max(1, |want|): relative for large values, absolute near zero.
+func Mixed(tol float64) func(want float64) float64 {
+	return func(want float64) float64 { return tol * math.Max(1, math.Abs(want)) }
+}
+
 // MaxAbsDiff returns the largest |got[i] - want[i]| and the largest finite |want[i]| (the scale to
 // judge it by). Equal infinities and NaNs in the same positions count as equal; a NaN or an
 // infinity against anything else makes diff +Inf.

@@ -1,6 +1,8 @@
 package testutil
 
 import (
+	"fmt"
+	"math"
 	"os"
 	"testing"
 )
@@ -19,5 +21,43 @@ func TestSlow(t *testing.T) {
 	})
 	if want := os.Getenv(TestAllEnv) == "1"; ran != want {
 		t.Errorf("with %s=%q the slow test ran=%v, want %v", TestAllEnv, os.Getenv(TestAllEnv), ran, want)
+	}
+}
+
+// recorder is a testing.TB that records the first failure instead of stopping.
+type recorder struct {
+	testing.TB
+	failure string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Fatalf(format string, args ...any) {
+	if r.failure == "" {
+		r.failure = fmt.Sprintf(format, args...)
+	}
+}
+
+func TestClose(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, tc := range []struct {
+		name      string
+		got, want []float64
+		bound     func(float64) float64
+		failure   string
+	}{
+		{"exact", []float64{1, inf}, []float64{1, inf}, Exact, ""},
+		{"exact differs", []float64{1, 2}, []float64{1, 2.5}, Exact, "x[1] = 2, want 2.5 (bound 0)"},
+		{"mixed absolute near zero", []float64{0.01}, []float64{0}, Mixed(0.01), ""},
+		{"mixed relative", []float64{101}, []float64{100}, Mixed(0.01), ""},
+		{"mixed too far", []float64{102}, []float64{100}, Mixed(0.01), "x[0] = 102, want 100 (bound 1)"},
+		{"nan", []float64{nan}, []float64{nan}, Mixed(1), "x[0] = NaN, want NaN (bound NaN)"},
+		{"length", []float64{1}, []float64{1, 2}, Exact, "x: 1 values, want 2"},
+	} {
+		r := &recorder{TB: t}
+		Close(r, "x", tc.got, tc.want, tc.bound)
+		if r.failure != tc.failure {
+			t.Errorf("%s: failure %q, want %q", tc.name, r.failure, tc.failure)
+		}
 	}
 }
