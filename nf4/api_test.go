@@ -160,14 +160,8 @@ func TestComponentSpecs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			specs, err := a.ComponentSpecs(m, tc.spec)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-				}
+			if testutil.WantError(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if len(specs) != 2 || specs[0].String() != tc.want[0] || specs[1].String() != tc.want[1] {
 				t.Errorf("specs %v, want %v", specs, tc.want)

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
@@ -80,6 +81,20 @@ func Float32s(t testing.TB, x *tensors.Tensor) []float32 {
 		t.Fatalf("testutil.Float32s: tensor %s; accepted: a float dtype", x.Shape())
 	}
 	return out
+}
+
+// WantError checks err against a table case's wantErr: with wantErr "" err must be nil, otherwise
+// err must contain wantErr; it fails the test if not. It returns whether an error was wanted, so
+// that the case stops there.
+func WantError(t testing.TB, err error, wantErr string) bool {
+	t.Helper()
+	switch {
+	case wantErr == "" && err != nil:
+		t.Fatalf("%+v", err)
+	case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+		t.Fatalf("error %v, want one containing %q", err, wantErr)
+	}
+	return wantErr != ""
 }
 
 // Close fails the test at the first index where got and want differ by more than bound(want[i]),

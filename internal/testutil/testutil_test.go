@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -58,6 +59,26 @@ func TestClose(t *testing.T) {
 		Close(r, "x", tc.got, tc.want, tc.bound)
 		if r.failure != tc.failure {
 			t.Errorf("%s: failure %q, want %q", tc.name, r.failure, tc.failure)
+		}
+	}
+}
+
+func TestWantError(t *testing.T) {
+	for _, tc := range []struct {
+		err     error
+		wantErr string
+		wanted  bool
+		failure string
+	}{
+		{nil, "", false, ""},
+		{errors.New("bad axis"), "axis", true, ""},
+		{errors.New("bad axis"), "", false, "bad axis"},
+		{nil, "axis", true, `error <nil>, want one containing "axis"`},
+		{errors.New("bad shape"), "axis", true, `error bad shape, want one containing "axis"`},
+	} {
+		r := &recorder{TB: t}
+		if wanted := WantError(r, tc.err, tc.wantErr); wanted != tc.wanted || r.failure != tc.failure {
+			t.Errorf("WantError(%v, %q) = %v, failure %q; want %v, %q", tc.err, tc.wantErr, wanted, r.failure, tc.wanted, tc.failure)
 		}
 	}
 }
