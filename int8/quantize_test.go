@@ -177,7 +177,7 @@ func TestQuantizeFuzz(t *testing.T) {
 		// amax per scale element, in float64.
 		amax := make([]float64, len(scale))
 		for i, v := range data {
-			si := scaleIndex(i, dims, sDims)
+			si := testutil.BroadcastIndex(i, dims, sDims)
 			amax[si] = math.Max(amax[si], math.Abs(float64(v)))
 		}
 		for si, s := range scale {
@@ -187,7 +187,7 @@ func TestQuantizeFuzz(t *testing.T) {
 			}
 		}
 		for i, v := range data {
-			s := scale[scaleIndex(i, dims, sDims)]
+			s := scale[testutil.BroadcastIndex(i, dims, sDims)]
 			if d := math.Abs(float64(q[i]) - float64(v)/s); d > 0.5+1e-4 {
 				t.Fatalf("iter %d: q[%d] = %d for x/scale = %g", iter, i, q[i], float64(v)/s)
 			}
@@ -202,19 +202,6 @@ func TestQuantizeFuzz(t *testing.T) {
 			}
 		}
 	}
-}
-
-func scaleIndex(i int, dims, sDims []int) int {
-	si, stride := 0, 1
-	for a := len(dims) - 1; a >= 0; a-- {
-		c := i % dims[a]
-		i /= dims[a]
-		if sDims[a] != 1 {
-			si += c * stride
-		}
-		stride *= sDims[a]
-	}
-	return si
 }
 
 func TestQuantizeConstantRowExact(t *testing.T) {

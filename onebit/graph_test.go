@@ -275,17 +275,7 @@ func scaledOnHost(t *testing.T, a implicitarray.Array) *tensors.Tensor {
 	dims, sDims := a.Shape().Dimensions, sc.Shape().Dimensions
 	out := make([]float32, len(v))
 	for i := range v {
-		// Index into the keepdims scale.
-		rem, idx, stride := i, 0, 1
-		for k := len(dims) - 1; k >= 0; k-- {
-			coord := rem % dims[k]
-			rem /= dims[k]
-			if sDims[k] != 1 {
-				idx += coord * stride
-			}
-			stride *= sDims[k]
-		}
-		out[i] = float32(v[i]) * s[idx]
+		out[i] = float32(v[i]) * s[testutil.BroadcastIndex(i, dims, sDims)]
 	}
 	return tensors.FromFlatDataAndDimensions(out, dims...)
 }

@@ -61,6 +61,21 @@ func RandomTensor(seed uint64, dims ...int) *tensors.Tensor {
 	return NormalTensor(rand.New(rand.NewPCG(seed, 1)), dims...)
 }
 
+// BroadcastIndex returns the flat index, in a keepdims array of dimensions sDims (each 1 or the
+// dims one), of the element broadcast to flat position i of dims: the scale of an element.
+func BroadcastIndex(i int, dims, sDims []int) int {
+	si, stride := 0, 1
+	for a := len(dims) - 1; a >= 0; a-- {
+		c := i % dims[a]
+		i /= dims[a]
+		if sDims[a] != 1 {
+			si += c * stride
+		}
+		stride *= sDims[a]
+	}
+	return si
+}
+
 // Float64s returns the values of a tensor of any numeric or boolean dtype as float64, failing the
 // test for another dtype.
 func Float64s(t testing.TB, x *tensors.Tensor) []float64 {

@@ -82,3 +82,10 @@ func TestWantError(t *testing.T) {
 		}
 	}
 }
+
+func TestBroadcastIndex(t *testing.T) {
+	// dims (2, 3, 4) with a scale (2, 1, 4): element (1, 2, 3), flat 23, reads scale (1, 0, 3), flat 7.
+	if got := BroadcastIndex(23, []int{2, 3, 4}, []int{2, 1, 4}); got != 7 {
+		t.Errorf("BroadcastIndex(23, [2 3 4], [2 1 4]) = %d, want 7", got)
+	}
+}
