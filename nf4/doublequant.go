@@ -294,23 +294,17 @@ func (a *Array) storedComponentSpecs(m *sharding.Mesh, logical sharding.Partitio
 
 // formatMetadata and formatDescription add the non-default format fields to Metadata and String.
 func (a *Array) formatMetadata() string {
-	s := ""
-	if a.flat {
-		s += " flatBlocks"
-	}
-	if a.doubleQuant {
-		s += " doubleQuant"
-	}
-	return s
+	return word(a.flat, " flatBlocks") + word(a.doubleQuant, " doubleQuant")
 }
 
 func (a *Array) formatDescription() string {
-	s := ""
-	if a.doubleQuant {
-		s += " double-quantized"
+	return word(a.doubleQuant, " double-quantized") + word(a.flat, " flat")
+}
+
+// word returns w if set, else "".
+func word(set bool, w string) string {
+	if set {
+		return w
 	}
-	if a.flat {
-		s += " flat"
-	}
-	return s
+	return ""
 }
