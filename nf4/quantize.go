@@ -152,16 +152,21 @@ const (
 	hugeF64 = 0x1p1022
 )
 
+// reciprocal returns 1/d with the pre-scale 1, or for d above huge, whose reciprocal is subnormal,
+// 1/(d/4) with the pre-scale 1/4.
+func reciprocal[F float32 | float64](d, huge F) (r, pre F) {
+	if d > huge {
+		return 1 / (d * 0.25), 0.25
+	}
+	return 1 / d, 1
+}
+
 type f32Arith struct{}
 
 func (f32Arith) load(x float32) float32  { return xlafloat.FlushF32(x) }
 func (f32Arith) store(x float32) float32 { return x }
 func (f32Arith) reciprocal(amax float32) (float32, float32) {
-	d := amax + xlafloat.TinyF32
-	if d > hugeF32 {
-		return 1 / (d * 0.25), 0.25
-	}
-	return 1 / d, 1
+	return reciprocal(amax+xlafloat.TinyF32, hugeF32)
 }
 func (f32Arith) normalize(x, r, pre float32) float32 {
 	return xlafloat.FlushF32(float32(xlafloat.FlushF32(float32(x*pre)) * r))
@@ -172,11 +177,7 @@ type f64Arith struct{}
 func (f64Arith) load(x float64) float64  { return xlafloat.FlushF64(x) }
 func (f64Arith) store(x float64) float64 { return x }
 func (f64Arith) reciprocal(amax float64) (float64, float64) {
-	d := amax + xlafloat.TinyF64
-	if d > hugeF64 {
-		return 1 / (d * 0.25), 0.25
-	}
-	return 1 / d, 1
+	return reciprocal(amax+xlafloat.TinyF64, hugeF64)
 }
 func (f64Arith) normalize(x, r, pre float64) float64 {
 	return xlafloat.FlushF64(float64(xlafloat.FlushF64(float64(x*pre)) * r))
@@ -189,14 +190,10 @@ func (bf16Arith) store(x float32) bfloat16.BFloat16 {
 	return bfloat16.BFloat16(math.Float32bits(x) >> 16) // exact: x is a bfloat16 value
 }
 func (bf16Arith) reciprocal(amax float32) (float32, float32) {
-	d := xlafloat.RoundBF16(amax + xlafloat.TinyF32)
-	if d > hugeF32 {
-		return 1 / (d * 0.25), 0.25
-	}
-	return 1 / d, 1
+	return reciprocal(xlafloat.RoundBF16(amax+xlafloat.TinyF32), hugeF32)
 }
 func (bf16Arith) normalize(x, r, pre float32) float32 {
-	return xlafloat.RoundBF16(xlafloat.FlushF32(float32(xlafloat.FlushF32(float32(x*pre)) * r)))
+	return xlafloat.RoundBF16(f32Arith{}.normalize(x, r, pre))
 }
 
 type f16Arith struct{}
