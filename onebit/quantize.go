@@ -61,11 +61,7 @@ const (
 // eformer's Array1B.quantize, validated. Its first dimension must be a multiple of 4. The array
 // materializes to t's dtype unless WithDType says otherwise.
 func Pack(t *tensors.Tensor, opts ...Option) (*Array, error) {
-	c, err := quantize("onebit.Pack", TwoBit, rulePack, t, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &Array{c}, nil
+	return quantizeAs(asArray, "onebit.Pack", TwoBit, rulePack, t, opts)
 }
 
 // MustPack is Pack that panics on error.
@@ -74,11 +70,7 @@ func MustPack(t *tensors.Tensor, opts ...Option) *Array { return must(Pack(t, op
 // PackBits packs t, which must hold only -1 and +1, into a BitArray (8 values a byte). Its first
 // dimension must be a multiple of 8.
 func PackBits(t *tensors.Tensor, opts ...Option) (*BitArray, error) {
-	c, err := quantize("onebit.PackBits", OneBit, rulePack, t, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &BitArray{c}, nil
+	return quantizeAs(asBitArray, "onebit.PackBits", OneBit, rulePack, t, opts)
 }
 
 // MustPackBits is PackBits that panics on error.
@@ -89,11 +81,7 @@ func MustPackBits(t *tensors.Tensor, opts ...Option) *BitArray { return must(Pac
 // zero (XLA CPU reads them so: a negative subnormal gives +1). Unscaled it materializes as int8
 // -1/+1, as eformer; WithScale keeps the absmean scale. NaN and ±Inf are errors.
 func QuantizeBinary(t *tensors.Tensor, opts ...Option) (*Array, error) {
-	c, err := quantize("onebit.QuantizeBinary", TwoBit, ruleBinary, t, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &Array{c}, nil
+	return quantizeAs(asArray, "onebit.QuantizeBinary", TwoBit, ruleBinary, t, opts)
 }
 
 // MustQuantizeBinary is QuantizeBinary that panics on error.
@@ -103,11 +91,7 @@ func MustQuantizeBinary(t *tensors.Tensor, opts ...Option) *Array {
 
 // QuantizeBinaryBits is QuantizeBinary into a BitArray (1 bit a value).
 func QuantizeBinaryBits(t *tensors.Tensor, opts ...Option) (*BitArray, error) {
-	c, err := quantize("onebit.QuantizeBinaryBits", OneBit, ruleBinary, t, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &BitArray{c}, nil
+	return quantizeAs(asBitArray, "onebit.QuantizeBinaryBits", OneBit, ruleBinary, t, opts)
 }
 
 // MustQuantizeBinaryBits is QuantizeBinaryBits that panics on error.
@@ -129,11 +113,7 @@ func MustQuantizeBinaryBits(t *tensors.Tensor, opts ...Option) *BitArray {
 // side. BitNet selects the BitNet b1.58 rule; WithScale keeps an absmean scale. NaN and ±Inf are
 // errors.
 func QuantizeTernary(t *tensors.Tensor, opts ...Option) (*Array, error) {
-	c, err := quantize("onebit.QuantizeTernary", TwoBit, ruleTernary, t, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &Array{c}, nil
+	return quantizeAs(asArray, "onebit.QuantizeTernary", TwoBit, ruleTernary, t, opts)
 }
 
 // MustQuantizeTernary is QuantizeTernary that panics on error.
@@ -147,6 +127,19 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// quantizeAs is quantize into the array type of packing l: asArray (TwoBit) or asBitArray (OneBit).
+func quantizeAs[A any](as func(core) A, what string, l Packing, r rule, t *tensors.Tensor, opts []Option) (A, error) {
+	c, err := quantize(what, l, r, t, opts)
+	if err != nil {
+		var none A
+		return none, err
+	}
+	return as(c), nil
+}
+
+func asArray(c core) *Array       { return &Array{c} }
+func asBitArray(c core) *BitArray { return &BitArray{c} }
 
 func quantize(what string, l Packing, r rule, t *tensors.Tensor, opts []Option) (core, error) {
 	var cfg config
