@@ -209,20 +209,13 @@ func roundTo(v float64, dtype dtypes.DType) float64 {
 	panic(fmt.Sprintf("roundTo: unsupported dtype %s", dtype))
 }
 
-// epsilon is the unit roundoff of a float dtype.
-func epsilon(dtype dtypes.DType) float64 {
-	switch dtype {
-	case dtypes.Float64:
-		return 0x1p-53
-	case dtypes.Float32:
-		return 0x1p-24
-	case dtypes.BFloat16:
-		return 0x1p-8
-	case dtypes.Float16:
-		return 0x1p-11
-	}
-	return 0
+// unitRoundoff is the unit roundoff of each float dtype.
+var unitRoundoff = map[dtypes.DType]float64{
+	dtypes.Float64: 0x1p-53, dtypes.Float32: 0x1p-24, dtypes.BFloat16: 0x1p-8, dtypes.Float16: 0x1p-11,
 }
+
+// epsilon is the unit roundoff of a float dtype (0 for another dtype).
+func epsilon(dtype dtypes.DType) float64 { return unitRoundoff[dtype] }
 
 // checkValues asserts got[i] == want[i] exactly (NaN equal to NaN), with got's dimensions
 // equal to dims.
