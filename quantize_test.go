@@ -3,7 +3,6 @@ package quanta_test
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -17,35 +16,6 @@ import (
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/onebit"
 )
-
-func randomWeights(seed uint64, rows, cols int) *tensors.Tensor {
-	r := rand.New(rand.NewPCG(seed, 1))
-	data := make([]float32, rows*cols)
-	for i := range data {
-		data[i] = float32(r.NormFloat64())
-	}
-	return tensors.FromFlatDataAndDimensions(data, rows, cols)
-}
-
-func floats(t *testing.T, x *tensors.Tensor) []float64 {
-	t.Helper()
-	var out []float64
-	x.MustConstFlatData(func(flat any) {
-		switch v := flat.(type) {
-		case []float32:
-			for _, e := range v {
-				out = append(out, float64(e))
-			}
-		case []int8:
-			for _, e := range v {
-				out = append(out, float64(e))
-			}
-		default:
-			t.Fatalf("unexpected %T", flat)
-		}
-	})
-	return out
-}
 
 // configs covers every Type, the scaled 1-bit variants and a non-default block size.
 var configs = []quanta.Config{
@@ -66,7 +36,7 @@ func name(c quanta.Config) string {
 
 func TestQuantizeDispatches(t *testing.T) {
 	backend := testutil.Backend(t)
-	w := randomWeights(1, 8, 64)
+	w := testutil.RandomTensor(1, 8, 64)
 	for _, cfg := range configs {
 		t.Run(name(cfg), func(t *testing.T) {
 			v, err := quanta.Quantize(w, cfg)
@@ -101,12 +71,7 @@ func TestQuantizeDispatches(t *testing.T) {
 			if !got.Shape().Equal(want.Shape()) {
 				t.Fatalf("simulate shape %s, want %s", got.Shape(), want.Shape())
 			}
-			g, wv := floats(t, got), floats(t, want)
-			for i := range wv {
-				if g[i] != wv[i] {
-					t.Fatalf("simulate[%d] = %v, materialized %v", i, g[i], wv[i])
-				}
-			}
+			testutil.Close(t, "simulate", testutil.Float64s(t, got), testutil.Float64s(t, want), testutil.Exact)
 		})
 	}
 }
@@ -115,8 +80,8 @@ func TestQuantizeDispatches(t *testing.T) {
 // host-side quantization (in the weights' dtype) and that the gradient of sum(ST(w)*c) is c.
 func TestStraightThrough(t *testing.T) {
 	backend := testutil.Backend(t)
-	w := randomWeights(2, 8, 64)
-	c := randomWeights(3, 8, 64)
+	w := testutil.RandomTensor(2, 8, 64)
+	c := testutil.RandomTensor(3, 8, 64)
 	for _, cfg := range configs {
 		t.Run(name(cfg), func(t *testing.T) {
 			e := graph.MustNewExec(backend, func(w, c *graph.Node) (*graph.Node, *graph.Node) {
@@ -128,25 +93,16 @@ func TestStraightThrough(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, want := floats(t, fwd), floats(t, ref)
 			tol := 0.0
 			if cfg.Type == quanta.Binary || cfg.Type == quanta.Ternary {
 				tol = 1e-6 // graph-side scales are computed in float32, host-side in float64
 			}
-			for i := range want {
-				if math.Abs(got[i]-want[i]) > tol*math.Abs(want[i]) {
-					t.Fatalf("forward[%d] = %v, want %v", i, got[i], want[i])
-				}
-			}
+			testutil.Close(t, "forward", testutil.Float64s(t, fwd), testutil.Float64s(t, ref),
+				func(want float64) float64 { return tol * math.Abs(want) })
 			if fwd.DType() != w.DType() {
 				t.Errorf("forward dtype %s, want the weights' %s", fwd.DType(), w.DType())
 			}
-			g, cv := floats(t, grad), floats(t, c)
-			for i := range cv {
-				if g[i] != cv[i] {
-					t.Fatalf("grad[%d] = %v, want exactly %v", i, g[i], cv[i])
-				}
-			}
+			testutil.Close(t, "grad", testutil.Float64s(t, grad), testutil.Float64s(t, c), testutil.Exact)
 		})
 	}
 }
@@ -155,8 +111,8 @@ func TestStraightThrough(t *testing.T) {
 // materializes the weight, the default (Auto) does not.
 func TestStrategyReachesProducts(t *testing.T) {
 	backend := testutil.Backend(t)
-	w := randomWeights(4, 64, 64)
-	x := randomWeights(5, 2, 64)
+	w := testutil.RandomTensor(4, 64, 64)
+	x := testutil.RandomTensor(5, 2, 64)
 	for _, typ := range quanta.Types() {
 		for _, s := range []lowering.Strategy{lowering.Auto, lowering.Materialize} {
 			t.Run(fmt.Sprintf("%s/%s", typ, s), func(t *testing.T) {
@@ -177,7 +133,7 @@ func TestStrategyReachesProducts(t *testing.T) {
 }
 
 func TestQuantizeErrors(t *testing.T) {
-	w := randomWeights(6, 6, 64)
+	w := testutil.RandomTensor(6, 6, 64)
 	for _, tc := range []struct {
 		name string
 		cfg  quanta.Config
@@ -215,7 +171,7 @@ func TestStraightThroughAnyRows(t *testing.T) {
 		e := graph.MustNewExec(backend, func(w *graph.Node) *graph.Node {
 			return quanta.StraightThrough(w, quanta.Config{Type: tc.typ})
 		})
-		got := floats(t, e.MustExec1(w))
+		got := testutil.Float64s(t, e.MustExec1(w))
 		for i := range tc.want {
 			if got[i] != tc.want[i] {
 				t.Errorf("%s: got %v, want %v", tc.typ, got, tc.want)

@@ -32,19 +32,6 @@ func forward(t *testing.T, x *tensors.Tensor, w implicitarray.Array, bias *tenso
 	return testutil.Float64s(t, y.(*tensors.Tensor))
 }
 
-// closeTo fails unless |got-want| <= tol·max(1, |want|) everywhere.
-func closeTo(t *testing.T, what string, got, want []float64, tol float64) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
-	}
-	for i := range want {
-		if math.Abs(got[i]-want[i]) > tol*math.Max(1, math.Abs(want[i])) {
-			t.Fatalf("%s[%d] = %v, want %v (tolerance %g)", what, i, got[i], want[i], tol)
-		}
-	}
-}
-
 func openRef(t *testing.T, name string) (*safetensors.File, []byte) {
 	t.Helper()
 	path := filepath.Join(refDir, name)
@@ -82,97 +69,94 @@ func writeTemp(t *testing.T, list []safetensors.Tensor) []byte {
 //   - quantize: bnb.Quantize4bit of the layer's float weight, written with its bias, is again
 //     that file: quanta produces bitsandbytes' checkpoint from the float weights.
 func TestLinear4bitFiles(t *testing.T) {
-	idx := loadIndex(t)
-	backend := testutil.Backend(t)
-	for _, c := range idx.Layers {
-		if c.Kind != "Linear4bit" {
-			continue
+	layerFiles(t, "Linear4bit", func(t *testing.T, c layerCase, f *safetensors.File, data []byte) {
+		l, err := bnb.ReadLinear4bit(f, "")
+		if err != nil {
+			t.Fatalf("%+v", err)
 		}
-		t.Run(c.ID, func(t *testing.T) {
-			f, data := openRef(t, c.Safetensors.File)
-			l, err := bnb.ReadLinear4bit(f, "")
-			if err != nil {
-				t.Fatalf("%+v", err)
-			}
-			if got := l.Weight.Shape().Dimensions; got[0] != c.OutFeatures || got[1] != c.InFeatures {
-				t.Fatalf("weight shape %v, want [%d %d]", got, c.OutFeatures, c.InFeatures)
-			}
-			if l.Weight.DoubleQuantized() != c.CompressStatistics || l.Weight.Format().FlatBlocks != (c.InFeatures%c.BlockSize != 0) {
-				t.Errorf("format %s", l.Weight.Format())
-			}
-			dense, err := implicitarray.MaterializeOnHost(backend, l.Weight)
-			if err != nil {
-				t.Fatalf("%+v", err)
-			}
-			equalFloats(t, "dequantized weight", testutil.Float64s(t, dense), readFloats(t, c.DequantizedWeight))
-			x := readTensor(t, c.X, []int{4, c.InFeatures})
-			closeTo(t, "y", forward(t, x, l.Weight, l.Bias), readFloats(t, c.Y), 1e-5)
-
-			list, err := l.Tensors("")
-			if err != nil {
-				t.Fatalf("%+v", err)
-			}
-			if got := writeTemp(t, list); !bytes.Equal(got, data) {
-				t.Errorf("written file (%d bytes) differs from bitsandbytes' (%d bytes)", len(got), len(data))
-			}
-
-			w, err := bnb.Quantize4bit(readTensor(t, c.DenseWeight, []int{c.OutFeatures, c.InFeatures}), c.BlockSize, c.CompressStatistics)
-			if err != nil {
-				t.Fatalf("%+v", err)
-			}
-			fresh := &bnb.Linear4bit{Weight: w, Bias: readTensor(t, c.Bias, []int{c.OutFeatures})}
-			list, err = fresh.Tensors("")
-			if err != nil {
-				t.Fatalf("%+v", err)
-			}
-			if got := writeTemp(t, list); !bytes.Equal(got, data) {
-				t.Errorf("file of the re-quantized float weight differs from bitsandbytes'")
-			}
+		if got := l.Weight.Shape().Dimensions; got[0] != c.OutFeatures || got[1] != c.InFeatures {
+			t.Fatalf("weight shape %v, want [%d %d]", got, c.OutFeatures, c.InFeatures)
+		}
+		if l.Weight.DoubleQuantized() != c.CompressStatistics || l.Weight.Format().FlatBlocks != (c.InFeatures%c.BlockSize != 0) {
+			t.Errorf("format %s", l.Weight.Format())
+		}
+		checkRead(t, c, l.Weight, l.Bias, l.Tensors, data, func(got, want []float64) {
+			equalFloats(t, "dequantized weight", got, want)
 		})
-	}
+
+		w, err := bnb.Quantize4bit(readTensor(t, c.DenseWeight, []int{c.OutFeatures, c.InFeatures}), c.BlockSize, c.CompressStatistics)
+		if err != nil {
+			t.Fatalf("%+v", err)
+		}
+		fresh := &bnb.Linear4bit{Weight: w, Bias: readTensor(t, c.Bias, []int{c.OutFeatures})}
+		list, err := fresh.Tensors("")
+		if err != nil {
+			t.Fatalf("%+v", err)
+		}
+		if got := writeTemp(t, list); !bytes.Equal(got, data) {
+			t.Errorf("file of the re-quantized float weight differs from bitsandbytes'")
+		}
+	})
 }
 
 // TestLinear8bitLtFiles: a Linear8bitLt state dict reads into an int8.Array whose values are
 // bitsandbytes' dequantized weight to a float32 rounding or two and whose product gives its
 // weight-only y, and writes back byte for byte.
 func TestLinear8bitLtFiles(t *testing.T) {
-	idx := loadIndex(t)
-	backend := testutil.Backend(t)
-	for _, c := range idx.Layers {
-		if c.Kind != "Linear8bitLt" {
+	layerFiles(t, "Linear8bitLt", func(t *testing.T, c layerCase, f *safetensors.File, data []byte) {
+		l, err := bnb.ReadLinear8bitLt(f, "")
+		if err != nil {
+			t.Fatalf("%+v", err)
+		}
+		checkRead(t, c, l.Weight, l.Bias, l.Tensors, data, func(got, want []float64) {
+			testutil.Close(t, "dequantized weight", got, want, testutil.Mixed(2.5e-7))
+		})
+		again, err := bnb.NewLinear8bitLt(l.Weight, l.Bias)
+		if err != nil {
+			t.Fatalf("%+v", err)
+		}
+		scb, want := tensors.MustCopyFlatData[float32](again.SCB), tensors.MustCopyFlatData[float32](l.SCB)
+		for i := range want {
+			if math.Abs(float64(scb[i]-want[i])) > 2.5e-7*float64(want[i]) {
+				t.Fatalf("SCB[%d] from the scale: %v, stored %v", i, scb[i], want[i])
+			}
+		}
+	})
+}
+
+// layerFiles runs check, as a subtest, on every layer case of kind with bitsandbytes' file open
+// (f) and its bytes (data).
+func layerFiles(t *testing.T, kind string, check func(t *testing.T, c layerCase, f *safetensors.File, data []byte)) {
+	for _, c := range loadIndex(t).Layers {
+		if c.Kind != kind {
 			continue
 		}
 		t.Run(c.ID, func(t *testing.T) {
 			f, data := openRef(t, c.Safetensors.File)
-			l, err := bnb.ReadLinear8bitLt(f, "")
-			if err != nil {
-				t.Fatalf("%+v", err)
-			}
-			dense, err := implicitarray.MaterializeOnHost(backend, l.Weight)
-			if err != nil {
-				t.Fatalf("%+v", err)
-			}
-			closeTo(t, "dequantized weight", testutil.Float64s(t, dense), readFloats(t, c.DequantizedWeight), 2.5e-7)
-			x := readTensor(t, c.X, []int{4, c.InFeatures})
-			closeTo(t, "y", forward(t, x, l.Weight, l.Bias), readFloats(t, c.Y), 1e-5)
-			list, err := l.Tensors("")
-			if err != nil {
-				t.Fatalf("%+v", err)
-			}
-			if got := writeTemp(t, list); !bytes.Equal(got, data) {
-				t.Errorf("written file differs from bitsandbytes'")
-			}
-			again, err := bnb.NewLinear8bitLt(l.Weight, l.Bias)
-			if err != nil {
-				t.Fatalf("%+v", err)
-			}
-			scb, want := tensors.MustCopyFlatData[float32](again.SCB), tensors.MustCopyFlatData[float32](l.SCB)
-			for i := range want {
-				if math.Abs(float64(scb[i]-want[i])) > 2.5e-7*float64(want[i]) {
-					t.Fatalf("SCB[%d] from the scale: %v, stored %v", i, scb[i], want[i])
-				}
-			}
+			check(t, c, f, data)
 		})
+	}
+}
+
+// checkRead checks a layer read from bitsandbytes' file data: its weight materializes to
+// bitsandbytes' dequantized weight (as dequantized compares them), x·Wᵀ + b through the quantized
+// product matches its y, and the tensors the layer writes (tensorsOf) are the file, byte for byte.
+func checkRead(t *testing.T, c layerCase, weight implicitarray.Array, bias *tensors.Tensor,
+	tensorsOf func(prefix string) ([]safetensors.Tensor, error), data []byte, dequantized func(got, want []float64)) {
+	t.Helper()
+	dense, err := implicitarray.MaterializeOnHost(testutil.Backend(t), weight)
+	if err != nil {
+		t.Fatalf("%+v", err)
+	}
+	dequantized(testutil.Float64s(t, dense), readFloats(t, c.DequantizedWeight))
+	x := readTensor(t, c.X, []int{4, c.InFeatures})
+	testutil.Close(t, "y", forward(t, x, weight, bias), readFloats(t, c.Y), testutil.Mixed(1e-5))
+	list, err := tensorsOf("")
+	if err != nil {
+		t.Fatalf("%+v", err)
+	}
+	if got := writeTemp(t, list); !bytes.Equal(got, data) {
+		t.Errorf("written file (%d bytes) differs from bitsandbytes' (%d bytes)", len(got), len(data))
 	}
 }
 

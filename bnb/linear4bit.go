@@ -84,8 +84,7 @@ type Linear4bit struct {
 // missing key, an FP4 or other quant type, or tensors whose dtypes or sizes do not fit the quant
 // state.
 func ReadLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
-	l, err := readLinear4bit(f, prefix)
-	return l, errors.WithMessagef(err, "bnb.ReadLinear4bit(prefix %q)", prefix)
+	return readLayer("bnb.ReadLinear4bit", f, prefix, readLinear4bit)
 }
 
 func readLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
@@ -218,7 +217,7 @@ func (l *Linear4bit) tensors(prefix string) ([]safetensors.Tensor, error) {
 	list = append(list, float32Tensor(prefix+KeyQuantMap, cb))
 	nb := (n + f.BlockSize - 1) / f.BlockSize
 	if !f.DoubleQuant {
-		absmax, err := floatValuesOf(components[1].Tensor())
+		absmax, err := float32Values(components[1].Tensor())
 		if err != nil {
 			return nil, err
 		}
@@ -234,14 +233,7 @@ func (l *Linear4bit) tensors(prefix string) ([]safetensors.Tensor, error) {
 	}
 	state := qs.JSON()
 	list = append(list, safetensors.Tensor{Name: prefix + KeyQuantState, DType: safetensors.U8, Shape: []int{len(state)}, Data: state})
-	if l.Bias != nil {
-		b, err := safetensors.FromTensor(prefix+KeyBias, l.Bias)
-		if err != nil {
-			return nil, err
-		}
-		list = append(list, b)
-	}
-	return list, nil
+	return appendBias(list, prefix, l.Bias)
 }
 
 // codebookSlice is nf4.Codebook as a slice.
@@ -316,7 +308,20 @@ func readBias(f *safetensors.File, prefix string, out int) (*tensors.Tensor, err
 	return f.ReadTensor(prefix + KeyBias)
 }
 
-// floatValuesOf returns a float tensor's values as float32.
-func floatValuesOf(t *tensors.Tensor) ([]float32, error) {
-	return float32Values(t)
+// readLayer runs a layer's reader, its errors naming op and prefix.
+func readLayer[L any](op string, f *safetensors.File, prefix string, read func(*safetensors.File, string) (*L, error)) (*L, error) {
+	l, err := read(f, prefix)
+	return l, errors.WithMessagef(err, "%s(prefix %q)", op, prefix)
+}
+
+// appendBias appends the bias, when there is one, to a layer's tensors.
+func appendBias(list []safetensors.Tensor, prefix string, bias *tensors.Tensor) ([]safetensors.Tensor, error) {
+	if bias == nil {
+		return list, nil
+	}
+	b, err := safetensors.FromTensor(prefix+KeyBias, bias)
+	if err != nil {
+		return nil, err
+	}
+	return append(list, b), nil
 }

@@ -40,8 +40,7 @@ type Linear8bitLt struct {
 // only format accepted) and the optional bias. It returns an error, and nothing, for a missing
 // key or tensors whose dtypes or shapes do not fit.
 func ReadLinear8bitLt(f *safetensors.File, prefix string) (*Linear8bitLt, error) {
-	l, err := readLinear8bitLt(f, prefix)
-	return l, errors.WithMessagef(err, "bnb.ReadLinear8bitLt(prefix %q)", prefix)
+	return readLayer("bnb.ReadLinear8bitLt", f, prefix, readLinear8bitLt)
 }
 
 func readLinear8bitLt(f *safetensors.File, prefix string) (*Linear8bitLt, error) {
@@ -126,12 +125,5 @@ func (l *Linear8bitLt) Tensors(prefix string) ([]safetensors.Tensor, error) {
 	}
 	list := []safetensors.Tensor{w, float32Tensor(prefix+KeySCB, scb),
 		{Name: prefix + KeyWeightFormat, DType: safetensors.U8, Shape: []int{}, Data: []byte{0}}}
-	if l.Bias != nil {
-		b, err := safetensors.FromTensor(prefix+KeyBias, l.Bias)
-		if err != nil {
-			return nil, err
-		}
-		list = append(list, b)
-	}
-	return list, nil
+	return appendBias(list, prefix, l.Bias)
 }

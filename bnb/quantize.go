@@ -4,11 +4,10 @@ import (
 	"math"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/nf4"
-	"github.com/x448/float16"
 )
 
 // minAbsmax is the float32 of 1e-38 (a subnormal): the floor bitsandbytes clamps absmax to
@@ -154,32 +153,11 @@ func bucketize(v float32, bounds *[15]float32) uint8 {
 
 // float32Values returns a float tensor's values in float32 (torch's .float()).
 func float32Values(t *tensors.Tensor) ([]float32, error) {
-	var out []float32
-	var err error
-	t.MustConstFlatData(func(flat any) {
-		switch v := flat.(type) {
-		case []float32:
-			out = append([]float32(nil), v...)
-		case []float64:
-			out = make([]float32, len(v))
-			for i, x := range v {
-				out[i] = float32(x)
-			}
-		case []bfloat16.BFloat16:
-			out = make([]float32, len(v))
-			for i, x := range v {
-				out[i] = x.Float32()
-			}
-		case []float16.Float16:
-			out = make([]float32, len(v))
-			for i, x := range v {
-				out[i] = x.Float32()
-			}
-		default:
-			err = errors.Errorf("input %s; accepted: float32, bfloat16, float16 or float64", t.Shape())
-		}
-	})
-	return out, err
+	out, ok := hostdata.Float32s(t)
+	if !ok {
+		return nil, errors.Errorf("input %s; accepted: float32, bfloat16, float16 or float64", t.Shape())
+	}
+	return out, nil
 }
 
 // checkShape is shared by the readers: a torch shape of at least one dimension, all positive.

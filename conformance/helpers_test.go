@@ -11,9 +11,9 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/runtime"
 	"github.com/x448/float16"
 )
@@ -100,20 +100,31 @@ func (s *summary) report(t *testing.T, idx *Index) {
 // mustInput and mustOutput load a case's arrays, failing the test on error.
 func (s *suite) mustInput(t *testing.T, c *Case, name string) *tensors.Tensor {
 	t.Helper()
-	x, err := s.idx.Input(c, name)
+	return mustLoad(t, s.idx.Input, c, name)
+}
+
+func (s *suite) mustOutput(t *testing.T, c *Case, name string) *tensors.Tensor {
+	t.Helper()
+	return mustLoad(t, s.idx.Output, c, name)
+}
+
+func mustLoad(t *testing.T, load func(*Case, string) (*tensors.Tensor, error), c *Case, name string) *tensors.Tensor {
+	t.Helper()
+	x, err := load(c, name)
 	if err != nil {
 		t.Fatalf("%+v", err)
 	}
 	return x
 }
 
-func (s *suite) mustOutput(t *testing.T, c *Case, name string) *tensors.Tensor {
+// materialize materializes q on the host, failing the test on error.
+func (s *suite) materialize(t *testing.T, q implicitarray.Array) *tensors.Tensor {
 	t.Helper()
-	x, err := s.idx.Output(c, name)
+	got, err := implicitarray.MaterializeOnHost(s.backend, q)
 	if err != nil {
-		t.Fatalf("%+v", err)
+		t.Fatalf("materialize: %+v", err)
 	}
-	return x
+	return got
 }
 
 // mustParams decodes the case's params into p.
@@ -147,13 +158,13 @@ func (s *suite) identicalExcept(t *testing.T, what string, got implicitarray.Com
 		t.Errorf("%s: ours is %s, eformer's %s", what, g.Shape(), want.Shape())
 		return 0
 	}
-	gb, wb := rawBytes(g), rawBytes(want)
+	gb, wb := tensorBytes(g), tensorBytes(want)
 	if bytes.Equal(gb, wb) {
 		s.sum.identical++
 		return 0
 	}
 	size := want.DType().Size()
-	gv, wv := float64s(g), float64s(want)
+	gv, wv := tensorFloat64s(g), tensorFloat64s(want)
 	var firsts []string
 	count := 0
 	for i := range wv {
@@ -165,7 +176,7 @@ func (s *suite) identicalExcept(t *testing.T, what string, got implicitarray.Com
 			continue
 		}
 		if count < 5 {
-			firsts = append(firsts, fmt.Sprintf("flat %d %v: ours %v, eformer %v", i, unflatten(i, want.Shape().Dimensions), gv[i], wv[i]))
+			firsts = append(firsts, fmt.Sprintf("flat %d %v: ours %v, eformer %v", i, hostdata.Unflatten(i, want.Shape().Dimensions), gv[i], wv[i]))
 		}
 		count++
 	}
@@ -175,60 +186,6 @@ func (s *suite) identicalExcept(t *testing.T, what string, got implicitarray.Com
 		s.sum.identicalExcused++
 	}
 	return excusedDiffs
-}
-
-// rawBytes copies a host tensor's bytes.
-func rawBytes(t *tensors.Tensor) []byte {
-	var out []byte
-	if t.Size() == 0 {
-		return out
-	}
-	if err := t.ConstBytes(func(data []byte) { out = slices.Clone(data) }); err != nil {
-		panic(err)
-	}
-	return out
-}
-
-// float64s converts a numeric host tensor to float64s.
-func float64s(t *tensors.Tensor) []float64 {
-	out := make([]float64, 0, t.Size())
-	t.MustConstFlatData(func(flat any) {
-		switch s := flat.(type) {
-		case []float64:
-			out = append(out, s...)
-		case []float32:
-			for _, v := range s {
-				out = append(out, float64(v))
-			}
-		case []bfloat16.BFloat16:
-			for _, v := range s {
-				out = append(out, float64(v.Float32()))
-			}
-		case []float16.Float16:
-			for _, v := range s {
-				out = append(out, float64(v.Float32()))
-			}
-		case []int8:
-			for _, v := range s {
-				out = append(out, float64(v))
-			}
-		case []uint8:
-			for _, v := range s {
-				out = append(out, float64(v))
-			}
-		case []int32:
-			for _, v := range s {
-				out = append(out, float64(v))
-			}
-		case []uint16:
-			for _, v := range s {
-				out = append(out, float64(v))
-			}
-		default:
-			panic(fmt.Sprintf("float64s: unsupported dtype %s", t.DType()))
-		}
-	})
-	return out
 }
 
 // roundTo rounds v (exactly representable in float64) to dtype with round-half-to-even, as XLA's
@@ -252,30 +209,13 @@ func roundTo(v float64, dtype dtypes.DType) float64 {
 	panic(fmt.Sprintf("roundTo: unsupported dtype %s", dtype))
 }
 
-// epsilon is the unit roundoff of a float dtype.
-func epsilon(dtype dtypes.DType) float64 {
-	switch dtype {
-	case dtypes.Float64:
-		return 0x1p-53
-	case dtypes.Float32:
-		return 0x1p-24
-	case dtypes.BFloat16:
-		return 0x1p-8
-	case dtypes.Float16:
-		return 0x1p-11
-	}
-	return 0
+// unitRoundoff is the unit roundoff of each float dtype.
+var unitRoundoff = map[dtypes.DType]float64{
+	dtypes.Float64: 0x1p-53, dtypes.Float32: 0x1p-24, dtypes.BFloat16: 0x1p-8, dtypes.Float16: 0x1p-11,
 }
 
-// unflatten returns the multi-dimensional index of a flat row-major position.
-func unflatten(flat int, dims []int) []int {
-	idx := make([]int, len(dims))
-	for i := len(dims) - 1; i >= 0; i-- {
-		idx[i] = flat % dims[i]
-		flat /= dims[i]
-	}
-	return idx
-}
+// epsilon is the unit roundoff of a float dtype (0 for another dtype).
+func epsilon(dtype dtypes.DType) float64 { return unitRoundoff[dtype] }
 
 // checkValues asserts got[i] == want[i] exactly (NaN equal to NaN), with got's dimensions
 // equal to dims.
@@ -291,7 +231,7 @@ func checkClose(t *testing.T, what string, got *tensors.Tensor, dims []int, want
 		t.Errorf("%s: ours has shape %s, want dimensions %v", what, got.Shape(), dims)
 		return
 	}
-	g := float64s(got)
+	g := tensorFloat64s(got)
 	count := 0
 	var firsts []string
 	for i := range want {
@@ -299,7 +239,7 @@ func checkClose(t *testing.T, what string, got *tensors.Tensor, dims []int, want
 			continue
 		}
 		if count < 5 {
-			firsts = append(firsts, fmt.Sprintf("%v: ours %v, want %v (tolerance %.3g)", unflatten(i, dims), g[i], want[i], tol(i)))
+			firsts = append(firsts, fmt.Sprintf("%v: ours %v, want %v (tolerance %.3g)", hostdata.Unflatten(i, dims), g[i], want[i], tol(i)))
 		}
 		count++
 	}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/internal/hostdata"
 )
 
 type int8Params struct {
@@ -76,31 +76,28 @@ func checkInt8(s *suite, t *testing.T, c *Case) {
 		t.Errorf("materialization dtype %s, eformer's %s", q.Shape().DType, want.DType())
 	}
 	s.skipFloat16OnGo(t, x.DType(), q.Shape().DType)
-	got, err := implicitarray.MaterializeOnHost(s.backend, q)
-	if err != nil {
-		t.Fatalf("materialize: %+v", err)
-	}
+	got := s.materialize(t, q)
 	// Reference: eformer's materialized values; ours may differ by one rounding of the dtype
 	// (weight × scale is computed in the scale's dtype, then converted).
-	wv := float64s(want)
+	wv := tensorFloat64s(want)
 	eps := 2*max(epsilon(want.DType()), epsilon(scale.DType())) + s.convertSlack(want.DType())
 	checkClose(t, "materialized", got, want.Shape().Dimensions, wv, func(i int) float64 {
 		return eps * math.Abs(wv[i])
 	})
 	if p.API == "quantize" {
 		sim := s.mustOutput(t, c, "simulated")
-		checkClose(t, "eformer's simulated vs our materialized", got, sim.Shape().Dimensions, float64s(sim),
+		checkClose(t, "eformer's simulated vs our materialized", got, sim.Shape().Dimensions, tensorFloat64s(sim),
 			func(i int) float64 { return eps * math.Abs(wv[i]) })
 	}
 }
 
 // int8Dense is weight × scale (broadcast) in float64: the exact value of eformer's components.
 func int8Dense(weight, scale *tensors.Tensor) []float64 {
-	w, sc := float64s(weight), float64s(scale)
+	w, sc := tensorFloat64s(weight), tensorFloat64s(scale)
 	dims, sdims := weight.Shape().Dimensions, scale.Shape().Dimensions
 	out := make([]float64, len(w))
 	for i := range w {
-		idx := unflatten(i, dims)
+		idx := hostdata.Unflatten(i, dims)
 		flat := 0
 		for k, d := range sdims {
 			v := idx[k]

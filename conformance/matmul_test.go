@@ -66,7 +66,7 @@ func (s *suite) quantizeLike(t *testing.T, c *Case, p *matmulParams, w *tensors.
 			t.Fatalf("onebit %s: %+v", p.Format, err)
 		}
 		s.identical(t, "weight (packed)", q.Packed(), s.mustOutput(t, c, "weight"))
-		return q, float64s(s.mustOutput(t, c, "materialized"))
+		return q, tensorFloat64s(s.mustOutput(t, c, "materialized"))
 	}
 	t.Fatalf("unknown format %q", p.Format)
 	return nil, nil
@@ -103,15 +103,15 @@ func checkMatMul(s *suite, t *testing.T, c *Case) {
 	got := out.(*tensors.Tensor)
 
 	// Reference in float64 from eformer's components, and the Σ|a||b| scale of each result.
-	a, b := float64s(other), dense
+	a, b := tensorFloat64s(other), dense
 	aDims, bDims := p.OtherShape, p.WShape
 	if p.Side == "lhs" {
-		a, b = dense, float64s(other)
+		a, b = dense, tensorFloat64s(other)
 		aDims, bDims = p.WShape, p.OtherShape
 	}
 	ref, mag, dims := matmul64(a, aDims, b, bDims)
 	// The part of eformer's result that comes from its own decode: Σ|a|·|decode − exact|.
-	eformerDecode := float64s(s.mustOutput(t, c, "materialized"))
+	eformerDecode := tensorFloat64s(s.mustOutput(t, c, "materialized"))
 	if p.Format == "nf4" {
 		qs := p.QShape
 		eformerDecode = unpad(eformerDecode, qs, p.WShape)
@@ -131,7 +131,7 @@ func checkMatMul(s *suite, t *testing.T, c *Case) {
 	if other.DType() == dtypes.BFloat16 || w.DType() == dtypes.BFloat16 {
 		ourEps = max(ourEps, 2*epsilon(dtypes.BFloat16))
 	}
-	gv := float64s(got)
+	gv := tensorFloat64s(got)
 	var worst float64
 	for i := range ref {
 		if mag[i] > 0 {
@@ -160,7 +160,7 @@ func checkMatMul(s *suite, t *testing.T, c *Case) {
 		s.differ(t, c, "result dtype: eformer %s, quanta %s", wantDType, got.DType())
 	}
 	wantDims := want.Shape().Dimensions
-	wv := float64s(want)
+	wv := tensorFloat64s(want)
 	if !slices.Equal(wantDims, dims) {
 		// eformer's NF4 keeps the padded columns; a 1-D lhs with a (1,N) int8 scale gives (1,N).
 		if p.Format == "nf4" && len(wantDims) == len(dims) {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/nf4"
 )
 
@@ -62,10 +61,7 @@ func checkNF4(s *suite, t *testing.T, c *Case) {
 	// Materialized: exact codebook × absmax of the (checked) components.
 	ours, _ := nf4Exact(s.idx.NF4Codebook, q.Packed().Tensor(), q.Absmax().Tensor(), p.BlockSize, p.InputShape, x.DType())
 	s.skipFloat16OnGo(t, x.DType())
-	got, err := implicitarray.MaterializeOnHost(s.backend, q)
-	if err != nil {
-		t.Fatalf("materialize: %+v", err)
-	}
+	got := s.materialize(t, q)
 	if got.DType() != x.DType() {
 		t.Errorf("materialized dtype %s, want %s", got.DType(), x.DType())
 	}
@@ -76,11 +72,11 @@ func checkNF4(s *suite, t *testing.T, c *Case) {
 
 	// eformer's polynomial decode vs the exact decode of eformer's codes, on the unpadded part.
 	exact, absOf := nf4Exact(s.idx.NF4Codebook, packed, absmax, p.BlockSize, p.InputShape, x.DType())
-	poly := unpad(float64s(s.mustOutput(t, c, "materialized")), p.PaddedShape, p.InputShape)
+	poly := unpad(tensorFloat64s(s.mustOutput(t, c, "materialized")), p.PaddedShape, p.InputShape)
 	s.notePolyDiff(t, c, x.DType(), exact, poly, absOf)
 	if p.API != "ArrayNF4.quantize" {
 		// eformer's simulate=True is its materialize: check the record is consistent.
-		sim := unpad(float64s(s.mustOutput(t, c, "simulated")), p.PaddedShape, p.InputShape)
+		sim := unpad(tensorFloat64s(s.mustOutput(t, c, "simulated")), p.PaddedShape, p.InputShape)
 		if !slices.Equal(sim, poly) {
 			t.Errorf("eformer's simulated differs from its materialized values")
 		}
@@ -95,7 +91,7 @@ const nf4FlushAbsmax = 0x1p126
 // above 2^126 may differ (eformer's flushed reciprocal, recorded as a difference).
 func (s *suite) checkNF4Components(t *testing.T, c *Case, q *nf4.Array, packed, absmax *tensors.Tensor, blockSize int) {
 	t.Helper()
-	scales := float64s(absmax)
+	scales := tensorFloat64s(absmax)
 	bytesPerBlock := blockSize / 2
 	excused := func(flat int) bool { return scales[flat/bytesPerBlock] > nf4FlushAbsmax }
 	if n := s.identicalExcept(t, "packed", q.Packed(), packed, excused); n > 0 {
@@ -115,7 +111,7 @@ func (s *suite) checkNF4OneBlock(t *testing.T, x, packed, absmax *tensors.Tensor
 		t.Fatalf("nf4.Quantize(%s, %d): %+v", x.Shape(), blockSize, err)
 	}
 	s.identical(t, "absmax", q.Absmax(), absmax)
-	ours, theirs := rawBytes(q.Packed().Tensor()), rawBytes(packed)
+	ours, theirs := tensorBytes(q.Packed().Tensor()), tensorBytes(packed)
 	rows := absmax.Shape().Size()
 	if len(ours) != rows*blockSize/2 || len(theirs)%rows != 0 {
 		t.Fatalf("packed: %d bytes for %d rows of block %d; eformer's %d", len(ours), rows, blockSize, len(theirs))
@@ -154,8 +150,8 @@ func (s *suite) notePolyDiff(t *testing.T, c *Case, dtype dtypes.DType, exact, p
 // the unpadded logical shape, codebook[code] × absmax computed in float32 (float64 for float64)
 // and rounded to dtype. It also returns each element's block absmax.
 func nf4Exact(codebook []float32, packed, absmax *tensors.Tensor, blockSize int, dims []int, dtype dtypes.DType) (values, absOf []float64) {
-	bytes := float64s(packed)
-	scales := float64s(absmax)
+	bytes := tensorFloat64s(packed)
+	scales := tensorFloat64s(absmax)
 	last := dims[len(dims)-1]
 	numBlocks := (last + blockSize - 1) / blockSize
 	rows := 1

@@ -27,19 +27,23 @@ func checkOneBit(s *suite, t *testing.T, c *Case) {
 	}
 	s.identical(t, "weight (packed)", q.Packed(), s.mustOutput(t, c, "weight"))
 	want := s.mustOutput(t, c, "materialized")
-	got, err := implicitarray.MaterializeOnHost(s.backend, q)
-	if err != nil {
-		t.Fatalf("materialize: %+v", err)
-	}
+	s.checkMaterialized(t, q, want)
+}
+
+// checkMaterialized asserts that q materializes on the host in want's dtype, to want's values.
+func (s *suite) checkMaterialized(t *testing.T, q implicitarray.Array, want *tensors.Tensor) *tensors.Tensor {
+	t.Helper()
+	got := s.materialize(t, q)
 	if got.DType() != want.DType() {
 		t.Errorf("materialized dtype %s, eformer's %s", got.DType(), want.DType())
 	}
-	checkValues(t, "materialized", got, want.Shape().Dimensions, float64s(want))
+	checkValues(t, "materialized", got, want.Shape().Dimensions, tensorFloat64s(want))
+	return got
 }
 
 // holdsOnlyTernary reports whether every value of x is -1, 0 or +1.
 func holdsOnlyTernary(x *tensors.Tensor) bool {
-	for _, v := range float64s(x) {
+	for _, v := range tensorFloat64s(x) {
 		if v != -1 && v != 0 && v != 1 {
 			return false
 		}
@@ -62,7 +66,7 @@ func checkBinaryTernary(s *suite, t *testing.T, c *Case) {
 	}
 	want := s.mustOutput(t, c, "materialized")
 	if c.Kind == "ternary" {
-		if th := float64s(s.mustOutput(t, c, "threshold"))[0]; math.IsInf(th, 0) || math.IsNaN(th) {
+		if th := tensorFloat64s(s.mustOutput(t, c, "threshold"))[0]; math.IsInf(th, 0) || math.IsNaN(th) {
 			// eformer's jnp.std in the input dtype overflowed: its threshold is not finite.
 			if n := s.identicalExcept(t, "weight (packed)", q.Packed(), s.mustOutput(t, c, "weight"),
 				func(int) bool { return true }); n > 0 {
@@ -74,14 +78,7 @@ func checkBinaryTernary(s *suite, t *testing.T, c *Case) {
 	}
 	s.identical(t, "weight (packed)", q.Packed(), s.mustOutput(t, c, "weight"))
 	s.skipFloat16OnGo(t, x.DType())
-	got, err := implicitarray.MaterializeOnHost(s.backend, q)
-	if err != nil {
-		t.Fatalf("materialize: %+v", err)
-	}
-	if got.DType() != want.DType() {
-		t.Errorf("materialized dtype %s, eformer's %s", got.DType(), want.DType())
-	}
-	checkValues(t, "materialized", got, want.Shape().Dimensions, float64s(want))
+	got := s.checkMaterialized(t, q, want)
 	sim := s.mustOutput(t, c, "simulated")
-	checkValues(t, "simulated (eformer's simulate=True)", got, sim.Shape().Dimensions, float64s(sim))
+	checkValues(t, "simulated (eformer's simulate=True)", got, sim.Shape().Dimensions, tensorFloat64s(sim))
 }

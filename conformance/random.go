@@ -14,15 +14,14 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/onebit"
-	"github.com/x448/float16"
 )
 
 // RandomSampleDir is the folder of the committed sample of randomized cases, relative to this
@@ -320,7 +319,7 @@ func firstDiff(a, b *tensors.Tensor) string {
 		return "identical"
 	}
 	return fmt.Sprintf("%d of %d elements differ, first at %v: %v vs %v", n, len(av),
-		unflattenIndex(first, a.Shape().Dimensions), av[first], bv[first])
+		hostdata.Unflatten(first, a.Shape().Dimensions), av[first], bv[first])
 }
 
 func (rc *RandomChecker) checkGraph(out Outcome, x *tensors.Tensor, host implicitarray.Array, key string, fn any) Outcome {
@@ -524,7 +523,7 @@ func ternaryDifference(x, ours, theirs *tensors.Tensor, te float64) (Outcome, st
 		}
 		if a := math.Abs(v[i]); a < tMin || a > tMax {
 			return Outcome{}, fmt.Sprintf("value %v at %v differs (ours %d, eformer's %d) but is not between the thresholds %v (quanta) and %v (eformer)",
-				v[i], unflattenIndex(i, dims), ov[i], tv[i], tq, te)
+				v[i], hostdata.Unflatten(i, dims), ov[i], tv[i], tq, te)
 		}
 		count++
 	}
@@ -556,46 +555,11 @@ func tensorBytes(t *tensors.Tensor) []byte {
 
 // tensorFloat64s converts a numeric host tensor to float64s.
 func tensorFloat64s(t *tensors.Tensor) []float64 {
-	out := make([]float64, 0, t.Size())
-	t.MustConstFlatData(func(flat any) {
-		switch s := flat.(type) {
-		case []float64:
-			out = append(out, s...)
-		case []float32:
-			for _, v := range s {
-				out = append(out, float64(v))
-			}
-		case []bfloat16.BFloat16:
-			for _, v := range s {
-				out = append(out, float64(v.Float32()))
-			}
-		case []float16.Float16:
-			for _, v := range s {
-				out = append(out, float64(v.Float32()))
-			}
-		case []int8:
-			for _, v := range s {
-				out = append(out, float64(v))
-			}
-		case []uint8:
-			for _, v := range s {
-				out = append(out, float64(v))
-			}
-		default:
-			panic(errors.Errorf("conformance: unsupported dtype %s", t.DType()))
-		}
-	})
-	return out
-}
-
-// unflattenIndex returns the multi-dimensional index of a flat row-major position.
-func unflattenIndex(flat int, dims []int) []int {
-	idx := make([]int, len(dims))
-	for i := len(dims) - 1; i >= 0; i-- {
-		idx[i] = flat % dims[i]
-		flat /= dims[i]
+	out, err := hostdata.Float64s(t)
+	if err != nil {
+		panic(errors.WithMessage(err, "conformance"))
 	}
-	return idx
+	return out
 }
 
 // RandomSummary counts outcomes per format, dtype and class, and keeps the bugs.

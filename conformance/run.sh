@@ -25,36 +25,13 @@ VENV=${QUANTA_REF_VENV:-$ROOT/.venv-ref}
 REQ=$HERE/requirements.txt
 TESTDATA=$HERE/testdata
 
-py_ok() { "$1" -c 'import sys; sys.exit(0 if (3, 12) <= sys.version_info[:2] < (3, 14) else 1)' 2>/dev/null; }
-
-find_python() {
-  local c
-  for c in ${PYTHON:-} python3.12 python3.13 python3 "$HOME"/.pyenv/versions/3.12*/bin/python3 \
-           "$HOME"/.pyenv/versions/3.13*/bin/python3; do
-    [ -n "$c" ] || continue
-    if command -v "$c" >/dev/null 2>&1 && py_ok "$c"; then command -v "$c"; return 0; fi
-  done
-  echo "conformance: need Python 3.12 or 3.13 for jax 0.11.2 (set PYTHON=/path/to/python3.12)" >&2
-  return 1
-}
-
-ensure_venv() {
-  local stamp=$VENV/.quanta-requirements want py
-  want=$(sha256sum "$REQ" | cut -d' ' -f1)
-  if [ -x "$VENV/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null || true)" = "$want" ]; then
-    return 0
-  fi
-  if ! { [ -x "$VENV/bin/python" ] && py_ok "$VENV/bin/python"; }; then
-    py=$(find_python)
-    echo "conformance: creating $VENV with $py" >&2
-    rm -rf "$VENV"
-    "$py" -m venv "$VENV"
-  fi
-  echo "conformance: installing conformance/requirements.txt into $VENV" >&2
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r "$REQ"
-  echo '*' >"$VENV/.gitignore"
-  echo "$want" >"$stamp"
-}
+VENV_NAME=conformance
+PY_MIN=12 PY_MAX=13
+PY_CANDIDATES=(python3.12 python3.13 python3 "$HOME"/.pyenv/versions/3.12*/bin/python3 "$HOME"/.pyenv/versions/3.13*/bin/python3)
+PY_NEED="Python 3.12 or 3.13 for jax 0.11.2 (set PYTHON=/path/to/python3.12)"
+VENV_GITIGNORE=1
+# shellcheck source=../scripts/venv.sh
+source "$ROOT/scripts/venv.sh"
 
 generate() { # $1 = output dir (absent or empty)
   "$VENV/bin/python" "$HERE/gen_vectors.py" --out "$1"

@@ -71,14 +71,14 @@ func checkSTE(s *suite, t *testing.T, c *Case) {
 	if forward.DType() != w.DType() || grad.DType() != w.DType() {
 		t.Errorf("forward %s, gradient %s; want dtype %s", forward.Shape(), grad.Shape(), w.DType())
 	}
-	checkValues(t, "gradient = cotangent", grad, dims, float64s(cot))
-	checkValues(t, "eformer's gradient = cotangent", s.mustOutput(t, c, "grad"), dims, float64s(cot))
+	checkValues(t, "gradient = cotangent", grad, dims, tensorFloat64s(cot))
+	checkValues(t, "eformer's gradient = cotangent", s.mustOutput(t, c, "grad"), dims, tensorFloat64s(cot))
 
-	want := float64s(s.mustOutput(t, c, "forward"))
+	want := tensorFloat64s(s.mustOutput(t, c, "forward"))
 	switch typ {
 	case quanta.NF4:
 		// eformer decodes with a polynomial: within 0.0149·absmax of the exact codebook.
-		absOf := blockAbsmax(float64s(w), dims, p.BlockSize)
+		absOf := blockAbsmax(tensorFloat64s(w), dims, p.BlockSize)
 		eps := epsilon(w.DType())
 		checkClose(t, "forward vs eformer (polynomial decode)", forward, dims, want, func(i int) float64 {
 			return 0.0149*absOf[i] + 2*eps*math.Abs(want[i])
@@ -92,7 +92,7 @@ func checkSTE(s *suite, t *testing.T, c *Case) {
 			return eps * math.Abs(want[i])
 		})
 	default:
-		got := float64s(forward)
+		got := tensorFloat64s(forward)
 		differ := 0
 		for i := range want {
 			if got[i] != want[i] {

@@ -44,7 +44,7 @@ type File struct {
 	byName  map[string]*Tensor
 
 	r      io.ReaderAt
-	closer io.Closer
+	closer fileio.Closer
 }
 
 // Tensor describes one tensor of a GGUF file.
@@ -89,22 +89,11 @@ func (t *Tensor) String() string {
 // validating every size and offset against the file size. The file stays open for reading tensor
 // data until Close.
 func Open(path string) (*File, error) {
-	f, file, err := fileio.Open("gguf.Open", path, Read)
-	if err != nil {
-		return nil, err
-	}
-	f.closer = file
-	return f, nil
+	return fileio.Open("gguf.Open", path, Read, func(f *File) *fileio.Closer { return &f.closer })
 }
 
 // MustOpen is Open that panics on error.
-func MustOpen(path string) *File {
-	f, err := Open(path)
-	if err != nil {
-		panic(err)
-	}
-	return f
-}
+func MustOpen(path string) *File { return fileio.Must(Open(path)) }
 
 // Read reads the header, metadata and tensor directory of the GGUF content of the given size
 // in r, as Open does. Close on the result is a no-op: r belongs to the caller.
@@ -118,14 +107,7 @@ func Read(r io.ReaderAt, size int64) (*File, error) {
 }
 
 // Close closes the file opened by Open.
-func (f *File) Close() error {
-	if f.closer == nil {
-		return nil
-	}
-	err := f.closer.Close()
-	f.closer = nil
-	return err
-}
+func (f *File) Close() error { return f.closer.Close() }
 
 // Keys returns the metadata keys in file order.
 func (f *File) Keys() []string { return append([]string(nil), f.keys...) }
@@ -220,11 +202,7 @@ func (f *File) Tensor(name string) (*Tensor, bool) {
 }
 
 func (f *File) lookup(op, name string) (*Tensor, error) {
-	t, ok := f.byName[name]
-	if !ok {
-		return nil, errors.Wrapf(ErrNotFound, "gguf.%s: tensor %q", op, name)
-	}
-	return t, nil
+	return fileio.Lookup(f.byName, ErrNotFound, "gguf."+op, name)
 }
 
 // ReadRaw returns the stored bytes of the tensor called name.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	. "github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/testutil"
 )
 
 // Handlers of the toy types used by these tests. Registered once for the whole test binary.
@@ -87,7 +88,7 @@ func TestDispatchEitherSide(t *testing.T) {
 		return []*graph.Node{Materialize(left), Materialize(right)}
 	})
 	for _, o := range out {
-		if got := flat(t, o); got[0] != 20 || got[1] != 40 || got[2] != 60 {
+		if got := testutil.Float64s(t, o); got[0] != 20 || got[1] != 40 || got[2] != 60 {
 			t.Errorf("got %v, want [20 40 60]", got)
 		}
 	}
@@ -105,13 +106,13 @@ func TestDispatchPrecedenceAndNext(t *testing.T) {
 		d := graph.Const(g, []float32{4, 2})
 		return []*graph.Node{Materialize(Sub(x, d)), Materialize(Div(x, d)), Materialize(Pow(x, d))}
 	})
-	if got := flat(t, out[0]); len(got) != 1 || got[0] != 5 {
+	if got := testutil.Float64s(t, out[0]); len(got) != 1 || got[0] != 5 {
 		t.Errorf("sub: got %v, want the precedence-5 marker [5]", got)
 	}
-	if got := flat(t, out[1]); len(got) != 1 || got[0] != 7 {
+	if got := testutil.Float64s(t, out[1]); len(got) != 1 || got[0] != 7 {
 		t.Errorf("div: got %v, want the less specific rule's marker [7] reached by Next", got)
 	}
-	if got := flat(t, out[2]); got[0] != 1 || got[1] != 4 {
+	if got := testutil.Float64s(t, out[2]); got[0] != 1 || got[1] != 4 {
 		t.Errorf("pow: got %v, want the dense power [1 4] after Next fell back", got)
 	}
 	st := CurrentStats()
@@ -180,7 +181,7 @@ func TestFallbackCountsAndWarnsOnce(t *testing.T) {
 		x.warn = true
 		return []*graph.Node{Materialize(Exp(x)), Materialize(Exp(x))}
 	})
-	if got := flat(t, out[0]); got[0] != 1 || got[1] < 7.38 || got[1] > 7.39 {
+	if got := testutil.Float64s(t, out[0]); got[0] != 1 || got[1] < 7.38 || got[1] > 7.39 {
 		t.Errorf("exp: got %v", got)
 	}
 	key := Key{OpExp, "*implicitarray_test.toy[github.com/quanta-ml/quanta/implicitarray_test.warnTag]"}
@@ -236,10 +237,10 @@ func TestNesting(t *testing.T) {
 		}
 		return []*graph.Node{Materialize(outer), MaterializeNested(lazy, true).(*graph.Node)}
 	})
-	if got := flat(t, out[0]); got[0] != 6 || got[1] != -12 {
+	if got := testutil.Float64s(t, out[0]); got[0] != 6 || got[1] != -12 {
 		t.Errorf("nested materialize: got %v, want [6 -12]", got)
 	}
-	if got := flat(t, out[1]); got[0] != -3 || got[1] != 6 {
+	if got := testutil.Float64s(t, out[1]); got[0] != -3 || got[1] != 6 {
 		t.Errorf("lazyNeg materialize: got %v, want [-3 6]", got)
 	}
 }

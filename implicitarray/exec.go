@@ -10,6 +10,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/execcache"
 )
 
 // Func is a graph function whose parameters and results may hold implicit arrays, as Exec runs
@@ -161,14 +162,8 @@ type Exec struct {
 	name      string
 	configure func(*graph.Exec)
 
-	mu      sync.Mutex
-	entries map[string]*execEntry
-}
-
-type execEntry struct {
-	exec    *graph.Exec
-	inDefs  []*TreeDef
-	outDefs []*TreeDef
+	mu    sync.Mutex // guards configure
+	cache execcache.Cache[*TreeDef]
 }
 
 // NewExec validates fn (see Func) and returns an Exec that runs it on backend.
@@ -180,7 +175,7 @@ func NewExec(backend backends.Backend, fn any) (*Exec, error) {
 	if err != nil {
 		return nil, errors.WithMessage(err, "implicitarray.NewExec")
 	}
-	return &Exec{backend: backend, fn: f, entries: map[string]*execEntry{}, name: fmt.Sprintf("implicit:%s", f)}, nil
+	return &Exec{backend: backend, fn: f, name: fmt.Sprintf("implicit:%s", f)}, nil
 }
 
 // MustNewExec is NewExec that panics on error.
@@ -213,11 +208,11 @@ func (e *Exec) Call(args ...any) ([]any, error) {
 	for i, l := range leaves {
 		inputs[i] = l
 	}
-	outputs, err := entry.exec.Exec(inputs...)
+	outputs, err := entry.Exec.Exec(inputs...)
 	if err != nil {
 		return nil, errors.WithMessagef(err, "implicitarray.Exec %s", e.name)
 	}
-	results, err := e.fn.Results(entry.outDefs, outputs)
+	results, err := e.fn.Results(entry.OutDefs, outputs)
 	if err != nil {
 		return nil, errors.WithMessagef(err, "implicitarray.Exec %s", e.name)
 	}
@@ -247,31 +242,19 @@ func (e *Exec) MustCall1(args ...any) any { return e.MustCall(args...)[0] }
 
 // Finalize releases the compiled graphs. Call is safe for concurrent use, but Finalize must not
 // run while a Call is in flight.
-func (e *Exec) Finalize() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, entry := range e.entries {
-		entry.exec.Finalize()
-	}
-	e.entries = map[string]*execEntry{}
-}
+func (e *Exec) Finalize() { e.cache.Finalize() }
 
-func (e *Exec) entry(key string, defs []*TreeDef) *execEntry {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if entry, ok := e.entries[key]; ok {
-		return entry
-	}
-	entry := &execEntry{inDefs: defs}
-	entry.exec = graph.MustNewExec(e.backend, func(nodes []*graph.Node) []*graph.Node {
-		var outNodes []*graph.Node
-		outNodes, entry.outDefs = e.fn.Build(entry.inDefs, nodes)
-		return outNodes
-	}).WithName(e.name)
-	if e.configure != nil {
-		e.configure(entry.exec)
-	}
-	e.entries[key] = entry
+func (e *Exec) entry(key string, defs []*TreeDef) *execcache.Entry[*TreeDef] {
+	entry, _ := e.cache.Get(key, e.fn, defs, func(graphFn func([]*graph.Node) []*graph.Node) (*graph.Exec, error) {
+		exec := graph.MustNewExec(e.backend, graphFn).WithName(e.name)
+		e.mu.Lock()
+		configure := e.configure
+		e.mu.Unlock()
+		if configure != nil {
+			configure(exec)
+		}
+		return exec, nil
+	})
 	return entry
 }
 

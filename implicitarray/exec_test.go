@@ -9,6 +9,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	. "github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/testutil"
 )
 
 // hostLayer is a parameter tree on the host; graphLayer mirrors it inside the graph.
@@ -51,7 +52,7 @@ func TestExecRoundTripStructures(t *testing.T) {
 	}
 	out := e.MustCall([][]float32{{1, 1}}, params)
 	result := out[0].(layerOut)
-	if got := flat(t, result.Y.(*tensors.Tensor)); got[0] != 40.5 || got[1] != 59.5 {
+	if got := testutil.Float64s(t, result.Y.(*tensors.Tensor)); got[0] != 40.5 || got[1] != 59.5 {
 		t.Errorf("y = %v, want [40.5 59.5]", got)
 	}
 	// The implicit array comes back to the host with the same type and metadata.
@@ -59,14 +60,14 @@ func TestExecRoundTripStructures(t *testing.T) {
 	if !ok || !w.payload.IsTensor() || !w.scale.IsTensor() {
 		t.Fatalf("W came back as %T with components %v", result.W, w.Components())
 	}
-	if got := flat(t, w.payload.Tensor()); got[3] != 4 {
+	if got := testutil.Float64s(t, w.payload.Tensor()); got[3] != 4 {
 		t.Errorf("W payload = %v", got)
 	}
 	rest := out[1].([]*tensors.Tensor)
-	if got := flat(t, rest[0]); got[0] != 14 || got[1] != 16 {
+	if got := testutil.Float64s(t, rest[0]); got[0] != 14 || got[1] != 16 {
 		t.Errorf("extra b = %v, want [14 16]", got)
 	}
-	if got := flat(t, rest[1]); got[0] != 4 {
+	if got := testutil.Float64s(t, rest[1]); got[0] != 4 {
 		t.Errorf("list[1] = %v, want [4]", got)
 	}
 
@@ -126,10 +127,10 @@ func TestGradientThroughMaterialize(t *testing.T) {
 		return grads
 	})
 	// d/dpayload = c*scale; d/dscale = sum(c*payload) = 2 - 2 + 12.
-	if got := flat(t, out[0]); got[0] != 1 || got[1] != -0.5 || got[2] != 2 {
+	if got := testutil.Float64s(t, out[0]); got[0] != 1 || got[1] != -0.5 || got[2] != 2 {
 		t.Errorf("grad payload = %v, want [1 -0.5 2]", got)
 	}
-	if got := flat(t, out[1]); got[0] != 12 {
+	if got := testutil.Float64s(t, out[1]); got[0] != 12 {
 		t.Errorf("grad scale = %v, want 12", got)
 	}
 }

@@ -91,43 +91,12 @@ func run(t *testing.T, backend backends.Backend, build func(g *graph.Graph) []*g
 	return out
 }
 
-// flat returns a tensor's values as float64, whatever its dtype.
-func flat(t *testing.T, x *tensors.Tensor) []float64 {
-	t.Helper()
-	var out []float64
-	x.MustConstFlatData(func(f any) {
-		switch v := f.(type) {
-		case []float32:
-			for _, e := range v {
-				out = append(out, float64(e))
-			}
-		case []float64:
-			out = append(out, v...)
-		case []bool:
-			for _, e := range v {
-				if e {
-					out = append(out, 1)
-				} else {
-					out = append(out, 0)
-				}
-			}
-		case []int32:
-			for _, e := range v {
-				out = append(out, float64(e))
-			}
-		default:
-			t.Fatalf("unexpected flat type %T", f)
-		}
-	})
-	return out
-}
-
 func assertClose(t *testing.T, got, want *tensors.Tensor, tol float64) {
 	t.Helper()
 	if !got.Shape().Equal(want.Shape()) {
 		t.Fatalf("shape %s, want %s", got.Shape(), want.Shape())
 	}
-	g, w := flat(t, got), flat(t, want)
+	g, w := testutil.Float64s(t, got), testutil.Float64s(t, want)
 	for i := range g {
 		if math.Abs(g[i]-w[i]) > tol*(1+math.Abs(w[i])) && !(math.IsNaN(g[i]) && math.IsNaN(w[i])) {
 			t.Fatalf("element %d: got %v, want %v", i, g[i], w[i])

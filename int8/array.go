@@ -64,7 +64,7 @@ func New(weight, scale implicitarray.Component, dtype dtypes.DType, axes ...int)
 	if len(axes) == 0 {
 		axes = []int{-1}
 	}
-	norm, err := normalizeAxes(axes, ws.Rank())
+	norm, err := qarray.NormalizeAxes(axes, ws.Rank())
 	if err != nil {
 		return nil, errors.WithMessage(err, "int8.New")
 	}
@@ -78,25 +78,6 @@ func New(weight, scale implicitarray.Component, dtype dtypes.DType, axes ...int)
 		}
 	}
 	return newArray(weight, scale, shapes.Make(dtype, ws.Dimensions...), norm), nil
-}
-
-// normalizeAxes maps axes into [0, rank), rejecting out-of-range and repeated ones.
-func normalizeAxes(axes []int, rank int) ([]int, error) {
-	out := make([]int, len(axes))
-	for i, a := range axes {
-		n := a
-		if n < 0 {
-			n += rank
-		}
-		if n < 0 || n >= rank {
-			return nil, errors.Errorf("axis %d out of range for rank %d; accepted: -%d..%d", a, rank, rank, rank-1)
-		}
-		if slices.Contains(out[:i], n) {
-			return nil, errors.Errorf("axes %v repeat axis %d; accepted: distinct axes", axes, n)
-		}
-		out[i] = n
-	}
-	return out, nil
 }
 
 // Axes are the quantized axes (non-negative, in the order given): the scale has size 1 on them.
@@ -137,10 +118,7 @@ func (a *Array) WithStrategy(s lowering.Strategy) *Array {
 
 // WithDType returns a copy that materializes in dtype, a float dtype (the buffers are shared).
 func (a *Array) WithDType(dtype dtypes.DType) *Array {
-	if !dtype.IsFloat() || dtype.IsComplex() {
-		panic(errors.Errorf("int8.Array.WithDType(%s) of %s; accepted: a float dtype", dtype, a))
-	}
-	return a.with(qarray.WithDType(a.Base, dtype))
+	return a.with(qarray.WithFloatDType(a.Base, dtype, a))
 }
 
 // WithSharding returns a copy carrying sharding s (the zero sharding.Sharding{} clears it). The

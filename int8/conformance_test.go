@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -59,7 +60,7 @@ func TestConformance(t *testing.T) {
 			wantW, _ := idx.Output(c, "weight")
 			wantS, _ := idx.Output(c, "scale")
 			wantM, _ := idx.Output(c, "materialized")
-			if got, want := codes(t, a), tensors.MustCopyFlatData[int8](wantW); !equalInt8(got, want) {
+			if got, want := codes(t, a), tensors.MustCopyFlatData[int8](wantW); !slices.Equal(got, want) {
 				n := 0
 				for i := range got {
 					if got[i] != want[i] && n < 5 {
@@ -68,7 +69,7 @@ func TestConformance(t *testing.T) {
 					}
 				}
 			}
-			if got, want := float64s(t, a.Scale().Tensor()), float64s(t, wantS); !equalF64(got, want) {
+			if got, want := testutil.Float64s(t, a.Scale().Tensor()), testutil.Float64s(t, wantS); !slices.Equal(got, want) {
 				n := 0
 				for i := range got {
 					if got[i] != want[i] && n < 5 {
@@ -88,7 +89,7 @@ func TestConformance(t *testing.T) {
 			if m.DType() != wantM.DType() {
 				t.Fatalf("materialized %s, want %s", m.Shape(), wantM.Shape())
 			}
-			got, want := float64s(t, m), float64s(t, wantM)
+			got, want := testutil.Float64s(t, m), testutil.Float64s(t, wantM)
 			for i := range got {
 				// The pure-Go backend truncates bfloat16 products instead of rounding: one ulp.
 				if got[i] != want[i] && !(goBackend && math.Abs(got[i]-want[i]) <= math.Abs(want[i])/128) {

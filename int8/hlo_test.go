@@ -27,14 +27,14 @@ func TestConvertIsFused(t *testing.T) {
 	if os.Getenv(hloChildEnv) == "1" {
 		rng := rand.New(rand.NewSource(1))
 		// Pinned strategies: with kernels, Auto gives these one-row products to a custom call.
-		reduce := qint8.MustQuantize(randomTensor(rng, 48, 64)).WithStrategy(lowering.MulReduce) // (N, K): bk,nk->bn
-		scaled := qint8.MustQuantize(randomTensor(rng, 64, 40)).WithStrategy(lowering.DecodeDot) // (K, N): x @ w
+		reduce := qint8.MustQuantize(testutil.NormalTensor(rng, 48, 64)).WithStrategy(lowering.MulReduce) // (N, K): bk,nk->bn
+		scaled := qint8.MustQuantize(testutil.NormalTensor(rng, 64, 40)).WithStrategy(lowering.DecodeDot) // (K, N): x @ w
 		implicitarray.MustNewExec(backend, func(x *graph.Node, w *qint8.Array) *graph.Node {
 			return implicitarray.Einsum("bk,nk->bn", x, w).(*graph.Node)
-		}).MustCall1(randomTensor(rng, 1, 64), reduce)
+		}).MustCall1(testutil.NormalTensor(rng, 1, 64), reduce)
 		implicitarray.MustNewExec(backend, func(x *graph.Node, w *qint8.Array) *graph.Node {
 			return implicitarray.MatMul(x, w).(*graph.Node)
-		}).MustCall1(randomTensor(rng, 1, 64), scaled)
+		}).MustCall1(testutil.NormalTensor(rng, 1, 64), scaled)
 		return
 	}
 	if !runtime.IsXLA(backend) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -13,18 +14,6 @@ import (
 	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/testutil"
 )
-
-func randomTensor(rng *rand.Rand, dims ...int) *tensors.Tensor {
-	size := 1
-	for _, d := range dims {
-		size *= d
-	}
-	data := make([]float32, size)
-	for i := range data {
-		data[i] = float32(rng.NormFloat64())
-	}
-	return tensors.FromFlatDataAndDimensions(data, dims...)
-}
 
 // product is a dot_general written once for both the implicit and the dense reference.
 type product struct {
@@ -73,8 +62,8 @@ func TestDotGeneral(t *testing.T) {
 		for _, actDType := range []dtypes.DType{dtypes.Float32, dtypes.BFloat16} {
 			name := fmt.Sprintf("%s/x=%v/w=%v/axes=%v/%s", p.name, p.x, p.w, p.axes, actDType)
 			t.Run(name, func(t *testing.T) {
-				w := qint8.MustQuantize(randomTensor(rng, p.w...), p.axes...)
-				x := randomTensor(rng, p.x...)
+				w := qint8.MustQuantize(testutil.NormalTensor(rng, p.w...), p.axes...)
+				x := testutil.NormalTensor(rng, p.x...)
 				wDense, err := implicitarray.MaterializeOnHost(backend, w)
 				if err != nil {
 					t.Fatal(err)
@@ -92,10 +81,10 @@ func TestDotGeneral(t *testing.T) {
 					return p.op(graph.ConvertDType(x, actDType), w).(*graph.Node)
 				})
 				out := e.MustCall1(x, w).(*tensors.Tensor)
-				if out.DType() != actDType || !equalInts(out.Shape().Dimensions, ref.Shape().Dimensions) {
+				if out.DType() != actDType || !slices.Equal(out.Shape().Dimensions, ref.Shape().Dimensions) {
 					t.Fatalf("result %s, want dims %v in %s", out.Shape(), ref.Shape().Dimensions, actDType)
 				}
-				got := float64s(t, out)
+				got := testutil.Float64s(t, out)
 				for i := range got {
 					if d := math.Abs(got[i] - float64(want[i])); d > tol*(1+math.Abs(float64(want[i]))) {
 						t.Fatalf("[%d] = %g, want %g", i, got[i], want[i])

@@ -2,6 +2,7 @@ package int8_test
 
 import (
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,7 +42,7 @@ func TestShapeOps(t *testing.T) {
 		{"reshape", []int{3, 4}, []int{0}, func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 2, 6) }, []int{1}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := qint8.MustQuantize(randomTensor(rng, tc.dims...), tc.axes...).WithSharding(sharding.Sharding{Spec: sharding.PartitionSpec{{"model"}}})
+			a := qint8.MustQuantize(testutil.NormalTensor(rng, tc.dims...), tc.axes...).WithSharding(sharding.Sharding{Spec: sharding.PartitionSpec{{"model"}}})
 			implicitarray.ResetStats()
 			e := implicitarray.MustNewExec(backend, func(a *qint8.Array) (*qint8.Array, *graph.Node) {
 				out := tc.op(a)
@@ -61,7 +62,7 @@ func TestShapeOps(t *testing.T) {
 			if n := implicitarray.CurrentStats().Materializations["*int8.Array"]; n != wantMat {
 				t.Errorf("%d materializations, want %d", n, wantMat)
 			}
-			if !equalInts(b.Axes(), tc.wantAxes) {
+			if !slices.Equal(b.Axes(), tc.wantAxes) {
 				t.Errorf("axes %v, want %v", b.Axes(), tc.wantAxes)
 			}
 			// The sharding follows the axes through transposes and broadcasts.
@@ -82,8 +83,8 @@ func TestShapeOps(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, w := float64s(t, got), float64s(t, ref)
-			scale := float64s(t, b.Scale().Tensor())
+			g, w := testutil.Float64s(t, got), testutil.Float64s(t, ref)
+			scale := testutil.Float64s(t, b.Scale().Tensor())
 			maxScale := 0.0
 			for _, s := range scale {
 				maxScale = max(maxScale, s)

@@ -12,6 +12,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/qarray"
 	"github.com/quanta-ml/quanta/internal/xlafloat"
 	"github.com/x448/float16"
 )
@@ -68,7 +69,7 @@ func QuantizeAs(t *tensors.Tensor, dtype dtypes.DType, axes ...int) (*Array, err
 	if len(axes) == 0 {
 		axes = []int{-1}
 	}
-	norm, err := normalizeAxes(axes, s.Rank())
+	norm, err := qarray.NormalizeAxes(axes, s.Rank())
 	if err != nil {
 		return nil, errors.WithMessagef(err, "int8.Quantize of %s", s)
 	}
@@ -376,7 +377,7 @@ func quantizeNodeAs(x *graph.Node, dtype dtypes.DType, axes ...int) *Array {
 	if len(axes) == 0 {
 		axes = []int{-1}
 	}
-	norm, err := normalizeAxes(axes, s.Rank())
+	norm, err := qarray.NormalizeAxes(axes, s.Rank())
 	if err != nil {
 		panic(errors.WithMessagef(err, "int8.QuantizeNode of %s", s))
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,43 +25,16 @@ func codes(t *testing.T, a *qint8.Array) []int8 {
 	return tensors.MustCopyFlatData[int8](a.Weight().Tensor())
 }
 
-// float64s returns any float tensor's values as float64.
-func float64s(t *testing.T, x *tensors.Tensor) []float64 {
-	t.Helper()
-	var out []float64
-	err := x.ConstFlatData(func(flat any) {
-		switch d := flat.(type) {
-		case []float32:
-			for _, v := range d {
-				out = append(out, float64(v))
-			}
-		case []float64:
-			out = append(out, d...)
-		case []bfloat16.BFloat16:
-			for _, v := range d {
-				out = append(out, float64(v.Float32()))
-			}
-		case []float16.Float16:
-			for _, v := range d {
-				out = append(out, float64(v.Float32()))
-			}
-		default:
-			t.Fatalf("unexpected data %T", flat)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
+// convert maps a slice, e.g. float32 values to bfloat16 or IEEE bits to floats.
+func convert[T, U any](values []T, f func(T) U) []U {
+	out := make([]U, len(values))
+	for i, v := range values {
+		out[i] = f(v)
 	}
 	return out
 }
 
-func bf16s(values ...float32) []bfloat16.BFloat16 {
-	out := make([]bfloat16.BFloat16, len(values))
-	for i, v := range values {
-		out[i] = qint8.RoundToBFloat16(v)
-	}
-	return out
-}
+func bf16s(values ...float32) []bfloat16.BFloat16 { return convert(values, qint8.RoundToBFloat16) }
 
 // recip127 is 1/127 in float32: eformer's scale is amax * recip127 when the scale has more than
 // one element (XLA rewrites the division by a broadcast 127), as its conformance vectors show.
@@ -96,10 +70,10 @@ func TestQuantizeHandComputed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := codes(t, a); !equalInt8(got, tc.wantQ) {
+			if got := codes(t, a); !slices.Equal(got, tc.wantQ) {
 				t.Errorf("codes %v, want %v", got, tc.wantQ)
 			}
-			if got := float64s(t, a.Scale().Tensor()); !equalF64(got, tc.wantScale) {
+			if got := testutil.Float64s(t, a.Scale().Tensor()); !slices.Equal(got, tc.wantScale) {
 				t.Errorf("scale %v, want %v", got, tc.wantScale)
 			}
 			if a.DType() != tc.x.DType() || a.Scale().Shape().DType != tc.x.DType() {
@@ -109,30 +83,6 @@ func TestQuantizeHandComputed(t *testing.T) {
 	}
 }
 
-func equalInt8(a, b []int8) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func equalF64(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestQuantizeLayoutAndAccessors(t *testing.T) {
 	x := tensors.FromShape(shapesF32(4, 6))
 	for _, tc := range []struct {
@@ -140,7 +90,7 @@ func TestQuantizeLayoutAndAccessors(t *testing.T) {
 		wantScale []int
 	}{{nil, []int{4, 1}}, {[]int{0}, []int{1, 6}}, {[]int{0, 1}, []int{1, 1}}, {[]int{-2, -1}, []int{1, 1}}} {
 		a := qint8.MustQuantize(x, tc.axes...)
-		if got := a.Scale().Shape().Dimensions; !equalInts(got, tc.wantScale) {
+		if got := a.Scale().Shape().Dimensions; !slices.Equal(got, tc.wantScale) {
 			t.Errorf("axes %v: scale %v, want %v", tc.axes, got, tc.wantScale)
 		}
 		if a.Bytes() != int64(4*6+4*tc.wantScale[0]*tc.wantScale[1]) {
@@ -148,21 +98,9 @@ func TestQuantizeLayoutAndAccessors(t *testing.T) {
 		}
 	}
 	a, err := qint8.QuantizeAs(x, dtypes.BFloat16, 0)
-	if err != nil || a.DType() != dtypes.BFloat16 || a.Scale().Shape().DType != dtypes.Float32 || !equalInts(a.Axes(), []int{0}) {
+	if err != nil || a.DType() != dtypes.BFloat16 || a.Scale().Shape().DType != dtypes.Float32 || !slices.Equal(a.Axes(), []int{0}) {
 		t.Fatalf("QuantizeAs: %v %v", a, err)
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestQuantizeBadInput(t *testing.T) {
@@ -229,7 +167,7 @@ func TestQuantizeFuzz(t *testing.T) {
 		if err != nil {
 			t.Fatalf("iter %d dims %v axes %v: %v", iter, dims, axes, err)
 		}
-		q, scale := codes(t, a), float64s(t, a.Scale().Tensor())
+		q, scale := codes(t, a), testutil.Float64s(t, a.Scale().Tensor())
 		sDims := a.Scale().Shape().Dimensions
 		dense, err := implicitarray.MaterializeOnHost(backend, a)
 		if err != nil {
@@ -239,7 +177,7 @@ func TestQuantizeFuzz(t *testing.T) {
 		// amax per scale element, in float64.
 		amax := make([]float64, len(scale))
 		for i, v := range data {
-			si := scaleIndex(i, dims, sDims)
+			si := testutil.BroadcastIndex(i, dims, sDims)
 			amax[si] = math.Max(amax[si], math.Abs(float64(v)))
 		}
 		for si, s := range scale {
@@ -249,7 +187,7 @@ func TestQuantizeFuzz(t *testing.T) {
 			}
 		}
 		for i, v := range data {
-			s := scale[scaleIndex(i, dims, sDims)]
+			s := scale[testutil.BroadcastIndex(i, dims, sDims)]
 			if d := math.Abs(float64(q[i]) - float64(v)/s); d > 0.5+1e-4 {
 				t.Fatalf("iter %d: q[%d] = %d for x/scale = %g", iter, i, q[i], float64(v)/s)
 			}
@@ -264,19 +202,6 @@ func TestQuantizeFuzz(t *testing.T) {
 			}
 		}
 	}
-}
-
-func scaleIndex(i int, dims, sDims []int) int {
-	si, stride := 0, 1
-	for a := len(dims) - 1; a >= 0; a-- {
-		c := i % dims[a]
-		i /= dims[a]
-		if sDims[a] != 1 {
-			si += c * stride
-		}
-		stride *= sDims[a]
-	}
-	return si
 }
 
 func TestQuantizeConstantRowExact(t *testing.T) {
@@ -301,11 +226,7 @@ func TestQuantizeConstantRowExact(t *testing.T) {
 
 func TestQuantizeBFloat16RoundTrip(t *testing.T) {
 	backend := testutil.Backend(t)
-	rng := rand.New(rand.NewSource(7))
-	values := make([]float32, 16*32)
-	for i := range values {
-		values[i] = float32(rng.NormFloat64())
-	}
+	values := testutil.Normals(rand.New(rand.NewSource(7)), 16*32)
 	x := tensors.FromFlatDataAndDimensions(bf16s(values...), 16, 32)
 	a := qint8.MustQuantize(x)
 	dense, err := implicitarray.MaterializeOnHost(backend, a)
@@ -315,7 +236,7 @@ func TestQuantizeBFloat16RoundTrip(t *testing.T) {
 	if dense.DType() != dtypes.BFloat16 {
 		t.Fatalf("materialized %s", dense.Shape())
 	}
-	xs, got, scale := float64s(t, x), float64s(t, dense), float64s(t, a.Scale().Tensor())
+	xs, got, scale := testutil.Float64s(t, x), testutil.Float64s(t, dense), testutil.Float64s(t, a.Scale().Tensor())
 	for i, v := range xs {
 		// bfloat16 rounds x/scale (spacing up to 0.5 near 127) and the product q*scale (2^-8
 		// relative; 2^-7 on the pure-Go backend, which truncates) on top of the code's own rounding.
@@ -328,20 +249,15 @@ func TestQuantizeBFloat16RoundTrip(t *testing.T) {
 
 func TestQuantizeNodeMatchesHost(t *testing.T) {
 	backend := testutil.Backend(t)
-	rng := rand.New(rand.NewSource(3))
-	data := make([]float32, 6*10)
-	for i := range data {
-		data[i] = float32(rng.NormFloat64())
-	}
-	x := tensors.FromFlatDataAndDimensions(data, 6, 10)
+	x := testutil.NormalTensor(rand.New(rand.NewSource(3)), 6, 10)
 	for _, axes := range [][]int{nil, {0}, {0, 1}} {
 		host := qint8.MustQuantize(x, axes...)
 		e := implicitarray.MustNewExec(backend, func(x *graph.Node) *qint8.Array { return qint8.QuantizeNode(x, axes...) })
 		inGraph := e.MustCall1(x).(*qint8.Array)
-		if got, want := codes(t, inGraph), codes(t, host); !equalInt8(got, want) {
+		if got, want := codes(t, inGraph), codes(t, host); !slices.Equal(got, want) {
 			t.Errorf("axes %v: in-graph codes %v\nhost codes %v", axes, got, want)
 		}
-		if got, want := float64s(t, inGraph.Scale().Tensor()), float64s(t, host.Scale().Tensor()); !equalF64(got, want) {
+		if got, want := testutil.Float64s(t, inGraph.Scale().Tensor()), testutil.Float64s(t, host.Scale().Tensor()); !slices.Equal(got, want) {
 			t.Errorf("axes %v: in-graph scale %v, host %v", axes, got, want)
 		}
 		if inGraph.Metadata() != host.Metadata() {
@@ -371,21 +287,9 @@ func scaleBits(t *testing.T, x *tensors.Tensor) []uint32 {
 	return out
 }
 
-func f32Bits(bits ...uint32) []float32 {
-	out := make([]float32, len(bits))
-	for i, b := range bits {
-		out[i] = math.Float32frombits(b)
-	}
-	return out
-}
+func f32Bits(bits ...uint32) []float32 { return convert(bits, math.Float32frombits) }
 
-func f16Bits(bits ...uint16) []float16.Float16 {
-	out := make([]float16.Float16, len(bits))
-	for i, b := range bits {
-		out[i] = float16.Frombits(b)
-	}
-	return out
-}
+func f16Bits(bits ...uint16) []float16.Float16 { return convert(bits, float16.Frombits) }
 
 // TestXLAArithmetic pins where XLA divides and where it multiplies by a reciprocal (see the
 // package documentation), on inputs where the two give other bytes. The expected codes and scale
@@ -426,7 +330,7 @@ func TestXLAArithmetic(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			check := func(where string, a *qint8.Array) {
-				if got := tensors.MustCopyFlatData[int8](a.Weight().Tensor()); !equalInt8(got, tc.wantQ) {
+				if got := tensors.MustCopyFlatData[int8](a.Weight().Tensor()); !slices.Equal(got, tc.wantQ) {
 					t.Errorf("%s: codes %v, want %v", where, got, tc.wantQ)
 				}
 				if got := scaleBits(t, a.Scale().Tensor()); fmt.Sprintf("%x", got) != fmt.Sprintf("%x", tc.wantScale) {

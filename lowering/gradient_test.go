@@ -24,9 +24,9 @@ func TestGradientThroughSlabs(t *testing.T) {
 		t.Skipf("backend %s has no Pad, which the gradient of a slice needs", backend.Name())
 	}
 	r := rand.New(rand.NewPCG(5, 6))
-	w := randomWeight(r, []int{2048, 1100})
-	x := randomWeight(r, []int{4, 2048})
-	c := randomWeight(r, []int{4, 1100})
+	w := testutil.NormalTensor(r, 2048, 1100)
+	x := testutil.NormalTensor(r, 4, 2048)
+	c := testutil.NormalTensor(r, 4, 1100)
 	plain := nf4.MustQuantize(w, 64)
 	for name, a := range map[string]*nf4.Array{"nf4": plain, "nf4-dq": nf4.MustDoubleQuantize(plain)} {
 		t.Run(name, func(t *testing.T) {

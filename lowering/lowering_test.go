@@ -31,14 +31,6 @@ type format struct {
 	make func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized
 }
 
-func randomWeight(r *rand.Rand, dims []int) *tensors.Tensor {
-	data := make([]float32, product(dims))
-	for i := range data {
-		data[i] = float32(r.NormFloat64())
-	}
-	return tensors.FromFlatDataAndDimensions(data, dims...)
-}
-
 func product(dims []int) int {
 	n := 1
 	for _, d := range dims {
@@ -50,32 +42,32 @@ func product(dims []int) int {
 func formats() []format {
 	return []format{
 		{name: "nf4", layout: "blockwise4", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
-			return nf4.MustQuantize(randomWeight(r, dims), 4).WithStrategy(s)
+			return nf4.MustQuantize(testutil.NormalTensor(r, dims...), 4).WithStrategy(s)
 		}},
 		{name: "nf4-dq", layout: "blockwise4-dq", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
-			return nf4.MustDoubleQuantize(nf4.MustQuantize(randomWeight(r, dims), 4)).WithStrategy(s)
+			return nf4.MustDoubleQuantize(nf4.MustQuantize(testutil.NormalTensor(r, dims...), 4)).WithStrategy(s)
 		}},
 		{name: "nf4-flat", layout: "blockwise4-flat", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
 			// Blocks of 8 over the flattened weight: they straddle the rows of 12 or 6.
-			return bnb.MustQuantize4bit(randomWeight(r, dims), 8, false).WithStrategy(s)
+			return bnb.MustQuantize4bit(testutil.NormalTensor(r, dims...), 8, false).WithStrategy(s)
 		}},
 		{name: "nf4-flat-dq", layout: "blockwise4-flat-dq", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
-			return bnb.MustQuantize4bit(randomWeight(r, dims), 8, true).WithStrategy(s)
+			return bnb.MustQuantize4bit(testutil.NormalTensor(r, dims...), 8, true).WithStrategy(s)
 		}},
 		{name: "int8/last-axis", layout: "int8", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
-			return qint8.MustQuantize(randomWeight(r, dims)).WithStrategy(s)
+			return qint8.MustQuantize(testutil.NormalTensor(r, dims...)).WithStrategy(s)
 		}},
 		{name: "int8/first-axis", layout: "int8", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
-			return qint8.MustQuantize(randomWeight(r, dims), 0).WithStrategy(s)
+			return qint8.MustQuantize(testutil.NormalTensor(r, dims...), 0).WithStrategy(s)
 		}},
 		{name: "ternary", layout: "signs2", ints: true, make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
-			return onebit.MustQuantizeTernary(randomWeight(r, dims)).WithStrategy(s)
+			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, dims...)).WithStrategy(s)
 		}},
 		{name: "ternary/scaled", layout: "signs2", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
-			return onebit.MustQuantizeTernary(randomWeight(r, dims), onebit.WithScale(0)).WithStrategy(s)
+			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, dims...), onebit.WithScale(0)).WithStrategy(s)
 		}},
 		{name: "binary/1bit", layout: "signs1", ints: true, make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
-			return onebit.MustQuantizeBinaryBits(randomWeight(r, dims)).WithStrategy(s)
+			return onebit.MustQuantizeBinaryBits(testutil.NormalTensor(r, dims...)).WithStrategy(s)
 		}},
 	}
 }
@@ -227,11 +219,7 @@ func activations(t *testing.T, r *rand.Rand, dims []int, dtype dtypes.DType) *te
 		}
 		return tensors.FromFlatDataAndDimensions(data, dims...)
 	}
-	data := make([]float32, n)
-	for i := range data {
-		data[i] = float32(r.NormFloat64())
-	}
-	x := tensors.FromFlatDataAndDimensions(data, dims...)
+	x := testutil.NormalTensor(r, dims...)
 	if dtype == dtypes.Float32 {
 		return x
 	}
@@ -285,18 +273,11 @@ func runProduct(t *testing.T, w lowering.Quantized, x *tensors.Tensor, c product
 // them), or bfloat16 rounding of the result.
 func compare(t *testing.T, got, want []float64, k int, xDType dtypes.DType) {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%d values, want %d", len(got), len(want))
-	}
 	tol := max(1e-4, 6.25e-6*float64(k))
 	if xDType == dtypes.BFloat16 {
 		tol = 3e-2 // the result is rounded to bfloat16
 	}
-	for i := range want {
-		if math.Abs(got[i]-want[i]) > tol*math.Max(1, math.Abs(want[i])) {
-			t.Fatalf("element %d: %v, want %v (dtype %s)", i, got[i], want[i], xDType)
-		}
-	}
+	testutil.Close(t, "product ("+xDType.String()+" activations)", got, want, testutil.Mixed(tol))
 }
 
 // TestSlabbed: DecodeDot decodes a weight larger than two slabs a slab at a time for a few rows,

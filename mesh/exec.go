@@ -3,7 +3,6 @@ package mesh
 import (
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/distributed"
@@ -12,6 +11,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/execcache"
 	"github.com/quanta-ml/quanta/sharding"
 )
 
@@ -33,14 +33,7 @@ type Exec struct {
 	name     string
 	argSpecs []sharding.PartitionSpec
 
-	mu      sync.Mutex
-	entries map[string]*execEntry
-}
-
-type execEntry struct {
-	exec    *graph.Exec
-	inDefs  []*implicitarray.TreeDef
-	outDefs []*implicitarray.TreeDef
+	cache execcache.Cache[*implicitarray.TreeDef]
 }
 
 // NewExec returns an Exec that runs fn over m on backend. It fails if backend has fewer devices
@@ -59,7 +52,7 @@ func NewExec(backend backends.Backend, m *sharding.Mesh, fn any) (*Exec, error) 
 	if err != nil {
 		return nil, errors.WithMessage(err, "mesh.NewExec")
 	}
-	e := &Exec{backend: backend, mesh: m, fn: f, entries: map[string]*execEntry{}, name: fmt.Sprintf("mesh:%s", f)}
+	e := &Exec{backend: backend, mesh: m, fn: f, name: fmt.Sprintf("mesh:%s", f)}
 	return e, nil
 }
 
@@ -178,7 +171,7 @@ func (e *Exec) CallPlaced(p *Placed) ([]any, error) {
 	for i, l := range p.Leaves {
 		inputs[i] = l
 	}
-	outputs, err := entry.exec.Exec(inputs...)
+	outputs, err := entry.Exec.Exec(inputs...)
 	if err != nil {
 		return nil, errors.WithMessagef(err, "mesh.Exec %s over %s", e.name, e.mesh)
 	}
@@ -187,7 +180,7 @@ func (e *Exec) CallPlaced(p *Placed) ([]any, error) {
 	for _, extra := range outputs[numOut:] {
 		_ = extra.FinalizeAll()
 	}
-	results, err := e.fn.Results(entry.outDefs, outputs[:numOut])
+	results, err := e.fn.Results(entry.OutDefs, outputs[:numOut])
 	if err != nil {
 		return nil, errors.WithMessagef(err, "mesh.Exec %s", e.name)
 	}
@@ -195,39 +188,22 @@ func (e *Exec) CallPlaced(p *Placed) ([]any, error) {
 }
 
 // Finalize releases the compiled graphs.
-func (e *Exec) Finalize() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, entry := range e.entries {
-		entry.exec.Finalize()
-	}
-	e.entries = map[string]*execEntry{}
-}
+func (e *Exec) Finalize() { e.cache.Finalize() }
 
-func (e *Exec) entry(p *Placed) (*execEntry, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if entry, ok := e.entries[p.key]; ok {
-		return entry, nil
-	}
-	dm, _ := e.mesh.DeviceMesh()
-	inSpecs := make([]*distributed.ShardingSpec, len(p.Leaves))
-	for i, l := range p.Leaves {
-		inSpecs[i] = l.ShardingSpec()
-	}
-	entry := &execEntry{inDefs: p.defs}
-	exec, err := graph.NewExecAny(e.backend, func(nodes []*graph.Node) []*graph.Node {
-		var outNodes []*graph.Node
-		outNodes, entry.outDefs = e.fn.Build(entry.inDefs, nodes)
-		return outNodes
+func (e *Exec) entry(p *Placed) (*execcache.Entry[*implicitarray.TreeDef], error) {
+	return e.cache.Get(p.key, e.fn, p.defs, func(graphFn func([]*graph.Node) []*graph.Node) (*graph.Exec, error) {
+		dm, _ := e.mesh.DeviceMesh()
+		inSpecs := make([]*distributed.ShardingSpec, len(p.Leaves))
+		for i, l := range p.Leaves {
+			inSpecs[i] = l.ShardingSpec()
+		}
+		exec, err := graph.NewExecAny(e.backend, graphFn)
+		if err != nil {
+			return nil, errors.WithMessagef(err, "mesh.Exec %s", e.name)
+		}
+		return exec.WithName(e.name).AutoSharding(dm).WithInputShardingSpecs(inSpecs...).
+			WithOutputShardingSpecs(distributed.NewReplicatedShardingSpec(dm)), nil
 	})
-	if err != nil {
-		return nil, errors.WithMessagef(err, "mesh.Exec %s", e.name)
-	}
-	entry.exec = exec.WithName(e.name).AutoSharding(dm).WithInputShardingSpecs(inSpecs...).
-		WithOutputShardingSpecs(distributed.NewReplicatedShardingSpec(dm))
-	e.entries[p.key] = entry
-	return entry, nil
 }
 
 // ShardShapes returns the shape of leaf i's shard on each device, read from the device buffers.

@@ -86,7 +86,7 @@ func TestMaxBlockSize(t *testing.T) {
 // host one, padding, ties and dtypes included.
 func TestQuantizeNodeMatchesHost(t *testing.T) {
 	backend := testutil.Backend(t)
-	values := randomF32(11, 5*70)
+	values := testutil.RandomValues(11, 5*70)
 	values[3], values[4] = refCodebook[8]/2*3, 3 // a tie, scaled
 	for _, dtype := range []dtypes.DType{dtypes.Float32, dtypes.BFloat16, dtypes.Float64, dtypes.Float16} {
 		t.Run(dtype.String(), func(t *testing.T) {
@@ -104,7 +104,7 @@ func TestQuantizeNodeMatchesHost(t *testing.T) {
 			if g, w := tensors.MustCopyFlatData[uint8](got.Packed().Tensor()), tensors.MustCopyFlatData[uint8](host.Packed().Tensor()); !slices.Equal(g, w) {
 				t.Errorf("packed bytes differ from the host quantizer")
 			}
-			if g, w := flatF32(t, got.Absmax().Tensor()), flatF32(t, host.Absmax().Tensor()); !slices.Equal(g, w) {
+			if g, w := testutil.Float32s(t, got.Absmax().Tensor()), testutil.Float32s(t, host.Absmax().Tensor()); !slices.Equal(g, w) {
 				t.Errorf("absmax differs from the host quantizer")
 			}
 		})
@@ -112,7 +112,7 @@ func TestQuantizeNodeMatchesHost(t *testing.T) {
 }
 
 func TestSharding(t *testing.T) {
-	a := nf4.MustQuantize(randomTensor(1, 8, 128), 64) // two blocks per row: one per 'model' shard.
+	a := nf4.MustQuantize(testutil.RandomTensor(1, 8, 128), 64) // two blocks per row: one per 'model' shard.
 	if a.IsSharded() {
 		t.Fatal("fresh array is sharded")
 	}
@@ -145,7 +145,7 @@ func TestSharding(t *testing.T) {
 // TestComponentSpecs checks the component specs of a sharded (8, 256) array with blocks of 64 over
 // 4 devices (Array.ComponentSpecs): a sharded last axis shards the block axis of packed and absmax.
 func TestComponentSpecs(t *testing.T) {
-	a := nf4.MustQuantize(randomTensor(2, 8, 256), 64)
+	a := nf4.MustQuantize(testutil.RandomTensor(2, 8, 256), 64)
 	m := sharding.MustNewMesh([]string{"model"}, []int{4})
 	for _, tc := range []struct {
 		name    string
@@ -160,14 +160,8 @@ func TestComponentSpecs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			specs, err := a.ComponentSpecs(m, tc.spec)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-				}
+			if testutil.WantError(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if len(specs) != 2 || specs[0].String() != tc.want[0] || specs[1].String() != tc.want[1] {
 				t.Errorf("specs %v, want %v", specs, tc.want)
@@ -175,7 +169,7 @@ func TestComponentSpecs(t *testing.T) {
 		})
 	}
 	// Blocks of 128 over 4 shards of 64 columns would straddle shards: rejected by both.
-	b := nf4.MustQuantize(randomTensor(2, 8, 256), 128)
+	b := nf4.MustQuantize(testutil.RandomTensor(2, 8, 256), 128)
 	if _, err := b.ComponentSpecs(m, sharding.PartitionSpec{nil, {"model"}}); err == nil || !strings.Contains(err.Error(), "straddle") {
 		t.Errorf("ComponentSpecs with straddling blocks: %v", err)
 	}
@@ -183,14 +177,14 @@ func TestComponentSpecs(t *testing.T) {
 		t.Errorf("WithMeshAndAxis with straddling blocks: %v", err)
 	}
 	// 3 rows over 4 shards: rejected early.
-	c := nf4.MustQuantize(randomTensor(2, 3, 64), 64)
+	c := nf4.MustQuantize(testutil.RandomTensor(2, 3, 64), 64)
 	if _, err := c.WithMeshAndAxis(m, "model"); err == nil || !strings.Contains(err.Error(), "not divisible by 4") {
 		t.Errorf("WithMeshAndAxis with 3 rows over 4 shards: %v", err)
 	}
 }
 
 func TestStrategyInMetadata(t *testing.T) {
-	a := nf4.MustQuantize(randomTensor(1, 8, 64), 64)
+	a := nf4.MustQuantize(testutil.RandomTensor(1, 8, 64), 64)
 	b := a.WithStrategy(lowering.Materialize)
 	if a.Strategy() != lowering.Auto || b.Strategy() != lowering.Materialize || a.Metadata() == b.Metadata() {
 		t.Errorf("strategies %s/%s, metadata %q / %q", a.Strategy(), b.Strategy(), a.Metadata(), b.Metadata())

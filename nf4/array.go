@@ -115,10 +115,7 @@ func (a *Array) WithStrategy(s lowering.Strategy) *Array {
 
 // WithDType returns a copy that materializes in dtype, a float dtype (the buffers are shared).
 func (a *Array) WithDType(dtype dtypes.DType) *Array {
-	if !dtype.IsFloat() || dtype.IsComplex() {
-		panic(errors.Errorf("nf4.Array.WithDType(%s) of %s; accepted: a float dtype", dtype, a))
-	}
-	return a.with(qarray.WithDType(a.Base, dtype))
+	return a.with(qarray.WithFloatDType(a.Base, dtype, a))
 }
 
 // WithSharding returns a copy carrying sharding s (the zero sharding.Sharding{} clears it). The

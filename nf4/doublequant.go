@@ -5,16 +5,15 @@ import (
 	"slices"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/internal/qarray"
 	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/sharding"
-	"github.com/x448/float16"
 )
 
 // Format is how an Array stores its codes and block scales.
@@ -164,9 +163,9 @@ func DoubleQuantize(a *Array) (*Array, error) {
 		return nil, errors.Errorf("nf4.DoubleQuantize of %s: components are graph nodes; accepted: a host array (in a graph use "+
 			"DoubleQuantizeNode)", a)
 	}
-	values, err := floatValues(absmax.Tensor())
-	if err != nil {
-		return nil, errors.WithMessagef(err, "nf4.DoubleQuantize of %s", a)
+	values, ok := hostdata.Float32s(absmax.Tensor())
+	if !ok {
+		return nil, errors.Errorf("nf4.DoubleQuantize of %s: absmax %s; accepted: a float dtype", a, absmax.Shape())
 	}
 	offset := torchMeanF32(values)
 	centred := make([]float32, len(values))
@@ -198,36 +197,6 @@ func MustDoubleQuantize(a *Array) *Array {
 		panic(err)
 	}
 	return out
-}
-
-// floatValues returns the values of a float tensor as float32.
-func floatValues(t *tensors.Tensor) ([]float32, error) {
-	var out []float32
-	var err error
-	t.MustConstFlatData(func(flat any) {
-		switch v := flat.(type) {
-		case []float32:
-			out = slices.Clone(v)
-		case []float64:
-			out = make([]float32, len(v))
-			for i, x := range v {
-				out[i] = float32(x)
-			}
-		case []bfloat16.BFloat16:
-			out = make([]float32, len(v))
-			for i, x := range v {
-				out[i] = x.Float32()
-			}
-		case []float16.Float16:
-			out = make([]float32, len(v))
-			for i, x := range v {
-				out[i] = x.Float32()
-			}
-		default:
-			err = errors.Errorf("absmax %s; accepted: a float dtype", t.Shape())
-		}
-	})
-	return out, err
 }
 
 // DoubleQuantizeNode is DoubleQuantize inside a graph, for arrays with node components (e.g.
@@ -325,23 +294,17 @@ func (a *Array) storedComponentSpecs(m *sharding.Mesh, logical sharding.Partitio
 
 // formatMetadata and formatDescription add the non-default format fields to Metadata and String.
 func (a *Array) formatMetadata() string {
-	s := ""
-	if a.flat {
-		s += " flatBlocks"
-	}
-	if a.doubleQuant {
-		s += " doubleQuant"
-	}
-	return s
+	return word(a.flat, " flatBlocks") + word(a.doubleQuant, " doubleQuant")
 }
 
 func (a *Array) formatDescription() string {
-	s := ""
-	if a.doubleQuant {
-		s += " double-quantized"
+	return word(a.doubleQuant, " double-quantized") + word(a.flat, " flat")
+}
+
+// word returns w if set, else "".
+func word(set bool, w string) string {
+	if set {
+		return w
 	}
-	if a.flat {
-		s += " flat"
-	}
-	return s
+	return ""
 }

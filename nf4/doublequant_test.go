@@ -90,7 +90,7 @@ func TestDoubleQuantizeError(t *testing.T) {
 	for _, dims := range [][]int{{3, 200}, {700, 64}, {5}} {
 		x := testutil.RandomTensor(7, dims...)
 		plain := nf4.MustQuantize(x, 64)
-		absmax := flatF32(t, plain.Absmax().Tensor())
+		absmax := testutil.Float32s(t, plain.Absmax().Tensor())
 		hostDQ := nf4.MustDoubleQuantize(plain)
 		graphDQ := implicitarray.MustNewExec(backend, func(x *graph.Node) implicitarray.Value {
 			return nf4.DoubleQuantizeNode(nf4.QuantizeNode(x, 64))
@@ -102,7 +102,7 @@ func TestDoubleQuantizeError(t *testing.T) {
 				if !a.DoubleQuantized() || a.Format().String() != "nf4-dq/64" {
 					t.Fatalf("format %s", a.Format())
 				}
-				nested := flatF32(t, a.NestedAbsmax().Tensor())
+				nested := testutil.Float32s(t, a.NestedAbsmax().Tensor())
 				dense := materialize(t, a)
 				want := materialize(t, plain)
 				for i := range want {
@@ -156,7 +156,7 @@ func TestDoubleQuantizeHandEncoded(t *testing.T) {
 // (exact); a transpose re-quantizes, double-quantized again; products of the result run.
 func TestDoubleQuantizedHandlers(t *testing.T) {
 	backend := testutil.Backend(t)
-	w := nf4.MustDoubleQuantize(nf4.MustQuantize(randomTensor(5, 3, 4, 64), 32))
+	w := nf4.MustDoubleQuantize(nf4.MustQuantize(testutil.RandomTensor(5, 3, 4, 64), 32))
 	for _, tc := range []struct {
 		name  string
 		op    func(implicitarray.Value) implicitarray.Value
@@ -180,11 +180,11 @@ func TestDoubleQuantizedHandlers(t *testing.T) {
 				t.Errorf("%d materializations; exact=%v", materialized, tc.exact)
 			}
 			want := graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node { return tc.op(x).(*graph.Node) }, denseOf(t, w))
-			got, ref := flatF32(t, denseOf(t, out)), flatF32(t, want)
+			got, ref := testutil.Float64s(t, denseOf(t, out)), testutil.Float64s(t, want)
 			if tc.exact && !slices.Equal(got, ref) {
 				t.Errorf("values differ from the dense op")
 			}
-			if d, scale := maxAbsDiff(got, ref); d > 0.2*scale {
+			if d, scale := testutil.MaxAbsDiff(got, ref); d > 0.2*scale {
 				t.Errorf("re-quantized values differ by %v (scale %v)", d, scale)
 			}
 		})
@@ -252,7 +252,7 @@ func TestFromTensorsErrors(t *testing.T) {
 			}
 		})
 	}
-	dq := nf4.MustDoubleQuantize(nf4.MustQuantize(randomTensor(1, 2, 8), 4))
+	dq := nf4.MustDoubleQuantize(nf4.MustQuantize(testutil.RandomTensor(1, 2, 8), 4))
 	if _, err := nf4.DoubleQuantize(dq); err == nil || !strings.Contains(err.Error(), "already") {
 		t.Errorf("double-quantizing twice: %v", err)
 	}

@@ -30,8 +30,8 @@ func denseOf(t *testing.T, a *nf4.Array) *tensors.Tensor {
 func TestLayoutHandlersExact(t *testing.T) {
 	backend := testutil.Backend(t)
 	shard := sharding.Sharding{Spec: sharding.PartitionSpec{{"model"}}}
-	w := nf4.MustQuantize(randomTensor(3, 3, 4, 40), 16).WithSharding(shard)
-	other := nf4.MustQuantize(randomTensor(4, 2, 4, 40), 16)
+	w := nf4.MustQuantize(testutil.RandomTensor(3, 3, 4, 40), 16).WithSharding(shard)
+	other := nf4.MustQuantize(testutil.RandomTensor(4, 2, 4, 40), 16)
 	for _, tc := range []struct {
 		name string
 		op   func(implicitarray.Value) implicitarray.Value
@@ -86,7 +86,7 @@ func TestLayoutHandlersExact(t *testing.T) {
 			if !got.Shape().Equal(wantDense.Shape()) {
 				t.Fatalf("shape %s, want %s", got.Shape(), wantDense.Shape())
 			}
-			if g, want := flatF32(t, got), flatF32(t, wantDense); !slices.Equal(g, want) {
+			if g, want := testutil.Float32s(t, got), testutil.Float32s(t, wantDense); !slices.Equal(g, want) {
 				t.Errorf("values differ from the dense op on the materialized value")
 			}
 		})
@@ -98,7 +98,7 @@ func TestLayoutHandlersExact(t *testing.T) {
 func TestRequantizingHandlers(t *testing.T) {
 	backend := testutil.Backend(t)
 	shard := sharding.Sharding{Spec: sharding.PartitionSpec{nil, {"data"}}}
-	w := nf4.MustQuantize(randomTensor(5, 48, 80), 32).WithSharding(shard)
+	w := nf4.MustQuantize(testutil.RandomTensor(5, 48, 80), 32).WithSharding(shard)
 	for _, tc := range []struct {
 		name string
 		op   func(implicitarray.Value) implicitarray.Value
@@ -126,12 +126,11 @@ func TestRequantizingHandlers(t *testing.T) {
 			if s, ok := out.Sharding(); !ok || !s.Spec.Equal(wantSpec) || out.BlockSize() != 32 {
 				t.Errorf("sharding %v (%v), block %d: want %v, block 32", s, ok, out.BlockSize(), wantSpec)
 			}
-			want := flatF32(t, graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
+			want := testutil.Float64s(t, graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
 				return tc.op(x).(*graph.Node)
 			}, denseOf(t, w)))
-			got := flatF32(t, denseOf(t, out))
-			_, scale := maxAbsDiff(got, want)
-			if diff, _ := maxAbsDiff(got, want); diff > nf4.MaxCodeGap()/2*scale {
+			got := testutil.Float64s(t, denseOf(t, out))
+			if diff, scale := testutil.MaxAbsDiff(got, want); diff > nf4.MaxCodeGap()/2*scale {
 				t.Errorf("re-quantized values off by %g > bound %g", diff, nf4.MaxCodeGap()/2*scale)
 			}
 		})
@@ -142,7 +141,7 @@ func TestRequantizingHandlers(t *testing.T) {
 // dtype, and leaves the operand unchanged (eformer mutates it in place).
 func TestConvertDTypeIsLazy(t *testing.T) {
 	backend := testutil.Backend(t)
-	w := nf4.MustQuantize(randomTensor(6, 8, 64), 64)
+	w := nf4.MustQuantize(testutil.RandomTensor(6, 8, 64), 64)
 	implicitarray.ResetStats()
 	e := implicitarray.MustNewExec(backend, func(w *nf4.Array) (implicitarray.Value, *nf4.Array) {
 		return implicitarray.ConvertDType(w, dtypes.BFloat16), w
@@ -159,10 +158,10 @@ func TestConvertDTypeIsLazy(t *testing.T) {
 	if st := implicitarray.CurrentStats(); st.Materializations["*nf4.Array"] != 0 {
 		t.Errorf("convert materialized: %+v", st)
 	}
-	want := flatF32(t, graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
+	want := testutil.Float32s(t, graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
 		return graph.ConvertDType(x, dtypes.BFloat16)
 	}, denseOf(t, w)))
-	if got := flatF32(t, denseOf(t, conv)); !slices.Equal(got, want) {
+	if got := testutil.Float32s(t, denseOf(t, conv)); !slices.Equal(got, want) {
 		t.Errorf("bfloat16 materialization differs from converting the float32 one")
 	}
 }
@@ -171,8 +170,8 @@ func TestConvertDTypeIsLazy(t *testing.T) {
 // fallback gives the dense op on the materialized value, as dense nodes, counted.
 func TestFallbackOps(t *testing.T) {
 	backend := testutil.Backend(t)
-	w := nf4.MustQuantize(randomTensor(8, 4, 32), 16)
-	y := randomTensor(9, 4, 32)
+	w := nf4.MustQuantize(testutil.RandomTensor(8, 4, 32), 16)
+	y := testutil.RandomTensor(9, 4, 32)
 	ops := []struct {
 		name string
 		op   func(w, y implicitarray.Value) implicitarray.Value
@@ -212,11 +211,11 @@ func TestFallbackOps(t *testing.T) {
 				return out
 			})
 			defer e.Finalize()
-			got := flatF32(t, e.MustCall1(w, y).(*tensors.Tensor))
+			got := testutil.Float32s(t, e.MustCall1(w, y).(*tensors.Tensor))
 			if st := implicitarray.CurrentStats(); tc.name != "concatenate-last-axis" && len(st.Fallbacks) == 0 {
 				t.Errorf("no fallback counted: ops without a handler reach the generic fallback")
 			}
-			want := flatF32(t, graph.MustExecOnce(backend, func(w, y *graph.Node) *graph.Node {
+			want := testutil.Float32s(t, graph.MustExecOnce(backend, func(w, y *graph.Node) *graph.Node {
 				return tc.op(w, y).(*graph.Node)
 			}, wDense, y))
 			for i := range want {

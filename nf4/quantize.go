@@ -3,13 +3,13 @@ package nf4
 import (
 	"math"
 	"runtime"
-	"sync"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/parallel"
 	"github.com/quanta-ml/quanta/internal/xlafloat"
 	"github.com/x448/float16"
 )
@@ -152,16 +152,21 @@ const (
 	hugeF64 = 0x1p1022
 )
 
+// reciprocal returns 1/d with the pre-scale 1, or for d above huge, whose reciprocal is subnormal,
+// 1/(d/4) with the pre-scale 1/4.
+func reciprocal[F float32 | float64](d, huge F) (r, pre F) {
+	if d > huge {
+		return 1 / (d * 0.25), 0.25
+	}
+	return 1 / d, 1
+}
+
 type f32Arith struct{}
 
 func (f32Arith) load(x float32) float32  { return xlafloat.FlushF32(x) }
 func (f32Arith) store(x float32) float32 { return x }
 func (f32Arith) reciprocal(amax float32) (float32, float32) {
-	d := amax + xlafloat.TinyF32
-	if d > hugeF32 {
-		return 1 / (d * 0.25), 0.25
-	}
-	return 1 / d, 1
+	return reciprocal(amax+xlafloat.TinyF32, hugeF32)
 }
 func (f32Arith) normalize(x, r, pre float32) float32 {
 	return xlafloat.FlushF32(float32(xlafloat.FlushF32(float32(x*pre)) * r))
@@ -172,11 +177,7 @@ type f64Arith struct{}
 func (f64Arith) load(x float64) float64  { return xlafloat.FlushF64(x) }
 func (f64Arith) store(x float64) float64 { return x }
 func (f64Arith) reciprocal(amax float64) (float64, float64) {
-	d := amax + xlafloat.TinyF64
-	if d > hugeF64 {
-		return 1 / (d * 0.25), 0.25
-	}
-	return 1 / d, 1
+	return reciprocal(amax+xlafloat.TinyF64, hugeF64)
 }
 func (f64Arith) normalize(x, r, pre float64) float64 {
 	return xlafloat.FlushF64(float64(xlafloat.FlushF64(float64(x*pre)) * r))
@@ -189,14 +190,10 @@ func (bf16Arith) store(x float32) bfloat16.BFloat16 {
 	return bfloat16.BFloat16(math.Float32bits(x) >> 16) // exact: x is a bfloat16 value
 }
 func (bf16Arith) reciprocal(amax float32) (float32, float32) {
-	d := xlafloat.RoundBF16(amax + xlafloat.TinyF32)
-	if d > hugeF32 {
-		return 1 / (d * 0.25), 0.25
-	}
-	return 1 / d, 1
+	return reciprocal(xlafloat.RoundBF16(amax+xlafloat.TinyF32), hugeF32)
 }
 func (bf16Arith) normalize(x, r, pre float32) float32 {
-	return xlafloat.RoundBF16(xlafloat.FlushF32(float32(xlafloat.FlushF32(float32(x*pre)) * r)))
+	return xlafloat.RoundBF16(f32Arith{}.normalize(x, r, pre))
 }
 
 type f16Arith struct{}
@@ -231,7 +228,7 @@ func quantizeHost[E any, F float32 | float64, A arith[E, F]](flat []E, shape sha
 		codes := p.([]uint8)
 		accessErr = absmax.MutableFlatData(func(a any) {
 			scales := a.([]E)
-			parallel(rows*nb, func(from, to int) {
+			parallel.Chunks(rows*nb, workers(rows*nb), func(from, to int) {
 				for b := from; b < to; b++ {
 					row, col := b/nb, (b%nb)*blockSize
 					src := flat[row*dim+col : row*dim+min(col+blockSize, dim)]
@@ -278,21 +275,10 @@ func nearest[F float32 | float64](v F, cb *[16]F) uint8 {
 	return uint8(best)
 }
 
-// parallel runs fn over [0, n) split in contiguous chunks across GOMAXPROCS goroutines.
-func parallel(n int, fn func(from, to int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	if workers <= 1 || n < 64 {
-		fn(0, n)
-		return
+// workers is the number of goroutines quantizing n blocks: GOMAXPROCS, one for fewer than 64.
+func workers(n int) int {
+	if n < 64 {
+		return 1
 	}
-	var wg sync.WaitGroup
-	chunk := (n + workers - 1) / workers
-	for from := 0; from < n; from += chunk {
-		wg.Add(1)
-		go func(from, to int) {
-			defer wg.Done()
-			fn(from, to)
-		}(from, min(from+chunk, n))
-	}
-	wg.Wait()
+	return min(runtime.GOMAXPROCS(0), n)
 }

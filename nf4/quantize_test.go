@@ -116,7 +116,7 @@ func TestComponentShapes(t *testing.T) {
 		{[]int{2, 3, 10}, 6, []int{2, 3, 2, 3}, []int{2, 3, 2}},
 	} {
 		t.Run(fmt.Sprint(tc.dims), func(t *testing.T) {
-			a := nf4.MustQuantize(randomTensor(1, tc.dims...), tc.blockSize)
+			a := nf4.MustQuantize(testutil.RandomTensor(1, tc.dims...), tc.blockSize)
 			if got := a.Packed().Shape(); fmt.Sprint(got.Dimensions) != fmt.Sprint(tc.wantPacked) || got.DType != dtypes.Uint8 {
 				t.Errorf("packed %s, want uint8 %v", got, tc.wantPacked)
 			}
@@ -164,12 +164,12 @@ func TestRoundTrip(t *testing.T) {
 	const rows, cols, bs = 6, 100, 16
 	for _, dtype := range []dtypes.DType{dtypes.Float32, dtypes.Float64, dtypes.BFloat16, dtypes.Float16} {
 		t.Run(dtype.String(), func(t *testing.T) {
-			values := randomF32(7, rows*cols)
+			values := testutil.RandomValues(7, rows*cols)
 			for i := range cols { // row 1 all zero
 				values[cols+i] = 0
 			}
 			in := inputOf(dtype, values, rows, cols)
-			exact := flatF32(t, in)
+			exact := testutil.Float32s(t, in)
 			a, err := nf4.Quantize(in, bs)
 			if err != nil {
 				t.Fatal(err)
@@ -181,7 +181,7 @@ func TestRoundTrip(t *testing.T) {
 				t.Skip("the pure-Go backend has no float16")
 			}
 			got := materialize(t, a)
-			absmax := flatF32(t, a.Absmax().Tensor())
+			absmax := testutil.Float32s(t, a.Absmax().Tensor())
 			nb := (cols + bs - 1) / bs
 			half := nf4.MaxCodeGap() / 2
 			for r := range rows {
@@ -286,7 +286,7 @@ func TestXLAArithmetic(t *testing.T) {
 				if got := packedBytes(t, a); !slices.Equal(got, tc.wantPacked) {
 					t.Errorf("%s: packed % X, want % X", where, got, tc.wantPacked)
 				}
-				if got := flatF32(t, a.Absmax().Tensor()); !slices.Equal(got, tc.wantAbsmax) {
+				if got := testutil.Float32s(t, a.Absmax().Tensor()); !slices.Equal(got, tc.wantAbsmax) {
 					t.Errorf("%s: absmax %v, want %v", where, got, tc.wantAbsmax)
 				}
 			}

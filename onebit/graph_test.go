@@ -214,16 +214,8 @@ func TestDotGeneralFusedSliced(t *testing.T) {
 
 func TestDotGeneralScaled(t *testing.T) {
 	r := rand.New(rand.NewSource(5))
-	xs := make([]float32, 3*16)
-	for i := range xs {
-		xs[i] = float32(r.NormFloat64())
-	}
-	ws := make([]float32, 16*5)
-	for i := range ws {
-		ws[i] = float32(r.NormFloat64())
-	}
-	x := tensors.FromFlatDataAndDimensions(xs, 3, 16)
-	wt := tensors.FromFlatDataAndDimensions(ws, 16, 5)
+	x := testutil.NormalTensor(r, 3, 16)
+	wt := testutil.NormalTensor(r, 16, 5)
 	quants := map[string]func() implicitarray.Array{
 		"binary per output channel": func() implicitarray.Array { return onebit.MustQuantizeBinary(wt, onebit.WithScale(0)) },
 		"binary bits per channel":   func() implicitarray.Array { return onebit.MustQuantizeBinaryBits(wt, onebit.WithScale(0)) },
@@ -283,17 +275,7 @@ func scaledOnHost(t *testing.T, a implicitarray.Array) *tensors.Tensor {
 	dims, sDims := a.Shape().Dimensions, sc.Shape().Dimensions
 	out := make([]float32, len(v))
 	for i := range v {
-		// Index into the keepdims scale.
-		rem, idx, stride := i, 0, 1
-		for k := len(dims) - 1; k >= 0; k-- {
-			coord := rem % dims[k]
-			rem /= dims[k]
-			if sDims[k] != 1 {
-				idx += coord * stride
-			}
-			stride *= sDims[k]
-		}
-		out[i] = float32(v[i]) * s[idx]
+		out[i] = float32(v[i]) * s[testutil.BroadcastIndex(i, dims, sDims)]
 	}
 	return tensors.FromFlatDataAndDimensions(out, dims...)
 }
@@ -521,14 +503,8 @@ func TestComponentSpecs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			specs, err := tc.a.ComponentSpecs(m, tc.spec)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-				}
+			if testutil.WantError(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			got := make([]string, len(specs))
 			for i, s := range specs {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/hostdata"
 )
 
 // Packing says how values are stored in the packed bytes.
@@ -174,17 +175,7 @@ func (l Packing) accepted() string {
 
 func badValueError(what string, l Packing, v float64, flat int, dims []int) error {
 	return errors.Errorf("%s: value %v at index %v (flat %d) of shape %v is not in %s (the %s layout)",
-		what, v, unflatten(flat, dims), flat, dims, l.accepted(), l)
-}
-
-// unflatten returns the multi-dimensional index of a flat row-major position.
-func unflatten(flat int, dims []int) []int {
-	idx := make([]int, len(dims))
-	for i := len(dims) - 1; i >= 0; i-- {
-		idx[i] = flat % dims[i]
-		flat /= dims[i]
-	}
-	return idx
+		what, v, hostdata.Unflatten(flat, dims), flat, dims, l.accepted(), l)
 }
 
 func product(dims []int) int {

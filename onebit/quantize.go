@@ -4,7 +4,6 @@ import (
 	"math"
 	"runtime"
 	"slices"
-	"sync"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
@@ -12,6 +11,9 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/hostdata"
+	"github.com/quanta-ml/quanta/internal/parallel"
+	"github.com/quanta-ml/quanta/internal/qarray"
 	"github.com/quanta-ml/quanta/internal/xlafloat"
 	"github.com/x448/float16"
 )
@@ -59,11 +61,7 @@ const (
 // eformer's Array1B.quantize, validated. Its first dimension must be a multiple of 4. The array
 // materializes to t's dtype unless WithDType says otherwise.
 func Pack(t *tensors.Tensor, opts ...Option) (*Array, error) {
-	c, err := quantize("onebit.Pack", TwoBit, rulePack, t, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &Array{c}, nil
+	return quantizeAs(asArray, "onebit.Pack", TwoBit, rulePack, t, opts)
 }
 
 // MustPack is Pack that panics on error.
@@ -72,11 +70,7 @@ func MustPack(t *tensors.Tensor, opts ...Option) *Array { return must(Pack(t, op
 // PackBits packs t, which must hold only -1 and +1, into a BitArray (8 values a byte). Its first
 // dimension must be a multiple of 8.
 func PackBits(t *tensors.Tensor, opts ...Option) (*BitArray, error) {
-	c, err := quantize("onebit.PackBits", OneBit, rulePack, t, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &BitArray{c}, nil
+	return quantizeAs(asBitArray, "onebit.PackBits", OneBit, rulePack, t, opts)
 }
 
 // MustPackBits is PackBits that panics on error.
@@ -87,11 +81,7 @@ func MustPackBits(t *tensors.Tensor, opts ...Option) *BitArray { return must(Pac
 // zero (XLA CPU reads them so: a negative subnormal gives +1). Unscaled it materializes as int8
 // -1/+1, as eformer; WithScale keeps the absmean scale. NaN and ±Inf are errors.
 func QuantizeBinary(t *tensors.Tensor, opts ...Option) (*Array, error) {
-	c, err := quantize("onebit.QuantizeBinary", TwoBit, ruleBinary, t, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &Array{c}, nil
+	return quantizeAs(asArray, "onebit.QuantizeBinary", TwoBit, ruleBinary, t, opts)
 }
 
 // MustQuantizeBinary is QuantizeBinary that panics on error.
@@ -101,11 +91,7 @@ func MustQuantizeBinary(t *tensors.Tensor, opts ...Option) *Array {
 
 // QuantizeBinaryBits is QuantizeBinary into a BitArray (1 bit a value).
 func QuantizeBinaryBits(t *tensors.Tensor, opts ...Option) (*BitArray, error) {
-	c, err := quantize("onebit.QuantizeBinaryBits", OneBit, ruleBinary, t, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &BitArray{c}, nil
+	return quantizeAs(asBitArray, "onebit.QuantizeBinaryBits", OneBit, ruleBinary, t, opts)
 }
 
 // MustQuantizeBinaryBits is QuantizeBinaryBits that panics on error.
@@ -127,11 +113,7 @@ func MustQuantizeBinaryBits(t *tensors.Tensor, opts ...Option) *BitArray {
 // side. BitNet selects the BitNet b1.58 rule; WithScale keeps an absmean scale. NaN and ±Inf are
 // errors.
 func QuantizeTernary(t *tensors.Tensor, opts ...Option) (*Array, error) {
-	c, err := quantize("onebit.QuantizeTernary", TwoBit, ruleTernary, t, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &Array{c}, nil
+	return quantizeAs(asArray, "onebit.QuantizeTernary", TwoBit, ruleTernary, t, opts)
 }
 
 // MustQuantizeTernary is QuantizeTernary that panics on error.
@@ -145,6 +127,19 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// quantizeAs is quantize into the array type of packing l: asArray (TwoBit) or asBitArray (OneBit).
+func quantizeAs[A any](as func(core) A, what string, l Packing, r rule, t *tensors.Tensor, opts []Option) (A, error) {
+	c, err := quantize(what, l, r, t, opts)
+	if err != nil {
+		var none A
+		return none, err
+	}
+	return as(c), nil
+}
+
+func asArray(c core) *Array       { return &Array{c} }
+func asBitArray(c core) *BitArray { return &BitArray{c} }
 
 func quantize(what string, l Packing, r rule, t *tensors.Tensor, opts []Option) (core, error) {
 	var cfg config
@@ -287,7 +282,7 @@ func run[E any](flat []E, toF64 func(E) float64, job *quantizeJob) error {
 				return badValueError(job.what, job.packing, v, i, job.dims)
 			}
 		case math.IsNaN(v) || math.IsInf(v, 0):
-			return errors.Errorf("%s: %v at index %v of shape %v; accepted: finite values", job.what, v, unflatten(i, job.dims), job.dims)
+			return errors.Errorf("%s: %v at index %v of shape %v; accepted: finite values", job.what, v, hostdata.Unflatten(i, job.dims), job.dims)
 		}
 	}
 	var scaleOf func(i int) int
@@ -329,7 +324,9 @@ func run[E any](flat []E, toF64 func(E) float64, job *quantizeJob) error {
 	groups := job.packing.ValuesPerByte()
 	stride := len(flat) / groups
 	bits := job.packing.bitsPerValue()
-	parallel(len(job.packed), func(from, to int) {
+	// One goroutine per 2^14 bytes, GOMAXPROCS at most.
+	n := len(job.packed)
+	parallel.Chunks(n, min(runtime.GOMAXPROCS(0), n/(1<<14)+1), func(from, to int) {
 		for k := from; k < to; k++ {
 			var b uint8
 			for g := range groups {
@@ -380,26 +377,7 @@ func TernaryThreshold(dtype dtypes.DType, variance float64) float64 {
 	return float64(xlafloat.Round(0.5*std, e))
 }
 
-// parallel runs fn over [0, n) split in contiguous chunks across GOMAXPROCS goroutines.
-func parallel(n int, fn func(from, to int)) {
-	workers := min(runtime.GOMAXPROCS(0), n/(1<<14)+1)
-	if workers <= 1 {
-		fn(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	chunk := (n + workers - 1) / workers
-	for from := 0; from < n; from += chunk {
-		wg.Add(1)
-		go func(from, to int) {
-			defer wg.Done()
-			fn(from, to)
-		}(from, min(from+chunk, n))
-	}
-	wg.Wait()
-}
-
-// normalizeAxes maps axes into [0, rank), sorted; none means all axes.
+// normalizeAxes maps the scale axes into [0, rank), sorted; none means all axes.
 func normalizeAxes(axes []int, rank int) ([]int, error) {
 	if len(axes) == 0 {
 		all := make([]int, rank)
@@ -408,22 +386,9 @@ func normalizeAxes(axes []int, rank int) ([]int, error) {
 		}
 		return all, nil
 	}
-	out := make([]int, 0, len(axes))
-	for _, a := range axes {
-		n := a
-		if n < 0 {
-			n += rank
-		}
-		if n < 0 || n >= rank {
-			return nil, errors.Errorf("axis %d out of range for rank %d; accepted: -%d..%d", a, rank, rank, rank-1)
-		}
-		if slices.Contains(out, n) {
-			return nil, errors.Errorf("axes %v repeat axis %d", axes, n)
-		}
-		out = append(out, n)
-	}
+	out, err := qarray.NormalizeAxes(axes, rank)
 	slices.Sort(out)
-	return out, nil
+	return out, err
 }
 
 // scaleIndexer maps a flat index of dims to the flat index of the keepdims scale over axes.

@@ -73,31 +73,10 @@ func TestQuantizeNodeMatchesHost(t *testing.T) {
 			if g.DType() != w.DType() {
 				t.Fatalf("materialized dtype %s, host %s", g.DType(), w.DType())
 			}
-			gf, wf := toFloat64s(g), toFloat64s(w)
-			for i := range wf {
-				if d := gf[i] - wf[i]; d > 1e-6 || d < -1e-6 {
-					t.Fatalf("materialized[%d] = %v, host %v", i, gf[i], wf[i])
-				}
-			}
+			testutil.Close(t, "materialized", testutil.Float64s(t, g), testutil.Float64s(t, w),
+				func(float64) float64 { return 1e-6 })
 		})
 	}
-}
-
-func toFloat64s(t *tensors.Tensor) []float64 {
-	var out []float64
-	t.MustConstFlatData(func(flat any) {
-		switch v := flat.(type) {
-		case []int8:
-			for _, e := range v {
-				out = append(out, float64(e))
-			}
-		case []float32:
-			for _, e := range v {
-				out = append(out, float64(e))
-			}
-		}
-	})
-	return out
 }
 
 func TestQuantizeNodeErrors(t *testing.T) {

@@ -57,28 +57,13 @@ const (
 // cfg is invalid, if x is not accepted, if stored components do not fit the format and shapes, or
 // in training when QuantizeContext removed the float kernel.
 func Dense(ctx *context.Context, x *graph.Node, useBias bool, outDim int, cfg quanta.Config) *graph.Node {
-	if x == nil {
-		panic(errors.New("qlayers.Dense: nil input"))
-	}
-	if err := cfg.Validate(); err != nil {
-		panic(errors.WithMessagef(err, "qlayers.Dense of %s", x.Shape()))
-	}
+	checkDenseArgs("qlayers.Dense", x, outDim, "a float tensor (float32, float64, bfloat16, float16) of rank >= 1", cfg.Validate)
 	shape := x.Shape()
-	if shape.Rank() < 1 || !shape.DType.IsFloat() {
-		panic(errors.Errorf("qlayers.Dense: input %s; accepted: a float tensor (float32, float64, bfloat16, float16) of rank >= 1", shape))
-	}
-	if outDim < 1 {
-		panic(errors.Errorf("qlayers.Dense: outDim %d for input %s; accepted: a positive dimension", outDim, shape))
-	}
 	g := x.Graph()
 	ctx = ctx.In(Scope)
-	inDim := shape.Dim(-1)
-	kernelShape := shapes.Make(shape.DType, inDim, outDim)
+	kernelShape := shapes.Make(shape.DType, shape.Dim(-1), outDim)
 
-	flat := x
-	if shape.Rank() != 2 {
-		flat = graph.Reshape(x, -1, inDim)
-	}
+	flat := flattenRows(x)
 	var y *graph.Node
 	stored := storedComponents(ctx)
 	switch {
@@ -97,15 +82,48 @@ func Dense(ctx *context.Context, x *graph.Node, useBias bool, outDim int, cfg qu
 	default:
 		y = graph.Dot(flat, fakeQuantize(floatKernel(ctx, g, kernelShape), cfg))
 	}
-	if shape.Rank() != 2 {
-		dims := append(shape.Clone().Dimensions[:shape.Rank()-1], outDim)
-		y = graph.Reshape(y, dims...)
-	}
+	y = unflattenRows(y, shape)
 	if useBias {
 		b := ctx.VariableWithShape(BiasesName, shapes.Make(shape.DType, outDim)).ValueGraph(g)
 		y = graph.Add(y, graph.ExpandLeftToRank(b, y.Rank()))
 	}
 	return y
+}
+
+// checkDenseArgs panics, naming op, for a nil x, a configuration that does not validate, an input
+// that is not a float tensor of rank >= 1 (the message says accepted) or an outDim < 1.
+func checkDenseArgs(op string, x *graph.Node, outDim int, accepted string, validate ...func() error) {
+	if x == nil {
+		panic(errors.Errorf("%s: nil input", op))
+	}
+	for _, v := range validate {
+		if err := v(); err != nil {
+			panic(errors.WithMessagef(err, "%s of %s", op, x.Shape()))
+		}
+	}
+	shape := x.Shape()
+	if shape.Rank() < 1 || !shape.DType.IsFloat() {
+		panic(errors.Errorf("%s: input %s; accepted: %s", op, shape, accepted))
+	}
+	if outDim < 1 {
+		panic(errors.Errorf("%s: outDim %d for input %s; accepted: a positive dimension", op, outDim, shape))
+	}
+}
+
+// flattenRows returns x as (rows, inDim), the operand of the layers' products.
+func flattenRows(x *graph.Node) *graph.Node {
+	if x.Rank() == 2 {
+		return x
+	}
+	return graph.Reshape(x, -1, x.Shape().Dim(-1))
+}
+
+// unflattenRows gives a product y (rows, outDim) the leading axes of the input shape back.
+func unflattenRows(y *graph.Node, shape shapes.Shape) *graph.Node {
+	if shape.Rank() == 2 {
+		return y
+	}
+	return graph.Reshape(y, append(shape.Clone().Dimensions[:shape.Rank()-1], y.Shape().Dim(-1))...)
 }
 
 // floatKernel returns the float kernel variable's value, creating the variable (with the context's

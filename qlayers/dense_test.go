@@ -81,6 +81,17 @@ func maxDiff(a, b []float32) float64 {
 	return d
 }
 
+// countDiffer returns the number of positions where got and want differ.
+func countDiffer[T comparable](got, want []T) int {
+	n := 0
+	for i := range want {
+		if got[i] != want[i] {
+			n++
+		}
+	}
+	return n
+}
+
 // reference computes x · w + b in float64 on the host.
 func reference(x [][]float32, w []float32, b []float32) []float32 {
 	out := make([]float32, 0, len(x)*outDim)

@@ -79,31 +79,13 @@ func (l LoRA) Validate() error {
 // LoRADense panics, as Dense does, for an invalid cfg or lora, an input that is not float of
 // rank >= 1, stored components that do not fit, or adapters of another rank than lora's.
 func LoRADense(ctx *context.Context, x *graph.Node, useBias bool, outDim int, cfg quanta.Config, lora LoRA) *graph.Node {
-	if x == nil {
-		panic(errors.New("qlayers.LoRADense: nil input"))
-	}
-	if err := cfg.Validate(); err != nil {
-		panic(errors.WithMessagef(err, "qlayers.LoRADense of %s", x.Shape()))
-	}
-	if err := lora.Validate(); err != nil {
-		panic(errors.WithMessagef(err, "qlayers.LoRADense of %s", x.Shape()))
-	}
+	checkDenseArgs("qlayers.LoRADense", x, outDim, "a float tensor of rank >= 1", cfg.Validate, lora.Validate)
 	shape := x.Shape()
-	if shape.Rank() < 1 || !shape.DType.IsFloat() {
-		panic(errors.Errorf("qlayers.LoRADense: input %s; accepted: a float tensor of rank >= 1", shape))
-	}
-	if outDim < 1 {
-		panic(errors.Errorf("qlayers.LoRADense: outDim %d for input %s; accepted: a positive dimension", outDim, shape))
-	}
 	g := x.Graph()
 	ctx = ctx.In(Scope)
-	inDim := shape.Dim(-1)
 	layout := kernelLayout(ctx)
-	kernelShape := layout.kernelShape(shape, inDim, outDim)
-	flat := x
-	if shape.Rank() != 2 {
-		flat = graph.Reshape(x, -1, inDim)
-	}
+	kernelShape := layout.kernelShape(shape, shape.Dim(-1), outDim)
+	flat := flattenRows(x)
 
 	var y *graph.Node
 	stored := storedComponents(ctx)
@@ -126,9 +108,7 @@ func LoRADense(ctx *context.Context, x *graph.Node, useBias bool, outDim int, cf
 	if !merged(ctx) {
 		y = graph.Add(y, adapters(ctx, flat, outDim, lora))
 	}
-	if shape.Rank() != 2 {
-		y = graph.Reshape(y, append(shape.Clone().Dimensions[:shape.Rank()-1], outDim)...)
-	}
+	y = unflattenRows(y, shape)
 	if useBias {
 		bias := ctx.WithInitializer(initializers.Zero).VariableWithShape(BiasesName, shapes.Make(shape.DType, outDim))
 		bias.SetTrainable(false)

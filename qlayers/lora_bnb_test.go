@@ -113,15 +113,9 @@ func TestQLoRAOnBitsandbytesLayer(t *testing.T) {
 		t.Errorf("merged base format %s, want bitsandbytes' nf4-dq/64/flat", f)
 	}
 	gotCodes, wantCodes := tensors.MustCopyFlatData[uint8](merged.Packed().Tensor()), tensors.MustCopyFlatData[uint8](want4.Packed().Tensor())
-	differ := 0
-	for i := range wantCodes {
-		if gotCodes[i] != wantCodes[i] {
-			differ++
-		}
-	}
 	// The backend sums the merged weight in another order than the host: a value on a rounding
 	// boundary may take the neighbouring code.
-	if differ > len(wantCodes)/100 {
+	if differ := countDiffer(gotCodes, wantCodes); differ > len(wantCodes)/100 {
 		t.Errorf("merged base: %d of %d packed bytes differ from bitsandbytes' quantization of the merged weight", differ, len(wantCodes))
 	}
 	list, err := (&bnb.Linear4bit{Weight: merged, Bias: layer.Bias}).Tensors("")

@@ -27,37 +27,14 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TORCHDYNAMO_DISABLE=1
 # One thread everywhere: float reductions must not depend on the core count (and the machine is shared).
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-py_ok() { "$1" -c 'import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] < (3, 14) else 1)' 2>/dev/null; }
-
-find_python() {
-  local c
-  for c in ${PYTHON:-} python3.11 python3.12 python3.13 python3 "$HOME"/.pyenv/versions/3.11*/bin/python3 \
-           "$HOME"/.pyenv/versions/3.12*/bin/python3; do
-    [ -n "$c" ] || continue
-    if command -v "$c" >/dev/null 2>&1 && py_ok "$c"; then command -v "$c"; return 0; fi
-  done
-  echo "reference: need Python 3.11-3.13 (set PYTHON=/path/to/python3)" >&2
-  return 1
-}
-
-ensure_venv() {
-  local stamp=$VENV/.quanta-requirements want py
-  want=$(sha256sum "$REQ" | cut -d' ' -f1)
-  if [ -x "$VENV/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null || true)" = "$want" ]; then
-    return 0
-  fi
-  if ! { [ -x "$VENV/bin/python" ] && py_ok "$VENV/bin/python"; }; then
-    py=$(find_python)
-    echo "reference: creating $VENV with $py" >&2
-    rm -rf "$VENV"
-    mkdir -p "$(dirname "$VENV")"
-    "$py" -m venv "$VENV"
-  fi
-  echo "reference: installing reference/requirements.txt into $VENV (first time: ~5 GB, llama.cpp build ~6 min)" >&2
-  CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r "$REQ"
-  echo "$want" >"$stamp"
-}
+VENV_NAME=reference
+PY_MIN=11 PY_MAX=13
+PY_CANDIDATES=(python3.11 python3.12 python3.13 python3 "$HOME"/.pyenv/versions/3.11*/bin/python3 "$HOME"/.pyenv/versions/3.12*/bin/python3)
+PY_NEED="Python 3.11-3.13 (set PYTHON=/path/to/python3)"
+VENV_INSTALL_NOTE=" (first time: ~5 GB, llama.cpp build ~6 min)"
+VENV_PIP_ENV=(CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}")
+# shellcheck source=../scripts/venv.sh
+source "$ROOT/scripts/venv.sh"
 
 generate() { # $1 = set, $2 = output dir
   local s=$1 out=$2

@@ -31,7 +31,7 @@ type File struct {
 	infos  []*Info // in data order
 	byName map[string]*Info
 	r      io.ReaderAt
-	closer io.Closer
+	closer fileio.Closer
 }
 
 // Info describes one tensor of a file.
@@ -61,22 +61,11 @@ func (info *Info) NumElements() int {
 // Open opens the safetensors file at path and reads and validates its header; the file stays
 // open for reading tensors until Close.
 func Open(path string) (*File, error) {
-	f, file, err := fileio.Open("safetensors.Open", path, Read)
-	if err != nil {
-		return nil, err
-	}
-	f.closer = file
-	return f, nil
+	return fileio.Open("safetensors.Open", path, Read, func(f *File) *fileio.Closer { return &f.closer })
 }
 
 // MustOpen is Open that panics on error.
-func MustOpen(path string) *File {
-	f, err := Open(path)
-	if err != nil {
-		panic(err)
-	}
-	return f
-}
+func MustOpen(path string) *File { return fileio.Must(Open(path)) }
 
 // Read reads and validates the header of the safetensors content of the given size in r. Close
 // on the result is a no-op: r belongs to the caller.
@@ -207,14 +196,7 @@ func checkInfo(name string, ri rawInfo, dataBytes int64) (*Info, error) {
 }
 
 // Close closes the file opened by Open.
-func (f *File) Close() error {
-	if f.closer == nil {
-		return nil
-	}
-	err := f.closer.Close()
-	f.closer = nil
-	return err
-}
+func (f *File) Close() error { return f.closer.Close() }
 
 // Names returns the tensor names in the order of their data in the file.
 func (f *File) Names() []string {
@@ -232,11 +214,7 @@ func (f *File) Info(name string) (*Info, bool) {
 }
 
 func (f *File) lookup(op, name string) (*Info, error) {
-	info, ok := f.byName[name]
-	if !ok {
-		return nil, errors.Wrapf(ErrNotFound, "safetensors.%s: tensor %q", op, name)
-	}
-	return info, nil
+	return fileio.Lookup(f.byName, ErrNotFound, "safetensors."+op, name)
 }
 
 // ReadBytes returns the raw little-endian data of the tensor called name.

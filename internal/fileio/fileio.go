@@ -8,24 +8,56 @@ import (
 	"github.com/pkg/errors"
 )
 
-// Open opens path and parses it with read (given the file and its size). It returns the parsed
-// value and the open file, which the caller closes; on any error the file is closed and the
-// error names op and path.
-func Open[T any](op, path string, read func(r io.ReaderAt, size int64) (T, error)) (T, *os.File, error) {
+// Open opens path, parses it with read (given the file and its size) and hands the open file to
+// the result's Closer (closer returns it), so that the result's Close closes the file. On any
+// error the file is closed and the error names op and path.
+func Open[T any](op, path string, read func(r io.ReaderAt, size int64) (T, error), closer func(T) *Closer) (T, error) {
 	var none T
 	f, err := os.Open(path)
 	if err != nil {
-		return none, nil, errors.Wrap(err, op)
+		return none, errors.Wrap(err, op)
 	}
 	info, err := f.Stat()
 	if err != nil {
 		_ = f.Close()
-		return none, nil, errors.Wrap(err, op)
+		return none, errors.Wrap(err, op)
 	}
 	v, err := read(f, info.Size())
 	if err != nil {
 		_ = f.Close()
-		return none, nil, errors.WithMessagef(err, "%s(%q)", op, path)
+		return none, errors.WithMessagef(err, "%s(%q)", op, path)
 	}
-	return v, f, nil
+	closer(v).c = f
+	return v, nil
+}
+
+// Must returns v, or panics with err: the Must form of a reader's Open.
+func Must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// Closer closes the file a reader's Open opened. The zero Closer, of a reader given an io.ReaderAt
+// that belongs to the caller, closes nothing.
+type Closer struct{ c io.Closer }
+
+// Close closes the file, once: closing again is a no-op.
+func (c *Closer) Close() error {
+	if c.c == nil {
+		return nil
+	}
+	err := c.c.Close()
+	c.c = nil
+	return err
+}
+
+// Lookup returns the entry called name, or an error wrapping notFound that names op and name.
+func Lookup[T any](byName map[string]T, notFound error, op, name string) (T, error) {
+	t, ok := byName[name]
+	if !ok {
+		return t, errors.Wrapf(notFound, "%s: tensor %q", op, name)
+	}
+	return t, nil
 }

@@ -109,6 +109,26 @@ func Node(b *Base, i int) *graph.Node {
 	return Component(b, i).Node()
 }
 
+// NormalizeAxes maps the axes given to a quantizer or constructor into [0, rank), in the order
+// given, and returns an error for an axis out of range or repeated.
+func NormalizeAxes(axes []int, rank int) ([]int, error) {
+	out := make([]int, len(axes))
+	for i, a := range axes {
+		n := a
+		if n < 0 {
+			n += rank
+		}
+		if n < 0 || n >= rank {
+			return nil, errors.Errorf("axis %d out of range for rank %d; accepted: -%d..%d", a, rank, rank, rank-1)
+		}
+		if slices.Contains(out[:i], n) {
+			return nil, errors.Errorf("axes %v repeat axis %d; accepted: distinct axes", axes, n)
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
 // WithStrategy returns b with strategy s (the buffers and the deletion flag are shared).
 func WithStrategy(b Base, s lowering.Strategy) Base {
 	if !s.Valid() {
@@ -123,6 +143,15 @@ func WithStrategy(b Base, s lowering.Strategy) Base {
 func WithDType(b Base, dtype dtypes.DType) Base {
 	b.shape = shapes.Make(dtype, b.shape.Dimensions...)
 	return b
+}
+
+// WithFloatDType is WithDType for the arrays that materialize in float dtypes only: it panics,
+// naming the array (self), for another dtype.
+func WithFloatDType(b Base, dtype dtypes.DType, self fmt.Stringer) Base {
+	if !dtype.IsFloat() || dtype.IsComplex() {
+		panic(errors.Errorf("%s.WithDType(%s) of %s; accepted: a float dtype", b.typeName, dtype, self))
+	}
+	return WithDType(b, dtype)
 }
 
 // WithSharding returns b carrying sharding s (the zero Sharding clears it).

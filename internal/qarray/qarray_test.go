@@ -3,6 +3,7 @@ package qarray_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/internal/qarray"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/nf4"
@@ -153,6 +155,50 @@ func TestFallbackWarns(t *testing.T) {
 			if n := implicitarray.CurrentStats().Fallbacks[key]; n != 1 {
 				t.Errorf("Fallbacks[%s] = %d, want 1", key, n)
 			}
+		})
+	}
+}
+
+// TestNormalizeAxes: negative axes count from the end; out-of-range and repeated axes are errors
+// naming what is accepted.
+func TestNormalizeAxes(t *testing.T) {
+	for _, tc := range []struct {
+		axes    []int
+		want    []int
+		wantErr string
+	}{
+		{axes: []int{-1, 0}, want: []int{2, 0}},
+		{axes: []int{}, want: []int{}},
+		{axes: []int{3}, wantErr: "axis 3 out of range for rank 3; accepted: -3..2"},
+		{axes: []int{-4}, wantErr: "axis -4 out of range for rank 3; accepted: -3..2"},
+		{axes: []int{1, -2}, wantErr: "axes [1 -2] repeat axis 1; accepted: distinct axes"},
+	} {
+		got, err := qarray.NormalizeAxes(tc.axes, 3)
+		if tc.wantErr != "" {
+			if err == nil || err.Error() != tc.wantErr {
+				t.Errorf("NormalizeAxes(%v, 3): error %v, want %q", tc.axes, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("NormalizeAxes(%v, 3) = %v, %v; want %v", tc.axes, got, err, tc.want)
+		}
+	}
+}
+
+// TestWithFloatDType: the arrays that materialize in float dtypes only reject another dtype,
+// naming the array.
+func TestWithFloatDType(t *testing.T) {
+	for _, f := range formats()[:2] {
+		t.Run(f.name, func(t *testing.T) {
+			a := f.make()
+			want := fmt.Sprintf("%s.WithDType(Int8) of %s; accepted: a float dtype", strings.SplitN(a.String(), "(", 2)[0], a)
+			defer func() {
+				if r := recover(); r == nil || fmt.Sprint(r) != want {
+					t.Errorf("WithDType(Int8): %v, want a panic %q", r, want)
+				}
+			}()
+			f.withDType(a, dtypes.Int8)
 		})
 	}
 }

@@ -3,5 +3,6 @@
 // Tests never hard-code a backend: Backend returns the process-wide backend of package
 // runtime, which GOMLX_BACKEND chooses (`make test` runs the suite on XLA CPU and again with
 // GOMLX_BACKEND=go). Slow marks tests that only `make test-all` (QUANTA_TEST_ALL=1) runs.
-// RandomTensor, Float64s and MaxAbsDiff build inputs and compare results.
+// RandomTensor, RandomValues, NormalTensor and Normals build inputs; BroadcastIndex indexes
+// keepdims scales; Float64s, Float32s, Close, MaxAbsDiff and WantError check results.
 package testutil

@@ -4,13 +4,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/runtime"
-	"github.com/x448/float16"
 )
 
 // TestAllEnv names the environment variable that turns on slow tests (see Slow).
@@ -34,68 +34,106 @@ func Slow(t testing.TB) {
 	}
 }
 
-// RandomTensor returns a float32 tensor of normal values drawn with a fixed seed.
-func RandomTensor(seed uint64, dims ...int) *tensors.Tensor {
-	r := rand.New(rand.NewPCG(seed, 1))
-	n := 1
-	for _, d := range dims {
-		n *= d
-	}
+// Normals returns n float32 values drawn from r's normal distribution; r is a math/rand or a
+// math/rand/v2 generator.
+func Normals(r interface{ NormFloat64() float64 }, n int) []float32 {
 	data := make([]float32, n)
 	for i := range data {
 		data[i] = float32(r.NormFloat64())
 	}
-	return tensors.FromFlatDataAndDimensions(data, dims...)
+	return data
+}
+
+// NormalTensor returns a float32 tensor of dims filled with Normals(r, ...).
+func NormalTensor(r interface{ NormFloat64() float64 }, dims ...int) *tensors.Tensor {
+	n := 1
+	for _, d := range dims {
+		n *= d
+	}
+	return tensors.FromFlatDataAndDimensions(Normals(r, n), dims...)
+}
+
+// RandomValues returns n normal float32 values drawn with a fixed seed.
+func RandomValues(seed uint64, n int) []float32 { return Normals(rand.New(rand.NewPCG(seed, 1)), n) }
+
+// RandomTensor returns a float32 tensor of normal values drawn with a fixed seed (RandomValues).
+func RandomTensor(seed uint64, dims ...int) *tensors.Tensor {
+	return NormalTensor(rand.New(rand.NewPCG(seed, 1)), dims...)
+}
+
+// BroadcastIndex returns the flat index, in a keepdims array of dimensions sDims (each 1 or the
+// dims one), of the element broadcast to flat position i of dims: the scale of an element.
+func BroadcastIndex(i int, dims, sDims []int) int {
+	si, stride := 0, 1
+	for a := len(dims) - 1; a >= 0; a-- {
+		c := i % dims[a]
+		i /= dims[a]
+		if sDims[a] != 1 {
+			si += c * stride
+		}
+		stride *= sDims[a]
+	}
+	return si
 }
 
 // Float64s returns the values of a tensor of any numeric or boolean dtype as float64, failing the
 // test for another dtype.
 func Float64s(t testing.TB, x *tensors.Tensor) []float64 {
 	t.Helper()
-	var out []float64
-	x.MustConstFlatData(func(flat any) {
-		switch v := flat.(type) {
-		case []float64:
-			out = append(out, v...)
-		case []float32:
-			out = appendAs(out, v, func(e float32) float64 { return float64(e) })
-		case []bfloat16.BFloat16:
-			out = appendAs(out, v, func(e bfloat16.BFloat16) float64 { return float64(e.Float32()) })
-		case []float16.Float16:
-			out = appendAs(out, v, func(e float16.Float16) float64 { return float64(e.Float32()) })
-		case []int8:
-			out = appendAs(out, v, func(e int8) float64 { return float64(e) })
-		case []int16:
-			out = appendAs(out, v, func(e int16) float64 { return float64(e) })
-		case []int32:
-			out = appendAs(out, v, func(e int32) float64 { return float64(e) })
-		case []int64:
-			out = appendAs(out, v, func(e int64) float64 { return float64(e) })
-		case []uint8:
-			out = appendAs(out, v, func(e uint8) float64 { return float64(e) })
-		case []uint16:
-			out = appendAs(out, v, func(e uint16) float64 { return float64(e) })
-		case []uint32:
-			out = appendAs(out, v, func(e uint32) float64 { return float64(e) })
-		case []bool:
-			out = appendAs(out, v, func(e bool) float64 {
-				if e {
-					return 1
-				}
-				return 0
-			})
-		default:
-			t.Fatalf("testutil.Float64s: unsupported dtype %s", x.DType())
-		}
-	})
+	out, err := hostdata.Float64s(x)
+	if err != nil {
+		t.Fatalf("testutil.Float64s: %+v", err)
+	}
 	return out
 }
 
-func appendAs[T any](out []float64, values []T, f func(T) float64) []float64 {
-	for _, v := range values {
-		out = append(out, f(v))
+// Float32s returns the values of a tensor of a float dtype as float32, failing the test for another
+// dtype.
+func Float32s(t testing.TB, x *tensors.Tensor) []float32 {
+	t.Helper()
+	out, ok := hostdata.Float32s(x)
+	if !ok {
+		t.Fatalf("testutil.Float32s: tensor %s; accepted: a float dtype", x.Shape())
 	}
 	return out
+}
+
+// WantError checks err against a table case's wantErr: with wantErr "" err must be nil, otherwise
+// err must contain wantErr; it fails the test if not. It returns whether an error was wanted, so
+// that the case stops there.
+func WantError(t testing.TB, err error, wantErr string) bool {
+	t.Helper()
+	switch {
+	case wantErr == "" && err != nil:
+		t.Fatalf("%+v", err)
+	case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+		t.Fatalf("error %v, want one containing %q", err, wantErr)
+	}
+	return wantErr != ""
+}
+
+// Close fails the test at the first index where got and want differ by more than bound(want[i]),
+// naming what and the index; a NaN matches nothing.
+func Close(t testing.TB, what string, got, want []float64, bound func(want float64) float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+		return
+	}
+	for i := range want {
+		if b := bound(want[i]); got[i] != want[i] && !(math.Abs(got[i]-want[i]) <= b) {
+			t.Fatalf("%s[%d] = %v, want %v (bound %g)", what, i, got[i], want[i], b)
+			return
+		}
+	}
+}
+
+// Exact is Close's bound for an exact comparison.
+func Exact(float64) float64 { return 0 }
+
+// Mixed returns Close's bound tol·max(1, |want|): relative for large values, absolute near zero.
+func Mixed(tol float64) func(want float64) float64 {
+	return func(want float64) float64 { return tol * math.Max(1, math.Abs(want)) }
 }
 
 // MaxAbsDiff returns the largest |got[i] - want[i]| and the largest finite |want[i]| (the scale to

@@ -1,6 +1,9 @@
 package testutil
 
 import (
+	"errors"
+	"fmt"
+	"math"
 	"os"
 	"testing"
 )
@@ -19,5 +22,70 @@ func TestSlow(t *testing.T) {
 	})
 	if want := os.Getenv(TestAllEnv) == "1"; ran != want {
 		t.Errorf("with %s=%q the slow test ran=%v, want %v", TestAllEnv, os.Getenv(TestAllEnv), ran, want)
+	}
+}
+
+// recorder is a testing.TB that records the first failure instead of stopping.
+type recorder struct {
+	testing.TB
+	failure string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Fatalf(format string, args ...any) {
+	if r.failure == "" {
+		r.failure = fmt.Sprintf(format, args...)
+	}
+}
+
+func TestClose(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, tc := range []struct {
+		name      string
+		got, want []float64
+		bound     func(float64) float64
+		failure   string
+	}{
+		{"exact", []float64{1, inf}, []float64{1, inf}, Exact, ""},
+		{"exact differs", []float64{1, 2}, []float64{1, 2.5}, Exact, "x[1] = 2, want 2.5 (bound 0)"},
+		{"mixed absolute near zero", []float64{0.01}, []float64{0}, Mixed(0.01), ""},
+		{"mixed relative", []float64{101}, []float64{100}, Mixed(0.01), ""},
+		{"mixed too far", []float64{102}, []float64{100}, Mixed(0.01), "x[0] = 102, want 100 (bound 1)"},
+		{"nan", []float64{nan}, []float64{nan}, Mixed(1), "x[0] = NaN, want NaN (bound NaN)"},
+		{"length", []float64{1}, []float64{1, 2}, Exact, "x: 1 values, want 2"},
+	} {
+		r := &recorder{TB: t}
+		Close(r, "x", tc.got, tc.want, tc.bound)
+		if r.failure != tc.failure {
+			t.Errorf("%s: failure %q, want %q", tc.name, r.failure, tc.failure)
+		}
+	}
+}
+
+func TestWantError(t *testing.T) {
+	for _, tc := range []struct {
+		err     error
+		wantErr string
+		wanted  bool
+		failure string
+	}{
+		{nil, "", false, ""},
+		{errors.New("bad axis"), "axis", true, ""},
+		{errors.New("bad axis"), "", false, "bad axis"},
+		{nil, "axis", true, `error <nil>, want one containing "axis"`},
+		{errors.New("bad shape"), "axis", true, `error bad shape, want one containing "axis"`},
+	} {
+		r := &recorder{TB: t}
+		if wanted := WantError(r, tc.err, tc.wantErr); wanted != tc.wanted || r.failure != tc.failure {
+			t.Errorf("WantError(%v, %q) = %v, failure %q; want %v, %q", tc.err, tc.wantErr, wanted, r.failure, tc.wanted, tc.failure)
+		}
+	}
+}
+
+func TestBroadcastIndex(t *testing.T) {
+	// dims (2, 3, 4) with a scale (2, 1, 4): element (1, 2, 3), flat 23, reads scale (1, 0, 3), flat 7.
+	if got := BroadcastIndex(23, []int{2, 3, 4}, []int{2, 1, 4}); got != 7 {
+		t.Errorf("BroadcastIndex(23, [2 3 4], [2 1 4]) = %d, want 7", got)
 	}
 }

@@ -1,0 +1,95 @@
+// Package hostdata reads the flat data of host tensors as the float values quanta computes with,
+// and maps flat row-major positions to indices. It is the one home of these conversions for the
+// host quantizers, the conformance checker and the tests (through package testutil).
+package hostdata
+
+import (
+	"reflect"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/pkg/errors"
+	"github.com/x448/float16"
+)
+
+// Float64s returns the values of a host tensor of any float, integer or boolean dtype as float64
+// (true is 1). It returns an error for another dtype.
+func Float64s(x *tensors.Tensor) ([]float64, error) {
+	if out, ok := floats[float64](x); ok {
+		return out, nil
+	}
+	var out []float64
+	var err error
+	x.MustConstFlatData(func(flat any) { out, err = integerFloat64s(flat, x) })
+	return out, err
+}
+
+// Float32s returns the values of a host tensor of a float dtype as float32 (a copy; float64
+// values rounded to nearest), or false for another dtype.
+func Float32s(x *tensors.Tensor) ([]float32, bool) { return floats[float32](x) }
+
+// Unflatten returns the multi-dimensional index of a flat row-major position in dims.
+func Unflatten(flat int, dims []int) []int {
+	idx := make([]int, len(dims))
+	for i := len(dims) - 1; i >= 0; i-- {
+		idx[i] = flat % dims[i]
+		flat /= dims[i]
+	}
+	return idx
+}
+
+// floats converts the values of a float tensor to F, or returns false for another dtype.
+func floats[F float32 | float64](x *tensors.Tensor) ([]F, bool) {
+	var out []F
+	ok := true
+	x.MustConstFlatData(func(flat any) {
+		switch v := flat.(type) {
+		case []float32:
+			out = convert(v, func(e float32) F { return F(e) })
+		case []float64:
+			out = convert(v, func(e float64) F { return F(e) })
+		case []bfloat16.BFloat16:
+			out = convert(v, func(e bfloat16.BFloat16) F { return F(e.Float32()) })
+		case []float16.Float16:
+			out = convert(v, func(e float16.Float16) F { return F(e.Float32()) })
+		default:
+			ok = false
+		}
+	})
+	return out, ok
+}
+
+func convert[T any, F float32 | float64](values []T, f func(T) F) []F {
+	out := make([]F, len(values))
+	for i, v := range values {
+		out[i] = f(v)
+	}
+	return out
+}
+
+// integerFloat64s converts a slice of a built-in integer or boolean type, read through
+// reflection so that no type needs its own case.
+func integerFloat64s(flat any, x *tensors.Tensor) ([]float64, error) {
+	v := reflect.ValueOf(flat)
+	var get func(reflect.Value) float64
+	switch v.Type().Elem().Kind() {
+	case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Int:
+		get = func(e reflect.Value) float64 { return float64(e.Int()) }
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uint:
+		get = func(e reflect.Value) float64 { return float64(e.Uint()) }
+	case reflect.Bool:
+		get = func(e reflect.Value) float64 {
+			if e.Bool() {
+				return 1
+			}
+			return 0
+		}
+	default:
+		return nil, errors.Errorf("tensor %s; accepted: a float, integer or boolean dtype", x.Shape())
+	}
+	out := make([]float64, v.Len())
+	for i := range out {
+		out[i] = get(v.Index(i))
+	}
+	return out, nil
+}

@@ -1,0 +1,58 @@
+package hostdata_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/internal/hostdata"
+	"github.com/x448/float16"
+)
+
+func TestUnflatten(t *testing.T) {
+	if got, want := hostdata.Unflatten(23, []int{2, 3, 4}), []int{1, 2, 3}; !slices.Equal(got, want) {
+		t.Errorf("Unflatten(23, [2 3 4]) = %v, want %v", got, want)
+	}
+}
+
+func TestFloat64s(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		x    *tensors.Tensor
+		want []float64
+	}{
+		{"float64", tensors.FromFlatDataAndDimensions([]float64{1.5, -2}, 2), []float64{1.5, -2}},
+		{"float32", tensors.FromFlatDataAndDimensions([]float32{0.25, -3}, 2), []float64{0.25, -3}},
+		{"bfloat16", tensors.FromFlatDataAndDimensions([]bfloat16.BFloat16{bfloat16.FromFloat32(1.5)}, 1), []float64{1.5}},
+		{"float16", tensors.FromFlatDataAndDimensions([]float16.Float16{float16.Fromfloat32(-0.5)}, 1), []float64{-0.5}},
+		{"int8", tensors.FromFlatDataAndDimensions([]int8{-128, 127}, 2), []float64{-128, 127}},
+		{"int64", tensors.FromFlatDataAndDimensions([]int64{-1 << 40}, 1), []float64{-1 << 40}},
+		{"uint8", tensors.FromFlatDataAndDimensions([]uint8{0, 255}, 2), []float64{0, 255}},
+		{"uint32", tensors.FromFlatDataAndDimensions([]uint32{1 << 31}, 1), []float64{1 << 31}},
+		{"bool", tensors.FromFlatDataAndDimensions([]bool{true, false}, 2), []float64{1, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := hostdata.Float64s(tc.x)
+			if err != nil {
+				t.Fatalf("%+v", err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("Float64s = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if _, err := hostdata.Float64s(tensors.FromFlatDataAndDimensions([]complex64{1}, 1)); err == nil {
+		t.Error("Float64s of complex64: no error")
+	}
+}
+
+func TestFloat32s(t *testing.T) {
+	got, ok := hostdata.Float32s(tensors.FromFlatDataAndDimensions([]float64{0.1, 2}, 2))
+	if want := []float32{0.1, 2}; !ok || !slices.Equal(got, want) {
+		t.Errorf("Float32s = %v, %v; want %v, true", got, ok, want)
+	}
+	if _, ok := hostdata.Float32s(tensors.FromFlatDataAndDimensions([]int32{1}, 1)); ok {
+		t.Error("Float32s of int32: ok")
+	}
+}
