@@ -7,11 +7,15 @@
 #   plugins.txt    the plugin files found in python's site-packages
 #   doctor.txt     `quanta doctor` (backend, plugin version, devices, memory)
 #   tests.txt      the suite, verbose (go test -v output)
-#   bench.md/.json the benchmark table, bfloat16 activations (bench.txt: its full output)
+#   hlo/M*/       XLA's optimized HLO of every format's product at M = 1, 8, 64 (two 4096x4096
+#                  weights, bfloat16 activations; hlo.txt: the run's output)
+#   bench.md/.json the benchmark table, bfloat16 activations, on 4096x4096, 4096x11008 (and
+#                  11008x4096 in the add context), 8192x8192 at M = 1, 16, 256 (bench.txt: its output)
 #   summary.txt    one line per step with its exit status
 # Exit status: 0 when doctor and the suite pass (the suite skips without an accelerator); 1 when
 # either fails; 2 on a usage error. A failing benchmark is recorded in summary.txt only.
-# BENCH_FLAGS adds flags to the benchmark, e.g. BENCH_FLAGS='-min-time 1s'; SKIP_BENCH=1 skips it.
+# BENCH_FLAGS adds flags to the benchmark, e.g. BENCH_FLAGS='-min-time 1s' (later flags win);
+# SKIP_BENCH=1 skips the dumps and the benchmark.
 set -uo pipefail
 
 if [[ $# -ne 1 ]]; then
@@ -98,8 +102,15 @@ else
 	*) peak=0 ;;
 	esac
 	peak=${PEAK_GBPS:-$peak}
+	# The optimized HLO of each format's product, one weight per M, timed just once.
+	for m in 1 8 64; do
+		XLA_FLAGS="${XLA_FLAGS:-} --xla_dump_to=$out/hlo/M$m --xla_dump_hlo_as_text" "$bin/bench" -dtype bfloat16 \
+			-shapes 4096x4096 -m "$m" -contexts chain -stream-bytes 1 -max-layers 2 -min-time 1ms >>"$out/hlo.txt" 2>&1
+		step "hlo M=$m" $?
+	done
 	# shellcheck disable=SC2086 # BENCH_FLAGS is split into flags on purpose.
-	"$bin/bench" -dtype bfloat16 -peak-gbps "$peak" -json "$out/bench.json" -markdown "$out/bench.md" ${BENCH_FLAGS:-} >"$out/bench.txt" 2>&1
+	"$bin/bench" -dtype bfloat16 -peak-gbps "$peak" -shapes 4096x4096,4096x11008,8192x8192 -m 1,16,256 \
+		-json "$out/bench.json" -markdown "$out/bench.md" ${BENCH_FLAGS:-} >"$out/bench.txt" 2>&1
 	code=$?
 	step bench "$code"
 	[[ -f $out/bench.md ]] && cat "$out/bench.md"
