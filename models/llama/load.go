@@ -10,6 +10,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/models"
 )
 
@@ -225,8 +226,7 @@ func decodeTensor(f *gguf.File, name string, shape []int) (*tensors.Tensor, erro
 // rows are heads blocks of pairs interleaved by llama.cpp's converter (row h·d + 2i + j holds
 // Hugging Face's row h·d + j·d/2 + i, d = rows/heads); they are put back in Hugging Face's order.
 func transposeRows(src, dst []float32, rows, cols, heads int) {
-	const tile = 64
-	srcRow := func(r int) int { return r }
+	var srcRow func(int) int
 	if heads > 0 {
 		d := rows / heads
 		srcRow = func(r int) int {
@@ -235,14 +235,5 @@ func transposeRows(src, dst []float32, rows, cols, heads int) {
 			return h*d + 2*i + j
 		}
 	}
-	for r0 := 0; r0 < rows; r0 += tile {
-		for c0 := 0; c0 < cols; c0 += tile {
-			for r := r0; r < min(r0+tile, rows); r++ {
-				row := src[srcRow(r)*cols:]
-				for c := c0; c < min(c0+tile, cols); c++ {
-					dst[c*rows+r] = row[c]
-				}
-			}
-		}
-	}
+	hostdata.Transpose(src, dst, rows, cols, srcRow)
 }

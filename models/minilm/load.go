@@ -5,11 +5,9 @@ import (
 	"path/filepath"
 
 	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/safetensors"
 )
@@ -87,10 +85,7 @@ func LoadSafetensors(ctx *context.Context, f *safetensors.File, cfg Config, opts
 			}
 			continue
 		}
-		kernel := tensors.FromShape(shapes.Make(dtypes.Float32, p.shape[1], p.shape[0]))
-		tensors.MustConstFlatData(t, func(src []float32) {
-			tensors.MustMutableFlatData(kernel, func(dst []float32) { transpose(src, dst, p.shape[0], p.shape[1]) })
-		})
+		kernel := hostdata.Transposed(t)
 		_ = t.FinalizeAll()
 		kv, err := kernelFn(p.scope, kernel)
 		if err != nil {
@@ -152,18 +147,4 @@ func planTensors(cfg Config, prefix string) []plannedTensor {
 		plan[i].name = prefix + plan[i].name
 	}
 	return plan
-}
-
-// transpose writes src [rows][cols] into dst as [cols][rows].
-func transpose(src, dst []float32, rows, cols int) {
-	const tile = 64
-	for r0 := 0; r0 < rows; r0 += tile {
-		for c0 := 0; c0 < cols; c0 += tile {
-			for r := r0; r < min(r0+tile, rows); r++ {
-				for c := c0; c < min(c0+tile, cols); c++ {
-					dst[c*rows+r] = src[r*cols+c]
-				}
-			}
-		}
-	}
 }
