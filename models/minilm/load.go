@@ -8,6 +8,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/internal/hostdata"
+	"github.com/quanta-ml/quanta/internal/modelbase"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/safetensors"
 )
@@ -46,10 +47,6 @@ func LoadSafetensors(ctx *context.Context, f *safetensors.File, cfg Config, opts
 	if err := cfg.Validate(); err != nil {
 		return nil, errors.WithMessage(err, "minilm.LoadSafetensors")
 	}
-	kernelFn := opts.Kernel
-	if kernelFn == nil {
-		kernelFn = models.DenseKernel
-	}
 	prefix := ""
 	if _, ok := f.Info("bert.embeddings.word_embeddings.weight"); ok {
 		prefix = "bert."
@@ -67,9 +64,9 @@ func LoadSafetensors(ctx *context.Context, f *safetensors.File, cfg Config, opts
 	if ctx.InspectVariable("/"+EmbeddingsScope+"/"+WordScope, TableName) != nil {
 		return nil, errors.New("minilm.LoadSafetensors: the context already holds the embeddings; load into a fresh context")
 	}
-	var vars []models.Variable
+	vars := modelbase.NewVars(opts.Kernel, opts.Backend)
 	fail := func(err error) (*Model, error) {
-		models.Release(vars)
+		vars.Release()
 		return nil, errors.WithMessage(err, "minilm.LoadSafetensors")
 	}
 	for _, p := range plan {
@@ -78,26 +75,18 @@ func LoadSafetensors(ctx *context.Context, f *safetensors.File, cfg Config, opts
 			return fail(err)
 		}
 		if !p.kernel {
-			v := models.Variable{Scope: p.scope, Name: p.varName, Value: t}
-			vars = append(vars, v)
-			if err := models.Place(opts.Backend, []models.Variable{v}); err != nil {
+			if err := vars.Add(p.scope, p.varName, t); err != nil {
 				return fail(err)
 			}
 			continue
 		}
 		kernel := hostdata.Transposed(t)
 		_ = t.FinalizeAll()
-		kv, err := kernelFn(p.scope, kernel)
-		if err != nil {
-			_ = kernel.FinalizeAll()
-			return fail(errors.WithMessagef(err, "kernel of %s", p.name))
-		}
-		vars = append(vars, kv...)
-		if err := models.Place(opts.Backend, kv); err != nil {
+		if err := vars.AddKernel(p.scope, kernel, p.name); err != nil {
 			return fail(err)
 		}
 	}
-	if err := models.Store(ctx, vars); err != nil {
+	if err := vars.Store(ctx); err != nil {
 		return fail(err)
 	}
 	return &Model{Config: cfg}, nil
