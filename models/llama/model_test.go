@@ -104,13 +104,7 @@ func TestGenerateMatchesForward(t *testing.T) {
 	logits := forward(t, backend, ctx, m, seq)
 	var want []int
 	for p := len(prompt) - 1; p < len(seq); p++ {
-		best := 0
-		for i, v := range logits[p] {
-			if v > logits[p][best] {
-				best = i
-			}
-		}
-		want = append(want, best)
+		want = append(want, llama.Argmax(logits[p]))
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Generate = %v, argmax of Forward = %v", got, want)
