@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/quanta-ml/quanta/internal/plotstyle"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -227,14 +228,7 @@ func (powersOfTwo) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
-var palette = []color.RGBA{
-	{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
-	{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
-	{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
-	{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
-	{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
-	{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
-}
+var palette = plotstyle.Colors(6)
 
 // chart draws, per context, the geometric-mean speed-up over dense against M (log scale), one
 // line per format, and a line at 1 (dense).

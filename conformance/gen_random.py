@@ -52,17 +52,10 @@ import numpy as np  # noqa: E402
 
 from eformer.ops.quantization import Array8B, ArrayNF4, quantize  # noqa: E402
 
+from common import NF4_CODEBOOK  # noqa: E402
+
 BF16 = ml_dtypes.bfloat16
 DTYPES = {"float32": np.float32, "bfloat16": BF16, "float16": np.float16}
-NF4_CODEBOOK = np.array(
-    [
-        -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
-        -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
-        0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
-        0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0,
-    ],
-    dtype=np.float32,
-)
 MIDPOINTS = (NF4_CODEBOOK[:-1].astype(np.float64) + NF4_CODEBOOK[1:]) / 2
 
 # Largest finite value and smallest normal of each dtype.

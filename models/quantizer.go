@@ -15,6 +15,7 @@ import (
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/qlayers"
 )
 
@@ -144,7 +145,7 @@ func (q *Quantizer) Kernel(scope string, kernel *tensors.Tensor) ([]Variable, er
 	}
 	w := kernel
 	if rule.Layout == OutIn {
-		w = transposed(kernel)
+		w = hostdata.Transposed(kernel)
 		_ = kernel.FinalizeAll()
 	}
 	a, err := quanta.Quantize(w, rule.Config)
@@ -177,30 +178,6 @@ func (q *Quantizer) record(scope string, k *quantizedKernel, entry qlayers.Repor
 		q.kernels[scope] = k
 	}
 	q.entries[scope] = entry
-}
-
-// transposed returns a new float32 tensor holding the transpose of the rank-2 tensor t.
-func transposed(t *tensors.Tensor) *tensors.Tensor {
-	rows, cols := t.Shape().Dim(0), t.Shape().Dim(1)
-	out := tensors.FromShape(shapes.Make(dtypes.Float32, cols, rows))
-	tensors.MustConstFlatData(t, func(src []float32) {
-		tensors.MustMutableFlatData(out, func(dst []float32) { transpose(src, dst, rows, cols) })
-	})
-	return out
-}
-
-// transpose writes src [rows][cols] into dst as [cols][rows], in tiles.
-func transpose(src, dst []float32, rows, cols int) {
-	const tile = 64
-	for r0 := 0; r0 < rows; r0 += tile {
-		for c0 := 0; c0 < cols; c0 += tile {
-			for r := r0; r < min(r0+tile, rows); r++ {
-				for c := c0; c < min(c0+tile, cols); c++ {
-					dst[c*rows+r] = src[r*cols+c]
-				}
-			}
-		}
-	}
 }
 
 // Projection is a Projection: the projection called name in ctx, on the quantized kernel Kernel

@@ -7,6 +7,7 @@ a regeneration on the same machine gives identical bytes.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata as md
 import json
@@ -143,3 +144,39 @@ def bf16_bits(t) -> np.ndarray:
     import torch
 
     return t.detach().contiguous().view(torch.int16).numpy().view(np.uint16)
+
+
+@contextlib.contextmanager
+def weights_transformed(pairs, fn):
+    """For the block's duration, the weight of each Linear ``getattr(parent, attr)`` of the
+    (parent, attr) pairs is ``fn(weight)``; the weights are restored afterwards."""
+    import torch
+
+    pairs = list(pairs)
+    saved = []
+    with torch.no_grad():
+        for parent, attr in pairs:
+            lin = getattr(parent, attr)
+            saved.append(lin.weight.detach().clone())
+            lin.weight.copy_(fn(lin.weight.detach()))
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for (parent, attr), w in zip(pairs, saved):
+                getattr(parent, attr).weight.copy_(w)
+
+
+@contextlib.contextmanager
+def modules_replaced(pairs, make):
+    """For the block's duration, each module ``getattr(parent, attr)`` of the (parent, attr) pairs
+    is ``make(module)``; the modules are put back afterwards."""
+    pairs = list(pairs)
+    saved = [getattr(p, a) for p, a in pairs]
+    for (p, a), lin in zip(pairs, saved):
+        setattr(p, a, make(lin))
+    try:
+        yield
+    finally:
+        for (p, a), lin in zip(pairs, saved):
+            setattr(p, a, lin)

@@ -27,7 +27,6 @@ Cosine: embeddings are unit vectors; cos = dot(e_variant, e_f32) in float64.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 
@@ -96,35 +95,6 @@ def linears(model):
             yield parent, attr
 
 
-@contextlib.contextmanager
-def weights_transformed(model, fn):
-    saved = []
-    with torch.no_grad():
-        for parent, attr in linears(model):
-            lin = getattr(parent, attr)
-            saved.append(lin.weight.detach().clone())
-            lin.weight.copy_(fn(lin.weight.detach()))
-    try:
-        yield
-    finally:
-        with torch.no_grad():
-            for (parent, attr), w in zip(list(linears(model)), saved):
-                getattr(parent, attr).weight.copy_(w)
-
-
-@contextlib.contextmanager
-def modules_replaced(model, make):
-    pairs = list(linears(model))
-    saved = [getattr(p, a) for p, a in pairs]
-    for (p, a), lin in zip(pairs, saved):
-        setattr(p, a, make(lin))
-    try:
-        yield
-    finally:
-        for (p, a), lin in zip(pairs, saved):
-            setattr(p, a, lin)
-
-
 @torch.no_grad()
 def embed(model, enc_ids: list[list[int]]) -> np.ndarray:
     out = []
@@ -175,11 +145,11 @@ def main():
 
     record("f32", ref)
     for name in ("nf4", "nf4_dq", "nf4_out", "int8_wo"):
-        with weights_transformed(model, sm.TRANSFORMS[name]):
+        with common.weights_transformed(linears(model), sm.TRANSFORMS[name]):
             record(name, embed(model, ids))
     for name, make in (("int8_bnb", sm.make_linear8bit), ("int8_bnb_trainmode", sm.make_linear8bit_trainmode),
                        ("nf4_bnb_layer", sm.make_linear4bit)):
-        with modules_replaced(model, make):
+        with common.modules_replaced(linears(model), make):
             record(name, embed(model, ids))
 
     index = {

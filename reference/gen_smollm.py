@@ -43,7 +43,6 @@ lm_head and the norms stay float32; all products in float32 unless said):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
 import sys
@@ -219,40 +218,10 @@ TRANSFORMS = {
 
 
 def linears(model):
-    for li, layer in enumerate(model.model.layers):
+    for layer in model.model.layers:
         for name in LINEARS:
             parent, attr = name.split(".")
-            yield li, getattr(layer, parent), attr
-
-
-@contextlib.contextmanager
-def weights_transformed(model, fn):
-    saved = []
-    with torch.no_grad():
-        for _, parent, attr in linears(model):
-            lin = getattr(parent, attr)
-            saved.append(lin.weight.detach().clone())
-            lin.weight.copy_(fn(lin.weight.detach()))
-    try:
-        yield
-    finally:
-        with torch.no_grad():
-            for (_, parent, attr), w in zip(linears(model), saved):
-                getattr(parent, attr).weight.copy_(w)
-
-
-@contextlib.contextmanager
-def modules_replaced(model, make):
-    saved = []
-    for _, parent, attr in linears(model):
-        lin = getattr(parent, attr)
-        saved.append(lin)
-        setattr(parent, attr, make(lin))
-    try:
-        yield
-    finally:
-        for (_, parent, attr), lin in zip(list(linears(model)), saved):
-            setattr(parent, attr, lin)
+            yield getattr(layer, parent), attr
 
 
 def make_linear8bit(lin):
@@ -389,7 +358,7 @@ def main():
         if name in skip:
             continue
         t0 = time.time()
-        with weights_transformed(model, fn):
+        with common.weights_transformed(linears(model), fn):
             nll, lg = evaluate(model, ids)
             record(name, nll, time.time() - t0)
             if name in ("nf4", "int8_wo", "nf4_out"):
@@ -405,7 +374,7 @@ def main():
         if name in skip:
             continue
         t0 = time.time()
-        with modules_replaced(model, make):
+        with common.modules_replaced(linears(model), make):
             nll, _ = evaluate(model, ids)
         record(name, nll, time.time() - t0)
 

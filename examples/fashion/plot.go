@@ -5,21 +5,14 @@ import (
 	"math"
 
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/plotstyle"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 )
 
-var palette = []color.RGBA{
-	{R: 0x33, G: 0x33, B: 0x33, A: 0xff}, // float
-	{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
-	{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
-	{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
-	{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
-	{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
-	{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
-	{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff},
-}
+// palette colours the float run, then the formats.
+var palette = append([]color.RGBA{plotstyle.Baseline()}, plotstyle.Colors(7)...)
 
 // plot writes the test-accuracy curves as a PNG: the float run, then each format's QAT run from
 // its PTQ accuracy where the float run ended.
@@ -48,14 +41,9 @@ func (r *results) plot(path string) error {
 		for j, pt := range points {
 			xys[j] = plotter.XY{X: pt.Epoch, Y: pt.Accuracy}
 		}
-		line, err := plotter.NewLine(xys)
-		if err != nil {
+		if _, err := plotstyle.AddLine(p, name, xys, palette[i%len(palette)]); err != nil {
 			return errors.Wrapf(err, "fashion: plotting %s", name)
 		}
-		line.Color = palette[i%len(palette)]
-		line.Width = vg.Points(1.5)
-		p.Add(line)
-		p.Legend.Add(name, line)
 		return nil
 	}
 	if err := add(0, "float32", r.FloatCurve); err != nil {

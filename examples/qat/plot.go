@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/plotstyle"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -16,14 +17,8 @@ func randV1(rng *rand.Rand) *mathrand.Rand {
 	return mathrand.New(mathrand.NewSource(int64(rng.Uint64())))
 }
 
-var palette = []color.RGBA{
-	{R: 0x33, G: 0x33, B: 0x33, A: 0xff}, // float
-	{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
-	{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
-	{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
-	{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
-	{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
-}
+// palette colours the float run, then the QAT runs.
+var palette = append([]color.RGBA{plotstyle.Baseline()}, plotstyle.Colors(5)...)
 
 // plotCurves writes the test-accuracy curves as a PNG: the float run, then each QAT run starting
 // at its PTQ accuracy where the float run ended (a dotted vertical line).
@@ -40,14 +35,9 @@ func plotCurves(path string, curves []curve, floatSteps int) error {
 		for j, pt := range c.points {
 			xys[j] = plotter.XY{X: float64(pt.step), Y: pt.acc}
 		}
-		line, err := plotter.NewLine(xys)
-		if err != nil {
+		if _, err := plotstyle.AddLine(p, c.name, xys, palette[i%len(palette)]); err != nil {
 			return errors.Wrapf(err, "plotting %s", c.name)
 		}
-		line.Color = palette[i%len(palette)]
-		line.Width = vg.Points(1.5)
-		p.Add(line)
-		p.Legend.Add(c.name, line)
 	}
 	boundary, err := plotter.NewLine(plotter.XYs{{X: float64(floatSteps), Y: 0}, {X: float64(floatSteps), Y: 1}})
 	if err != nil {

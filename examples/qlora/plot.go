@@ -4,6 +4,7 @@ import (
 	"image/color"
 
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/plotstyle"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -41,17 +42,13 @@ func plotCurves(path string, runs []named) error {
 			for j, pt := range panel.points {
 				xys[j] = plotter.XY{X: pt.x, Y: pt.y}
 			}
-			line, err := plotter.NewLine(xys)
+			line, err := plotstyle.AddLine(panel.p, r.name, xys, palette[i%len(palette)])
 			if err != nil {
 				return errors.Wrapf(err, "plotting %s", r.name)
 			}
-			line.Color = palette[i%len(palette)]
-			line.Width = vg.Points(1.5)
 			if i > 0 {
 				line.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 			}
-			panel.p.Add(line)
-			panel.p.Legend.Add(r.name, line)
 		}
 	}
 	img := vgimg.New(12*vg.Inch, 4.5*vg.Inch)

@@ -85,26 +85,24 @@ func u8dotWant(x [][]float32, codes [][]uint8, scale []float32, zero int) [][]fl
 	return y
 }
 
-func randomMatrix(rng *rand.Rand, rows, cols int) [][]float32 {
-	m := make([][]float32, rows)
+// matrixOf returns a [rows][cols] matrix of successive draws, row by row.
+func matrixOf[T any](rows, cols int, draw func() T) [][]T {
+	m := make([][]T, rows)
 	for i := range m {
-		m[i] = make([]float32, cols)
+		m[i] = make([]T, cols)
 		for j := range m[i] {
-			m[i][j] = float32(rng.NormFloat64())
+			m[i][j] = draw()
 		}
 	}
 	return m
 }
 
+func randomMatrix(rng *rand.Rand, rows, cols int) [][]float32 {
+	return matrixOf(rows, cols, func() float32 { return float32(rng.NormFloat64()) })
+}
+
 func randomCodes(rng *rand.Rand, rows, cols int) [][]uint8 {
-	m := make([][]uint8, rows)
-	for i := range m {
-		m[i] = make([]uint8, cols)
-		for j := range m[i] {
-			m[i][j] = uint8(rng.Intn(256))
-		}
-	}
-	return m
+	return matrixOf(rows, cols, func() uint8 { return uint8(rng.Intn(256)) })
 }
 
 func randomVector(rng *rand.Rand, n int) []float32 {

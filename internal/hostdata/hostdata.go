@@ -1,12 +1,15 @@
 // Package hostdata reads the flat data of host tensors as the float values quanta computes with,
-// and maps flat row-major positions to indices. It is the one home of these conversions for the
-// host quantizers, the conformance checker and the tests (through package testutil).
+// maps flat row-major positions to indices, and transposes float32 matrices on the host. It is
+// the one home of these conversions for the host quantizers, the model loaders, the conformance
+// checker and the tests (through package testutil).
 package hostdata
 
 import (
 	"reflect"
 
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/x448/float16"
@@ -36,6 +39,37 @@ func Unflatten(flat int, dims []int) []int {
 		flat /= dims[i]
 	}
 	return idx
+}
+
+// Transpose writes src, row-major [rows][cols], into dst as [cols][rows], in 64×64 tiles so that
+// neither side is walked with a large stride. With srcRow, row r of the matrix is read from row
+// srcRow(r) of src (a permutation of the rows); nil reads row r.
+func Transpose(src, dst []float32, rows, cols int, srcRow func(r int) int) {
+	const tile = 64
+	for r0 := 0; r0 < rows; r0 += tile {
+		for c0 := 0; c0 < cols; c0 += tile {
+			for r := r0; r < min(r0+tile, rows); r++ {
+				from := r
+				if srcRow != nil {
+					from = srcRow(r)
+				}
+				row := src[from*cols:]
+				for c := c0; c < min(c0+tile, cols); c++ {
+					dst[c*rows+r] = row[c]
+				}
+			}
+		}
+	}
+}
+
+// Transposed returns a new float32 tensor holding the transpose of the rank-2 float32 tensor t.
+func Transposed(t *tensors.Tensor) *tensors.Tensor {
+	rows, cols := t.Shape().Dim(0), t.Shape().Dim(1)
+	out := tensors.FromShape(shapes.Make(dtypes.Float32, cols, rows))
+	tensors.MustConstFlatData(t, func(src []float32) {
+		tensors.MustMutableFlatData(out, func(dst []float32) { Transpose(src, dst, rows, cols, nil) })
+	})
+	return out
 }
 
 // floats converts the values of a float tensor to F, or returns false for another dtype.

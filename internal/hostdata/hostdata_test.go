@@ -56,3 +56,37 @@ func TestFloat32s(t *testing.T) {
 		t.Error("Float32s of int32: ok")
 	}
 }
+
+func TestTranspose(t *testing.T) {
+	// 70×3 crosses a tile boundary; reversed rows stand for any permutation.
+	const rows, cols = 70, 3
+	src := make([]float32, rows*cols)
+	for i := range src {
+		src[i] = float32(i)
+	}
+	reversed := func(r int) int { return rows - 1 - r }
+	for _, tc := range []struct {
+		name   string
+		srcRow func(int) int
+	}{{"identity", nil}, {"reversed", reversed}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := make([]float32, rows*cols)
+			hostdata.Transpose(src, dst, rows, cols, tc.srcRow)
+			for r := range rows {
+				from := r
+				if tc.srcRow != nil {
+					from = tc.srcRow(r)
+				}
+				for c := range cols {
+					if got, want := dst[c*rows+r], src[from*cols+c]; got != want {
+						t.Fatalf("dst[%d][%d] = %v, want %v", c, r, got, want)
+					}
+				}
+			}
+		})
+	}
+	got := hostdata.Transposed(tensors.FromFlatDataAndDimensions([]float32{1, 2, 3, 4, 5, 6}, 2, 3))
+	if want := []float32{1, 4, 2, 5, 3, 6}; got.Shape().String() != "(Float32)[3 2]" || !slices.Equal(tensors.MustCopyFlatData[float32](got), want) {
+		t.Errorf("Transposed([[1 2 3] [4 5 6]]) = %s %v, want (Float32)[3 2] %v", got.Shape(), tensors.MustCopyFlatData[float32](got), want)
+	}
+}

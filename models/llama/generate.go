@@ -138,7 +138,7 @@ func (g *Generator) step(tokens []int32, start, last int, caches []*tensors.Tens
 }
 
 // argmax returns the index of the largest value (the first among equals).
-func argmax(values []float32) int {
+func argmax[F float32 | float64](values []F) int {
 	best := 0
 	for i, v := range values {
 		if v > values[best] {

@@ -10,6 +10,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/hostdata"
+	"github.com/quanta-ml/quanta/internal/modelbase"
 	"github.com/quanta-ml/quanta/models"
 )
 
@@ -48,10 +50,6 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, err
 		return nil, err
 	}
 	m := &Model{Config: cfg, RotateAdjacent: opts.RotateAdjacent}
-	kernelFn := opts.Kernel
-	if kernelFn == nil {
-		kernelFn = models.DenseKernel
-	}
 	plan, err := planTensors(f, cfg)
 	if err != nil {
 		return nil, err
@@ -60,9 +58,9 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, err
 	if ctx.InspectVariable(embScope, EmbeddingName) != nil {
 		return nil, errors.Errorf("llama.LoadGGUF: the context already holds %s/%s; load into a fresh context", embScope, EmbeddingName)
 	}
-	var vars []models.Variable
+	vars := modelbase.NewVars(opts.Kernel, opts.Backend)
 	fail := func(err error) (*Model, error) {
-		models.Release(vars)
+		vars.Release()
 		return nil, errors.WithMessage(err, "llama.LoadGGUF")
 	}
 	maxKernel := 0
@@ -83,12 +81,10 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, err
 			if p.scope == embScope {
 				embedding = t
 			}
-			v := models.Variable{Scope: p.scope, Name: p.varName, Value: t}
-			vars = append(vars, v)
-			if p.scope != embScope || !opts.UntieHead { // the untied head is built from the local table below
-				if err := models.Place(opts.Backend, []models.Variable{v}); err != nil {
-					return fail(err)
-				}
+			if p.scope == embScope && opts.UntieHead { // the untied head is built from the local table below
+				vars.Keep(p.scope, p.varName, t)
+			} else if err := vars.Add(p.scope, p.varName, t); err != nil {
+				return fail(err)
 			}
 		case kernelTensor:
 			heads := p.unpermuteHeads
@@ -103,34 +99,21 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, err
 			tensors.MustMutableFlatData(kernel, func(dst []float32) {
 				transposeRows(raw, dst, p.out, p.in, heads)
 			})
-			kv, err := kernelFn(p.scope, kernel)
-			if err != nil {
-				_ = kernel.FinalizeAll()
-				return fail(errors.WithMessagef(err, "kernel of %s", p.name))
-			}
-			vars = append(vars, kv...)
-			if err := models.Place(opts.Backend, kv); err != nil {
+			if err := vars.AddKernel(p.scope, kernel, p.name); err != nil {
 				return fail(err)
 			}
 		}
 	}
 	if opts.UntieHead && cfg.TiedEmbeddings {
-		head := tensors.FromShape(shapes.Make(dtypes.Float32, cfg.Dim, cfg.VocabSize))
-		embedding.MustConstFlatData(func(flat any) {
-			tensors.MustMutableFlatData(head, func(dst []float32) { transposeRows(flat.([]float32), dst, cfg.VocabSize, cfg.Dim, 0) })
-		})
-		kv, err := kernelFn(ctx.In(HeadName).Scope(), head)
-		if err != nil {
-			_ = head.FinalizeAll()
-			return fail(errors.WithMessage(err, "kernel of the untied head"))
+		if err := vars.AddKernel(ctx.In(HeadName).Scope(), hostdata.Transposed(embedding), "the untied head"); err != nil {
+			return fail(err)
 		}
-		vars = append(vars, kv...)
-		if err := models.Place(opts.Backend, append(kv, models.Variable{Scope: embScope, Name: EmbeddingName, Value: embedding})); err != nil {
+		if err := models.Place(opts.Backend, []models.Variable{{Scope: embScope, Name: EmbeddingName, Value: embedding}}); err != nil {
 			return fail(err)
 		}
 		m.TiedEmbeddings = false
 	}
-	if err := models.Store(ctx, vars); err != nil {
+	if err := vars.Store(ctx); err != nil {
 		return fail(err)
 	}
 	return m, nil
@@ -225,8 +208,7 @@ func decodeTensor(f *gguf.File, name string, shape []int) (*tensors.Tensor, erro
 // rows are heads blocks of pairs interleaved by llama.cpp's converter (row h·d + 2i + j holds
 // Hugging Face's row h·d + j·d/2 + i, d = rows/heads); they are put back in Hugging Face's order.
 func transposeRows(src, dst []float32, rows, cols, heads int) {
-	const tile = 64
-	srcRow := func(r int) int { return r }
+	var srcRow func(int) int
 	if heads > 0 {
 		d := rows / heads
 		srcRow = func(r int) int {
@@ -235,14 +217,5 @@ func transposeRows(src, dst []float32, rows, cols, heads int) {
 			return h*d + 2*i + j
 		}
 	}
-	for r0 := 0; r0 < rows; r0 += tile {
-		for c0 := 0; c0 < cols; c0 += tile {
-			for r := r0; r < min(r0+tile, rows); r++ {
-				row := src[srcRow(r)*cols:]
-				for c := c0; c < min(c0+tile, cols); c++ {
-					dst[c*rows+r] = row[c]
-				}
-			}
-		}
-	}
+	hostdata.Transpose(src, dst, rows, cols, srcRow)
 }

@@ -163,12 +163,7 @@ func TestLoadGGUF(t *testing.T) {
 		if err != nil || !m.RotateAdjacent {
 			t.Fatal(err)
 		}
-		got := forward(t, backend, ctx, m, tokens)
-		for p := range want {
-			if d := maxAbsDiff(got[p], want[p]); d > 1e-4 {
-				t.Errorf("position %d: GGUF order with adjacent pairs differs by %g", p, d)
-			}
-		}
+		sameLogits(t, "GGUF order with adjacent pairs differs", forward(t, backend, ctx, m, tokens), want)
 	})
 	t.Run("UntieHead", func(t *testing.T) {
 		ctx := context.New()
@@ -180,12 +175,7 @@ func TestLoadGGUF(t *testing.T) {
 		if head[3][2] != emb[2][3] {
 			t.Errorf("lm_head[3][2] = %g, want embedding[2][3] = %g", head[3][2], emb[2][3])
 		}
-		got := forward(t, backend, ctx, m, tokens)
-		for p := range want {
-			if d := maxAbsDiff(got[p], want[p]); d > 1e-4 {
-				t.Errorf("position %d: untied head differs by %g", p, d)
-			}
-		}
+		sameLogits(t, "untied head differs", forward(t, backend, ctx, m, tokens), want)
 	})
 	t.Run("Kernel", func(t *testing.T) {
 		ctx := context.New()

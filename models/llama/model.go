@@ -11,6 +11,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/modelbase"
 	"github.com/quanta-ml/quanta/models"
 )
 
@@ -61,10 +62,7 @@ func New(cfg Config) (*Model, error) {
 }
 
 func (m *Model) project(ctx *context.Context, name string, x *Node, outDim int) *Node {
-	if m.Projection == nil {
-		return models.Dense(ctx, name, x, outDim, false)
-	}
-	return m.Projection(ctx, name, x, outDim, false)
+	return modelbase.Project(m.Projection, ctx, name, x, outDim, false)
 }
 
 // checkTokens panics unless tokens is an integer [batch, seq] tensor.

@@ -52,6 +52,17 @@ func maxAbsDiff(a, b []float32) float64 {
 	return d
 }
 
+// sameLogits reports each position where the logits got differ from want by more than 1e-4, as
+// "position p: <differs> by <d>".
+func sameLogits(t *testing.T, differs string, got, want [][]float32) {
+	t.Helper()
+	for p := range want {
+		if d := maxAbsDiff(got[p], want[p]); d > 1e-4 {
+			t.Errorf("position %d: %s by %g", p, differs, d)
+		}
+	}
+}
+
 // TestStepMatchesForward: a prompt run in chunks against the cache, then one token at a time,
 // gives the logits that the full-sequence forward pass gives at the same positions.
 func TestStepMatchesForward(t *testing.T) {
@@ -104,13 +115,7 @@ func TestGenerateMatchesForward(t *testing.T) {
 	logits := forward(t, backend, ctx, m, seq)
 	var want []int
 	for p := len(prompt) - 1; p < len(seq); p++ {
-		best := 0
-		for i, v := range logits[p] {
-			if v > logits[p][best] {
-				best = i
-			}
-		}
-		want = append(want, best)
+		want = append(want, llama.Argmax(logits[p]))
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Generate = %v, argmax of Forward = %v", got, want)
@@ -192,12 +197,7 @@ func TestRotateAdjacent(t *testing.T) {
 	adj.RotateAdjacent = true
 	tokens := []int32{4, 8, 15, 16, 23, 42 % 40}
 	want := forward(t, backend, ctx, m, tokens)
-	got := forward(t, backend, permuted, &adj, tokens)
-	for p := range want {
-		if diff := maxAbsDiff(got[p], want[p]); diff > 1e-4 {
-			t.Errorf("position %d: adjacent rotation of permuted kernels differs by %g", p, diff)
-		}
-	}
+	sameLogits(t, "adjacent rotation of permuted kernels differs", forward(t, backend, permuted, &adj, tokens), want)
 	// And the permutation matters: the half rotation of the permuted kernels is another model.
 	if diff := maxAbsDiff(forward(t, backend, permuted, m, tokens)[5], want[5]); diff < 1e-3 {
 		t.Errorf("the permuted kernels with the half rotation give the same logits (%g): the test checks nothing", diff)
@@ -232,12 +232,7 @@ func TestGroupedQueryOrder(t *testing.T) {
 	mm, _ := llama.New(mha)
 	tokens := []int32{1, 5, 9, 2}
 	want := forward(t, backend, ctx, m, tokens)
-	got := forward(t, backend, repeated, mm, tokens)
-	for p := range want {
-		if diff := maxAbsDiff(got[p], want[p]); diff > 1e-4 {
-			t.Errorf("position %d: GQA differs from repeated-KV MHA by %g", p, diff)
-		}
-	}
+	sameLogits(t, "GQA differs from repeated-KV MHA", forward(t, backend, repeated, mm, tokens), want)
 }
 
 // TestApplyRoPE checks one rotation by hand: head width 4, base 100, position 1, so the angles

@@ -158,7 +158,7 @@ func TestReferenceLogits(t *testing.T) {
 				t.Errorf("position %d, token %d: logit %.6g, reference %.6g", p, int(ids[k]), row[int(ids[k])], want[k])
 			}
 		}
-		if best := argmax64(row); want[0]-want[1] > 2*tol && best != int(ids[0]) {
+		if best := argmax(row); want[0]-want[1] > 2*tol && best != int(ids[0]) {
 			t.Errorf("position %d: argmax %d, reference %d (margin %.3g)", p, best, int(ids[0]), want[0]-want[1])
 		}
 	}
@@ -168,16 +168,6 @@ func TestReferenceLogits(t *testing.T) {
 func ulp(x float64) float64 {
 	f := float32(x)
 	return float64(math.Nextafter32(f, float32(math.Inf(1))) - f)
-}
-
-func argmax64(v []float64) int {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 // TestReferenceGreedy decodes the reference's prompt with the cache: the 32 greedy tokens must be

@@ -58,14 +58,7 @@ func TestSmolLM2(t *testing.T) {
 	}
 	logits := forward(t, backend, ctx, m, seq)
 	for i, id := range out {
-		row := logits[len(prompt)-1+i]
-		best := 0
-		for v, x := range row {
-			if x > row[best] {
-				best = v
-			}
-		}
-		if best != id {
+		if best := llama.Argmax(logits[len(prompt)-1+i]); best != id {
 			t.Errorf("token %d: generated %d, the full pass's argmax is %d", i, id, best)
 		}
 	}

@@ -5,11 +5,10 @@ import (
 	"path/filepath"
 
 	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/hostdata"
+	"github.com/quanta-ml/quanta/internal/modelbase"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/safetensors"
 )
@@ -48,10 +47,6 @@ func LoadSafetensors(ctx *context.Context, f *safetensors.File, cfg Config, opts
 	if err := cfg.Validate(); err != nil {
 		return nil, errors.WithMessage(err, "minilm.LoadSafetensors")
 	}
-	kernelFn := opts.Kernel
-	if kernelFn == nil {
-		kernelFn = models.DenseKernel
-	}
 	prefix := ""
 	if _, ok := f.Info("bert.embeddings.word_embeddings.weight"); ok {
 		prefix = "bert."
@@ -69,9 +64,9 @@ func LoadSafetensors(ctx *context.Context, f *safetensors.File, cfg Config, opts
 	if ctx.InspectVariable("/"+EmbeddingsScope+"/"+WordScope, TableName) != nil {
 		return nil, errors.New("minilm.LoadSafetensors: the context already holds the embeddings; load into a fresh context")
 	}
-	var vars []models.Variable
+	vars := modelbase.NewVars(opts.Kernel, opts.Backend)
 	fail := func(err error) (*Model, error) {
-		models.Release(vars)
+		vars.Release()
 		return nil, errors.WithMessage(err, "minilm.LoadSafetensors")
 	}
 	for _, p := range plan {
@@ -80,29 +75,18 @@ func LoadSafetensors(ctx *context.Context, f *safetensors.File, cfg Config, opts
 			return fail(err)
 		}
 		if !p.kernel {
-			v := models.Variable{Scope: p.scope, Name: p.varName, Value: t}
-			vars = append(vars, v)
-			if err := models.Place(opts.Backend, []models.Variable{v}); err != nil {
+			if err := vars.Add(p.scope, p.varName, t); err != nil {
 				return fail(err)
 			}
 			continue
 		}
-		kernel := tensors.FromShape(shapes.Make(dtypes.Float32, p.shape[1], p.shape[0]))
-		tensors.MustConstFlatData(t, func(src []float32) {
-			tensors.MustMutableFlatData(kernel, func(dst []float32) { transpose(src, dst, p.shape[0], p.shape[1]) })
-		})
+		kernel := hostdata.Transposed(t)
 		_ = t.FinalizeAll()
-		kv, err := kernelFn(p.scope, kernel)
-		if err != nil {
-			_ = kernel.FinalizeAll()
-			return fail(errors.WithMessagef(err, "kernel of %s", p.name))
-		}
-		vars = append(vars, kv...)
-		if err := models.Place(opts.Backend, kv); err != nil {
+		if err := vars.AddKernel(p.scope, kernel, p.name); err != nil {
 			return fail(err)
 		}
 	}
-	if err := models.Store(ctx, vars); err != nil {
+	if err := vars.Store(ctx); err != nil {
 		return fail(err)
 	}
 	return &Model{Config: cfg}, nil
@@ -152,18 +136,4 @@ func planTensors(cfg Config, prefix string) []plannedTensor {
 		plan[i].name = prefix + plan[i].name
 	}
 	return plan
-}
-
-// transpose writes src [rows][cols] into dst as [cols][rows].
-func transpose(src, dst []float32, rows, cols int) {
-	const tile = 64
-	for r0 := 0; r0 < rows; r0 += tile {
-		for c0 := 0; c0 < cols; c0 += tile {
-			for r := r0; r < min(r0+tile, rows); r++ {
-				for c := c0; c < min(c0+tile, cols); c++ {
-					dst[c*rows+r] = src[r*cols+c]
-				}
-			}
-		}
-	}
 }

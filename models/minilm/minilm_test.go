@@ -12,12 +12,10 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/quanta-ml/quanta/internal/assets"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/minilm"
 	"github.com/quanta-ml/quanta/safetensors"
-	"github.com/quanta-ml/quanta/tokenizer"
 )
 
 var tiny = minilm.Config{VocabSize: 30, Dim: 8, Layers: 2, Heads: 2, FFNDim: 12, MaxPositions: 16, TypeVocabSize: 2, LayerNormEps: 1e-12}
@@ -239,25 +237,7 @@ func TestLoadSafetensorsErrors(t *testing.T) {
 // TestMiniLM runs the real all-MiniLM-L6-v2: unit-norm embeddings, and the paraphrase closer than
 // the unrelated sentence.
 func TestMiniLM(t *testing.T) {
-	dir := assets.Require(t, "minilm", assets.MiniLMWeights, assets.MiniLMConfig, assets.MiniLMTokenizer)
-	backend := testutil.Backend(t)
-	ctx := context.New()
-	m, err := minilm.LoadDir(ctx, dir, minilm.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.NewWordPieceFromJSON(assets.Path(assets.MiniLMTokenizer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := minilm.NewEmbedder(backend, ctx, m, tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := e.Embed([]string{"A man is eating food.", "A man is eating a piece of bread.", "The girl is carrying a baby."})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, v := embed(t, "", []string{"A man is eating food.", "A man is eating a piece of bread.", "The girl is carrying a baby."})
 	dot := func(a, b []float32) float64 {
 		s := 0.0
 		for i := range a {

@@ -47,23 +47,31 @@ func loadReference(t *testing.T) reference {
 	return r
 }
 
-// embed loads all-MiniLM-L6-v2 through the rules of a preset and embeds the texts in one batch
-// (padded: the model is padding-invariant, TestPaddingInvariance).
+// embed loads all-MiniLM-L6-v2 through the rules of a preset (with LoadDir's default options
+// for "") and embeds the texts in one batch (padded: the model is padding-invariant,
+// TestPaddingInvariance).
 func embed(t *testing.T, preset string, texts []string) (*context.Context, *minilm.Model, [][]float32) {
 	t.Helper()
 	dir := assets.Require(t, "minilm", assets.MiniLMWeights, assets.MiniLMConfig, assets.MiniLMTokenizer)
 	backend := testutil.Backend(t)
-	rules, err := models.Preset(preset)
-	if err != nil {
-		t.Fatal(err)
+	var opts minilm.LoadOptions
+	var q *models.Quantizer
+	if preset != "" {
+		rules, err := models.Preset(preset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q = models.MustNewQuantizer(rules)
+		opts = minilm.LoadOptions{Kernel: q.Kernel, Backend: backend}
 	}
-	q := models.MustNewQuantizer(rules)
 	ctx := context.New()
-	m, err := minilm.LoadDir(ctx, dir, minilm.LoadOptions{Kernel: q.Kernel, Backend: backend})
+	m, err := minilm.LoadDir(ctx, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Projection = q.Projection
+	if q != nil {
+		m.Projection = q.Projection
+	}
 	tok, err := tokenizer.NewWordPieceFromJSON(assets.Path(assets.MiniLMTokenizer))
 	if err != nil {
 		t.Fatal(err)
