@@ -34,9 +34,9 @@
 // serves. Every built product is counted per layout and strategy (Built), so tests can prove
 // which formulation a graph holds.
 //
-// With kernels registered, Auto gives a rank-2 product of few activation rows to the kernel: up
-// to 64 rows for NF4, 128 for int8 and 256 for 2-bit and 1-bit weights, where the kernel
-// beat XLA's dense product on the benchmark shapes. Without kernels, the dense-op formulations
+// With kernels registered, Auto gives a rank-2 product of up to 512 activation rows to the
+// kernel, which beats DecodeDot there in every format on the benchmark shapes; beyond it XLA's
+// blocked dense product amortizes the decode. Without kernels, the dense-op formulations
 // that make quantized products faster than dense ones on XLA CPU depend on XLA's fusion
 // decisions; which one wins for which shapes and platforms was measured, and the figures are in
 // docs/performance.md.

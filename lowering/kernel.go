@@ -28,17 +28,11 @@ const (
 	scaleN      = 3
 )
 
-// kernelMaxRows is, per custom call, the largest number of activation rows for which Auto calls
-// the kernel: beyond it XLA's dense product of the decoded weight is as fast. The fewer bits a
-// weight has, the more rows its kernel amortizes them over (docs/performance.md has the sweep).
-var kernelMaxRows = map[string]int{
-	"quanta_nf4_kn":    64,
-	"quanta_nf4_nk":    64,
-	"quanta_int8_kn":   128,
-	"quanta_int8_nk":   128,
-	"quanta_twobit_kn": 256,
-	"quanta_onebit_kn": 256,
-}
+// kernelMaxRows is the largest number of activation rows for which Auto calls a kernel. Its
+// alternative there is DecodeDot (decode the weight in the graph, then XLA's dense product), which
+// every kernel beats up to 512 rows, ties at 1024 and overtakes at 2048, where XLA's blocked
+// dense product amortizes the decode (docs/performance.md has the sweep).
+const kernelMaxRows = 512
 
 // kernelCall is the custom call of the kernel serving a product.
 type kernelCall struct {

@@ -19,7 +19,7 @@ const (
 // policy table, by layout, rows M (the product of x's free dimensions) and the product's axes:
 //
 //	layout      condition                                              strategy
-//	any         M <= 64, platform with Kernels, a kernel serves        Kernel
+//	any         M <= 512, platform with Kernels, a kernel serves       Kernel
 //	Blockwise4  M = 1, x·W (blocks free), pure Go or XLA CPU fused loops   SlicedSum
 //	Blockwise4  M = 1, rank 2                                            ProductTable
 //	Int8        M <= 2, x·W with a separable scale, XLA CPU fused loops   SlicedSum
@@ -38,7 +38,7 @@ func Choose(platform Platform, w Layout, x shapes.Shape, axes Axes) Strategy {
 
 func choose(p *product, w Layout) Strategy {
 	rows := p.rows()
-	if c, ok := kernelFor(p, w); ok && rows <= kernelMaxRows[c.target] {
+	if _, ok := kernelFor(p, w); ok && rows <= kernelMaxRows {
 		return Kernel
 	}
 	fusedLoops := p.platform.base() == XLACPUFusedLoops
