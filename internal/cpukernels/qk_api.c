@@ -399,6 +399,30 @@ static int nf4_check(const void *x, int x_dtype, const uint8_t *packed, const vo
   return QK_OK;
 }
 
+/* nf4_run picks the kernel of an NF4 product: the single-row kernel (has_m1) for one row and a
+ * block size it walks, the fused chunk kernel (has_fused) up to its row limit own_max, else the
+ * generic tiled driver. */
+static int nf4_run(const qk_ops *ops, int has_m1, int has_fused, int64_t own_max, int64_t m, int64_t block_size) {
+  const int64_t fmax = fused_max_m(ops, own_max);
+  if (has_m1 && m == 1 && fmax >= 1 && ((block_size % 8 == 0 && 128 % block_size == 0) || block_size % 128 == 0)) {
+    return RUN_NF4_M1;
+  }
+  if (has_fused && m <= fmax && block_size % ops->nf4_bs_mod == 0) {
+    return RUN_NF4;
+  }
+  return RUN_GENERIC;
+}
+
+/* nf4_prod describes an NF4 product whose weight has srows stored rows of nb blocks. */
+static qk_prod nf4_prod(const uint8_t *packed, const void *absmax, int absmax_dtype, int64_t m, int64_t k, int64_t n,
+                        int64_t block_size, int64_t nb, int64_t srows, float *y) {
+  qk_prod p = {.fmt = QK_FMT_NF4, .m = m, .k = k, .n = n, .w = packed, .srows = srows, .rps = 1, .y = y};
+  p.nf4 = (qk_nf4w){.packed = packed, .row_bytes = nb * block_size / 2, .bs = block_size, .nb = nb,
+                     .absmax = absmax, .absmax_dtype = absmax_dtype};
+  p.row_bytes = p.nf4.row_bytes + nb * (absmax_dtype == QK_F32 ? 4 : 2);
+  return p;
+}
+
 int qk_nf4_kn(const void *x, int x_dtype, const uint8_t *packed, const void *absmax, int absmax_dtype, int64_t m,
               int64_t k, int64_t n, int64_t block_size, float *y) {
   int64_t nb;
@@ -411,19 +435,9 @@ int qk_nf4_kn(const void *x, int x_dtype, const uint8_t *packed, const void *abs
     return QK_OK;
   }
   const qk_ops *ops = qk_active_ops();
-  const int64_t fmax = fused_max_m(ops, ops->nf4_kn_max_m);
-  int run = RUN_GENERIC;
-  if (ops->nf4_kn_m1 != NULL && m == 1 && fmax >= 1 &&
-      ((block_size % 8 == 0 && 128 % block_size == 0) || block_size % 128 == 0)) {
-    run = RUN_NF4_M1;
-  } else if (ops->nf4_kn != NULL && m <= fmax && block_size % ops->nf4_bs_mod == 0) {
-    run = RUN_NF4;
-  }
+  const int run = nf4_run(ops, ops->nf4_kn_m1 != NULL, ops->nf4_kn != NULL, ops->nf4_kn_max_m, m, block_size);
   const int fused = run != RUN_GENERIC;
-  qk_prod p = {.fmt = QK_FMT_NF4, .m = m, .k = k, .n = n, .w = packed, .srows = k, .rps = 1, .y = y};
-  p.nf4 = (qk_nf4w){.packed = packed, .row_bytes = nb * block_size / 2, .bs = block_size, .nb = nb,
-                     .absmax = absmax, .absmax_dtype = absmax_dtype};
-  p.row_bytes = p.nf4.row_bytes + nb * (absmax_dtype == QK_F32 ? 4 : 2);
+  qk_prod p = nf4_prod(packed, absmax, absmax_dtype, m, k, n, block_size, nb, k, y);
   p.order = run == RUN_NF4_M1 ? QK_ORDER_STRIDE8 : run == RUN_NF4 ? ops->nf4_order : QK_ORDER_NATURAL;
   p.ldp = lead(run == RUN_NF4_M1 ? (nb * block_size + 127) / 128 * 128 : fused ? nb * block_size : n);
   int64_t used = 0;
@@ -454,18 +468,8 @@ int qk_nf4_nk(const void *x, int x_dtype, const uint8_t *packed, const void *abs
     return QK_OK;
   }
   const qk_ops *ops = qk_active_ops();
-  const int64_t fmax = fused_max_m(ops, ops->nf4_nk_max_m);
-  int run = RUN_GENERIC;
-  if (ops->nf4_nk_m1 != NULL && m == 1 && fmax >= 1 &&
-      ((block_size % 8 == 0 && 128 % block_size == 0) || block_size % 128 == 0)) {
-    run = RUN_NF4_M1;
-  } else if (ops->nf4_nk != NULL && m <= fmax && block_size % ops->nf4_bs_mod == 0) {
-    run = RUN_NF4;
-  }
-  qk_prod p = {.fmt = QK_FMT_NF4, .m = m, .k = k, .n = n, .w = packed, .srows = n, .rps = 1, .y = y};
-  p.nf4 = (qk_nf4w){.packed = packed, .row_bytes = nb * block_size / 2, .bs = block_size, .nb = nb,
-                     .absmax = absmax, .absmax_dtype = absmax_dtype};
-  p.row_bytes = p.nf4.row_bytes + nb * (absmax_dtype == QK_F32 ? 4 : 2);
+  const int run = nf4_run(ops, ops->nf4_nk_m1 != NULL, ops->nf4_nk != NULL, ops->nf4_nk_max_m, m, block_size);
+  qk_prod p = nf4_prod(packed, absmax, absmax_dtype, m, k, n, block_size, nb, n, y);
   const int reorder = run == RUN_NF4_M1 || (run == RUN_NF4 && ops->nf4_order == QK_ORDER_PAIRS);
   if (reorder) {
     int64_t group = run == RUN_NF4 ? 32 : 128;
