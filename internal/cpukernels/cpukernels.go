@@ -384,6 +384,7 @@ const (
 	tuneSmallWork  = C.QK_TUNE_SMALL_WORK
 	tuneChunkBytes = C.QK_TUNE_CHUNK_BYTES
 	tuneFusedMaxM  = C.QK_TUNE_FUSED_MAX_M
+	tunePanels     = C.QK_TUNE_PANELS
 )
 
 // tune sets a knob and returns its previous value.

@@ -150,15 +150,17 @@ func checkClose(t *testing.T, y []float32, ref, mag []float64, k int, exact bool
 type config struct {
 	name    string
 	threads int
-	split   bool // small chunks, no single-thread shortcut
+	split   bool // small stripes, no single-thread shortcut
 	fused   int  // tuneFusedMaxM: 0 leaves the default, -1 turns the fused and lookup kernels off
+	panels  int  // tunePanels: 0 leaves the default
 }
 
 var configs = []config{
-	{"plain", 0, false, 0},
-	{"split3", 3, true, 0},
-	{"generic", 2, true, -1}, // the generic tiled drivers only
-	{"fused", 2, true, 1000}, // the fused kernels wherever they apply
+	{"plain", 0, false, 0, 0},
+	{"split3", 3, true, 0, 0},
+	{"panels", 3, true, 0, 7},   // many column panels
+	{"generic", 2, true, -1, 3}, // the generic tiled drivers only
+	{"fused", 2, true, 1000, 2}, // the fused kernels wherever they apply
 }
 
 func forEachConfig(t *testing.T, f func(t *testing.T)) {
@@ -182,6 +184,10 @@ func forEachConfig(t *testing.T, f func(t *testing.T)) {
 					if c.fused != 0 {
 						old := tune(tuneFusedMaxM, int64(max(c.fused, 0)))
 						defer tune(tuneFusedMaxM, old)
+					}
+					if c.panels != 0 {
+						old := tune(tunePanels, int64(c.panels))
+						defer tune(tunePanels, old)
 					}
 					f(t)
 				})

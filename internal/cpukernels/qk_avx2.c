@@ -198,44 +198,57 @@ I256 void nf4_decode16(const uint8_t *src, __m256 lo, __m256 hi, float *out) {
   _mm256_storeu_ps(out + 8, w1);
 }
 
-static T256 void nf4_row(const qk_nf4w *w, int64_t row, int64_t e0, int64_t cnt, float *out) {
-  const uint8_t *src = w->packed + row * w->row_bytes;
+static T256 void nf4_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t c0, int64_t cnt, float *out,
+                          int64_t ldo) {
+  const qk_nf4w *w = &p->nf4;
   const __m256 cb_lo = _mm256_loadu_ps(qk_nf4_codebook), cb_hi = _mm256_loadu_ps(qk_nf4_codebook + 8);
-  const int64_t end = e0 + cnt;
-  int64_t e = e0;
-  while (e < end) {
-    const int64_t blk = e / w->bs;
-    const int64_t bend = QK_MIN((blk + 1) * w->bs, end);
-    const __m256 s = _mm256_set1_ps(qk_nf4_scale(w, row, blk));
-    const __m256 lo = _mm256_mul_ps(cb_lo, s), hi = _mm256_mul_ps(cb_hi, s);
-    for (; e + 16 <= bend; e += 16) {
-      nf4_decode16(src + e / 2, lo, hi, out + (e - e0));
-    }
-    if (e < bend) {
-      const int64_t r = bend - e; /* 1..15 elements */
-      uint8_t tmp[8] = {0};
-      float f[16];
-      memcpy(tmp, src + e / 2, (size_t)(r + 1) / 2);
-      nf4_decode16(tmp, lo, hi, f);
-      memcpy(out + (e - e0), f, (size_t)r * sizeof(float));
-      e = bend;
+  for (int64_t rr = 0; rr < nr; rr++) {
+    const int64_t row = r0 + rr;
+    const uint8_t *src = w->packed + row * w->row_bytes;
+    float *o = out + rr * ldo;
+    const int64_t end = c0 + cnt;
+    int64_t e = c0;
+    while (e < end) {
+      const int64_t blk = e / w->bs;
+      const int64_t bend = QK_MIN((blk + 1) * w->bs, end);
+      const __m256 s = _mm256_set1_ps(qk_nf4_scale(w, row, blk));
+      const __m256 lo = _mm256_mul_ps(cb_lo, s), hi = _mm256_mul_ps(cb_hi, s);
+      for (; e + 16 <= bend; e += 16) {
+        nf4_decode16(src + e / 2, lo, hi, o + (e - c0));
+      }
+      if (e < bend) {
+        const int64_t r = bend - e; /* 1..15 elements */
+        uint8_t tmp[8] = {0};
+        float f[16];
+        memcpy(tmp, src + e / 2, (size_t)(r + 1) / 2);
+        nf4_decode16(tmp, lo, hi, f);
+        memcpy(o + (e - c0), f, (size_t)r * sizeof(float));
+        e = bend;
+      }
     }
   }
 }
 
-static T256 void i8_row(const int8_t *src, int64_t cnt, float *out) {
-  int64_t i = 0;
-  for (; i + 8 <= cnt; i += 8) {
-    _mm256_storeu_ps(out + i, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(src + i)))));
-  }
-  for (; i < cnt; i++) {
-    out[i] = (float)src[i];
+static T256 void i8_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t c0, int64_t cnt, float *out,
+                         int64_t ldo) {
+  for (int64_t r = 0; r < nr; r++) {
+    const int8_t *src = (const int8_t *)(p->w + (r0 + r) * p->ldw) + c0;
+    float *o = out + r * ldo;
+    int64_t i = 0;
+    for (; i + 8 <= cnt; i += 8) {
+      _mm256_storeu_ps(o + i, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(src + i)))));
+    }
+    for (; i < cnt; i++) {
+      o[i] = (float)src[i];
+    }
   }
 }
 
-static T256 void tb_rows(const uint8_t *packed, int64_t ldw, int bits, int64_t p0, int64_t np, int64_t c0, int64_t cnt,
-                         float *out, int64_t ldo) {
-  const int rps = 8 / bits;
+static T256 void tb_tile(const qk_prod *p, int64_t p0, int64_t np, int64_t c0, int64_t cnt, float *out,
+                         int64_t ldo) {
+  const int rps = p->rps, bits = 8 / rps;
+  const uint8_t *packed = p->w;
+  const int64_t ldw = p->ldw;
   const __m256i mask = _mm256_set1_epi32((1 << bits) - 1);
   const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f);
   for (int64_t p = 0; p < np; p++) {
@@ -269,13 +282,14 @@ static T256 void tb_rows(const uint8_t *packed, int64_t ldw, int bits, int64_t p
 
 /* NF4 x @ W, one stored row at a time (sequential reads), natural column order; needs bs % 16 == 0.
  * The table is x[k] * absmax * codebook, so each 16 weights cost one add per 8 lanes. */
-static T256 void nf4_kn(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch) {
+static T256 void nf4_kn(const qk_prod *p, int64_t s0, int64_t s1, int64_t c0, int64_t c1, float *part,
+                        void *scratch) {
   (void)scratch;
   const qk_nf4w *w = &p->nf4;
   const __m256 cb_lo = _mm256_loadu_ps(qk_nf4_codebook), cb_hi = _mm256_loadu_ps(qk_nf4_codebook + 8);
   for (int64_t k = s0; k < s1; k++) {
     const uint8_t *row = w->packed + k * w->row_bytes;
-    for (int64_t b = 0; b < w->nb; b++) {
+    for (int64_t b = c0 / w->bs; b * w->bs < c1; b++) {
       const __m256 sc = _mm256_set1_ps(p->x[k] * qk_nf4_scale(w, k, b));
       const __m256 lo = _mm256_mul_ps(cb_lo, sc), hi = _mm256_mul_ps(cb_hi, sc);
       for (int64_t c = b * w->bs; c < (b + 1) * w->bs; c += 16) {
@@ -326,7 +340,8 @@ static T256 void nf4_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch)
 }
 
 /* int8 x @ W, four rows per pass held in registers, 32 columns at a time. */
-static T256 void i8_kn(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch) {
+static T256 void i8_kn(const qk_prod *p, int64_t s0, int64_t s1, int64_t c0, int64_t c1, float *part,
+                       void *scratch) {
   (void)scratch;
   const int64_t N = p->n;
   int64_t k = s0;
@@ -338,8 +353,8 @@ static T256 void i8_kn(const qk_prod *p, int64_t s0, int64_t s1, float *part, vo
       rows[r] = (const int8_t *)p->w + (k + QK_MIN(r, R - 1)) * N;
       xv[r] = _mm256_set1_ps(r < R ? p->x[k + r] : 0.0f);
     }
-    int64_t c = 0;
-    for (; c + 32 <= N; c += 32) {
+    int64_t c = c0;
+    for (; c + 32 <= c1; c += 32) {
       __m256 acc[4];
       UNROLL for (int v = 0; v < 4; v++) { acc[v] = _mm256_loadu_ps(part + c + 8 * v); }
       UNROLL for (int r = 0; r < 4; r++) {
@@ -350,7 +365,7 @@ static T256 void i8_kn(const qk_prod *p, int64_t s0, int64_t s1, float *part, vo
       }
       UNROLL for (int v = 0; v < 4; v++) { _mm256_storeu_ps(part + c + 8 * v, acc[v]); }
     }
-    for (; c < N; c++) {
+    for (; c < c1; c++) {
       float a = part[c];
       for (int r = 0; r < R; r++) {
         a += p->x[k + r] * (float)rows[r][c];
@@ -380,27 +395,27 @@ static T256 void i8_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) 
     }
     p->y[n] = hsum(_mm256_add_ps(a0, a1)) + t;
   }
-  qk_post_apply(p, n0, n1);
 }
+
+/* The fused kernels take one activation row. */
+static int nf4_bs16(const qk_prod *p) { return p->nf4.bs % 16 == 0; }
 
 const qk_ops qk_ops_avx2 = {
     .isa = QK_ISA_AVX2,
     .mk_kn = mk_kn,
     .mk_nk = mk_nk,
-    .nf4_row = nf4_row,
-    .i8_row = i8_row,
-    .tb_rows = tb_rows,
-    .nf4_kn_max_m = 1,
-    .nf4_nk_max_m = 1,
-    .i8_kn_max_m = 1,
-    .i8_nk_max_m = 1,
-    .fused_cap_m = 1,
-    .nf4_bs_mod = 16,
-    .nf4_order = QK_ORDER_NATURAL,
-    .nf4_kn = nf4_kn,
-    .nf4_nk = nf4_nk,
-    .i8_kn = i8_kn,
-    .i8_nk = i8_nk,
+    .fmt =
+        {
+            [QK_FMT_F32] = {.tile = qk_f32_tile},
+            [QK_FMT_NF4] = {.tile = nf4_tile,
+                            .kn = {{.kn = nf4_kn, .max_m = 1, .cap_m = 1, .takes = nf4_bs16}},
+                            .nk = {{.nk = nf4_nk, .max_m = 1, .cap_m = 1, .takes = nf4_bs16}}},
+            [QK_FMT_I8] = {.tile = i8_tile,
+                           .kn = {{.kn = i8_kn, .max_m = 1, .cap_m = 1}},
+                           .nk = {{.nk = i8_nk, .max_m = 1, .cap_m = 1}}},
+            [QK_FMT_TB2] = {.tile = tb_tile},
+            [QK_FMT_TB1] = {.tile = tb_tile},
+        },
 };
 
 #endif /* QK_X86 */

@@ -17,10 +17,18 @@
 #include "qk_internal.h"
 
 #if QK_X86
+#ifdef QK_SIMDE
+/* Tests on CPUs without AVX-512: the same code over SIMDe's portable implementations of the
+ * intrinsics (qk_cpu.c then reports the path as supported). */
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include "qk_simde.h"
+#define T512
+#define I512 static inline __attribute__((always_inline))
+#else
 #include <immintrin.h>
-
 #define T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define I512 static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+#endif
 #define UNROLL _Pragma("GCC unroll 16")
 /* Tuning, chosen by measurement on Zen 4 (CPU time per product of weights streamed from memory;
  * -D overrides them for experiments):
@@ -254,10 +262,15 @@ static T512 void mk_nk(int64_t M, int64_t R, int64_t kb, const float *A, int64_t
 #define PAIR_LO _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0)
 #define PAIR_HI _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8)
 
-static T512 void nf4_row(const qk_nf4w *w, int64_t row, int64_t e0, int64_t cnt, float *out) {
-  const uint8_t *src = w->packed + row * w->row_bytes;
+static T512 void nf4_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t e0, int64_t cnt, float *out0,
+                          int64_t ldo) {
+  const qk_nf4w *w = &p->nf4;
   const __m512i plo = PAIR_LO, phi = PAIR_HI;
   const int64_t end = e0 + cnt;
+  for (int64_t rr = 0; rr < nr; rr++) {
+  const int64_t row = r0 + rr;
+  const uint8_t *src = w->packed + row * w->row_bytes;
+  float *out = out0 + rr * ldo;
   int64_t e = e0;
   while (e < end) {
     const int64_t blk = e / w->bs;
@@ -282,22 +295,30 @@ static T512 void nf4_row(const qk_nf4w *w, int64_t row, int64_t e0, int64_t cnt,
       e = bend;
     }
   }
-}
-
-static T512 void i8_row(const int8_t *src, int64_t cnt, float *out) {
-  int64_t i = 0;
-  for (; i + 16 <= cnt; i += 16) {
-    _mm512_storeu_ps(out + i, load_i8x16(src + i));
-  }
-  if (i < cnt) {
-    const __mmask16 m = tail16(cnt - i);
-    _mm512_mask_storeu_ps(out + i, m, load_i8x16_mask(src + i, m));
   }
 }
 
-static T512 void tb_rows(const uint8_t *packed, int64_t ldw, int bits, int64_t p0, int64_t np, int64_t c0, int64_t cnt,
-                         float *out, int64_t ldo) {
-  const int rps = 8 / bits;
+static T512 void i8_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t c0, int64_t cnt, float *out,
+                         int64_t ldo) {
+  for (int64_t r = 0; r < nr; r++) {
+    const int8_t *src = (const int8_t *)(p->w + (r0 + r) * p->ldw) + c0;
+    float *o = out + r * ldo;
+    int64_t i = 0;
+    for (; i + 16 <= cnt; i += 16) {
+      _mm512_storeu_ps(o + i, load_i8x16(src + i));
+    }
+    if (i < cnt) {
+      const __mmask16 m = tail16(cnt - i);
+      _mm512_mask_storeu_ps(o + i, m, load_i8x16_mask(src + i, m));
+    }
+  }
+}
+
+static T512 void tb_tile(const qk_prod *p, int64_t p0, int64_t np, int64_t c0, int64_t cnt, float *out,
+                         int64_t ldo) {
+  const int rps = p->rps, bits = 8 / rps;
+  const uint8_t *packed = p->w;
+  const int64_t ldw = p->ldw;
   const __m512i mask = _mm512_set1_epi32((1 << bits) - 1);
   for (int64_t p = 0; p < np; p++) {
     const uint8_t *src = packed + (p0 + p) * ldw + c0;
@@ -317,9 +338,10 @@ static T512 void tb_rows(const uint8_t *packed, int64_t ldw, int bits, int64_t p
 
 /* ================= fused NF4, blocks along n (x @ W) ================= */
 
-/* R stored rows from k0, every column, activation rows i0..i0+MR, into part (pair order). Needs
- * bs % 32 == 0. */
-I512 void nf4_kn_rows(const int MR, const int R, const qk_prod *p, int64_t k0, int64_t i0, float *part) {
+/* R stored rows from k0, columns [c0, c1) (whole blocks), activation rows i0..i0+MR, into part
+ * (pair order). Needs bs % 32 == 0. */
+I512 void nf4_kn_rows(const int MR, const int R, const qk_prod *p, int64_t k0, int64_t i0, int64_t c0, int64_t c1,
+                      float *part) {
   const qk_nf4w *w = &p->nf4;
   const int64_t ldp = p->ldp, bs = w->bs;
   const uint8_t *rows[8];
@@ -329,7 +351,7 @@ I512 void nf4_kn_rows(const int MR, const int R, const qk_prod *p, int64_t k0, i
     rows[r] = w->packed + (k0 + r) * w->row_bytes;
     UNROLL for (int i = 0; i < MR; i++) { xs[i][r] = p->x[(i0 + i) * p->ldx + k0 + r]; }
   }
-  for (int64_t b = 0; b < w->nb; b++) {
+  for (int64_t b = c0 / bs; b * bs < c1; b++) {
     __m512 T[8];
     UNROLL for (int r = 0; r < R; r++) {
       T[r] = nf4_table(w, k0 + r, b);
@@ -402,30 +424,36 @@ I512 void nf4_kn_rows(const int MR, const int R, const qk_prod *p, int64_t k0, i
     F(4, R, __VA_ARGS__);                                                                                              \
   }
 
-/* Rows per pass: one activation row streams one weight row at a time (sequential reads measured
- * best for NF4 rows; several rows in flight for int8); more activation rows take R weight rows
- * per pass so the partial sums are loaded and stored once per R rows, for m-tiles of 8 (kn) or
- * 4 (nk) rows that each decode the R rows again from L1. */
-static T512 void nf4_kn(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch) {
+/* KN_PASSES runs a kn chunk through ROWS(MR, R, p, k, i0, c0, c1, part): one activation row takes
+ * R1 weight rows per pass; more take RM rows per pass for m-tiles of 8, so the partial sums are
+ * loaded and stored once per RM rows and each tile decodes the rows again from L1; the rows left
+ * over go one at a time. */
+#define KN_PASSES(ROWS, R1, RM, p, s0, s1, c0, c1, part)                                                               \
+  do {                                                                                                                 \
+    const int64_t M_ = (p)->m;                                                                                         \
+    int64_t k_ = (s0);                                                                                                 \
+    if (M_ == 1) {                                                                                                     \
+      for (; k_ + (R1) <= (s1); k_ += (R1)) {                                                                          \
+        ROWS(1, R1, p, k_, 0, c0, c1, part);                                                                           \
+      }                                                                                                                \
+    } else {                                                                                                           \
+      for (; k_ + (RM) <= (s1); k_ += (RM)) {                                                                          \
+        for (int64_t i0 = 0; i0 < M_; i0 += 8) {                                                                       \
+          MR_SWITCH8(QK_MIN(8, M_ - i0), ROWS, RM, p, k_, i0, c0, c1, part)                                            \
+        }                                                                                                              \
+      }                                                                                                                \
+    }                                                                                                                  \
+    for (; k_ < (s1); k_++) {                                                                                          \
+      for (int64_t i0 = 0; i0 < M_; i0 += 8) {                                                                         \
+        MR_SWITCH8(QK_MIN(8, M_ - i0), ROWS, 1, p, k_, i0, c0, c1, part)                                               \
+      }                                                                                                                \
+    }                                                                                                                  \
+  } while (0)
+
+/* Rows per pass: sequential reads measured best for NF4 rows, several rows in flight for int8. */
+static T512 void nf4_kn(const qk_prod *p, int64_t s0, int64_t s1, int64_t c0, int64_t c1, float *part, void *scratch) {
   (void)scratch;
-  const int64_t M = p->m;
-  int64_t k = s0;
-  if (M == 1) {
-    for (; k + QK_R1 <= s1; k += QK_R1) {
-      nf4_kn_rows(1, QK_R1, p, k, 0, part);
-    }
-  } else {
-    for (; k + QK_R4 <= s1; k += QK_R4) {
-      for (int64_t i0 = 0; i0 < M; i0 += 8) {
-        MR_SWITCH8(QK_MIN(8, M - i0), nf4_kn_rows, QK_R4, p, k, i0, part)
-      }
-    }
-  }
-  for (; k < s1; k++) {
-    for (int64_t i0 = 0; i0 < M; i0 += 8) {
-      MR_SWITCH8(QK_MIN(8, M - i0), nf4_kn_rows, 1, p, k, i0, part)
-    }
-  }
+  KN_PASSES(nf4_kn_rows, QK_R1, QK_R4, p, s0, s1, c0, c1, part);
 }
 
 /* Lane j of a 128-column group covers columns c0+8j .. c0+8j+7 (c0 a multiple of 128), in block
@@ -514,7 +542,8 @@ I512 __m512 s8_scales(const qk_nf4w *w, lane_map l, int f32, __mmask16 fm, int64
              : nf4_lane_scales(w, l, k, b);
 }
 
-static T512 void nf4_kn_m1(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch) {
+static T512 void nf4_kn_m1(const qk_prod *p, int64_t s0, int64_t s1, int64_t cs, int64_t ce, float *part,
+                           void *scratch) {
   (void)scratch;
   const qk_nf4w *w = &p->nf4;
   const __m512 cb = _mm512_loadu_ps(qk_nf4_codebook);
@@ -523,10 +552,12 @@ static T512 void nf4_kn_m1(const qk_prod *p, int64_t s0, int64_t s1, float *part
   const int f32 = w->absmax_dtype == QK_F32 && l.per_group > 1 && w->nb % l.per_group == 0;
   const __mmask16 fm = (__mmask16)((1u << l.per_group) - 1);
   const __mmask64 tm = ((__mmask64)1 << ((ncols - full) / 2)) - 1; /* bytes of the last group */
-  /* column panels keep the partial sums they update in L1 (see M1_PANEL) */
-  for (int64_t c0 = 0; c0 < ncols; c0 += M1_PANEL) {
-    const int64_t cfull = QK_MIN(c0 + M1_PANEL, full), g0 = c0 / 128;
-    const int last = full < ncols && c0 + M1_PANEL >= ncols;
+  /* column panels keep the partial sums they update in L1 (see M1_PANEL); the last group of a row
+   * shorter than 128 columns is done apart, when the range reaches it */
+  for (int64_t c0 = cs; c0 < ce; c0 += M1_PANEL) {
+    const int64_t cend = QK_MIN(c0 + M1_PANEL, ce);
+    const int64_t cfull = QK_MIN(cend, full), g0 = c0 / 128;
+    const int last = full < ncols && cend > full;
     int64_t k = s0;
     for (; k + S8R <= s1; k += S8R) {
       const uint8_t *row = w->packed + k * rb;
@@ -710,8 +741,9 @@ static T512 void nf4_nk_m1(const qk_prod *p, int64_t n0, int64_t n1, void *scrat
 
 /* ================= fused int8 ================= */
 
-/* R rows of w (k x n) from k0 into part (natural order, ldp a multiple of 16). */
-I512 void i8_kn_rows(const int MR, const int R, const qk_prod *p, int64_t k0, int64_t i0, float *part) {
+/* R rows of w (k x n) from k0, columns [c0, c1), into part (natural order, ldp a multiple of 16). */
+I512 void i8_kn_rows(const int MR, const int R, const qk_prod *p, int64_t k0, int64_t i0, int64_t c0, int64_t c1,
+                     float *part) {
   const int64_t N = p->n, ldp = p->ldp;
   const int8_t *rows[8];
   float xs[8][8];
@@ -720,8 +752,8 @@ I512 void i8_kn_rows(const int MR, const int R, const qk_prod *p, int64_t k0, in
     rows[r] = (const int8_t *)p->w + (k0 + r) * N;
     UNROLL for (int i = 0; i < MR; i++) { xs[i][r] = p->x[(i0 + i) * p->ldx + k0 + r]; }
   }
-  int64_t c = 0;
-  for (; c + 32 <= N; c += 32) {
+  int64_t c = c0;
+  for (; c + 32 <= c1; c += 32) {
     __m512 a0[8], a1[8];
     UNROLL for (int i = 0; i < MR; i++) {
       a0[i] = _mm512_loadu_ps(part + i * ldp + c);
@@ -740,8 +772,8 @@ I512 void i8_kn_rows(const int MR, const int R, const qk_prod *p, int64_t k0, in
       _mm512_storeu_ps(part + i * ldp + c + 16, a1[i]);
     }
   }
-  for (; c < N; c += 16) {
-    const __mmask16 m = tail16(N - c);
+  for (; c < c1; c += 16) {
+    const __mmask16 m = tail16(c1 - c);
     __m512 a0[8];
     UNROLL for (int i = 0; i < MR; i++) { a0[i] = _mm512_loadu_ps(part + i * ldp + c); }
     UNROLL for (int r = 0; r < R; r++) {
@@ -752,26 +784,9 @@ I512 void i8_kn_rows(const int MR, const int R, const qk_prod *p, int64_t k0, in
   }
 }
 
-static T512 void i8_kn(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch) {
+static T512 void i8_kn(const qk_prod *p, int64_t s0, int64_t s1, int64_t c0, int64_t c1, float *part, void *scratch) {
   (void)scratch;
-  const int64_t M = p->m;
-  int64_t k = s0;
-  if (M == 1) {
-    for (; k + QK_I8R1 <= s1; k += QK_I8R1) {
-      i8_kn_rows(1, QK_I8R1, p, k, 0, part);
-    }
-  } else {
-    for (; k + QK_I8R4 <= s1; k += QK_I8R4) {
-      for (int64_t i0 = 0; i0 < M; i0 += 8) {
-        MR_SWITCH8(QK_MIN(8, M - i0), i8_kn_rows, QK_I8R4, p, k, i0, part)
-      }
-    }
-  }
-  for (; k < s1; k++) {
-    for (int64_t i0 = 0; i0 < M; i0 += 8) {
-      MR_SWITCH8(QK_MIN(8, M - i0), i8_kn_rows, 1, p, k, i0, part)
-    }
-  }
+  KN_PASSES(i8_kn_rows, QK_I8R1, QK_I8R4, p, s0, s1, c0, c1, part);
 }
 
 /* R rows of w (n x k) from n0: y[i][n0+r] = sum_l x[i][l] * w[n0+r][l]. Two accumulators per
@@ -838,23 +853,26 @@ static T512 void i8_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) 
       MR_SWITCH4(QK_MIN(4, M - i0), i8_nk_rows, 1, p, n, i0)
     }
   }
-  qk_post_apply(p, n0, n1);
 }
 
 /* ================= 2-bit and 1-bit by table lookup ================= */
+
+/* The most activation rows the lookup kernels serve: their tables grow with m. */
+#define LUT_MAX_M 512
 
 /* Stored rows processed together between loads and stores of the partial sums. */
 #ifndef LUT_PG
 #define LUT_PG 8
 #endif
 
-/* Columns [0, n) of stored rows [pg, pe) for activation rows i0..i0+MR: acc += T_lo[low nibble] +
- * T_hi[high nibble]. tab points at the tables of (pg, i0); tables of one stored row are M*32
+/* Columns [c0, c1) of stored rows [pg, pe) for activation rows i0..i0+MR: acc += T_lo[low nibble]
+ * + T_hi[high nibble]. tab points at the tables of (pg, i0); tables of one stored row are M*32
  * floats apart. */
-I512 void lut_tile(const int MR, const int V, const qk_prod *p, int64_t pg, int64_t pe, const float *tab, float *part) {
+I512 void lut_tile(const int MR, const int V, const qk_prod *p, int64_t pg, int64_t pe, int64_t c0, int64_t c1,
+                   const float *tab, float *part) {
   const int64_t N = p->n, ldp = p->ldp, tstride = p->m * 32;
-  int64_t c = 0;
-  for (; c + 16 * V <= N; c += 16 * V) {
+  int64_t c = c0;
+  for (; c + 16 * V <= c1; c += 16 * V) {
     __m512 acc[8][4];
     UNROLL for (int i = 0; i < MR; i++) {
       UNROLL for (int v = 0; v < V; v++) { acc[i][v] = _mm512_loadu_ps(part + i * ldp + c + 16 * v); }
@@ -881,8 +899,8 @@ I512 void lut_tile(const int MR, const int V, const qk_prod *p, int64_t pg, int6
   }
   /* remaining columns one vector at a time; lanes past n read no bytes and land in the partial's
    * padding, which is never output */
-  for (; c < N; c += 16) {
-    const __mmask16 m = tail16(N - c);
+  for (; c < c1; c += 16) {
+    const __mmask16 m = tail16(c1 - c);
     __m512 acc[8];
     UNROLL for (int i = 0; i < MR; i++) { acc[i] = _mm512_loadu_ps(part + i * ldp + c); }
     const float *t = tab;
@@ -940,7 +958,8 @@ I512 void lut_build(const qk_prod *p, int64_t s0, int64_t s1, float *tab) {
   }
 }
 
-static T512 void tb_lut(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch) {
+static T512 void tb_lut(const qk_prod *p, int64_t s0, int64_t s1, int64_t c0, int64_t c1, float *part,
+                        void *scratch) {
   float *tab = (float *)scratch; /* (s1-s0) * m * 32 floats: the planner keeps it within the scratch */
   const int64_t M = p->m;
   lut_build(p, s0, s1, tab);
@@ -951,28 +970,28 @@ static T512 void tb_lut(const qk_prod *p, int64_t s0, int64_t s1, float *part, v
       float *pt = part + i0 * p->ldp;
       switch (QK_MIN(8, M - i0)) {
       case 1:
-        lut_tile(1, 4, p, pg, pe, t, pt);
+        lut_tile(1, 4, p, pg, pe, c0, c1, t, pt);
         break;
       case 2:
-        lut_tile(2, 4, p, pg, pe, t, pt);
+        lut_tile(2, 4, p, pg, pe, c0, c1, t, pt);
         break;
       case 3:
-        lut_tile(3, 2, p, pg, pe, t, pt);
+        lut_tile(3, 2, p, pg, pe, c0, c1, t, pt);
         break;
       case 4:
-        lut_tile(4, 2, p, pg, pe, t, pt);
+        lut_tile(4, 2, p, pg, pe, c0, c1, t, pt);
         break;
       case 5:
-        lut_tile(5, 2, p, pg, pe, t, pt);
+        lut_tile(5, 2, p, pg, pe, c0, c1, t, pt);
         break;
       case 6:
-        lut_tile(6, 2, p, pg, pe, t, pt);
+        lut_tile(6, 2, p, pg, pe, c0, c1, t, pt);
         break;
       case 7:
-        lut_tile(7, 2, p, pg, pe, t, pt);
+        lut_tile(7, 2, p, pg, pe, c0, c1, t, pt);
         break;
       default:
-        lut_tile(8, 2, p, pg, pe, t, pt);
+        lut_tile(8, 2, p, pg, pe, c0, c1, t, pt);
       }
     }
   }
@@ -981,13 +1000,14 @@ static T512 void tb_lut(const qk_prod *p, int64_t s0, int64_t s1, float *part, v
 /* m = 1, one stored row at a time, into part in QK_ORDER_STRIDE4: 64 bytes read as sixteen 32-bit
  * words; byte b of word j is column 4j+b, and its nibbles, shifted down by 8b and 8b+4, index the
  * low and high tables directly (no widening shuffle). */
-static T512 void tb_lut_m1(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch) {
+static T512 void tb_lut_m1(const qk_prod *p, int64_t s0, int64_t s1, int64_t cs, int64_t ce, float *part,
+                           void *scratch) {
   float *tab = (float *)scratch;
   lut_build(p, s0, s1, tab);
   const int64_t N = p->n, full = N / 64 * 64;
   const __mmask64 tm = ((__mmask64)1 << (N - full)) - 1; /* bytes of the last group */
-  for (int64_t c0 = 0; c0 < N; c0 += M1_PANEL) {
-    const int64_t cend = QK_MIN(c0 + M1_PANEL, N);
+  for (int64_t c0 = cs; c0 < ce; c0 += M1_PANEL) {
+    const int64_t cend = QK_MIN(c0 + M1_PANEL, ce);
     for (int64_t pp = s0; pp < s1; pp += LUT_R1) {
       /* LUT_R1 rows per pass (a last row alone): one load and store of the partial sums per pass */
       const int R = (int)QK_MIN(LUT_R1, s1 - pp);
@@ -1017,29 +1037,42 @@ static T512 void tb_lut_m1(const qk_prod *p, int64_t s0, int64_t s1, float *part
   }
 }
 
+/* Block sizes the NF4 kernels walk: the single-row kernels a multiple of 8 dividing 128, or a
+ * multiple of 128 (one block per lane group or groups per block); the others whole 32-element
+ * groups. */
+static int nf4_bs_m1(const qk_prod *p) {
+  const int64_t bs = p->nf4.bs;
+  return (bs % 8 == 0 && 128 % bs == 0) || bs % 128 == 0;
+}
+static int nf4_bs32(const qk_prod *p) { return p->nf4.bs % 32 == 0; }
+
+/* The row limits: up to where each beats the tiled drivers (measured on Zen 4). */
 const qk_ops qk_ops_avx512 = {
     .isa = QK_ISA_AVX512,
     .mk_kn = mk_kn,
     .mk_nk = mk_nk,
-    .nf4_row = nf4_row,
-    .i8_row = i8_row,
-    .tb_rows = tb_rows,
-    /* up to where they beat the tiled drivers (measured on Zen 4) */
-    .nf4_kn_max_m = 4,
-    .nf4_nk_max_m = 16,
-    .i8_kn_max_m = 16,
-    .i8_nk_max_m = 16,
-    .fused_cap_m = INT64_MAX,
-    .nf4_bs_mod = 32,
-    .nf4_order = QK_ORDER_PAIRS,
-    .nf4_kn = nf4_kn,
-    .nf4_kn_m1 = nf4_kn_m1,
-    .nf4_nk = nf4_nk,
-    .nf4_nk_m1 = nf4_nk_m1,
-    .i8_kn = i8_kn,
-    .i8_nk = i8_nk,
-    .tb_lut = tb_lut,
-    .tb_lut_m1 = tb_lut_m1,
+    .fmt =
+        {
+            [QK_FMT_F32] = {.tile = qk_f32_tile},
+            [QK_FMT_NF4] = {.tile = nf4_tile,
+                            .kn = {{.kn = nf4_kn_m1, .max_m = 1, .cap_m = 1, .order = QK_ORDER_STRIDE8,
+                                    .takes = nf4_bs_m1},
+                                   {.kn = nf4_kn, .max_m = 4, .cap_m = INT64_MAX, .order = QK_ORDER_PAIRS,
+                                    .takes = nf4_bs32}},
+                            .nk = {{.nk = nf4_nk_m1, .max_m = 1, .cap_m = 1, .order = QK_ORDER_STRIDE8,
+                                    .takes = nf4_bs_m1},
+                                   {.nk = nf4_nk, .max_m = 16, .cap_m = INT64_MAX, .order = QK_ORDER_PAIRS,
+                                    .takes = nf4_bs32}}},
+            [QK_FMT_I8] = {.tile = i8_tile,
+                           .kn = {{.kn = i8_kn, .max_m = 16, .cap_m = INT64_MAX}},
+                           .nk = {{.nk = i8_nk, .max_m = 16, .cap_m = INT64_MAX}}},
+            [QK_FMT_TB2] = {.tile = tb_tile,
+                            .kn = {{.kn = tb_lut_m1, .max_m = 1, .cap_m = 1, .order = QK_ORDER_STRIDE4},
+                                   {.kn = tb_lut, .max_m = LUT_MAX_M, .cap_m = LUT_MAX_M}}},
+            [QK_FMT_TB1] = {.tile = tb_tile,
+                            .kn = {{.kn = tb_lut_m1, .max_m = 1, .cap_m = 1, .order = QK_ORDER_STRIDE4},
+                                   {.kn = tb_lut, .max_m = LUT_MAX_M, .cap_m = LUT_MAX_M}}},
+        },
 };
 
 #endif /* QK_X86 */

@@ -73,6 +73,9 @@ int qk_isa_supported(int isa) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   case QK_ISA_AVX512:
+#ifdef QK_SIMDE
+    return 1; /* emulated (qk_avx512.c) */
+#endif
     __builtin_cpu_init();
     /* libgcc's check includes the OS's XSAVE support of the AVX-512 state. */
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

@@ -1,8 +1,8 @@
 /* qk_drive.c: the generic tiled drivers. They decode a small tile of the weight to float32 in the
- * thread's scratch (L1/L2 sized) and hand it to the ISA's float32 micro-kernel, which reuses it for
- * every activation row: each weight byte is read and decoded once per call whatever m is. Every
- * format and ISA can run through them; the AVX-512 chunk kernels replace them where a fused
- * decode is faster (small m, table lookups). */
+ * thread's scratch (L1/L2 sized) with the format's tile function and hand it to the ISA's float32
+ * micro-kernel, which reuses it for every activation row: each weight byte is read and decoded
+ * once per call whatever m is. Every format and ISA can run through them; the fused chunk kernels
+ * of the table replace them where a decode in registers is faster (small m, table lookups). */
 #include "qk_internal.h"
 
 /* Columns of one kn tile. For a few activation rows a tile is 32 x 128 float32 (16 KiB, in L1);
@@ -18,79 +18,57 @@ int64_t qk_kn_tile_rows(int64_t m) { return m > 4 ? 128 : 32; }
 #define NK_ROWS 4
 #define NK_KB 1024
 
+void qk_f32_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t c0, int64_t cnt, float *out, int64_t ldo) {
+  for (int64_t r = 0; r < nr; r++) {
+    memcpy(out + r * ldo, (const float *)(p->w + (r0 + r) * p->ldw) + c0, (size_t)cnt * sizeof(float));
+  }
+}
+
 /* prefetch_next asks for the bytes of the next tile (stored rows [sb, sb+ns), columns [c0, c0+pc))
  * while this one is decoded and multiplied: the tiles walk dozens of rows in short segments, which
  * the hardware prefetchers do not follow. */
 static void prefetch_next(const qk_prod *p, int64_t sb, int64_t ns, int64_t c0, int64_t pc) {
-  int64_t first, bytes, stride;
-  switch (p->fmt) {
-  case QK_FMT_F32:
-    first = c0 * 4, bytes = pc * 4, stride = p->n * 4;
-    break;
-  case QK_FMT_NF4:
-    first = c0 / 2, bytes = (pc + 1) / 2, stride = p->nf4.row_bytes;
-    break;
-  default: /* int8, 2-bit, 1-bit: a byte per column */
-    first = c0, bytes = pc, stride = p->n;
-  }
+  const int64_t first = c0 * p->elem_bits / 8, bytes = (pc * p->elem_bits + 7) / 8;
   for (int64_t r = 0; r < ns; r++) {
-    const char *row = (const char *)(p->fmt == QK_FMT_NF4 ? p->nf4.packed : p->w) + (sb + r) * stride + first;
+    const char *row = (const char *)p->w + (sb + r) * p->ldw + first;
     for (int64_t b = 0; b < bytes; b += 64) {
       __builtin_prefetch(row + b);
     }
   }
 }
 
-void qk_kn_generic(const qk_ops *ops, const qk_prod *p, int64_t s0, int64_t s1, float *C, void *scratch) {
-  const int64_t M = p->m, N = p->n;
+void qk_kn_generic(const qk_ops *ops, const qk_prod *p, int64_t s0, int64_t s1, int64_t c0, int64_t c1, float *C,
+                   void *scratch) {
+  const int64_t M = p->m;
   const int rps = p->rps;
+  const qk_tile_fn tile_fn = ops->fmt[p->fmt].tile;
   float *tile = (float *)scratch;
   int64_t tile_rows = qk_kn_tile_rows(M);
   int64_t P = M > 4 ? KN_TILE_COLS_LARGE_M : KN_TILE_COLS;
-  if (p->fmt == QK_FMT_F32 && M <= 4) {
-    /* A gemv streams whole rows, a few at a time: the activations need no reuse. */
+  const int direct = p->fmt == QK_FMT_F32 && M <= 4;
+  if (direct) {
+    /* A gemv streams whole rows of its panel, a few at a time: the activations need no reuse. */
     tile_rows = 8;
-    P = N;
+    P = c1 - c0;
   }
-  int64_t SB = QK_MAX(1, tile_rows / rps);
+  const int64_t SB = QK_MAX(1, tile_rows / rps);
   for (int64_t sb = s0; sb < s1; sb += SB) {
     const int64_t ns = QK_MIN(SB, s1 - sb);
-    const int64_t kr = ns * rps;
     const float *A = p->x + sb * rps;
-    for (int64_t c0 = 0; c0 < N; c0 += P) {
-      const int64_t pc = QK_MIN(P, N - c0);
+    for (int64_t c = c0; c < c1; c += P) {
+      const int64_t pc = QK_MIN(P, c1 - c);
+      if (c + P < c1) {
+        prefetch_next(p, sb, ns, c + P, QK_MIN(P, c1 - c - P));
+      }
       const float *B = tile;
       int64_t ldb = P;
-      if (c0 + P < N) {
-        prefetch_next(p, sb, ns, c0 + P, QK_MIN(P, N - c0 - P));
+      if (direct) {
+        B = (const float *)(p->w + sb * p->ldw) + c;
+        ldb = p->n;
+      } else {
+        tile_fn(p, sb, ns, c, pc, tile, P);
       }
-      switch (p->fmt) {
-      case QK_FMT_F32:
-        if (P == N) {
-          B = (const float *)p->w + sb * N;
-          ldb = N;
-        } else {
-          /* pack the tile: rows of a large n would share L1 sets */
-          for (int64_t r = 0; r < ns; r++) {
-            memcpy(tile + r * P, (const float *)p->w + (sb + r) * N + c0, (size_t)pc * sizeof(float));
-          }
-        }
-        break;
-      case QK_FMT_NF4:
-        for (int64_t r = 0; r < ns; r++) {
-          ops->nf4_row(&p->nf4, sb + r, c0, pc, tile + r * P);
-        }
-        break;
-      case QK_FMT_I8:
-        for (int64_t r = 0; r < ns; r++) {
-          ops->i8_row((const int8_t *)p->w + (sb + r) * N + c0, pc, tile + r * P);
-        }
-        break;
-      default: /* 2-bit, 1-bit */
-        ops->tb_rows(p->w, N, p->fmt == QK_FMT_TB2 ? 2 : 1, sb, ns, c0, pc, tile, P);
-        break;
-      }
-      ops->mk_kn(M, kr, pc, A, p->ldx, B, ldb, C + c0, p->ldp);
+      ops->mk_kn(M, ns * rps, pc, A, p->ldx, B, ldb, C + c, p->ldp);
     }
   }
 }
@@ -117,6 +95,7 @@ void qk_post_apply(const qk_prod *p, int64_t n0, int64_t n1) {
 
 void qk_nk_generic(const qk_ops *ops, const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {
   const int64_t M = p->m, K = p->k, N = p->n;
+  const qk_tile_fn tile_fn = ops->fmt[p->fmt].tile;
   float *tile = (float *)scratch;
   int64_t KB = NK_KB;
   if (M <= 4 && (int64_t)NK_ROWS * K * 4 <= QK_CHUNK_SCRATCH) {
@@ -129,15 +108,8 @@ void qk_nk_generic(const qk_ops *ops, const qk_prod *p, int64_t n0, int64_t n1, 
     const int64_t kc = QK_MIN(KB, K - k0);
     for (int64_t r = n0; r < n1; r += NK_ROWS) {
       const int64_t nr = QK_MIN(NK_ROWS, n1 - r);
-      for (int64_t i = 0; i < nr; i++) {
-        if (p->fmt == QK_FMT_NF4) {
-          ops->nf4_row(&p->nf4, r + i, k0, kc, tile + i * KB);
-        } else {
-          ops->i8_row((const int8_t *)p->w + (r + i) * K + k0, kc, tile + i * KB);
-        }
-      }
+      tile_fn(p, r, nr, k0, kc, tile, KB);
       ops->mk_nk(M, nr, kc, p->x + k0, p->ldx, tile, KB, p->y + r, N);
     }
   }
-  qk_post_apply(p, n0, n1);
 }

@@ -1,4 +1,11 @@
-/* qk_internal.h: what the kernel files share. Not part of the public API. */
+/* qk_internal.h: what the kernel files share. Not part of the public API.
+ *
+ * The kernels are organised as ggml's type traits are: a table with one row per weight format
+ * (qk_format) for each instruction set (qk_ops). A row holds the format's decode (the tile
+ * function every product can run through, with the generic drivers of qk_drive.c) and, where an
+ * ISA has them, fused chunk kernels that replace a driver for some products. The two product
+ * shapes (k x n weights, x @ W; n x k weights, x @ W^T) each have one driver in qk_run.c that
+ * plans the work, runs it on the pool and reduces it, whatever the format. */
 #ifndef QK_INTERNAL_H
 #define QK_INTERNAL_H
 
@@ -87,49 +94,113 @@ QK_INLINE float qk_nf4_scale(const qk_nf4w *w, int64_t row, int64_t blk) {
 
 /* ---- products ---- */
 
-enum { QK_FMT_F32, QK_FMT_NF4, QK_FMT_I8, QK_FMT_TB2, QK_FMT_TB1 };
+/* The weight formats: the rows of the kernel table. */
+enum { QK_FMT_F32, QK_FMT_NF4, QK_FMT_I8, QK_FMT_TB2, QK_FMT_TB1, QK_NFMT };
 
-/* Column orders of partial sums (kn products). Within each group of 32 (PAIRS) or 128 (STRIDE8)
- * columns, column c sits at:
+/* Column orders of partial sums (kn) or of prepared activations (nk). Within each group of 32
+ * (PAIRS), 128 (STRIDE8) or 64 (STRIDE4) columns, column c sits at:
  *   QK_ORDER_PAIRS: 16*(c%2) + c/2 (even columns, then odd: the high and low nibbles of 16 bytes);
  *   QK_ORDER_STRIDE8: 16*((c%8)^1) + c/8 (nibble s of the sixteen 32-bit words of 64 bytes, s =
  *   0..7, holds columns c%8 == s^1);
- *   QK_ORDER_STRIDE4 (groups of 64): 16*(c%4) + c/4 (byte b of the sixteen 32-bit words of 64
- *   bytes holds columns c%4 == b). */
+ *   QK_ORDER_STRIDE4: 16*(c%4) + c/4 (byte b of the sixteen 32-bit words of 64 bytes holds
+ *   columns c%4 == b). */
 enum { QK_ORDER_NATURAL, QK_ORDER_PAIRS, QK_ORDER_STRIDE8, QK_ORDER_STRIDE4 };
 
-/* Post-scaling of outputs: y[i][j] *= scale (QK_SCALE_TENSOR) or scale[j] (QK_SCALE_N). */
+/* qk_order_group returns the size of the column groups an order permutes within (1: none). */
+QK_INLINE int64_t qk_order_group(int order) {
+  switch (order) {
+  case QK_ORDER_PAIRS:
+    return 32;
+  case QK_ORDER_STRIDE8:
+    return 128;
+  case QK_ORDER_STRIDE4:
+    return 64;
+  }
+  return 1;
+}
+
+/* qk_order_pos returns where column j sits in a row laid out in the given order. */
+QK_INLINE int64_t qk_order_pos(int order, int64_t j) {
+  switch (order) {
+  case QK_ORDER_PAIRS:
+    return (j & ~(int64_t)31) + ((j & 1) << 4) + ((j & 31) >> 1);
+  case QK_ORDER_STRIDE8:
+    return (j & ~(int64_t)127) + (((j & 7) ^ 1) << 4) + ((j & 127) >> 3);
+  case QK_ORDER_STRIDE4:
+    return (j & ~(int64_t)63) + ((j & 3) << 4) + ((j & 63) >> 2);
+  }
+  return j;
+}
+
+/* Post-scaling of outputs: y[i][j] *= scale (QK_SCALE_TENSOR) or scale[j] (QK_SCALE_N). The
+ * caller gives src (1 or n values of dtype); the driver sets tensor or col (float32). */
 typedef struct {
   int kind;
+  const void *src;
+  int dtype;
   float tensor;
-  const float *col; /* n values, for QK_SCALE_N */
+  const float *col;
 } qk_post;
 
 /* qk_prod is one product as the drivers and chunk kernels see it. The weight is a sequence of
- * stored rows (srows of them, row_bytes each): for the k x n layouts ("kn") a stored row holds rps
- * logical rows of n columns (1 for f32/NF4/int8, 4 for 2-bit, 8 for 1-bit), and the work is
- * split along the stored rows with one partial sum per thread; for the n x k layouts ("nk") a
- * stored row is one output column and chunks write y directly. */
+ * stored rows (srows of them, ldw bytes apart): for the k x n layouts ("kn") a stored row holds
+ * rps logical rows of n columns (1 for f32/NF4/int8, 4 for 2-bit, 8 for 1-bit), and the work is
+ * split along the stored rows into stripes with partial sums of their own, and along the columns
+ * into panels; for the n x k layouts ("nk") a stored row is one output column and chunks write y
+ * directly. */
 typedef struct qk_prod {
   int fmt;
   int64_t m, k, n;
-  const float *x; /* prepared activations (float32), m rows of ldx; see qk_api.c for each path */
+  const float *x; /* prepared activations (float32), m rows of ldx, in the order the kernel wants */
   int64_t ldx;
-  const uint8_t *w; /* weight bytes */
-  int64_t srows, row_bytes;
+  const uint8_t *w; /* stored rows of the weight, ldw bytes apart */
+  int64_t ldw, srows;
+  int64_t row_bytes; /* weight bytes per stored row, scales included: the planner's measure of work */
   int rps;
+  int elem_bits; /* bits of a stored row per column (kn) or element (nk): 32, 8 or 4 */
   qk_nf4w nf4;
   float *y; /* m rows of n */
-  /* kn: per-slot partial sums, m rows of ldp, slot s at part + s*m*ldp; zeroed on first use */
+  /* kn: the partial sums of stripe s at part + s*m*ldp, in column order `order` */
   float *part;
   int64_t ldp;
-  unsigned char *part_used; /* one flag per slot */
-  int order;                /* column order of the partial sums: QK_ORDER_* */
+  int order;
   qk_post post;
 } qk_prod;
 
-/* Per-ISA kernels. Primitives (mk_*, *_row) serve the generic tiled drivers of qk_drive.c; the
- * chunk kernels, when not NULL, replace a driver for the products they accept. */
+/* A tile decode: stored rows [r0, r0+nr), columns (kn) or elements (nk) [c0, c0+cnt) of each, as
+ * rps*nr float32 rows of ldo (c0 even for NF4). For 2-bit and 1-bit, out row rps*r+g holds field
+ * g of stored row r0+r. */
+typedef void (*qk_tile_fn)(const qk_prod *p, int64_t r0, int64_t nr, int64_t c0, int64_t cnt, float *out,
+                           int64_t ldo);
+/* A kn chunk kernel: stored rows [s0, s1), columns [c0, c1) of the kernel's column extent, added
+ * into part (the stripe's partial sums, in the kernel's order). c0 and c1 are multiples of the
+ * driver's column alignment, but for c1 at the end of the extent. */
+typedef void (*qk_kn_fn)(const qk_prod *p, int64_t s0, int64_t s1, int64_t c0, int64_t c1, float *part,
+                         void *scratch);
+/* An nk chunk kernel: output columns [n0, n1), written to y before the post-scale. */
+typedef void (*qk_nk_fn)(const qk_prod *p, int64_t n0, int64_t n1, void *scratch);
+
+/* A fused chunk kernel, chosen over the generic driver for m up to max_m (tuning may set another
+ * limit, never above cap_m) when takes accepts the product (NULL: every product). kn kernels keep
+ * their partial sums, nk kernels read their activations, in column order `order`. */
+typedef struct {
+  qk_kn_fn kn;
+  qk_nk_fn nk;
+  int64_t max_m, cap_m;
+  int order;
+  int (*takes)(const qk_prod *p);
+} qk_fused;
+
+#define QK_MAX_FUSED 2
+
+/* One format on one ISA: a row of the kernel table. tile serves the generic drivers (every row
+ * has one); the fused kernels are listed by preference. */
+typedef struct {
+  qk_tile_fn tile;
+  qk_fused kn[QK_MAX_FUSED], nk[QK_MAX_FUSED];
+} qk_format;
+
+/* The float32 micro-kernels of the generic drivers, and the table of formats, for one ISA. */
 typedef struct qk_ops {
   int isa;
   /* C[i][0..P) += sum_l A[i][l] * B[l][0..P) for i < M, l < kb. */
@@ -138,38 +209,7 @@ typedef struct qk_ops {
   /* C[i][r] += sum_l A[i][l] * B[r][l] for i < M, r < R, l < kb. */
   void (*mk_nk)(int64_t M, int64_t R, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
                 int64_t ldc);
-  /* Elements [e0, e0+cnt) of NF4 stored row `row` as float32 (e0 even). */
-  void (*nf4_row)(const qk_nf4w *w, int64_t row, int64_t e0, int64_t cnt, float *out);
-  /* cnt int8 codes as float32. */
-  void (*i8_row)(const int8_t *src, int64_t cnt, float *out);
-  /* Packed 2-bit (bits=2) or 1-bit (bits=1) rows [p0, p0+np), columns [c0, c0+cnt), as values:
-   * out row (p-p0)*rps + g holds field g of packed row p (rps = 8/bits). */
-  void (*tb_rows)(const uint8_t *packed, int64_t ldw, int bits, int64_t p0, int64_t np, int64_t c0, int64_t cnt,
-                  float *out, int64_t ldo);
-
-  /* Chunk kernels for small m: used up to the *_max_m below (the tuning knob may raise that up to
-   * fused_cap_m, the most they handle); NF4 also needs a block size multiple of nf4_bs_mod. */
-  int nf4_kn_max_m, nf4_nk_max_m, i8_kn_max_m, i8_nk_max_m;
-  int64_t fused_cap_m;
-  int nf4_bs_mod;
-  /* The column order of nf4_kn's partial sums and of nf4_nk's activations: QK_ORDER_PAIRS or
-   * QK_ORDER_NATURAL. */
-  int nf4_order;
-  /* kn NF4: stored rows [s0, s1) into part (in nf4_order). */
-  void (*nf4_kn)(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch);
-  /* kn NF4 for m = 1 and block sizes dividing 128 (multiples of 8) or multiples of 128: stored
-   * rows [s0, s1) into part (QK_ORDER_STRIDE8). */
-  void (*nf4_kn_m1)(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch);
-  /* nk NF4: output columns [n0, n1), x in nf4_order (see qk_api.c). */
-  void (*nf4_nk)(const qk_prod *p, int64_t n0, int64_t n1, void *scratch);
-  /* nk NF4 for m = 1, block sizes as nf4_kn_m1: x in QK_ORDER_STRIDE8. */
-  void (*nf4_nk_m1)(const qk_prod *p, int64_t n0, int64_t n1, void *scratch);
-  void (*i8_kn)(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch);
-  void (*i8_nk)(const qk_prod *p, int64_t n0, int64_t n1, void *scratch);
-  /* 2-bit and 1-bit by table lookup, any m: stored rows [s0, s1) into part (QK_ORDER_NATURAL). */
-  void (*tb_lut)(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch);
-  /* The same for m = 1, into part in QK_ORDER_STRIDE4. */
-  void (*tb_lut_m1)(const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch);
+  qk_format fmt[QK_NFMT];
 } qk_ops;
 
 extern const qk_ops qk_ops_portable;
@@ -178,14 +218,33 @@ extern const qk_ops qk_ops_avx2;
 extern const qk_ops qk_ops_avx512;
 #endif
 
-/* ---- drivers (qk_drive.c) ---- */
-/* Logical rows of the generic kn driver's tiles for m activation rows (chunks are planned in
- * multiples of it). */
+/* The tile decode of float32 weights (a copy), the same on every ISA. */
+void qk_f32_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t c0, int64_t cnt, float *out, int64_t ldo);
+
+/* ---- drivers (qk_drive.c: generic tiled; qk_run.c: planning, the parallel run, reduction) ---- */
+/* Logical rows of the generic kn driver's tiles for m activation rows. */
 int64_t qk_kn_tile_rows(int64_t m);
-void qk_kn_generic(const qk_ops *ops, const qk_prod *p, int64_t s0, int64_t s1, float *part, void *scratch);
+void qk_kn_generic(const qk_ops *ops, const qk_prod *p, int64_t s0, int64_t s1, int64_t c0, int64_t c1, float *part,
+                   void *scratch);
 void qk_nk_generic(const qk_ops *ops, const qk_prod *p, int64_t n0, int64_t n1, void *scratch);
 /* Applies p->post to y[i][n0..n1) for all i. */
 void qk_post_apply(const qk_prod *p, int64_t n0, int64_t n1);
+
+/* The caller's activations: x (m x k) of dtype, and optionally k scales (of kscale_dtype) that
+ * multiply its columns before the product (int8's per-k scale). */
+typedef struct {
+  const void *x;
+  int dtype;
+  const void *kscale;
+  int kscale_dtype;
+} qk_acts;
+
+/* qk_run_kn and qk_run_nk run a validated product described by p (its format, sizes, weight,
+ * y and post; the rest is theirs): they pick the kernel from the table, prepare the activations
+ * and scales in the calling thread's buffer, run the chunks on the pool and, for kn, reduce the
+ * partial sums into y. */
+int qk_run_kn(qk_prod *p, qk_acts a);
+int qk_run_nk(qk_prod *p, qk_acts a);
 
 /* ---- CPU and threads (qk_cpu.c, qk_pool.c) ---- */
 const qk_ops *qk_active_ops(void);
@@ -204,12 +263,14 @@ void *qk_call_buffer(size_t bytes);
 enum {
   QK_TUNE_SPIN_NS = 0,     /* idle workers spin this long before blocking (ns) */
   QK_TUNE_SMALL_WORK = 1,  /* below this much weighted work (bytes), a product runs on the caller */
-  QK_TUNE_CHUNK_BYTES = 2, /* weight bytes per chunk; 0: automatic */
-  QK_TUNE_FUSED_MAX_M = 3, /* the fused kernels serve m up to this; -1: the ISA's default; 0 also
-                              turns off the 2-bit/1-bit lookup kernels (all through the generic drivers) */
+  QK_TUNE_CHUNK_BYTES = 2, /* weight bytes per stripe (kn) or chunk (nk); 0: automatic */
+  QK_TUNE_FUSED_MAX_M = 3, /* the fused kernels serve m up to this; -1: their default; 0 also turns off
+                              the 2-bit/1-bit lookup kernels (all through the generic drivers) */
+  QK_TUNE_PANELS = 4,      /* column panels of a kn product; 0: automatic */
 };
 /* qk_tune sets a knob and returns its previous value. Not synchronized with products in flight. */
 int64_t qk_tune(int knob, int64_t value);
+int64_t qk_tuned(int knob);
 void qk_set_spin_ns(int64_t ns);
 int64_t qk_get_spin_ns(void);
 

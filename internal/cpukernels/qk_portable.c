@@ -40,39 +40,46 @@ static void mk_nk(int64_t M, int64_t R, int64_t kb, const float *A, int64_t lda,
   }
 }
 
-static void nf4_row(const qk_nf4w *w, int64_t row, int64_t e0, int64_t cnt, float *out) {
-  const uint8_t *src = w->packed + row * w->row_bytes;
-  const int64_t end = e0 + cnt;
-  int64_t e = e0;
-  while (e < end) {
-    const int64_t blk = e / w->bs;
-    const int64_t bend = QK_MIN((blk + 1) * w->bs, end);
-    const float s = qk_nf4_scale(w, row, blk);
-    float t[16];
-    for (int c = 0; c < 16; c++) {
-      t[c] = qk_nf4_codebook[c] * s; /* the dense weight's value, rounded once */
-    }
-    for (; e < bend; e++) {
-      const uint8_t b = src[e >> 1];
-      out[e - e0] = t[(e & 1) ? (b & 15) : (b >> 4)];
+static void nf4_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t c0, int64_t cnt, float *out, int64_t ldo) {
+  const qk_nf4w *w = &p->nf4;
+  for (int64_t r = 0; r < nr; r++) {
+    const int64_t row = r0 + r;
+    const uint8_t *src = w->packed + row * w->row_bytes;
+    float *o = out + r * ldo;
+    const int64_t end = c0 + cnt;
+    int64_t e = c0;
+    while (e < end) {
+      const int64_t blk = e / w->bs;
+      const int64_t bend = QK_MIN((blk + 1) * w->bs, end);
+      const float s = qk_nf4_scale(w, row, blk);
+      float t[16];
+      for (int c = 0; c < 16; c++) {
+        t[c] = qk_nf4_codebook[c] * s; /* the dense weight's value, rounded once */
+      }
+      for (; e < bend; e++) {
+        const uint8_t b = src[e >> 1];
+        o[e - c0] = t[(e & 1) ? (b & 15) : (b >> 4)];
+      }
     }
   }
 }
 
-static void i8_row(const int8_t *src, int64_t cnt, float *out) {
-  for (int64_t i = 0; i < cnt; i++) {
-    out[i] = (float)src[i];
+static void i8_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t c0, int64_t cnt, float *out, int64_t ldo) {
+  for (int64_t r = 0; r < nr; r++) {
+    const int8_t *src = (const int8_t *)(p->w + (r0 + r) * p->ldw) + c0;
+    for (int64_t i = 0; i < cnt; i++) {
+      out[r * ldo + i] = (float)src[i];
+    }
   }
 }
 
-static void tb_rows(const uint8_t *packed, int64_t ldw, int bits, int64_t p0, int64_t np, int64_t c0, int64_t cnt,
-                    float *out, int64_t ldo) {
-  const int rps = 8 / bits;
+static void tb_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t c0, int64_t cnt, float *out, int64_t ldo) {
+  const int rps = p->rps, bits = 8 / rps;
   const unsigned mask = (1u << bits) - 1;
-  for (int64_t p = 0; p < np; p++) {
-    const uint8_t *src = packed + (p0 + p) * ldw + c0;
+  for (int64_t r = 0; r < nr; r++) {
+    const uint8_t *src = p->w + (r0 + r) * p->ldw + c0;
     for (int g = 0; g < rps; g++) {
-      float *o = out + (p * rps + g) * ldo;
+      float *o = out + (r * rps + g) * ldo;
       for (int64_t j = 0; j < cnt; j++) {
         const unsigned code = (src[j] >> (bits * g)) & mask;
         /* 2-bit: value = code - 1 (code 3 reads as +2); 1-bit: value = 2*bit - 1 */
@@ -86,7 +93,12 @@ const qk_ops qk_ops_portable = {
     .isa = QK_ISA_PORTABLE,
     .mk_kn = mk_kn,
     .mk_nk = mk_nk,
-    .nf4_row = nf4_row,
-    .i8_row = i8_row,
-    .tb_rows = tb_rows,
+    .fmt =
+        {
+            [QK_FMT_F32] = {.tile = qk_f32_tile},
+            [QK_FMT_NF4] = {.tile = nf4_tile},
+            [QK_FMT_I8] = {.tile = i8_tile},
+            [QK_FMT_TB2] = {.tile = tb_tile},
+            [QK_FMT_TB1] = {.tile = tb_tile},
+        },
 };

@@ -1,0 +1,134 @@
+package cpukernels
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+)
+
+// detCase is one product with fixed inputs: run writes its result into y.
+type detCase struct {
+	name string
+	m, n int
+	run  func(y []float32) error
+}
+
+// detCases returns every product at m rows, on weights big enough (k = 4608) that the plan splits
+// the stored rows into several stripes at small m.
+func detCases(m int) []detCase {
+	const k, n = 4608, 264 // n: ragged in every column group
+	r := newRand(uint64(m))
+	x := randActivations(r, m*k, false)
+	codes := make([]int8, k*n)
+	for i := range codes {
+		codes[i] = int8(r.Uint32())
+	}
+	nf4Packed, absmax, _ := nf4Weight(r, k, n, 64)
+	nf4T, absmaxT, _ := nf4Weight(r, n, k, 64)
+	two := randBytes(r, k/4*n)
+	one := randBytes(r, k/8*n)
+	colScale := randScales(r, n, false)
+	kScale := randScales(r, k, false)
+	dense := make([]float32, k*n)
+	for i := range dense {
+		dense[i] = float32(r.NormFloat64())
+	}
+	return []detCase{
+		{"nf4-kn", m, n, func(y []float32) error { return NF4KN(y, x.f32, nf4Packed, absmax.f32, m, k, n, 64) }},
+		{"nf4-kn-bf16", m, n, func(y []float32) error { return NF4KN(y, x.bf16, nf4Packed, absmax.bf16, m, k, n, 64) }},
+		{"nf4-nk", m, n, func(y []float32) error { return NF4NK(y, x.f32, nf4T, absmaxT.f32, m, k, n, 64) }},
+		{"int8-kn-per-n", m, n, func(y []float32) error { return Int8KN(y, x.f32, codes, colScale.f32, ScaleN, m, k, n) }},
+		{"int8-kn-per-k", m, n, func(y []float32) error { return Int8KN(y, x.f32, codes, kScale.f16, ScaleK, m, k, n) }},
+		{"int8-nk", m, n, func(y []float32) error { return Int8NK(y, x.f32, codes, colScale.f32, ScaleN, m, k, n) }},
+		{"2-bit", m, n, func(y []float32) error { return TwoBitKN(y, x.f32, two, colScale.f32, ScaleN, m, k, n) }},
+		{"1-bit", m, n, func(y []float32) error { return OneBitKN(y, x.f32, one, colScale.f32, ScaleN, m, k, n) }},
+		{"dense", m, n, func(y []float32) error { return DenseKN(y, x.f32, dense, m, k, n) }},
+	}
+}
+
+// sameBits reports the first output whose bits differ.
+func sameBits(got, want []float32) (int, bool) {
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			return i, false
+		}
+	}
+	return 0, true
+}
+
+// TestDeterministic: a product's bits depend on its inputs only: the same on every call, with any
+// thread count or number of column panels, and when many goroutines call at once (the pool then
+// serves one and the others run alone).
+func TestDeterministic(t *testing.T) {
+	defer SetThreads(0)
+	oldSmall := tune(tuneSmallWork, 0) // the threads even on small products
+	defer tune(tuneSmallWork, oldSmall)
+	for _, isa := range ISAs() {
+		if !isa.Supported() {
+			continue
+		}
+		t.Run(isa.String(), func(t *testing.T) {
+			if err := ForceISA(isa); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = ForceISA(Auto) }()
+			for _, m := range []int{1, 3, 17, 64, 300} {
+				for _, c := range detCases(m) {
+					t.Run(fmt.Sprintf("%s/m=%d", c.name, m), func(t *testing.T) {
+						SetThreads(1)
+						want := make([]float32, c.m*c.n)
+						if err := c.run(want); err != nil {
+							t.Fatal(err)
+						}
+						check := func(what string, y []float32) {
+							t.Helper()
+							if i, ok := sameBits(y, want); !ok {
+								t.Errorf("%s: y[%d] = %v (%08x), with one thread %v (%08x)", what, i, y[i],
+									math.Float32bits(y[i]), want[i], math.Float32bits(want[i]))
+							}
+						}
+						threadCounts, panelCounts, calls, goroutines := []int{2, 3, 8}, []int64{0, 1, 5}, 3, 8
+						if m >= 64 { // compute-bound: fewer runs
+							threadCounts, panelCounts, calls, goroutines = []int{3, 8}, []int64{0}, 1, 4
+						}
+						for _, threads := range threadCounts {
+							for _, panels := range panelCounts {
+								SetThreads(threads)
+								old := tune(tunePanels, panels)
+								for call := range calls {
+									y := make([]float32, c.m*c.n)
+									if err := c.run(y); err != nil {
+										t.Fatal(err)
+									}
+									check(fmt.Sprintf("threads=%d panels=%d call %d", threads, panels, call), y)
+								}
+								tune(tunePanels, old)
+							}
+						}
+						SetThreads(2)
+						var wg sync.WaitGroup
+						results := make([][]float32, goroutines*calls)
+						errs := make([]error, len(results))
+						for g := range goroutines {
+							wg.Go(func() {
+								for call := range calls {
+									i := calls*g + call
+									results[i] = make([]float32, c.m*c.n)
+									errs[i] = c.run(results[i])
+								}
+							})
+						}
+						wg.Wait()
+						for i, y := range results {
+							if errs[i] != nil {
+								t.Fatal(errs[i])
+							}
+							check(fmt.Sprintf("goroutine %d call %d", i/calls, i%calls), y)
+						}
+					})
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,417 @@
+/* qk_run.c: the one driver of each product shape, whatever the format: the kernel choice from the
+ * table, the activations and scales prepared in the calling thread's buffer, the plan of the work,
+ * the parallel run and, for k x n weights, the reduction of the partial sums.
+ *
+ * Determinism: a product's result depends on its inputs and sizes only, never on the thread
+ * count or on which thread ran what. Every kernel adds the rows of its chunk into an output in
+ * row order, so a k x n product is split into stripes of stored rows whose number and bounds
+ * depend on the sizes alone; each stripe sums into a partial of its own, and the partials are
+ * added in stripe order. Columns are split into panels for the threads: a column's sum does not
+ * depend on the panel it is in, since panel bounds are multiples of every kernel's column group
+ * (128) and the kernels' tails fall only at the end of the columns. An n x k product writes each
+ * output from one chunk, whose bounds are multiples of the kernels' output groups (16). */
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "qk_internal.h"
+
+/* ---- tuning ---- */
+
+static _Atomic int64_t tune_small_work = 256 << 10;
+static _Atomic int64_t tune_chunk_bytes = 0;
+static _Atomic int64_t tune_fused_max_m = -1;
+static _Atomic int64_t tune_panels = 0;
+
+int64_t qk_tune(int knob, int64_t value) {
+  switch (knob) {
+  case QK_TUNE_SPIN_NS: {
+    int64_t old = qk_get_spin_ns();
+    qk_set_spin_ns(value);
+    return old;
+  }
+  case QK_TUNE_SMALL_WORK:
+    return atomic_exchange(&tune_small_work, value);
+  case QK_TUNE_CHUNK_BYTES:
+    return atomic_exchange(&tune_chunk_bytes, value);
+  case QK_TUNE_FUSED_MAX_M:
+    return atomic_exchange(&tune_fused_max_m, value);
+  case QK_TUNE_PANELS:
+    return atomic_exchange(&tune_panels, value);
+  }
+  return 0;
+}
+
+int64_t qk_tuned(int knob) {
+  switch (knob) {
+  case QK_TUNE_SPIN_NS:
+    return qk_get_spin_ns();
+  case QK_TUNE_SMALL_WORK:
+    return atomic_load(&tune_small_work);
+  case QK_TUNE_CHUNK_BYTES:
+    return atomic_load(&tune_chunk_bytes);
+  case QK_TUNE_FUSED_MAX_M:
+    return atomic_load(&tune_fused_max_m);
+  case QK_TUNE_PANELS:
+    return atomic_load(&tune_panels);
+  }
+  return 0;
+}
+
+/* ---- the kernel choice ---- */
+
+/* choose returns the first fused kernel of list that serves p, or NULL (the generic driver). */
+static const qk_fused *choose(const qk_fused *list, const qk_prod *p) {
+  const int64_t tuned = atomic_load_explicit(&tune_fused_max_m, memory_order_relaxed);
+  for (int i = 0; i < QK_MAX_FUSED; i++) {
+    const qk_fused *f = &list[i];
+    if (f->kn == NULL && f->nk == NULL) {
+      continue;
+    }
+    const int64_t limit = tuned >= 0 ? QK_MIN(tuned, f->cap_m) : f->max_m;
+    if (p->m <= limit && (f->takes == NULL || f->takes(p))) {
+      return f;
+    }
+  }
+  return NULL;
+}
+
+/* ---- the call buffer ---- */
+
+/* lead returns a row stride of at least cols floats, a multiple of 16, that is not a multiple of
+ * 1 KiB: rows a multiple of 4 KiB apart share L1 sets, and a tile over a few dozen such rows
+ * evicts itself. */
+static int64_t lead(int64_t cols) {
+  int64_t l = (cols + 15) & ~(int64_t)15;
+  return l % 256 == 0 ? l + 16 : l;
+}
+
+/* Sizes are kept below 2^58 elements (checked by the entry points) so these never overflow. */
+static int64_t up16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+static int64_t roundup(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
+
+/* ---- activations ---- */
+
+enum { XP_NATURAL, XP_ORDERED, XP_STRIDED };
+
+/* prep_x writes the activations as float32 rows of ldo into out, times kscale[l] if given:
+ *   XP_NATURAL: same order;
+ *   XP_ORDERED: groups of qk_order_group(order) columns permuted as the order says, zero past k;
+ *   XP_STRIDED: element rps*s+g is x[g*(k/rps)+s] (the rows of a 2-bit or 1-bit tile). */
+static void prep_x(const qk_prod *p, qk_acts a, const float *kscale, int mode, int order, float *out, int64_t ldo) {
+  const int64_t m = p->m, k = p->k;
+  for (int64_t i = 0; i < m; i++) {
+    float *o = out + i * ldo;
+    if (mode == XP_NATURAL) {
+      if (a.dtype == QK_BF16) {
+        const uint16_t *src = (const uint16_t *)a.x + i * k;
+        for (int64_t l = 0; l < k; l++) {
+          o[l] = qk_bf16_f32(src[l]);
+        }
+      } else {
+        memcpy(o, (const float *)a.x + i * k, (size_t)k * sizeof(float));
+      }
+      if (kscale != NULL) {
+        for (int64_t l = 0; l < k; l++) {
+          o[l] *= kscale[l];
+        }
+      }
+    } else if (mode == XP_ORDERED) {
+      for (int64_t l = 0; l < ldo; l++) {
+        o[l] = 0;
+      }
+      for (int64_t l = 0; l < k; l++) {
+        float v = qk_load_scalar(a.x, a.dtype, i * k + l);
+        o[qk_order_pos(order, l)] = kscale != NULL ? v * kscale[l] : v;
+      }
+    } else {
+      const int rps = p->rps;
+      const int64_t S = k / rps;
+      for (int64_t s = 0; s < S; s++) {
+        for (int g = 0; g < rps; g++) {
+          o[rps * s + g] = qk_load_scalar(a.x, a.dtype, i * k + g * S + s);
+        }
+      }
+    }
+  }
+}
+
+/* layout says how the chosen kernel wants the activations: the mode, and a stride (0: x as given,
+ * float32 rows of k, no copy). */
+typedef struct {
+  int mode, order;
+  int64_t ldx;
+} x_layout;
+
+/* pad_x says whether the generic drivers want the activations copied with a padded stride: their
+ * micro-kernels sweep several rows of x at once when m is large. */
+static int pad_x(int64_t m, int64_t k) { return m > 4 && k % 256 == 0; }
+
+static x_layout x_layout_for(const qk_prod *p, qk_acts a, const qk_fused *f, int nk) {
+  const int convert = a.dtype != QK_F32 || a.kscale != NULL;
+  if (f != NULL && nk && f->order != QK_ORDER_NATURAL) {
+    return (x_layout){XP_ORDERED, f->order, roundup(p->k, qk_order_group(f->order))};
+  }
+  if (f == NULL && !nk && p->rps > 1) {
+    return (x_layout){XP_STRIDED, QK_ORDER_NATURAL, lead(p->k)};
+  }
+  if (f == NULL && pad_x(p->m, p->k)) {
+    return (x_layout){XP_NATURAL, QK_ORDER_NATURAL, lead(p->k)};
+  }
+  return (x_layout){XP_NATURAL, QK_ORDER_NATURAL, convert ? p->k : 0};
+}
+
+/* The call buffer: prepared activations, scale vectors, partial sums. */
+typedef struct {
+  float *x, *kscale, *col, *part;
+} carve;
+
+/* prepare lays out the calling thread's buffer for x, the scale vectors and part_floats of partial
+ * sums, fills x and the scales, and points p at them. */
+static int prepare(qk_prod *p, qk_acts a, x_layout xl, int64_t part_floats) {
+  const int64_t xf = xl.ldx > 0 ? up16(p->m * xl.ldx) : 0;
+  const int64_t kf = a.kscale != NULL ? up16(p->k) : 0;
+  const int64_t cf = p->post.kind == QK_SCALE_N && p->post.dtype != QK_F32 ? up16(p->n) : 0;
+  float *buf = (float *)qk_call_buffer((size_t)(xf + kf + cf + part_floats) * sizeof(float) + 64);
+  if (buf == NULL) {
+    return QK_ERR_NOMEM;
+  }
+  carve c = {.x = buf, .kscale = buf + xf, .col = buf + xf + kf, .part = buf + xf + kf + cf};
+  const float *ks = NULL;
+  if (kf > 0) {
+    for (int64_t l = 0; l < p->k; l++) {
+      c.kscale[l] = qk_load_scalar(a.kscale, a.kscale_dtype, l);
+    }
+    ks = c.kscale;
+  }
+  switch (p->post.kind) {
+  case QK_SCALE_TENSOR:
+    p->post.tensor = qk_load_scalar(p->post.src, p->post.dtype, 0);
+    break;
+  case QK_SCALE_N:
+    if (cf > 0) {
+      for (int64_t j = 0; j < p->n; j++) {
+        c.col[j] = qk_load_scalar(p->post.src, p->post.dtype, j);
+      }
+      p->post.col = c.col;
+    } else {
+      p->post.col = (const float *)p->post.src;
+    }
+    break;
+  }
+  if (xl.ldx > 0) {
+    prep_x(p, a, ks, xl.mode, xl.order, c.x, xl.ldx);
+    p->x = c.x;
+    p->ldx = xl.ldx;
+  } else {
+    p->x = (const float *)a.x;
+    p->ldx = p->k;
+  }
+  p->part = c.part;
+  return QK_OK;
+}
+
+/* threads_for returns the threads a product of this many weight bytes may use: one below a small
+ * amount of work. */
+static int threads_for(int64_t total, int64_t m) {
+  int64_t work = total + total / 4 * m;
+  return work < atomic_load_explicit(&tune_small_work, memory_order_relaxed) ? 1 : qk_threads();
+}
+
+/* ---- k x n ---- */
+
+/* A kn plan. Stripes (fixed by the sizes) of stored rows, each run as kernel calls of at most
+ * call_rows rows; panels (by the thread count) of columns. A task is one (stripe, panel). */
+typedef struct {
+  const qk_ops *ops;
+  const qk_fused *f;
+  qk_prod *p;
+  int64_t stripe_rows, nstripes, call_rows;
+  int64_t panel_cols, npanels, ext;
+} kn_job;
+
+static void kn_task(void *ctx, int64_t t, int slot, void *scratch) {
+  (void)slot;
+  kn_job *j = (kn_job *)ctx;
+  qk_prod *p = j->p;
+  const int64_t s = t / j->npanels, pn = t % j->npanels;
+  const int64_t r0 = s * j->stripe_rows, r1 = QK_MIN(r0 + j->stripe_rows, p->srows);
+  const int64_t c0 = pn * j->panel_cols, c1 = QK_MIN(c0 + j->panel_cols, j->ext);
+  float *part = p->part + s * p->m * p->ldp;
+  for (int64_t i = 0; i < p->m; i++) {
+    memset(part + i * p->ldp + c0, 0, (size_t)(c1 - c0) * sizeof(float));
+  }
+  for (int64_t r = r0; r < r1; r += j->call_rows) {
+    const int64_t re = QK_MIN(r + j->call_rows, r1);
+    if (j->f != NULL) {
+      j->f->kn(p, r, re, c0, c1, part, scratch);
+    } else {
+      qk_kn_generic(j->ops, p, r, re, c0, c1, part, scratch);
+    }
+  }
+}
+
+/* reduce_rows writes y rows [i0, i1): the stripes' partial sums added in stripe order (into the
+ * first stripe's), read in the partials' column order, post-scaled. */
+static void reduce_rows(const kn_job *j, int64_t i0, int64_t i1) {
+  const qk_prod *p = j->p;
+  const int64_t N = p->n, stride = p->m * p->ldp;
+  for (int64_t i = i0; i < i1; i++) {
+    float *acc = p->part + i * p->ldp;
+    for (int64_t s = 1; s < j->nstripes; s++) {
+      const float *src = acc + s * stride;
+      for (int64_t c = 0; c < j->ext; c++) {
+        acc[c] += src[c];
+      }
+    }
+    float *y = p->y + i * N;
+    if (p->order == QK_ORDER_NATURAL) {
+      memcpy(y, acc, (size_t)N * sizeof(float));
+    } else {
+      for (int64_t c = 0; c < N; c++) {
+        y[c] = acc[qk_order_pos(p->order, c)];
+      }
+    }
+  }
+  qk_prod q = *p;
+  q.y = p->y + i0 * N;
+  q.m = i1 - i0;
+  qk_post_apply(&q, 0, N);
+}
+
+typedef struct {
+  const kn_job *j;
+  int64_t rows;
+} reduce_job;
+
+static void reduce_task(void *ctx, int64_t c, int slot, void *scratch) {
+  (void)slot;
+  (void)scratch;
+  reduce_job *r = (reduce_job *)ctx;
+  int64_t i0 = c * r->rows;
+  reduce_rows(r->j, i0, QK_MIN(i0 + r->rows, r->j->p->m));
+}
+
+static int64_t gcd(int64_t a, int64_t b) {
+  while (b != 0) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* The column alignment of panels: the largest column group of any kernel (128), and the NF4 block
+ * for kernels that walk whole blocks. */
+#define PANEL_ALIGN 128
+
+int qk_run_kn(qk_prod *p, qk_acts a) {
+  const qk_ops *ops = qk_active_ops();
+  const qk_fused *f = choose(ops->fmt[p->fmt].kn, p);
+  kn_job j = {.ops = ops, .f = f, .p = p};
+  /* the columns the kernel covers: NF4's fused kernels run over whole blocks; groups of an order
+   * are whole */
+  p->order = f != NULL ? f->order : QK_ORDER_NATURAL;
+  int64_t cols = p->n, align = PANEL_ALIGN;
+  if (f != NULL && p->fmt == QK_FMT_NF4) {
+    cols = p->nf4.nb * p->nf4.bs;
+    align = PANEL_ALIGN / gcd(PANEL_ALIGN, p->nf4.bs) * p->nf4.bs;
+  }
+  j.ext = roundup(cols, qk_order_group(p->order));
+  p->ldp = lead(j.ext);
+
+  /* Stripes: about a sixteenth of the weight each but at least 256 KiB, and no more partial sums
+   * in all than a sixteenth of the weight's bytes (at least 64 KiB). Whole generic tiles (or 8
+   * rows for the fused kernels, the most they take per pass). */
+  const int64_t total = p->srows * p->row_bytes;
+  const int64_t rows_align = f != NULL ? 8 : QK_MAX(1, qk_kn_tile_rows(p->m) / p->rps);
+  const int64_t units = (p->srows + rows_align - 1) / rows_align;
+  const int64_t tuned_bytes = atomic_load_explicit(&tune_chunk_bytes, memory_order_relaxed);
+  int64_t nst;
+  if (tuned_bytes > 0) {
+    nst = (total + tuned_bytes - 1) / tuned_bytes;
+  } else {
+    const int64_t target = QK_MAX(total / 16, INT64_C(256) << 10);
+    const int64_t partial_bytes = p->m * p->ldp * (int64_t)sizeof(float);
+    nst = QK_MIN((total + target - 1) / target, QK_MAX(total / 16, INT64_C(64) << 10) / partial_bytes);
+  }
+  nst = QK_MIN(QK_MAX(nst, 1), units);
+  j.stripe_rows = (units + nst - 1) / nst * rows_align;
+  j.nstripes = (p->srows + j.stripe_rows - 1) / j.stripe_rows;
+
+  /* calls within a stripe: the lookup kernels' tables (2 x 16 floats per activation row and
+   * stored row) must fit the chunk scratch */
+  j.call_rows = j.stripe_rows;
+  if (f != NULL && p->rps > 1) {
+    j.call_rows = QK_MAX(8, (QK_CHUNK_SCRATCH / (128 * p->m)) & ~(int64_t)7);
+  }
+
+  /* Panels: about four tasks a thread. */
+  const int T = threads_for(total, p->m);
+  int64_t np = atomic_load_explicit(&tune_panels, memory_order_relaxed);
+  if (np <= 0) {
+    np = T > 1 ? (4 * (int64_t)T + j.nstripes - 1) / j.nstripes : 1;
+  }
+  np = QK_MIN(np, (j.ext + align - 1) / align);
+  j.panel_cols = roundup((j.ext + np - 1) / np, align);
+  j.npanels = (j.ext + j.panel_cols - 1) / j.panel_cols;
+
+  const x_layout xl = x_layout_for(p, a, f, 0);
+  int st = prepare(p, a, xl, j.nstripes * p->m * p->ldp);
+  if (st != QK_OK) {
+    return st;
+  }
+  st = qk_parallel(j.nstripes * j.npanels, T, kn_task, &j);
+  if (st != QK_OK) {
+    return st;
+  }
+  if (j.nstripes * p->m * p->n >= (INT64_C(1) << 18) && p->m >= 2 && T > 1) {
+    reduce_job r = {.j = &j, .rows = QK_MAX(1, p->m / (4 * T))};
+    return qk_parallel((p->m + r.rows - 1) / r.rows, T, reduce_task, &r);
+  }
+  reduce_rows(&j, 0, p->m);
+  return QK_OK;
+}
+
+/* ---- n x k ---- */
+
+typedef struct {
+  const qk_ops *ops;
+  const qk_fused *f;
+  const qk_prod *p;
+  int64_t rows;
+} nk_job;
+
+static void nk_task(void *ctx, int64_t c, int slot, void *scratch) {
+  (void)slot;
+  nk_job *j = (nk_job *)ctx;
+  const int64_t n0 = c * j->rows, n1 = QK_MIN(n0 + j->rows, j->p->srows);
+  if (j->f != NULL) {
+    j->f->nk(j->p, n0, n1, scratch);
+  } else {
+    qk_nk_generic(j->ops, j->p, n0, n1, scratch);
+  }
+  qk_post_apply(j->p, n0, n1);
+}
+
+/* Chunks of whole groups of outputs (the kernels take up to 8 at a time): an output's sum is
+ * then the same whatever the chunks. */
+#define NK_ALIGN 16
+
+int qk_run_nk(qk_prod *p, qk_acts a) {
+  const qk_ops *ops = qk_active_ops();
+  const qk_fused *f = choose(ops->fmt[p->fmt].nk, p);
+  p->order = f != NULL ? f->order : QK_ORDER_NATURAL;
+  const int64_t total = p->srows * p->row_bytes;
+  const int T = threads_for(total, p->m);
+  int64_t target = atomic_load_explicit(&tune_chunk_bytes, memory_order_relaxed);
+  if (target <= 0) {
+    target = QK_MIN(QK_MAX(total / (8 * (int64_t)T), INT64_C(16) << 10), INT64_C(1) << 20);
+  }
+  int64_t rows = roundup(QK_MAX(1, (target + p->row_bytes - 1) / p->row_bytes), NK_ALIGN);
+  nk_job j = {.ops = ops, .f = f, .p = p, .rows = QK_MIN(rows, roundup(p->srows, NK_ALIGN))};
+  int st = prepare(p, a, x_layout_for(p, a, f, 1), 0);
+  if (st != QK_OK) {
+    return st;
+  }
+  return qk_parallel((p->srows + j.rows - 1) / j.rows, T, nk_task, &j);
+}

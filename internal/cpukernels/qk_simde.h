@@ -1,0 +1,92 @@
+/* qk_simde.h: the AVX-512 intrinsics qk_avx512.c uses that SIMDe 0.8.2 lacks, written over SIMDe's
+ * types, for the QK_SIMDE test build only (the AVX-512 path tested on CPUs without AVX-512). Masked
+ * loads read no byte whose mask bit is clear, as the hardware's. */
+#ifndef QK_SIMDE_H
+#define QK_SIMDE_H
+
+#include <simde/x86/avx512.h>
+
+typedef simde__mmask8 __mmask8;
+
+static inline simde__m512i qk_simde_cvtepu8_epi32(simde__m128i a) {
+  uint8_t b[16];
+  int32_t r[16];
+  memcpy(b, &a, 16);
+  for (int i = 0; i < 16; i++) {
+    r[i] = b[i];
+  }
+  return simde_mm512_loadu_si512(r);
+}
+#define _mm512_cvtepu8_epi32 qk_simde_cvtepu8_epi32
+
+static inline simde__m512i qk_simde_cvtepi8_epi32(simde__m128i a) {
+  int8_t b[16];
+  int32_t r[16];
+  memcpy(b, &a, 16);
+  for (int i = 0; i < 16; i++) {
+    r[i] = b[i];
+  }
+  return simde_mm512_loadu_si512(r);
+}
+#define _mm512_cvtepi8_epi32 qk_simde_cvtepi8_epi32
+
+static inline simde__m128i qk_simde_mm_maskz_loadu_epi8(simde__mmask16 k, const void *p) {
+  uint8_t b[16] = {0};
+  for (int i = 0; i < 16; i++) {
+    if ((k >> i) & 1) {
+      b[i] = ((const uint8_t *)p)[i];
+    }
+  }
+  return simde_mm_loadu_si128(b);
+}
+#define _mm_maskz_loadu_epi8 qk_simde_mm_maskz_loadu_epi8
+
+static inline simde__m512i qk_simde_mm512_maskz_loadu_epi8(simde__mmask64 k, const void *p) {
+  uint8_t b[64] = {0};
+  for (int i = 0; i < 64; i++) {
+    if ((k >> i) & 1) {
+      b[i] = ((const uint8_t *)p)[i];
+    }
+  }
+  return simde_mm512_loadu_si512(b);
+}
+#define _mm512_maskz_loadu_epi8 qk_simde_mm512_maskz_loadu_epi8
+
+static inline simde__m128 qk_simde_mm_maskz_loadu_ps(simde__mmask8 k, const float *p) {
+  float f[4] = {0};
+  for (int i = 0; i < 4; i++) {
+    if ((k >> i) & 1) {
+      f[i] = p[i];
+    }
+  }
+  return simde_mm_loadu_ps(f);
+}
+#define _mm_maskz_loadu_ps qk_simde_mm_maskz_loadu_ps
+
+static inline void qk_simde_mm_mask_storeu_ps(float *p, simde__mmask8 k, simde__m128 a) {
+  float f[4];
+  simde_mm_storeu_ps(f, a);
+  for (int i = 0; i < 4; i++) {
+    if ((k >> i) & 1) {
+      p[i] = f[i];
+    }
+  }
+}
+#define _mm_mask_storeu_ps qk_simde_mm_mask_storeu_ps
+
+/* The halving order of GCC's _mm512_reduce_add_ps. */
+static inline float qk_simde_mm512_reduce_add_ps(simde__m512 a) {
+  float f[16];
+  simde_mm512_storeu_ps(f, a);
+  for (int w = 8; w >= 1; w /= 2) {
+    for (int i = 0; i < w; i++) {
+      f[i] += f[i + w];
+    }
+  }
+  return f[0];
+}
+#define _mm512_reduce_add_ps qk_simde_mm512_reduce_add_ps
+
+#define _mm512_cmplt_epi32_mask(a, b) simde_mm512_cmpgt_epi32_mask(b, a)
+
+#endif /* QK_SIMDE_H */
