@@ -1,0 +1,96 @@
+package lowering_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/implicitarray"
+	qint8 "github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/internal/cpukernels"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/lowering"
+	"github.com/quanta-ml/quanta/nf4"
+	"github.com/quanta-ml/quanta/onebit"
+)
+
+// TestKernelDeterminism: a compiled product that a kernel serves returns the same bits on every
+// call, from one goroutine or from many at once, whatever the kernels' thread count — as XLA's
+// own dense product does. The weight (4608 × 264) is large enough that the kernels split its rows
+// at the smaller m.
+func TestKernelDeterminism(t *testing.T) {
+	backend := testutil.Backend(t)
+	if lowering.PlatformOf(backend)&lowering.Kernels == 0 {
+		t.Skipf("no kernels on %s", backend.Name())
+	}
+	defer cpukernels.SetThreads(0)
+	const k, n = 4608, 264
+	r := rand.New(rand.NewPCG(23, 1))
+	weight := testutil.NormalTensor(r, k, n)
+	weights := []struct {
+		name, layout string
+		w            lowering.Quantized
+	}{
+		{"nf4", "blockwise4", nf4.MustQuantize(weight, 64)},
+		{"nf4-dq", "blockwise4-dq", nf4.MustDoubleQuantize(nf4.MustQuantize(weight, 64))},
+		{"int8", "int8", qint8.MustQuantize(weight)},
+		{"ternary-scaled", "signs2", onebit.MustQuantizeTernary(weight, onebit.WithScale(0))},
+		{"1-bit", "signs1", onebit.MustQuantizeBinaryBits(weight)},
+	}
+	axes := lowering.Axes{XContracting: []int{1}, WContracting: []int{0}}
+	for _, wc := range weights {
+		e := implicitarray.MustNewExec(backend, func(x *graph.Node, w implicitarray.Array) *graph.Node {
+			return lowering.DotGeneral(x, w.(lowering.Quantized), axes)
+		})
+		for _, m := range []int{17, 64, 300} {
+			t.Run(fmt.Sprintf("%s/m=%d", wc.name, m), func(t *testing.T) {
+				x := testutil.NormalTensor(r, m, k)
+				call := func() []float32 {
+					out, err := e.Call1(x, wc.w)
+					if err != nil {
+						t.Error(err)
+						return nil
+					}
+					return tensors.MustCopyFlatData[float32](out.(*tensors.Tensor))
+				}
+				lowering.ResetBuilt()
+				want := call()
+				if lowering.Built()[lowering.Choice{Layout: wc.layout, Strategy: lowering.Kernel}] == 0 {
+					t.Fatalf("no kernel served the product: %v", lowering.Built())
+				}
+				check := func(what string, got []float32) {
+					t.Helper()
+					for i := range want {
+						if got == nil || math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s: output %d differs from the first call's", what, i)
+						}
+					}
+				}
+				for _, threads := range []int{1, 2, 3, 0} {
+					cpukernels.SetThreads(threads)
+					for c := range 3 {
+						check(fmt.Sprintf("%d kernel threads, call %d", cpukernels.Threads(), c), call())
+					}
+				}
+				results := make([][]float32, 16*4)
+				var wg sync.WaitGroup
+				for g := range 16 {
+					wg.Go(func() {
+						for c := range 4 {
+							results[4*g+c] = call()
+						}
+					})
+				}
+				wg.Wait()
+				for i, got := range results {
+					check(fmt.Sprintf("goroutine %d of 16, call %d", i/4, i%4), got)
+				}
+			})
+		}
+		e.Finalize()
+	}
+}
