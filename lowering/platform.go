@@ -2,7 +2,6 @@ package lowering
 
 import (
 	"os"
-	"regexp"
 	"strings"
 
 	"github.com/gomlx/gomlx/backends"
@@ -58,10 +57,6 @@ const LibraryFusionFlag = "--xla_cpu_experimental_ynn_fusion_type="
 // xlaFlagsEnv is the environment variable XLA reads its flags from.
 const xlaFlagsEnv = "XLA_FLAGS"
 
-// pjrtPluginName finds the plugin's platform in an XLA backend's description, e.g.
-// `xla:cpu - PJRT "cpu" plugin (/path/pjrt_c_api_cpu_plugin.so) v0.115 ...`.
-var pjrtPluginName = regexp.MustCompile(`PJRT "([^"]+)" plugin`)
-
 // PlatformOf classifies backend. XLA CPU's library fusions are read from XLA_FLAGS, which XLA
 // reads once when its plugin loads: changing the variable afterwards makes the answer wrong.
 func PlatformOf(backend backends.Backend) Platform {
@@ -83,14 +78,7 @@ func platformOf(backend backends.Backend) Platform {
 	default:
 		return OtherBackend
 	}
-	plugin := ""
-	if m := pjrtPluginName.FindStringSubmatch(backend.Description()); m != nil {
-		plugin = m[1]
-	} else {
-		config, _, _ := strings.Cut(backend.Description(), " ")
-		plugin = strings.TrimPrefix(config, "xla:")
-	}
-	if plugin != "cpu" && plugin != "host" {
+	if _, cpu := kernelreg.XLACPU(backend); !cpu {
 		return XLAAccelerator
 	}
 	if LibraryFusionsDisabled() {

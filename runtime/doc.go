@@ -56,10 +56,8 @@
 //
 // # Kernels
 //
-// quanta's CPU kernels (internal/cpukernels) are typed XLA FFI handlers. When the runtime starts
-// an XLA CPU backend it registers them with the plugin and, where GoMLX graphs can emit custom
-// calls, tells package lowering, whose Kernel strategy (and Auto, for products of few rows) then
-// calls them. Kernels and HasKernel say what was registered, ProbeKernels runs each kernel once
-// through XLA, and `quanta doctor` prints both. A backend started elsewhere has no kernels: its
-// products use the dense-op strategies.
+// When the runtime starts an XLA backend it attaches quanta's CPU kernels to it (package
+// kernels), so that the products built on it call them where they serve; Kernels returns what
+// was attached and `quanta doctor` prints it. Any GoMLX program gets the same by importing
+// package kernels.
 package runtime

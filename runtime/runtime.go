@@ -16,6 +16,7 @@ import (
 	"github.com/gomlx/gomlx/backends/xla"
 	"github.com/janpfeifer/must"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/kernels"
 )
 
 const (
@@ -48,7 +49,6 @@ var shared struct {
 	once    sync.Once
 	backend backends.Backend
 	info    *Info
-	kernels *KernelReport
 	err     error
 }
 
@@ -57,7 +57,7 @@ func startShared() {
 		shared.backend, shared.info, shared.err = start()
 		if shared.err == nil {
 			// Right after the plugin loaded: quanta's kernels, for the products built on it.
-			shared.kernels = registerKernels(shared.backend, shared.info)
+			_, _ = kernels.Attach(shared.backend)
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/quanta-ml/quanta/kernels"
 	"github.com/quanta-ml/quanta/runtime"
 )
 
@@ -58,10 +59,10 @@ func doctor(stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	fmt.Fprintf(stdout, "%-13s ok (a [2,3]x[3,2] matmul ran on device 0)\n", "check:")
-	kernels := runtime.MustKernels()
-	fmt.Fprint(stdout, kernels)
-	if kernels.Unavailable == nil && kernels.CustomCalls == nil {
-		if err := runtime.ProbeKernels(); err != nil {
+	report := runtime.MustKernels()
+	fmt.Fprint(stdout, report)
+	if report.Err() == nil {
+		if err := kernels.Probe(runtime.MustBackend()); err != nil {
 			fmt.Fprintf(stdout, "%-13s failed: %v\n", "kernel probe:", err)
 		} else {
 			fmt.Fprintf(stdout, "%-13s ok (a custom call ran)\n", "kernel probe:")

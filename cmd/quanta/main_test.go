@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -79,6 +80,12 @@ func TestDoctor(t *testing.T) {
 	info := runtime.MustReport()
 	onXLACPU := runtime.IsXLA(runtime.MustBackend()) && info.PluginName == "cpu"
 	empty := t.TempDir()
+	renamed := filepath.Join(t.TempDir(), "lammps.so") // the CPU plugin under a name go-xla gives no platform
+	if onXLACPU {
+		if err := os.Symlink(info.PluginPath, renamed); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, tc := range []struct {
 		name        string
 		set, unset  []string
@@ -106,6 +113,14 @@ func TestDoctor(t *testing.T) {
 			needXLACPU: true,
 			wantCode:   exitOK,
 			wantStdout: []string{"devices:      2 (QUANTA_CPU_DEVICES=2)", "  #1: "},
+		},
+		{
+			name:       "CPU plugin under another file name: kernels",
+			set:        []string{backends.ConfigEnvVar + "=xla:" + renamed},
+			unset:      []string{runtime.CPUDevicesEnv},
+			needXLACPU: true,
+			wantCode:   exitOK,
+			wantStdout: []string{" registered (PJRT C API ", "kernel probe: ok"},
 		},
 		{
 			name:        "plugin hidden: fallback",

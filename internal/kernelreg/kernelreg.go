@@ -1,12 +1,15 @@
-// Package kernelreg is where the runtime tells the products which of quanta's CPU kernels a
-// backend can call, and how to emit a call: package runtime installs an entry when it has
-// registered the kernels with the backend's XLA CPU plugin, package lowering looks it up when it
-// builds a product. It keeps lowering free of the execution packages (go-xla, the plugin), and no
-// entry exists until a backend started with the kernels: importing it changes nothing.
+// Package kernelreg is where the products learn which of quanta's CPU kernels a backend can call,
+// and how to emit a call: package kernels installs an entry when it has registered the kernels
+// with the backend's XLA CPU plugin, package lowering looks it up when it builds a product. It
+// keeps lowering free of the execution packages (cgo, go-xla's plugin), and nothing happens until
+// a program imports package kernels: importing this package changes nothing.
 package kernelreg
 
 import (
+	"regexp"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -23,7 +26,12 @@ type Kernels struct {
 	Emit func(node *graph.Node, target string, operands []*graph.Node, attrs map[string]any) error
 }
 
-var installed sync.Map // backends.Backend → *Kernels
+var (
+	installed sync.Map // backends.Backend → *Kernels
+	// attach, set by package kernels, attaches the kernels to a backend seen for the first time.
+	attach   atomic.Pointer[func(backends.Backend)]
+	attached sync.Map // backends.Backend → *sync.Once
+)
 
 // Install records the kernels backend can call (nil removes them).
 func Install(backend backends.Backend, k *Kernels) {
@@ -34,6 +42,12 @@ func Install(backend backends.Backend, k *Kernels) {
 	installed.Store(backend, k)
 }
 
+// SetAttach sets the function For calls, once per backend, before it answers for a backend with
+// no kernels installed: package kernels attaches the kernels there.
+func SetAttach(f func(backends.Backend)) {
+	attach.Store(&f)
+}
+
 // For returns the kernels backend can call, or nil.
 func For(backend backends.Backend) *Kernels {
 	if backend == nil {
@@ -42,5 +56,33 @@ func For(backend backends.Backend) *Kernels {
 	if k, ok := installed.Load(backend); ok {
 		return k.(*Kernels)
 	}
+	if f := attach.Load(); f != nil {
+		once, _ := attached.LoadOrStore(backend, &sync.Once{})
+		once.(*sync.Once).Do(func() { (*f)(backend) })
+		if k, ok := installed.Load(backend); ok {
+			return k.(*Kernels)
+		}
+	}
 	return nil
+}
+
+// pluginPath finds the plugin's library in an XLA backend's description, e.g.
+// `xla:cpu - PJRT "cpu" plugin (/path/pjrt_c_api_cpu_plugin.so) v0.115 ...`.
+var pluginPath = regexp.MustCompile(`PJRT (?:"[^"]*" )?plugin \(([^)]+)\)`)
+
+// XLACPU reports whether backend is GoMLX's XLA backend on a PJRT plugin whose devices are CPUs,
+// and returns the plugin's library path. It goes by what the plugin reports of its devices, never
+// by the library's file name.
+func XLACPU(backend backends.Backend) (pluginLibrary string, ok bool) {
+	if backend == nil || backend.String() != "xla" || backend.NumDevices() < 1 {
+		return "", false
+	}
+	kind, _, _ := strings.Cut(backend.DeviceDescription(0), ":")
+	if kind != "cpu" {
+		return "", false
+	}
+	if m := pluginPath.FindStringSubmatch(backend.Description()); m != nil {
+		return m[1], true
+	}
+	return "", true
 }
