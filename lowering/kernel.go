@@ -8,25 +8,9 @@ import (
 	"github.com/quanta-ml/quanta/internal/kernelreg"
 )
 
-// The custom calls of quanta's CPU kernels (package internal/cpukernels implements them as typed
-// XLA FFI handlers). Every call takes the activations x (M, K), float32 or bfloat16, first, and
-// returns y (M, N) float32; then:
-//
-//	quanta_nf4_kn     packed uint8 (K, ceil(N/bs), bs/2), absmax float (K, ceil(N/bs))   x·W
-//	quanta_nf4_nk     packed uint8 (N, ceil(K/bs), bs/2), absmax float (N, ceil(K/bs))   x·Wᵀ
-//	quanta_int8_kn    codes int8 (K, N), scale (1, K or N values), attribute scale_kind
-//	quanta_int8_nk    codes int8 (N, K), scale (1, K or N values), attribute scale_kind
-//	quanta_twobit_kn  packed uint8 (K/4, N), scale float32 (1 or N values), scale_kind
-//	quanta_onebit_kn  packed uint8 (K/8, N), scale float32 (1 or N values), scale_kind
-//
-// scale_kind: 0 no scale (no operand), 1 one value, 2 one per contracted index (K), 3 one per
-// output column (N).
-const (
-	scaleNone   = 0
-	scaleTensor = 1
-	scaleK      = 2
-	scaleN      = 3
-)
+// The custom calls of quanta's CPU kernels are declared once, in the kernel table
+// (internal/kernelreg: each target's operands after the activations, and attributes); the
+// handlers (internal/cpukernels) read them in that order.
 
 // kernelMaxRows is the largest number of activation rows for which Auto calls a kernel. Its
 // alternative there is DecodeDot (decode the weight in the graph, then XLA's dense product), which
@@ -34,11 +18,12 @@ const (
 // dense product amortizes the decode (docs/performance.md has the sweep).
 const kernelMaxRows = 512
 
-// kernelCall is the custom call of the kernel serving a product.
+// kernelCall is the custom call of the kernel serving a product: its operands after the
+// activations, by the table's names.
 type kernelCall struct {
-	target   string
-	operands []*graph.Node // after the activations
-	attrs    map[string]any
+	target kernelreg.Target
+	args   map[string]*graph.Node
+	attrs  map[string]any
 }
 
 // kernelFor returns the kernel call that serves p with w, if any: the backend has the kernels
@@ -63,7 +48,7 @@ func kernelFor(p *product, w Layout) (kernelCall, bool) {
 	case Signs:
 		c, ok = w.kernel(p)
 	}
-	if ok && p.kernels != nil && !p.kernels.Targets[c.target] {
+	if ok && p.kernels != nil && !p.kernels.Targets[c.target.Name] {
 		return kernelCall{}, false
 	}
 	return c, ok
@@ -81,21 +66,21 @@ func (w Blockwise4) kernel(p *product) (kernelCall, bool) {
 	if p.kMajor() {
 		target = "quanta_nf4_kn"
 	}
-	return kernelCall{target: target, operands: []*graph.Node{w.Packed, w.Scales}}, true
+	return kernelCall{target: kernelreg.TargetNamed(target), args: map[string]*graph.Node{"packed": w.Packed, "absmax": w.Scales}}, true
 }
 
 // scaleKind classifies an int8 or signs scale of a rank-2 weight for the kernel of p: per tensor,
 // per contracted index or per output column.
-func scaleKind(p *product, s *graph.Node) (int, bool) {
+func scaleKind(p *product, s *graph.Node) (kernelreg.ScaleKind, bool) {
 	dims := s.Shape().Dimensions
 	kAxis := p.wContracting[0]
 	switch {
 	case dims[0] == 1 && dims[1] == 1:
-		return scaleTensor, true
+		return kernelreg.ScaleTensor, true
 	case dims[1-kAxis] == 1:
-		return scaleK, true
+		return kernelreg.ScaleK, true
 	case dims[kAxis] == 1:
-		return scaleN, true
+		return kernelreg.ScaleN, true
 	}
 	return 0, false
 }
@@ -109,8 +94,9 @@ func (w Int8) kernel(p *product) (kernelCall, bool) {
 	if p.kMajor() {
 		target = "quanta_int8_kn"
 	}
-	return kernelCall{target: target, operands: []*graph.Node{w.Codes, graph.Reshape(w.Scale, w.Scale.Shape().Size())},
-		attrs: map[string]any{"scale_kind": kind}}, true
+	return kernelCall{target: kernelreg.TargetNamed(target),
+		args:  map[string]*graph.Node{"codes": w.Codes, "scale": graph.Reshape(w.Scale, w.Scale.Shape().Size())},
+		attrs: map[string]any{"scale_kind": int(kind)}}, true
 }
 
 func (w Signs) kernel(p *product) (kernelCall, bool) {
@@ -121,23 +107,24 @@ func (w Signs) kernel(p *product) (kernelCall, bool) {
 	if w.Bits == 1 {
 		target = "quanta_onebit_kn"
 	}
-	c := kernelCall{target: target, operands: []*graph.Node{w.Packed}, attrs: map[string]any{"scale_kind": scaleNone}}
+	c := kernelCall{target: kernelreg.TargetNamed(target), args: map[string]*graph.Node{"packed": w.Packed},
+		attrs: map[string]any{"scale_kind": int(kernelreg.ScaleNone)}}
 	if w.Scale == nil {
 		return c, true
 	}
 	kind, ok := scaleKind(p, w.Scale)
-	if !ok || kind == scaleK || w.Scale.DType() != dtypes.Float32 {
+	if !ok || kind == kernelreg.ScaleK || w.Scale.DType() != dtypes.Float32 {
 		return kernelCall{}, false
 	}
-	c.operands = append(c.operands, graph.Reshape(w.Scale, w.Scale.Shape().Size()))
-	c.attrs["scale_kind"] = kind
+	c.args["scale"] = graph.Reshape(w.Scale, w.Scale.Shape().Size())
+	c.attrs["scale_kind"] = int(kind)
 	return c, true
 }
 
 // kernelProduct builds the product as the kernel's custom call: the DecodeDot formulation in
 // float32 — what GoMLX differentiates — whose result node is rewritten into the call.
 func kernelProduct(p *product, w Layout, c kernelCall) *graph.Node {
-	operands := append([]*graph.Node{p.toMK(p.x)}, c.operands...) // built before the node they feed
+	operands := append([]*graph.Node{p.toMK(p.x)}, c.target.Args(c.args)...) // built before the node they feed
 	xf := p.toMK(p.activations())
 	dense := w.decode(p, false)
 	contract := 0
@@ -145,8 +132,8 @@ func kernelProduct(p *product, w Layout, c kernelCall) *graph.Node {
 		contract = 1
 	}
 	mn := graph.DotGeneral(xf, []int{1}, nil, dense, []int{contract}, nil) // (M, N) float32
-	if err := p.kernels.Emit(mn, c.target, operands, c.attrs); err != nil {
-		panic(errors.WithMessagef(err, "lowering.DotGeneral: emitting the %s kernel for %s", c.target, w))
+	if err := p.kernels.Emit(mn, c.target.Name, operands, c.attrs); err != nil {
+		panic(errors.WithMessagef(err, "lowering.DotGeneral: emitting the %s kernel for %s", c.target.Name, w))
 	}
 	return p.finish(p.fromMN(mn))
 }

@@ -1,12 +1,25 @@
-/* ffi.c: the kernels as typed XLA FFI handlers (internal/xlaffi's qffi.h), the custom-call targets
- * package lowering emits. Each handler checks the operands' dtypes and shapes against the call's
- * contract (lowering's kernel.go), then runs the kernel; a mismatch or a kernel error is an error
- * of the XLA execution, never a crash. */
+/* ffi.c: the kernels as typed XLA FFI handlers (internal/xlaffi's qffi.h), one per custom-call
+ * target of the kernel table (internal/kernelreg; its operand indices in the generated
+ * qk_targets.h). Each handler checks the operands' dtypes and shapes against the call's contract,
+ * then runs the kernel; a mismatch or a kernel error is an error of the XLA execution, never a
+ * crash. */
 #include <string.h>
 
 #include "qffi.h"
 #include "qk_internal.h"
+#include "qk_targets.h"
 #include "quanta_kernels.h"
+
+_Static_assert((int)QK_ATTR_SCALE_NONE == (int)QK_SCALE_NONE && (int)QK_ATTR_SCALE_TENSOR == (int)QK_SCALE_TENSOR &&
+                   (int)QK_ATTR_SCALE_K == (int)QK_SCALE_K && (int)QK_ATTR_SCALE_N == (int)QK_SCALE_N,
+               "the scale_kind attribute values are the kernels' scale kinds");
+_Static_assert((int)QK_ARG_NF4_KN_PACKED == (int)QK_ARG_NF4_NK_PACKED &&
+                   (int)QK_ARG_NF4_KN_ABSMAX == (int)QK_ARG_NF4_NK_ABSMAX &&
+                   (int)QK_ARG_INT8_KN_CODES == (int)QK_ARG_INT8_NK_CODES &&
+                   (int)QK_ARG_INT8_KN_SCALE == (int)QK_ARG_INT8_NK_SCALE &&
+                   (int)QK_ARG_TWOBIT_KN_PACKED == (int)QK_ARG_ONEBIT_KN_PACKED &&
+                   (int)QK_ARG_TWOBIT_KN_SCALE == (int)QK_ARG_ONEBIT_KN_SCALE,
+               "the two layouts of a format share one handler, so one operand order");
 
 /* qk_dtype maps a float buffer's dtype to the kernels' element types, -1 if none. */
 static int qk_dtype(qffi_dtype d) {
@@ -46,14 +59,14 @@ static qffi_error* activations(qffi_frame* frame, qffi_buffer* x, qffi_buffer* y
 static qffi_error* nf4(qffi_frame* frame, int contracted) {
   qffi_buffer x = {0}, packed = {0}, absmax = {0}, y = {0};
   qffi_error* err;
-  if ((err = activations(frame, &x, &y)) || (err = qffi_arg(frame, 1, &packed)) || (err = qffi_arg(frame, 2, &absmax)) ||
-      (err = qffi_expect(frame, &packed, "packed", QFFI_U8, 3))) {
+  if ((err = activations(frame, &x, &y)) || (err = qffi_arg(frame, QK_ARG_NF4_KN_PACKED, &packed)) ||
+      (err = qffi_arg(frame, QK_ARG_NF4_KN_ABSMAX, &absmax)) || (err = qffi_expect(frame, &packed, "packed", QFFI_U8, 3))) {
     return err;
   }
   const int64_t m = x.dims[0], k = x.dims[1], n = y.dims[1], bs = 2 * packed.dims[2];
   const int64_t rows = contracted ? n : k, span = contracted ? k : n;
   const int ad = qk_dtype(absmax.dtype);
-  if (qffi_num_args(frame) != 3 || ad < 0 || absmax.rank != 2 || packed.dims[0] != rows || absmax.dims[0] != rows ||
+  if (qffi_num_args(frame) != QK_ARG_NF4_KN_ABSMAX + 1 || ad < 0 || absmax.rank != 2 || packed.dims[0] != rows || absmax.dims[0] != rows ||
       bs <= 0 || absmax.dims[1] != packed.dims[1] || packed.dims[1] != (span + bs - 1) / bs) {
     return bad_shapes(frame, contracted ? "x (M, K), packed uint8 (N, ceil(K/bs), bs/2), absmax float (N, ceil(K/bs))"
                                         : "x (M, K), packed uint8 (K, ceil(N/bs), bs/2), absmax float (K, ceil(N/bs))");
@@ -73,7 +86,7 @@ QFFI_HANDLER(quanta_nf4_nk, nf4_nk)
  * whose size must fit the kind. */
 static qffi_error* scale(qffi_frame* frame, int i, int64_t k, int64_t n, int64_t* kind, qffi_buffer* s) {
   qffi_error* err;
-  if ((err = qffi_attr_int(frame, "scale_kind", kind))) return err;
+  if ((err = qffi_attr_int(frame, QK_ATTR_SCALE_KIND, kind))) return err;
   memset(s, 0, sizeof(*s));
   if (*kind == QK_SCALE_NONE) {
     return qffi_num_args(frame) == i ? NULL : bad_shapes(frame, "no scale operand with scale_kind 0 (none)");
@@ -91,14 +104,15 @@ static qffi_error* int8(qffi_frame* frame, int contracted) {
   qffi_buffer x = {0}, w = {0}, s = {0}, y = {0};
   int64_t kind;
   qffi_error* err;
-  if ((err = activations(frame, &x, &y)) || (err = qffi_arg(frame, 1, &w)) || (err = qffi_expect(frame, &w, "w", QFFI_S8, 2))) {
+  if ((err = activations(frame, &x, &y)) || (err = qffi_arg(frame, QK_ARG_INT8_KN_CODES, &w)) ||
+      (err = qffi_expect(frame, &w, "codes", QFFI_S8, 2))) {
     return err;
   }
   const int64_t m = x.dims[0], k = x.dims[1], n = y.dims[1];
   if (w.dims[0] != (contracted ? n : k) || w.dims[1] != (contracted ? k : n)) {
     return bad_shapes(frame, contracted ? "x (M, K), w int8 (N, K)" : "x (M, K), w int8 (K, N)");
   }
-  if ((err = scale(frame, 2, k, n, &kind, &s))) return err;
+  if ((err = scale(frame, QK_ARG_INT8_KN_SCALE, k, n, &kind, &s))) return err;
   const int sd = kind == QK_SCALE_NONE ? QK_F32 : qk_dtype(s.dtype);
   int st = contracted ? qk_int8_nk(x.data, qk_dtype(x.dtype), w.data, s.data, sd, (int)kind, m, k, n, y.data)
                       : qk_int8_kn(x.data, qk_dtype(x.dtype), w.data, s.data, sd, (int)kind, m, k, n, y.data);
@@ -115,7 +129,7 @@ static qffi_error* signs(qffi_frame* frame, int per) {
   qffi_buffer x = {0}, packed = {0}, s = {0}, y = {0};
   int64_t kind;
   qffi_error* err;
-  if ((err = activations(frame, &x, &y)) || (err = qffi_arg(frame, 1, &packed)) ||
+  if ((err = activations(frame, &x, &y)) || (err = qffi_arg(frame, QK_ARG_TWOBIT_KN_PACKED, &packed)) ||
       (err = qffi_expect(frame, &packed, "packed", QFFI_U8, 2))) {
     return err;
   }
@@ -123,7 +137,7 @@ static qffi_error* signs(qffi_frame* frame, int per) {
   if (k % per != 0 || packed.dims[0] != k / per || packed.dims[1] != n) {
     return bad_shapes(frame, per == 4 ? "x (M, K), packed uint8 (K/4, N)" : "x (M, K), packed uint8 (K/8, N)");
   }
-  if ((err = scale(frame, 2, k, n, &kind, &s))) return err;
+  if ((err = scale(frame, QK_ARG_TWOBIT_KN_SCALE, k, n, &kind, &s))) return err;
   if (kind != QK_SCALE_NONE && s.dtype != QFFI_F32) return bad_shapes(frame, "a float32 scale");
   int st = per == 4 ? qk_twobit_kn(x.data, qk_dtype(x.dtype), packed.data, s.data, (int)kind, m, k, n, y.data)
                     : qk_onebit_kn(x.data, qk_dtype(x.dtype), packed.data, s.data, (int)kind, m, k, n, y.data);
@@ -134,3 +148,12 @@ static qffi_error* twobit_kn(qffi_frame* frame) { return signs(frame, 4); }
 static qffi_error* onebit_kn(qffi_frame* frame) { return signs(frame, 8); }
 QFFI_HANDLER(quanta_twobit_kn, twobit_kn)
 QFFI_HANDLER(quanta_onebit_kn, onebit_kn)
+
+/* The handlers, in the table's order (qk_targets.h): ffi.go registers them by these names. */
+#define QK_ENTRY(name) {#name, (void *)name},
+static const qk_target_entry table[] = {QK_TARGETS(QK_ENTRY)};
+
+const qk_target_entry *qk_targets(int *count) {
+  *count = (int)(sizeof table / sizeof table[0]);
+  return table;
+}

@@ -2,15 +2,8 @@ package cpukernels
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../xlaffi
-#include "qffi.h"
 #include "qk_internal.h"
-
-qffi_error* quanta_nf4_kn(qffi_frame* frame);
-qffi_error* quanta_nf4_nk(qffi_frame* frame);
-qffi_error* quanta_int8_kn(qffi_frame* frame);
-qffi_error* quanta_int8_nk(qffi_frame* frame);
-qffi_error* quanta_twobit_kn(qffi_frame* frame);
-qffi_error* quanta_onebit_kn(qffi_frame* frame);
+#include "qk_targets.h"
 */
 import "C"
 
@@ -20,17 +13,16 @@ import (
 	"github.com/quanta-ml/quanta/internal/xlaffi"
 )
 
-// Handlers returns the kernels as typed XLA FFI handlers, by custom-call target: the targets
-// package lowering emits (see its kernel.go for each one's operands and attributes).
+// Handlers returns the kernels as typed XLA FFI handlers, one per target of the kernel table
+// (kernelreg.Targets), in its order.
 func Handlers() []xlaffi.Handler {
-	return []xlaffi.Handler{
-		{Target: "quanta_nf4_kn", Fn: unsafe.Pointer(C.quanta_nf4_kn)},
-		{Target: "quanta_nf4_nk", Fn: unsafe.Pointer(C.quanta_nf4_nk)},
-		{Target: "quanta_int8_kn", Fn: unsafe.Pointer(C.quanta_int8_kn)},
-		{Target: "quanta_int8_nk", Fn: unsafe.Pointer(C.quanta_int8_nk)},
-		{Target: "quanta_twobit_kn", Fn: unsafe.Pointer(C.quanta_twobit_kn)},
-		{Target: "quanta_onebit_kn", Fn: unsafe.Pointer(C.quanta_onebit_kn)},
+	var count C.int
+	table := unsafe.Slice(C.qk_targets(&count), int(count))
+	out := make([]xlaffi.Handler, len(table))
+	for i, e := range table {
+		out[i] = xlaffi.Handler{Target: C.GoString(e.target), Fn: e.fn}
 	}
+	return out
 }
 
 // NF4Codebook returns the 16 code values the NF4 kernels decode.
