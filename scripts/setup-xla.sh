@@ -7,7 +7,11 @@
 # installed into any site-packages). The wheels are tried in order; the first whose plugin
 # loads and runs a graph through GoMLX (`quanta doctor`) is kept.
 #
-# Idempotent: when the installed plugin's stamp file matches, it returns at once.
+# Idempotent: when the installed plugin's stamp file names the preferred wheel, it returns at
+# once. Safe to run from several clones at once: one run installs under a lock, in a folder of its
+# own, and the others then find it installed. A plugin without the FFI extension quanta's kernels
+# register with (the fallback wheel) is installed only with a loud warning, and the next run tries
+# the preferred wheel again.
 # Environment: PYTHON (default python3), QUANTA_SETUP_FORCE=1 to reinstall.
 set -euo pipefail
 
@@ -30,31 +34,62 @@ log() { echo "setup-xla: $*" >&2; }
 # file_id prints size and modification time: cheap to compare, changes when the file does.
 file_id() { stat -c '%s %Y' "$1"; }
 
-# verify PLUGIN_PATH: loads the plugin through GoMLX and runs a graph on it.
+# verify PLUGIN_PATH: loads the plugin through GoMLX and runs a graph on it; the doctor's report
+# goes to ${DOCTOR_OUT}.
+DOCTOR_OUT=/dev/null
 verify() {
   if ! command -v go >/dev/null; then
     log "go not found: cannot check that $1 loads; keeping it unchecked"
     return 0
   fi
-  (cd "${ROOT}" && GOMLX_BACKEND="xla:$1" QUANTA_CPU_DEVICES= go run ./cmd/quanta doctor >/dev/null)
+  (cd "${ROOT}" && GOMLX_BACKEND="xla:$1" QUANTA_CPU_DEVICES= go run ./cmd/quanta doctor >"${DOCTOR_OUT}")
 }
 
-# Fast path: installed by this script, with a pinned wheel, unchanged since.
-if [[ -z "${QUANTA_SETUP_FORCE:-}" && -f "${DEST}" && -f "${STAMP}" ]]; then
-  stamped_spec="$(sed -n 1p "${STAMP}")"
-  stamped_id="$(sed -n 2p "${STAMP}")"
-  for candidate in "${CANDIDATES[@]}"; do
-    if [[ "${candidate%% *}" == "${stamped_spec}" && "$(file_id "${DEST}")" == "${stamped_id}" ]]; then
-      log "XLA CPU plugin already installed: ${DEST} (${stamped_spec})"
-      exit 0
-    fi
-  done
+# warn_no_kernels SPEC REPORT: the loud warning for a plugin the kernels cannot register with.
+warn_no_kernels() {
+  log "================================================================================"
+  log "WARNING: $1's plugin runs GoMLX, but quanta's CPU kernels cannot register with it:"
+  log "  $(grep -m1 '^kernels:' "$2" | sed 's/^kernels: *//')"
+  log "Quantized products then run on their HLO formulations: several times slower at few"
+  log "activation rows than with the kernels (docs/performance.md). Run 'make setup' again"
+  log "(it retries the preferred wheel, ${CANDIDATES[0]%% *}); 'quanta doctor' shows the state."
+  log "================================================================================"
+}
+
+preferred="${CANDIDATES[0]%% *}"
+
+# Fast path: installed by this script from the preferred wheel, unchanged since.
+installed() {
+  [[ -z "${QUANTA_SETUP_FORCE:-}" && -f "${DEST}" && -f "${STAMP}" &&
+    "$(sed -n 1p "${STAMP}")" == "${preferred}" && "$(file_id "${DEST}")" == "$(sed -n 2p "${STAMP}")" ]]
+}
+if installed; then
+  log "XLA CPU plugin already installed: ${DEST} (${preferred})"
+  exit 0
 fi
+
+# One run at a time installs (another clone's run may be at it); whoever waited finds it done.
+mkdir -p "${CACHE}"
+exec 9>"${CACHE}/.lock"
+if ! flock -w 900 9; then
+  log "ERROR: another 'make setup' has held ${CACHE}/.lock for 15 minutes; remove it if no setup runs"
+  exit 1
+fi
+if installed; then
+  log "XLA CPU plugin installed by another run meanwhile: ${DEST} (${preferred})"
+  exit 0
+fi
+RUN_DIR="$(mktemp -d "${CACHE}/run.XXXXXX")"
+trap 'rm -rf "${RUN_DIR}"' EXIT
 
 # A plugin installed by other means (e.g. GoMLX's installer) is kept if it works.
 if [[ -z "${QUANTA_SETUP_FORCE:-}" && -f "${DEST}" && ! -f "${STAMP}" ]]; then
+  DOCTOR_OUT="${RUN_DIR}/doctor.txt"
   if verify "${DEST}"; then
     log "keeping the XLA CPU plugin found at ${DEST} (not installed by quanta; QUANTA_SETUP_FORCE=1 replaces it)"
+    if grep -q '^kernels: *none' "${DOCTOR_OUT}"; then
+      warn_no_kernels "the plugin at ${DEST}" "${DOCTOR_OUT}"
+    fi
     exit 0
   fi
   log "the plugin at ${DEST} does not load; replacing it"
@@ -69,14 +104,14 @@ errors=()
 for candidate in "${CANDIDATES[@]}"; do
   spec="${candidate%% *}"
   member="${candidate#* }"
-  dir="${CACHE}/${spec}"
+  dir="${RUN_DIR}/${spec}"
   mkdir -p "${dir}"
-  log "fetching ${spec} from PyPI (pip download, into ${dir})"
+  log "fetching ${spec} from PyPI (pip download)"
   if ! pip_out="$("${PYTHON}" -m pip download --quiet --no-deps --only-binary=:all: --dest "${dir}" "${spec}" 2>&1)"; then
     errors+=("${spec}: pip download failed: $(echo "${pip_out}" | grep -m1 -i error || echo "${pip_out}" | tail -n1)")
     continue
   fi
-  wheel="$(ls -t "${dir}"/*.whl 2>/dev/null | head -n1)"
+  wheel="$(ls "${dir}"/*.whl 2>/dev/null | head -n1)"
   if [[ -z "${wheel}" ]]; then
     errors+=("${spec}: no wheel in ${dir} after pip download")
     continue
@@ -85,25 +120,31 @@ for candidate in "${CANDIDATES[@]}"; do
   if ! "${PYTHON}" - "${wheel}" "${member}" "${plugin}" <<'PY'
 import shutil, sys, zipfile
 wheel, member, out = sys.argv[1:]
-with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out + ".tmp", "wb") as dst:
+with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out, "wb") as dst:
     shutil.copyfileobj(src, dst)
 PY
   then
     errors+=("${spec}: ${member} not found in ${wheel}")
     continue
   fi
-  mv -f "${plugin}.tmp" "${plugin}"
   chmod 755 "${plugin}"
   log "checking that ${spec}'s plugin loads and runs a graph"
+  DOCTOR_OUT="${dir}/doctor.txt"
   if ! verify "${plugin}"; then
     errors+=("${spec}: its plugin did not load or run a graph through GoMLX (see the doctor error above)")
     continue
   fi
   mkdir -p "${DEST_DIR}"
-  mv -f "${plugin}" "${DEST}.tmp"
-  mv -f "${DEST}.tmp" "${DEST}"
+  cp -f "${plugin}" "${DEST}.tmp.$$"
+  mv -f "${DEST}.tmp.$$" "${DEST}"
   printf '%s\n%s\n' "${spec}" "$(file_id "${DEST}")" >"${STAMP}"
   log "installed ${DEST} from ${spec}"
+  if [[ "${spec}" != "${preferred}" ]]; then
+    for e in "${errors[@]}"; do log "  (${e})"; done
+  fi
+  if grep -q '^kernels: *none' "${DOCTOR_OUT}"; then
+    warn_no_kernels "${spec}" "${DOCTOR_OUT}"
+  fi
   exit 0
 done
 
