@@ -27,6 +27,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/quanta-ml/quanta/internal/benchflags"
+	"github.com/quanta-ml/quanta/internal/kernelreg"
 	"github.com/quanta-ml/quanta/runtime"
 )
 
@@ -46,6 +47,7 @@ var (
 	flagMarkdown    = flag.String("markdown", "", "write the markdown tables to this file (stdout always gets them)")
 	flagPNG         = flag.String("png", "", "write a chart of the speed-ups to this PNG file")
 	flagPeakGBps    = flag.Float64("peak-gbps", 0, "the device's peak memory bandwidth in GB/s, when known (accelerators): the bandwidth limit instead of the measured read bandwidth")
+	flagNoKernels   = flag.Bool("allow-no-kernels", false, "measure even when quanta's CPU kernels cannot serve an XLA CPU backend (the figures are then the HLO formulations')")
 )
 
 func main() {
@@ -55,7 +57,12 @@ func main() {
 		fail(err)
 	}
 	backend := runtime.MustBackend()
-	fmt.Fprintf(os.Stderr, "bench: %s\n", backend.Description())
+	env := runtime.MustEnvironment()
+	fmt.Fprintf(os.Stderr, "bench: %s\n", env)
+	if _, cpu := kernelreg.XLACPU(backend); cpu && runtime.MustKernels().Err() != nil && !*flagNoKernels {
+		fail(fmt.Errorf("%v; the products would run without quanta's kernels (run make setup; -allow-no-kernels measures anyway)",
+			runtime.MustKernels().Err()))
+	}
 	rep, err := run(backend, cfg)
 	if err != nil {
 		fail(err)

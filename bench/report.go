@@ -34,7 +34,9 @@ type result struct {
 }
 
 type report struct {
-	Backend     string   `json:"backend"`
+	Backend string `json:"backend"`
+	// Environment is runtime.Environment: plugin, PJRT C API, kernels, XLA_FLAGS.
+	Environment string   `json:"environment"`
 	DType       string   `json:"activation_dtype"`
 	StartedUTC  string   `json:"started_utc"`
 	StreamMiB   int64    `json:"min_stream_mib_per_call"`
@@ -141,6 +143,7 @@ func markdown(rep *report) string {
 	ms := rowsOf(rep.Results)
 	formats := ordered(rep.Results, func(r result) string { return r.Format })
 	fmt.Fprintf(&sb, "Backend: %s; activations %s; started %s.\n", rep.Backend, rep.DType, rep.StartedUTC)
+	fmt.Fprintf(&sb, "Environment: %s.\n", rep.Environment)
 	fmt.Fprintf(&sb, "Read bandwidth of a 1 GiB buffer in this run: %.1f GB/s; bandwidth limit: %.1f GB/s (%s).\n",
 		rep.ReadGBps, rep.LimitGBps, rep.LimitSource)
 	fmt.Fprintf(&sb, "Each call streams at least %d MiB of stored weights in every format (distinct weights per call in the tables).\n\n",

@@ -17,6 +17,7 @@ import (
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/benchflags"
+	"github.com/quanta-ml/quanta/runtime"
 	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/onebit"
 )
@@ -277,8 +278,8 @@ func shapeSets(context string, pairs []benchflags.Shape) [][]benchflags.Shape {
 
 // run measures every context, shape set, format and M.
 func run(backend backends.Backend, cfg config) (*report, error) {
-	rep := &report{Backend: backend.Description(), DType: cfg.dtype.String(), StartedUTC: time.Now().UTC().Format(time.RFC3339),
-		StreamMiB: *flagStreamBytes >> 20}
+	rep := &report{Backend: backend.Description(), Environment: runtime.MustEnvironment(), DType: cfg.dtype.String(),
+		StartedUTC: time.Now().UTC().Format(time.RFC3339), StreamMiB: *flagStreamBytes >> 20}
 	bw, err := readBandwidth(backend)
 	if err != nil {
 		return nil, fmt.Errorf("measuring the read bandwidth: %w", err)

@@ -60,8 +60,9 @@ type eformerReport struct {
 
 // quantaReport is what go run ./bench -json writes.
 type quantaReport struct {
-	Backend string `json:"backend"`
-	Results []struct {
+	Backend     string `json:"backend"`
+	Environment string `json:"environment"`
+	Results     []struct {
 		Format       string  `json:"format"`
 		M            int     `json:"m"`
 		MsPerProduct float64 `json:"ms_per_product"`
@@ -185,6 +186,7 @@ func markdown(ef *eformerReport, qu *quantaReport) (string, error) {
 	fmt.Fprintf(&sb, "Cells: quanta ms / eformer ms per product = **ratio** (below 1: quanta is faster); eformer chains %d "+
 		"distinct layers for M<512 and %d for M>=512, quanta enough that each call streams >= 128 MiB; host in and out, medians.\n\n",
 		*flagLayers, *flagLayersLarge)
+	fmt.Fprintf(&sb, "quanta's environment: %s.\n\n", qu.Environment)
 	sb.WriteString("| quanta variant | eformer |")
 	for _, m := range ms {
 		fmt.Fprintf(&sb, " M=%d |", m)
