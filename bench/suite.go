@@ -17,9 +17,9 @@ import (
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/benchflags"
-	"github.com/quanta-ml/quanta/runtime"
 	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/onebit"
+	"github.com/quanta-ml/quanta/runtime"
 )
 
 const (
