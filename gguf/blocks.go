@@ -4,7 +4,7 @@ import "encoding/binary"
 
 // The block decoders: one block of bytes to its elements, with ggml's arithmetic (dequantize_row_*
 // of ggml-quants.c). Every product below is exact in float32 (a half-precision scale has 11
-// significant bits and the integers it meets at most 13 together), so the one rounding of each
+// significant bits and the integers it meets at most 12 bits together), so the one rounding of each
 // value is that of the final addition, whether or not a compiler fuses it into a multiply-add.
 
 // iq4nlValues are the 16 values of IQ4_NL's codes (ggml's kvalues_iq4nl).

@@ -1,69 +1,14 @@
 package gguf_test
 
 import (
-	"encoding/binary"
-	"fmt"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/refdata"
+	"github.com/quanta-ml/quanta/internal/testutil"
 )
-
-// blockVectors are reference/testdata/ggml (reference/gen_ggml.py): ggml's own quantize_row_*_ref
-// and dequantize_row_* run on the inputs x (one edge case a row), and on random blocks.
-type blockVectors struct {
-	x, deq, rawDeq []float32
-	q, raw         []byte
-	rows, rawRows  int
-}
-
-func loadBlockVectors(t *testing.T, typ gguf.Type) blockVectors {
-	t.Helper()
-	name := strings.ToLower(typ.String())
-	if strings.HasSuffix(name, "_k") {
-		name = name[:len(name)-1] + "K" // the files use ggml's names: q4_K
-	}
-	refdata.Require(t, "ggml", "x.npy")
-	load := func(file, descr string) ([]byte, []int) {
-		a, err := refdata.NPY("ggml", file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a.Descr != descr {
-			t.Fatalf("%s holds %s; want %s", file, a.Descr, descr)
-		}
-		return a.Data, a.Dims
-	}
-	floats := func(b []byte) []float32 {
-		out := make([]float32, len(b)/4)
-		for i := range out {
-			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-		}
-		return out
-	}
-	x, xDims := load("x.npy", "<f4")
-	q, _ := load(name+".q.npy", "|u1")
-	deq, _ := load(name+".deq.npy", "<f4")
-	raw, rawDims := load(name+".raw.npy", "|u1")
-	rawDeq, _ := load(name+".raw_deq.npy", "<f4")
-	return blockVectors{x: floats(x), deq: floats(deq), rawDeq: floats(rawDeq), q: q, raw: raw, rows: xDims[0], rawRows: rawDims[0]}
-}
-
-// sameBits reports the first element where got and want differ in bits (any NaN matches any NaN).
-func sameBits(got, want []float32) error {
-	if len(got) != len(want) {
-		return fmt.Errorf("%d values, want %d", len(got), len(want))
-	}
-	for i := range got {
-		g, w := got[i], want[i]
-		if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
-			return fmt.Errorf("value %d = %g (%#08x), want %g (%#08x)", i, g, math.Float32bits(g), w, math.Float32bits(w))
-		}
-	}
-	return nil
-}
 
 // TestBlockCodecsMatchGGML checks every block type against ggml's C code: Quantize gives the bytes
 // of quantize_row_*_ref on every input row (zeros, constants, one-signed, huge, tiny, subnormal,
@@ -72,14 +17,18 @@ func sameBits(got, want []float32) error {
 func TestBlockCodecsMatchGGML(t *testing.T) {
 	for _, typ := range gguf.BlockTypes() {
 		t.Run(typ.String(), func(t *testing.T) {
-			v := loadBlockVectors(t, typ)
-			q := make([]byte, len(v.q))
-			if err := gguf.Quantize(typ, v.x, q); err != nil {
+			refdata.Require(t, "ggml", "x.npy")
+			v, err := refdata.GGML(typ.String())
+			if err != nil {
 				t.Fatal(err)
 			}
-			rowBytes := len(v.q) / v.rows
-			for r := range v.rows {
-				got, want := q[r*rowBytes:(r+1)*rowBytes], v.q[r*rowBytes:(r+1)*rowBytes]
+			q := make([]byte, len(v.Q))
+			if err := gguf.Quantize(typ, v.X, q); err != nil {
+				t.Fatal(err)
+			}
+			rowBytes := len(v.Q) / v.Rows
+			for r := range v.Rows {
+				got, want := q[r*rowBytes:(r+1)*rowBytes], v.Q[r*rowBytes:(r+1)*rowBytes]
 				for i := range got {
 					if got[i] != want[i] {
 						t.Errorf("quantize row %d: byte %d (block %d) = %#02x, want %#02x", r, i, i/typ.BlockBytes(), got[i], want[i])
@@ -91,14 +40,12 @@ func TestBlockCodecsMatchGGML(t *testing.T) {
 				name string
 				raw  []byte
 				want []float32
-			}{{"quantized", v.q, v.deq}, {"random blocks", v.raw, v.rawDeq}} {
+			}{{"quantized", v.Q, v.Deq}, {"random blocks", v.Raw, v.RawDeq}} {
 				got := make([]float32, len(c.want))
 				if err := gguf.Decode(typ, c.raw, got); err != nil {
 					t.Fatal(err)
 				}
-				if err := sameBits(got, c.want); err != nil {
-					t.Errorf("decode %s: %v", c.name, err)
-				}
+				testutil.SameBits(t, "decode "+c.name, got, c.want)
 			}
 		})
 	}
