@@ -27,6 +27,7 @@ func TestRead(t *testing.T) {
 		{Name: "w", Type: uint32(gguf.TypeQ4_K), Dims: []uint64{256, 3}, Data: raw},
 		ggufbuild.F32Tensor("norm", []float32{1, 2}, 2),
 		{Name: "q8_1", Type: uint32(gguf.TypeQ8_1), Dims: []uint64{32}, Data: make([]byte, 36)},
+		{Name: "empty", Type: uint32(gguf.TypeQ4_K), Dims: []uint64{256, 0}},
 	})
 	f, err := gguf.Read(bytes.NewReader(file), int64(len(file)))
 	if err != nil {
@@ -52,6 +53,8 @@ func TestRead(t *testing.T) {
 			t.Errorf("Read(%q): %v; want an error wrapping %v", tc.name, err, tc.is)
 		}
 	}
+	_, err = ggml.Read(f, "empty")
+	testutil.WantError(t, err, "tensor empty Q4_K [256 0]: dimensions [0 256]; accepted: rank >= 1, every dimension positive")
 }
 
 // TestReadRealFiles reads one tensor of each block type of the real files of the assets and
