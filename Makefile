@@ -20,7 +20,7 @@ help: ## list the targets
 setup: ## install the XLA CPU PJRT plugin (PyPI wheel) as ~/.local/lib/go-xla/pjrt_c_api_cpu_plugin.so
 	@scripts/setup-xla.sh
 
-assets: ## fetch the real models and data (SmolLM2, MiniLM, Fashion-MNIST) into ~/.cache/quanta/assets, sha256-pinned
+assets: ## fetch the real models and data (SmolLM2, Gemma-3, MiniLM, Fashion-MNIST) into ~/.cache/quanta/assets, sha256-pinned
 	@scripts/fetch-assets.sh
 
 doctor: ## report the backend quanta runs on (exit 0: XLA; 3: pure-Go fallback)

@@ -10,7 +10,7 @@ var (
 
 	// ErrUnsupported is wrapped by errors about well-formed content this package does not handle:
 	// a GGUF version other than 2 and 3, a big-endian file, an unknown tensor type, decoding a
-	// type other than F32, F16, BF16, Q4_0, Q4_1, Q8_0.
+	// type CanDecode rejects, quantizing to a type other than the block types.
 	ErrUnsupported = errors.New("gguf: unsupported")
 
 	// ErrNotFound is wrapped by errors about a metadata key or tensor name the file lacks.

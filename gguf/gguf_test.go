@@ -89,7 +89,7 @@ func TestDecodeErrors(t *testing.T) {
 		n    int
 		want string
 	}{
-		{"unsupported type", gguf.TypeQ4_K, make([]byte, 144), 256, "accepted: F32, F16"},
+		{"unsupported type", gguf.TypeQ8_K, make([]byte, 292), 256, "accepted: F32, F16"},
 		{"partial block", gguf.TypeQ4_1, q41, 16, "needs 20 bytes per 32 elements"},
 		{"short source", gguf.TypeQ4_1, q41[:19], 32, "19 bytes of Q4_1"},
 		{"long source", gguf.TypeF32, make([]byte, 12), 2, "12 bytes of F32"},

@@ -9,8 +9,10 @@
 //     packed 2 or 1 bits each along the first axis, with an optional scale); Blockwise4DQ (a
 //     Blockwise4 whose scales are double-quantized, NestedScales: decoded in the graph, then every
 //     Blockwise4 strategy serves it) and FlatBlockwise4 (blocks over the flattened weight, as
-//     bitsandbytes stores ragged weights: decoded products only). Format packages build one from
-//     their components; this package imports no format.
+//     bitsandbytes stores ragged weights: decoded products only); GGML (ggml's block types as a
+//     GGUF file stores them, raw blocks decoded in the graph bit for bit as ggml does). Format
+//     packages build one from their components; this package imports no format (package gguf,
+//     the file reader, names the block types).
 //   - Axes are the product's dimension numbers seen from the weight (graph.DotGeneral's, plus
 //     the side the weight is on).
 //   - A Strategy names a formulation: Materialize, DecodeDot, MulReduce, SlicedSum,

@@ -114,8 +114,8 @@ func DotGeneral(x *graph.Node, a Quantized, axes Axes) *graph.Node {
 	return decodeDot(p, w)
 }
 
-// Choice names a product's weight layout ("blockwise4", "int8", "signs2" or "signs1") and the
-// strategy it ran with.
+// Choice names a product's weight layout ("blockwise4", "int8", "signs2", "signs1", "ggml-q4_k",
+// ...) and the strategy it ran with.
 type Choice struct {
 	Layout   string
 	Strategy Strategy

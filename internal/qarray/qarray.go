@@ -1,7 +1,8 @@
 // Package qarray is the state and the methods every quantized array type of quanta shares: its
 // logical shape, its stored components, its product strategy, its sharding, and whether its
-// buffers were deleted. nf4.Array, int8.Array, onebit.Array and onebit.BitArray embed Base, so
-// they have the same method set; each adds its own metadata, Materialize and component rules.
+// buffers were deleted. nf4.Array, int8.Array, onebit.Array, onebit.BitArray and ggml.Array embed
+// Base, so they have the same method set; each adds its own metadata, Materialize and component
+// rules.
 //
 // Arrays derived from one another without new components (WithStrategy, WithDType, WithSharding)
 // share their buffers, so they share one deletion flag: Delete on any of them deletes all.

@@ -5,7 +5,8 @@
 // Dir finds reference/testdata from the working directory (a package directory in tests, the
 // repository root for commands) by walking up to the module root, or takes $QUANTA_REFERENCE.
 // The .npy readers accept the dtypes the harness writes ('<f4', '<f8', '<i4') and convert to one
-// Go type; the JSON index files are decoded by the caller into its own structs.
+// Go type (NPY returns any dtype as stored; GGML the block vectors of one GGML type); the JSON
+// index files are decoded by the caller into its own structs.
 //
 // # Errors
 //

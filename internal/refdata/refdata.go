@@ -137,3 +137,13 @@ func Ints(elem ...string) ([]int, error) {
 	}
 	return ids, nil
 }
+
+// NPY reads a .npy file of the reference directory as stored: its dtype descriptor, dimensions
+// and raw little-endian bytes (any dtype conformance.ReadNPY accepts, e.g. '|u1' block bytes).
+func NPY(elem ...string) (*conformance.NPY, error) {
+	path, err := Path(elem...)
+	if err != nil {
+		return nil, err
+	}
+	return conformance.ReadNPYFile(path)
+}

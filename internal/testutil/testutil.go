@@ -157,3 +157,20 @@ func MaxAbsDiff(got, want []float64) (diff, scale float64) {
 	}
 	return diff, scale
 }
+
+// SameBits fails the test, naming what and the first differing element, unless got and want have
+// the same float32 bits (any NaN matches any NaN: the payload and sign of a NaN are not compared).
+func SameBits(t testing.TB, what string, got, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: %d values, want %d", what, len(got), len(want))
+		return
+	}
+	for i, g := range got {
+		w := want[i]
+		if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
+			t.Errorf("%s: value %d = %g (%#08x), want %g (%#08x)", what, i, g, math.Float32bits(g), w, math.Float32bits(w))
+			return
+		}
+	}
+}

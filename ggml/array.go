@@ -1,0 +1,154 @@
+package ggml
+
+import (
+	"slices"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/qarray"
+	"github.com/quanta-ml/quanta/lowering"
+	"github.com/quanta-ml/quanta/sharding"
+)
+
+// Array is an array stored in one of ggml's block types (Type): every row of its last axis is a
+// run of blocks, byte for byte as a GGUF file stores a tensor. The same type lives on the host
+// (a tensor component, from Quantize, FromBytes or Read) and inside a graph (a node component).
+//
+// Component: blocks uint8 (..., numBlocks, blockBytes). Static metadata: the logical shape and
+// materialization dtype, the block type, the product strategy and the sharding. An Array is
+// immutable: the With methods return new arrays.
+type Array struct {
+	qarray.Base
+	typ gguf.Type
+}
+
+var (
+	_ lowering.Quantized           = (*Array)(nil)
+	_ implicitarray.FallbackPolicy = (*Array)(nil)
+	_ sharding.Sharded             = (*Array)(nil)
+	_ sharding.ComponentSharder    = (*Array)(nil)
+)
+
+const typeName = "ggml.Array"
+
+func newArray(blocks implicitarray.Component, typ gguf.Type, shape shapes.Shape) *Array {
+	return &Array{Base: qarray.New(typeName, shape, blocks), typ: typ}
+}
+
+// BlocksShape returns the shape of the blocks component of an array of type typ with logical
+// dimensions dims: uint8 (dims[:-1]..., dims[-1]/blockSize, blockBytes).
+func BlocksShape(typ gguf.Type, dims ...int) shapes.Shape {
+	lead := slices.Clone(dims[:len(dims)-1])
+	return shapes.Make(dtypes.Uint8, append(lead, dims[len(dims)-1]/typ.BlockSize(), typ.BlockBytes())...)
+}
+
+// New assembles an Array of type typ from its blocks, a host tensor or a graph node of uint8
+// (..., numBlocks, blockBytes) (BlocksShape), e.g. read from a checkpoint; dtype is the
+// materialization dtype (a float dtype).
+func New(blocks implicitarray.Component, typ gguf.Type, dtype dtypes.DType) (*Array, error) {
+	if !typ.IsBlock() {
+		return nil, errors.Errorf("ggml.New: type %s; accepted: %v", typ, gguf.BlockTypes())
+	}
+	if blocks.IsArray() || (!blocks.IsTensor() && !blocks.IsNode()) {
+		return nil, errors.Errorf("ggml.New: blocks %s; accepted: a host tensor or a graph node", blocks)
+	}
+	bs := blocks.Shape()
+	if bs.DType != dtypes.Uint8 || bs.Rank() < 2 || bs.Dim(-1) != typ.BlockBytes() {
+		return nil, errors.Errorf("ggml.New: blocks %s for type %s; accepted: uint8 (..., numBlocks, %d)", bs, typ, typ.BlockBytes())
+	}
+	if !dtype.IsFloat() || dtype.IsComplex() {
+		return nil, errors.Errorf("ggml.New: materialization dtype %s; accepted: a float dtype", dtype)
+	}
+	dims := append(slices.Clone(bs.Dimensions[:bs.Rank()-2]), bs.Dim(-2)*typ.BlockSize())
+	return newArray(blocks, typ, shapes.Make(dtype, dims...)), nil
+}
+
+// Type is the block type.
+func (a *Array) Type() gguf.Type { return a.typ }
+
+// NumBlocks is the number of blocks per row of the last axis.
+func (a *Array) NumBlocks() int { return a.Shape().Dim(-1) / a.typ.BlockSize() }
+
+// Blocks is the component: uint8 (..., numBlocks, blockBytes).
+func (a *Array) Blocks() implicitarray.Component { return qarray.Component(&a.Base, 0) }
+
+// Metadata is the canonical form of the static fields.
+func (a *Array) Metadata() string { return qarray.Metadata(&a.Base, "type="+a.typ.String()) }
+
+// WithComponents returns an Array with the same metadata holding components [blocks] (a host
+// tensor or a graph node of the shape of Components()). It panics on a mismatch.
+func (a *Array) WithComponents(components []implicitarray.Component) implicitarray.Array {
+	qarray.CheckComponents(&a.Base, components, a.Blocks().Shape())
+	return a.with(qarray.WithComponents(a.Base, nil, components...))
+}
+
+// Layout returns the graph-side view of the blocks that package lowering reads. It panics if
+// they are a host tensor.
+func (a *Array) Layout() lowering.Layout {
+	return lowering.GGML{Blocks: qarray.Node(&a.Base, 0), Type: a.typ}
+}
+
+// Materialize decodes the blocks in the graph to ggml's values (dequantize_row_*, bit for bit),
+// in float32, converted to the array's dtype. Library code calls implicitarray.Materialize, which
+// counts it.
+func (a *Array) Materialize() implicitarray.Value { return a.Layout().Dequantize(a.DType()) }
+
+// WithStrategy returns a copy whose products use strategy s (see package lowering); it is part
+// of Metadata, so Exec compiles one graph per strategy. An explicit strategy that cannot serve a
+// product panics when the graph is built.
+func (a *Array) WithStrategy(s lowering.Strategy) *Array {
+	return a.with(qarray.WithStrategy(a.Base, s))
+}
+
+// WithDType returns a copy that materializes in dtype, a float dtype (the buffers are shared).
+func (a *Array) WithDType(dtype dtypes.DType) *Array {
+	return a.with(qarray.WithFloatDType(a.Base, dtype, a))
+}
+
+// WithSharding returns a copy carrying sharding s (the zero sharding.Sharding{} clears it), kept
+// by the shape handlers; sharded execution (package mesh) places the blocks by ComponentSpecs.
+func (a *Array) WithSharding(s sharding.Sharding) *Array {
+	return a.with(qarray.WithSharding(a.Base, s))
+}
+
+// WithMeshAndAxis returns a copy sharded over m with the spec sharding.SpecFrom builds from axis,
+// checked at once against the block layout (ComponentSpecs).
+func (a *Array) WithMeshAndAxis(m *sharding.Mesh, axis any) (*Array, error) {
+	return qarray.WithMeshAndAxis(&a.Base, m, axis, a.ComponentSpecs, a.WithSharding)
+}
+
+// ComponentSpecs returns the spec of [blocks] when the logical array is sharded by logical over m:
+// leading axes keep their spec, a sharded last axis shards the block axis, and the byte axis is
+// replicated. A block must not straddle two shards: with the last axis in n shards, (last axis /
+// n) must be a multiple of the block size.
+func (a *Array) ComponentSpecs(m *sharding.Mesh, logical sharding.PartitionSpec) ([]sharding.PartitionSpec, error) {
+	shape := a.Shape()
+	if err := sharding.Validate(m, logical, shape); err != nil {
+		return nil, errors.WithMessage(err, "ggml.Array.ComponentSpecs")
+	}
+	rank := shape.Rank()
+	n, _ := sharding.NumShards(m, logical, rank)
+	if f, shards, bs := shape.Dim(-1), n[rank-1], a.typ.BlockSize(); shards > 1 && (f/shards)%bs != 0 {
+		return nil, errors.Errorf("ggml.Array.ComponentSpecs: spec %s, shape %s, mesh %s: the last axis (size %d) in %d shards gives "+
+			"%d elements per shard, not a multiple of the %s block size %d; accepted: (last axis / shards) a multiple of %d",
+			logical, shape, m, f, shards, f/shards, a.typ, bs, bs)
+	}
+	return []sharding.PartitionSpec{append(logical.Padded(rank), nil)}, nil
+}
+
+// String describes the array, e.g. "ggml.Array(Float32)[640 2048] Q4_K".
+func (a *Array) String() string { return qarray.Describe(&a.Base, a.typ.String()) }
+
+// with returns an array of a's type on base b.
+func (a *Array) with(b qarray.Base) *Array { return &Array{Base: b, typ: a.typ} }
+
+// withBlocks returns a copy of a (type, dtype, strategy) with new graph blocks and logical
+// dimensions, at placement p.
+func (a *Array) withBlocks(blocks *graph.Node, dims []int, p sharding.Placement) *Array {
+	b := qarray.WithComponents(a.Base, slices.Clone(dims), implicitarray.NodeComponent(blocks))
+	return a.with(qarray.WithPlacement(b, p))
+}

@@ -1,0 +1,109 @@
+package ggml
+
+import (
+	"slices"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	ia "github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/qarray"
+	"github.com/quanta-ml/quanta/lowering"
+)
+
+// The handlers of the ops that keep a GGML array in its blocks: those that move whole rows of
+// blocks. An op that would cut through blocks materializes (a second quantization would change
+// the file's values); every other op reaches implicitarray's generic fallback, which materializes
+// (warning once per op: FallbackWarn).
+func init() {
+	lowering.RegisterDotGeneral[*Array]("ggml")
+	t := ia.TypeOf[*Array]()
+	ia.RegisterOps("ggml", t, map[ia.Op]ia.Handler{ia.OpReshape: reshape, ia.OpTranspose: transpose,
+		ia.OpBroadcastInDim: broadcastInDim, ia.OpConvertDType: convertDType})
+	ia.Register(ia.Rule{Op: ia.OpConcatenate, Operands: []ia.Match{t, ia.Anything}, Variadic: true,
+		Handler: concatenate, Name: "ggml.concatenate"})
+}
+
+// reshape keeps the blocks when the last axis is unchanged; otherwise it materializes.
+func reshape(c *ia.Call) ia.Value {
+	dims := c.Params.(*ia.ReshapeParams).Dimensions
+	a := c.Operands[0].(*Array)
+	if len(dims) == 0 || dims[len(dims)-1] != a.Shape().Dim(-1) {
+		return c.MaterializeAndApply()
+	}
+	lead := dims[:len(dims)-1]
+	blocks := graph.Reshape(a.Blocks().Node(), append(slices.Clone(lead), a.NumBlocks(), a.typ.BlockBytes())...)
+	return a.withBlocks(blocks, dims, qarray.Placement(&a.Base).Reshaped(a.Shape().Dimensions, dims))
+}
+
+// transpose keeps the blocks when the last axis stays last; otherwise it materializes.
+func transpose(c *ia.Call) ia.Value {
+	perm := c.Params.(*ia.TransposeParams).Permutation
+	a := c.Operands[0].(*Array)
+	r := len(perm)
+	if perm[r-1] != r-1 {
+		return c.MaterializeAndApply()
+	}
+	dims := make([]int, r)
+	for i, p := range perm {
+		dims[i] = a.Shape().Dim(p)
+	}
+	blocks := graph.TransposeAllAxes(a.Blocks().Node(), append(slices.Clone(perm), r)...)
+	return a.withBlocks(blocks, dims, qarray.Placement(&a.Base).Transposed(perm))
+}
+
+// broadcastInDim keeps the blocks when the last axis maps, unbroadcast, to the last output axis
+// (new and broadcast leading axes copy whole rows); otherwise it materializes.
+func broadcastInDim(c *ia.Call) ia.Value {
+	p := c.Params.(*ia.BroadcastInDimParams)
+	a := c.Operands[0].(*Array)
+	r, outRank := a.Shape().Rank(), len(p.Dimensions)
+	if p.BroadcastAxes[r-1] != outRank-1 || p.Dimensions[outRank-1] != a.Shape().Dim(-1) {
+		return c.MaterializeAndApply()
+	}
+	dims := append(slices.Clone(p.Dimensions[:outRank-1]), a.NumBlocks(), a.typ.BlockBytes())
+	axes := append(slices.Clone(p.BroadcastAxes[:r-1]), outRank-1, outRank)
+	var expanded []int
+	for i := range dims {
+		if !slices.Contains(axes, i) {
+			expanded = append(expanded, i)
+		}
+	}
+	var blocks *graph.Node
+	if len(expanded) == 0 {
+		blocks = graph.BroadcastToDims(a.Blocks().Node(), dims...)
+	} else {
+		blocks = graph.ExpandAndBroadcast(a.Blocks().Node(), dims, expanded)
+	}
+	return a.withBlocks(blocks, p.Dimensions, qarray.Placement(&a.Base).Broadcasted(p.BroadcastAxes, outRank))
+}
+
+// convertDType is lazy for float targets: a new array that materializes in the new dtype (the
+// operand is not modified). Other targets materialize.
+func convertDType(c *ia.Call) ia.Value {
+	a := c.Operands[0].(*Array)
+	dt := c.Params.(*ia.ConvertDTypeParams).DType
+	if dt.IsFloat() && !dt.IsComplex() {
+		return a.WithDType(dt)
+	}
+	return c.MaterializeAndApply()
+}
+
+// concatenate keeps the blocks when every operand is a GGML array of the same type and dtype and
+// the axis is not the last (rows of blocks are stacked); otherwise it materializes.
+func concatenate(c *ia.Call) ia.Value {
+	axis := c.Params.(*ia.ConcatenateParams).Axis
+	first := c.Operands[0].(*Array)
+	blocks := make([]*graph.Node, len(c.Operands))
+	for i, v := range c.Operands {
+		b, ok := v.(*Array)
+		if !ok || axis == first.Shape().Rank()-1 || b.typ != first.typ || b.DType() != first.DType() {
+			return c.MaterializeAndApply()
+		}
+		blocks[i] = b.Blocks().Node()
+	}
+	dims := slices.Clone(first.Shape().Dimensions)
+	dims[axis] = 0
+	for _, v := range c.Operands {
+		dims[axis] += v.Shape().Dim(axis)
+	}
+	return first.withBlocks(graph.Concatenate(blocks, axis), dims, qarray.Placement(&first.Base).Concatenated(axis))
+}

@@ -1,0 +1,166 @@
+package ggml_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/ggml"
+	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/sharding"
+)
+
+// denseOf materializes a host-side array to a tensor.
+func denseOf(t *testing.T, a *ggml.Array) *tensors.Tensor {
+	t.Helper()
+	d, err := implicitarray.MaterializeOnHost(testutil.Backend(t), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestHandlersKeepBlocks: reshape, transpose, broadcast and concatenate that move whole rows of
+// blocks keep the array in its type without decoding, equal bit for bit to the dense op on the
+// materialized value; ops that cut through blocks give that dense op, counted as a
+// materialization.
+func TestHandlersKeepBlocks(t *testing.T) {
+	backend := testutil.Backend(t)
+	shard := sharding.Sharding{Spec: sharding.PartitionSpec{{"model"}}}
+	w := ggml.MustQuantize(testutil.RandomTensor(3, 3, 4, 64), gguf.TypeQ4_1).WithSharding(shard)
+	other := ggml.MustQuantize(testutil.RandomTensor(4, 2, 4, 64), gguf.TypeQ4_1)
+	dense := map[*ggml.Array]*tensors.Tensor{w: denseOf(t, w), other: denseOf(t, other)}
+	for _, tc := range []struct {
+		name string
+		kept bool // the result is still a ggml.Array
+		op   func(implicitarray.Value) implicitarray.Value
+		// with: the op concatenates the operand with this array along axis.
+		with *ggml.Array
+		axis int
+	}{
+		{name: "reshape", kept: true, op: func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 12, 64) }},
+		{name: "reshape-split", kept: true, op: func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 2, 6, 1, 64) }},
+		{name: "transpose", kept: true, op: func(v implicitarray.Value) implicitarray.Value { return implicitarray.TransposeAllAxes(v, 1, 0, 2) }},
+		{name: "broadcast", kept: true, op: func(v implicitarray.Value) implicitarray.Value {
+			return implicitarray.BroadcastInDim(v, []int{2, 3, 4, 64}, []int{1, 2, 3})
+		}},
+		{name: "broadcast-size1", kept: true, op: func(v implicitarray.Value) implicitarray.Value {
+			r := implicitarray.Reshape(v, 3, 1, 4, 64)
+			return implicitarray.BroadcastInDim(r, []int{3, 5, 4, 64}, []int{0, 1, 2, 3})
+		}},
+		{name: "concatenate", kept: true, with: other, axis: 0},
+		{name: "reshape-last-axis", op: func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 3, 8, 32) }},
+		{name: "transpose-last-axis", op: func(v implicitarray.Value) implicitarray.Value { return implicitarray.Transpose(v, 1, 2) }},
+		{name: "broadcast-last-axis", op: func(v implicitarray.Value) implicitarray.Value {
+			return implicitarray.BroadcastInDim(v, []int{3, 4, 64, 2}, []int{0, 1, 2})
+		}},
+		{name: "concatenate-last-axis", with: w, axis: 2},
+	} {
+		if tc.with != nil {
+			with, withDense, axis := tc.with, dense[tc.with], tc.axis
+			tc.op = func(v implicitarray.Value) implicitarray.Value {
+				if a, ok := v.(*ggml.Array); ok {
+					return implicitarray.Concatenate([]implicitarray.Value{a, implicitarray.OnGraph(a.Blocks().Node().Graph(), with)}, axis)
+				}
+				return graph.Concatenate([]*graph.Node{v.(*graph.Node), graph.Const(v.(*graph.Node).Graph(), withDense)}, axis)
+			}
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			implicitarray.ResetStats()
+			e := implicitarray.MustNewExec(backend, func(w *ggml.Array) implicitarray.Value { return tc.op(w) })
+			defer e.Finalize()
+			out := e.MustCall1(w)
+			st := implicitarray.CurrentStats()
+			var got *tensors.Tensor
+			if a, ok := out.(*ggml.Array); ok {
+				if !tc.kept {
+					t.Fatalf("result is a ggml.Array: want the dense op")
+				}
+				if st.Materializations["*ggml.Array"] != 0 || len(st.Fallbacks) != 0 {
+					t.Errorf("stats %+v: want no fallback and no materialization", st)
+				}
+				if a.Type() != gguf.TypeQ4_1 {
+					t.Errorf("type %s, want Q4_1", a.Type())
+				}
+				got = denseOf(t, a)
+			} else {
+				if tc.kept {
+					t.Fatalf("result %T: want a ggml.Array", out)
+				}
+				if st.Materializations["*ggml.Array"] == 0 {
+					t.Errorf("stats %+v: want the materialization counted", st)
+				}
+				got = out.(*tensors.Tensor)
+			}
+			want := graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node { return tc.op(x).(*graph.Node) }, dense[w])
+			if !got.Shape().Equal(want.Shape()) {
+				t.Fatalf("shape %s, want %s", got.Shape(), want.Shape())
+			}
+			testutil.SameBits(t, "values", testutil.Float32s(t, got), testutil.Float32s(t, want))
+		})
+	}
+}
+
+// TestConvertDTypeIsLazy: convert_element_type returns a new array materializing in the new
+// dtype, leaving the operand unchanged, without decoding.
+func TestConvertDTypeIsLazy(t *testing.T) {
+	backend := testutil.Backend(t)
+	w := ggml.MustQuantize(testutil.RandomTensor(6, 8, 256), gguf.TypeQ6_K)
+	implicitarray.ResetStats()
+	e := implicitarray.MustNewExec(backend, func(w *ggml.Array) (implicitarray.Value, *ggml.Array) {
+		return implicitarray.ConvertDType(w, dtypes.BFloat16), w
+	})
+	defer e.Finalize()
+	out := e.MustCall(w)
+	conv, ok := out[0].(*ggml.Array)
+	if !ok || conv.DType() != dtypes.BFloat16 || conv.Type() != gguf.TypeQ6_K {
+		t.Fatalf("result %v, want a Q6_K ggml.Array of bfloat16", out[0])
+	}
+	if w.DType() != dtypes.Float32 || out[1].(*ggml.Array).DType() != dtypes.Float32 {
+		t.Errorf("operand changed to %s", w.DType())
+	}
+	if st := implicitarray.CurrentStats(); st.Materializations["*ggml.Array"] != 0 {
+		t.Errorf("convert materialized: %+v", st)
+	}
+	want := testutil.Float32s(t, graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
+		return graph.ConvertDType(x, dtypes.BFloat16)
+	}, denseOf(t, w)))
+	if got := testutil.Float32s(t, denseOf(t, conv)); !slices.Equal(got, want) {
+		t.Errorf("bfloat16 materialization differs from converting the float32 one")
+	}
+}
+
+// TestComponentSpecs: leading axes keep their spec; a sharded last axis shards whole blocks.
+func TestComponentSpecs(t *testing.T) {
+	m, err := sharding.NewMesh([]string{"x"}, []int{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := ggml.MustQuantize(testutil.RandomTensor(1, 4, 512), gguf.TypeQ4_K)
+	for _, tc := range []struct {
+		spec    sharding.PartitionSpec
+		want    sharding.PartitionSpec
+		wantErr string
+	}{
+		{spec: sharding.PartitionSpec{{"x"}}, want: sharding.PartitionSpec{{"x"}, nil, nil}},
+		{spec: sharding.PartitionSpec{nil, {"x"}}, want: sharding.PartitionSpec{nil, {"x"}, nil}},
+	} {
+		specs, err := w.ComponentSpecs(m, tc.spec)
+		if err != nil || len(specs) != 1 || !specs[0].Equal(tc.want) {
+			t.Errorf("ComponentSpecs(%v) = %v, %v; want [%v]", tc.spec, specs, err, tc.want)
+		}
+	}
+	// 512 in 2 shards of 256 is whole Q4_K blocks; 64 in 2 shards of 32 is not.
+	small := ggml.MustQuantize(testutil.RandomTensor(1, 4, 64), gguf.TypeQ4_0)
+	if _, err := small.ComponentSpecs(m, sharding.PartitionSpec{nil, {"x"}}); err != nil {
+		t.Errorf("Q4_0 64 in 2 shards: %v", err)
+	}
+	big := ggml.MustQuantize(testutil.RandomTensor(1, 4, 256), gguf.TypeQ4_K)
+	if _, err := big.ComponentSpecs(m, sharding.PartitionSpec{nil, {"x"}}); !testutil.WantError(t, err, "not a multiple of the Q4_K block size 256") {
+		t.Errorf("Q4_K 256 in 2 shards: %v", err)
+	}
+}

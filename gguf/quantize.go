@@ -1,0 +1,264 @@
+package gguf
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/pkg/errors"
+)
+
+// Quantize encodes src, len(src) float32 values, as type t into dst, bit-identical to ggml's
+// reference quantizer (quantize_row_*_ref of ggml-quants.c, which llama.cpp's quantize tool runs
+// without an importance matrix) called on src as one row. t is one of BlockTypes; len(src) must be
+// a multiple of its block size and len(dst) exactly the storage of len(src) elements. Every value
+// must be finite. On error nothing is written to dst.
+//
+// IQ4_NL reuses, for a block whose largest magnitude is below 1e-15, the codes of the previous
+// block of the call, as ggml does (its scale is 0, so they decode to zeros); the first block of a
+// call gets codes 0 there, where ggml's are whatever its buffer held.
+func Quantize(t Type, src []float32, dst []byte) error {
+	if !t.IsBlock() {
+		return errors.Wrapf(ErrUnsupported, "gguf.Quantize: type %s; accepted: %s", t, blockNames)
+	}
+	bs, bb := t.BlockSize(), t.BlockBytes()
+	if len(src)%bs != 0 || len(dst) != len(src)/bs*bb {
+		return errors.Errorf("gguf.Quantize: %d elements into %d bytes of %s; %s needs a multiple of %d elements and %d bytes per block",
+			len(src), len(dst), t, t, bs, bb)
+	}
+	for i, v := range src {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return errors.Errorf("gguf.Quantize: %s: element %d is %v; accepted: finite values", t, i, v)
+		}
+	}
+	traits[t].quantize(src, dst)
+	return nil
+}
+
+// The C conversions ggml's quantizers rely on, as GCC compiles them for x86-64 (the reference
+// build): a float converted to an integer type truncates toward zero through a 32-bit signed
+// conversion, whose result for NaN and out-of-range values is the "integer indefinite"
+// -2^31, of which a narrower type keeps the low bits.
+
+// cvtt is the 32-bit truncating conversion.
+func cvtt(f float32) int32 {
+	if !(f > -2147483904 && f < 2147483648) { // NaN or outside (-2^31 - 1, 2^31) in float32
+		return math.MinInt32
+	}
+	return int32(f)
+}
+
+// nearestInt is ggml's nearest_int: the float added to 1.5·2^23, whose low mantissa bits are the
+// rounded value (ties to even) for |f| < 2^22. The explicit rounding keeps a product given as f
+// from fusing with the addition.
+func nearestInt(f float32) int {
+	v := float32(f) + 12582912
+	return int(math.Float32bits(v)&0x007fffff) - 0x00400000
+}
+
+// fp16 converts to IEEE half precision as ggml's reference code does (round to nearest even, an
+// overflow to infinity, NaN to 0x7E00 with the sign), through its float32 arithmetic.
+func fp16(f float32) uint16 {
+	base := float32(float32(float32(math.Abs(float64(f)))*0x1p+112) * 0x1p-110)
+	w := math.Float32bits(f)
+	shl1 := w + w
+	sign := uint16(w >> 16 & 0x8000)
+	if shl1 > 0xFF000000 {
+		return sign | 0x7E00
+	}
+	bias := max(shl1&0xFF000000, 0x71000000)
+	bits := math.Float32bits(math.Float32frombits(bias>>1+0x07800000) + base)
+	return sign | uint16(bits>>13&0x7C00+bits&0x0FFF)
+}
+
+// putF16 stores f as a little-endian half at b.
+func putF16(b []byte, f float32) { binary.LittleEndian.PutUint16(b, fp16(f)) }
+
+// roundF16 is f rounded through half precision, as ggml reads back the scale it stored.
+func roundF16(f float32) float32 {
+	var b [2]byte
+	putF16(b[:], f)
+	return f16(b[:])
+}
+
+// minInt8 is ggml's MIN(limit, (int8_t)v) on an int8 conversion.
+func minInt8(limit int8, f float32) int8 { return min(limit, int8(cvtt(f))) }
+
+// absMaxSigned returns the value of largest magnitude of x (the first of equal ones) and that
+// magnitude.
+func absMaxSigned(x []float32) (vmax, amax float32) {
+	for _, v := range x {
+		if av := float32(math.Abs(float64(v))); amax < av {
+			amax, vmax = av, v
+		}
+	}
+	return vmax, amax
+}
+
+// minMax returns the smallest and largest value of x.
+func minMax(x []float32) (lo, hi float32) {
+	lo, hi = math.MaxFloat32, -math.MaxFloat32
+	for _, v := range x {
+		if v < lo {
+			lo = v
+		}
+		if v > hi {
+			hi = v
+		}
+	}
+	return lo, hi
+}
+
+// reciprocal is ggml's `d ? 1.0f/d : 0.0f`.
+func reciprocal(d float32) float32 {
+	if d == 0 {
+		return 0
+	}
+	return 1 / d
+}
+
+// quantizeQ4_0: d = (the value of largest magnitude)/-8; q = min(15, trunc(x/d + 8.5)).
+func quantizeQ4_0(src []float32, dst []byte) {
+	for b := range len(src) / 32 {
+		x, blk := src[32*b:32*b+32], dst[18*b:18*b+18]
+		vmax, _ := absMaxSigned(x)
+		d := vmax / -8
+		id := reciprocal(d)
+		putF16(blk, d)
+		for j := range 16 {
+			lo := minInt8(15, float32(x[j]*id)+8.5)
+			hi := minInt8(15, float32(x[j+16]*id)+8.5)
+			blk[2+j] = uint8(lo) | uint8(hi)<<4
+		}
+	}
+}
+
+// quantizeQ4_1: d = (max-min)/15, m = min; q = min(15, trunc((x-min)/d + 0.5)).
+func quantizeQ4_1(src []float32, dst []byte) {
+	for b := range len(src) / 32 {
+		x, blk := src[32*b:32*b+32], dst[20*b:20*b+20]
+		lo, hi := minMax(x)
+		d := (hi - lo) / 15
+		id := reciprocal(d)
+		putF16(blk, d)
+		putF16(blk[2:], lo)
+		for j := range 16 {
+			q0 := minInt8(15, float32((x[j]-lo)*id)+0.5)
+			q1 := minInt8(15, float32((x[j+16]-lo)*id)+0.5)
+			blk[4+j] = uint8(q0) | uint8(q1)<<4
+		}
+	}
+}
+
+// quantizeQ5_0: d = (the value of largest magnitude)/-16; q = min(31, trunc(x/d + 16.5)).
+func quantizeQ5_0(src []float32, dst []byte) {
+	for b := range len(src) / 32 {
+		x, blk := src[32*b:32*b+32], dst[22*b:22*b+22]
+		vmax, _ := absMaxSigned(x)
+		d := vmax / -16
+		id := reciprocal(d)
+		putF16(blk, d)
+		var qh uint32
+		for j := range 16 {
+			q0 := uint8(minInt8(31, float32(x[j]*id)+16.5))
+			q1 := uint8(minInt8(31, float32(x[j+16]*id)+16.5))
+			blk[6+j] = q0&0x0F | (q1&0x0F)<<4
+			qh |= uint32(q0&0x10)>>4<<j | uint32(q1&0x10)>>4<<(j+16)
+		}
+		binary.LittleEndian.PutUint32(blk[2:], qh)
+	}
+}
+
+// quantizeQ5_1: d = (max-min)/31, m = min; q = trunc((x-min)/d + 0.5).
+func quantizeQ5_1(src []float32, dst []byte) {
+	for b := range len(src) / 32 {
+		x, blk := src[32*b:32*b+32], dst[24*b:24*b+24]
+		lo, hi := minMax(x)
+		d := (hi - lo) / 31
+		id := reciprocal(d)
+		putF16(blk, d)
+		putF16(blk[2:], lo)
+		var qh uint32
+		for j := range 16 {
+			q0 := uint8(cvtt(float32((x[j]-lo)*id) + 0.5))
+			q1 := uint8(cvtt(float32((x[j+16]-lo)*id) + 0.5))
+			blk[8+j] = q0&0x0F | (q1&0x0F)<<4
+			qh |= uint32(q0&0x10)>>4<<j | uint32(q1&0x10)>>4<<(j+16)
+		}
+		binary.LittleEndian.PutUint32(blk[4:], qh)
+	}
+}
+
+// quantizeQ8_0: d = max|x|/127; q = round(x/d), halves away from zero.
+func quantizeQ8_0(src []float32, dst []byte) {
+	for b := range len(src) / 32 {
+		x, blk := src[32*b:32*b+32], dst[34*b:34*b+34]
+		var amax float32
+		for _, v := range x {
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+		d := amax / 127
+		id := reciprocal(d)
+		putF16(blk, d)
+		for j, v := range x {
+			blk[2+j] = uint8(cvtt(float32(math.Round(float64(v * id)))))
+		}
+	}
+}
+
+// bestIndexIQ4NL is ggml's best_index_int8 over iq4nlValues: the index of the value nearest to x
+// (the upper one on a tie), by bisection.
+func bestIndexIQ4NL(x float32) int {
+	vals := &iq4nlValues
+	if x <= float32(vals[0]) {
+		return 0
+	}
+	if x >= float32(vals[15]) {
+		return 15
+	}
+	lo, hi := 0, 15
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if x < float32(vals[mid]) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	if x-float32(vals[hi-1]) < float32(vals[hi])-x {
+		return hi - 1
+	}
+	return hi
+}
+
+// groupMaxEps is ggml's GROUP_MAX_EPS: a group whose largest magnitude is below it is all zero.
+const groupMaxEps float32 = 1e-15
+
+// quantizeIQ4_NL is ggml's IQ4_NL reference quantizer: codes of iq4nlValues nearest to x/d with
+// d = max/-127, then d refitted by weighted least squares (weights x²). The codes of a block below
+// groupMaxEps are the previous block's (see Quantize).
+func quantizeIQ4_NL(src []float32, dst []byte) {
+	var L [32]uint8
+	for b := range len(src) / 32 {
+		x, blk := src[32*b:32*b+32], dst[18*b:18*b+18]
+		var d float32
+		if vmax, amax := absMaxSigned(x); amax >= groupMaxEps {
+			id := 1 / (vmax / float32(iq4nlValues[0]))
+			var sumqx, sumq2 float32
+			for j, v := range x {
+				l := bestIndexIQ4NL(id * v)
+				L[j] = uint8(l)
+				q := float32(iq4nlValues[l])
+				w := float32(v * v)
+				sumqx += float32(float32(w*q) * v)
+				sumq2 += float32(float32(w*q) * q)
+			}
+			if sumq2 > 0 {
+				d = sumqx / sumq2
+			}
+		}
+		putF16(blk, d)
+		for j := range 16 {
+			blk[2+j] = L[j] | L[16+j]<<4
+		}
+	}
+}
