@@ -8,6 +8,6 @@ package cpukernels
 // include folder (scripts/simde.sh fetches it).
 
 /*
-#cgo CFLAGS: -DQK_SIMDE -Wno-psabi
+#cgo CFLAGS: -DQK_SIMDE -Wno-psabi -O1
 */
 import "C"
