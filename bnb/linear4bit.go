@@ -117,7 +117,7 @@ func readLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
 	}
 	elements, ok := fileio.Elements(qs.Shape, 2*uint64(weight.Bytes))
 	if !ok || (elements+1)/2 != uint64(weight.Bytes) {
-		return nil, errors.Errorf("quant state shape %v for weight %s; accepted: a shape whose elements, two codes a byte, "+
+		return nil, errors.Errorf("quant state shape %v for %s; accepted: a shape whose elements, two codes a byte, "+
 			"fill the weight's %d bytes", qs.Shape, weight, weight.Bytes)
 	}
 	n := int(elements)

@@ -45,6 +45,9 @@ type LoadOptions struct {
 // stored in ctx until all are converted: on error ctx is unchanged. ctx must not already hold the
 // model's variables.
 func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, error) {
+	if ctx == nil || f == nil {
+		return nil, errors.New("llama.LoadGGUF: nil context or file; accepted: a context and an opened file")
+	}
 	cfg, err := ConfigFromGGUF(f)
 	if err != nil {
 		return nil, err
