@@ -122,8 +122,9 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 // quantized components) in its "dense" sub-scope. Adapters saved as F16, BF16 or F64 are
 // converted to float32. It returns an error, loading nothing, for a nil context, a config whose r
 // is not from 1 to 2^31 − 1 or whose lora_alpha is not a finite positive number, a module no layer
-// of ctx is named, a lora_A without its lora_B, adapters whose dtypes or shapes do not fit r or the
-// layer's existing adapters (checked before they are read), or a file without the config.
+// of ctx is named, a lora_A without its lora_B, adapters whose dtypes or shapes do not fit r (checked
+// before they are read), the layer's float kernel or its existing adapters, or a file without the
+// config.
 func LoadAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 	if ctx == nil {
 		return errors.New("qlayers.LoadAdapters: nil context")
@@ -209,6 +210,16 @@ func loadAdapters(ctx *context.Context, configText []byte, f *safetensors.File, 
 			return errors.WithMessagef(err, "module %q: lora_B", module)
 		}
 		dense := ctx.InAbsPath(layer).In(Scope).Checked(false)
+		if w := dense.GetVariable(WeightsName); w != nil && w.Shape().Rank() == 2 {
+			in, out := w.Shape().Dim(0), w.Shape().Dim(1)
+			if kernelLayout(dense) == OutIn {
+				in, out = out, in
+			}
+			if a.Shape().Dim(0) != in || b.Shape().Dim(1) != out {
+				return errors.Errorf("module %q: lora_A %s, lora_B %s for a layer of %d inputs and %d outputs; accepted: [r, %d] "+
+					"and [%d, r]", module, aInfo, bInfo, in, out, in, out)
+			}
+		}
 		for _, x := range []struct {
 			name string
 			t    *tensors.Tensor

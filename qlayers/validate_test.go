@@ -180,3 +180,21 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestLoadAdaptersLayerDims: adapters whose input or output width is not the float kernel's are
+// refused.
+func TestLoadAdaptersLayerDims(t *testing.T) {
+	ctx := fuzzLayer() // "/layer": 8 inputs, 4 outputs
+	dense := ctx.In("layer").In(qlayers.Scope)
+	dense.VariableWithValue(qlayers.LoRAAName, matrix(2, 9, 2)) // 9 inputs
+	dense.VariableWithValue(qlayers.LoRABName, matrix(3, 2, 4))
+	dense.SetParam(qlayers.LoRAScaleParam, 1.0)
+	dir := t.TempDir()
+	if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := qlayers.LoadAdapters(fuzzLayer(), dir, qlayers.AdapterOptions{})
+	if want := "for a layer of 8 inputs and 4 outputs; accepted: [r, 8] and [4, r]"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v; want one containing %q", err, want)
+	}
+}

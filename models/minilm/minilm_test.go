@@ -88,7 +88,7 @@ func TestPaddingInvariance(t *testing.T) {
 }
 
 // tinyCheckpoint writes a BertModel checkpoint of the tiny configuration; skip leaves a tensor out.
-func tinyCheckpoint(t *testing.T, skip string, edit func(*safetensors.Tensor)) ([]byte, map[string][]float32) {
+func tinyCheckpoint(t testing.TB, skip string, edit func(*safetensors.Tensor)) ([]byte, map[string][]float32) {
 	t.Helper()
 	var list []safetensors.Tensor
 	values := map[string][]float32{}

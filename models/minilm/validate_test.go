@@ -20,7 +20,7 @@ import (
 )
 
 // configJSON is the tiny configuration as a Hugging Face config.json, with changes.
-func configJSON(t *testing.T, changes map[string]any) []byte {
+func configJSON(t testing.TB, changes map[string]any) []byte {
 	t.Helper()
 	j := map[string]any{
 		"model_type": "bert", "hidden_act": "gelu", "position_embedding_type": "absolute",
