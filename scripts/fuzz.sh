@@ -57,6 +57,8 @@ for target in $FUZZ_TARGETS; do
     "$GO" test -c -fuzz=. -o "$bin" "./$pkg" # -fuzz: built with the fuzzer's coverage instrumentation
   fi
   out="$work/$name.${pkg//\//_}.log"
+  crashers="$root/$pkg/testdata/fuzz/$name"
+  before="$(ls "$crashers" 2>/dev/null || true)"
   log "$pkg $name for $FUZZTIME (address space $FUZZ_AS, resident ${FUZZ_RSS_MB} MiB a process)"
   start=$(date +%s)
   (cd "$root/$pkg" && exec prlimit --as="$(numfmt --from=iec "$FUZZ_AS")" -- "$bin" -test.run='^$' -test.fuzz="^${name}\$" \
@@ -80,13 +82,24 @@ for target in $FUZZ_TARGETS; do
   seconds=$(($(date +%s) - start))
   execs=$(grep -o 'execs: [0-9]*' "$out" | tail -1 | grep -o '[0-9]*' || echo 0)
   line="$(printf '%-14s %-22s %4ss %9s execs  peak RSS %4d MiB' "$pkg" "$name" "$seconds" "${execs:-0}" "$((peak / 1024))")"
+  # Go 1.26's coordinator can fail a run that found nothing with a bare "context deadline exceeded"
+  # when -fuzztime ends while a worker is mid-call (go.dev/issue/75804, fixed in Go 1.27): a run
+  # that ends so, wrote no failing input and logged no other failure passes, with a note.
+  if [[ $rc -ne 0 && -z "$over" && "$(ls "$crashers" 2>/dev/null || true)" == "$before" ]] &&
+    grep -q '^    context deadline exceeded$' "$out" && ! grep -q 'Failing input written' "$out" &&
+    [[ $(grep -c '^--- FAIL\|^    --- FAIL' "$out") -eq 1 ]]; then
+    rc=0
+    line_note="  (ended by Go's fuzztime race, go.dev/issue/75804: nothing found)"
+  else
+    line_note=""
+  fi
   if [[ -n "$over" || $rc -ne 0 ]]; then
     failed+=("$pkg:$name")
     line+="  FAILED${over:+: $over}"
     log "$pkg $name failed (exit $rc${over:+; $over}):"
     tail -40 "$out" >&2
   fi
-  summary+=("$line")
+  summary+=("$line$line_note")
 done
 
 echo "make fuzz: FUZZTIME=$FUZZTIME, FUZZ_AS=$FUZZ_AS, FUZZ_RSS_MB=$FUZZ_RSS_MB"
