@@ -12,7 +12,7 @@ GOTEST_FLAGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help setup assets doctor demo vet test test-all test-race bench conformance conformance-random bench-peer
+.PHONY: help setup assets doctor demo vet test test-all test-race fuzz bench conformance conformance-random bench-peer
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -51,6 +51,16 @@ RACE_HOST_TESTS := Test(Codebook|Packing|BF16|ComponentShapes|QuantizeBadInput|Q
 test-race: ## go test -race of quanta's host code (the packages and tests that execute no graph)
 	GOMLX_BACKEND=go $(GO) test -race -count=1 $(RACE_PACKAGES)
 	GOMLX_BACKEND=go $(GO) test -race -count=1 -run '$(RACE_HOST_TESTS)' ./nf4 ./int8 ./onebit
+
+# The fuzz targets of the file and configuration readers (GGUF and the llama config, safetensors
+# and the MiniLM config, bitsandbytes state dicts, LoRA adapter files, the tokenizers), each for
+# FUZZTIME under a memory limit: FUZZ_AS of address space and FUZZ_RSS_MB resident a process
+# (docs/testing.md). Not part of `make test`, which runs the targets' seed corpora.
+FUZZTIME ?= 20s
+FUZZ_AS ?= 3G
+FUZZ_RSS_MB ?= 1024
+fuzz: ## run each reader's fuzz target for FUZZTIME (20s) under a memory limit; fails on a crash, a panic or memory beyond the limit
+	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZ_AS=$(FUZZ_AS) FUZZ_RSS_MB=$(FUZZ_RSS_MB) scripts/fuzz.sh
 
 BENCH_OUT = bench/results/$(or $(BENCH_NAME),xla-cpu-f32)
 bench: setup ## the benchmark suite (docs/performance.md): every format vs dense on real layer shapes, two graph contexts

@@ -13,6 +13,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/safetensors"
 )
@@ -109,11 +110,25 @@ func readLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
 	if err := checkShape(qs.Shape); err != nil {
 		return nil, errors.WithMessage(err, "quant state")
 	}
-	if qs.BlockSize <= 0 || qs.BlockSize%2 != 0 {
-		return nil, errors.Errorf("quant state blocksize %d; accepted: an even positive number", qs.BlockSize)
+	// The shape is checked against the packed codes the file holds before anything is sized by it.
+	weight, ok := f.Info(prefix + KeyWeight)
+	if !ok {
+		return nil, errors.Wrapf(safetensors.ErrNotFound, "tensor %q", prefix+KeyWeight)
+	}
+	elements, ok := fileio.Elements(qs.Shape, 2*uint64(weight.Bytes))
+	if !ok || (elements+1)/2 != uint64(weight.Bytes) {
+		return nil, errors.Errorf("quant state shape %v for %s; accepted: a shape whose elements, two codes a byte, "+
+			"fill the weight's %d bytes", qs.Shape, weight, weight.Bytes)
+	}
+	n := int(elements)
+	if err := checkBlockSize(qs.BlockSize, n); err != nil {
+		return nil, errors.WithMessage(err, "quant state blocksize")
+	}
+	doubleQuant, err := checkNested(f, prefix, qs)
+	if err != nil {
+		return nil, err
 	}
 	shape := shapes.Make(dtype, qs.Shape...)
-	n := shape.Size()
 	nb := (n + qs.BlockSize - 1) / qs.BlockSize
 	packed, err := readBytes(f, prefix+KeyWeight, safetensors.U8, (n+1)/2, 1)
 	if err != nil {
@@ -122,7 +137,7 @@ func readLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
 	if err := checkMap(f, prefix+KeyQuantMap, codebookSlice()); err != nil {
 		return nil, err
 	}
-	format := nf4.Format{BlockSize: qs.BlockSize, FlatBlocks: !rowBlocked(qs.Shape, qs.BlockSize), DoubleQuant: qs.NestedOffset != nil}
+	format := nf4.Format{BlockSize: qs.BlockSize, FlatBlocks: !rowBlocked(qs.Shape, qs.BlockSize), DoubleQuant: doubleQuant}
 	want := nf4.ComponentShapes(shape, format, dtypes.Float32)
 	packedT := tensors.FromShape(want[0])
 	tensors.MustMutableFlatData(packedT, func(dst []uint8) {
@@ -139,10 +154,6 @@ func readLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
 		}
 		components = append(components, tensors.FromFlatDataAndDimensions(absmax, want[1].Dimensions...))
 	} else {
-		if qs.NestedBlockSize != nf4.NestedBlockSize || qs.NestedDType != "float32" {
-			return nil, errors.Errorf("quant state nested_blocksize %d, nested_dtype %q; accepted: %d, \"float32\"",
-				qs.NestedBlockSize, qs.NestedDType, nf4.NestedBlockSize)
-		}
 		codes, err := readBytes(f, prefix+KeyAbsmax, safetensors.U8, nb)
 		if err != nil {
 			return nil, err
@@ -169,6 +180,29 @@ func readLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// checkNested reports whether the quant state says the absmax are double-quantized: its three
+// nested fields are all set, to bitsandbytes' values, or none is (and the file has no nested
+// absmax).
+func checkNested(f *safetensors.File, prefix string, qs QuantState) (bool, error) {
+	_, hasNestedAbsmax := f.Info(prefix + KeyNestedAbsmax)
+	if qs.NestedOffset == nil && qs.NestedBlockSize == 0 && qs.NestedDType == "" && !hasNestedAbsmax {
+		return false, nil
+	}
+	if qs.NestedOffset == nil {
+		return false, errors.Errorf("quant state %s has no nested_offset, but the weight is double-quantized (nested_blocksize "+
+			"%d, nested_dtype %q, tensor %q present: %v); accepted: nested_blocksize, nested_dtype and nested_offset together, "+
+			"with the nested absmax", qs.JSON(), qs.NestedBlockSize, qs.NestedDType, prefix+KeyNestedAbsmax, hasNestedAbsmax)
+	}
+	if qs.NestedBlockSize != nf4.NestedBlockSize || qs.NestedDType != "float32" {
+		return false, errors.Errorf("quant state nested_blocksize %d, nested_dtype %q; accepted: %d, \"float32\"",
+			qs.NestedBlockSize, qs.NestedDType, nf4.NestedBlockSize)
+	}
+	if o := *qs.NestedOffset; math.IsNaN(o) || math.IsInf(o, 0) {
+		return false, errors.Errorf("quant state nested_offset %v; accepted: a finite number", o)
+	}
+	return true, nil
 }
 
 // Tensors returns the layer's state dict as bitsandbytes' Linear4bit.state_dict() holds it, under
@@ -206,6 +240,9 @@ func (l *Linear4bit) tensors(prefix string) ([]safetensors.Tensor, error) {
 	}
 	dtypeStr, err := dtypeName(shape.DType)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkBias(l.Bias, shape.Dim(0)); err != nil {
 		return nil, err
 	}
 	n := shape.Size()
@@ -312,6 +349,18 @@ func readBias(f *safetensors.File, prefix string, out int) (*tensors.Tensor, err
 func readLayer[L any](op string, f *safetensors.File, prefix string, read func(*safetensors.File, string) (*L, error)) (*L, error) {
 	l, err := read(f, prefix)
 	return l, errors.WithMessagef(err, "%s(prefix %q)", op, prefix)
+}
+
+// checkBias accepts what a layer of out features writes and reads back as its bias: nil, or a
+// float vector of out elements.
+func checkBias(bias *tensors.Tensor, out int) error {
+	if bias == nil {
+		return nil
+	}
+	if s := bias.Shape(); s.Rank() != 1 || s.Dim(0) != out || !s.DType.IsFloat() {
+		return errors.Errorf("bias %s; accepted: nil or a float vector of %d (out features)", s, out)
+	}
+	return nil
 }
 
 // appendBias appends the bias, when there is one, to a layer's tensors.

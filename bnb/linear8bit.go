@@ -82,7 +82,8 @@ func readLinear8bitLt(f *safetensors.File, prefix string) (*Linear8bitLt, error)
 }
 
 // NewLinear8bitLt returns the bitsandbytes state of an int8.Array [out, in] quantized per output
-// row (axis -1, as int8.Quantize does by default): SCB = scale·127 in float32. bias may be nil.
+// row (axis -1, as int8.Quantize does by default): SCB = scale·127 in float32. bias may be nil,
+// else a float vector of out elements.
 func NewLinear8bitLt(w *qint8.Array, bias *tensors.Tensor) (*Linear8bitLt, error) {
 	if w == nil {
 		return nil, errors.New("bnb.NewLinear8bitLt: nil weight")
@@ -90,6 +91,9 @@ func NewLinear8bitLt(w *qint8.Array, bias *tensors.Tensor) (*Linear8bitLt, error
 	shape := w.Shape()
 	if shape.Rank() != 2 || !slices.Equal(w.Axes(), []int{1}) {
 		return nil, errors.Errorf("bnb.NewLinear8bitLt: %s; accepted: a rank-2 [out, in] array quantized along its last axis", w)
+	}
+	if err := checkBias(bias, shape.Dim(0)); err != nil {
+		return nil, errors.WithMessagef(err, "bnb.NewLinear8bitLt: weight %s", w)
 	}
 	scale := w.Scale()
 	if !scale.IsTensor() {
@@ -122,6 +126,9 @@ func (l *Linear8bitLt) Tensors(prefix string) ([]safetensors.Tensor, error) {
 	scb, err := float32Values(l.SCB)
 	if err != nil || len(scb) != l.Weight.Shape().Dim(0) {
 		return nil, errors.Errorf("bnb.Linear8bitLt.Tensors: SCB %s for weight %s; accepted: float32 [out]", l.SCB.Shape(), l.Weight)
+	}
+	if err := checkBias(l.Bias, l.Weight.Shape().Dim(0)); err != nil {
+		return nil, errors.WithMessagef(err, "bnb.Linear8bitLt.Tensors: weight %s", l.Weight)
 	}
 	list := []safetensors.Tensor{w, float32Tensor(prefix+KeySCB, scb),
 		{Name: prefix + KeyWeightFormat, DType: safetensors.U8, Shape: []int{}, Data: []byte{0}}}

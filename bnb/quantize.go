@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/internal/hostdata"
@@ -33,18 +34,19 @@ const minAbsmax = float32(1e-38)
 // x/(absmax+tiny), nearest code) in rare rounding cases only.
 //
 // It returns an error for a nil or empty tensor, a non-float dtype, NaN or ±Inf values, or a
-// block size that is not even and positive.
+// block size that is not even, from 2 to 4096 (nf4.MaxFlatBlockSize, bitsandbytes' largest, accepted
+// for any tensor: a tensor smaller than a block is one short block) or the tensor's size rounded up
+// to even when larger.
 func Quantize4bit(t *tensors.Tensor, blockSize int, compressStatistics bool) (*nf4.Array, error) {
 	if t == nil {
 		return nil, errors.New("bnb.Quantize4bit: nil tensor")
 	}
-	if blockSize <= 0 || blockSize%2 != 0 {
-		return nil, errors.Errorf("bnb.Quantize4bit: block size %d; accepted: an even positive number (bitsandbytes uses 64)",
-			blockSize)
-	}
 	shape := t.Shape()
 	if shape.Rank() == 0 || shape.Size() == 0 {
 		return nil, errors.Errorf("bnb.Quantize4bit: input %s; accepted: rank >= 1, every dimension >= 1", shape)
+	}
+	if err := checkBlockSize(blockSize, shape.Size()); err != nil {
+		return nil, errors.WithMessagef(err, "bnb.Quantize4bit: input %s", shape)
 	}
 	values, err := float32Values(t)
 	if err != nil {
@@ -86,15 +88,23 @@ func MustQuantize4bit(t *tensors.Tensor, blockSize int, compressStatistics bool)
 	return a
 }
 
+// checkBlockSize checks a block size for a weight of n elements: bitsandbytes blocks the flattened
+// weight, so nf4's bound for flattened blocks applies (an even size up to nf4.MaxFlatBlockSize,
+// 4096, bitsandbytes' largest, or up to n rounded up to even beyond it).
+func checkBlockSize(blockSize, n int) error {
+	return nf4.Format{BlockSize: blockSize, FlatBlocks: true}.Validate(shapes.Make(dtypes.Float32, n))
+}
+
 // rowBlocked reports whether bitsandbytes' flattened blocks of a tensor of dims are nf4's
 // blocks along the last axis, with the same bytes: the last dimension is a multiple of the block
-// size, or there is only one row.
+// size, or there is only one row and the block is no longer than nf4 allows along it.
 func rowBlocked(dims []int, blockSize int) bool {
 	rows := 1
 	for _, d := range dims[:len(dims)-1] {
 		rows *= d
 	}
-	return rows == 1 || dims[len(dims)-1]%blockSize == 0
+	last := dims[len(dims)-1]
+	return (rows == 1 && blockSize <= nf4.MaxBlockSize(last)) || last%blockSize == 0
 }
 
 // quantize4bit returns bitsandbytes' packed NF4 codes ((n+1)/2 bytes) and float32 absmax of the

@@ -444,8 +444,13 @@ func (f *File) placeTensors() error {
 		}
 		t.Offset = f.DataOffset + rel
 	}
+	// Sorted by start, then end: an empty tensor at the offset where another starts comes first
+	// and overlaps nothing.
 	sorted := append([]*Tensor(nil), f.tensors...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Offset < sorted[j].Offset })
+	sort.Slice(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		return a.Offset < b.Offset || (a.Offset == b.Offset && a.Bytes < b.Bytes)
+	})
 	for i := 1; i < len(sorted); i++ {
 		prev, t := sorted[i-1], sorted[i]
 		if prev.Offset+prev.Bytes > t.Offset {
@@ -468,20 +473,18 @@ func (p *parser) tensorInfo(i int) (*Tensor, error) {
 		return nil, p.corrupt("tensor %q has %d dimensions; accepted: at most %d", name, nDims, maxDims)
 	}
 	t := &Tensor{Name: name, Dims: make([]int, nDims)}
-	// The element count is bounded so that no product overflows: a tensor can't hold more
-	// elements than 256 (the largest block size) per byte of the file.
-	limit := uint64(p.size) * 256
-	elements := uint64(1)
-	for d := range t.Dims {
-		n, err := p.u64(fmt.Sprintf("dimension %d of tensor %q", d, name))
-		if err != nil {
+	dims := make([]uint64, nDims)
+	for d := range dims {
+		if dims[d], err = p.u64(fmt.Sprintf("dimension %d of tensor %q", d, name)); err != nil {
 			return nil, err
 		}
-		if n > limit || (n > 0 && elements > limit/n) {
-			return nil, p.corrupt("tensor %q: dimension %d is %d, more elements than the file can hold", name, d, n)
-		}
-		elements *= n
-		t.Dims[d] = int(n)
+		t.Dims[d] = int(dims[d])
+	}
+	// The element count is bounded so that no product overflows: a tensor can't hold more
+	// elements than 256 (the largest block size) per byte of the file.
+	elements, ok := fileio.Elements(dims, uint64(p.size)*256)
+	if !ok {
+		return nil, p.corrupt("tensor %q: dimensions %v, more elements than the file can hold", name, dims)
 	}
 	typ, err := p.u32(fmt.Sprintf("type of tensor %q", name))
 	if err != nil {

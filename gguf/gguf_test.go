@@ -309,3 +309,35 @@ func TestCorrupt(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyTensorOffsets: a tensor without elements may sit at the offset where another starts,
+// in either order in the directory; it overlaps nothing, and a tensor inside another still does.
+func TestEmptyTensorOffsets(t *testing.T) {
+	a := tensorSpec{name: "a", typ: gguf.TypeF32, dims: []uint64{8}, data: f32Bytes(1, 2, 3, 4, 5, 6, 7, 8), offset: 0}
+	b := tensorSpec{name: "b", typ: gguf.TypeF32, dims: []uint64{2}, data: f32Bytes(9, 10), offset: 32}
+	for _, order := range [][]tensorSpec{
+		{a, {name: "z", typ: gguf.TypeF32, dims: []uint64{0, 8}, offset: 32}, b},
+		{a, b, {name: "z", typ: gguf.TypeF32, dims: []uint64{0, 8}, offset: 32}},
+		{{name: "0", typ: gguf.TypeF32, dims: []uint64{8, 0}, offset: 32}, b, a},
+		{b, {name: "end", typ: gguf.TypeQ4_0, dims: []uint64{0}, offset: 64}, a},
+	} {
+		data := append(buildGGUF(nil, order), make([]byte, 24)...)
+		f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			var names []string
+			for _, ts := range order {
+				names = append(names, ts.name)
+			}
+			t.Errorf("tensors %v: %v", names, err)
+			continue
+		}
+		if got, err := f.ReadFloat32("b"); err != nil || !reflect.DeepEqual(got, []float32{9, 10}) {
+			t.Errorf("ReadFloat32(b) = %v, %v", got, err)
+		}
+	}
+	inside := append(buildGGUF(nil, []tensorSpec{a, {name: "c", typ: gguf.TypeF32, dims: []uint64{1}, data: f32Bytes(0), offset: 0}}),
+		make([]byte, 32)...)
+	if _, err := gguf.Read(bytes.NewReader(inside), int64(len(inside))); !errors.Is(err, gguf.ErrCorrupt) {
+		t.Errorf("a tensor inside another: %v, want ErrCorrupt", err)
+	}
+}

@@ -89,7 +89,10 @@
 //
 // Quantize returns an error, and builds nothing, for a block size that is not even and positive
 // or exceeds MaxBlockSize of the last axis, a rank-0 or empty input, a non-float dtype, or NaN/±Inf
-// values (the validation of every quanta format). Graph-side
+// values (the validation of every quanta format). FromTensors applies Format.Validate: the same
+// bound along the last axis; for FlatBlocks, up to MaxFlatBlockSize (bitsandbytes' largest) for any
+// size, or MaxBlockSize of the size. ComponentShapes sizes components by the block size: a block
+// size read from a file is checked with Format.Validate first. Graph-side
 // functions (QuantizeNode, the handlers) panic with a message naming the op and the shapes;
 // QuantizeNode cannot check values (a NaN gives code 0). After Delete, using the array, or any
 // array derived from it without new components, is implicitarray.ErrDeleted (an error from

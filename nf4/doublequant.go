@@ -44,6 +44,21 @@ func (f Format) String() string {
 	return s
 }
 
+// Validate returns an error for a block size f cannot have for an array of shape: one that is
+// not even and positive, or (blocks along the last axis) longer than MaxBlockSize of the last
+// axis, or (FlatBlocks) longer than MaxFlatBlockSize and than MaxBlockSize of the array's size.
+// ComponentShapes sizes the components by the block size: check it first when it comes from a
+// file.
+func (f Format) Validate(shape shapes.Shape) error {
+	if shape.Rank() == 0 {
+		return errors.Errorf("nf4 format %s for %s; accepted: rank >= 1 (blocks run along the last axis)", f, shape)
+	}
+	if f.FlatBlocks {
+		return checkFlatBlockSize(f.BlockSize, shape)
+	}
+	return checkBlockSize(f.BlockSize, shape)
+}
+
 // Format returns the array's storage format.
 func (a *Array) Format() Format {
 	return Format{BlockSize: a.blockSize, FlatBlocks: a.flat, DoubleQuant: a.doubleQuant}
@@ -79,7 +94,7 @@ func (a *Array) mustBeDoubleQuantized(what string) {
 }
 
 // ComponentShapes returns the shapes of the components of an array of the given logical shape in
-// format f, in order: packed, absmax (scaleDType; uint8 codes with DoubleQuant), and with
+// format f (valid for it: Validate), in order: packed, absmax (scaleDType; uint8 codes with DoubleQuant), and with
 // DoubleQuant the nested absmax and the offset (float32).
 func ComponentShapes(shape shapes.Shape, f Format, scaleDType dtypes.DType) []shapes.Shape {
 	var packed, scales shapes.Shape
@@ -108,8 +123,7 @@ func FromTensors(shape shapes.Shape, f Format, components ...*tensors.Tensor) (*
 	if err := checkQuantizable(shape); err != nil {
 		return nil, errors.WithMessage(err, "nf4.FromTensors: logical shape")
 	}
-	// Blocks may run over the flattened array (Format.FlatBlocks): bounded by its size.
-	if err := checkBlockSize(f.BlockSize, shapes.Make(shape.DType, shape.Size())); err != nil {
+	if err := f.Validate(shape); err != nil {
 		return nil, errors.WithMessage(err, "nf4.FromTensors")
 	}
 	scaleDType := dtypes.Float32

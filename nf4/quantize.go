@@ -89,6 +89,12 @@ func MustQuantize(t *tensors.Tensor, blockSize int) *Array {
 // max(dim rounded up to even, DefaultBlockSize).
 func MaxBlockSize(dim int) int { return max(dim+dim%2, DefaultBlockSize) }
 
+// MaxFlatBlockSize is the largest block size bitsandbytes quantizes with (its kernels' largest).
+// FromTensors accepts it, and any even size below, for a FlatBlocks array however few elements
+// the array has, as bitsandbytes does (an array smaller than a block is one short block); beyond
+// it, MaxBlockSize of the array's size.
+const MaxFlatBlockSize = 4096
+
 // checkBlockSize checks blockSize against shape's last axis (shape is already checked).
 func checkBlockSize(blockSize int, shape shapes.Shape) error {
 	dim := shape.Dimensions[shape.Rank()-1]
@@ -96,6 +102,17 @@ func checkBlockSize(blockSize int, shape shapes.Shape) error {
 		return errors.Errorf("block size %d for input %s; accepted: an even number from 2 to %d (two codes per byte; "+
 			"a block is at most the last axis of %d rounded up to even, or the default %d)",
 			blockSize, shape, MaxBlockSize(dim), dim, DefaultBlockSize)
+	}
+	return nil
+}
+
+// checkFlatBlockSize checks the block size of a FlatBlocks array of shape.
+func checkFlatBlockSize(blockSize int, shape shapes.Shape) error {
+	limit := max(MaxBlockSize(shape.Size()), MaxFlatBlockSize)
+	if blockSize <= 0 || blockSize%2 != 0 || blockSize > limit {
+		return errors.Errorf("block size %d for flattened blocks of %s; accepted: an even number from 2 to %d (two codes per "+
+			"byte; a block is at most the %d elements rounded up to even, or bitsandbytes' largest, %d)", blockSize, shape, limit,
+			shape.Size(), MaxFlatBlockSize)
 	}
 	return nil
 }

@@ -34,12 +34,16 @@ const (
 	OutIn
 )
 
-// String returns "in_out" or "out_in", the KernelLayoutParam values.
+// String returns "in_out" or "out_in", the KernelLayoutParam values ("KernelLayout(N)" for
+// another value, which no function accepts).
 func (l KernelLayout) String() string {
-	if l == OutIn {
+	switch l {
+	case InOut:
+		return "in_out"
+	case OutIn:
 		return "out_in"
 	}
-	return "in_out"
+	return fmt.Sprintf("KernelLayout(%d)", int(l))
 }
 
 // kernelLayout reads KernelLayoutParam in ctx's scope (the "dense" scope).
@@ -100,6 +104,9 @@ func baseTemplate(shape shapes.Shape, text string, strategy lowering.Strategy) (
 				"\"nf4-dq/BLOCKSIZE/flat\" or a format QuantizeContext writes", FormatParam, text)
 		}
 		f := nf4.Format{BlockSize: blockSize, FlatBlocks: true, DoubleQuant: typeName == "nf4-dq"}
+		if err := f.Validate(shape); err != nil { // before the template's components are sized by it
+			return nil, errors.WithMessagef(err, "qlayers: parameter %s=%q", FormatParam, text)
+		}
 		var comps []*tensors.Tensor
 		for _, s := range nf4.ComponentShapes(shape, f, shape.DType) {
 			comps = append(comps, tensors.FromShape(s))
@@ -142,11 +149,18 @@ func arrayFormat(w implicitarray.Array) (string, error) {
 // is (no re-quantization, FlatBlocks included); LoRADense then computes x·Wᵀ.
 //
 // w must be a host array: an *nf4.Array or an *int8.Array quantized along its last axis. It
-// returns an error, storing nothing, for another array, a kernel that is not rank 2, a bias whose
-// size is not outDim, or a scope that already holds a kernel.
+// returns an error, storing nothing, for a nil context, another array, a layout other than InOut
+// and OutIn, a kernel that is not rank 2, a bias whose size is not outDim, or a scope that already
+// holds a kernel.
 func StoreBase(ctx *context.Context, scope string, w implicitarray.Array, bias *tensors.Tensor, layout KernelLayout) error {
+	if ctx == nil {
+		return errors.New("qlayers.StoreBase: nil context")
+	}
 	if w == nil {
 		return errors.New("qlayers.StoreBase: nil array")
+	}
+	if layout != InOut && layout != OutIn {
+		return errors.Errorf("qlayers.StoreBase(%q): layout %s; accepted: InOut or OutIn", scope, layout)
 	}
 	format, err := arrayFormat(w)
 	if err != nil {
@@ -188,9 +202,15 @@ func StoreBase(ctx *context.Context, scope string, w implicitarray.Array, bias *
 // Base returns the stored quantized kernel of the layer whose scope is scope (as StoreBase or
 // QuantizeContext stored it), of inDim inputs and outDim outputs, as a host array in its layout
 // (float32 materialization dtype): for exporting a base, e.g. with package bnb after MergeLoRA
-// re-quantized it. It returns an error if the scope holds no quantized kernel or its components
-// do not fit the recorded format and dimensions.
+// re-quantized it. It returns an error for a nil context, if the scope holds no quantized kernel,
+// or if its components do not fit the recorded format and dimensions.
 func Base(ctx *context.Context, scope string, inDim, outDim int) (implicitarray.Array, KernelLayout, error) {
+	if ctx == nil {
+		return nil, InOut, errors.New("qlayers.Base: nil context")
+	}
+	if inDim < 1 || outDim < 1 {
+		return nil, InOut, errors.Errorf("qlayers.Base(%q): dimensions %d, %d; accepted: positive", scope, inDim, outDim)
+	}
 	dense := ctx.InAbsPath(scope).In(Scope).Checked(false)
 	stored := storedComponents(dense)
 	if len(stored) == 0 {

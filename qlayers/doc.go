@@ -63,10 +63,14 @@
 //
 // # Errors
 //
-// QuantizeContext, StoreBase, MergeLoRA, UnmergeLoRA, SaveAdapters and LoadAdapters return an
-// error, leaving the context unchanged: QuantizeContext for a bad rule (pattern or Config) and for
+// QuantizeContext, StoreBase, Base, MergeLoRA, UnmergeLoRA, SaveAdapters and LoadAdapters return
+// an error for a nil context, and otherwise an error leaving the context unchanged: QuantizeContext for a bad rule (pattern or Config) and for
 // a kernel its format cannot hold (e.g. binary with inputDim not a multiple of 4), the others for
-// arrays, files or adapters that do not fit the layers; the message names the variable or scope.
+// arrays, layouts other than InOut and OutIn, files or adapters that do not fit the layers; the
+// message names the variable or scope. An adapter file is checked before its tensors are read: r
+// from 1 to 2^31 − 1 and a finite positive lora_alpha in adapter_config.json, each lora_A with its
+// lora_B, float matrices of rank r (F16, BF16 and F64 are converted), and a recorded format's
+// block size is checked before anything is sized by it.
 // Dense and LoRADense, graph-building functions, panic with a message naming the scope and shapes
 // for an invalid Config, LoRA or input, stored components that do not fit the recorded format, an
 // unreadable FormatParam, adapters of another rank, and (Dense) training on a context whose float

@@ -12,6 +12,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/safetensors"
 )
 
@@ -58,9 +59,12 @@ type adapterConfig struct {
 // "base_model.model.<module>.lora_A.weight" (float32 [rank, inputDim], Aᵀ) and
 // "...lora_B.weight" (float32 [outDim, rank], Bᵀ), and adapter_config.json (peft_type "LORA", r,
 // lora_alpha = scale·r, target_modules, bias "none"). Every layer must share the rank and scale.
-// It returns an error, writing nothing, when ctx holds no adapters or they differ in rank or
-// scale.
+// It returns an error, writing nothing, for a nil context, when ctx holds no adapters, or when
+// they differ in rank or scale.
 func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
+	if ctx == nil {
+		return errors.New("qlayers.SaveAdapters: nil context")
+	}
 	layers, err := loraLayers(ctx)
 	if err != nil {
 		return errors.WithMessage(err, "qlayers.SaveAdapters")
@@ -115,28 +119,45 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 // LoadAdapters reads the adapters SaveAdapters (or PEFT) wrote in dir into ctx: for each module
 // of the file, the LoRA layer whose scope opts names so gets A and B (trainable; created if
 // missing) and the scale lora_alpha/r. A layer is a scope holding a base kernel ("weights" or
-// quantized components) in its "dense" sub-scope. It returns an error, loading nothing, for a
-// module no layer of ctx is named, adapters whose shapes do not fit the layer's existing
-// adapters, or a file without the config.
+// quantized components) in its "dense" sub-scope. Adapters saved as F16, BF16 or F64 are
+// converted to float32. It returns an error, loading nothing, for a nil context, a config whose r
+// is not from 1 to 2^31 − 1 or whose lora_alpha is not a finite positive number, a module no layer
+// of ctx is named, a lora_A without its lora_B, adapters whose dtypes or shapes do not fit r (checked
+// before they are read), the layer's float kernel or its existing adapters, or a file without the
+// config.
 func LoadAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
+	if ctx == nil {
+		return errors.New("qlayers.LoadAdapters: nil context")
+	}
 	configText, err := os.ReadFile(filepath.Join(dir, AdapterConfigFile))
 	if err != nil {
 		return errors.Wrap(err, "qlayers.LoadAdapters")
 	}
-	var config adapterConfig
-	if err := json.Unmarshal(configText, &config); err != nil {
-		return errors.Wrapf(err, "qlayers.LoadAdapters: %s", AdapterConfigFile)
-	}
-	if config.R < 1 || (config.PEFTType != "" && config.PEFTType != "LORA") {
-		return errors.Errorf("qlayers.LoadAdapters: %s has peft_type %q and r %d; accepted: LORA, r >= 1", AdapterConfigFile,
-			config.PEFTType, config.R)
-	}
-	scale := config.LoRAAlpha / float64(config.R)
 	f, err := safetensors.Open(filepath.Join(dir, AdapterWeightsFile))
 	if err != nil {
 		return errors.WithMessage(err, "qlayers.LoadAdapters")
 	}
 	defer func() { _ = f.Close() }()
+	return errors.WithMessage(loadAdapters(ctx, configText, f, opts), "qlayers.LoadAdapters")
+}
+
+// loadAdapters loads the adapters of f, which configText (adapter_config.json) describes, into
+// ctx.
+func loadAdapters(ctx *context.Context, configText []byte, f *safetensors.File, opts AdapterOptions) error {
+	var config adapterConfig
+	if err := json.Unmarshal(configText, &config); err != nil {
+		return errors.Wrap(err, AdapterConfigFile)
+	}
+	if config.PEFTType != "" && config.PEFTType != "LORA" {
+		return errors.Errorf("%s has peft_type %q; accepted: LORA", AdapterConfigFile, config.PEFTType)
+	}
+	if err := fileio.CheckInt("r", config.R, 1, fileio.MaxCount); err != nil {
+		return errors.WithMessage(err, AdapterConfigFile)
+	}
+	if err := fileio.CheckFloatAbove("lora_alpha", config.LoRAAlpha, 0); err != nil {
+		return errors.WithMessage(err, AdapterConfigFile)
+	}
+	scale := config.LoRAAlpha / float64(config.R)
 
 	// The layers of ctx, by module name.
 	layers := map[string]string{} // module -> layer scope
@@ -159,37 +180,58 @@ func LoadAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 		}
 		layer, found := layers[module]
 		if !found {
-			return errors.Errorf("qlayers.LoadAdapters: module %q (tensor %q) names no layer of the context; layers: %v", module,
-				name, slices.Sorted(maps.Keys(layers)))
+			return errors.Errorf("module %q (tensor %q) names no layer of the context; layers: %v", module, name,
+				slices.Sorted(maps.Keys(layers)))
 		}
-		aFile, err := f.ReadTensor(name)
+		bName := strings.TrimSuffix(name, "lora_A.weight") + "lora_B.weight"
+		aInfo, _ := f.Info(name)
+		bInfo, ok := f.Info(bName)
+		if !ok {
+			return errors.Wrapf(safetensors.ErrNotFound, "module %q: tensor %q", module, bName)
+		}
+		if !adapterFits(aInfo, 0, config.R) || !adapterFits(bInfo, 1, config.R) {
+			return errors.Errorf("module %q: lora_A %s, lora_B %s; accepted: float (F32, F16, BF16, F64) [r, in] and [out, r] "+
+				"with r = %d", module, aInfo, bInfo, config.R)
+		}
+		aFile, err := f.ReadFloat32(name)
 		if err != nil {
-			return errors.WithMessage(err, "qlayers.LoadAdapters")
+			return err
 		}
-		bFile, err := f.ReadTensor(strings.TrimSuffix(name, "lora_A.weight") + "lora_B.weight")
+		bFile, err := f.ReadFloat32(bName)
 		if err != nil {
-			return errors.WithMessage(err, "qlayers.LoadAdapters")
+			return err
 		}
-		a, errA := transposed32(aFile)
-		b, errB := transposed32(bFile)
-		if errA != nil || errB != nil || a.Shape().Dim(1) != config.R || b.Shape().Dim(0) != config.R {
-			return errors.Errorf("qlayers.LoadAdapters: module %q: lora_A %s, lora_B %s; accepted: float [r, in] and [out, r] "+
-				"with r = %d", module, aFile.Shape(), bFile.Shape(), config.R)
+		a, err := transposed32(aFile)
+		if err != nil {
+			return errors.WithMessagef(err, "module %q: lora_A", module)
+		}
+		b, err := transposed32(bFile)
+		if err != nil {
+			return errors.WithMessagef(err, "module %q: lora_B", module)
 		}
 		dense := ctx.InAbsPath(layer).In(Scope).Checked(false)
+		if w := dense.GetVariable(WeightsName); w != nil && w.Shape().Rank() == 2 {
+			in, out := w.Shape().Dim(0), w.Shape().Dim(1)
+			if kernelLayout(dense) == OutIn {
+				in, out = out, in
+			}
+			if a.Shape().Dim(0) != in || b.Shape().Dim(1) != out {
+				return errors.Errorf("module %q: lora_A %s, lora_B %s for a layer of %d inputs and %d outputs; accepted: [r, %d] "+
+					"and [%d, r]", module, aInfo, bInfo, in, out, in, out)
+			}
+		}
 		for _, x := range []struct {
 			name string
 			t    *tensors.Tensor
 		}{{LoRAAName, a}, {LoRABName, b}} {
 			if v := dense.GetVariable(x.name); v != nil && !v.Shape().Equal(x.t.Shape()) {
-				return errors.Errorf("qlayers.LoadAdapters: module %q: %s is %s in the file, %s in the context", module, x.name,
-					x.t.Shape(), v.Shape())
+				return errors.Errorf("module %q: %s is %s in the file, %s in the context", module, x.name, x.t.Shape(), v.Shape())
 			}
 		}
 		todo = append(todo, pending{dense: dense, a: a, b: b})
 	}
 	if len(todo) == 0 {
-		return errors.Errorf("qlayers.LoadAdapters: %s holds no lora_A weights", AdapterWeightsFile)
+		return errors.Errorf("%s holds no lora_A weights", AdapterWeightsFile)
 	}
 	for _, p := range todo {
 		for _, x := range []struct {
@@ -206,6 +248,17 @@ func LoadAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 		p.dense.SetParam(LoRAScaleParam, scale)
 	}
 	return nil
+}
+
+// adapterFits reports whether a PEFT adapter tensor is a float matrix with r at rankAxis (0 for
+// lora_A [r, in], 1 for lora_B [out, r]) and a positive other dimension.
+func adapterFits(info *safetensors.Info, rankAxis, r int) bool {
+	switch info.DType {
+	case safetensors.F32, safetensors.F16, safetensors.BF16, safetensors.F64:
+	default:
+		return false
+	}
+	return len(info.Shape) == 2 && info.Shape[rankAxis] == r && info.Shape[1-rankAxis] >= 1
 }
 
 // transposed32 returns the transpose of a rank-2 float tensor as float32 (adapters are saved as
@@ -232,10 +285,8 @@ func transposed32(t *tensors.Tensor) (*tensors.Tensor, error) {
 		}
 		if values != nil {
 			out := make([]float32, len(values))
-			for r := range rows {
-				for c := range cols {
-					out[c*rows+r] = values[r*cols+c]
-				}
+			for i, v := range values { // by element: a dimension of an empty tensor bounds nothing
+				out[i%cols*rows+i/cols] = v
 			}
 			values = out
 		}

@@ -68,9 +68,12 @@ type MergeOptions struct {
 // opts.Requantize (quantized bases only), W' is quantized in the base's format — bitsandbytes'
 // rule for its flattened-block formats — the components replaced and the adapters removed.
 //
-// It returns an error, changing nothing, for a layer already merged, a Requantize of a float
-// base, or a base that does not fit its adapters.
+// It returns an error, changing nothing, for a nil context or backend, a layer already merged, a
+// Requantize of a float base, or a base that does not fit its adapters.
 func MergeLoRA(ctx *context.Context, backend backends.Backend, opts MergeOptions) error {
+	if ctx == nil || backend == nil {
+		return errors.New("qlayers.MergeLoRA: nil context or backend")
+	}
 	layers, err := loraLayers(ctx)
 	if err != nil {
 		return errors.WithMessage(err, "qlayers.MergeLoRA")
@@ -132,8 +135,12 @@ func MergeLoRA(ctx *context.Context, backend backends.Backend, opts MergeOptions
 
 // UnmergeLoRA undoes MergeLoRA's dense merge in every merged layer of ctx: with a quantized base
 // the merged float kernel is deleted (the base is as it was); with a float base, (α/r)·A·B is
-// subtracted again. It returns an error, changing nothing, if no layer is merged.
+// subtracted again. It returns an error, changing nothing, for a nil context or backend, or if no
+// layer is merged.
 func UnmergeLoRA(ctx *context.Context, backend backends.Backend) error {
+	if ctx == nil || backend == nil {
+		return errors.New("qlayers.UnmergeLoRA: nil context or backend")
+	}
 	layers, err := loraLayers(ctx)
 	if err != nil {
 		return errors.WithMessage(err, "qlayers.UnmergeLoRA")

@@ -45,13 +45,16 @@
 // "cpu_device_count"), for sharding tests and examples on one machine; N is at most
 // MaxCPUDevices. It applies to the XLA
 // CPU plugin only, including when chosen by GOMLX_BACKEND=xla:cpu; elsewhere it is ignored
-// and Report says so. XLA_FLAGS=--xla_force_host_platform_device_count has no effect on the
+// and Report says so. An invalid value is an error only where the variable may apply
+// (GOMLX_BACKEND unset, or naming XLA with the CPU plugin or none); with another backend
+// (GOMLX_BACKEND=go, xla:cuda) it is ignored too, with the same note. XLA_FLAGS=--xla_force_host_platform_device_count has no effect on the
 // PJRT plugins quanta uses.
 //
 // # Errors
 //
 // Backend and Report return the error that stopped the backend from starting (an invalid
-// QUANTA_CPU_DEVICES or QUANTA_XLA_LIBRARY_FUSIONS, a GOMLX_BACKEND that cannot start); the same error is returned to
+// QUANTA_CPU_DEVICES where the XLA CPU plugin may start, an invalid QUANTA_XLA_LIBRARY_FUSIONS, a
+// GOMLX_BACKEND that cannot start); the same error is returned to
 // every later caller. MustBackend and MustReport panic with it instead.
 //
 // # Kernels

@@ -128,13 +128,21 @@ func start() (backends.Backend, *Info, error) {
 	if err := configureXLAFlags(); err != nil {
 		return nil, nil, err
 	}
-	cpuDevices, err := parseCPUDevices(os.Getenv(CPUDevicesEnv))
-	if err != nil {
-		return nil, nil, err
+	// QUANTA_CPU_DEVICES applies to the XLA CPU plugin only: an invalid value is an error where
+	// that plugin may start, and ignored with a note elsewhere, as a valid one is.
+	cpuDevices, cpuErr := parseCPUDevices(os.Getenv(CPUDevicesEnv))
+	config := os.Getenv(backends.ConfigEnvVar)
+	if cpuErr != nil && mayStartXLACPU(config) {
+		return nil, nil, cpuErr
 	}
 	info := &Info{CPUDevices: cpuDevices}
+	if cpuErr != nil {
+		info.Notes = append(info.Notes, fmt.Sprintf("%s=%q ignored: it applies to the XLA CPU plugin only",
+			CPUDevicesEnv, os.Getenv(CPUDevicesEnv)))
+	}
+	var err error
 	var backend backends.Backend
-	if config := os.Getenv(backends.ConfigEnvVar); config != "" {
+	if config != "" {
 		info.Source = SourceEnv
 		backend, err = startConfig(config, cpuDevices, info)
 		if err != nil {
@@ -158,6 +166,18 @@ func start() (backends.Backend, *Info, error) {
 			CPUDevicesEnv, cpuDevices))
 	}
 	return backend, info, nil
+}
+
+// mayStartXLACPU reports whether the XLA CPU plugin may start for the GOMLX_BACKEND configuration
+// config: unset (the best plugin found may be the CPU one), or XLA with the CPU plugin or none
+// named.
+func mayStartXLACPU(config string) bool {
+	if config == "" {
+		return true
+	}
+	name, backendConfig, _ := strings.Cut(config, ":")
+	plugin, _, _ := strings.Cut(backendConfig, ",")
+	return isXLAName(name) && (plugin == "" || isCPUPlugin(pluginNameOf(plugin)))
 }
 
 // startConfig starts the backend named by a GOMLX_BACKEND configuration.

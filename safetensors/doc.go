@@ -16,7 +16,8 @@
 //
 // The header maps each tensor name to {"dtype", "shape", "data_offsets": [begin, end]}, offsets
 // relative to the data section that follows the header; "__metadata__" holds a string map. Data is
-// little-endian, row-major. Header writes "__metadata__" first with sorted keys, then the tensors
+// little-endian, row-major. ReadFloat32 converts F16, BF16 and F64 tensors to float32 as it reads
+// them, for loaders whose models compute in float32. Header writes "__metadata__" first with sorted keys, then the tensors
 // in the caller's order (which is also the data order), compact JSON padded with spaces to a
 // multiple of 8 bytes, as the reference implementation pads it.
 //
@@ -25,9 +26,14 @@
 // Open and Read validate the whole header up front, as the reference implementation does: the
 // header length within the file (and under MaxHeaderBytes), valid JSON and dtypes, each tensor's
 // byte count equal to its shape times its element size, tensors back to back from the start of
-// the data section to the end of the file with no gap or overlap. A violation is an error wrapping
-// ErrCorrupt that names the tensor; a truncated file fails there, before anything is read. Names
-// the file lacks wrap ErrNotFound; 8-bit floats asked for as GoMLX tensors wrap ErrUnsupported.
-// Write and WriteFile check the tensors before writing anything; WriteFile writes through a
-// temporary file renamed into place.
+// the data section to the end of the file with no gap or overlap. A tensor with a zero dimension
+// has no elements whatever its other dimensions (their product need only fit an int64) and may
+// sit at the offset where the next tensor starts, as PyTorch writes such tensors and the
+// reference implementation reads them. A violation is an error wrapping ErrCorrupt that names
+// the tensor; a truncated file fails there, before anything is read, and nothing is allocated in
+// proportion to a number of the header before it is checked. Names the file lacks wrap
+// ErrNotFound; 8-bit floats asked for as GoMLX tensors, and non-float tensors asked for with
+// ReadFloat32, wrap ErrUnsupported. Write and WriteFile check the tensors by Read's rules before
+// writing anything, so that what they write reads back; WriteFile writes through a temporary
+// file renamed into place.
 package safetensors

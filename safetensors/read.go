@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/internal/fileio"
+	"github.com/x448/float16"
 )
 
 // MaxHeaderBytes bounds the JSON header, as the reference implementation does (100 MB).
@@ -137,9 +140,17 @@ func parseHeader(header []byte, dataStart, size int64) (*File, error) {
 		f.infos = append(f.infos, info)
 		f.byName[name] = info
 	}
+	// By start, then end, as the reference orders them: an empty tensor at the offset where
+	// another starts comes first, whatever the names.
 	sort.Slice(f.infos, func(i, j int) bool {
 		a, b := f.infos[i], f.infos[j]
-		return a.Offset < b.Offset || (a.Offset == b.Offset && a.Name < b.Name)
+		if a.Offset != b.Offset {
+			return a.Offset < b.Offset
+		}
+		if a.Bytes != b.Bytes {
+			return a.Bytes < b.Bytes
+		}
+		return a.Name < b.Name
 	})
 	// The data section is exactly the tensors, back to back.
 	next := dataStart
@@ -175,17 +186,15 @@ func checkInfo(name string, ri rawInfo, dataBytes int64) (*Info, error) {
 			name, begin, end, dataBytes)
 	}
 	info := &Info{Name: name, DType: ri.DType, Shape: make([]int, len(ri.Shape)), Offset: int64(begin), Bytes: int64(end - begin)}
-	// Elements are bounded by the data section, so no product below overflows.
-	elements := uint64(1)
+	// No product overflows, and the byte count must then be the data_offsets' (within the data
+	// section). A tensor with a zero dimension has no elements whatever its other dimensions, as
+	// the reference implementation accepts it.
+	elements, ok := fileio.Elements(ri.Shape, math.MaxInt64/uint64(ri.DType.Size()))
+	if !ok {
+		return nil, errors.Wrapf(ErrCorrupt, "safetensors: tensor %q: shape %v; accepted: non-negative dimensions whose "+
+			"product fits an int64", name, ri.Shape)
+	}
 	for i, d := range ri.Shape {
-		if d < 0 || uint64(d) > uint64(dataBytes) {
-			return nil, errors.Wrapf(ErrCorrupt, "safetensors: tensor %q: shape %v; accepted: dimensions from 0 to the data size", name, ri.Shape)
-		}
-		if d > 0 && elements > uint64(dataBytes)/uint64(d) {
-			elements = uint64(dataBytes) + 1 // more than the data can hold: reported below
-		} else {
-			elements *= uint64(d)
-		}
 		info.Shape[i] = int(d)
 	}
 	if elements*uint64(ri.DType.Size()) != end-begin {
@@ -291,3 +300,68 @@ func (f *File) MustReadTensor(name string) *tensors.Tensor {
 
 // littleEndianHost is true on the hosts whose memory layout matches the file's.
 var littleEndianHost = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// convertChunk is how many stored bytes ReadFloat32 converts at a time.
+const convertChunk = 1 << 20
+
+// ReadFloat32 reads the float tensor called name (F32, F16, BF16 or F64) into a new float32
+// GoMLX tensor of its shape: F16 and BF16 exactly, F64 rounded to the nearest float32 (±Inf
+// beyond float32's range). The data is converted through a buffer of at most 1 MiB, so no copy
+// of the stored tensor is made. Other dtypes are an error wrapping ErrUnsupported.
+func (f *File) ReadFloat32(name string) (*tensors.Tensor, error) {
+	info, err := f.lookup("ReadFloat32", name)
+	if err != nil {
+		return nil, err
+	}
+	size := info.DType.Size()
+	switch info.DType {
+	case F32:
+		return f.ReadTensor(name)
+	case F16, BF16, F64:
+	default:
+		return nil, errors.Wrapf(ErrUnsupported, "safetensors.ReadFloat32: tensor %s; accepted: F32, F16, BF16 or F64", info)
+	}
+	t := tensors.FromShape(shapes.Make(dtypes.Float32, info.Shape...))
+	var readErr error
+	tensors.MustMutableFlatData(t, func(dst []float32) {
+		buf := make([]byte, min(int64(convertChunk), info.Bytes))
+		for done := 0; done < len(dst) && readErr == nil; {
+			n := min(len(buf)/size, len(dst)-done)
+			chunk := buf[:n*size]
+			part := &Info{Name: info.Name, DType: info.DType, Shape: info.Shape, Offset: info.Offset + int64(done*size)}
+			if readErr = f.readInto("ReadFloat32", part, chunk); readErr != nil {
+				break
+			}
+			out := dst[done : done+n]
+			switch info.DType {
+			case F16:
+				for i := range out {
+					out[i] = float16.Frombits(binary.LittleEndian.Uint16(chunk[2*i:])).Float32()
+				}
+			case BF16:
+				for i := range out {
+					out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(chunk[2*i:])) << 16)
+				}
+			case F64:
+				for i := range out {
+					out[i] = float32(math.Float64frombits(binary.LittleEndian.Uint64(chunk[8*i:])))
+				}
+			}
+			done += n
+		}
+	})
+	if readErr != nil {
+		_ = t.FinalizeAll()
+		return nil, readErr
+	}
+	return t, nil
+}
+
+// MustReadFloat32 is ReadFloat32 that panics on error.
+func (f *File) MustReadFloat32(name string) *tensors.Tensor {
+	t, err := f.ReadFloat32(name)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/fileio"
 )
 
 // Tensor is one tensor to write: its raw little-endian data, dtype and row-major shape.
@@ -112,14 +114,13 @@ func checkTensor(t Tensor, seen map[string]bool) error {
 		return errors.Errorf("safetensors: tensor %q: dtype %q; accepted: %s", t.Name, t.DType, acceptedDTypes)
 	}
 	seen[t.Name] = true
-	n := 1
-	for _, d := range t.Shape {
-		if d < 0 {
-			return errors.Errorf("safetensors: tensor %q: shape %v has a negative dimension", t.Name, t.Shape)
-		}
-		n *= d
+	// The rule of Read: non-negative dimensions whose product is the data's elements.
+	n, ok := fileio.Elements(t.Shape, math.MaxInt64/uint64(t.DType.Size()))
+	if !ok {
+		return errors.Errorf("safetensors: tensor %q: shape %v; accepted: non-negative dimensions whose product fits an int64",
+			t.Name, t.Shape)
 	}
-	if want := n * t.DType.Size(); len(t.Data) != want {
+	if want := n * uint64(t.DType.Size()); uint64(len(t.Data)) != want {
 		return errors.Errorf("safetensors: tensor %q: %d bytes of data for %s%v, which needs %d", t.Name, len(t.Data), t.DType, t.Shape, want)
 	}
 	return nil

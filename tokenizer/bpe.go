@@ -99,9 +99,13 @@ func NewBPE(cfg BPEConfig) (*BPE, error) {
 			t.ranks[key] = rank
 		}
 	}
-	for _, id := range []int{cfg.BOS, cfg.EOS, cfg.UNK} {
-		if id >= len(cfg.Tokens) {
-			return nil, errors.Errorf("tokenizer.NewBPE: special token id %d outside the vocabulary of %d", id, len(cfg.Tokens))
+	for _, s := range []struct {
+		name string
+		id   int
+	}{{"BOS", cfg.BOS}, {"EOS", cfg.EOS}, {"UNK", cfg.UNK}} {
+		if s.id < -1 || s.id >= len(cfg.Tokens) {
+			return nil, errors.Errorf("tokenizer.NewBPE: %s id %d; accepted: -1 (none) or an id below the vocabulary size %d",
+				s.name, s.id, len(cfg.Tokens))
 		}
 	}
 	if (cfg.AddBOS && cfg.BOS < 0) || (cfg.AddEOS && cfg.EOS < 0) {
@@ -147,23 +151,35 @@ func NewBPEFromGGUF(f *gguf.File) (*BPE, error) {
 			cfg.Types[i] = TokenType(v)
 		}
 	}
-	for key, dst := range map[string]*int{
-		"tokenizer.ggml.bos_token_id": &cfg.BOS, "tokenizer.ggml.eos_token_id": &cfg.EOS, "tokenizer.ggml.unknown_token_id": &cfg.UNK,
-	} {
-		if _, has := f.Value(key); has {
-			id, err := f.Uint(key)
+	for _, s := range []struct {
+		key string
+		dst *int
+	}{{"tokenizer.ggml.bos_token_id", &cfg.BOS}, {"tokenizer.ggml.eos_token_id", &cfg.EOS}, {"tokenizer.ggml.unknown_token_id", &cfg.UNK}} {
+		if _, has := f.Value(s.key); has {
+			id, err := f.Uint(s.key)
 			if err != nil {
 				return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
 			}
-			*dst = int(min(id, uint64(len(cfg.Tokens))))
+			if id >= uint64(len(cfg.Tokens)) {
+				return nil, errors.Errorf("tokenizer.NewBPEFromGGUF: %s = %d; accepted: an id below the vocabulary size %d "+
+					"(tokenizer.ggml.tokens)", s.key, id, len(cfg.Tokens))
+			}
+			*s.dst = int(id)
 		}
 	}
-	for key, dst := range map[string]*bool{"tokenizer.ggml.add_bos_token": &cfg.AddBOS, "tokenizer.ggml.add_eos_token": &cfg.AddEOS} {
-		if _, has := f.Value(key); has {
-			if *dst, err = f.Bool(key); err != nil {
+	for _, s := range []struct {
+		key string
+		dst *bool
+	}{{"tokenizer.ggml.add_bos_token", &cfg.AddBOS}, {"tokenizer.ggml.add_eos_token", &cfg.AddEOS}} {
+		if _, has := f.Value(s.key); has {
+			if *s.dst, err = f.Bool(s.key); err != nil {
 				return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
 			}
 		}
+	}
+	if cfg.Types != nil && len(cfg.Types) != len(cfg.Tokens) {
+		return nil, errors.Errorf("tokenizer.NewBPEFromGGUF: tokenizer.ggml.token_type has %d entries; accepted: one per token "+
+			"of tokenizer.ggml.tokens (%d)", len(cfg.Types), len(cfg.Tokens))
 	}
 	t, err := NewBPE(cfg)
 	return t, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")

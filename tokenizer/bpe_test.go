@@ -134,7 +134,7 @@ func TestNewBPEErrors(t *testing.T) {
 		{"pre", tokenizer.BPEConfig{Tokens: []string{"a"}, Pre: "llama3", BOS: -1, EOS: -1, UNK: -1}, `pre-tokenizer "llama3"`},
 		{"types", tokenizer.BPEConfig{Tokens: []string{"a"}, Types: []tokenizer.TokenType{1, 1}, Pre: tokenizer.PreGPT2}, "2 token types for 1 tokens"},
 		{"merge", tokenizer.BPEConfig{Tokens: []string{"a"}, Merges: []string{"ab"}, Pre: tokenizer.PreGPT2, BOS: -1, EOS: -1, UNK: -1}, `merge #0 "ab"`},
-		{"bos", tokenizer.BPEConfig{Tokens: []string{"a"}, Pre: tokenizer.PreGPT2, BOS: 5, EOS: -1, UNK: -1}, "id 5 outside"},
+		{"bos", tokenizer.BPEConfig{Tokens: []string{"a"}, Pre: tokenizer.PreGPT2, BOS: 5, EOS: -1, UNK: -1}, "BOS id 5; accepted: -1 (none) or an id below the vocabulary size 1"},
 		{"add bos", tokenizer.BPEConfig{Tokens: []string{"a"}, Pre: tokenizer.PreGPT2, BOS: -1, EOS: -1, UNK: -1, AddBOS: true}, "without a BOS"},
 	}
 	for _, tc := range tests {

@@ -39,6 +39,9 @@
 //
 // Constructors return errors naming the file and what was accepted (a "gpt2" model, a supported
 // pre-tokenizer, a WordPiece model with a BertPreTokenizer, special tokens present in the
-// vocabulary). Encoding never fails: text that no token covers becomes byte tokens (BPE) or
+// vocabulary). Every id a tokenizer can emit is checked to be in its vocabulary when it is built:
+// BOS, EOS and UNK (the error names the GGUF key, e.g. tokenizer.ggml.bos_token_id, and the
+// vocabulary size), token types one per token, tokenizer.json's added tokens and post-processor
+// ids. Encoding never fails: text that no token covers becomes byte tokens (BPE) or
 // [UNK] (WordPiece).
 package tokenizer

@@ -167,13 +167,17 @@ func NewWordPieceFromJSON(path string) (*WordPiece, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "tokenizer.NewWordPieceFromJSON")
 	}
+	w, err := parseWordPieceJSON(raw)
+	return w, errors.WithMessagef(err, "tokenizer.NewWordPieceFromJSON(%q)", path)
+}
+
+// parseWordPieceJSON builds the tokenizer the content of a tokenizer.json describes.
+func parseWordPieceJSON(raw []byte) (*WordPiece, error) {
 	var j tokenizerJSON
 	if err := json.Unmarshal(raw, &j); err != nil {
-		return nil, errors.Wrapf(err, "tokenizer.NewWordPieceFromJSON(%q)", path)
+		return nil, errors.Wrap(err, "tokenizer.json")
 	}
-	fail := func(format string, args ...any) error {
-		return errors.Errorf("tokenizer.NewWordPieceFromJSON(%q): "+format, append([]any{path}, args...)...)
-	}
+	fail := errors.Errorf
 	if j.Model.Type != "WordPiece" {
 		return nil, fail("model %q; accepted: \"WordPiece\"", j.Model.Type)
 	}
@@ -202,11 +206,15 @@ func NewWordPieceFromJSON(path string) (*WordPiece, error) {
 	}
 	w, err := NewWordPiece(tokens, opts)
 	if err != nil {
-		return nil, errors.WithMessagef(err, "tokenizer.NewWordPieceFromJSON(%q)", path)
+		return nil, err
 	}
+	// Every id Encode can emit is one of the vocabulary, which the model's tables have rows for.
 	w.added = w.added[:0]
 	for _, a := range j.AddedTokens {
 		if a.Special && a.Content != "" {
+			if a.ID < 0 || a.ID >= len(tokens) {
+				return nil, fail("added token %q has id %d; accepted: an id below the vocabulary size %d", a.Content, a.ID, len(tokens))
+			}
 			w.added = append(w.added, a.Content)
 			w.vocab[a.Content] = a.ID
 		}
@@ -217,6 +225,10 @@ func NewWordPieceFromJSON(path string) (*WordPiece, error) {
 	}{{"[CLS]", &w.cls}, {"[SEP]", &w.sep}} {
 		if pp := j.PostProcessor; pp != nil {
 			if st, ok := pp.SpecialTokens[s.name]; ok && len(st.IDs) == 1 {
+				if id := st.IDs[0]; id < 0 || id >= len(tokens) {
+					return nil, fail("post_processor special token %s has id %d; accepted: an id below the vocabulary size %d",
+						s.name, id, len(tokens))
+				}
 				*s.id = st.IDs[0]
 			}
 		}

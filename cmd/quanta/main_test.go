@@ -133,10 +133,17 @@ func TestDoctor(t *testing.T) {
 		},
 		{
 			name:        "invalid QUANTA_CPU_DEVICES",
-			set:         []string{runtime.CPUDevicesEnv + "=many"},
+			set:         []string{runtime.CPUDevicesEnv + "=many", backends.ConfigEnvVar + "=xla:cpu"},
 			wantCode:    exitFailure,
 			wantStderr:  `invalid QUANTA_CPU_DEVICES="many"`,
 			stderrLines: 1,
+		},
+		{
+			// The variable applies to the XLA CPU plugin only, invalid or not (runtime's doc).
+			name:       "invalid QUANTA_CPU_DEVICES off XLA CPU",
+			set:        []string{runtime.CPUDevicesEnv + "=abc", backends.ConfigEnvVar + "=go"},
+			wantCode:   exitOK,
+			wantStdout: []string{`QUANTA_CPU_DEVICES="abc" ignored: it applies to the XLA CPU plugin only`, "check:        ok"},
 		},
 		{
 			name:        "unknown GOMLX_BACKEND",

@@ -1,4 +1,7 @@
-// Package fileio holds the file plumbing the model-file readers (gguf, safetensors) share.
+// Package fileio holds what the readers of model files and configurations share: the plumbing of
+// opening a file (gguf, safetensors), and the checks of the numbers read from them (Elements,
+// CheckInt, CheckFloatAbove), applied before anything is allocated in proportion to a number and
+// before a hyper-parameter is used, with errors that name the key and the accepted range.
 package fileio
 
 import (

@@ -2,7 +2,9 @@ package fileio_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,5 +53,62 @@ func TestLookup(t *testing.T) {
 	}
 	if _, err := fileio.Lookup(byName, notFound, "test.Read", "b"); !errors.Is(err, notFound) || err.Error() != `test.Read: tensor "b": not found` {
 		t.Errorf("Lookup(b): %v", err)
+	}
+}
+
+func TestElements(t *testing.T) {
+	const big = int64(1) << 40
+	for _, tc := range []struct {
+		dims  []int64
+		limit uint64
+		want  uint64
+		ok    bool
+	}{
+		{nil, 0, 1, false},
+		{nil, 1, 1, true},
+		{[]int64{2, 3}, 6, 6, true},
+		{[]int64{2, 3}, 5, 0, false},
+		{[]int64{2, 0}, 0, 0, true},
+		{[]int64{100, 0}, 0, 0, true},
+		{[]int64{0, 2}, 0, 0, true},
+		{[]int64{big, 0}, 0, 0, true},       // as the reference safetensors library accepts it
+		{[]int64{big, big, 0}, 0, 0, false}, // the non-zero dimensions overflow
+		{[]int64{1 << 32, 1 << 32}, 1 << 62, 0, false},
+		{[]int64{-1, 0}, 10, 0, false},
+	} {
+		got, ok := fileio.Elements(tc.dims, tc.limit)
+		if ok != tc.ok || (ok && got != tc.want) {
+			t.Errorf("Elements(%v, %d) = %d, %v; want %d, %v", tc.dims, tc.limit, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestCheckInt(t *testing.T) {
+	if err := fileio.CheckInt("k", uint64(5), 1, 5); err != nil {
+		t.Errorf("5 in [1, 5]: %v", err)
+	}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fileio.CheckInt("llama.block_count", uint64(1)<<63, 1, fileio.MaxCount), "llama.block_count = 9223372036854775808; accepted: 1 to 2147483647"},
+		{fileio.CheckInt("num_hidden_layers", 0, 1, 10), "num_hidden_layers = 0; accepted: 1 to 10"},
+		{fileio.CheckInt("r", int8(-3), 1, 10), "r = -3; accepted: 1 to 10"},
+	} {
+		if tc.err == nil || tc.err.Error() != tc.want {
+			t.Errorf("error %v, want %q", tc.err, tc.want)
+		}
+	}
+}
+
+func TestCheckFloatAbove(t *testing.T) {
+	if err := fileio.CheckFloatAbove("eps", 1e-6, 0); err != nil {
+		t.Errorf("1e-6 above 0: %v", err)
+	}
+	for _, v := range []float64{0, -1, math.NaN(), math.Inf(1), math.Inf(-1)} {
+		err := fileio.CheckFloatAbove("layer_norm_eps", v, 0)
+		if want := fmt.Sprintf("layer_norm_eps = %g; accepted: a finite number above 0", v); err == nil || err.Error() != want {
+			t.Errorf("error %v, want %q", err, want)
+		}
 	}
 }

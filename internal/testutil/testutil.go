@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	goruntime "runtime"
 	"strings"
 	"testing"
 
@@ -172,5 +173,20 @@ func SameBits(t testing.TB, what string, got, want []float32) {
 			t.Errorf("%s: value %d = %g (%#08x), want %g (%#08x)", what, i, g, math.Float32bits(g), w, math.Float32bits(w))
 			return
 		}
+	}
+}
+
+// AllocatesAtMost runs f and fails the test if the process allocated more than limit bytes
+// meanwhile (runtime.MemStats.TotalAlloc, which counts every allocation, freed or not): the check
+// that a reader given a small hostile file allocates in proportion to the file, not to a number
+// in it. Tests running in parallel add their allocations: keep the limit loose.
+func AllocatesAtMost(t testing.TB, what string, limit uint64, f func()) {
+	t.Helper()
+	var before, after goruntime.MemStats
+	goruntime.ReadMemStats(&before)
+	f()
+	goruntime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > limit {
+		t.Errorf("%s allocated %d bytes; the bound is %d", what, n, limit)
 	}
 }

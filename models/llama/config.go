@@ -1,8 +1,11 @@
 package llama
 
 import (
+	"fmt"
+
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/fileio"
 )
 
 // Config holds the hyper-parameters of a Llama-architecture decoder.
@@ -24,19 +27,32 @@ type Config struct {
 	TiedEmbeddings bool
 }
 
-// Validate reports a configuration the model cannot be built with.
+// Validate reports a configuration the model cannot be built with: a count or width outside 1 to
+// 2^31 − 1 (HeadDim even, KVHeads dividing Heads), an RMSNormEps that is not a finite positive
+// number, a RoPEBase that is not a finite number above 1. The error names the field and the
+// accepted range.
 func (c Config) Validate() error {
-	switch {
-	case c.VocabSize < 1 || c.Dim < 1 || c.Layers < 1 || c.FFNDim < 1 || c.HeadDim < 2:
-		return errors.Errorf("llama.Config %+v: vocabulary, width, layers, FFN width must be positive, HeadDim at least 2", c)
-	case c.HeadDim%2 != 0:
-		return errors.Errorf("llama.Config: HeadDim %d must be even (rotary pairs)", c.HeadDim)
-	case c.Heads < 1 || c.KVHeads < 1 || c.Heads%c.KVHeads != 0:
-		return errors.Errorf("llama.Config: %d query heads, %d key/value heads; the latter must divide the former", c.Heads, c.KVHeads)
-	case c.RMSNormEps <= 0 || c.RoPEBase <= 1:
-		return errors.Errorf("llama.Config: RMSNormEps %g must be positive, RoPEBase %g above 1", c.RMSNormEps, c.RoPEBase)
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"VocabSize", c.VocabSize}, {"Dim", c.Dim}, {"Layers", c.Layers}, {"Heads", c.Heads}, {"KVHeads", c.KVHeads},
+		{"HeadDim", c.HeadDim}, {"FFNDim", c.FFNDim}} {
+		if err := fileio.CheckInt(f.name, f.v, 1, fileio.MaxCount); err != nil {
+			return errors.WithMessage(err, "llama.Config")
+		}
 	}
-	return nil
+	switch {
+	case c.ContextLength < 0:
+		return errors.Errorf("llama.Config: ContextLength = %d; accepted: 0 (unknown) or a positive length", c.ContextLength)
+	case c.HeadDim%2 != 0:
+		return errors.Errorf("llama.Config: HeadDim = %d; accepted: an even width (rotary pairs)", c.HeadDim)
+	case c.Heads%c.KVHeads != 0:
+		return errors.Errorf("llama.Config: %d query heads, %d key/value heads; the latter must divide the former", c.Heads, c.KVHeads)
+	}
+	if err := fileio.CheckFloatAbove("RMSNormEps", c.RMSNormEps, 0); err != nil {
+		return errors.WithMessage(err, "llama.Config")
+	}
+	return errors.WithMessage(fileio.CheckFloatAbove("RoPEBase", c.RoPEBase, 1), "llama.Config")
 }
 
 // ConfigFromGGUF reads the hyper-parameters of a "llama" GGUF file: "llama.block_count",
@@ -46,25 +62,56 @@ func (c Config) Validate() error {
 // partial rotary is not supported), "llama.context_length", and the vocabulary size from
 // "llama.vocab_size" or the token list. TiedEmbeddings is set when the file has no
 // "output.weight" tensor.
+//
+// Each value is checked before it is used, with an error naming the key and the accepted range:
+// counts and widths from 1 to 2^31 − 1, no more layers than the file has tensors for (9 a layer),
+// head_count_kv dividing head_count, embedding_length a multiple of head_count with an even head
+// width equal to rope.dimension_count, a finite positive epsilon, a finite RoPE base above 1.
 func ConfigFromGGUF(f *gguf.File) (Config, error) {
+	c, err := configFromGGUF(f)
+	return c, errors.WithMessage(err, "llama.ConfigFromGGUF")
+}
+
+// layerTensors returns the names of the GGUF tensors of decoder block i.
+func layerTensors(i int) []string {
+	var names []string
+	for _, name := range []string{AttnNorm, AttnQ, AttnK, AttnV, AttnOutput, FFNNorm, FFNGate, FFNUp, FFNDown} {
+		names = append(names, fmt.Sprintf("blk.%d.%s.weight", i, name))
+	}
+	return names
+}
+
+// tensorsPerLayer is the number of GGUF tensors of a decoder block (two norms, seven kernels).
+const tensorsPerLayer = 9
+
+func configFromGGUF(f *gguf.File) (Config, error) {
 	arch, err := f.String("general.architecture")
 	if err != nil {
-		return Config{}, errors.WithMessage(err, "llama.ConfigFromGGUF")
+		return Config{}, err
 	}
 	if arch != "llama" {
-		return Config{}, errors.Errorf("llama.ConfigFromGGUF: architecture %q; accepted: \"llama\"", arch)
+		return Config{}, errors.Errorf("architecture %q; accepted: \"llama\"", arch)
 	}
 	var c Config
+	const (
+		keyLayers  = "llama.block_count"
+		keyDim     = "llama.embedding_length"
+		keyHeads   = "llama.attention.head_count"
+		keyKVHeads = "llama.attention.head_count_kv"
+		keyRoPEDim = "llama.rope.dimension_count"
+		keyEps     = "llama.attention.layer_norm_rms_epsilon"
+		keyBase    = "llama.rope.freq_base"
+	)
 	ints := []struct {
 		key      string
 		dst      *int
 		optional bool
 	}{
-		{"llama.block_count", &c.Layers, false},
-		{"llama.embedding_length", &c.Dim, false},
+		{keyLayers, &c.Layers, false},
+		{keyDim, &c.Dim, false},
 		{"llama.feed_forward_length", &c.FFNDim, false},
-		{"llama.attention.head_count", &c.Heads, false},
-		{"llama.attention.head_count_kv", &c.KVHeads, true},
+		{keyHeads, &c.Heads, false},
+		{keyKVHeads, &c.KVHeads, true},
 		{"llama.context_length", &c.ContextLength, true},
 		{"llama.vocab_size", &c.VocabSize, true},
 	}
@@ -74,12 +121,35 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		}
 		v, err := f.Uint(k.key)
 		if err != nil {
-			return Config{}, errors.WithMessage(err, "llama.ConfigFromGGUF")
+			return Config{}, err
 		}
-		if v > 1<<31 {
-			return Config{}, errors.Errorf("llama.ConfigFromGGUF: %s = %d is out of range", k.key, v)
+		if err := fileio.CheckInt(k.key, v, 1, fileio.MaxCount); err != nil {
+			return Config{}, err
 		}
 		*k.dst = int(v)
+	}
+	_, hasOutput := f.Tensor("output.weight")
+	c.TiedEmbeddings = !hasOutput
+	// Each layer has its tensors: bound the count by the directory before anything is planned.
+	fixed := 2 // token_embd, output_norm
+	if hasOutput {
+		fixed++
+	}
+	if n := len(f.Tensors()); c.Layers > (n-fixed)/tensorsPerLayer {
+		fits := max(0, (n-fixed)/tensorsPerLayer)
+		// Name the first tensor missing: the search ends by the layer after those that fit.
+		names := []string{"token_embd.weight", "output_norm.weight"}
+		for i := 0; i <= fits && i < c.Layers; i++ {
+			names = append(names, layerTensors(i)...)
+		}
+		for _, name := range names {
+			if _, ok := f.Tensor(name); !ok {
+				return Config{}, errors.Wrapf(gguf.ErrNotFound, "tensor %q (%s = %d; the file has the tensors of at most %d layers)",
+					name, keyLayers, c.Layers, fits)
+			}
+		}
+		return Config{}, errors.Wrapf(gguf.ErrNotFound, "%s = %d, but the file has %d tensors; accepted: at most %d layers "+
+			"(%d tensors a layer, plus %d)", keyLayers, c.Layers, n, fits, tensorsPerLayer, fixed)
 	}
 	if c.KVHeads == 0 {
 		c.KVHeads = c.Heads
@@ -87,38 +157,54 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	if c.VocabSize == 0 {
 		tokens, err := f.Strings("tokenizer.ggml.tokens")
 		if err != nil {
-			return Config{}, errors.WithMessage(err, "llama.ConfigFromGGUF: no llama.vocab_size")
+			return Config{}, errors.WithMessage(err, "no llama.vocab_size")
+		}
+		if err := fileio.CheckInt("the length of tokenizer.ggml.tokens", len(tokens), 1, fileio.MaxCount); err != nil {
+			return Config{}, err
 		}
 		c.VocabSize = len(tokens)
 	}
-	if c.RMSNormEps, err = f.Float("llama.attention.layer_norm_rms_epsilon"); err != nil {
-		return Config{}, errors.WithMessage(err, "llama.ConfigFromGGUF")
+	if c.Heads%c.KVHeads != 0 {
+		return Config{}, errors.Errorf("%s = %d does not divide %s = %d; accepted: a divisor (grouped-query attention)",
+			keyKVHeads, c.KVHeads, keyHeads, c.Heads)
+	}
+	if c.Dim%c.Heads != 0 {
+		return Config{}, errors.Errorf("%s = %d is not a multiple of %s = %d; accepted: a head count dividing the width",
+			keyDim, c.Dim, keyHeads, c.Heads)
+	}
+	c.HeadDim = c.Dim / c.Heads
+	if c.HeadDim%2 != 0 {
+		return Config{}, errors.Errorf("%s = %d gives heads of %s / %d = %d values; accepted: an even head width (rotary pairs)",
+			keyHeads, c.Heads, keyDim, c.Heads, c.HeadDim)
+	}
+	if _, has := f.Value(keyRoPEDim); has {
+		rd, err := f.Uint(keyRoPEDim)
+		if err != nil {
+			return Config{}, err
+		}
+		if rd != uint64(c.HeadDim) {
+			return Config{}, errors.Errorf("%s = %d gives heads of %s / %d = %d values, but %s = %d; accepted: a head "+
+				"width equal to the rotary dimension (partial rotary is not supported)", keyHeads, c.Heads, keyDim, c.Heads,
+				c.HeadDim, keyRoPEDim, rd)
+		}
+	}
+	if c.RMSNormEps, err = f.Float(keyEps); err != nil {
+		return Config{}, err
+	}
+	if err := fileio.CheckFloatAbove(keyEps, c.RMSNormEps, 0); err != nil {
+		return Config{}, err
 	}
 	c.RoPEBase = 10000
-	if _, has := f.Value("llama.rope.freq_base"); has {
-		if c.RoPEBase, err = f.Float("llama.rope.freq_base"); err != nil {
-			return Config{}, errors.WithMessage(err, "llama.ConfigFromGGUF")
+	if _, has := f.Value(keyBase); has {
+		if c.RoPEBase, err = f.Float(keyBase); err != nil {
+			return Config{}, err
 		}
-	}
-	if c.Heads > 0 {
-		c.HeadDim = c.Dim / c.Heads
-	}
-	if _, has := f.Value("llama.rope.dimension_count"); has {
-		rd, err := f.Uint("llama.rope.dimension_count")
-		if err != nil {
-			return Config{}, errors.WithMessage(err, "llama.ConfigFromGGUF")
-		}
-		if int(rd) != c.HeadDim {
-			return Config{}, errors.Errorf("llama.ConfigFromGGUF: rope.dimension_count %d differs from the head width %d; partial rotary is not supported", rd, c.HeadDim)
+		if err := fileio.CheckFloatAbove(keyBase, c.RoPEBase, 1); err != nil {
+			return Config{}, err
 		}
 	}
 	if _, has := f.Value("llama.rope.scaling.type"); has {
-		return Config{}, errors.New("llama.ConfigFromGGUF: RoPE scaling (llama.rope.scaling.*) is not supported")
+		return Config{}, errors.New("RoPE scaling (llama.rope.scaling.*) is not supported")
 	}
-	_, hasOutput := f.Tensor("output.weight")
-	c.TiedEmbeddings = !hasOutput
-	if c.Heads > 0 && c.Dim%c.Heads != 0 {
-		return Config{}, errors.Errorf("llama.ConfigFromGGUF: embedding length %d is not a multiple of %d heads", c.Dim, c.Heads)
-	}
-	return c, errors.WithMessage(c.Validate(), "llama.ConfigFromGGUF")
+	return c, c.Validate()
 }

@@ -45,6 +45,9 @@ type LoadOptions struct {
 // stored in ctx until all are converted: on error ctx is unchanged. ctx must not already hold the
 // model's variables.
 func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, error) {
+	if ctx == nil || f == nil {
+		return nil, errors.New("llama.LoadGGUF: nil context or file; accepted: a context and an opened file")
+	}
 	cfg, err := ConfigFromGGUF(f)
 	if err != nil {
 		return nil, err
@@ -143,6 +146,8 @@ type plannedTensor struct {
 	varName string
 	shape   []int // plain tensors: row-major shape
 	in, out int   // kernels
+	// from names the hyper-parameters of the row-major shape, for errors.
+	from string
 	// unpermuteHeads > 0: the kernel's output rows are q/k heads of that count in GGUF's
 	// interleaved order.
 	unpermuteHeads int
@@ -151,26 +156,38 @@ type plannedTensor struct {
 // planTensors lists the tensors the model needs and checks their presence, types and shapes.
 func planTensors(f *gguf.File, cfg Config) ([]plannedTensor, error) {
 	q, kv := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
+	const (
+		vocab  = "vocabulary size"
+		width  = "llama.embedding_length"
+		ffn    = "llama.feed_forward_length"
+		qWidth = "llama.attention.head_count × head width"
+		kWidth = "llama.attention.head_count_kv × head width"
+	)
 	plan := []plannedTensor{
-		{name: "token_embd.weight", scope: "/" + EmbeddingScope, varName: EmbeddingName, shape: []int{cfg.VocabSize, cfg.Dim}},
-		{name: "output_norm.weight", scope: "/" + OutputNorm + "/rms_norm", varName: "scale", shape: []int{cfg.Dim}},
+		{name: "token_embd.weight", scope: "/" + EmbeddingScope, varName: EmbeddingName, shape: []int{cfg.VocabSize, cfg.Dim},
+			from: vocab + ", " + width},
+		{name: "output_norm.weight", scope: "/" + OutputNorm + "/rms_norm", varName: "scale", shape: []int{cfg.Dim}, from: width},
 	}
 	if !cfg.TiedEmbeddings {
-		plan = append(plan, plannedTensor{name: "output.weight", kind: kernelTensor, scope: "/" + HeadName, in: cfg.Dim, out: cfg.VocabSize})
+		plan = append(plan, plannedTensor{name: "output.weight", kind: kernelTensor, scope: "/" + HeadName, in: cfg.Dim,
+			out: cfg.VocabSize, from: vocab + ", " + width})
 	}
 	for i := 0; i < cfg.Layers; i++ {
 		layer := "/" + LayerScope(i)
 		blk := fmt.Sprintf("blk.%d.", i)
 		norm := func(name string) plannedTensor {
-			return plannedTensor{name: blk + name + ".weight", scope: layer + "/" + name + "/rms_norm", varName: "scale", shape: []int{cfg.Dim}}
+			return plannedTensor{name: blk + name + ".weight", scope: layer + "/" + name + "/rms_norm", varName: "scale",
+				shape: []int{cfg.Dim}, from: width}
 		}
-		kernel := func(name string, in, out, heads int) plannedTensor {
-			return plannedTensor{name: blk + name + ".weight", kind: kernelTensor, scope: layer + "/" + name, in: in, out: out, unpermuteHeads: heads}
+		kernel := func(name string, in, out, heads int, from string) plannedTensor {
+			return plannedTensor{name: blk + name + ".weight", kind: kernelTensor, scope: layer + "/" + name, in: in, out: out,
+				unpermuteHeads: heads, from: from}
 		}
 		plan = append(plan, norm(AttnNorm),
-			kernel(AttnQ, cfg.Dim, q, cfg.Heads), kernel(AttnK, cfg.Dim, kv, cfg.KVHeads), kernel(AttnV, cfg.Dim, kv, 0),
-			kernel(AttnOutput, q, cfg.Dim, 0), norm(FFNNorm),
-			kernel(FFNGate, cfg.Dim, cfg.FFNDim, 0), kernel(FFNUp, cfg.Dim, cfg.FFNDim, 0), kernel(FFNDown, cfg.FFNDim, cfg.Dim, 0))
+			kernel(AttnQ, cfg.Dim, q, cfg.Heads, qWidth+", "+width), kernel(AttnK, cfg.Dim, kv, cfg.KVHeads, kWidth+", "+width),
+			kernel(AttnV, cfg.Dim, kv, 0, kWidth+", "+width), kernel(AttnOutput, q, cfg.Dim, 0, width+", "+qWidth), norm(FFNNorm),
+			kernel(FFNGate, cfg.Dim, cfg.FFNDim, 0, ffn+", "+width), kernel(FFNUp, cfg.Dim, cfg.FFNDim, 0, ffn+", "+width),
+			kernel(FFNDown, cfg.FFNDim, cfg.Dim, 0, width+", "+ffn))
 	}
 	for i := range plan {
 		p := &plan[i]
@@ -183,7 +200,8 @@ func planTensors(f *gguf.File, cfg Config) ([]plannedTensor, error) {
 			want = []int{p.out, p.in}
 		}
 		if got := t.Shape(); fmt.Sprint(got) != fmt.Sprint(want) {
-			return nil, errors.Wrapf(gguf.ErrCorrupt, "llama.LoadGGUF: tensor %s has row-major shape %v; the configuration needs %v", t, got, want)
+			return nil, errors.Wrapf(gguf.ErrCorrupt, "llama.LoadGGUF: tensor %s has row-major shape %v; the configuration needs %v (%s)",
+				t, got, want, p.from)
 		}
 		if !t.Type.CanDecode() {
 			return nil, errors.Wrapf(gguf.ErrUnsupported, "llama.LoadGGUF: tensor %s: decodable types are F32, F16, BF16, Q4_0, Q4_1, Q8_0", t)

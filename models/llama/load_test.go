@@ -208,9 +208,9 @@ func TestLoadGGUFErrors(t *testing.T) {
 		want string
 	}{
 		{"missing tensor", missing, llama.LoadOptions{}, nil, `tensor "blk.1.ffn_up.weight"`},
-		{"shape", badShape, llama.LoadOptions{}, nil, "blk.0.ffn_gate.weight F32 [16 24] has row-major shape [24 16]; the configuration needs [32 16]"},
+		{"shape", badShape, llama.LoadOptions{}, nil, "blk.0.ffn_gate.weight F32 [16 24] has row-major shape [24 16]; the configuration needs [32 16] (llama.feed_forward_length, llama.embedding_length)"},
 		{"architecture", badArch, llama.LoadOptions{}, nil, `architecture "gpt2"`},
-		{"heads", badHeads, llama.LoadOptions{}, nil, "must divide"},
+		{"heads", badHeads, llama.LoadOptions{}, nil, "llama.attention.head_count_kv = 3 does not divide llama.attention.head_count = 4"},
 		{"kernel error", good, llama.LoadOptions{Kernel: func(scope string, k *tensors.Tensor) ([]models.Variable, error) {
 			if strings.HasPrefix(scope, "/layer_1/") {
 				return nil, errors.New("quantizer failed")

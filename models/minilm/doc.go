@@ -1,6 +1,6 @@
 // Package minilm is a BERT encoder with mean pooling in GoMLX, for sentence embeddings with
-// all-MiniLM-L6-v2 (6 layers, width 384, 12 heads), loaded from a Hugging Face fp32
-// safetensors checkpoint.
+// all-MiniLM-L6-v2 (6 layers, width 384, 12 heads), loaded from a Hugging Face safetensors
+// checkpoint (float32; F16, BF16 and F64 weights are converted to float32 as they are read).
 //
 // # Graph
 //
@@ -24,7 +24,11 @@
 // # Errors
 //
 // ConfigFromJSON rejects non-BERT configs, activations other than "gelu" and non-absolute
-// positions. LoadSafetensors checks every tensor's presence, dtype (F32) and shape against the
-// configuration before reading any, and stores nothing unless all load. Graph methods panic with
-// messages naming the shapes they accept.
+// positions, and checks the hyper-parameters (Config.Validate): sizes from 1 to 2^31 − 1, the
+// hidden size a multiple of the heads, a finite positive layer_norm_eps, each error naming the
+// config.json key. LoadSafetensors checks the configuration too, bounds num_hidden_layers by the
+// tensors the checkpoint has (16 a layer) before planning anything for them, then checks every
+// tensor's presence, dtype (F32, F16, BF16 or F64; others wrap safetensors.ErrUnsupported) and
+// shape against the configuration before reading any, and stores nothing unless all load. Graph
+// methods panic with messages naming the shapes they accept.
 package minilm

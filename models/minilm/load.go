@@ -37,13 +37,20 @@ func LoadDir(ctx *context.Context, dir string, opts LoadOptions) (*Model, error)
 	return LoadSafetensors(ctx, f, cfg, opts)
 }
 
-// LoadSafetensors reads the fp32 weights of a Hugging Face BertModel checkpoint (names with or
-// without the "bert." prefix) into ctx: the three embedding tables and their LayerNorm, and per
-// layer the query/key/value/output, intermediate and output projections (PyTorch's [out, in]
-// weights transposed to (inDim, outDim) kernels) with their biases and LayerNorms. The pooler is
-// not used (mean pooling). Every tensor's presence, dtype and shape is checked first, and
-// nothing is stored unless all load: on error ctx is unchanged.
+// LoadSafetensors reads the weights of a Hugging Face BertModel checkpoint (names with or without
+// the "bert." prefix) into ctx: the three embedding tables and their LayerNorm, and per layer the
+// query/key/value/output, intermediate and output projections (PyTorch's [out, in] weights
+// transposed to (inDim, outDim) kernels) with their biases and LayerNorms. The pooler is not used
+// (mean pooling). Weights stored as F16, BF16 or F64 are converted to float32 as they are read
+// (safetensors.File.ReadFloat32); other dtypes are an error wrapping safetensors.ErrUnsupported.
+//
+// The configuration is checked first (Validate; its layers against the tensors the checkpoint
+// has, 16 a layer), then every tensor's presence, dtype and shape, and nothing is stored unless
+// all load: on error ctx is unchanged.
 func LoadSafetensors(ctx *context.Context, f *safetensors.File, cfg Config, opts LoadOptions) (*Model, error) {
+	if ctx == nil || f == nil {
+		return nil, errors.Errorf("minilm.LoadSafetensors: nil context or file; accepted: a context and an opened file")
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, errors.WithMessage(err, "minilm.LoadSafetensors")
 	}
@@ -51,14 +58,36 @@ func LoadSafetensors(ctx *context.Context, f *safetensors.File, cfg Config, opts
 	if _, ok := f.Info("bert.embeddings.word_embeddings.weight"); ok {
 		prefix = "bert."
 	}
+	// The layers are bounded by the tensors the file has before any plan is made for them.
+	if n := len(f.Names()); cfg.Layers > (n-embeddingTensors)/tensorsPerLayer {
+		fits := max(0, (n-embeddingTensors)/tensorsPerLayer)
+		short := cfg
+		short.Layers = fits + 1 // the first missing tensor is among these
+		for _, p := range planTensors(short, prefix) {
+			if _, ok := f.Info(p.name); !ok {
+				return nil, errors.Wrapf(safetensors.ErrNotFound, "minilm.LoadSafetensors: tensor %q (num_hidden_layers = %d; the "+
+					"checkpoint has the tensors of at most %d layers)", p.name, cfg.Layers, fits)
+			}
+		}
+		return nil, errors.Wrapf(safetensors.ErrNotFound, "minilm.LoadSafetensors: num_hidden_layers = %d, but the checkpoint "+
+			"has %d tensors; accepted: at most %d layers (%d tensors a layer, plus %d)", cfg.Layers, n, fits, tensorsPerLayer,
+			embeddingTensors)
+	}
 	plan := planTensors(cfg, prefix)
 	for _, p := range plan {
 		info, ok := f.Info(p.name)
 		if !ok {
 			return nil, errors.Wrapf(safetensors.ErrNotFound, "minilm.LoadSafetensors: tensor %q", p.name)
 		}
-		if info.DType != safetensors.F32 || fmt.Sprint(info.Shape) != fmt.Sprint(p.shape) {
-			return nil, errors.Wrapf(safetensors.ErrCorrupt, "minilm.LoadSafetensors: tensor %s; the configuration needs F32%v", info, p.shape)
+		switch info.DType {
+		case safetensors.F32, safetensors.F16, safetensors.BF16, safetensors.F64:
+		default:
+			return nil, errors.Wrapf(safetensors.ErrUnsupported, "minilm.LoadSafetensors: tensor %s; accepted: F32, F16, BF16 or "+
+				"F64 (converted to float32)", info)
+		}
+		if fmt.Sprint(info.Shape) != fmt.Sprint(p.shape) {
+			return nil, errors.Wrapf(safetensors.ErrCorrupt, "minilm.LoadSafetensors: tensor %s; the configuration needs %v",
+				info, p.shape)
 		}
 	}
 	if ctx.InspectVariable("/"+EmbeddingsScope+"/"+WordScope, TableName) != nil {
@@ -70,7 +99,7 @@ func LoadSafetensors(ctx *context.Context, f *safetensors.File, cfg Config, opts
 		return nil, errors.WithMessage(err, "minilm.LoadSafetensors")
 	}
 	for _, p := range plan {
-		t, err := f.ReadTensor(p.name)
+		t, err := f.ReadFloat32(p.name)
 		if err != nil {
 			return fail(err)
 		}
@@ -91,6 +120,13 @@ func LoadSafetensors(ctx *context.Context, f *safetensors.File, cfg Config, opts
 	}
 	return &Model{Config: cfg}, nil
 }
+
+// The tensors of the checkpoint: three embedding tables and a LayerNorm's two, then 16 a layer
+// (four projections and two intermediate ones with their biases, two LayerNorms).
+const (
+	embeddingTensors = 5
+	tensorsPerLayer  = 16
+)
 
 // plannedTensor is one checkpoint tensor and where it goes; a kernel's scope is its Projection's.
 type plannedTensor struct {

@@ -88,7 +88,7 @@ func TestPaddingInvariance(t *testing.T) {
 }
 
 // tinyCheckpoint writes a BertModel checkpoint of the tiny configuration; skip leaves a tensor out.
-func tinyCheckpoint(t *testing.T, skip string, edit func(*safetensors.Tensor)) ([]byte, map[string][]float32) {
+func tinyCheckpoint(t testing.TB, skip string, edit func(*safetensors.Tensor)) ([]byte, map[string][]float32) {
 	t.Helper()
 	var list []safetensors.Tensor
 	values := map[string][]float32{}
@@ -189,9 +189,9 @@ func TestLoadSafetensors(t *testing.T) {
 func TestLoadSafetensorsErrors(t *testing.T) {
 	good, _ := tinyCheckpoint(t, "", nil)
 	missing, _ := tinyCheckpoint(t, "encoder.layer.1.output.dense.bias", nil)
-	f16, _ := tinyCheckpoint(t, "", func(st *safetensors.Tensor) {
+	i32, _ := tinyCheckpoint(t, "", func(st *safetensors.Tensor) {
 		if st.Name == "encoder.layer.0.attention.self.key.weight" {
-			st.DType, st.Data = safetensors.F16, st.Data[:len(st.Data)/2]
+			st.DType = safetensors.I32
 		}
 	})
 	tests := []struct {
@@ -202,9 +202,9 @@ func TestLoadSafetensorsErrors(t *testing.T) {
 		want string
 	}{
 		{"missing", missing, tiny, minilm.LoadOptions{}, `tensor "encoder.layer.1.output.dense.bias"`},
-		{"dtype", f16, tiny, minilm.LoadOptions{}, "encoder.layer.0.attention.self.key.weight F16[8 8]; the configuration needs F32[8 8]"},
-		{"shape", good, func() minilm.Config { c := tiny; c.FFNDim = 16; return c }(), minilm.LoadOptions{}, "needs F32[16 8]"},
-		{"config", good, func() minilm.Config { c := tiny; c.Heads = 3; return c }(), minilm.LoadOptions{}, "not a multiple of 3 heads"},
+		{"dtype", i32, tiny, minilm.LoadOptions{}, "encoder.layer.0.attention.self.key.weight I32[8 8]; accepted: F32, F16, BF16 or F64"},
+		{"shape", good, func() minilm.Config { c := tiny; c.FFNDim = 16; return c }(), minilm.LoadOptions{}, "F32[12 8]; the configuration needs [16 8]"},
+		{"config", good, func() minilm.Config { c := tiny; c.Heads = 3; return c }(), minilm.LoadOptions{}, "hidden_size = 8 is not a multiple of num_attention_heads = 3"},
 		{"kernel", good, tiny, minilm.LoadOptions{Kernel: func(scope string, k *tensors.Tensor) ([]models.Variable, error) {
 			if scope == "/layer_1/ffn_down" {
 				return nil, errors.New("no room")

@@ -1,0 +1,233 @@
+package bnb_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/bnb"
+	"github.com/quanta-ml/quanta/implicitarray"
+	qint8 "github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/nf4"
+	"github.com/quanta-ml/quanta/safetensors"
+)
+
+// codebookWeight returns an [out, in] weight whose element i is 2·codebook[i mod 16]: its absmax
+// over any block holding the 16 values is 2, each value divided by it is a codebook value
+// exactly, so the codes are i mod 16 and the weight decodes to itself (hand-computed from the
+// quantization rule: no rounding anywhere).
+func codebookWeight(out, in int) *tensors.Tensor {
+	cb := nf4.Codebook()
+	v := make([]float32, out*in)
+	for i := range v {
+		v[i] = 2 * cb[i%16]
+	}
+	return tensors.FromFlatDataAndDimensions(v, out, in)
+}
+
+// TestOneShortBlock: a block size larger than the weight (4096 for a [10, 100] weight, valid in
+// bitsandbytes, whose largest block size it is) quantizes as one short block, writes the state
+// dict bitsandbytes would (1000 codes, one absmax, blocksize 4096), reads back and decodes.
+func TestOneShortBlock(t *testing.T) {
+	backend := testutil.Backend(t)
+	for _, dims := range [][]int{{10, 100}, {1, 100}, {3, 7}} {
+		for _, dq := range []bool{false, true} {
+			w := codebookWeight(dims[0], dims[1])
+			n := dims[0] * dims[1]
+			a, err := bnb.Quantize4bit(w, 4096, dq)
+			if err != nil {
+				t.Fatalf("Quantize4bit(%v, 4096, %v): %v", dims, dq, err)
+			}
+			if f := a.Format(); f.BlockSize != 4096 || !f.FlatBlocks || a.NumBlocks() != 1 {
+				t.Errorf("%v: format %s, %d blocks; want one flattened block of 4096", dims, f, a.NumBlocks())
+			}
+			list, err := (&bnb.Linear4bit{Weight: a}).Tensors("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := reopen(t, list)
+			packed, _ := f.ReadBytes(bnb.KeyWeight)
+			want := make([]byte, (n+1)/2)
+			for j := range want {
+				want[j] = byte((2*j)%16)<<4 | byte((2*j+1)%16)
+			}
+			if n%2 == 1 {
+				want[len(want)-1] = want[len(want)-1]&0xF0 | 7 // the pad code: zero
+			}
+			if !bytes.Equal(packed, want) {
+				t.Errorf("%v: packed codes differ from i mod 16", dims)
+			}
+			var qs bnb.QuantState
+			state, _ := f.ReadBytes(bnb.KeyQuantState)
+			if err := json.Unmarshal(state, &qs); err != nil || qs.BlockSize != 4096 || !reflect.DeepEqual(qs.Shape, dims) {
+				t.Errorf("%v: quant state %s (%v)", dims, state, err)
+			}
+			l, err := bnb.ReadLinear4bit(f, "")
+			if err != nil {
+				t.Fatalf("ReadLinear4bit of the written file: %v", err)
+			}
+			again, err := l.Tensors("")
+			if err != nil || !reflect.DeepEqual(again, list) {
+				t.Errorf("%v: read and written again, the state dict differs (%v)", dims, err)
+			}
+			if dq {
+				continue // the double-quantized absmax is 2 within the dynamic map's rounding
+			}
+			got, err := implicitarray.MaterializeOnHost(backend, l.Weight)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(tensors.MustCopyFlatData[float32](got), tensors.MustCopyFlatData[float32](w)) {
+				t.Errorf("%v: the decoded weight differs from 2·codebook[i mod 16]", dims)
+			}
+		}
+	}
+}
+
+// TestBlockSizeBounds: block sizes beyond the bound (4096, or the weight's size when larger)
+// are errors before anything is sized by them, from Quantize4bit and from a state dict's quant
+// state.
+func TestBlockSizeBounds(t *testing.T) {
+	w := codebookWeight(4, 64)
+	for _, bs := range []int{1 << 40, 4098, 0, -64, 3} {
+		var err error
+		testutil.AllocatesAtMost(t, "Quantize4bit", 16<<20, func() { _, err = bnb.Quantize4bit(w, bs, false) })
+		if err == nil || !strings.Contains(err.Error(), "accepted: an even number from 2 to 4096") {
+			t.Errorf("Quantize4bit(w[4,64], %d): %v; want an error giving the range 2 to 4096", bs, err)
+		}
+	}
+	if _, err := bnb.Quantize4bit(codebookWeight(3, 2000), 6000, false); err != nil {
+		t.Errorf("block size 6000 for 6000 elements: %v", err)
+	}
+	a, err := bnb.Quantize4bit(w, 64, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := (&bnb.Linear4bit{Weight: a}).Tensors("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bs := range []int{1 << 40, 8192} {
+		edited := setQuantState(t, list, func(qs map[string]any) { qs["blocksize"] = bs })
+		var err error
+		testutil.AllocatesAtMost(t, "ReadLinear4bit", 16<<20, func() { _, err = bnb.ReadLinear4bit(edited, "") })
+		if err == nil || !strings.Contains(err.Error(), "quant state blocksize") {
+			t.Errorf("ReadLinear4bit with blocksize %d: %v", bs, err)
+		}
+	}
+}
+
+// setQuantState returns list written with its quant state JSON changed by edit.
+func setQuantState(t *testing.T, list []safetensors.Tensor, edit func(map[string]any)) *safetensors.File {
+	t.Helper()
+	out := make([]safetensors.Tensor, len(list))
+	copy(out, list)
+	for i, x := range out {
+		if x.Name != bnb.KeyQuantState {
+			continue
+		}
+		var qs map[string]any
+		if err := json.Unmarshal(x.Data, &qs); err != nil {
+			t.Fatal(err)
+		}
+		edit(qs)
+		data, err := json.Marshal(qs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i].Data, out[i].Shape = data, []int{len(data)}
+	}
+	return reopen(t, out)
+}
+
+// TestQuantStateErrors: quant states that do not fit the tensors are errors naming what is wrong,
+// not panics or messages about another tensor.
+func TestQuantStateErrors(t *testing.T) {
+	dq, err := bnb.Quantize4bit(codebookWeight(4, 64), 64, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := (&bnb.Linear4bit{Weight: dq}).Tensors("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := func(names ...string) func([]safetensors.Tensor) []safetensors.Tensor {
+		return func(list []safetensors.Tensor) []safetensors.Tensor {
+			for i := range list {
+				for _, name := range names {
+					if list[i].Name == name {
+						list[i].Data, list[i].Shape = []byte{}, []int{0}
+					}
+				}
+			}
+			return list
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		file *safetensors.File
+		want string
+	}{
+		{"huge shape, empty weight and absmax", setQuantState(t, empty(bnb.KeyWeight, bnb.KeyAbsmax)(append([]safetensors.Tensor(nil), list...)),
+			func(qs map[string]any) { qs["shape"] = []int64{1 << 32, 1 << 32} }), "quant state shape [4294967296 4294967296] for weight U8[0]"},
+		{"overflowing shape", setQuantState(t, list, func(qs map[string]any) { qs["shape"] = []int64{1 << 62, 1 << 62} }),
+			"quant state shape [4611686018427387904 4611686018427387904] for weight U8[128 1]"},
+		{"shape of another size", setQuantState(t, list, func(qs map[string]any) { qs["shape"] = []int{4, 65} }),
+			"quant state shape [4 65] for weight U8[128 1]"},
+		{"missing nested_offset", setQuantState(t, list, func(qs map[string]any) { delete(qs, "nested_offset") }),
+			"has no nested_offset, but the weight is double-quantized"},
+		{"nested_blocksize", setQuantState(t, list, func(qs map[string]any) { qs["nested_blocksize"] = 128 }),
+			"nested_blocksize 128"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := bnb.ReadLinear4bit(tc.file, "")
+			if err == nil || l != nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, %v; want nothing and an error containing %q", l, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestBias: a bias that is not a float vector of out elements is refused where the layer is made
+// or written, so that every state dict written reads back.
+func TestBias(t *testing.T) {
+	w, err := qint8.Quantize(tensors.FromFlatDataAndDimensions(make([]float32, 12*40), 12, 40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := tensors.FromFlatDataAndDimensions(make([]float32, 5), 5)
+	if _, err := bnb.NewLinear8bitLt(w, bad); err == nil || !strings.Contains(err.Error(), "bias (Float32)[5]; accepted: nil or a float vector of 12") {
+		t.Errorf("NewLinear8bitLt(w[12,40], bias[5]): %v", err)
+	}
+	if _, err := bnb.NewLinear8bitLt(w, tensors.FromFlatDataAndDimensions(make([]int32, 12), 12)); err == nil {
+		t.Error("NewLinear8bitLt accepted an int32 bias")
+	}
+	good := tensors.FromFlatDataAndDimensions([]float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 12)
+	l, err := bnb.NewLinear8bitLt(w, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := l.Tensors("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := bnb.ReadLinear8bitLt(reopen(t, list), "")
+	if err != nil || !reflect.DeepEqual(tensors.MustCopyFlatData[float32](back.Bias), tensors.MustCopyFlatData[float32](good)) {
+		t.Errorf("ReadLinear8bitLt of the written layer: %v", err)
+	}
+	l.Bias = bad
+	if _, err := l.Tensors(""); err == nil {
+		t.Error("Linear8bitLt.Tensors wrote a bias of 5 for 12 outputs")
+	}
+	a, err := bnb.Quantize4bit(codebookWeight(12, 64), 64, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&bnb.Linear4bit{Weight: a, Bias: bad}).Tensors(""); err == nil {
+		t.Error("Linear4bit.Tensors wrote a bias of 5 for 12 outputs")
+	}
+}

@@ -1,0 +1,200 @@
+package qlayers_test
+
+import (
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/qlayers"
+	"github.com/quanta-ml/quanta/safetensors"
+)
+
+// TestNilContext: every host function given a nil context returns an error saying so.
+func TestNilContext(t *testing.T) {
+	backend := testutil.Backend(t)
+	w := mustFlat(t, tensors.FromValue(matrix(11, 24, 40)))
+	for name, err := range map[string]error{
+		"StoreBase":    qlayers.StoreBase(nil, "/proj", w, nil, qlayers.OutIn),
+		"MergeLoRA":    qlayers.MergeLoRA(nil, backend, qlayers.MergeOptions{}),
+		"UnmergeLoRA":  qlayers.UnmergeLoRA(nil, backend),
+		"SaveAdapters": qlayers.SaveAdapters(nil, t.TempDir(), qlayers.AdapterOptions{}),
+		"LoadAdapters": qlayers.LoadAdapters(nil, t.TempDir(), qlayers.AdapterOptions{}),
+		"Base": func() error {
+			_, _, err := qlayers.Base(nil, "/proj", 40, 24)
+			return err
+		}(),
+	} {
+		if err == nil || !strings.Contains(err.Error(), "nil context") {
+			t.Errorf("%s(nil context): %v; want an error naming the nil context", name, err)
+		}
+	}
+}
+
+// TestStoreBaseLayout: a layout other than InOut and OutIn is refused, storing nothing.
+func TestStoreBaseLayout(t *testing.T) {
+	w := mustFlat(t, tensors.FromValue(matrix(11, 24, 40)))
+	ctx := context.New()
+	err := qlayers.StoreBase(ctx, "/proj", w, nil, qlayers.KernelLayout(7))
+	if err == nil || !strings.Contains(err.Error(), "layout KernelLayout(7); accepted: InOut or OutIn") {
+		t.Errorf("StoreBase(KernelLayout(7)): %v", err)
+	}
+	if ctx.NumVariables() != 0 {
+		t.Errorf("the refused StoreBase left %d variables", ctx.NumVariables())
+	}
+}
+
+// TestBaseHugeBlockSize: a recorded format whose block size no array of the kernel's size can
+// have is an error before a template is sized by it.
+func TestBaseHugeBlockSize(t *testing.T) {
+	w := mustFlat(t, tensors.FromValue(matrix(11, 24, 40)))
+	ctx := context.New()
+	if err := qlayers.StoreBase(ctx, "/proj", w, nil, qlayers.OutIn); err != nil {
+		t.Fatal(err)
+	}
+	ctx.InAbsPath("/proj").In(qlayers.Scope).SetParam(qlayers.FormatParam, "nf4/1099511627776/flat")
+	var err error
+	testutil.AllocatesAtMost(t, "Base", 16<<20, func() { _, _, err = qlayers.Base(ctx, "/proj", 40, 24) })
+	if err == nil || !strings.Contains(err.Error(), "block size 1099511627776") {
+		t.Errorf("Base with block size 2^40: %v", err)
+	}
+}
+
+// TestLoadAdaptersChecks: adapter files whose config or tensors do not fit are errors found
+// before the tensors are read, naming the key; adapters saved in F16 are converted.
+func TestLoadAdaptersChecks(t *testing.T) {
+	ctx := loraContext(t, nf4DQ, false)
+	dir := t.TempDir()
+	if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	config, err := os.ReadFile(filepath.Join(dir, qlayers.AdapterConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	weights := safetensors.MustOpen(filepath.Join(dir, qlayers.AdapterWeightsFile))
+	var list []safetensors.Tensor
+	for _, name := range weights.Names() {
+		info, _ := weights.Info(name)
+		list = append(list, safetensors.Tensor{Name: name, DType: info.DType, Shape: info.Shape, Data: must(weights.ReadBytes(name))})
+	}
+	_ = weights.Close()
+	write := func(t *testing.T, config []byte, list []safetensors.Tensor) string {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, qlayers.AdapterConfigFile), config, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := safetensors.WriteFile(filepath.Join(dir, qlayers.AdapterWeightsFile), list, nil); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	setConfig := func(old, new string) []byte { return []byte(strings.Replace(string(config), old, new, 1)) }
+	withB := func(shape []int, data []byte) []safetensors.Tensor {
+		out := append([]safetensors.Tensor(nil), list...)
+		out[1].Shape, out[1].Data = shape, data
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		config []byte
+		list   []safetensors.Tensor
+		want   string
+	}{
+		{"rank 0", setConfig(`"r": 4`, `"r": 0`), list, "adapter_config.json: r = 0; accepted: 1 to 2147483647"},
+		{"negative alpha", setConfig(`"lora_alpha": 8`, `"lora_alpha": -8`), list, "lora_alpha = -8; accepted: a finite number above 0"},
+		{"missing lora_B", config, list[:1], `tensor "base_model.model.layer.lora_B.weight"`},
+		{"lora_B of another rank", config, withB([]int{outDim, 2}, make([]byte, 4*outDim*2)), "lora_B base_model.model.layer.lora_B.weight F32[128 2]"},
+		{"empty lora_B with a huge dimension", config, withB([]int{1 << 40, 0}, []byte{}), "F32[1099511627776 0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fresh := floatContext()
+			if _, err := qlayers.QuantizeContext(fresh, []qlayers.Rule{{Scope: ".*", Config: nf4DQ}}, qlayers.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			before := fresh.NumVariables()
+			err := qlayers.LoadAdapters(fresh, write(t, tc.config, tc.list), qlayers.AdapterOptions{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v; want one containing %q", err, tc.want)
+			}
+			if fresh.NumVariables() != before {
+				t.Errorf("the failed load changed the variables: %d, had %d", fresh.NumVariables(), before)
+			}
+		})
+	}
+
+	t.Run("F16", func(t *testing.T) {
+		var f16 []safetensors.Tensor
+		var want [][]float32
+		for _, x := range list {
+			values := make([]float32, len(x.Data)/4)
+			var data []byte
+			for i := range values {
+				// A multiple of 1/1024 in (-2, 2): exact in F16 (sign, 11 significant bits).
+				v := float32(math.Round(float64(math.Float32frombits(binary.LittleEndian.Uint32(x.Data[4*i:])))*1024) / 1024)
+				values[i] = v
+				data = binary.LittleEndian.AppendUint16(data, f16Bits(v))
+			}
+			want = append(want, values)
+			f16 = append(f16, safetensors.Tensor{Name: x.Name, DType: safetensors.F16, Shape: x.Shape, Data: data})
+		}
+		fresh := floatContext()
+		if _, err := qlayers.QuantizeContext(fresh, []qlayers.Rule{{Scope: ".*", Config: nf4DQ}}, qlayers.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := qlayers.LoadAdapters(fresh, write(t, config, f16), qlayers.AdapterOptions{}); err != nil {
+			t.Fatalf("%+v", err)
+		}
+		dense := fresh.In("layer").In(qlayers.Scope)
+		a := tensors.MustCopyFlatData[float32](dense.GetVariable(qlayers.LoRAAName).MustValue()) // (in, r) = lora_A transposed
+		r := loraCfg.Rank
+		for i := range inDim {
+			for k := range r {
+				if a[i*r+k] != want[0][k*inDim+i] {
+					t.Fatalf("lora_a[%d][%d] = %v, want the file's lora_A[%d][%d] = %v", i, k, a[i*r+k], k, i, want[0][k*inDim+i])
+				}
+			}
+		}
+	})
+}
+
+// f16Bits encodes a value that IEEE half precision holds exactly as a normal number (here, a
+// multiple of 1/1024 below 2 in magnitude).
+func f16Bits(v float32) uint16 {
+	if v == 0 {
+		return 0
+	}
+	bits := math.Float32bits(v)
+	exp := int(bits>>23&0xFF) - 127 + 15
+	return uint16(bits>>16)&0x8000 | uint16(exp)<<10 | uint16(bits>>13)&0x3FF
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestLoadAdaptersLayerDims: adapters whose input or output width is not the float kernel's are
+// refused.
+func TestLoadAdaptersLayerDims(t *testing.T) {
+	ctx := fuzzLayer() // "/layer": 8 inputs, 4 outputs
+	dense := ctx.In("layer").In(qlayers.Scope)
+	dense.VariableWithValue(qlayers.LoRAAName, matrix(2, 9, 2)) // 9 inputs
+	dense.VariableWithValue(qlayers.LoRABName, matrix(3, 2, 4))
+	dense.SetParam(qlayers.LoRAScaleParam, 1.0)
+	dir := t.TempDir()
+	if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := qlayers.LoadAdapters(fuzzLayer(), dir, qlayers.AdapterOptions{})
+	if want := "for a layer of 8 inputs and 4 outputs; accepted: [r, 8] and [4, r]"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v; want one containing %q", err, want)
+	}
+}

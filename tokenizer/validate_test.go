@@ -1,0 +1,133 @@
+package tokenizer_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/ggufbuild"
+	"github.com/quanta-ml/quanta/tokenizer"
+)
+
+// toyBPEGGUF is the metadata of a small byte-level BPE vocabulary as a GGUF file holds it, with
+// entries replaced or added by kvs.
+func toyBPEGGUF(kvs ...ggufbuild.KV) []byte {
+	base := []ggufbuild.KV{
+		{Key: "tokenizer.ggml.model", Value: "gpt2"},
+		{Key: "tokenizer.ggml.pre", Value: "smollm"},
+		{Key: "tokenizer.ggml.tokens", Value: []string{"<|endoftext|>", "a", "b", "c", "Ġ", "ab", "Ġa", "Ġab", "1", "<|im_start|>"}},
+		{Key: "tokenizer.ggml.token_type", Value: []int32{3, 1, 1, 1, 1, 1, 1, 1, 1, 3}},
+		{Key: "tokenizer.ggml.merges", Value: []string{"Ġ a", "Ġa b", "a b"}},
+		{Key: "tokenizer.ggml.bos_token_id", Value: uint32(0)},
+		{Key: "tokenizer.ggml.eos_token_id", Value: uint32(0)},
+	}
+	for _, kv := range kvs {
+		replaced := false
+		for i := range base {
+			if base[i].Key == kv.Key {
+				base[i], replaced = kv, true
+			}
+		}
+		if !replaced {
+			base = append(base, kv)
+		}
+	}
+	return ggufbuild.Build(base, nil)
+}
+
+func bpeFromGGUF(t *testing.T, data []byte) (*tokenizer.BPE, error) {
+	t.Helper()
+	f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tokenizer.NewBPEFromGGUF(f)
+}
+
+// TestBPEFromGGUFMetadata: special-token ids and token types that do not fit the vocabulary are
+// errors naming the metadata key and the vocabulary size.
+func TestBPEFromGGUFMetadata(t *testing.T) {
+	tok, err := bpeFromGGUF(t, toyBPEGGUF())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tok.Encode(" ab a", tokenizer.EncodeOptions{}); len(got) != 2 || got[0] != 7 || got[1] != 6 {
+		t.Errorf("Encode(\" ab a\") = %v, want [7 6]", got)
+	}
+	for _, tc := range []struct {
+		kv   ggufbuild.KV
+		want string
+	}{
+		{ggufbuild.KV{Key: "tokenizer.ggml.bos_token_id", Value: uint32(1 << 30)},
+			"tokenizer.ggml.bos_token_id = 1073741824; accepted: an id below the vocabulary size 10 (tokenizer.ggml.tokens)"},
+		{ggufbuild.KV{Key: "tokenizer.ggml.eos_token_id", Value: uint32(10)},
+			"tokenizer.ggml.eos_token_id = 10; accepted: an id below the vocabulary size 10"},
+		{ggufbuild.KV{Key: "tokenizer.ggml.unknown_token_id", Value: uint64(1) << 63},
+			"tokenizer.ggml.unknown_token_id = 9223372036854775808; accepted: an id below the vocabulary size 10"},
+		{ggufbuild.KV{Key: "tokenizer.ggml.bos_token_id", Value: int32(-2)}, `"tokenizer.ggml.bos_token_id" is -2`},
+		{ggufbuild.KV{Key: "tokenizer.ggml.token_type", Value: []int32{1, 1}},
+			"tokenizer.ggml.token_type has 2 entries; accepted: one per token of tokenizer.ggml.tokens (10)"},
+		{ggufbuild.KV{Key: "tokenizer.ggml.merges", Value: []string{"ab"}}, `merge #0 "ab" has no space`},
+		{ggufbuild.KV{Key: "tokenizer.ggml.tokens", Value: []string{}}, "tokenizer.ggml.bos_token_id = 0; accepted: an id below the vocabulary size 0"},
+	} {
+		t.Run(tc.kv.Key, func(t *testing.T) {
+			if _, err := bpeFromGGUF(t, toyBPEGGUF(tc.kv)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v; want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestWordPieceJSONIDs: the special-token ids of a tokenizer.json (added tokens, post-processor)
+// must be ids of its vocabulary, the rows a model's embedding table has.
+func TestWordPieceJSONIDs(t *testing.T) {
+	j := func(added, cls int) []byte {
+		v := map[string]any{
+			"added_tokens":   []map[string]any{{"id": added, "content": "[MASK]", "special": true}},
+			"normalizer":     map[string]any{"type": "BertNormalizer", "lowercase": true, "clean_text": true},
+			"pre_tokenizer":  map[string]any{"type": "BertPreTokenizer"},
+			"post_processor": map[string]any{"type": "TemplateProcessing", "special_tokens": map[string]any{"[CLS]": map[string]any{"ids": []int{cls}}}},
+			"model": map[string]any{"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+				"max_input_chars_per_word": 100, "vocab": map[string]int{"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "a": 5}},
+		}
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	for _, tc := range []struct {
+		name string
+		json []byte
+		want string
+	}{
+		{"valid", j(4, 2), ""},
+		{"added id 2^40", j(1<<40, 2), `added token "[MASK]" has id 1099511627776; accepted: an id below the vocabulary size 6`},
+		{"added id -1", j(-1, 2), `added token "[MASK]" has id -1`},
+		{"CLS id 6", j(4, 6), "post_processor special token [CLS] has id 6; accepted: an id below the vocabulary size 6"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "tokenizer.json")
+			if err := os.WriteFile(path, tc.json, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			w, err := tokenizer.NewWordPieceFromJSON(path)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := w.Encode("a [MASK]"); len(got) != 4 || got[0] != 2 || got[1] != 5 || got[2] != 4 || got[3] != 3 {
+					t.Errorf("Encode(\"a [MASK]\") = %v, want [2 5 4 3]", got)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v; want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
