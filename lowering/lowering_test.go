@@ -130,6 +130,10 @@ func served(s lowering.Strategy, f format, c productCase, xDType dtypes.DType, k
 		return c.kMajor
 	case lowering.Auto, lowering.Materialize, lowering.DecodeDot:
 		return true
+	case lowering.PrologueDot: // every layout; signs with float activations
+		return !strings.HasPrefix(f.layout, "signs") || xDType.IsFloat()
+	case lowering.CodesDot:
+		return strings.HasPrefix(f.layout, "signs") && xDType.IsFloat()
 	case lowering.MulReduce:
 		return c.rank2
 	case lowering.ProductTable:
@@ -379,11 +383,12 @@ func TestPlatformOf(t *testing.T) {
 		}
 	case "xla":
 		// quanta's runtime started the test backend: on XLA CPU it registered the kernels.
-		if got != lowering.XLACPUFusedLoops|lowering.Kernels && got != lowering.XLAAccelerator {
+		accelerators := []lowering.Platform{lowering.XLAAccelerator, lowering.XLAGPU, lowering.XLATPU}
+		if got != lowering.XLACPUFusedLoops|lowering.Kernels && !slices.Contains(accelerators, got) {
 			t.Errorf("PlatformOf(%s) with the flag = %s", backend.Description(), got)
 		}
 		t.Setenv("XLA_FLAGS", "")
-		if got := lowering.PlatformOf(backend); got != lowering.XLACPU|lowering.Kernels && got != lowering.XLAAccelerator {
+		if got := lowering.PlatformOf(backend); got != lowering.XLACPU|lowering.Kernels && !slices.Contains(accelerators, got) {
 			t.Errorf("PlatformOf(%s) without the flag = %s", backend.Description(), got)
 		}
 	default:
