@@ -13,9 +13,14 @@ import (
 // Triton emitter supports (xla/backends/gpu/codegen/triton/support.cc): no uint8 type, no shift,
 // no gather; compares, selects, integer and/or/divide on signed integers, float arithmetic,
 // broadcasts, bitcast reshapes. A block scale joins through broadcast, reshape and multiply
-// (--xla_gpu_experimental_enable_subchannel_dequantisation_fusion, which the runtime sets for
-// CUDA). A reduction takes any element-wise producer, so the products of a few rows (MulReduce,
+// (SubchannelDequantizationFlag). A reduction takes any element-wise producer, so the products of a few rows (MulReduce,
 // SlicedSum) read each stored byte once with any decode.
+
+// SubchannelDequantizationFlag, set true in XLA_FLAGS when a GPU plugin loads, lets XLA's GPU
+// compiler fuse a block scale's broadcast, reshape and multiply into the Triton GEMM of the dot
+// it feeds (PrologueDot of a Blockwise4 weight). quanta's runtime sets it for CUDA plugins that
+// know it.
+const SubchannelDequantizationFlag = "--xla_gpu_experimental_enable_subchannel_dequantisation_fusion"
 
 // gemmMinRows is the number of activation rows from which Choose gives a GPU product to a GEMM
 // (PrologueDot) rather than to a reduction (MulReduce, SlicedSum), as XLA's GPU compiler turns a
