@@ -23,8 +23,9 @@ import (
 const SubchannelDequantizationFlag = "--xla_gpu_experimental_enable_subchannel_dequantisation_fusion"
 
 // gemmMinRows is the number of activation rows from which Choose gives a GPU product to a GEMM
-// (PrologueDot) rather than to a reduction (MulReduce, SlicedSum), as XLA's GPU compiler turns a
-// dot of fewer rows into a reduction itself.
+// (PrologueDot) rather than to a reduction (MulReduce, SlicedSum): with fewer, a product streams
+// its weight, which a reduction reads once with any decode; from 16, a tensor-core tile of the
+// GEMM's rows is full. tpu_tests/run-on-device.sh measures both forms on each side of it.
 const gemmMinRows = 16
 
 // chooseAccelerator is the policy's GPU and TPU rows (see Choose); ok is false on other platforms
