@@ -158,7 +158,7 @@ note "device: ${gpu:-no NVIDIA GPU}; peak bandwidth ${peak} GB/s"
 # The suite (it skips without an accelerator unless QUANTA_ACCEL_ANY=1, which DRY_RUN sets).
 any=0
 [[ $dry == 1 ]] && any=1
-QUANTA_ACCEL_ANY=$any step tests 180 "$bin/tpu_tests.test" -test.v -test.count=1 -test.timeout=20m >"$out/tests.txt" 2>&1
+QUANTA_ACCEL_ANY=$any step tests 150 "$bin/tpu_tests.test" -test.v -test.count=1 -test.timeout=20m >"$out/tests.txt" 2>&1
 code=$?
 if [[ $code -ne 0 ]]; then
 	status=1
@@ -198,14 +198,14 @@ hlo() { # hlo DIR M [XLA flags...]: bench's products, dumped
 	return $code
 }
 for m in 1 8 64; do
-	step "hlo M=$m" 60 bash -c "$(declare -f hlo); out='$out' bin='$bin' hlo_shape='$hlo_shape' hlo M$m $m" >>"$out/hlo/hlo.txt" 2>&1
+	step "hlo M=$m" 45 bash -c "$(declare -f hlo); out='$out' bin='$bin' hlo_shape='$hlo_shape' hlo M$m $m" >>"$out/hlo/hlo.txt" 2>&1
 done
-step "hlo M=64 gemm-v2" 60 bash -c "$(declare -f hlo); out='$out' bin='$bin' hlo_shape='$hlo_shape' hlo M64-gemm-v2 64 $gemm_v2" \
+step "hlo M=64 gemm-v2" 45 bash -c "$(declare -f hlo); out='$out' bin='$bin' hlo_shape='$hlo_shape' hlo M64-gemm-v2 64 $gemm_v2" \
 	>>"$out/hlo/hlo.txt" 2>&1
 summarize() { # summarize DIR...: per optimized module, what XLA made of the products
 	python3 - "$@" <<'PY'
 import glob, os, re, sys
-print("| dump | module | Triton GEMMs | cuBLAS calls | reduction fusions | loop fusions | float temporaries >= 1M elements |")
+print("| dump | parameters | Triton GEMMs | cuBLAS calls | reduction fusions | loop fusions | float temporaries >= 1M elements |")
 print("|---|---|---|---|---|---|---|")
 for d in sys.argv[1:]:
     for f in sorted(glob.glob(os.path.join(d, "*after_optimizations.txt"))):
@@ -222,8 +222,9 @@ for d in sys.argv[1:]:
                 n *= int(v)
             if n >= 1 << 20:
                 temps.append(f"{m.group(2)}[{m.group(3)}] {m.group(4)}")
-        name = os.path.basename(f).split(".")[1][:40]
-        print(f"| {os.path.basename(d)} | {name} | {triton} | {cublas} | {reductions} | {loops} | {', '.join(temps) or '-'} |")
+        layout = re.search(r"entry_computation_layout=\{\((.*?)\)->", text)
+        params = re.sub(r"\{[\d,]*\}", "", layout.group(1)) if layout else os.path.basename(f)
+        print(f"| {os.path.basename(d)} | {params} | {triton} | {cublas} | {reductions} | {loops} | {', '.join(temps) or '-'} |")
 PY
 }
 if command -v python3 >/dev/null; then
@@ -232,7 +233,7 @@ fi
 
 # The benchmark: every format against dense bfloat16 in the same run, stored bytes per second
 # against the peak.
-step bench 240 "$bin/bench" -dtype bfloat16 -peak-gbps "$peak" -contexts add -shapes "$shapes" -m "$rows" \
+step bench 200 "$bin/bench" -dtype bfloat16 -peak-gbps "$peak" -contexts add -shapes "$shapes" -m "$rows" \
 	-stream-bytes "$stream" -min-time "$mintime" -json "$out/bench.json" -markdown "$out/bench.md" >"$out/bench.txt" 2>&1
 [[ -f $out/bench.md ]] && cat "$out/bench.md"
 
@@ -248,15 +249,15 @@ else
 		bnb_args+=(--shapes "$shapes" --m "$rows" --stream-mib 1 --min-time 0.005)
 	fi
 	step "bnb install" 60 python3 -m pip install --quiet --no-deps --no-index --target "$bin/site" "$wheel" >"$out/bnb.txt" 2>&1 &&
-		PYTHONPATH="$bin/site${PYTHONPATH:+:$PYTHONPATH}" step bnb 90 python3 "$src/bnb_bench.py" "${bnb_args[@]}" >>"$out/bnb.txt" 2>&1
+		PYTHONPATH="$bin/site${PYTHONPATH:+:$PYTHONPATH}" step bnb 75 python3 "$src/bnb_bench.py" "${bnb_args[@]}" >>"$out/bnb.txt" 2>&1
 	[[ -f $out/bnb.md ]] && cat "$out/bnb.md"
 fi
 
 # Each GPU formulation forced, on one shape: the reductions against the GEMM forms at each M.
 forms=nf4@mul-reduce,nf4@prologue-dot,int8@mul-reduce,int8@prologue-dot,ternary@sliced-sum,ternary@prologue-dot,ternary@codes-dot,binary1@sliced-sum,binary1@prologue-dot
-step forms 90 "$bin/bench" -dtype bfloat16 -peak-gbps "$peak" -contexts add -shapes "$hlo_shape" -m "$rows" -formats "$forms" \
+step forms 75 "$bin/bench" -dtype bfloat16 -peak-gbps "$peak" -contexts add -shapes "$hlo_shape" -m "$rows" -formats "$forms" \
 	-stream-bytes "$stream" -min-time "$mintime" -json "$out/forms.json" -markdown "$out/forms.md" >"$out/forms.txt" 2>&1
-XLA_FLAGS="${XLA_FLAGS:-} $gemm_v2" step "forms gemm-v2" 60 "$bin/bench" -dtype bfloat16 -peak-gbps "$peak" -contexts add \
+XLA_FLAGS="${XLA_FLAGS:-} $gemm_v2" step "forms gemm-v2" 45 "$bin/bench" -dtype bfloat16 -peak-gbps "$peak" -contexts add \
 	-shapes "$hlo_shape" -m "${rows#1,}" -formats nf4@prologue-dot,int8@prologue-dot,ternary@prologue-dot \
 	-stream-bytes "$stream" -min-time "$mintime" -json "$out/forms-gemm-v2.json" -markdown "$out/forms-gemm-v2.md" \
 	>"$out/forms-gemm-v2.txt" 2>&1
