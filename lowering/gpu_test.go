@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 
@@ -20,11 +21,22 @@ import (
 	"github.com/quanta-ml/quanta/onebit"
 )
 
+// gpuOnly reports the strategies Choose gives GPUs and TPUs only.
+func gpuOnly(s lowering.Strategy) bool { return s == lowering.PrologueDot || s == lowering.CodesDot }
+
+// xlaQuick reports an XLA test backend without QUANTA_TEST_ALL=1: each XLA CPU product compiles
+// for a good fraction of a second, so the GPU formulations' many products run in full on the
+// pure-Go backend (and with QUANTA_TEST_ALL=1), a sample on XLA CPU.
+func xlaQuick(t *testing.T) bool {
+	return testutil.Backend(t).String() == "xla" && os.Getenv(testutil.TestAllEnv) != "1"
+}
+
 // TestGPUFormulations: the GPU and TPU formulations, forced, equal the dense product of the
 // materialized weight on the shapes those platforms see: NF4 with blocks of 64 and a ragged last
 // block, contracted along or across its blocks, bitsandbytes' flat blocks, int8 with a scale per
 // output or per input channel, 2-bit and 1-bit weights with and without a scale; one activation
-// row and 17 (a GEMM's), float32 and (at 17 rows) bfloat16.
+// row and 17 (a GEMM's), float32 and (at 17 rows) bfloat16. On XLA CPU without QUANTA_TEST_ALL=1:
+// the GEMM forms at 17 rows in float32.
 func TestGPUFormulations(t *testing.T) {
 	xW := lowering.Axes{XContracting: []int{1}, WContracting: []int{0}}
 	xWt := lowering.Axes{XContracting: []int{1}, WContracting: []int{1}}
@@ -93,6 +105,9 @@ func TestGPUFormulations(t *testing.T) {
 			for _, m := range []int{1, 17} {
 				for _, xDType := range []dtypes.DType{dtypes.Float32, dtypes.BFloat16} {
 					if xDType == dtypes.BFloat16 && m == 1 { // bfloat16 operands: TestGPUProgram
+						continue
+					}
+					if xlaQuick(t) && (m == 1 || xDType != dtypes.Float32) {
 						continue
 					}
 					strategies := gemm

@@ -185,6 +185,9 @@ func TestStrategies(t *testing.T) {
 				want := denseProduct(t, w, x, c)
 				for _, s := range strategies {
 					t.Run(fmt.Sprintf("%s/%s/%s/%s", f.name, c.name, xDType, s), func(t *testing.T) {
+						if gpuOnly(s) && served(s, f, c, xDType, kernels) && xlaQuick(t) {
+							t.Skip("GPU formulation: every product on the pure-Go backend, a sample on XLA CPU (TestGPUFormulations); all with " + testutil.TestAllEnv + "=1")
+						}
 						ws := f.make(rand.New(rand.NewPCG(0, 0)), c.wDims, s)
 						ws = withComponentsOf(ws, w)
 						lowering.ResetBuilt()

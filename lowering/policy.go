@@ -30,10 +30,10 @@ const (
 //	Signs       M <= 16, contracted on the packed axis, float x          SlicedSum
 //	any         otherwise                                                DecodeDot
 //
-// GPU is XLAGPU, TPU XLATPU; the rows above the line between them and the CPU rows apply only
-// there, and the CPU rows (pure Go, XLA CPU) never see a GPU or TPU. A Blockwise4DQ weight is
-// chosen for (on CPUs) as the Blockwise4 of its decoded scales; a FlatBlockwise4 takes DecodeDot on
-// CPUs. Choose never returns a strategy that cannot serve the product.
+// GPU means XLAGPU and TPU XLATPU: the three rows that name them are theirs, and the rows below
+// are those of the CPUs (pure Go, XLA CPU) and of other backends. There, a Blockwise4DQ weight is
+// chosen for as the Blockwise4 of its decoded scales and a FlatBlockwise4 takes DecodeDot. Choose
+// never returns a strategy that cannot serve the product.
 func Choose(platform Platform, w Layout, x shapes.Shape, axes Axes) Strategy {
 	w.check("lowering.Choose")
 	p := newProduct("lowering.Choose", x, w.Dimensions(), axes)

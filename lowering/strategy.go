@@ -52,17 +52,17 @@ const (
 	Kernel
 	// PrologueDot is the GEMM form of XLA's GPU and TPU compilers: the weight is decoded with
 	// only the ops XLA's Triton GEMM emitter takes in a dot operand's prologue (after one bitcast
-	// of packed bytes to int8: int8 and float arithmetic, compares, selects, broadcasts and
-	// reshapes; no uint8 op, shift, gather or concatenate), block scales multiplied through
-	// broadcast, reshape and multiply, and one DotGeneral in the activations' dtype (bfloat16
-	// operands for bfloat16 activations); a separable scale multiplies the output or the
-	// activations. It serves every product of Blockwise4 (also double-quantized or flat), Int8
-	// and Signs weights (float activations).
+	// of packed bytes to int8: integer and/subtract/divide, compares, selects, float arithmetic,
+	// broadcasts and reshapes; no uint8 op, shift, gather or concatenate), block scales multiplied
+	// through broadcast, reshape and multiply, and one DotGeneral, whose operands take a 16-bit
+	// activation dtype on a GPU or TPU (float32 elsewhere); a separable scale multiplies the
+	// output, or the weight when it varies along the contracting axes. It serves every product of
+	// Blockwise4 (also double-quantized or flat), Int8 and Signs weights (float activations).
 	PrologueDot
 	// CodesDot materializes a Signs weight's values as int8 (one byte each, decoded with any op
 	// in one pass over the packed bytes), then multiplies as PrologueDot does an Int8 weight:
-	// the codes converted in the dot's operand, the scale on the output or the activations. It
-	// serves Signs weights with float activations.
+	// the codes converted in the dot's operand, the scale on the output or the weight. It serves
+	// Signs weights with float activations.
 	CodesDot
 )
 
