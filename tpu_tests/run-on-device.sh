@@ -171,12 +171,14 @@ hlo_shape=4096x4096
 rows=1,16,256
 stream=$((96 << 20))
 mintime=200ms
+layers=2048
 if [[ $dry == 1 ]]; then
 	shapes=256x512
 	hlo_shape=256x512
 	rows=1,16
 	stream=$((1 << 20))
 	mintime=5ms
+	layers=4
 fi
 gemm_v2=--xla_gpu_experimental_gemm_fusion_v2=true
 if [[ $accelerator == no && $dry != 1 ]]; then
@@ -234,7 +236,7 @@ fi
 # The benchmark: every format against dense bfloat16 in the same run, stored bytes per second
 # against the peak.
 step bench 200 "$bin/bench" -dtype bfloat16 -peak-gbps "$peak" -contexts add -shapes "$shapes" -m "$rows" \
-	-stream-bytes "$stream" -min-time "$mintime" -json "$out/bench.json" -markdown "$out/bench.md" >"$out/bench.txt" 2>&1
+	-stream-bytes "$stream" -max-layers "$layers" -min-time "$mintime" -json "$out/bench.json" -markdown "$out/bench.md" >"$out/bench.txt" 2>&1
 [[ -f $out/bench.md ]] && cat "$out/bench.md"
 
 # bitsandbytes' NF4 beside dense bfloat16 in PyTorch, from the wheel that travelled with the binaries.
@@ -256,10 +258,10 @@ fi
 # Each GPU formulation forced, on one shape: the reductions against the GEMM forms at each M.
 forms=nf4@mul-reduce,nf4@prologue-dot,int8@mul-reduce,int8@prologue-dot,ternary@sliced-sum,ternary@prologue-dot,ternary@codes-dot,binary1@sliced-sum,binary1@prologue-dot
 step forms 75 "$bin/bench" -dtype bfloat16 -peak-gbps "$peak" -contexts add -shapes "$hlo_shape" -m "$rows" -formats "$forms" \
-	-stream-bytes "$stream" -min-time "$mintime" -json "$out/forms.json" -markdown "$out/forms.md" >"$out/forms.txt" 2>&1
+	-stream-bytes "$stream" -max-layers "$layers" -min-time "$mintime" -json "$out/forms.json" -markdown "$out/forms.md" >"$out/forms.txt" 2>&1
 XLA_FLAGS="${XLA_FLAGS:-} $gemm_v2" step "forms gemm-v2" 45 "$bin/bench" -dtype bfloat16 -peak-gbps "$peak" -contexts add \
 	-shapes "$hlo_shape" -m "${rows#1,}" -formats nf4@prologue-dot,int8@prologue-dot,ternary@prologue-dot \
-	-stream-bytes "$stream" -min-time "$mintime" -json "$out/forms-gemm-v2.json" -markdown "$out/forms-gemm-v2.md" \
+	-stream-bytes "$stream" -max-layers "$layers" -min-time "$mintime" -json "$out/forms-gemm-v2.json" -markdown "$out/forms-gemm-v2.md" \
 	>"$out/forms-gemm-v2.txt" 2>&1
 note "total: $((SECONDS - start))s of ${budget}s"
 exit $status
