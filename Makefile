@@ -103,12 +103,8 @@ bench-llamacpp: setup ## SmolLM2 prompt and decode tokens/s: quanta per format (
 accel-test: ## the accelerator suite (tpu_tests/) on the TPU or GPU found; it skips without one
 	$(GO) test -count=1 -v ./tpu_tests
 
-# The accelerator machines have no Go toolchain and no network: build there what must travel
-# (x86-64 Linux, cgo for go-xla, stripped) into accel-binaries/, with the script that runs it.
-accel-binaries: ## build the suite, the benchmark and quanta for an accelerator machine (accel-binaries/)
-	mkdir -p accel-binaries
-	GOOS=linux GOARCH=amd64 CGO_ENABLED=1 $(GO) test -c -ldflags='-s -w' -o accel-binaries/tpu_tests.test ./tpu_tests
-	GOOS=linux GOARCH=amd64 CGO_ENABLED=1 $(GO) build -ldflags='-s -w' -o accel-binaries/bench ./bench
-	GOOS=linux GOARCH=amd64 CGO_ENABLED=1 $(GO) build -ldflags='-s -w' -o accel-binaries/quanta ./cmd/quanta
-	cp tpu_tests/run-on-device.sh accel-binaries/
-	@du -ch accel-binaries/* | sort -h
+# The accelerator machines have no Go toolchain and no network: build here what must travel
+# (x86-64 Linux, cgo for go-xla, stripped, compressed), with bitsandbytes' wheel and the script that
+# runs it all (tpu_tests/run-on-device.sh OUTDIR), into accel-binaries/.
+accel-binaries: ## build the suite, the benchmark and quanta for an accelerator machine, with bitsandbytes' wheel (accel-binaries/)
+	@GO=$(GO) scripts/accel-binaries.sh

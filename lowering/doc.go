@@ -16,10 +16,12 @@
 //   - Axes are the product's dimension numbers seen from the weight (graph.DotGeneral's, plus
 //     the side the weight is on).
 //   - A Strategy names a formulation: Materialize, DecodeDot, MulReduce, SlicedSum,
-//     ProductTable, Kernel (quanta's CPU kernel as an XLA custom call), or Auto.
+//     ProductTable, Kernel (quanta's CPU kernel as an XLA custom call), PrologueDot and CodesDot
+//     (the GEMM forms of XLA's GPU and TPU compilers), or Auto.
 //   - A Platform says what the backend is (PlatformOf): pure Go, XLA CPU with or without its
-//     library fusions, XLA on an accelerator, and whether quanta's kernels are registered with
-//     it (the Kernels bit). It is derived from the backend a graph is built for, never from
+//     library fusions, XLA on a GPU, a TPU or another accelerator, and whether quanta's kernels
+//     are registered with it (the Kernels bit). It is derived from the backend a graph is built
+//     for (the plugin's name, or its file's name when it was loaded by path), never from
 //     process-wide state set at import.
 //   - Choose is the one policy table (see its documentation); Supports says whether a strategy
 //     serves a product; DotGeneral builds it.
@@ -43,10 +45,46 @@
 // decisions; which one wins for which shapes and platforms was measured, and the figures are in
 // docs/performance.md.
 //
+// # GPUs and TPUs
+//
+// On a GPU, Auto gives a product of fewer than 16 activation rows to a reduction, whose XLA
+// fusion takes any element-wise decode (MulReduce; SlicedSum for Signs contracted on their packed
+// axis, which reads each byte once for all its values), and a product of 16 rows or more to
+// PrologueDot, the GEMM form: the weight decoded by ops XLA fuses into its Triton GEMM as the
+// dot's operand prologue. On a TPU, Auto gives every product PrologueDot. The CPU rows of the
+// policy never see these platforms, nor these strategies.
+//
+// PrologueDot per layout (file gpu.go):
+//
+//   - Int8: the int8 codes converted to the dot's dtype, next to the dot; a per-output-channel
+//     scale multiplies the output, a per-input-channel scale the weight (XLA's channel
+//     dequantization pattern).
+//   - Blockwise4: the packed bytes bitcast to int8 (Triton has no uint8), widened to int32; both
+//     nibbles of each byte through a new axis of size 2 with and, subtract and divide by
+//     broadcast constants (no shift), so that a reshape, not a concatenation, gives the element
+//     order; the codebook by 15 compares and selects (no gather); the block scale broadcast along
+//     the block, reshaped to the weight's axis and multiplied (XLA's subchannel dequantization
+//     pattern); converted to the dot's dtype. XLA's int4 GEMM takes an s4 operand instead, which
+//     GoMLX v0.26 and go-xla v0.1.4 cannot express: dtypes.S4 exists but its GoType, Size and
+//     Bits panic (GoMLX's shapes, tensors and buffers call them), go-xla's StableHLO writer has no
+//     type name for it (DTypeToStableHLO prints "unknown_dtype<S4>") and its BitcastConvert shape
+//     inference calls Bits, so no s4 value, not even a bitcast of the bytes, reaches XLA.
+//   - Signs: the bytes as int8; each bit group through a new leading axis (the packing is planar
+//     along the first axis: group g holds rows g·P to (g+1)·P−1), fields extracted as for
+//     Blockwise4, value α·code − 1; the Int8 scale rules.
+//
+// CodesDot is the alternative for Signs: the values materialized as int8 codes by any ops (a loop
+// fusion of its own on a GPU), then Int8's PrologueDot. Which of the GEMM forms XLA fuses, under
+// its default GEMM fusion or --xla_gpu_experimental_gemm_fusion_v2, and how fast, is what
+// tpu_tests/run-on-device.sh measures; docs/performance.md has what is known.
+//
 // # Numerics
 //
 // Products accumulate in float32 (float64 when the activations or the scales are float64) and
-// return the activations' dtype. An unscaled Signs weight also multiplies integer activations,
+// return the activations' dtype. On a GPU or a TPU, PrologueDot and CodesDot multiply 16-bit float
+// activations by the weight decoded in their dtype, as the dense product of that dtype does, and
+// those platforms accumulate such products in float32; elsewhere (XLA CPU and the
+// pure-Go backend accumulate 16-bit products in 16 bits) they multiply in float32. An unscaled Signs weight also multiplies integer activations,
 // accumulating in float64: exact while the sums stay below 2^53. Scales that are constant along
 // the contracting axes multiply the output and those constant along the free axes multiply the
 // activations, so the weight is decoded without them; other scales multiply the decoded weight.

@@ -55,6 +55,10 @@ func supports(s Strategy, w Layout, p *product) bool {
 	case Kernel:
 		_, ok := kernelFor(p, w)
 		return ok
+	case PrologueDot:
+		return prologueServes(w, p)
+	case CodesDot:
+		return codesServes(w, p)
 	}
 	return false
 }
@@ -69,6 +73,10 @@ func requirement(s Strategy, w Layout) string {
 	case Kernel:
 		return "rank-2 products with float32 or bfloat16 activations, in unsharded graphs on XLA CPU with quanta's " +
 			"kernels registered, of the layouts package lowering's Kernel documentation lists"
+	case PrologueDot:
+		return "blockwise4 (also double-quantized or flat), int8 and signs weights, signs with float activations"
+	case CodesDot:
+		return "signs weights with float activations"
 	}
 	return w.requirement(s)
 }
@@ -79,6 +87,12 @@ func requirement(s Strategy, w Layout) string {
 // with ErrUnsupported, naming the strategy, the weight and what the strategy serves; so does a
 // weight that cannot multiply x's dtype.
 func DotGeneral(x *graph.Node, a Quantized, axes Axes) *graph.Node {
+	return dotGeneral(x, a, axes, nil)
+}
+
+// dotGeneral is DotGeneral for the platform of x's backend or, when as is set (tests building a
+// GPU's or TPU's program on a CPU), for *as, which must not have Kernels.
+func dotGeneral(x *graph.Node, a Quantized, axes Axes, as *Platform) *graph.Node {
 	const op = "lowering.DotGeneral"
 	if x == nil || a == nil {
 		panic(errors.Errorf("%s: nil operand; accepted: a *graph.Node and a quantized array", op))
@@ -88,6 +102,9 @@ func DotGeneral(x *graph.Node, a Quantized, axes Axes) *graph.Node {
 	p := newProduct(op, x.Shape(), w.Dimensions(), axes)
 	p.x = x
 	p.setBackend(x)
+	if as != nil {
+		p.platform, p.kernels = *as&^Kernels, nil
+	}
 	if msg := w.activationsError(x.DType()); msg != "" {
 		panic(errors.Errorf("%s: activations %s with %s; accepted: %s", op, x.Shape(), w, msg))
 	}
@@ -110,6 +127,10 @@ func DotGeneral(x *graph.Node, a Quantized, axes Axes) *graph.Node {
 	case Kernel:
 		c, _ := kernelFor(p, w)
 		return kernelProduct(p, w, c)
+	case PrologueDot:
+		return prologueDot(p, w)
+	case CodesDot:
+		return codesDot(p, w.(Signs))
 	}
 	return decodeDot(p, w)
 }

@@ -130,6 +130,10 @@ func served(s lowering.Strategy, f format, c productCase, xDType dtypes.DType, k
 		return c.kMajor
 	case lowering.Auto, lowering.Materialize, lowering.DecodeDot:
 		return true
+	case lowering.PrologueDot: // every layout; signs with float activations
+		return !strings.HasPrefix(f.layout, "signs") || xDType.IsFloat()
+	case lowering.CodesDot:
+		return strings.HasPrefix(f.layout, "signs") && xDType.IsFloat()
 	case lowering.MulReduce:
 		return c.rank2
 	case lowering.ProductTable:
@@ -181,6 +185,9 @@ func TestStrategies(t *testing.T) {
 				want := denseProduct(t, w, x, c)
 				for _, s := range strategies {
 					t.Run(fmt.Sprintf("%s/%s/%s/%s", f.name, c.name, xDType, s), func(t *testing.T) {
+						if gpuOnly(s) && served(s, f, c, xDType, kernels) && xlaQuick(t) {
+							t.Skip("GPU formulation: every product on the pure-Go backend, a sample on XLA CPU (TestGPUFormulations); all with " + testutil.TestAllEnv + "=1")
+						}
 						ws := f.make(rand.New(rand.NewPCG(0, 0)), c.wDims, s)
 						ws = withComponentsOf(ws, w)
 						lowering.ResetBuilt()
@@ -379,11 +386,12 @@ func TestPlatformOf(t *testing.T) {
 		}
 	case "xla":
 		// quanta's runtime started the test backend: on XLA CPU it registered the kernels.
-		if got != lowering.XLACPUFusedLoops|lowering.Kernels && got != lowering.XLAAccelerator {
+		accelerators := []lowering.Platform{lowering.XLAAccelerator, lowering.XLAGPU, lowering.XLATPU}
+		if got != lowering.XLACPUFusedLoops|lowering.Kernels && !slices.Contains(accelerators, got) {
 			t.Errorf("PlatformOf(%s) with the flag = %s", backend.Description(), got)
 		}
 		t.Setenv("XLA_FLAGS", "")
-		if got := lowering.PlatformOf(backend); got != lowering.XLACPU|lowering.Kernels && got != lowering.XLAAccelerator {
+		if got := lowering.PlatformOf(backend); got != lowering.XLACPU|lowering.Kernels && !slices.Contains(accelerators, got) {
 			t.Errorf("PlatformOf(%s) without the flag = %s", backend.Description(), got)
 		}
 	default:

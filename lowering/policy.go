@@ -20,6 +20,9 @@ const (
 //
 //	layout      condition                                              strategy
 //	any         M <= 512, platform with Kernels, a kernel serves       Kernel
+//	Signs       GPU, M < 16, contracted on the packed axis, float x    SlicedSum
+//	any         GPU, M < 16, rank 2, PrologueDot serves                MulReduce
+//	any         GPU or TPU, PrologueDot serves                         PrologueDot
 //	Blockwise4  M = 1, x·W (blocks free), pure Go or XLA CPU fused loops   SlicedSum
 //	Blockwise4  M = 1, rank 2                                            ProductTable
 //	Int8        M <= 2, x·W with a separable scale, XLA CPU fused loops   SlicedSum
@@ -27,8 +30,11 @@ const (
 //	Signs       M <= 16, contracted on the packed axis, float x          SlicedSum
 //	any         otherwise                                                DecodeDot
 //
-// A Blockwise4DQ weight is chosen for as the Blockwise4 of its decoded scales; a FlatBlockwise4
-// and a GGML weight (no kernel serves its block types yet) always take DecodeDot. Choose never returns a strategy that cannot serve the product.
+// GPU means XLAGPU and TPU XLATPU: the three rows that name them are theirs, and the rows below
+// are those of the CPUs (pure Go, XLA CPU) and of other backends. There, a Blockwise4DQ weight is
+// chosen for as the Blockwise4 of its decoded scales, and a FlatBlockwise4 and a GGML weight (no
+// kernel serves its block types yet) take DecodeDot. Choose never returns a strategy that cannot
+// serve the product.
 func Choose(platform Platform, w Layout, x shapes.Shape, axes Axes) Strategy {
 	w.check("lowering.Choose")
 	p := newProduct("lowering.Choose", x, w.Dimensions(), axes)
@@ -40,6 +46,9 @@ func choose(p *product, w Layout) Strategy {
 	rows := p.rows()
 	if _, ok := kernelFor(p, w); ok && rows <= kernelMaxRows {
 		return Kernel
+	}
+	if s, ok := chooseAccelerator(p, w); ok {
+		return s
 	}
 	fusedLoops := p.platform.base() == XLACPUFusedLoops
 	switch w := w.(type) {

@@ -50,9 +50,24 @@ const (
 	// graphs that are not sharded: Blockwise4 with the kernels' codebook, Int8, and Signs
 	// contracted on their packed axis with no scale, a per-tensor or a per-column scale.
 	Kernel
+	// PrologueDot is the GEMM form of XLA's GPU and TPU compilers: the weight is decoded with
+	// only the ops XLA's Triton GEMM emitter takes in a dot operand's prologue (after one bitcast
+	// of packed bytes to int8: integer and/subtract/divide, compares, selects, float arithmetic,
+	// broadcasts and reshapes; no uint8 op, shift, gather or concatenate), block scales multiplied
+	// through broadcast, reshape and multiply, and one DotGeneral, whose operands take a 16-bit
+	// activation dtype on a GPU or TPU (float32 elsewhere); a separable scale multiplies the
+	// output, or the weight when it varies along the contracting axes. It serves every product of
+	// Blockwise4 (also double-quantized or flat), Int8 and Signs weights (float activations).
+	PrologueDot
+	// CodesDot materializes a Signs weight's values as int8 (one byte each, decoded with any op
+	// in one pass over the packed bytes), then multiplies as PrologueDot does an Int8 weight:
+	// the codes converted in the dot's operand, the scale on the output or the weight. It serves
+	// Signs weights with float activations.
+	CodesDot
 )
 
-var strategyNames = [...]string{"auto", "materialize", "decode-dot", "mul-reduce", "sliced-sum", "product-table", "kernel"}
+var strategyNames = [...]string{"auto", "materialize", "decode-dot", "mul-reduce", "sliced-sum", "product-table", "kernel",
+	"prologue-dot", "codes-dot"}
 
 // String returns the strategy's name, e.g. "sliced-sum".
 func (s Strategy) String() string {

@@ -290,6 +290,7 @@ var nvidiaLibraries = []struct {
 	{"cuda_cupti", []string{"libcupti.so.12"}},
 	{"cu13", []string{"libcupti.so.13"}},
 	{"cusparse", []string{"libcusparse.so.12"}},
+	{"cu13", []string{"libcusparse.so.12"}},
 	{"cusolver", []string{"libcusolver.so.11"}},
 	{"cu13", []string{"libcusolver.so.12"}},
 	{"cufft", []string{"libcufft.so.11"}},
@@ -332,6 +333,7 @@ const (
 
 // prepareCUDA readies the process for JAX's CUDA plugin p, as JAX's Python side does, before
 // go-xla loads it by its absolute path:
+//   - it sets the XLA flags of quanta's GPU formulations (gpuXLAFlags);
 //   - it loads the NVIDIA libraries of the nvidia-* wheels (they are found by their soname from
 //     then on);
 //   - it points XLA at the wheels' CUDA toolkit (ptxas, libdevice) with
@@ -341,10 +343,14 @@ const (
 //
 // It returns notes for Info.Notes.
 func prepareCUDA(p AcceleratorPlugin) []string {
-	if p.SitePackages == "" {
-		return nil
-	}
 	var notes []string
+	if flags, note := gpuXLAFlags(os.Getenv(xlaFlagsEnv), p.Path); note != "" {
+		_ = os.Setenv(xlaFlagsEnv, flags)
+		notes = append(notes, note)
+	}
+	if p.SitePackages == "" {
+		return notes
+	}
 	libs := nvidiaLibraryPaths(p.SitePackages)
 	loaded := 0
 	for _, lib := range libs {

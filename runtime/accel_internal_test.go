@@ -190,9 +190,10 @@ func TestNvidiaWheels(t *testing.T) {
 		{
 			name: "CUDA 13 layout",
 			files: []string{"cu13/lib/libcudart.so.13", "cu13/lib/libcublas.so.13", "cu13/lib/libcublasLt.so.13",
-				"cu13/nvvm/libdevice/", "cudnn/lib/libcudnn.so.9", "nccl/lib/libnccl.so.2", "cu13/lib/libunrelated.so"},
+				"cu13/nvvm/libdevice/", "cudnn/lib/libcudnn.so.9", "nccl/lib/libnccl.so.2", "cu13/lib/libunrelated.so",
+				"cu13/lib/libcusparse.so.12"},
 			wantLibs: []string{"cu13/lib/libcudart.so.13", "cu13/lib/libcublas.so.13", "cu13/lib/libcublasLt.so.13",
-				"nccl/lib/libnccl.so.2", "cudnn/lib/libcudnn.so.9"},
+				"nccl/lib/libnccl.so.2", "cu13/lib/libcusparse.so.12", "cudnn/lib/libcudnn.so.9"},
 			wantData: "cu13",
 		},
 		{

@@ -325,6 +325,16 @@ func startCandidate(c candidate, options string, cpuDevices int, info *Info) (ba
 			notes = append(notes, prepareCUDA(*c.accel)...)
 		}
 	}
+	// Loading the plugin alone gives its PJRT C API version before a client exists.
+	if plugin, err := pjrt.GetPlugin(c.config); err == nil {
+		note, err := checkPJRTVersion(plugin.Version())
+		if err != nil {
+			return nil, errors.WithMessagef(err, "PJRT plugin %s", plugin.Path())
+		}
+		if c.accel != nil {
+			notes = append(notes, note)
+		}
+	}
 	var clientOptions pjrt.NamedValuesMap
 	if cpuDevices > 0 && isCPUPlugin(c.name) {
 		clientOptions = pjrt.NamedValuesMap{cpuDeviceCountOption: int64(cpuDevices)}

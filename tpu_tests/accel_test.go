@@ -14,6 +14,7 @@ import (
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/mesh"
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/onebit"
@@ -208,6 +209,37 @@ func TestAccelerator(t *testing.T) {
 				}
 			})
 		}
+		t.Run(f.name+"/strategies", func(t *testing.T) {
+			strategies := []lowering.Strategy{lowering.Auto, lowering.PrologueDot, lowering.MulReduce}
+			if f.typ == quanta.Ternary || f.typ == quanta.Binary {
+				strategies = append(strategies, lowering.SlicedSum, lowering.CodesDot)
+			}
+			for _, rows := range []int{1, 32} {
+				xr := graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node { return graph.ConvertDType(x, dtypes.BFloat16) },
+					matrix(rows, k, 3))
+				dense := callExec(t, backend, func(x *graph.Node, w implicitarray.Value) *graph.Node {
+					return graph.MatMul(x, graph.ConvertDType(implicitarray.Materialize(w), dtypes.BFloat16))
+				}, xr, w)
+				for _, s := range strategies {
+					cfg := f.cfg
+					cfg.Strategy = s
+					ws, err := quanta.Quantize(weight, cfg)
+					if err != nil {
+						t.Fatalf("%+v", err)
+					}
+					lowering.ResetBuilt()
+					fused := callExec(t, backend, func(x *graph.Node, w implicitarray.Value) *graph.Node {
+						return implicitarray.Materialize(implicitarray.MatMul(x, w))
+					}, xr, ws)
+					d := relDiff(t, toFloat32(t, backend, fused), toFloat32(t, backend, dense))
+					t.Logf("m=%d %s: built %v, relative difference to the dense bfloat16 product %.3g", rows, s, lowering.Built(), d)
+					if d > productTolerance[dtypes.BFloat16] {
+						t.Errorf("m=%d %s: fused vs dense bfloat16 product on %s: relative difference %g > %g", rows, s,
+							backend.Name(), d, productTolerance[dtypes.BFloat16])
+					}
+				}
+			}
+		})
 		t.Run(f.name+"/quanta.Quantize", func(t *testing.T) {
 			v, err := quanta.Quantize(weight, f.cfg)
 			if err != nil {

@@ -9,6 +9,10 @@
 //     GoMLX's pure-Go backend, and the fused product x @ W (implicitarray.MatMul inside
 //     implicitarray.NewExec) matches the dense product x @ Materialize(W) on the device, for
 //     float32 and bfloat16 activations, without the generic materialize fallback;
+//   - each format with every strategy a GPU uses forced (Auto, PrologueDot, MulReduce, and
+//     SlicedSum and CodesDot for ternary and binary), at 1 and 32 bfloat16 activation rows: the
+//     product matches the dense bfloat16 product on the device, and the log says which strategy
+//     each built (lowering.Built);
 //   - quanta.Quantize gives the same arrays as the format packages;
 //   - the straight-through estimator: the gradient of sum(StraightThrough(w)·c) is c, exactly;
 //   - a sharded product (mesh.NewExec, the weight column-parallel over 2 or 4 devices) equals the
@@ -19,6 +23,7 @@
 // the suite itself on a machine without an accelerator.
 //
 // On an accelerator machine without a Go toolchain, `make accel-binaries` builds this suite as a
-// test binary, with the benchmark and the quanta command; tpu_tests/run-on-device.sh runs them
-// there and writes the results to a folder.
+// test binary, with the benchmark, the quanta command and bitsandbytes' wheel;
+// tpu_tests/run-on-device.sh runs them there (with bnb_bench.py, bitsandbytes' NF4 beside
+// PyTorch's dense bfloat16 product) and writes the results to a folder (docs/backends.md).
 package tpu_tests
