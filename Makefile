@@ -12,7 +12,7 @@ GOTEST_FLAGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help setup assets doctor demo vet test test-all test-race fuzz bench conformance conformance-random bench-peer
+.PHONY: help setup assets doctor demo vet test test-avx512 check-setup test-all test-race fuzz bench conformance conformance-random bench-peer
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -38,6 +38,19 @@ vet: ## go vet ./...
 test: setup assets vet ## fetch what is missing, then run every test on XLA CPU and again on the pure-Go backend
 	GOMLX_BACKEND=xla:cpu $(GO) test $(GOTEST_FLAGS) ./...
 	GOMLX_BACKEND=go:ops_sequential $(GO) test $(GOTEST_FLAGS) ./...
+	@$(MAKE) --no-print-directory test-avx512
+
+# The AVX-512 kernels on a CPU without AVX-512: built over SIMDe's portable intrinsics
+# (scripts/simde.sh, build tag qk_simde), so that path is tested on every machine.
+test-avx512: ## the CPU kernels' tests on their AVX-512 path, emulated when the CPU lacks AVX-512
+	@if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then \
+		echo "test-avx512: the CPU has AVX-512: the kernels' tests ran that path natively"; \
+	else \
+		CGO_CFLAGS="-I$$(scripts/simde.sh)" $(GO) test $(GOTEST_FLAGS) -short -tags qk_simde ./internal/cpukernels/; \
+	fi
+
+check-setup: ## run `make setup` from two clones at once with an empty cache (fetches the wheel): both must end with the kernels
+	scripts/check-setup-concurrent.sh
 
 test-all: export QUANTA_TEST_ALL := 1
 test-all: test test-race ## `make test` plus the slow tests (QUANTA_TEST_ALL=1) and the race detector
