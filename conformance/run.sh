@@ -13,15 +13,15 @@
 #                                     (extra arguments are passed to bench_peer.py)
 #   conformance/run.sh venv           only create/refresh the virtualenv
 #
-# The virtualenv lives in .venv-ref/ at the repository root (override with QUANTA_REF_VENV); it is created
-# from conformance/requirements.txt and reused while that file is unchanged. jax 0.11.2 needs Python >= 3.12:
+# The virtualenv lives in ${XDG_CACHE_HOME:-~/.cache}/quanta/venvs/eformer (override with
+# QUANTA_REF_VENV); it is created from conformance/requirements.txt and reused while that file is unchanged. jax 0.11.2 needs Python >= 3.12:
 # set PYTHON to choose the interpreter, otherwise python3.13/python3.12/python3 on PATH or a pyenv 3.12/3.13
 # install is used.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HERE=$ROOT/conformance
-VENV=${QUANTA_REF_VENV:-$ROOT/.venv-ref}
+VENV=${QUANTA_REF_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/quanta/venvs/eformer}
 REQ=$HERE/requirements.txt
 TESTDATA=$HERE/testdata
 
@@ -29,7 +29,6 @@ VENV_NAME=conformance
 PY_MIN=12 PY_MAX=13
 PY_CANDIDATES=(python3.12 python3.13 python3 "$HOME"/.pyenv/versions/3.12*/bin/python3 "$HOME"/.pyenv/versions/3.13*/bin/python3)
 PY_NEED="Python 3.12 or 3.13 for jax 0.11.2 (set PYTHON=/path/to/python3.12)"
-VENV_GITIGNORE=1
 # shellcheck source=../scripts/venv.sh
 source "$ROOT/scripts/venv.sh"
 

@@ -11,14 +11,14 @@
 #   reference/run.sh py SCRIPT [args]     run any script with the venv's python
 #
 # SETs: tokenizer (llama.cpp ids, ~10 s), bnb (~45 s), minilm (~40 s), smollm2 (~4 min), fmnist (~7 min,
-# trains a model). The virtualenv lives in $QUANTA_TORCH_VENV (default /work/venvs/ref-torch), outside
+# trains a model). The virtualenv lives in $QUANTA_TORCH_VENV (default ${XDG_CACHE_HOME:-$HOME/.cache}/quanta/venvs/ref-torch), outside
 # git; it is created from reference/requirements.txt on first use (about 5 GB download plus a
 # 6-minute llama.cpp build) and reused while that file is unchanged. Assets come from `make assets`.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HERE=$ROOT/reference
-VENV=${QUANTA_TORCH_VENV:-/work/venvs/ref-torch}
+VENV=${QUANTA_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/quanta/venvs/ref-torch}
 REQ=$HERE/requirements.txt
 TESTDATA=$HERE/testdata
 DEFAULT_VERIFY=(tokenizer bnb minilm smollm2)

@@ -9,7 +9,7 @@
 #   PY_CANDIDATES   an array of interpreters to try after $PYTHON
 #   PY_NEED         what the error says is needed when none fits
 # and may set VENV_INSTALL_NOTE (added to the install message), VENV_PIP_ENV (an array of VAR=value
-# for pip) and VENV_GITIGNORE=1 (a venv inside the repository ignores itself).
+# for pip).
 
 py_ok() { "$1" -c "import sys; sys.exit(0 if (3, $PY_MIN) <= sys.version_info[:2] < (3, $((PY_MAX + 1))) else 1)" 2>/dev/null; }
 
@@ -39,8 +39,5 @@ ensure_venv() {
   echo "$VENV_NAME: installing ${REQ#"$ROOT"/} into $VENV${VENV_INSTALL_NOTE:-}" >&2
   env ${VENV_PIP_ENV[@]+"${VENV_PIP_ENV[@]}"} \
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r "$REQ"
-  if [ "${VENV_GITIGNORE:-}" = 1 ]; then
-    echo '*' >"$VENV/.gitignore"
-  fi
   echo "$want" >"$stamp"
 }

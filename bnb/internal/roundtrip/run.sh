@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The bitsandbytes <-> quanta round trip, both directions, with the reference virtualenv
-# ($QUANTA_TORCH_VENV, default /work/venvs/ref-torch: torch + bitsandbytes 0.50.2 + safetensors).
+# ($QUANTA_TORCH_VENV, default ${XDG_CACHE_HOME:-$HOME/.cache}/quanta/venvs/ref-torch: torch + bitsandbytes 0.50.2 + safetensors).
 # Never run in CI. Usage: bnb/internal/roundtrip/run.sh [DIR]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-venv="${QUANTA_TORCH_VENV:-/work/venvs/ref-torch}"
+venv="${QUANTA_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/quanta/venvs/ref-torch}"
 dir="${1:-$(mktemp -d)}"
 mkdir -p "$dir"
 export OMP_NUM_THREADS=1 TORCHDYNAMO_DISABLE=1 GOMLX_NO_AUTO_INSTALL=1
