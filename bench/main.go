@@ -27,6 +27,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/quanta-ml/quanta/internal/benchflags"
+	"github.com/quanta-ml/quanta/internal/benchsuite"
 	"github.com/quanta-ml/quanta/internal/kernelreg"
 	"github.com/quanta-ml/quanta/runtime"
 )
@@ -89,7 +90,7 @@ type config struct {
 	rows     []int
 	pairs    []benchflags.Shape
 	contexts []string
-	formats  []format
+	formats  []benchsuite.Format
 	dtype    dtypes.DType
 }
 
@@ -104,10 +105,10 @@ func parseConfig() (config, error) {
 	}
 	for _, ctx := range strings.Split(*flagContexts, ",") {
 		switch ctx = strings.TrimSpace(ctx); ctx {
-		case contextChain, contextAdd:
+		case benchsuite.Chain, benchsuite.Add:
 			c.contexts = append(c.contexts, ctx)
 		default:
-			return c, fmt.Errorf("-contexts: %q; accepted: %s, %s", ctx, contextChain, contextAdd)
+			return c, fmt.Errorf("-contexts: %q; accepted: %s, %s", ctx, benchsuite.Chain, benchsuite.Add)
 		}
 	}
 	if c.formats, err = parseFormats(*flagFormats); err != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/quanta-ml/quanta/internal/benchsuite"
 	"github.com/quanta-ml/quanta/internal/plotstyle"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -53,7 +54,7 @@ func (rep *report) fillSpeedups() {
 	}
 	dense := map[key]float64{}
 	for _, r := range rep.Results {
-		if r.Format == denseName {
+		if r.Format == benchsuite.Dense {
 			dense[key{r.Context, r.Shape, r.M}] = r.MsPerProduct
 		}
 	}
@@ -153,7 +154,7 @@ func markdown(rep *report) string {
 		fmt.Fprintf(&sb, "### Context %q: speed-up over dense, geometric mean over %s\n\n", context, over)
 		writeHeader(&sb, []string{"format"}, ms)
 		for _, f := range formats {
-			if f == denseName || gm[f] == nil {
+			if f == benchsuite.Dense || gm[f] == nil {
 				continue
 			}
 			fmt.Fprintf(&sb, "| %s |", f)
@@ -260,7 +261,7 @@ func chart(rep *report) ([]byte, error) {
 			p.Legend.Add("dense", line)
 		}
 		for j, f := range formats {
-			if f == denseName || len(gm[f]) == 0 {
+			if f == benchsuite.Dense || len(gm[f]) == 0 {
 				continue
 			}
 			var xys plotter.XYs

@@ -1,0 +1,275 @@
+// Package benchsuite is what the benchmarks of quantized products share: the formats measured
+// against dense, weights streamed from memory, the graph contexts of real models and the read
+// bandwidth the products are judged by. The suite driver (command bench, `make bench`) and the
+// testing.B benchmarks beside the code (lowering's BenchmarkProducts) are built on it.
+package benchsuite
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/implicitarray"
+	qint8 "github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/internal/benchflags"
+	"github.com/quanta-ml/quanta/lowering"
+	"github.com/quanta-ml/quanta/nf4"
+	"github.com/quanta-ml/quanta/onebit"
+)
+
+// Dense is the name of the float baseline every speed-up is measured against.
+const Dense = "dense"
+
+// Format is one way of storing the weights: Dense (no Quantize), or a quantizer with the
+// strategy its products are built with (lowering.Auto unless forced).
+type Format struct {
+	Name     string
+	Quantize func(t *tensors.Tensor, s lowering.Strategy) (implicitarray.Array, error)
+	Strategy lowering.Strategy
+}
+
+func viaConfig(cfg quanta.Config) func(*tensors.Tensor, lowering.Strategy) (implicitarray.Array, error) {
+	return func(t *tensors.Tensor, s lowering.Strategy) (implicitarray.Array, error) {
+		cfg.Strategy = s
+		return quanta.Quantize(t, cfg)
+	}
+}
+
+// quantizers are the quantized formats, by name.
+var quantizers = map[string]func(*tensors.Tensor, lowering.Strategy) (implicitarray.Array, error){
+	"nf4":     viaConfig(quanta.Config{Type: quanta.NF4}),
+	"int8":    viaConfig(quanta.Config{Type: quanta.Int8}),
+	"ternary": viaConfig(quanta.Config{Type: quanta.Ternary}),
+	"binary1": func(t *tensors.Tensor, s lowering.Strategy) (implicitarray.Array, error) {
+		a, err := onebit.QuantizeBinaryBits(t)
+		if err != nil {
+			return nil, err
+		}
+		return a.WithStrategy(s), nil
+	},
+}
+
+// QuantizedNames lists the quantized formats: nf4, int8, ternary (2-bit), binary1 (1-bit).
+func QuantizedNames() []string { return []string{"nf4", "int8", "ternary", "binary1"} }
+
+// ParseFormat reads "name" or "name@strategy" (a lowering.Strategy name), or Dense.
+func ParseFormat(s string) (Format, error) {
+	s = strings.TrimSpace(s)
+	if s == Dense {
+		return Format{Name: Dense}, nil
+	}
+	base, strategy, forced := strings.Cut(s, "@")
+	quantize, ok := quantizers[base]
+	if !ok {
+		return Format{}, fmt.Errorf("unknown format %q; accepted: %s, each with an optional @strategy",
+			s, strings.Join(QuantizedNames(), ", "))
+	}
+	f := Format{Name: s, Quantize: quantize}
+	if forced {
+		st, err := lowering.ParseStrategy(strategy)
+		if err != nil {
+			return Format{}, err
+		}
+		f.Strategy = st
+	}
+	return f, nil
+}
+
+// Weights are the distinct weights of one format for one measurement: the values the graph takes
+// and the stored bytes per product (averaged over the products).
+type Weights struct {
+	Values []implicitarray.Value
+	Bytes  float64
+}
+
+// WithStrategy returns the same weights (sharing their storage) with products built by strategy
+// s; dense weights are returned as they are.
+func (w *Weights) WithStrategy(s lowering.Strategy) *Weights {
+	out := &Weights{Bytes: w.Bytes, Values: make([]implicitarray.Value, len(w.Values))}
+	for i, v := range w.Values {
+		switch a := v.(type) {
+		case *nf4.Array:
+			v = a.WithStrategy(s)
+		case *qint8.Array:
+			v = a.WithStrategy(s)
+		case *onebit.Array:
+			v = a.WithStrategy(s)
+		case *onebit.BitArray:
+			v = a.WithStrategy(s)
+		}
+		out.Values[i] = v
+	}
+	return out
+}
+
+// Release frees the weights' host memory.
+func (w *Weights) Release() {
+	for _, v := range w.Values {
+		switch x := v.(type) {
+		case *tensors.Tensor:
+			_ = x.FinalizeAll()
+		case interface{ Delete() }:
+			x.Delete()
+		}
+	}
+}
+
+// RandomWeight is a (K, N) weight of uniform values with variance 2/K (He's, so a relu chain
+// keeps its scale), seeded by its shape and index: the same in every run.
+func RandomWeight(s benchflags.Shape, index int) *tensors.Tensor {
+	rng := rand.New(rand.NewPCG(uint64(s.K)<<32|uint64(s.N), uint64(index)))
+	bound := float32(math.Sqrt(6 / float64(s.K)))
+	t := tensors.FromShape(shapes.Make(dtypes.Float32, s.K, s.N))
+	t.MustMutableFlatData(func(flat any) {
+		for j, f := 0, flat.([]float32); j < len(f); j++ {
+			f[j] = bound * (2*rng.Float32() - 1)
+		}
+	})
+	return t
+}
+
+// Prepare makes enough distinct weights of f, cycling through shapes, that one call streams at
+// least streamBytes of stored weights (every call then reads them from memory, not a cache): at
+// most maxLayers weights, an even count so that a chain ends where it began.
+func Prepare(backend backends.Backend, f Format, shapes []benchflags.Shape, dtype dtypes.DType, streamBytes int64,
+	maxLayers int) (*Weights, error) {
+	w := &Weights{}
+	var total float64
+	for i := 0; i < maxLayers && (total < float64(streamBytes) || i%len(shapes) != 0 || i < 2); i++ {
+		s := shapes[i%len(shapes)]
+		float := RandomWeight(s, i/len(shapes))
+		var v implicitarray.Value
+		var bytes int64
+		if f.Quantize == nil {
+			v, bytes = float, int64(s.K*s.N*dtype.Size())
+			if dtype != dtypes.Float32 {
+				v = ConvertOnHost(backend, float, dtype)
+				_ = float.FinalizeAll()
+			}
+		} else {
+			if dtype != dtypes.Float32 {
+				// A bfloat16 model stores (and quantizes) bfloat16 weights.
+				half := ConvertOnHost(backend, float, dtype)
+				_ = float.FinalizeAll()
+				float = half
+			}
+			a, err := f.Quantize(float, f.Strategy)
+			_ = float.FinalizeAll()
+			if err != nil {
+				w.Release()
+				return nil, err
+			}
+			v, bytes = a, a.(interface{ Bytes() int64 }).Bytes()
+		}
+		w.Values = append(w.Values, v)
+		total += float64(bytes)
+	}
+	w.Bytes = total / float64(len(w.Values))
+	return w, nil
+}
+
+// ConvertOnHost converts a host tensor to dtype.
+func ConvertOnHost(backend backends.Backend, x *tensors.Tensor, dtype dtypes.DType) *tensors.Tensor {
+	e := graph.MustNewExec(backend, func(x *graph.Node) *graph.Node { return graph.ConvertDType(x, dtype) })
+	defer e.Finalize()
+	return e.MustExec1(x)
+}
+
+// The graph contexts of real models.
+const (
+	// Chain is y = relu(y·W_i) through the weights, as the up- and down-projections of an MLP.
+	Chain = "chain"
+	// Add is y = Σ_i x·W_i, every product's output feeding an add, as a residual connection's.
+	Add = "add"
+)
+
+// Graph returns the graph function of a context.
+func Graph(context string) func(x *graph.Node, ws []implicitarray.Value) *graph.Node {
+	product := func(x *graph.Node, w implicitarray.Value) *graph.Node {
+		return implicitarray.Materialize(implicitarray.MatMul(x, w))
+	}
+	if context == Chain {
+		return func(x *graph.Node, ws []implicitarray.Value) *graph.Node {
+			y := x
+			for _, w := range ws {
+				y = graph.Max(product(y, w), graph.ScalarZero(y.Graph(), y.DType()))
+			}
+			return y
+		}
+	}
+	return func(x *graph.Node, ws []implicitarray.Value) *graph.Node {
+		var y *graph.Node
+		for _, w := range ws {
+			if p := product(x, w); y == nil {
+				y = p
+			} else {
+				y = graph.Add(y, p)
+			}
+		}
+		return y
+	}
+}
+
+// Activations returns fixed (m, k) activations in dtype.
+func Activations(backend backends.Backend, m, k int, dtype dtypes.DType) *tensors.Tensor {
+	x := tensors.FromShape(shapes.Make(dtypes.Float32, m, k))
+	x.MustMutableFlatData(func(flat any) {
+		for i, f := 0, flat.([]float32); i < len(f); i++ {
+			f[i] = float32(i%13)/13 - 0.5
+		}
+	})
+	if dtype != dtypes.Float32 {
+		x = ConvertOnHost(backend, x, dtype)
+	}
+	return x
+}
+
+// Median runs call once to compile and warm up, then repeatedly for at least minTime (and three
+// calls), and returns the median duration.
+func Median(minTime time.Duration, call func() error) (time.Duration, error) {
+	if err := call(); err != nil {
+		return 0, err
+	}
+	var times []time.Duration
+	for total := time.Duration(0); total < minTime || len(times) < 3; {
+		start := time.Now()
+		if err := call(); err != nil {
+			return 0, err
+		}
+		d := time.Since(start)
+		times = append(times, d)
+		total += d
+	}
+	slices.Sort(times)
+	return times[len(times)/2], nil
+}
+
+// ReadBandwidth measures the bytes per second the backend reads from a large buffer (a sum of
+// 1 GiB of float32, median over minTime), the bandwidth limit the products are judged by.
+func ReadBandwidth(backend backends.Backend, minTime time.Duration) (float64, error) {
+	const n = 1 << 28 // 1 GiB of float32
+	buf := tensors.FromShape(shapes.Make(dtypes.Float32, n))
+	defer func() { _ = buf.FinalizeAll() }()
+	e := graph.MustNewExec(backend, func(x *graph.Node) *graph.Node { return graph.ReduceAllSum(x) })
+	defer e.Finalize()
+	median, err := Median(minTime, func() error {
+		out, err := e.Exec1(buf)
+		if err != nil {
+			return err
+		}
+		return out.FinalizeAll()
+	})
+	if err != nil {
+		return 0, err
+	}
+	return float64(n*4) / median.Seconds(), nil
+}
