@@ -123,6 +123,20 @@ func ChatTemplateFromGGUF(f *gguf.File) (ChatTemplate, error) {
 	return ParseChatTemplate(s)
 }
 
+// EndOfTurn is the text of the token that ends a turn in the format, where a generation stops:
+// ChatML "<|im_end|>", Llama 3 "<|eot_id|>", Gemma "<end_of_turn>", Llama 2 and Zephyr "</s>".
+func (t ChatTemplate) EndOfTurn() string {
+	switch t.Format {
+	case ChatML:
+		return "<|im_end|>"
+	case Llama3:
+		return "<|eot_id|>"
+	case Gemma:
+		return "<end_of_turn>"
+	}
+	return "</s>"
+}
+
 // Apply renders messages as the template writes them, followed by the start of the assistant's
 // turn (the generation prompt). Without a system message, DefaultSystem (when set) is put first.
 // The result holds control-token texts: encode it with EncodeOptions.ParseSpecial, and with
