@@ -1,8 +1,10 @@
 package models
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/pkg/errors"
 )
@@ -12,6 +14,7 @@ import (
 //
 // The steps are transformers' order: the repetition penalty, then (when Temperature > 0) the
 // temperature, top-k, top-p, and a draw from the renormalized probabilities of the tokens kept.
+// Tokens whose probability is below e^-40 of the most likely token's are never drawn.
 type Sampling struct {
 	// Temperature divides the logits before the softmax. 0 picks the most likely token (greedy)
 	// and ignores TopK, TopP and Seed; otherwise it must be finite and positive.
@@ -128,143 +131,173 @@ func Argmax[F float32 | float64](values []F) int {
 	return best
 }
 
-// draw applies temperature, top-k and top-p and draws a token. The candidates are visited in
-// decreasing probability (ties: lower id first), so the draw depends only on the logits and the
-// random stream.
+// minLogProb bounds the tokens a draw without top-k considers: those whose probability is below
+// e^minLogProb (about 4e-18) of the most likely token's are never drawn. Their total is below
+// vocabulary·4e-18 of the mass, under float64's rounding of it for any real vocabulary.
+const minLogProb = -40
+
+// draw applies temperature, top-k and top-p and draws a token. The kept candidates are visited
+// in decreasing probability (ties: lower id first), or in id order when no top-k or top-p
+// applies, so the draw depends only on the logits and the random stream. It never sorts the
+// whole vocabulary: top-k selects its k candidates in one pass; top-p alone sorts only the
+// tokens above a probability threshold whose mass already reaches p (so the nucleus is among
+// them).
 func (sp *Sampler) draw(logits []float32) int {
 	n := len(logits)
-	if cap(sp.prob) < n {
-		sp.prob, sp.ids = make([]float64, n), make([]int, n)
-	}
-	prob, ids := sp.prob[:n], sp.ids[:n]
-	best := logits[Argmax(logits)]
 	invT := 1 / sp.s.Temperature
-	for i, l := range logits {
-		prob[i] = math.Exp(float64(l-best) * invT) // unnormalized softmax
-		ids[i] = i
+	nucleus := sp.s.TopP > 0 && sp.s.TopP < 1
+	if cap(sp.prob) < n {
+		sp.prob, sp.ids = make([]float64, n), make([]int, 0, n)
 	}
-	h := maxHeap{ids: ids, prob: prob}
-	h.init()
-	limit := n
-	if sp.s.TopK > 0 {
-		limit = min(n, sp.s.TopK)
-	}
-	topP := sp.s.TopP
-	if topP == 0 {
-		topP = 1
-	}
-	// Pop the most likely tokens into ids[n-1], ids[n-2], ...: the top-k ones, then as many as
-	// top-p needs of their total.
-	if topP == 1 && limit == n {
-		return sp.weighted(ids, prob) // every token: no order needed
-	}
-	if topP < 1 && limit < n {
-		var total float64
-		for range limit {
-			total += prob[h.pop()]
+	prob := sp.prob[:n]
+	var kept []int
+	if k := sp.s.TopK; k > 0 && k < n {
+		kept = topK(logits, k, sp.ids[:0])
+		best := logits[kept[0]]
+		for _, id := range kept {
+			prob[id] = math.Exp(float64(logits[id]-best) * invT)
 		}
-		kept := ids[n-limit:]
-		reverse(kept)
-		cum, k := 0.0, 0
-		for k < len(kept) {
-			cum += prob[kept[k]]
-			k++
-			if cum >= topP*total {
+	} else {
+		// The candidates: the tokens within minLogProb of the best (the others' probabilities
+		// are below e^minLogProb of the best's), in id order, with their unnormalized softmax.
+		best := logits[Argmax(logits)]
+		floor := best + float32(minLogProb*sp.s.Temperature)
+		total := 0.0
+		kept = sp.ids[:0]
+		for i, l := range logits {
+			if l >= floor {
+				prob[i] = math.Exp(float64(l-best) * invT)
+				total += prob[i]
+				kept = append(kept, i)
+			}
+		}
+		if !nucleus {
+			return sp.weighted(kept, prob, n)
+		}
+		// The tokens at or above tau form a prefix of the decreasing order; lower tau until
+		// their mass reaches TopP of the total, then sort only them.
+		tau, all := 1.0, kept
+		for {
+			tau /= 16
+			mass := 0.0
+			for _, id := range all {
+				if prob[id] >= tau {
+					mass += prob[id]
+				}
+			}
+			if mass >= sp.s.TopP*total {
 				break
 			}
 		}
-		return sp.weighted(kept[:k], prob)
-	}
-	if limit < n { // top-k only
-		for range limit {
-			h.pop()
+		kept = all[:0]
+		for _, id := range all {
+			if prob[id] >= tau {
+				kept = append(kept, id)
+			}
 		}
-		kept := ids[n-limit:]
-		reverse(kept)
-		return sp.weighted(kept, prob)
+		slices.SortFunc(kept, func(a, b int) int {
+			if c := cmp.Compare(prob[b], prob[a]); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+		return sp.weighted(nucleusOf(kept, prob, sp.s.TopP*total), prob, n)
 	}
-	// top-p only: the total of all probabilities, then pop until the nucleus is reached.
-	var total float64
-	for _, p := range prob {
-		total += p
-	}
-	cum, k := 0.0, 0
-	for k < n {
-		cum += prob[h.pop()]
-		k++
-		if cum >= topP*total {
-			break
+	if nucleus {
+		total := 0.0
+		for _, id := range kept {
+			total += prob[id]
 		}
+		kept = nucleusOf(kept, prob, sp.s.TopP*total)
 	}
-	kept := ids[n-k:]
-	reverse(kept)
-	return sp.weighted(kept, prob)
+	return sp.weighted(kept, prob, n)
 }
 
-// weighted draws one of ids with probability proportional to prob[id], visiting ids in order.
-func (sp *Sampler) weighted(ids []int, prob []float64) int {
+// nucleusOf returns the shortest prefix of ids (in decreasing probability) whose mass reaches
+// target.
+func nucleusOf(ids []int, prob []float64, target float64) []int {
+	cum := 0.0
+	for k, id := range ids {
+		cum += prob[id]
+		if cum >= target {
+			return ids[:k+1]
+		}
+	}
+	return ids
+}
+
+// weighted draws one of ids (all n ids, in order, when ids is nil) with probability proportional
+// to prob[id], visiting them in order.
+func (sp *Sampler) weighted(ids []int, prob []float64, n int) int {
+	at := func(i int) int {
+		if ids == nil {
+			return i
+		}
+		return ids[i]
+	}
+	if ids != nil {
+		n = len(ids)
+	}
 	var total float64
-	for _, id := range ids {
-		total += prob[id]
+	for i := range n {
+		total += prob[at(i)]
 	}
 	u := sp.rng.Float64() * total
-	for _, id := range ids {
-		u -= prob[id]
-		if u < 0 {
-			return id
+	for i := range n {
+		if u -= prob[at(i)]; u < 0 {
+			return at(i)
 		}
 	}
-	return ids[len(ids)-1] // rounding left u at or above 0
+	return at(n - 1) // rounding left u at or above 0
 }
 
-func reverse(s []int) {
-	for i, j := 0, len(s)-1; i < j; i, j = i+1, j-1 {
-		s[i], s[j] = s[j], s[i]
+// topK returns the k ids of the largest logits in decreasing order (ties: lower id first),
+// appended to out, selected in one pass with a bounded min-heap.
+func topK(logits []float32, k int, out []int) []int {
+	worse := func(a, b int) bool { // a ranks below b
+		return logits[a] < logits[b] || (logits[a] == logits[b] && a > b)
 	}
-}
-
-// maxHeap orders ids[:size] by decreasing prob (ties: lower id first); pop moves the top to
-// ids[size-1] and shrinks the heap, so the popped ids accumulate at the end in pop order reversed.
-type maxHeap struct {
-	ids  []int
-	prob []float64
-	size int
-}
-
-func (h *maxHeap) before(a, b int) bool {
-	pa, pb := h.prob[h.ids[a]], h.prob[h.ids[b]]
-	return pa > pb || (pa == pb && h.ids[a] < h.ids[b])
-}
-
-func (h *maxHeap) init() {
-	h.size = len(h.ids)
-	for i := h.size/2 - 1; i >= 0; i-- {
-		h.down(i)
+	h := out[:0]
+	down := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= len(h) {
+				return
+			}
+			c := l
+			if r := l + 1; r < len(h) && worse(h[r], h[l]) {
+				c = r
+			}
+			if !worse(h[c], h[i]) {
+				return
+			}
+			h[i], h[c] = h[c], h[i]
+			i = c
+		}
 	}
-}
-
-func (h *maxHeap) down(i int) {
-	for {
-		l := 2*i + 1
-		if l >= h.size {
-			return
+	for id := range logits {
+		if len(h) < k {
+			h = append(h, id)
+			for i := len(h) - 1; i > 0; { // sift up
+				parent := (i - 1) / 2
+				if !worse(h[i], h[parent]) {
+					break
+				}
+				h[i], h[parent] = h[parent], h[i]
+				i = parent
+			}
+			continue
 		}
-		c := l
-		if r := l + 1; r < h.size && h.before(r, l) {
-			c = r
+		if worse(h[0], id) { // the heap's worst ranks below id: replace it
+			h[0] = id
+			down(0)
 		}
-		if !h.before(c, i) {
-			return
-		}
-		h.ids[i], h.ids[c] = h.ids[c], h.ids[i]
-		i = c
 	}
-}
-
-// pop removes the top id and returns it; it is left at ids[size] (the new size).
-func (h *maxHeap) pop() int {
-	h.size--
-	h.ids[0], h.ids[h.size] = h.ids[h.size], h.ids[0]
-	h.down(0)
-	return h.ids[h.size]
+	slices.SortFunc(h, func(a, b int) int {
+		if worse(b, a) {
+			return -1
+		}
+		return 1
+	})
+	return h
 }
