@@ -55,8 +55,9 @@
 // # Embedding tables and tied heads
 //
 // A model reads its token-embedding table through a Table hook (DenseTable by default: the
-// float variable TableName, "embeddings"), looks rows up with Lookup and, when the output head is
-// tied to the table, computes the logits with TiedHead (x·tableᵀ, the table never transposed).
+// float variable TableName, "embeddings"), looks rows up with qlayers.Lookup and, when the output
+// head is tied to the table, computes the logits with qlayers.TiedHead (x·tableᵀ, the table never
+// transposed).
 // Quantizer.QuantizeTable (a loader's TableFunc) stores a table in NF4 (blocks along the row) or
 // int8 (a scale per row) when a rule matches its scope; Quantizer.Table rebuilds the quantized
 // array, whose row gather keeps it packed (only the looked-up rows are decoded) and whose head

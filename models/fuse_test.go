@@ -13,6 +13,7 @@ import (
 	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/qlayers"
 )
 
 // TestFuse: where Quantizer.Fuse accepts a group, the fused kernel's product gives, bit for bit,
@@ -145,7 +146,7 @@ func TestQuantizedTable(t *testing.T) {
 			implicitarray.ResetStats()
 			outs := context.MustExecOnceN(backend, ctx.Reuse(), func(ctx *context.Context, ids, x *graph.Node) []*graph.Node {
 				tbl := q.Table(ctx, "emb", ids.Graph(), rows, dim)
-				return []*graph.Node{models.Lookup(tbl, ids), models.TiedHead(x, tbl)}
+				return []*graph.Node{qlayers.Lookup(tbl, ids), qlayers.TiedHead(x, tbl)}
 			}, ids, x)
 			if fb := implicitarray.CurrentStats().Fallbacks; len(fb) != 0 {
 				t.Errorf("the lookup or the head materialized the table: %v", fb)

@@ -330,7 +330,7 @@ func (q *Quantizer) QuantizeTable(scope string, table *tensors.Tensor) ([]Variab
 	if shape.Rank() != 2 || shape.DType != dtypes.Float32 {
 		return nil, errors.Errorf("models.Quantizer.QuantizeTable(%q): table %s; accepted: float32 [rows, dim]", scope, shape)
 	}
-	if c := rule.Config; rule.Layout != OutIn || (c.Type != quanta.NF4 && c.Type != quanta.Int8) || c.DoubleQuant {
+	if err := qlayers.TableFormatError(rule.Config); err != nil || rule.Layout != OutIn {
 		return nil, errors.Errorf("models.Quantizer.QuantizeTable(%q): rule %s; accepted for a table: nf4 (without DoubleQuant) or int8, layout OutIn",
 			scope, rule.Describe())
 	}
@@ -341,7 +341,7 @@ func (q *Quantizer) QuantizeTable(scope string, table *tensors.Tensor) ([]Variab
 	}
 	var vars []Variable
 	for i, c := range a.Components() {
-		vars = append(vars, Variable{Scope: scope, Name: TableName + ".q" + strconv.Itoa(i), Value: c.Tensor()})
+		vars = append(vars, Variable{Scope: scope, Name: qlayers.TableComponentPrefix + strconv.Itoa(i), Value: c.Tensor()})
 		entry.QuantizedBytes += int64(c.Shape().Memory())
 	}
 	entry.Quantized, entry.Config = true, rule.Config
@@ -378,7 +378,7 @@ func (q *Quantizer) Table(ctx *context.Context, name string, g *graph.Graph, row
 	want := k.template.Components()
 	nodes := make([]implicitarray.Component, len(want))
 	for i, c := range want {
-		name := TableName + ".q" + strconv.Itoa(i)
+		name := qlayers.TableComponentPrefix + strconv.Itoa(i)
 		v := tctx.GetVariable(name)
 		if v == nil || !v.Shape().Equal(c.Shape()) {
 			panic(errors.Errorf("models.Quantizer.Table in scope %q: component %s is %v; the %s table stored by QuantizeTable needs %s",

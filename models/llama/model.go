@@ -13,6 +13,7 @@ import (
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/modelbase"
 	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/qlayers"
 )
 
 // Scopes and names of the model's variables (see the package documentation).
@@ -126,7 +127,7 @@ func checkTokens(op string, tokens *Node) {
 // Embed returns the embeddings [batch, seq, Dim] of integer token ids [batch, seq].
 func (m *Model) Embed(ctx *context.Context, tokens *Node) *Node {
 	checkTokens("Embed", tokens)
-	return models.Lookup(m.table(ctx, tokens.Graph()), tokens)
+	return qlayers.Lookup(m.table(ctx, tokens.Graph()), tokens)
 }
 
 // Logits applies the final RMSNorm and the output head to hidden states [..., Dim], giving
@@ -137,7 +138,7 @@ func (m *Model) Logits(ctx *context.Context, hidden *Node) *Node {
 	if !m.TiedEmbeddings {
 		return m.project(ctx, HeadName, h, m.VocabSize)
 	}
-	return models.TiedHead(h, m.table(ctx, h.Graph()))
+	return qlayers.TiedHead(h, m.table(ctx, h.Graph()))
 }
 
 func (m *Model) rmsNorm(ctx *context.Context, x *Node) *Node {
