@@ -66,80 +66,72 @@ func sameLogits(t *testing.T, differs string, got, want [][]float32) {
 
 // TestStepMatchesForward: a prompt run in chunks against the cache, then one token at a time,
 // gives the logits that the full-sequence forward pass gives at the same positions, with the
-// attention over the whole cache or over a window of it.
+// attention over a window of the cache (its leading 8 of 12 positions).
 func TestStepMatchesForward(t *testing.T) {
 	backend := testutil.Backend(t)
 	ctx, m := randomModel(t, backend, tiny, 1)
 	tokens := []int32{3, 17, 5, 29, 11, 2, 38, 7}
 	full := forward(t, backend, ctx, m, tokens)
-	const maxLen = 12
-	for _, window := range []int{maxLen, len(tokens)} {
-		t.Run(fmt.Sprintf("window=%d", window), func(t *testing.T) {
-			exec := context.MustNewExec(backend, ctx.Reuse(), func(ctx *context.Context, inputs []*graph.Node) []*graph.Node {
-				cache := models.NewKVCache(inputs[1], window, inputs[3:])
-				logits := m.Step(ctx, inputs[0], inputs[2], cache)
-				return append([]*graph.Node{logits}, cache.Caches()...)
-			})
-			caches := make([]any, 2*tiny.Layers)
-			for i := range caches {
-				caches[i] = tensors.FromShape(shapes.Make(dtypes.Float32, 1, tiny.KVHeads, maxLen, tiny.HeadDim))
-			}
-			// Chunks: 3 tokens, then 2 (start 3), then one at a time.
-			chunks := [][2]int{{0, 3}, {3, 5}, {5, 6}, {6, 7}, {7, 8}}
-			for _, c := range chunks {
-				args := append([]any{[][]int32{tokens[c[0]:c[1]]}, int32(c[0]), int32(c[1] - c[0] - 1)}, caches...)
-				out := exec.MustExec(args...)
-				for i := range caches {
-					caches[i] = out[1+i]
-				}
-				got := out[0].Value().([][]float32)[0]
-				if d := maxAbsDiff(got, full[c[1]-1]); d > 1e-4 {
-					t.Errorf("tokens %d..%d: logits of position %d differ from the full pass by %g", c[0], c[1], c[1]-1, d)
-				}
-			}
-		})
+	const maxLen, window = 12, 8
+	exec := context.MustNewExec(backend, ctx.Reuse(), func(ctx *context.Context, inputs []*graph.Node) []*graph.Node {
+		cache := models.NewKVCache(inputs[1], window, inputs[3:])
+		logits := m.Step(ctx, inputs[0], inputs[2], cache)
+		return append([]*graph.Node{logits}, cache.Caches()...)
+	})
+	caches := make([]any, 2*tiny.Layers)
+	for i := range caches {
+		caches[i] = tensors.FromShape(shapes.Make(dtypes.Float32, 1, tiny.KVHeads, maxLen, tiny.HeadDim))
+	}
+	// Chunks: 3 tokens, then 2 (start 3), then one at a time.
+	chunks := [][2]int{{0, 3}, {3, 5}, {5, 6}, {6, 7}, {7, 8}}
+	for _, c := range chunks {
+		args := append([]any{[][]int32{tokens[c[0]:c[1]]}, int32(c[0]), int32(c[1] - c[0] - 1)}, caches...)
+		out := exec.MustExec(args...)
+		for i := range caches {
+			caches[i] = out[1+i]
+		}
+		got := out[0].Value().([][]float32)[0]
+		if d := maxAbsDiff(got, full[c[1]-1]); d > 1e-4 {
+			t.Errorf("tokens %d..%d: logits of position %d differ from the full pass by %g", c[0], c[1], c[1]-1, d)
+		}
 	}
 }
 
 // TestGenerateMatchesForward: greedy decoding with the cache picks the argmax of the full pass,
-// in both cache modes and with windows that grow during the generation.
+// with windows (and caches) that grow during the generation (models' tests cover FullCache).
 func TestGenerateMatchesForward(t *testing.T) {
 	backend := testutil.Backend(t)
 	ctx, m := randomModel(t, backend, tiny, 2)
 	prompt := []int{5, 9, 13}
-	for _, mode := range []models.CacheMode{models.GrowCache, models.FullCache} {
-		t.Run(mode.String(), func(t *testing.T) {
-			gen, err := models.NewGenerator(backend, ctx, m, models.GeneratorOptions{MaxLen: 40, MinWindow: 4, Cache: mode})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer gen.Finalize()
-			got, err := gen.Generate(prompt, models.GenerateOptions{MaxNewTokens: 30})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Teacher-forced: each generated token is the argmax of the full pass at the position before.
-			seq := []int32{5, 9, 13}
-			for _, id := range got[:len(got)-1] {
-				seq = append(seq, int32(id))
-			}
-			logits := forward(t, backend, ctx, m, seq)
-			var want []int
-			for p := len(prompt) - 1; p < len(seq); p++ {
-				want = append(want, llama.Argmax(logits[p]))
-			}
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Errorf("Generate = %v, argmax of Forward = %v", got, want)
-			}
-			// The prompt's bucket (16) and three more windows (32, 40) compiled.
-			if st := gen.Stats(); st.DecodeSteps != 29 || st.PromptTokens != 3 || st.Compilations < 3 {
-				t.Errorf("stats %+v; want 29 decoding steps, 3 prompt tokens, at least 3 compilations", st)
-			}
-			stopped, _ := gen.Generate(prompt, models.GenerateOptions{MaxNewTokens: 6, Stop: []int{want[1]}})
-			if fmt.Sprint(stopped) != fmt.Sprint(want[:2]) {
-				t.Errorf("Generate with Stop %d = %v, want %v", want[1], stopped, want[:2])
-			}
-		})
+	gen, err := models.NewGenerator(backend, ctx, m, models.GeneratorOptions{MaxLen: 40, MinWindow: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gen.Finalize()
+	got, err := gen.Generate(prompt, models.GenerateOptions{MaxNewTokens: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Teacher-forced: each generated token is the argmax of the full pass at the position before.
+	seq := []int32{5, 9, 13}
+	for _, id := range got[:len(got)-1] {
+		seq = append(seq, int32(id))
+	}
+	logits := forward(t, backend, ctx, m, seq)
+	var want []int
+	for p := len(prompt) - 1; p < len(seq); p++ {
+		want = append(want, llama.Argmax(logits[p]))
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Generate = %v, argmax of Forward = %v", got, want)
+	}
+	// The prompt (bucket and window 16), then the windows 32 and 40: at least three compilations.
+	if st := gen.Stats(); st.DecodeSteps != 29 || st.PromptTokens != 3 || st.Compilations < 3 {
+		t.Errorf("stats %+v; want 29 decoding steps, 3 prompt tokens, at least 3 compilations", st)
+	}
+	stopped, _ := gen.Generate(prompt, models.GenerateOptions{MaxNewTokens: 6, Stop: []int{want[1]}})
+	if fmt.Sprint(stopped) != fmt.Sprint(want[:2]) {
+		t.Errorf("Generate with Stop %d = %v, want %v", want[1], stopped, want[:2])
 	}
 }
 
