@@ -111,6 +111,16 @@ bench-llamacpp: setup ## SmolLM2 prompt and decode tokens/s: quanta per format (
 	$(REFERENCE_RUN) speed $(LLAMACPP_FLAGS) | tee $(SPEED_OUT).llamacpp.jsonl
 	$(GO) run ./examples/smollm -speed-table $(SPEED_OUT).quanta.jsonl $(SPEED_OUT).llamacpp.jsonl | tee $(SPEED_OUT).md
 
+# Where a SmolLM2 decoding step's time goes, per format: examples/smollm -anatomy (the step, its
+# parts compiled alone, the host's pick, the decoding rate in both cache modes), one process per
+# format. Run it on a quiet machine; ANATOMY_FLAGS adds flags (e.g. -fuse=false -head f32).
+ANATOMY_FLAGS ?=
+
+.PHONY: decode-anatomy
+
+decode-anatomy: setup ## SmolLM2: time the parts of a decoding step per format (markdown tables)
+	for f in $(SPEED_FORMATS); do $(GO) run ./examples/smollm -anatomy -format $$f $(ANATOMY_FLAGS); done
+
 .PHONY: accel-test accel-binaries
 
 accel-test: ## the accelerator suite (tpu_tests/) on the TPU or GPU found; it skips without one

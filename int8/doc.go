@@ -43,6 +43,9 @@
 //     broadcast broadcasts the weight and keeps the scale compact (size 1 on the new axes, which
 //     join the quantized axes).
 //   - ConvertDType to a float dtype is lazy: an array with another materialization dtype.
+//   - Gather along leading axes that are not quantized (rows of a table with a scale per row, the
+//     default axes): weight and scale are gathered with the same indices, still int8, exact, so an
+//     embedding table's lookup decodes only the rows it reads. Otherwise it materializes.
 //   - Reshape: materialize, reshape, re-quantize along (-1,) in the array's dtype, keeping the
 //     strategy and the sharding of the unchanged leading axes.
 //

@@ -16,6 +16,36 @@ func init() {
 	implicitarray.RegisterOps("int8", implicitarray.TypeOf[*Array](), map[implicitarray.Op]implicitarray.Handler{
 		implicitarray.OpTranspose: transposeHandler, implicitarray.OpBroadcastInDim: broadcastInDimHandler,
 		implicitarray.OpReshape: reshapeHandler, implicitarray.OpConvertDType: convertDTypeHandler})
+	implicitarray.Register(implicitarray.Rule{Op: implicitarray.OpGather,
+		Operands: []implicitarray.Match{implicitarray.TypeOf[*Array](), implicitarray.Dense}, Handler: gatherHandler, Name: "int8.gather"})
+}
+
+// gatherHandler keeps the array quantized when the indices pick slices along leading axes that
+// are not quantized (e.g. rows of a table with one scale per row): weight and scale are gathered
+// with the same indices, so an embedding lookup reads the looked-up rows only. Otherwise (a
+// quantized axis or an axis the scale is broadcast along indexed, or a sharded array) the
+// fallback materializes.
+func gatherHandler(c *implicitarray.Call) implicitarray.Value {
+	a := c.Operands[0].(*Array)
+	indices := c.Operands[1].(*graph.Node)
+	if a.IsSharded() || indices.Rank() < 1 || indices.Shape().Dim(-1) >= a.Shape().Rank() {
+		return c.Next()
+	}
+	k := indices.Shape().Dim(-1)
+	for axis := range k {
+		if slices.Contains(a.axes, axis) || a.Scale().Shape().Dim(axis) != a.Shape().Dim(axis) {
+			return c.Next()
+		}
+	}
+	sorted := c.Params.(*implicitarray.GatherParams).IndicesAreSorted
+	lead := indices.Rank() - 1
+	weight := graph.Gather(a.Weight().Node(), indices, sorted)
+	scale := graph.Gather(a.Scale().Node(), indices, sorted)
+	axes := make([]int, len(a.axes))
+	for i, axis := range a.axes {
+		axes[i] = axis - k + lead
+	}
+	return a.withParts(implicitarray.NodeComponent(weight), implicitarray.NodeComponent(scale), weight.Shape().Dimensions, axes, qarray.Placement(&a.Base))
 }
 
 // transposeHandler transposes weight and scale; quantized axis a moves to the output axis i with

@@ -192,3 +192,47 @@ func TestNew(t *testing.T) {
 		}
 	}
 }
+
+// TestGatherRows: gathering along unquantized leading axes (rows of a table with a scale per
+// row) keeps the array int8 without materializing, with the rows of the materialized array bit
+// for bit; indexing a quantized axis falls back to the dense gather.
+func TestGatherRows(t *testing.T) {
+	backend := testutil.Backend(t)
+	rng := rand.New(rand.NewSource(3))
+	for _, tc := range []struct {
+		name     string
+		dims     []int
+		axes     []int
+		indices  any
+		lazy     bool
+		wantAxes []int
+	}{
+		{"rows", []int{7, 5}, []int{-1}, [][]int32{{6}, {0}, {6}}, true, []int{1}},
+		{"rows-2d-indices", []int{7, 5}, []int{-1}, [][][]int32{{{1}, {2}}, {{4}, {0}}}, true, []int{2}},
+		{"rank3-rows", []int{4, 3, 5}, []int{-1}, [][]int32{{3}, {1}}, true, []int{2}},
+		{"quantized-axis-indexed", []int{7, 5}, []int{0}, [][]int32{{6}, {0}}, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := qint8.MustQuantize(testutil.NormalTensor(rng, tc.dims...), tc.axes...)
+			implicitarray.ResetStats()
+			e := implicitarray.MustNewExec(backend, func(a *qint8.Array, idx *graph.Node) []*graph.Node {
+				out := implicitarray.Gather(a, idx, false)
+				if b, ok := out.(*qint8.Array); ok != tc.lazy {
+					t.Fatalf("result %T; lazy %v", out, tc.lazy)
+				} else if ok && !slices.Equal(b.Axes(), tc.wantAxes) {
+					t.Errorf("axes %v, want %v", b.Axes(), tc.wantAxes)
+				}
+				return []*graph.Node{implicitarray.Materialize(out), graph.Gather(implicitarray.Materialize(a), idx)}
+			})
+			defer e.Finalize()
+			outs := e.MustCall(a, tensors.FromAnyValue(tc.indices))[0].([]*tensors.Tensor)
+			fellBack := implicitarray.CurrentStats().Fallbacks[implicitarray.Key{Op: implicitarray.OpGather, Type: "*int8.Array"}] > 0
+			if fellBack == tc.lazy {
+				t.Errorf("gather fell back: %v; want %v", fellBack, !tc.lazy)
+			}
+			if g, r := testutil.Float32s(t, outs[0]), testutil.Float32s(t, outs[1]); !slices.Equal(g, r) {
+				t.Errorf("gathered rows %v differ from the rows of the materialized array %v", g, r)
+			}
+		})
+	}
+}

@@ -1,8 +1,10 @@
 // Package models holds what the real-model packages (models/llama, models/minilm) share: the
-// Projection hook that every linear layer of their graphs goes through, the Variable list
-// their loaders build before storing anything in a context, the Quantizer that stores and runs
-// those layers in quanta's formats as Qwix-style rules say, and the evaluation helpers
-// (StridedWindows, Perplexity, Cosine).
+// Projection hook that every linear layer of their graphs goes through and the Table hook of
+// their embedding tables, the Variable list their loaders build before storing anything in a
+// context, the Quantizer that stores and runs those layers and tables in quanta's formats as
+// Qwix-style rules say, the decoding blocks of a decoder architecture (a key/value cache whose
+// attention follows the filled positions, grouped-query attention, RoPE, a Generator with
+// sampling and streaming), and the evaluation helpers (StridedWindows, Perplexity, Cosine).
 //
 // # Projections
 //
@@ -50,6 +52,46 @@
 // package lowering picks the formulation. Preset returns the named rule sets of the examples and
 // the evaluation table (f32, nf4, nf4-out, int8, int8-in, ternary[-scaled], binary[-scaled]).
 //
+// # Embedding tables and tied heads
+//
+// A model reads its token-embedding table through a Table hook (DenseTable by default: the
+// float variable TableName, "embeddings"), looks rows up with qlayers.Lookup and, when the output
+// head is tied to the table, computes the logits with qlayers.TiedHead (x·tableᵀ, the table never
+// transposed).
+// Quantizer.QuantizeTable (a loader's TableFunc) stores a table in NF4 (blocks along the row) or
+// int8 (a scale per row) when a rule matches its scope; Quantizer.Table rebuilds the quantized
+// array, whose row gather keeps it packed (only the looked-up rows are decoded) and whose head
+// product goes through package lowering, i.e. quanta's kernels, in the x·Wᵀ layout a table
+// [vocab, dim] already has. TableRule gives the rule of a table format ("f32", "int8", "nf4");
+// the presets keep the table float (a Skip rule for "/token_embd"), so a quantized head is a
+// choice.
+//
+// # Fused projections
+//
+// A loader may store several projections that read the same input (a block's q, k and v; gate
+// and up) as one kernel concatenated along the output axis, so that one product reads all of
+// them; the model slices the output. It asks its FuseFunc first: Quantizer.Fuse accepts a group
+// only when one rule covers all of it and the format quantizes each output channel on its own
+// (float, NF4 without double quantization in the OutIn layout or with whole blocks per part,
+// int8 in OutIn, binary in InOut), so that the fused products are the separate ones bit for bit
+// (a float product of another width may round differently in XLA).
+//
+// # Decoding
+//
+// A decoder architecture implements Decoder: its DecodeSpec and a Step graph over a KVCache.
+// The cache view writes each step's keys and values at their positions (KVCache.Update,
+// in place where the backend has DynamicUpdateSlice) and gives the attention the cache's first
+// Window positions only, with the causal Mask over them; GroupedAttention, RoPETables and
+// ApplyRoPE are the attention's parts. A Generator drives Step: the prompt in one step (padded to
+// a power of two from 16), then one step per token, with one compiled graph per attention
+// window. The windows double from GeneratorOptions.MinWindow (64) to MaxLen, so a step's cost
+// follows the filled positions; the cache tensors either grow with the window (GrowCache, the
+// default: memory follows the filled positions too) or hold MaxLen positions from the start
+// (FullCache). Generate returns the tokens, Stream yields them as they are chosen; Sampling
+// picks them (greedy by default; temperature, top-k, top-p, repetition penalty and a seed, the
+// same seed giving the same tokens) and GenerateOptions stop at a token (EOS) or a count. Stats
+// gives the prompt and decoding rates with the compilations timed apart.
+//
 // # Evaluation
 //
 // StridedWindows gives Hugging Face's strided perplexity windows (the reference harness's rule:
@@ -59,6 +101,10 @@
 // # Errors
 //
 // NewQuantizer returns an error for a bad pattern, Config or layout, Kernel for a kernel the
-// format cannot hold (naming the scope), Store for a variable that exists or repeats. The graph
-// functions (Projection, Quantizer.Projection) panic with messages naming the scope and shapes.
+// format cannot hold (naming the scope), QuantizeTable for a table rule that cannot serve a
+// lookup, Store for a variable that exists or repeats; NewGenerator, Generate and Stream for
+// options out of range and prompts that do not fit (naming the field), Sampling.Validate for a
+// setting that is not finite or out of range. The graph functions (Projection,
+// Quantizer.Projection, Quantizer.Table, NewKVCache, GroupedAttention, ...) panic with messages
+// naming the scope and shapes.
 package models

@@ -41,6 +41,13 @@ type Variable struct {
 // the callee: returned in a Variable it is stored, otherwise it may be finalized once converted.
 type KernelFunc func(scope string, kernel *tensors.Tensor) ([]Variable, error)
 
+// FuseFunc reports whether a loader may store the projections at the scopes parts (e.g.
+// "/layer_0/attn_q", "/layer_0/attn_k", "/layer_0/attn_v"), whose kernels have the output widths
+// outDims, as one projection at scope fused whose kernel is theirs concatenated along the output
+// axis: one product reads all of them, and the model slices its output. Quantizer.Fuse is one;
+// a loader without a FuseFunc never fuses.
+type FuseFunc func(fused string, parts []string, outDims []int) bool
+
 // DenseKernel is the default KernelFunc: the float kernel as Dense's "weights".
 func DenseKernel(scope string, kernel *tensors.Tensor) ([]Variable, error) {
 	return []Variable{{Scope: scope + "/" + DenseScope, Name: DenseWeights, Value: kernel}}, nil

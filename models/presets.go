@@ -8,8 +8,8 @@ import (
 )
 
 // presets are the named rule sets of the examples and the evaluation table: every projection of
-// the model quantized the same way (a separate output head, "/lm_head", stays float; embeddings
-// and norms are not projections and stay float). The names follow the reference harness's
+// the model quantized the same way (a separate output head, "/lm_head", and the token-embedding
+// table, "/token_embd", stay float; norms are not projections and stay float). The names follow the reference harness's
 // variants (reference/README.md), whose like-for-like layouts they use.
 var presets = []struct {
 	name, doc string
@@ -40,17 +40,36 @@ func PresetNames() []string {
 	return names
 }
 
-// Preset returns the rules of a named rule set (see PresetNames): a Skip rule for "/lm_head",
-// then one rule for every other projection.
+// Preset returns the rules of a named rule set (see PresetNames): Skip rules for "/lm_head" and
+// "/token_embd", then one rule for every other projection.
 func Preset(name string) ([]Rule, error) {
 	for _, p := range presets {
 		if p.name == strings.ToLower(strings.TrimSpace(name)) {
 			all := p.rule
 			all.Scope = ".*"
-			return []Rule{{Scope: "/lm_head", Skip: true}, all}, nil
+			return []Rule{{Scope: "/lm_head", Skip: true}, {Scope: "/token_embd", Skip: true}, all}, nil
 		}
 	}
 	return nil, errors.Errorf("models.Preset: unknown name %q; accepted: %s", name, strings.Join(PresetNames(), ", "))
+}
+
+// TableFormats lists the formats TableRule accepts: f32 (the table stays float), int8 (a scale
+// per row) and nf4 (blocks of 64 along the row).
+func TableFormats() []string { return []string{"f32", "int8", "nf4"} }
+
+// TableRule returns the rule that stores the embedding table at scope (e.g. "/token_embd") in a
+// format of TableFormats, for Quantizer.QuantizeTable; put it before a preset's rules. A tied
+// output head reads the same table, so the format is the head's too.
+func TableRule(scope, format string) (Rule, error) {
+	switch strings.ToLower(strings.TrimSpace(format)) {
+	case "f32":
+		return Rule{Scope: scope, Skip: true}, nil
+	case "int8":
+		return Rule{Scope: scope, Config: quanta.Config{Type: quanta.Int8}, Layout: OutIn}, nil
+	case "nf4":
+		return Rule{Scope: scope, Config: quanta.Config{Type: quanta.NF4}, Layout: OutIn}, nil
+	}
+	return Rule{}, errors.Errorf("models.TableRule: format %q; accepted: %s", format, strings.Join(TableFormats(), ", "))
 }
 
 // PresetDoc returns the one-line description of a named rule set ("" for an unknown name).

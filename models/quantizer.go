@@ -76,6 +76,8 @@ type Quantizer struct {
 
 	mu      sync.Mutex
 	kernels map[string]*quantizedKernel // by projection scope
+	tables  map[string]*quantizedKernel // by table scope
+	fused   map[string]int              // fused projection scope -> index of its parts' rule (-1: float)
 	entries map[string]qlayers.ReportEntry
 }
 
@@ -87,7 +89,8 @@ type quantizedKernel struct {
 
 // NewQuantizer returns a Quantizer for the rules, checking their patterns and configurations.
 func NewQuantizer(rules []Rule) (*Quantizer, error) {
-	q := &Quantizer{rules: rules, kernels: map[string]*quantizedKernel{}, entries: map[string]qlayers.ReportEntry{}}
+	q := &Quantizer{rules: rules, kernels: map[string]*quantizedKernel{}, tables: map[string]*quantizedKernel{}, fused: map[string]int{},
+		entries: map[string]qlayers.ReportEntry{}}
 	for i, rule := range rules {
 		re, err := regexp.Compile("^(?:" + rule.Scope + ")$")
 		if err != nil {
@@ -116,17 +119,89 @@ func MustNewQuantizer(rules []Rule) *Quantizer {
 	return q
 }
 
-// match returns the rule for a projection scope, or nil for a float one.
+// match returns the rule for a projection or table scope, or nil for a float one; a fused scope
+// takes its parts' rule (Fuse).
 func (q *Quantizer) match(scope string) *Rule {
+	q.mu.Lock()
+	i, fused := q.fused[scope]
+	q.mu.Unlock()
+	if !fused {
+		i = q.ruleIndex(scope)
+	}
+	if i < 0 {
+		return nil
+	}
+	return &q.rules[i]
+}
+
+// ruleIndex returns the index of the first rule matching scope, or -1 when none does or it is a
+// Skip rule.
+func (q *Quantizer) ruleIndex(scope string) int {
 	for i, re := range q.regexps {
 		if re.MatchString(scope) {
 			if q.rules[i].Skip {
-				return nil
+				return -1
 			}
-			return &q.rules[i]
+			return i
 		}
 	}
-	return nil
+	return -1
+}
+
+// Fuse is a FuseFunc: it reports whether the projections at the scopes parts, of the given output
+// widths, can be stored as one kernel concatenated along the output axis, at scope fused, with
+// the values they would have apart, and if so remembers that Kernel(fused, ...) quantizes with
+// their rule. They can when one rule (or none: float) covers them all and its format quantizes
+// every output channel on its own: float; NF4 without DoubleQuant in the OutIn layout (blocks
+// along in), or in InOut when every width is a multiple of the block size; int8 in OutIn (a
+// scale per output channel); binary in InOut (packed along in, a scale per output column). The
+// quantized products are then the separate ones bit for bit; a float product of another width
+// may round differently in XLA's dense dot (a few ulps). Ternary thresholds at the whole
+// tensor's deviation, and int8 in InOut scales across the outputs: those never fuse.
+func (q *Quantizer) Fuse(fused string, parts []string, outDims []int) bool {
+	if len(parts) < 2 || len(parts) != len(outDims) {
+		return false
+	}
+	index := q.ruleIndex(parts[0])
+	for _, p := range parts[1:] {
+		if q.ruleIndex(p) != index {
+			return false
+		}
+	}
+	if index >= 0 && !fusable(q.rules[index], outDims) {
+		return false
+	}
+	q.mu.Lock()
+	q.fused[fused] = index
+	q.mu.Unlock()
+	return true
+}
+
+// fusable reports whether rule's format quantizes each output channel of a kernel on its own, so
+// that a kernel concatenated along out from parts of widths outDims quantizes to the parts'
+// components concatenated (exact).
+func fusable(rule Rule, outDims []int) bool {
+	c := rule.Config
+	switch c.Type {
+	case quanta.NF4:
+		if c.DoubleQuant {
+			return false
+		}
+		if rule.Layout == OutIn {
+			return true
+		}
+		for _, d := range outDims {
+			if d%c.EffectiveBlockSize() != 0 {
+				return false
+			}
+		}
+		return true
+	case quanta.Int8:
+		return rule.Layout == OutIn
+	case quanta.Binary:
+		return rule.Layout == InOut
+	}
+	return false
 }
 
 // Kernel is a KernelFunc: it quantizes the float32 kernel (inDim, outDim) of the projection at
@@ -238,6 +313,83 @@ func (q *Quantizer) Projection(ctx *context.Context, name string, x *graph.Node,
 	return y
 }
 
+// QuantizeTable is a TableFunc: it quantizes the float32 embedding table [rows, dim] at scope as
+// the first matching rule says and returns its components as variables (TableName + ".q0", ...),
+// finalizing the float table; without a rule it returns DenseTableVariables' variable. A table is
+// looked up by rows, so its rule must keep each row apart: NF4 (without DoubleQuant: blocks along
+// dim) or int8 (a scale per row), in the OutIn layout, which for a table [rows, dim] is the
+// layout of a tied head's x·tableᵀ.
+func (q *Quantizer) QuantizeTable(scope string, table *tensors.Tensor) ([]Variable, error) {
+	shape := table.Shape()
+	entry := qlayers.ReportEntry{Scope: scope, Shape: shape, FloatBytes: int64(shape.Memory())}
+	rule := q.match(scope)
+	if rule == nil {
+		q.recordTable(scope, nil, entry)
+		return DenseTableVariables(scope, table)
+	}
+	if shape.Rank() != 2 || shape.DType != dtypes.Float32 {
+		return nil, errors.Errorf("models.Quantizer.QuantizeTable(%q): table %s; accepted: float32 [rows, dim]", scope, shape)
+	}
+	if err := qlayers.TableFormatError(rule.Config); err != nil || rule.Layout != OutIn {
+		return nil, errors.Errorf("models.Quantizer.QuantizeTable(%q): rule %s; accepted for a table: nf4 (without DoubleQuant) or int8, layout OutIn",
+			scope, rule.Describe())
+	}
+	a, err := quanta.Quantize(table, rule.Config)
+	_ = table.FinalizeAll()
+	if err != nil {
+		return nil, errors.WithMessagef(err, "models.Quantizer.QuantizeTable(%q)", scope)
+	}
+	var vars []Variable
+	for i, c := range a.Components() {
+		vars = append(vars, Variable{Scope: scope, Name: qlayers.TableComponentPrefix + strconv.Itoa(i), Value: c.Tensor()})
+		entry.QuantizedBytes += int64(c.Shape().Memory())
+	}
+	entry.Quantized, entry.Config = true, rule.Config
+	q.recordTable(scope, &quantizedKernel{cfg: rule.Config, layout: OutIn, template: a}, entry)
+	return vars, nil
+}
+
+func (q *Quantizer) recordTable(scope string, k *quantizedKernel, entry qlayers.ReportEntry) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if k == nil {
+		delete(q.tables, scope)
+	} else {
+		q.tables[scope] = k
+	}
+	q.entries[scope] = entry
+}
+
+// Table is a Table: the embedding table called name in ctx as QuantizeTable stored it (an
+// implicit array rebuilt from the variables), or DenseTable's float table. It panics, naming the
+// scope, when the stored components are missing or do not fit the recorded format or [rows, dim].
+func (q *Quantizer) Table(ctx *context.Context, name string, g *graph.Graph, rows, dim int) implicitarray.Value {
+	tctx := ctx.In(name)
+	q.mu.Lock()
+	k := q.tables[tctx.Scope()]
+	q.mu.Unlock()
+	if k == nil {
+		return DenseTable(ctx, name, g, rows, dim)
+	}
+	if want := shapes.Make(dtypes.Float32, rows, dim); !k.template.Shape().Equal(want) {
+		panic(errors.Errorf("models.Quantizer.Table in scope %q: the stored %s table is %s; the model needs %s",
+			tctx.Scope(), k.cfg.Type, k.template.Shape(), want))
+	}
+	want := k.template.Components()
+	nodes := make([]implicitarray.Component, len(want))
+	for i, c := range want {
+		name := qlayers.TableComponentPrefix + strconv.Itoa(i)
+		v := tctx.GetVariable(name)
+		if v == nil || !v.Shape().Equal(c.Shape()) {
+			panic(errors.Errorf("models.Quantizer.Table in scope %q: component %s is %v; the %s table stored by QuantizeTable needs %s",
+				tctx.Scope(), name, variableShape(v), k.cfg.Type, c.Shape()))
+		}
+		v.SetTrainable(false)
+		nodes[i] = implicitarray.NodeComponent(v.ValueGraph(g))
+	}
+	return k.template.WithComponents(nodes)
+}
+
 func variableShape(v *context.Variable) string {
 	if v == nil {
 		return "missing"
@@ -245,8 +397,9 @@ func variableShape(v *context.Variable) string {
 	return v.Shape().String()
 }
 
-// Report lists the projections Kernel has seen, by scope, each quantized or float, with its bytes
-// before and after (qlayers' report, whose format column does not show the layout).
+// Report lists the projections Kernel and the tables QuantizeTable have seen, by scope, each
+// quantized or float, with its bytes before and after (qlayers' report, whose format column does
+// not show the layout).
 func (q *Quantizer) Report() qlayers.Report {
 	q.mu.Lock()
 	defer q.mu.Unlock()

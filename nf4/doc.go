@@ -74,6 +74,9 @@
 //   - Concatenate: NF4 arrays of the same block size and dtypes along a leading axis stay NF4;
 //     otherwise everything is materialized and the result is dense.
 //   - ConvertDType to a float dtype is lazy: an array that materializes in that dtype (WithDType).
+//   - Gather of whole rows (indices that index leading axes, never the last) gathers the packed
+//     and absmax rows: still NF4, exact, so an embedding table's lookup decodes only the rows it
+//     reads. Gathering single elements materializes.
 //
 // Every other op reaches implicitarray's generic fallback: the array is materialized and the
 // dense op applied, counted in implicitarray.Stats and logged once per op (FallbackWarn).

@@ -18,6 +18,24 @@ func init() {
 		ia.OpBroadcastInDim: broadcastInDim, ia.OpConvertDType: convertDType})
 	ia.Register(ia.Rule{Op: ia.OpConcatenate, Operands: []ia.Match{nf4, ia.Anything}, Variadic: true,
 		Handler: concatenate, Name: "nf4.concatenate"})
+	ia.Register(ia.Rule{Op: ia.OpGather, Operands: []ia.Match{nf4, ia.Dense}, Handler: gather, Name: "nf4.gather"})
+}
+
+// gather keeps the array quantized when the indices pick whole rows (they index leading axes,
+// never the last): the packed and absmax rows are gathered as they are (exact), so an embedding
+// lookup reads the looked-up rows only. Otherwise (the last axis indexed, or stored blocks that
+// run across rows, or a sharded array) the fallback materializes.
+func gather(c *ia.Call) ia.Value {
+	a := c.Operands[0].(*Array)
+	indices := c.Operands[1].(*graph.Node)
+	rank := a.Shape().Rank()
+	if a.flat || a.doubleQuant || a.IsSharded() || indices.Rank() < 1 || indices.Shape().Dim(-1) >= rank {
+		return c.Next()
+	}
+	sorted := c.Params.(*ia.GatherParams).IndicesAreSorted
+	k := indices.Shape().Dim(-1)
+	dims := append(slices.Clone(indices.Shape().Dimensions[:indices.Rank()-1]), a.Shape().Dimensions[k:]...)
+	return a.withNodes(graph.Gather(a.Packed().Node(), indices, sorted), graph.Gather(a.Absmax().Node(), indices, sorted), dims)
 }
 
 // reshape keeps the array quantized when the last axis is unchanged (the packed and absmax rows

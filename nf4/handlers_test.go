@@ -166,7 +166,7 @@ func TestConvertDTypeIsLazy(t *testing.T) {
 	}
 }
 
-// TestFallbackOps: element-wise ops, gathers and reductions have no NF4 handler: the generic
+// TestFallbackOps: element-wise ops, gathers of single elements and reductions have no NF4 handler: the generic
 // fallback gives the dense op on the materialized value, as dense nodes, counted.
 func TestFallbackOps(t *testing.T) {
 	backend := testutil.Backend(t)
@@ -191,8 +191,8 @@ func TestFallbackOps(t *testing.T) {
 		{"integer_pow", func(w, y implicitarray.Value) implicitarray.Value { return implicitarray.IntegerPow(w, 3) }},
 		{"reduce_sum", func(w, y implicitarray.Value) implicitarray.Value { return implicitarray.ReduceSum(w, 1) }},
 		{"reduce_max", func(w, y implicitarray.Value) implicitarray.Value { return implicitarray.ReduceMax(w) }},
-		{"gather", func(w, y implicitarray.Value) implicitarray.Value {
-			idx := graph.Const(y.(*graph.Node).Graph(), [][]int32{{2}, {0}})
+		{"gather-elements", func(w, y implicitarray.Value) implicitarray.Value {
+			idx := graph.Const(y.(*graph.Node).Graph(), [][]int32{{2, 31}, {0, 5}})
 			return implicitarray.Gather(w, idx, false)
 		}},
 		{"concatenate-last-axis", func(w, y implicitarray.Value) implicitarray.Value {
@@ -224,6 +224,45 @@ func TestFallbackOps(t *testing.T) {
 				if !close && got[i] != want[i] && !(math.IsNaN(float64(got[i])) && math.IsNaN(float64(want[i]))) {
 					t.Fatalf("element %d: %v, want %v", i, got[i], want[i])
 				}
+			}
+		})
+	}
+}
+
+// TestGatherRows: gathering rows (the indices index leading axes) keeps the array NF4 without
+// materializing, and its values are the rows of the materialized array, bit for bit.
+func TestGatherRows(t *testing.T) {
+	backend := testutil.Backend(t)
+	w := nf4.MustQuantize(testutil.RandomTensor(12, 6, 3, 40), 16) // last axis padded: 40 = 2.5 blocks
+	for _, tc := range []struct {
+		name    string
+		indices any
+		want    []int
+	}{
+		{"rows", [][]int32{{5}, {0}, {5}}, []int{3, 3, 40}},
+		{"rows-2d", [][][]int32{{{1}, {2}}, {{4}, {0}}}, []int{2, 2, 3, 40}},
+		{"leading-two-axes", [][]int32{{5, 2}, {0, 1}}, []int{2, 40}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			implicitarray.ResetStats()
+			e := implicitarray.MustNewExec(backend, func(w *nf4.Array, idx *graph.Node) (*nf4.Array, *graph.Node) {
+				out, ok := implicitarray.Gather(w, idx, false).(*nf4.Array)
+				if !ok {
+					t.Fatalf("gather of rows is not an *nf4.Array")
+				}
+				return out, graph.Gather(implicitarray.Materialize(w), idx)
+			})
+			defer e.Finalize()
+			outs := e.MustCall(w, tensors.FromAnyValue(tc.indices))
+			got, ref := outs[0].(*nf4.Array), outs[1].(*tensors.Tensor)
+			if n := implicitarray.CurrentStats().Materializations["*nf4.Array"]; n != 1 {
+				t.Errorf("%d materializations; want 1 (the reference's)", n)
+			}
+			if !slices.Equal(got.Shape().Dimensions, tc.want) {
+				t.Errorf("shape %v, want %v", got.Shape().Dimensions, tc.want)
+			}
+			if g, r := materialize(t, got), testutil.Float32s(t, ref); !slices.Equal(g, r) {
+				t.Errorf("gathered rows differ from the rows of the materialized array")
 			}
 		})
 	}

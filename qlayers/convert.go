@@ -35,6 +35,11 @@ type Options struct {
 	// float kernels and their optimizer state are deleted, and the context is inference-only for
 	// those layers.
 	KeepFloat bool
+	// Tables also converts the embedding tables (rank-2 float variables named "embeddings", as
+	// layers.Embedding and Embedding keep them) whose scope a rule matches, for Embedding and
+	// TiedHead; their format must keep rows apart (TableFormatError: NF4 without DoubleQuant, or
+	// int8). By default tables are left float.
+	Tables bool
 }
 
 // Report lists what QuantizeContext did, one Entry per dense kernel it found, quantized or not.
@@ -147,7 +152,7 @@ func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, 
 
 	var kernels []*context.Variable
 	for v := range ctx.IterVariables() {
-		if v.Name() == WeightsName && v.Shape().Rank() == 2 && v.DType().IsFloat() {
+		if (v.Name() == WeightsName || (opts.Tables && v.Name() == TableName)) && v.Shape().Rank() == 2 && v.DType().IsFloat() {
 			kernels = append(kernels, v)
 		}
 	}
@@ -175,6 +180,11 @@ func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, 
 			continue
 		}
 		cfg := rules[rule].Config
+		if v.Name() == TableName {
+			if err := TableFormatError(cfg); err != nil {
+				return Report{}, errors.WithMessagef(err, "qlayers.QuantizeContext: table %s with rule %d (%q)", v.ScopeAndName(), rule, rules[rule].Scope)
+			}
+		}
 		value, err := v.Value()
 		if err != nil {
 			return Report{}, errors.WithMessagef(err, "qlayers.QuantizeContext: reading %s", v.ScopeAndName())
@@ -200,17 +210,21 @@ func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, 
 
 	for _, c := range todo {
 		scoped := ctx.InAbsPath(c.entry.Scope).Checked(false)
-		for _, v := range storedComponents(scoped) {
+		stored, name := storedComponents(scoped), componentName
+		if c.kernel.Name() == TableName {
+			stored, name = tableComponents(scoped), tableComponentName
+		}
+		for _, v := range stored {
 			if err := ctx.DeleteVariable(c.entry.Scope, v.Name()); err != nil {
 				return report, errors.WithMessagef(err, "qlayers.QuantizeContext: replacing %s", v.ScopeAndName())
 			}
 		}
 		for i, t := range c.comps {
-			scoped.VariableWithValue(componentName(i), t).SetTrainable(false)
+			scoped.VariableWithValue(name(i), t).SetTrainable(false)
 		}
 		scoped.SetParam(FormatParam, formatString(c.entry.Config))
 		if !opts.KeepFloat {
-			if err := deleteKernel(ctx, c.entry.Scope); err != nil {
+			if err := deleteFloat(ctx, c.entry.Scope, c.kernel.Name()); err != nil {
 				return report, errors.WithMessagef(err, "qlayers.QuantizeContext: deleting %s", c.kernel.ScopeAndName())
 			}
 		}
@@ -218,16 +232,17 @@ func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, 
 	return report, nil
 }
 
-// deleteKernel deletes the float kernel of scope and its optimizer state: the variables GoMLX's
-// optimizers keep per trainable variable, named after it ("weights_1st_moment", ...) in the
-// kernel's scope under one top-level optimizer scope ("/AdamOptimizer" + scope).
-func deleteKernel(ctx *context.Context, scope string) error {
+// deleteFloat deletes the float variable name (a kernel or a table) of scope and its optimizer
+// state: the variables GoMLX's optimizers keep per trainable variable, named after it
+// ("weights_1st_moment", ...) in the variable's scope under one top-level optimizer scope
+// ("/AdamOptimizer" + scope).
+func deleteFloat(ctx *context.Context, scope, name string) error {
 	var state [][2]string
 	for v := range ctx.IterVariables() {
 		prefix, isUnder := strings.CutSuffix(v.Scope(), scope)
 		optimizerScope := isUnder && strings.HasPrefix(prefix, context.ScopeSeparator) &&
 			strings.Count(prefix, context.ScopeSeparator) == 1
-		if optimizerScope && strings.HasPrefix(v.Name(), WeightsName+"_") {
+		if optimizerScope && strings.HasPrefix(v.Name(), name+"_") {
 			state = append(state, [2]string{v.Scope(), v.Name()})
 		}
 	}
@@ -236,5 +251,5 @@ func deleteKernel(ctx *context.Context, scope string) error {
 			return err
 		}
 	}
-	return ctx.DeleteVariable(scope, WeightsName)
+	return ctx.DeleteVariable(scope, name)
 }

@@ -1,7 +1,9 @@
 // Package qlayers holds quantized layers for GoMLX context-based models: Dense, a drop-in for
 // layers.Dense whose kernel is quantized (nf4, int8, binary or ternary, as quanta.Config says),
-// and QuantizeContext, which converts the dense kernels of a trained float context into stored
-// quantized components.
+// Embedding, a drop-in for layers.Embedding whose table may be quantized (with TiedHead for an
+// output head tied to it), and QuantizeContext, which converts the dense kernels (and, with
+// Options.Tables, the embedding tables) of a trained float context into stored quantized
+// components.
 //
 // # Workflow
 //
@@ -38,6 +40,14 @@
 //
 // Kernels materialize, in training and in the fake-quantized inference, as
 // quanta.StraightThrough gives them, in the kernel's dtype.
+//
+// An embedding table is "embeddings" (vocabSize, dim) in the layer's own scope, as
+// layers.Embedding keeps it; QuantizeContext with Options.Tables stores it as "embeddings.q0",
+// ... and FormatParam in that scope, in NF4 (blocks along each row) or int8 (a scale per row):
+// the formats whose rows can be gathered packed (TableFormatError). Embedding (Lookup) then
+// gathers the rows' packed bytes and decodes only them; TiedHead computes x·tableᵀ through
+// package lowering (the x·Wᵀ layout), never building the dense table. Training reads the float
+// table (Embedding has no straight-through path).
 //
 // # LoRA and QLoRA
 //

@@ -1,7 +1,7 @@
 // Package tokenizer holds the two tokenizers of the real models quanta runs: byte-level BPE
 // built from GGUF metadata (SmolLM2, GPT-2 family), matching llama.cpp's tokenizer, and BERT's
 // WordPiece (all-MiniLM-L6-v2) from a Hugging Face tokenizer.json or a vocab.txt, matching Hugging
-// Face tokenizers.
+// Face tokenizers; and the chat prompt shapes of GGUF chat templates.
 //
 // # Byte-level BPE (BPE, NewBPEFromGGUF)
 //
@@ -34,6 +34,15 @@
 // non-spacing marks removed, lower case), BertPreTokenizer (whitespace and punctuation), greedy
 // longest-match WordPiece with "##" continuations, [CLS] ... [SEP] and truncation to the
 // tokenizer.json's max_length. See WordPiece for the steps.
+//
+// # Chat templates (ParseChatTemplate, ChatTemplateFromGGUF)
+//
+// A GGUF file's "tokenizer.chat_template" is a Jinja template; this package does not run Jinja.
+// ParseChatTemplate recognizes the common shapes by the markers they write — ChatML
+// (<|im_start|>, SmolLM2's), Llama 3, Llama 2 ([INST]), Gemma (<start_of_turn>), Zephyr — and a
+// ChatML template's default system message; ChatTemplate.Apply renders messages in that shape
+// with the generation prompt, BOS left to EncodeOptions.AddSpecial. Any other template is
+// ErrChatTemplate, so that a caller can say so and fall back to the raw prompt.
 //
 // # Errors
 //

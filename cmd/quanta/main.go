@@ -20,7 +20,8 @@ const (
 const usage = `usage: quanta <command>
 
 commands:
-  doctor   report the backend quanta runs on (exit 0: XLA; 3: pure-Go fallback; 1: failure)
+  doctor                     report the backend quanta runs on (exit 0: XLA; 3: pure-Go fallback; 1: failure)
+  run [flags] MODEL "prompt" run a Llama-architecture GGUF model on a prompt (quanta run -h lists the flags)
 `
 
 func main() {
@@ -29,6 +30,9 @@ func main() {
 
 // run executes the command line args and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "run" {
+		return cmdRun(args[1:], stdout, stderr)
+	}
 	if len(args) != 1 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage

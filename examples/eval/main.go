@@ -3,7 +3,8 @@
 // first 1024 llama.cpp ids of GPL-3 (two windows, [0, 513) and [512, 1024), 1023 predictions,
 // NLL from the float64 log-softmax of the float32 logits), and all-MiniLM-L6-v2's cosine to its
 // float32 embeddings on the reference's 32 sentences. Each format is a named rule set
-// (models.Preset): every projection quantized the same way, embeddings and norms float32.
+// (models.Preset): every projection quantized the same way, norms float32; SmolLM2's
+// token-embedding table, which is also its output head, in each of -heads (float32 by default).
 //
 //	make assets                                       # the models
 //	go run ./examples/eval                            # every preset, both models
@@ -47,6 +48,8 @@ var (
 	flagStride   = flag.Int("stride", 512, "the stride between windows")
 	flagJSON     = flag.String("json", "", "write the results as JSON to this file")
 	flagMarkdown = flag.String("markdown", "", "write the tables as markdown to this file")
+	flagHeads    = flag.String("heads", "f32", "SmolLM2: comma-separated formats of the token-embedding table, which is also the output head ("+
+		strings.Join(models.TableFormats(), ", ")+"); each format runs with each")
 )
 
 func main() {
@@ -67,6 +70,7 @@ type Results struct {
 // SmolLM2 is one format's perplexity row.
 type SmolLM2 struct {
 	Format          string  `json:"format"`
+	Head            string  `json:"head"`
 	Doc             string  `json:"doc"`
 	Perplexity      float64 `json:"perplexity"`
 	MeanNLL         float64 `json:"mean_nll"`
@@ -185,42 +189,67 @@ func evalSmolLM2(backend backends.Backend, formats []string) ([]SmolLM2, error) 
 	}
 	_ = refdata.JSON(&refIndex, "smollm2", "index.json") // optional: the table then lacks the reference column
 	var rows []SmolLM2
-	for _, format := range formats {
-		rules, _ := models.Preset(format)
-		q, err := models.NewQuantizer(rules)
-		if err != nil {
-			return nil, err
+	for _, head := range strings.Split(*flagHeads, ",") {
+		for _, format := range formats {
+			row, err := evalSmolLM2Format(backend, f, ids, windows, format, head)
+			if err != nil {
+				return nil, err
+			}
+			if v := referenceVariant(format); head == "f32" && refIndex.Results[v].Perplexity > 0 {
+				row.Reference, row.RefPerplexity = v, refIndex.Results[v].Perplexity
+			}
+			rows = append(rows, row)
+			fmt.Printf("smollm2 %-15s head %-4s perplexity %-12s weights %6.1f MB, load %.1fs, evaluation %.1fs%s\n",
+				format, head, number(row.Perplexity), float64(row.WeightBytes)/1e6, row.LoadSeconds, row.EvalSeconds,
+				refNote(row.Reference, number(row.RefPerplexity)))
 		}
-		start := time.Now()
-		ctx := context.New()
-		m, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{Kernel: q.Kernel, Backend: backend})
-		if err != nil {
-			return nil, errors.WithMessagef(err, "loading %s", format)
-		}
-		m.Projection = q.Projection
-		loaded := time.Since(start)
-		e, err := llama.NewEvaluator(backend, ctx, m)
-		if err != nil {
-			return nil, err
-		}
-		nll, err := e.NLL(ids, windows)
-		if err != nil {
-			return nil, errors.WithMessagef(err, "evaluating %s", format)
-		}
-		e.Finalize()
-		ppl := models.Perplexity(nll)
-		row := SmolLM2{Format: format, Doc: models.PresetDoc(format), Perplexity: ppl, MeanNLL: math.Log(ppl), Predictions: len(nll),
-			ProjectionBytes: q.Report().BytesAfter(), WeightBytes: int64(ctx.Memory()),
-			LoadSeconds: loaded.Seconds(), EvalSeconds: (time.Since(start) - loaded).Seconds()}
-		if v := referenceVariant(format); refIndex.Results[v].Perplexity > 0 {
-			row.Reference, row.RefPerplexity = v, refIndex.Results[v].Perplexity
-		}
-		rows = append(rows, row)
-		fmt.Printf("smollm2 %-15s perplexity %-12s weights %6.1f MB, load %.1fs, evaluation %.1fs%s\n",
-			format, number(ppl), float64(row.WeightBytes)/1e6, row.LoadSeconds, row.EvalSeconds, refNote(row.Reference, number(row.RefPerplexity)))
-		releaseContext(ctx)
 	}
 	return rows, nil
+}
+
+// evalSmolLM2Format loads SmolLM2 with the projections in format and the table (the tied head) in
+// head, and scores the windows of ids.
+func evalSmolLM2Format(backend backends.Backend, f *gguf.File, ids []int, windows []models.Window, format, head string) (SmolLM2, error) {
+	rules, err := models.Preset(format)
+	if err != nil {
+		return SmolLM2{}, err
+	}
+	headRule, err := models.TableRule("/"+llama.EmbeddingScope, head)
+	if err != nil {
+		return SmolLM2{}, err
+	}
+	q, err := models.NewQuantizer(append([]models.Rule{headRule}, rules...))
+	if err != nil {
+		return SmolLM2{}, err
+	}
+	start := time.Now()
+	ctx := context.New()
+	defer releaseContext(ctx)
+	m, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Backend: backend})
+	if err != nil {
+		return SmolLM2{}, errors.WithMessagef(err, "loading %s", format)
+	}
+	m.Projection, m.Table = q.Projection, q.Table
+	loaded := time.Since(start)
+	e, err := llama.NewEvaluator(backend, ctx, m)
+	if err != nil {
+		return SmolLM2{}, err
+	}
+	nll, err := e.NLL(ids, windows)
+	if err != nil {
+		return SmolLM2{}, errors.WithMessagef(err, "evaluating %s", format)
+	}
+	e.Finalize()
+	ppl := models.Perplexity(nll)
+	var projections int64
+	for _, e := range q.Report().Entries {
+		if e.Scope != "/"+llama.EmbeddingScope {
+			projections += e.BytesAfter()
+		}
+	}
+	return SmolLM2{Format: format, Head: head, Doc: models.PresetDoc(format), Perplexity: ppl, MeanNLL: math.Log(ppl), Predictions: len(nll),
+		ProjectionBytes: projections, WeightBytes: int64(ctx.Memory()),
+		LoadSeconds: loaded.Seconds(), EvalSeconds: (time.Since(start) - loaded).Seconds()}, nil
 }
 
 func evalMiniLM(backend backends.Backend, formats []string) ([]MiniLMRow, error) {
@@ -308,15 +337,15 @@ func markdown(r Results) string {
 	var sb strings.Builder
 	if len(r.SmolLM2) > 0 {
 		fmt.Fprintf(&sb, "SmolLM2-135M-Instruct, perplexity on GPL-3 (%d predictions; %s)\n\n", r.SmolLM2[0].Predictions, r.Backend)
-		sb.WriteString("| format | perplexity | reference (same rule) | difference | weights (MB) | projections (MB) |\n")
-		sb.WriteString("|---|---|---|---|---|---|\n")
+		sb.WriteString("| format | head | perplexity | reference (same rule) | difference | weights (MB) | projections (MB) |\n")
+		sb.WriteString("|---|---|---|---|---|---|---|\n")
 		for _, row := range r.SmolLM2 {
 			ref, diff := "—", "—"
 			if row.Reference != "" {
 				ref = fmt.Sprintf("%s %s", row.Reference, number(row.RefPerplexity))
 				diff = fmt.Sprintf("%+.3f %%", 100*(row.Perplexity/row.RefPerplexity-1))
 			}
-			fmt.Fprintf(&sb, "| %s | %s | %s | %s | %.1f | %.1f |\n", row.Format, number(row.Perplexity), ref, diff,
+			fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %.1f | %.1f |\n", row.Format, row.Head, number(row.Perplexity), ref, diff,
 				float64(row.WeightBytes)/1e6, float64(row.ProjectionBytes)/1e6)
 		}
 		sb.WriteString("\n")

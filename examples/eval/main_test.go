@@ -37,14 +37,14 @@ func TestMarkdown(t *testing.T) {
 	got := markdown(Results{
 		Backend: "test",
 		SmolLM2: []SmolLM2{
-			{Format: "nf4", Perplexity: 27.5, Predictions: 1023, Reference: "nf4", RefPerplexity: 27.6715, ProjectionBytes: 59719680, WeightBytes: 173106432},
-			{Format: "binary", Perplexity: 2e7, Predictions: 1023, ProjectionBytes: 1e6, WeightBytes: 2e6},
+			{Format: "nf4", Head: "f32", Perplexity: 27.5, Predictions: 1023, Reference: "nf4", RefPerplexity: 27.6715, ProjectionBytes: 59719680, WeightBytes: 173106432},
+			{Format: "binary", Head: "int8", Perplexity: 2e7, Predictions: 1023, ProjectionBytes: 1e6, WeightBytes: 2e6},
 		},
 		MiniLM: []MiniLMRow{{Format: "int8", MeanCosine: 0.9995, MinCosine: 0.99, Reference: "int8_wo", RefMeanCosine: 0.9994, ProjectionBytes: 10699776}},
 	})
 	for _, want := range []string{
-		"| nf4 | 27.5000 | nf4 27.6715 | -0.620 % | 173.1 | 59.7 |",
-		"| binary | 2e+07 | — | — | 2.0 | 1.0 |",
+		"| nf4 | f32 | 27.5000 | nf4 27.6715 | -0.620 % | 173.1 | 59.7 |",
+		"| binary | int8 | 2e+07 | — | — | 2.0 | 1.0 |",
 		"| int8 | 0.999500 | 0.9900 | int8_wo 0.999400 | +0.000100 | 10.7 |",
 	} {
 		if !strings.Contains(got, want) {

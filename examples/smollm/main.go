@@ -9,8 +9,10 @@
 // -format names a rule set of models.Preset: f32 (default), nf4 (blocks of 64 along in,
 // bitsandbytes' layout), nf4-out (blocks along out), int8 (a scale per output channel), int8-in,
 // ternary, ternary-scaled, binary, binary-scaled. Every projection is quantized as the loader
-// decodes it (the float model is never whole in memory); the embeddings, which are also the
-// output head, and the norms stay float32.
+// decodes it (the float model is never whole in memory), q/k/v and gate/up fused where the format
+// allows it exactly (-fuse). -head is the format of the token-embedding table, which is also the
+// output head: f32, int8 or nf4 (models.TableRule); "auto" keeps it float32 for -format f32 and
+// int8 otherwise (llama.cpp keeps it Q8_0 in its quantized files). The norms stay float32.
 //
 // -bench measures instead what reference/llamacpp_speed.py measures for llama.cpp, and prints
 // one JSON line: prompt tokens/s (the first -bench-prompt GPL-3 tokens as one batch from an
@@ -18,6 +20,9 @@
 // "The"), each the median and best of -reps runs after an untimed warm-up (which compiles).
 // -speed-table FILE... prints one markdown table from such JSON lines, quanta's and llama.cpp's
 // (make bench-llamacpp runs both and prints it).
+//
+// -anatomy times the parts of one decoding step instead (see anatomy.go) and prints a markdown
+// table: run it on a quiet machine.
 package main
 
 import (
@@ -50,6 +55,10 @@ var (
 	flagSystem = flag.String("system", "You are a helpful AI assistant named SmolLM, trained by Hugging Face", "the system message of the chat template")
 	flagMaxNew = flag.Int("max", 128, "the most tokens to generate")
 	flagMaxLen = flag.Int("maxlen", 1024, "the longest sequence (prompt and answer): the size of the key/value cache")
+	flagHead   = flag.String("head", "auto", "the token-embedding table and tied head: auto (f32 for -format f32, else int8), "+strings.Join(models.TableFormats(), ", "))
+	flagFuse   = flag.Bool("fuse", true, "store q/k/v and gate/up as one product each where the format allows it exactly")
+	flagCache  = flag.String("cache", "grow", "the key/value cache: grow (tensors as long as the attended window) or full (-maxlen from the start)")
+	flagWindow = flag.Int("minwindow", models.DefaultMinWindow, "the smallest attention window (windows double from it up to -maxlen)")
 
 	flagBench       = flag.Bool("bench", false, "measure prompt and decode tokens/s as reference/llamacpp_speed.py does; print one JSON line")
 	flagBenchText   = flag.String("bench-text", "/usr/share/common-licenses/GPL-3", "the text whose first tokens are the -bench prompt")
@@ -57,6 +66,7 @@ var (
 	flagBenchDecode = flag.Int("bench-decode", 128, "-bench: the decoding steps")
 	flagReps        = flag.Int("reps", 3, "-bench: timed repetitions (after one warm-up)")
 	flagSpeedTable  = flag.Bool("speed-table", false, "print a markdown table from the JSON lines of the files given as arguments (quanta's -bench and llamacpp_speed.py's)")
+	flagAnatomy     = flag.Bool("anatomy", false, "time the parts of a decoding step (projections, attention and cache, head, empty step, ...) and print a markdown table")
 )
 
 func main() {
@@ -67,6 +77,8 @@ func main() {
 		err = speedTable(flag.Args())
 	case *flagBench:
 		err = bench()
+	case *flagAnatomy:
+		err = anatomy()
 	default:
 		err = generate()
 	}
@@ -88,12 +100,27 @@ type loaded struct {
 	loadPeak  string // peak resident memory until then
 }
 
+// headFormat returns -head with "auto" resolved.
+func headFormat() string {
+	if *flagHead != "auto" {
+		return *flagHead
+	}
+	if *flagFormat == "f32" {
+		return "f32"
+	}
+	return "int8"
+}
+
 func load() (*loaded, error) {
 	rules, err := models.Preset(*flagFormat)
 	if err != nil {
 		return nil, err
 	}
-	q, err := models.NewQuantizer(rules)
+	head, err := models.TableRule("/"+llama.EmbeddingScope, headFormat())
+	if err != nil {
+		return nil, err
+	}
+	q, err := models.NewQuantizer(append([]models.Rule{head}, rules...))
 	if err != nil {
 		return nil, err
 	}
@@ -112,18 +139,32 @@ func load() (*loaded, error) {
 		return nil, err
 	}
 	ctx := context.New()
-	model, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{Kernel: q.Kernel, Backend: backend})
+	opts := llama.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Backend: backend}
+	if *flagFuse {
+		opts.Fuse = q.Fuse
+	}
+	model, err := llama.LoadGGUF(ctx, f, opts)
 	if err != nil {
 		return nil, err
 	}
-	model.Projection = q.Projection
+	model.Projection, model.Table = q.Projection, q.Table
 	return &loaded{backend: backend, tok: tok, ctx: ctx, model: model, quantizer: q, seconds: time.Since(start).Seconds(),
 		loadRSS: procMemory("VmRSS"), loadPeak: procMemory("VmHWM")}, nil
 }
 
-// weights describes the bytes of the weights: all of them, and the projections'.
+// weights describes the bytes of the weights: all of them, and the projections' and table's.
 func (l *loaded) weights() string {
-	return fmt.Sprintf("weights %.1f MB (projections %.1f MB)", float64(l.ctx.Memory())/1e6, float64(l.quantizer.Report().BytesAfter())/1e6)
+	return fmt.Sprintf("weights %.1f MB (projections and table %.1f MB)", float64(l.ctx.Memory())/1e6, float64(l.quantizer.Report().BytesAfter())/1e6)
+}
+
+// generator returns a generator of the flags' cache mode and smallest window for sequences of up
+// to maxLen tokens.
+func (l *loaded) generator(maxLen int) (*models.Generator, error) {
+	mode, err := models.ParseCacheMode(*flagCache)
+	if err != nil {
+		return nil, err
+	}
+	return models.NewGenerator(l.backend, l.ctx, l.model, models.GeneratorOptions{MaxLen: maxLen, MinWindow: *flagWindow, Cache: mode})
 }
 
 func generate() error {
@@ -136,35 +177,26 @@ func generate() error {
 		text = "<|im_start|>system\n" + *flagSystem + "<|im_end|>\n<|im_start|>user\n" + *flagPrompt + "<|im_end|>\n<|im_start|>assistant\n"
 	}
 	ids := l.tok.Encode(text, tokenizer.EncodeOptions{ParseSpecial: *flagChat})
-	gen, err := llama.NewGenerator(l.backend, l.ctx, l.model, min(*flagMaxLen, l.model.ContextLength))
+	gen, err := l.generator(min(*flagMaxLen, l.model.ContextLength))
 	if err != nil {
 		return err
 	}
-	t0 := time.Now()
-	var stamps []time.Duration // when each token was chosen
-	out, err := gen.Generate(ids, llama.GenerateOptions{MaxNewTokens: *flagMaxNew, Stop: []int{l.tok.EOS()}, OnToken: func(id int) bool {
-		stamps = append(stamps, time.Since(t0))
+	n := 0
+	for id, err := range gen.Stream(ids, models.GenerateOptions{MaxNewTokens: *flagMaxNew, Stop: []int{l.tok.EOS()}}) {
+		if err != nil {
+			return err
+		}
+		n++
 		if id != l.tok.EOS() {
 			_, _ = os.Stdout.Write(l.tok.Bytes(id))
 		}
-		return true
-	}})
-	if err != nil {
-		return err
 	}
 	fmt.Println()
-	if len(stamps) == 0 {
-		return nil
-	}
-	// The first token's time includes compiling the prompt graph, the second's compiling the
-	// one-token step graph: the decoding rate is measured from the second token on. The prompt
-	// rate needs a second run (bench measures both without compilation).
-	rate := "n/a"
-	if n := len(stamps); n > 2 {
-		rate = fmt.Sprintf("%.1f", float64(n-2)/(stamps[n-1]-stamps[1]).Seconds())
-	}
-	fmt.Fprintf(os.Stderr, "[%s, %s] %s, load %.2fs, prompt %d tokens, first token after %.2fs (compilation included), %d tokens, decoding %s tokens/s (compilation excluded), RSS after loading %s (peak while loading %s), peak RSS %s\n",
-		l.backend.Name(), *flagFormat, l.weights(), l.seconds, len(ids), stamps[0].Seconds(), len(out), rate, l.loadRSS, l.loadPeak, procMemory("VmHWM"))
+	st := gen.Stats()
+	fmt.Fprintf(os.Stderr, "[%s, %s, head %s] %s, load %.2fs, prompt %d tokens at %.1f tokens/s, %d tokens, decoding %.1f tokens/s, "+
+		"%d compilations in %.2fs (timed apart), RSS after loading %s (peak while loading %s), peak RSS %s\n",
+		l.backend.Name(), *flagFormat, headFormat(), l.weights(), l.seconds, st.PromptTokens, st.PromptTokensPerSecond(), n,
+		st.DecodeTokensPerSecond(), st.Compilations, st.CompileSeconds, l.loadRSS, l.loadPeak, procMemory("VmHWM"))
 	return nil
 }
 
@@ -172,6 +204,9 @@ func generate() error {
 type BenchResult struct {
 	Engine          string  `json:"engine"`
 	Type            string  `json:"type"`
+	Head            string  `json:"head,omitempty"`
+	Fused           bool    `json:"fused,omitempty"`
+	Cache           string  `json:"cache,omitempty"`
 	Backend         string  `json:"backend"`
 	WeightBytes     int64   `json:"weight_bytes"`
 	PromptTokens    int     `json:"prompt_tokens"`
@@ -207,23 +242,24 @@ func bench() error {
 	}
 	prompt = prompt[:*flagBenchPrompt]
 	first := l.tok.Encode("The", tokenizer.EncodeOptions{})
-	res := BenchResult{Engine: "quanta", Type: *flagFormat, Backend: l.backend.Name(), WeightBytes: int64(l.ctx.Memory()),
+	res := BenchResult{Engine: "quanta", Type: *flagFormat, Head: headFormat(), Fused: l.model.FusedQKV || l.model.FusedGateUp, Cache: *flagCache,
+		Backend: l.backend.Name(), WeightBytes: int64(l.ctx.Memory()),
 		PromptTokens: len(prompt), DecodeTokens: *flagBenchDecode, Reps: *flagReps, LoadSeconds: l.seconds, LoadRSS: l.loadRSS, LoadPeak: l.loadPeak}
 
 	// Prompt: one Step over the whole prompt from an empty cache, until the first token is chosen.
-	promptGen, err := llama.NewGenerator(l.backend, l.ctx, l.model, len(prompt)+1)
+	promptGen, err := l.generator(len(prompt) + 1)
 	if err != nil {
 		return err
 	}
 	promptRun := func() (float64, error) {
 		start := time.Now()
-		_, err := promptGen.Generate(prompt, llama.GenerateOptions{MaxNewTokens: 1})
+		_, err := promptGen.Generate(prompt, models.GenerateOptions{MaxNewTokens: 1})
 		return time.Since(start).Seconds(), err
 	}
 	// Decode: "The", then decode single-token steps, timed from the first chosen token to the
-	// last (the cache holds the 1+decode+1 positions, rounded up to a multiple of 64).
-	res.DecodeCacheSize = (len(first) + *flagBenchDecode + 1 + 63) / 64 * 64
-	decodeGen, err := llama.NewGenerator(l.backend, l.ctx, l.model, res.DecodeCacheSize)
+	// last, in a cache of -maxlen positions (the default's attention follows the filled part).
+	res.DecodeCacheSize = min(*flagMaxLen, l.model.ContextLength)
+	decodeGen, err := l.generator(res.DecodeCacheSize)
 	if err != nil {
 		return err
 	}
@@ -231,14 +267,19 @@ func bench() error {
 	decodeRun := func() (float64, error) {
 		var t0 time.Time
 		text = text[:0]
-		_, err := decodeGen.Generate(first, llama.GenerateOptions{MaxNewTokens: *flagBenchDecode + 1, OnToken: func(id int) bool {
+		for id, err := range decodeGen.Stream(first, models.GenerateOptions{MaxNewTokens: *flagBenchDecode + 1}) {
+			if err != nil {
+				return 0, err
+			}
 			if len(text) == 0 {
 				t0 = time.Now()
 			}
 			text = append(text, id)
-			return true
-		}})
-		return time.Since(t0).Seconds(), err
+		}
+		if len(text) < *flagBenchDecode+1 {
+			return 0, errors.Errorf("%d tokens decoded: -maxlen %d leaves no room for -bench-decode %d", len(text), res.DecodeCacheSize, *flagBenchDecode)
+		}
+		return time.Since(t0).Seconds(), nil
 	}
 	if _, err := promptRun(); err != nil { // warm-up: compiles
 		return err
@@ -331,13 +372,16 @@ func speedTable(files []string) error {
 				f.Close()
 				return errors.Wrapf(err, "%s", name)
 			}
-			engine, bytes, rss := r.Engine, r.WeightBytes, r.LoadRSS+" ("+r.LoadPeak+"), "+r.PeakRSS
+			engine, bytes, rss, weights := r.Engine, r.WeightBytes, r.LoadRSS+" ("+r.LoadPeak+"), "+r.PeakRSS, r.Type
 			if engine == "" {
 				engine, bytes, rss = fmt.Sprintf("llama.cpp (%d threads)", r.Threads), r.FileBytes, "—"
 			} else {
 				engine = "quanta (" + r.Backend + ")"
+				if r.Head != "" {
+					weights += ", head " + r.Head
+				}
 			}
-			fmt.Printf("| %s | %s | %.1f | %.1f, %.1f | %.1f, %.1f | %s |\n", engine, r.Type, float64(bytes)/1e6,
+			fmt.Printf("| %s | %s | %.1f | %.1f, %.1f | %.1f, %.1f | %s |\n", engine, weights, float64(bytes)/1e6,
 				r.PromptMedian, r.PromptBest, r.DecodeMedian, r.DecodeBest, rss)
 		}
 		f.Close()

@@ -1,5 +1,6 @@
 // Package hostdata reads the flat data of host tensors as the float values quanta computes with,
-// maps flat row-major positions to indices, and transposes float32 matrices on the host. It is
+// maps flat row-major positions to indices, and transposes and concatenates float32 matrices on
+// the host. It is
 // the one home of these conversions for the host quantizers, the model loaders, the conformance
 // checker and the tests (through package testutil).
 package hostdata
@@ -70,6 +71,36 @@ func Transposed(t *tensors.Tensor) *tensors.Tensor {
 		tensors.MustMutableFlatData(out, func(dst []float32) { Transpose(src, dst, rows, cols, nil) })
 	})
 	return out
+}
+
+// ConcatenateColumns returns a new float32 tensor [rows, Σ cols] holding the rank-2 float32
+// tensors parts [rows, cols_i] side by side (concatenated along the last axis), or an error when
+// they are not float32 matrices of one row count.
+func ConcatenateColumns(parts []*tensors.Tensor) (*tensors.Tensor, error) {
+	if len(parts) == 0 {
+		return nil, errors.New("hostdata.ConcatenateColumns: no tensors")
+	}
+	rows, total := parts[0].Shape().Dim(0), 0
+	for _, p := range parts {
+		if s := p.Shape(); s.Rank() != 2 || s.DType != dtypes.Float32 || s.Dim(0) != rows {
+			return nil, errors.Errorf("hostdata.ConcatenateColumns: %s after %s; accepted: float32 matrices of one row count", s, parts[0].Shape())
+		}
+		total += p.Shape().Dim(1)
+	}
+	out := tensors.FromShape(shapes.Make(dtypes.Float32, rows, total))
+	tensors.MustMutableFlatData(out, func(dst []float32) {
+		at := 0
+		for _, p := range parts {
+			cols := p.Shape().Dim(1)
+			tensors.MustConstFlatData(p, func(src []float32) {
+				for r := range rows {
+					copy(dst[r*total+at:r*total+at+cols], src[r*cols:(r+1)*cols])
+				}
+			})
+			at += cols
+		}
+	})
+	return out, nil
 }
 
 // floats converts the values of a float tensor to F, or returns false for another dtype.

@@ -90,3 +90,21 @@ func TestTranspose(t *testing.T) {
 		t.Errorf("Transposed([[1 2 3] [4 5 6]]) = %s %v, want (Float32)[3 2] %v", got.Shape(), tensors.MustCopyFlatData[float32](got), want)
 	}
 }
+
+func TestConcatenateColumns(t *testing.T) {
+	a := tensors.FromValue([][]float32{{1, 2}, {3, 4}})
+	b := tensors.FromValue([][]float32{{5}, {6}})
+	c := tensors.FromValue([][]float32{{7, 8, 9}, {10, 11, 12}})
+	got, err := hostdata.ConcatenateColumns([]*tensors.Tensor{a, b, c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []float32{1, 2, 5, 7, 8, 9, 3, 4, 6, 10, 11, 12}; got.Shape().String() != "(Float32)[2 6]" || !slices.Equal(tensors.MustCopyFlatData[float32](got), want) {
+		t.Errorf("ConcatenateColumns = %s %v, want (Float32)[2 6] %v", got.Shape(), tensors.MustCopyFlatData[float32](got), want)
+	}
+	for _, bad := range [][]*tensors.Tensor{nil, {a, tensors.FromValue([][]float32{{1}})}, {a, tensors.FromValue([]float32{1, 2})}, {a, tensors.FromValue([][]float64{{1}, {2}})}} {
+		if _, err := hostdata.ConcatenateColumns(bad); err == nil {
+			t.Errorf("ConcatenateColumns(%v): no error", bad)
+		}
+	}
+}

@@ -1,17 +1,20 @@
 // Package llama is a Llama-architecture decoder in GoMLX (SmolLM2 and the other "llama" GGUF
 // models): RMSNorm, rotary position embeddings, grouped-query attention with a key/value cache,
-// SwiGLU, tied or separate output head; a GGUF loader and greedy generation.
+// SwiGLU, tied or separate output head; a GGUF loader. It is a models.Decoder: models.Generator
+// generates with it (sampling, streaming).
 //
 // # Graph
 //
 // Model.Forward runs a whole sequence (causal attention, no cache), Model.Step runs a chunk of
-// tokens against a cache (prefill and decoding), Generator drives Step for greedy decoding. The
-// block is Hugging Face's LlamaDecoderLayer: x += o(attn(RMSNorm(x))), x += down(silu(gate(h)) ·
-// up(h)) with h = RMSNorm(x); attention scores are scaled by 1/sqrt(HeadDim), query head h reads
-// key/value head h/(Heads/KVHeads) (repeat_kv's order). Every linear layer goes through
-// Model.Projection (see package models): replacing it substitutes quantized products without
-// touching the model code. The output head is the embedding table when the embeddings are tied
-// (SmolLM2), a product with the table's last axis that never transposes it in memory.
+// tokens against a models.KVCache (prefill and decoding). The block is Hugging Face's
+// LlamaDecoderLayer: x += o(attn(RMSNorm(x))), x += down(silu(gate(h)) · up(h)) with
+// h = RMSNorm(x); attention scores are scaled by 1/sqrt(HeadDim), query head h reads key/value
+// head h/(Heads/KVHeads) (repeat_kv's order). Every linear layer goes through Model.Projection and
+// the embedding table through Model.Table (see package models): replacing them substitutes
+// quantized products and lookups without touching the model code. The output head is the
+// embedding table when the embeddings are tied (SmolLM2), a product with the table's last axis
+// that never transposes it in memory. With FusedQKV (FusedGateUp) the block computes q, k and v
+// (gate and up) with one projection, attn_qkv (ffn_gate_up), and slices its output.
 //
 // # Variables
 //
@@ -29,6 +32,11 @@
 //	/output_norm/rms_norm/scale             [Dim]
 //	/lm_head/dense/weights                  [Dim, VocabSize]         (untied models only)
 //
+// Loaded with LoadOptions.Fuse, /layer_<i>/attn_qkv/dense/weights [Dim, (Heads+2·KVHeads)·HeadDim]
+// (q, k, v side by side) and /layer_<i>/ffn_gate_up/dense/weights [Dim, 2·FFNDim] replace the
+// parts; through a models.Quantizer the kernels and the table are stored as its components
+// ("weights.q0", ..., "embeddings.q0", ...).
+//
 // # RoPE and the q/k row order
 //
 // GGUF kernels are stored [out][in] (GGML dims [in, out]). llama.cpp's converter permutes the
@@ -41,18 +49,19 @@
 //
 // # Cache
 //
-// A cache is two float32 tensors per layer (keys, values) of shape [batch, KVHeads, maxLen,
-// HeadDim]; Step writes its chunk at positions start.. and attends over the whole cache with a
-// mask (query at position p sees positions <= p), so one compiled graph serves every decoding
-// step. Writes use DynamicUpdateSlice (in place with the donated buffers) on backends that have
-// it, a one-hot placement on the pure-Go backend.
+// Step writes its chunk's keys and values through the models.KVCache it is given (per layer,
+// keys then values [batch, KVHeads, length, HeadDim]) and attends over the cache's window with
+// its causal mask, so that one compiled graph per window serves every decoding step and the
+// cost follows the filled positions (see models.Generator).
 //
 // # Evaluation
 //
 // Model.NLL gives each token's negative log-likelihood from one Forward pass, with the softmax in
 // float64 over the float32 logits (the reference harness's definition); Evaluator runs it over
 // windows of a token sequence (models.StridedWindows) for perplexity. Quantized variants load
-// with LoadOptions.Kernel = q.Kernel and run with Projection = q.Projection (models.Quantizer).
+// with LoadOptions.Kernel = q.Kernel (Table = q.QuantizeTable for a quantized table and head,
+// Fuse = q.Fuse for fused products) and run with Projection = q.Projection (Table = q.Table), q
+// a models.Quantizer.
 //
 // # Errors
 //

@@ -6,12 +6,13 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/llama"
 	"github.com/quanta-ml/quanta/runtime"
 	"github.com/quanta-ml/quanta/tokenizer"
 )
 
-// Greedy generation with SmolLM2-135M-Instruct from its GGUF file (make assets fetches it).
+// Greedy generation, streamed, with SmolLM2-135M-Instruct from its GGUF file (make assets fetches it).
 func Example() {
 	f, err := gguf.Open("SmolLM2-135M-Instruct.Q4_1.gguf")
 	if err != nil {
@@ -27,17 +28,20 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	gen, err := llama.NewGenerator(runtime.MustBackend(), ctx, model, 256)
+	gen, err := models.NewGenerator(runtime.MustBackend(), ctx, model, models.GeneratorOptions{MaxLen: 256})
 	if err != nil {
 		panic(err)
 	}
 	prompt := tok.Encode("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
 		tokenizer.EncodeOptions{ParseSpecial: true})
-	out, err := gen.Generate(prompt, llama.GenerateOptions{MaxNewTokens: 32, Stop: []int{tok.EOS()}})
-	if err != nil {
-		panic(err)
+	// Tokens are streamed as they are chosen; Sampling's zero value is greedy decoding.
+	for id, err := range gen.Stream(prompt, models.GenerateOptions{MaxNewTokens: 32, Stop: []int{tok.EOS()}}) {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Print(tok.Decode([]int{id}))
 	}
-	fmt.Println(tok.Decode(out))
+	fmt.Println()
 }
 
 // The full forward pass of a small random model: logits for every position.

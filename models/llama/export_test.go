@@ -1,5 +1,7 @@
 package llama
 
-// Argmax is the generator's argmax, for the external tests that compare its picks with the full
-// pass's logits.
-var Argmax = argmax[float32]
+import "github.com/quanta-ml/quanta/models"
+
+// Argmax is the generator's greedy pick, for the external tests that compare its picks with the
+// full pass's logits.
+var Argmax = models.Argmax[float32]

@@ -21,6 +21,15 @@ type LoadOptions struct {
 	// Kernel receives each projection kernel, decoded to float32 in (inDim, outDim) layout, and
 	// returns the variables to store for it; nil means models.DenseKernel (the float kernel).
 	Kernel models.KernelFunc
+	// Table receives the token-embedding table [VocabSize, Dim] (float32) and returns the
+	// variables to store for it; nil means models.DenseTableVariables (the float table). With
+	// Quantizer.QuantizeTable, run the model with Model.Table = Quantizer.Table.
+	Table models.TableFunc
+	// Fuse, if set, is asked whether each block's q/k/v kernels (as attn_qkv) and gate/up kernels
+	// (as ffn_gate_up) may be stored as one kernel concatenated along the output axis; a group
+	// fuses when it says yes for every block, and the model's FusedQKV or FusedGateUp is set.
+	// With Quantizer.Fuse the products give the values of the separate ones.
+	Fuse models.FuseFunc
 	// UntieHead stores, for a model with tied embeddings, a separate "lm_head" kernel (the
 	// transposed embedding table, passed through Kernel like the others) and sets
 	// TiedEmbeddings false, so that the output head goes through the Projection.
@@ -61,11 +70,16 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, err
 	if ctx.InspectVariable(embScope, EmbeddingName) != nil {
 		return nil, errors.Errorf("llama.LoadGGUF: the context already holds %s/%s; load into a fresh context", embScope, EmbeddingName)
 	}
-	vars := modelbase.NewVars(opts.Kernel, opts.Backend)
+	vars := modelbase.NewVars(opts.Kernel, opts.Table, opts.Backend)
+	var embedding *tensors.Tensor // held here for an untied head until the head is built
 	fail := func(err error) (*Model, error) {
 		vars.Release()
+		if embedding != nil {
+			_ = embedding.FinalizeAll()
+		}
 		return nil, errors.WithMessage(err, "llama.LoadGGUF")
 	}
+	m.FusedQKV, m.FusedGateUp = fuseGroups(ctx, vars, cfg, opts.Fuse)
 	maxKernel := 0
 	for _, p := range plan {
 		if p.kind == kernelTensor {
@@ -73,7 +87,6 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, err
 		}
 	}
 	buf := make([]float32, maxKernel)
-	var embedding *tensors.Tensor
 	for _, p := range plan {
 		switch p.kind {
 		case plainTensor:
@@ -81,12 +94,15 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, err
 			if err != nil {
 				return fail(err)
 			}
-			if p.scope == embScope {
-				embedding = t
+			switch {
+			case p.scope == embScope && opts.UntieHead && cfg.TiedEmbeddings:
+				embedding = t // the untied head is built from the local table below
+			case p.scope == embScope:
+				err = vars.AddTable(p.scope, t, p.name)
+			default:
+				err = vars.Add(p.scope, p.varName, t)
 			}
-			if p.scope == embScope && opts.UntieHead { // the untied head is built from the local table below
-				vars.Keep(p.scope, p.varName, t)
-			} else if err := vars.Add(p.scope, p.varName, t); err != nil {
+			if err != nil {
 				return fail(err)
 			}
 		case kernelTensor:
@@ -111,7 +127,9 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, err
 		if err := vars.AddKernel(ctx.In(HeadName).Scope(), hostdata.Transposed(embedding), "the untied head"); err != nil {
 			return fail(err)
 		}
-		if err := models.Place(opts.Backend, []models.Variable{{Scope: embScope, Name: EmbeddingName, Value: embedding}}); err != nil {
+		table := embedding
+		embedding = nil
+		if err := vars.AddTable(embScope, table, "token_embd.weight"); err != nil {
 			return fail(err)
 		}
 		m.TiedEmbeddings = false

@@ -12,6 +12,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/llama"
 )
 
@@ -64,16 +65,18 @@ func sameLogits(t *testing.T, differs string, got, want [][]float32) {
 }
 
 // TestStepMatchesForward: a prompt run in chunks against the cache, then one token at a time,
-// gives the logits that the full-sequence forward pass gives at the same positions.
+// gives the logits that the full-sequence forward pass gives at the same positions, with the
+// attention over a window of the cache (its leading 8 of 12 positions).
 func TestStepMatchesForward(t *testing.T) {
 	backend := testutil.Backend(t)
 	ctx, m := randomModel(t, backend, tiny, 1)
 	tokens := []int32{3, 17, 5, 29, 11, 2, 38, 7}
 	full := forward(t, backend, ctx, m, tokens)
-	const maxLen = 12
+	const maxLen, window = 12, 8
 	exec := context.MustNewExec(backend, ctx.Reuse(), func(ctx *context.Context, inputs []*graph.Node) []*graph.Node {
-		logits, caches := m.Step(ctx, inputs[0], inputs[1], inputs[2], inputs[3:])
-		return append([]*graph.Node{logits}, caches...)
+		cache := models.NewKVCache(inputs[1], window, inputs[3:])
+		logits := m.Step(ctx, inputs[0], inputs[2], cache)
+		return append([]*graph.Node{logits}, cache.Caches()...)
 	})
 	caches := make([]any, 2*tiny.Layers)
 	for i := range caches {
@@ -94,16 +97,18 @@ func TestStepMatchesForward(t *testing.T) {
 	}
 }
 
-// TestGenerateMatchesForward: greedy decoding with the cache picks the argmax of the full pass.
+// TestGenerateMatchesForward: greedy decoding with the cache picks the argmax of the full pass,
+// with windows (and caches) that grow during the generation (models' tests cover FullCache).
 func TestGenerateMatchesForward(t *testing.T) {
 	backend := testutil.Backend(t)
 	ctx, m := randomModel(t, backend, tiny, 2)
-	gen, err := llama.NewGenerator(backend, ctx, m, 24)
+	prompt := []int{5, 9, 13}
+	gen, err := models.NewGenerator(backend, ctx, m, models.GeneratorOptions{MaxLen: 40, MinWindow: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	prompt := []int{5, 9, 13}
-	got, err := gen.Generate(prompt, llama.GenerateOptions{MaxNewTokens: 6})
+	defer gen.Finalize()
+	got, err := gen.Generate(prompt, models.GenerateOptions{MaxNewTokens: 30})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,12 +125,13 @@ func TestGenerateMatchesForward(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Generate = %v, argmax of Forward = %v", got, want)
 	}
-	stopped, _ := gen.Generate(prompt, llama.GenerateOptions{MaxNewTokens: 6, Stop: []int{want[1]}})
+	// The prompt (bucket and window 16), then the windows 32 and 40: at least three compilations.
+	if st := gen.Stats(); st.DecodeSteps != 29 || st.PromptTokens != 3 || st.Compilations < 3 {
+		t.Errorf("stats %+v; want 29 decoding steps, 3 prompt tokens, at least 3 compilations", st)
+	}
+	stopped, _ := gen.Generate(prompt, models.GenerateOptions{MaxNewTokens: 6, Stop: []int{want[1]}})
 	if fmt.Sprint(stopped) != fmt.Sprint(want[:2]) {
 		t.Errorf("Generate with Stop %d = %v, want %v", want[1], stopped, want[:2])
-	}
-	if _, err := gen.Generate(make([]int, 24), llama.GenerateOptions{}); err == nil {
-		t.Error("a prompt filling MaxLen: no error")
 	}
 }
 
@@ -233,36 +239,6 @@ func TestGroupedQueryOrder(t *testing.T) {
 	tokens := []int32{1, 5, 9, 2}
 	want := forward(t, backend, ctx, m, tokens)
 	sameLogits(t, "GQA differs from repeated-KV MHA", forward(t, backend, repeated, mm, tokens), want)
-}
-
-// TestApplyRoPE checks one rotation by hand: head width 4, base 100, position 1, so the angles
-// are θ0 = 1 and θ1 = 100^(-1/2) = 0.1.
-func TestApplyRoPE(t *testing.T) {
-	backend := testutil.Backend(t)
-	c1, s1, c2, s2 := math.Cos(1), math.Sin(1), math.Cos(0.1), math.Sin(0.1)
-	tests := []struct {
-		adjacent bool
-		want     []float64
-	}{
-		// pairs (x0, x2) at θ0 and (x1, x3) at θ1
-		{false, []float64{c1 - 3*s1, 2*c2 - 4*s2, s1 + 3*c1, 2*s2 + 4*c2}},
-		// pairs (x0, x1) at θ0 and (x2, x3) at θ1
-		{true, []float64{c1 - 2*s1, s1 + 2*c1, 3*c2 - 4*s2, 3*s2 + 4*c2}},
-	}
-	for _, tc := range tests {
-		t.Run(fmt.Sprintf("adjacent=%v", tc.adjacent), func(t *testing.T) {
-			out := graph.MustExecOnce(backend, func(x, pos *graph.Node) *graph.Node {
-				cos, sin := llama.RoPETables(pos, 4, 100)
-				return llama.ApplyRoPE(x, cos, sin, tc.adjacent)
-			}, [][][][]float32{{{{1, 2, 3, 4}}}}, []int32{1})
-			got := out.Value().([][][][]float32)[0][0][0]
-			for i, w := range tc.want {
-				if math.Abs(float64(got[i])-w) > 1e-6 {
-					t.Errorf("element %d = %g, want %g", i, got[i], w)
-				}
-			}
-		})
-	}
 }
 
 // TestRMSNorm checks the block's first normalization by hand through a model with one layer

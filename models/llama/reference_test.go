@@ -108,7 +108,7 @@ func TestReferenceLogits(t *testing.T) {
 		g := tokens.Graph()
 		x := m.Embed(ctx, tokens)
 		mask := graph.LessOrEqual(graph.Iota(g, shapes.Make(dtypes.Int32, seq, seq), 1), graph.Iota(g, shapes.Make(dtypes.Int32, seq, seq), 0))
-		h0, _, _ := m.Block(ctx.In(LayerScope(0)), x, graph.Iota(g, shapes.Make(dtypes.Int32, seq), 0), mask, nil, nil, nil)
+		h0 := m.Block(ctx.In(LayerScope(0)), x, graph.Iota(g, shapes.Make(dtypes.Int32, seq), 0), mask, nil, 0)
 		return []*graph.Node{x, h0, m.Forward(ctx, tokens)}
 	}, [][]int32{tokens})
 	t.Logf("%d tokens in %s", seq, time.Since(start))
@@ -158,7 +158,7 @@ func TestReferenceLogits(t *testing.T) {
 				t.Errorf("position %d, token %d: logit %.6g, reference %.6g", p, int(ids[k]), row[int(ids[k])], want[k])
 			}
 		}
-		if best := argmax(row); want[0]-want[1] > 2*tol && best != int(ids[0]) {
+		if best := models.Argmax(row); want[0]-want[1] > 2*tol && best != int(ids[0]) {
 			t.Errorf("position %d: argmax %d, reference %d (margin %.3g)", p, best, int(ids[0]), want[0]-want[1])
 		}
 	}
@@ -177,12 +177,12 @@ func TestReferenceGreedy(t *testing.T) {
 	testutil.Slow(t)
 	index, _ := loadReference(t)
 	ctx, m, _ := loadSmolLM2(t, nil)
-	gen, err := NewGenerator(testutil.Backend(t), ctx, m, 64)
+	gen, err := models.NewGenerator(testutil.Backend(t), ctx, m, models.GeneratorOptions{MaxLen: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := index.Greedy.IDs
-	got, err := gen.Generate(index.Greedy.PromptIDs, GenerateOptions{MaxNewTokens: len(want)})
+	got, err := gen.Generate(index.Greedy.PromptIDs, models.GenerateOptions{MaxNewTokens: len(want)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
 	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/llama"
 	"github.com/quanta-ml/quanta/tokenizer"
 )
@@ -39,11 +40,11 @@ func TestSmolLM2(t *testing.T) {
 	t.Logf("loaded %d variables (%.0f MB) in %s", ctx.NumVariables(), float64(ctx.Memory())/1e6, time.Since(start))
 	prompt := tok.Encode("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
 		tokenizer.EncodeOptions{ParseSpecial: true})
-	gen, err := llama.NewGenerator(backend, ctx, m, 64)
+	gen, err := models.NewGenerator(backend, ctx, m, models.GeneratorOptions{MaxLen: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := gen.Generate(prompt, llama.GenerateOptions{MaxNewTokens: 10, Stop: []int{tok.EOS()}})
+	out, err := gen.Generate(prompt, models.GenerateOptions{MaxNewTokens: 10, Stop: []int{tok.EOS()}})
 	if err != nil {
 		t.Fatal(err)
 	}

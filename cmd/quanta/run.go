@@ -1,0 +1,213 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/models/llama"
+	"github.com/quanta-ml/quanta/runtime"
+	"github.com/quanta-ml/quanta/tokenizer"
+)
+
+const runUsage = `usage: quanta run [flags] MODEL.gguf "prompt"
+
+Runs a Llama-architecture GGUF model (general.architecture "llama": SmolLM2, Llama, ...; tensors
+F32, F16, BF16, Q4_0, Q4_1 or Q8_0) on the prompt: the projections are quantized to -format as
+they load, the prompt is wrapped in the model's chat template when the file has one of a known
+shape, the answer is streamed, then the prompt and decoding speeds are printed.
+
+flags:
+`
+
+// runOptions are the flags of quanta run.
+type runOptions struct {
+	format, head, system, cache string
+	maxNew, maxLen              int
+	raw, fuse                   bool
+	sampling                    models.Sampling
+	seed                        int64
+}
+
+// cmdRun is quanta run.
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, runUsage)
+		fs.PrintDefaults()
+	}
+	var o runOptions
+	fs.StringVar(&o.format, "format", "int8", "the projections' format: "+strings.Join(models.PresetNames(), ", "))
+	fs.StringVar(&o.head, "head", "auto", "the token-embedding table and tied output head: auto (f32 for -format f32, int8 otherwise), "+
+		strings.Join(models.TableFormats(), ", "))
+	fs.IntVar(&o.maxNew, "max", 256, "the most tokens to generate")
+	fs.IntVar(&o.maxLen, "maxlen", 0, "the longest sequence, prompt and answer (0: the model's context length)")
+	fs.Float64Var(&o.sampling.Temperature, "temp", 0.8, "the sampling temperature (0: greedy, the most likely token)")
+	fs.IntVar(&o.sampling.TopK, "top-k", 40, "sample among the k most likely tokens (0: all)")
+	fs.Float64Var(&o.sampling.TopP, "top-p", 0.95, "sample among the most likely tokens whose probabilities sum to p (1: all)")
+	fs.Float64Var(&o.sampling.RepetitionPenalty, "repeat-penalty", 1, "penalize tokens already in the sequence (1: none)")
+	fs.Int64Var(&o.seed, "seed", -1, "the random seed: the same seed gives the same answer (-1: a random seed, printed at the end)")
+	fs.StringVar(&o.system, "system", "", "the system message (default: the chat template's own, if it has one)")
+	fs.BoolVar(&o.raw, "raw", false, "send the prompt as it is, without the chat template")
+	fs.BoolVar(&o.fuse, "fuse", true, "store q/k/v and gate/up as one product each where the format allows it exactly")
+	fs.StringVar(&o.cache, "cache", "grow", "the key/value cache: grow (as long as the attended window) or full (-maxlen from the start)")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() != 2 {
+		fs.Usage()
+		return exitUsage
+	}
+	if err := runModel(fs.Arg(0), fs.Arg(1), o, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "quanta run: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// layerOf reads the block index out of a projection scope such as "/layer_12/attn_qkv".
+var layerOf = regexp.MustCompile(`^/layer_(\d+)/`)
+
+// runModel loads path, prompts it and streams the answer to stdout; progress and the final
+// figures go to stderr.
+func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error {
+	if o.seed < -1 {
+		return fmt.Errorf("-seed %d; accepted: >= 0, or -1 for a random seed", o.seed)
+	}
+	seed := uint64(o.seed)
+	if o.seed == -1 {
+		seed = rand.Uint64() >> 1
+	}
+	o.sampling.Seed = seed
+	if err := o.sampling.Validate(); err != nil {
+		return err
+	}
+	if o.maxNew < 1 || o.maxLen < 0 {
+		return fmt.Errorf("-max %d, -maxlen %d; accepted: -max >= 1, -maxlen >= 0 (0: the context length)", o.maxNew, o.maxLen)
+	}
+	head := o.head
+	if head == "auto" {
+		head = map[bool]string{true: "f32", false: "int8"}[o.format == "f32"]
+	}
+	rules, err := models.Preset(o.format)
+	if err != nil {
+		return err
+	}
+	headRule, err := models.TableRule("/"+llama.EmbeddingScope, head)
+	if err != nil {
+		return err
+	}
+	q, err := models.NewQuantizer(append([]models.Rule{headRule}, rules...))
+	if err != nil {
+		return err
+	}
+	mode, err := models.ParseCacheMode(o.cache)
+	if err != nil {
+		return err
+	}
+	backend, err := runtime.Backend()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	f, err := gguf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cfg, err := llama.ConfigFromGGUF(f)
+	if err != nil {
+		return err
+	}
+	tok, err := tokenizer.NewBPEFromGGUF(f)
+	if err != nil {
+		return err
+	}
+	name := filepath.Base(path)
+	shown := -1
+	progress := func(scope string) {
+		if m := layerOf.FindStringSubmatch(scope); m != nil {
+			if i, _ := strconv.Atoi(m[1]); i != shown {
+				shown = i
+				fmt.Fprintf(stderr, "\rloading %s: layer %d/%d, projections to %s ", name, i+1, cfg.Layers, o.format)
+			}
+		}
+	}
+	opts := llama.LoadOptions{Backend: backend, Table: q.QuantizeTable,
+		Kernel: func(scope string, k *tensors.Tensor) ([]models.Variable, error) {
+			progress(scope)
+			return q.Kernel(scope, k)
+		}}
+	if o.fuse {
+		opts.Fuse = q.Fuse
+	}
+	ctx := context.New()
+	m, err := llama.LoadGGUF(ctx, f, opts)
+	if err != nil {
+		fmt.Fprintln(stderr)
+		return err
+	}
+	m.Projection, m.Table = q.Projection, q.Table
+	fmt.Fprintf(stderr, "\rloaded %s in %.1fs: %d layers, projections %s, head %s, %.1f MB%s\n", name, time.Since(start).Seconds(), cfg.Layers,
+		o.format, head, float64(ctx.Memory())/1e6, strings.Repeat(" ", 20))
+
+	text, stops, parseSpecial := prompt, []int{tok.EOS()}, false
+	if !o.raw {
+		ct, err := tokenizer.ChatTemplateFromGGUF(f)
+		switch {
+		case errors.Is(err, gguf.ErrNotFound):
+			fmt.Fprintf(stderr, "quanta run: %s has no chat template; using the raw prompt\n", name)
+		case err != nil:
+			fmt.Fprintf(stderr, "quanta run: %v; using the raw prompt\n", err)
+		default:
+			var chat []tokenizer.Message
+			if o.system != "" {
+				chat = append(chat, tokenizer.Message{Role: "system", Content: o.system})
+			}
+			text, parseSpecial = ct.Apply(append(chat, tokenizer.Message{Role: "user", Content: prompt})), true
+			if id, ok := tok.ID(ct.EndOfTurn()); ok {
+				stops = append(stops, id)
+			}
+		}
+	}
+	ids := tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: parseSpecial})
+	maxLen := o.maxLen
+	if maxLen == 0 {
+		maxLen = cfg.ContextLength
+	}
+	if maxLen == 0 || len(ids)+1 > maxLen {
+		return fmt.Errorf("the prompt is %d tokens; -maxlen %d (context length %d) leaves no room for an answer", len(ids), maxLen, cfg.ContextLength)
+	}
+	gen, err := models.NewGenerator(backend, ctx, m, models.GeneratorOptions{MaxLen: maxLen, Cache: mode})
+	if err != nil {
+		return err
+	}
+	defer gen.Finalize()
+	n := 0
+	for id, err := range gen.Stream(ids, models.GenerateOptions{MaxNewTokens: o.maxNew, Stop: stops, Sampling: o.sampling}) {
+		if err != nil {
+			return err
+		}
+		n++
+		if tok.Type(id) != tokenizer.Control {
+			_, _ = stdout.Write(tok.Bytes(id))
+		}
+	}
+	fmt.Fprintln(stdout)
+	st := gen.Stats()
+	fmt.Fprintf(stderr, "prompt: %d tokens, %.1f tokens/s; answer: %d tokens, decoding %.1f tokens/s; %d compilations in %.1fs (not counted); seed %d\n",
+		st.PromptTokens, st.PromptTokensPerSecond(), n, st.DecodeTokensPerSecond(), st.Compilations, st.CompileSeconds, seed)
+	return nil
+}

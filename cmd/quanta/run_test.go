@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/backends/simplego"
+	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/ggufbuild"
+	"github.com/quanta-ml/quanta/internal/testutil"
+)
+
+// byteAlphabet is GPT-2's byte-level alphabet: the printable bytes !..~, ¡..¬ and ®..ÿ stand for
+// themselves, the others for the code points from 256 up, in byte order.
+func byteAlphabet() []string {
+	out := make([]string, 256)
+	next := 256
+	for b := range 256 {
+		if (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF) {
+			out[b] = string(rune(b))
+		} else {
+			out[b] = string(rune(next))
+			next++
+		}
+	}
+	return out
+}
+
+// chatML is a ChatML chat template of the shape SmolLM2's has.
+const chatML = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}" +
+	"{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+
+// tinyModel writes a small llama GGUF with float32 weights and a byte-level vocabulary (the 256
+// bytes, <|im_start|>, <|im_end|> as EOS) to a file and returns its path. overrides replace
+// metadata (a nil Value removes the key); tensorType, if not 0, is the type of the first block's
+// attn_q tensor.
+func tinyModel(t *testing.T, tensorType uint32, overrides ...ggufbuild.KV) string {
+	t.Helper()
+	const vocab, dim, layers, heads, kvHeads, ffn = 258, 16, 2, 4, 2, 24
+	tokens := append(byteAlphabet(), "<|im_start|>", "<|im_end|>")
+	types := make([]int32, len(tokens))
+	for i := range types {
+		types[i] = 1
+	}
+	types[256], types[257] = 3, 3
+	kvs := []ggufbuild.KV{
+		{Key: "general.architecture", Value: "llama"},
+		{Key: "llama.block_count", Value: uint32(layers)},
+		{Key: "llama.embedding_length", Value: uint32(dim)},
+		{Key: "llama.feed_forward_length", Value: uint32(ffn)},
+		{Key: "llama.attention.head_count", Value: uint32(heads)},
+		{Key: "llama.attention.head_count_kv", Value: uint32(kvHeads)},
+		{Key: "llama.context_length", Value: uint32(64)},
+		{Key: "llama.attention.layer_norm_rms_epsilon", Value: float32(1e-5)},
+		{Key: "tokenizer.ggml.model", Value: "gpt2"},
+		{Key: "tokenizer.ggml.pre", Value: "gpt2"},
+		{Key: "tokenizer.ggml.tokens", Value: tokens},
+		{Key: "tokenizer.ggml.token_type", Value: types},
+		{Key: "tokenizer.ggml.merges", Value: []string{"h i"}},
+		{Key: "tokenizer.ggml.eos_token_id", Value: uint32(257)},
+		{Key: "tokenizer.chat_template", Value: chatML},
+	}
+	for _, o := range overrides {
+		for i := range kvs {
+			if kvs[i].Key == o.Key {
+				kvs[i] = o
+			}
+		}
+	}
+	kvs = slicesDeleteNil(kvs)
+	seed := 0
+	tensor := func(name string, dims ...uint64) ggufbuild.Tensor {
+		seed++
+		n := 1
+		for _, d := range dims {
+			n *= int(d)
+		}
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(0.5 * math.Sin(float64(seed)*1.7+float64(i)*0.37))
+		}
+		return ggufbuild.F32Tensor(name, v, dims...)
+	}
+	ts := []ggufbuild.Tensor{tensor("token_embd.weight", dim, vocab), tensor("output_norm.weight", dim)}
+	for l := range layers {
+		blk := fmt.Sprintf("blk.%d.", l)
+		q := tensor(blk+"attn_q.weight", dim, dim)
+		if l == 0 && tensorType != 0 {
+			q.Type, q.Data = tensorType, q.Data[:len(q.Data)/2] // a 2-byte type
+		}
+		ts = append(ts, tensor(blk+"attn_norm.weight", dim), q, tensor(blk+"attn_k.weight", dim, kvHeads*dim/heads),
+			tensor(blk+"attn_v.weight", dim, kvHeads*dim/heads), tensor(blk+"attn_output.weight", dim, dim), tensor(blk+"ffn_norm.weight", dim),
+			tensor(blk+"ffn_gate.weight", dim, ffn), tensor(blk+"ffn_up.weight", dim, ffn), tensor(blk+"ffn_down.weight", ffn, dim))
+	}
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := os.WriteFile(path, ggufbuild.Build(kvs, ts), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func slicesDeleteNil(kvs []ggufbuild.KV) []ggufbuild.KV {
+	var out []ggufbuild.KV
+	for _, kv := range kvs {
+		if kv.Value != nil {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// runCmd runs quanta with args in this process and returns its exit code, stdout and stderr.
+func runCmd(args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// TestRun runs quanta run on a tiny model built here: the chat template applied or reported as
+// not understood or missing, the same answer for the same seed, and errors that name what is
+// accepted.
+func TestRun(t *testing.T) {
+	testutil.Backend(t)
+	model := tinyModel(t, 0)
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		code       int
+		wantStderr []string
+	}{
+		{"greedy", []string{"-max", "5", "-temp", "0", "-format", "f32", model, "hi"}, exitOK,
+			[]string{"loaded tiny.gguf", "head f32", "prompt: ", "decoding", "seed "}},
+		{"int8", []string{"-max", "3", "-format", "int8", model, "hi"}, exitOK, []string{"projections int8, head int8"}},
+		{"raw", []string{"-max", "3", "-raw", model, "hi"}, exitOK, []string{"prompt: 2 tokens"}},
+		{"template not understood", []string{"-max", "2", tinyModel(t, 0, ggufbuild.KV{Key: "tokenizer.chat_template", Value: "### {{ prompt }}"}), "hi"},
+			exitOK, []string{"chat template not understood", "using the raw prompt"}},
+		{"no template", []string{"-max", "2", tinyModel(t, 0, ggufbuild.KV{Key: "tokenizer.chat_template"}), "hi"},
+			exitOK, []string{"has no chat template; using the raw prompt"}},
+		{"architecture", []string{tinyModel(t, 0, ggufbuild.KV{Key: "general.architecture", Value: "gpt2"}), "hi"},
+			exitFailure, []string{`architecture "gpt2"; accepted: "llama"`}},
+		{"tensor type", []string{tinyModel(t, 25), "hi"}, exitFailure, []string{"blk.0.attn_q.weight I16", "F32"}},
+		{"format", []string{"-format", "q3", model, "hi"}, exitFailure, []string{`unknown name "q3"; accepted: f32, nf4`}},
+		{"head", []string{"-head", "ternary", model, "hi"}, exitFailure, []string{"accepted: f32, int8, nf4"}},
+		{"top-p", []string{"-top-p", "2", model, "hi"}, exitFailure, []string{"TopP 2"}},
+		{"missing file", []string{filepath.Join(t.TempDir(), "none.gguf"), "hi"}, exitFailure, []string{"none.gguf"}},
+		{"arguments", []string{model}, exitUsage, []string{"usage: quanta run"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCmd(append([]string{"run"}, tc.args...)...)
+			if code != tc.code {
+				t.Errorf("exit code %d, want %d; stderr:\n%s", code, tc.code, stderr)
+			}
+			for _, want := range tc.wantStderr {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr does not contain %q:\n%s", want, stderr)
+				}
+			}
+			if code == exitOK && !strings.HasSuffix(stdout, "\n") {
+				t.Errorf("stdout %q does not end the answer's line", stdout)
+			}
+		})
+	}
+	t.Run("seed", func(t *testing.T) {
+		answer := func(seed string) string {
+			code, stdout, stderr := runCmd("run", "-max", "12", "-temp", "1.5", "-top-k", "0", "-top-p", "1", "-seed", seed, model, "hi")
+			if code != exitOK || !strings.Contains(stderr, "seed "+seed+"\n") {
+				t.Fatalf("exit code %d; stderr:\n%s", code, stderr)
+			}
+			return stdout
+		}
+		if a, b := answer("7"), answer("7"); a != b {
+			t.Errorf("seed 7 answered %q, then %q", a, b)
+		}
+	})
+}
+
+// TestRunSmolLM2 runs quanta run on the SmolLM2 file that make assets fetches: a few greedy
+// tokens of the answer to a question whose answer the model knows.
+func TestRunSmolLM2(t *testing.T) {
+	path := assets.Require(t, assets.SmolLM2)
+	if testutil.Backend(t).String() == simplego.BackendName {
+		testutil.Slow(t) // minutes on the pure-Go backend
+	}
+	code, stdout, stderr := runCmd("run", "-max", "8", "-temp", "0", path, "What is the capital of France?")
+	t.Logf("stdout %q\nstderr:\n%s", stdout, stderr)
+	if code != exitOK || !strings.Contains(stdout, "Paris") {
+		t.Errorf("exit code %d, answer %q; want 0 and an answer naming Paris", code, stdout)
+	}
+	if !strings.Contains(stderr, "decoding") {
+		t.Errorf("stderr does not report the decoding speed")
+	}
+}

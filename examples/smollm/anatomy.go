@@ -1,0 +1,397 @@
+package main
+
+// -anatomy: where a decoding step's time goes. Each part of the step is compiled as its own XLA
+// program on the loaded model (-format, -head, -fuse) at one token, with a cache window of
+// -anatomy-window positions, and timed alone (median of -anatomy-reps runs after a warm-up):
+//
+//   - step: the whole decoding step, as the generator runs it (caches donated);
+//   - empty step: a program with the step's inputs and outputs and no work (logits of zeros,
+//     caches passed through): launch, argument and output handling;
+//   - projections: the blocks' products alone (q/k/v or the fused qkv, output, gate/up or the
+//     fused gate_up, down), chained through the residual as in the blocks;
+//   - attention and cache: every layer's RoPE, cache write and attention over the window, on
+//     keys and values taken from the input (no product);
+//   - cache writes: every layer's key and value write alone;
+//   - head: the final norm and the output head (the tied table's product);
+//   - lookup: the embedding of one token;
+//   - read bandwidth: a sum over a 256 MB float32 array, the limit the parts are set against;
+//
+// and on the host, per token: copying the logits out is inside the step; greedy and sampled
+// picks (models.Sampler) are timed apart. Then the decoding rate through models.Generator in
+// both cache modes and at -maxlen against a cache of -anatomy-window positions, the modes
+// interleaved (GrowCache and FullCache, see models.CacheMode).
+//
+// The bytes column is what each part reads per token (weights, cache), and "at bandwidth" the
+// time those bytes take at the measured read bandwidth: a part far above it is overhead, not
+// streaming. Figures are only meaningful on a quiet machine.
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's house style for graph code
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/models/llama"
+	"github.com/quanta-ml/quanta/tokenizer"
+)
+
+var (
+	flagAnatomyWindow = flag.Int("anatomy-window", 256, "-anatomy: the attended cache window of the timed step (its position is window/2)")
+	flagAnatomyReps   = flag.Int("anatomy-reps", 50, "-anatomy: timed runs of each part (median)")
+	flagAnatomyTokens = flag.Int("anatomy-tokens", 64, "-anatomy: tokens decoded per generator run (cache modes and -maxlen)")
+)
+
+// part is one timed program.
+type part struct {
+	name  string
+	bytes int64 // read per token
+	ms    float64
+}
+
+func anatomy() error {
+	window, reps := *flagAnatomyWindow, *flagAnatomyReps
+	if window < 2 || reps < 1 || *flagAnatomyTokens < 1 {
+		return errors.New("-anatomy-window must be at least 2, -anatomy-reps and -anatomy-tokens positive")
+	}
+	l, err := load()
+	if err != nil {
+		return err
+	}
+	m, ctx := l.model, l.ctx.Reuse()
+	if window > m.ContextLength || m.Heads*m.HeadDim != m.Dim {
+		return errors.Errorf("-anatomy-window %d, context length %d, %d heads of %d for a width of %d: accepted: a window within the context, heads filling the width",
+			window, m.ContextLength, m.Heads, m.HeadDim, m.Dim)
+	}
+	cacheShape := shapes.Make(dtypes.Float32, 1, m.KVHeads, window, m.HeadDim)
+	newCaches := func() []*tensors.Tensor {
+		out := make([]*tensors.Tensor, 2*m.Layers)
+		for i := range out {
+			out[i] = tensors.FromShape(cacheShape)
+		}
+		return out
+	}
+	pos := int32(window / 2)
+	x := tensors.FromShape(shapes.Make(dtypes.Float32, 1, 1, m.Dim))
+	tensors.MustMutableFlatData(x, func(v []float32) {
+		for i := range v {
+			v[i] = float32(math.Sin(float64(i))) // a hidden state of unit scale
+		}
+	})
+
+	// timeWithCaches times a program whose inputs are head... then the caches, donated, and whose
+	// outputs end with the caches (nOut outputs before them).
+	timeWithCaches := func(name string, bytes int64, nOut int, fn func(ctx *context.Context, inputs []*Node) []*Node, head ...any) (part, error) {
+		exec, err := context.NewExec(l.backend, ctx, fn)
+		if err != nil {
+			return part{}, err
+		}
+		defer exec.Finalize()
+		caches := newCaches()
+		run := func() error {
+			args := append([]any{}, head...)
+			for _, c := range caches {
+				d, err := DonateTensorBuffer(c, l.backend, 0)
+				if err != nil {
+					return err
+				}
+				args = append(args, d)
+			}
+			out, err := exec.Exec(args...)
+			if err != nil {
+				return err
+			}
+			copy(caches, out[nOut:])
+			for _, o := range out[:nOut] {
+				if _, err := tensors.CopyFlatData[float32](o); err != nil { // bring the result to the host, as the generator does
+					return err
+				}
+				_ = o.FinalizeAll()
+			}
+			return nil
+		}
+		ms, err := timeRuns(reps, run)
+		return part{name, bytes, ms}, err
+	}
+	// timeOnce times a program without caches.
+	timeOnce := func(name string, bytes int64, fn func(ctx *context.Context, x *Node) *Node, arg any) (part, error) {
+		exec, err := context.NewExec(l.backend, ctx, fn)
+		if err != nil {
+			return part{}, err
+		}
+		defer exec.Finalize()
+		ms, err := timeRuns(reps, func() error {
+			out, err := exec.Exec(arg)
+			if err != nil {
+				return err
+			}
+			_, err = tensors.CopyFlatData[float32](out[0])
+			_ = out[0].FinalizeAll()
+			return err
+		})
+		return part{name, bytes, ms}, err
+	}
+
+	report := l.quantizer.Report()
+	var projBytes, tableBytes int64
+	for _, e := range report.Entries {
+		if e.Scope == "/"+llama.EmbeddingScope {
+			tableBytes = e.BytesAfter()
+		} else {
+			projBytes += e.BytesAfter()
+		}
+	}
+	cacheBytes := int64(2*m.Layers) * int64(m.KVHeads*(window/2+1)*m.HeadDim*4) // the filled positions
+	var parts []part
+	add := func(p part, err error) error {
+		if err == nil {
+			parts = append(parts, p)
+			fmt.Fprintf(os.Stderr, "%-22s %8.3f ms\n", p.name, p.ms)
+		}
+		return err
+	}
+	if err := add(timeWithCaches("step", projBytes+tableBytes+cacheBytes, 1, func(ctx *context.Context, in []*Node) []*Node {
+		cache := models.NewKVCache(in[1], window, in[3:])
+		return append([]*Node{m.Step(ctx, in[0], in[2], cache)}, cache.Caches()...)
+	}, [][]int32{{42}}, pos, int32(0))); err != nil {
+		return err
+	}
+	if err := add(timeWithCaches("empty step", 0, 1, func(ctx *context.Context, in []*Node) []*Node {
+		logits := Zeros(in[0].Graph(), shapes.Make(dtypes.Float32, 1, m.VocabSize))
+		return append([]*Node{logits}, in[3:]...)
+	}, [][]int32{{42}}, pos, int32(0))); err != nil {
+		return err
+	}
+	if err := add(timeOnce("projections", projBytes, func(ctx *context.Context, x *Node) *Node {
+		return projections(ctx, m, x)
+	}, x)); err != nil {
+		return err
+	}
+	if err := add(timeWithCaches("attention and cache", cacheBytes, 1, func(ctx *context.Context, in []*Node) []*Node {
+		cache := models.NewKVCache(in[1], window, in[2:])
+		return append([]*Node{attentionOnly(m, in[0], cache)}, cache.Caches()...)
+	}, x, pos)); err != nil {
+		return err
+	}
+	if err := add(timeWithCaches("cache writes", 0, 1, func(ctx *context.Context, in []*Node) []*Node {
+		cache := models.NewKVCache(in[1], window, in[2:])
+		kv := Reshape(SliceAxis(in[0], -1, AxisRange(0, m.KVHeads*m.HeadDim)), 1, m.KVHeads, 1, m.HeadDim)
+		for i := range m.Layers {
+			cache.Update(i, kv, kv)
+		}
+		return append([]*Node{ReduceAllSum(kv)}, cache.Caches()...)
+	}, x, pos)); err != nil {
+		return err
+	}
+	if err := add(timeOnce("head", tableBytes, func(ctx *context.Context, x *Node) *Node {
+		return m.Logits(ctx, Reshape(x, 1, m.Dim))
+	}, x)); err != nil {
+		return err
+	}
+	if err := add(timeOnce("lookup", 0, func(ctx *context.Context, tokens *Node) *Node {
+		return m.Embed(ctx, tokens)
+	}, [][]int32{{42}})); err != nil {
+		return err
+	}
+	big := tensors.FromShape(shapes.Make(dtypes.Float32, 64<<20)) // 256 MB
+	bw, err := timeOnce("read bandwidth", int64(big.Shape().Memory()), func(_ *context.Context, x *Node) *Node { return ReduceAllSum(x) }, big)
+	if err != nil {
+		return err
+	}
+	_ = big.FinalizeAll()
+	gbps := float64(bw.bytes) / (bw.ms / 1e3) / 1e9
+	fmt.Fprintf(os.Stderr, "%-22s %8.1f GB/s\n", "read bandwidth", gbps)
+
+	host, err := hostPicks(m.VocabSize, reps)
+	if err != nil {
+		return err
+	}
+	rates, err := decodeRates(l, window)
+	if err != nil {
+		return err
+	}
+
+	fmt.Printf("Decode anatomy: %s, format %s, head %s, fused %v, one token at position %d, window %d, %d layers (median of %d runs; read bandwidth %.1f GB/s, a 256 MB sum)\n\n",
+		l.backend.Name(), *flagFormat, headFormat(), m.FusedQKV || m.FusedGateUp, pos, window, m.Layers, reps, gbps)
+	fmt.Println("| part | ms per token | bytes read | at bandwidth (ms) | share of the step |")
+	fmt.Println("|---|---|---|---|---|")
+	step := parts[0].ms
+	for _, p := range parts {
+		limit := "—"
+		if p.bytes > 0 {
+			limit = fmt.Sprintf("%.3f", float64(p.bytes)/gbps/1e6)
+		}
+		fmt.Printf("| %s | %.3f | %.1f MB | %s | %.0f %% |\n", p.name, p.ms, float64(p.bytes)/1e6, limit, 100*p.ms/step)
+	}
+	for _, h := range host {
+		fmt.Printf("| host: %s | %.3f | — | — | %.0f %% |\n", h.name, h.ms, 100*h.ms/step)
+	}
+	fmt.Printf("\nDecoding through models.Generator, %d tokens after \"The\" (median tokens/s of %d runs, modes interleaved):\n\n", *flagAnatomyTokens, max(3, reps/10))
+	fmt.Println("| cache | maxlen | tokens/s |")
+	fmt.Println("|---|---|---|")
+	for _, r := range rates {
+		fmt.Printf("| %s | %d | %.1f |\n", r.mode, r.maxLen, r.rate)
+	}
+	return nil
+}
+
+// projections chains the blocks' products as the blocks do, without norms, RoPE or attention:
+// the query feeds the output projection (keys and values are summed into it, so that no product
+// is left out of the program), the SwiGLU of gate and up feeds down.
+func projections(ctx *context.Context, m *llama.Model, x *Node) *Node {
+	project := m.Projection
+	q, kv := m.Heads*m.HeadDim, m.KVHeads*m.HeadDim
+	for i := range m.Layers {
+		lctx := ctx.In(llama.LayerScope(i))
+		var qOut, kOut, vOut, gate, up *Node
+		if m.FusedQKV {
+			qkv := project(lctx, llama.AttnQKV, x, q+2*kv, false)
+			qOut, kOut, vOut = SliceAxis(qkv, -1, AxisRange(0, q)), SliceAxis(qkv, -1, AxisRange(q, q+kv)), SliceAxis(qkv, -1, AxisRange(q+kv, q+2*kv))
+		} else {
+			qOut, kOut, vOut = project(lctx, llama.AttnQ, x, q, false), project(lctx, llama.AttnK, x, kv, false), project(lctx, llama.AttnV, x, kv, false)
+		}
+		qOut = Add(qOut, ExpandAxes(Add(ReduceSum(kOut, -1), ReduceSum(vOut, -1)), -1))
+		x = Add(x, project(lctx, llama.AttnOutput, qOut, m.Dim, false))
+		if m.FusedGateUp {
+			gu := project(lctx, llama.FFNGateUp, x, 2*m.FFNDim, false)
+			gate, up = SliceAxis(gu, -1, AxisRange(0, m.FFNDim)), SliceAxis(gu, -1, AxisRange(m.FFNDim, 2*m.FFNDim))
+		} else {
+			gate, up = project(lctx, llama.FFNGate, x, m.FFNDim, false), project(lctx, llama.FFNUp, x, m.FFNDim, false)
+		}
+		x = Add(x, project(lctx, llama.FFNDown, Mul(Mul(gate, Sigmoid(gate)), up), m.Dim, false))
+	}
+	return x
+}
+
+// attentionOnly runs every layer's RoPE, cache write and attention with queries, keys and values
+// taken from x [1, 1, Dim] (Heads·HeadDim = Dim), chaining the layers through x.
+func attentionOnly(m *llama.Model, x *Node, cache *models.KVCache) *Node {
+	hd := m.HeadDim
+	mask := cache.Mask(1)
+	cos, sin := models.RoPETables(cache.Positions(1), hd, m.RoPEBase)
+	for i := range m.Layers {
+		q := Reshape(x, 1, m.Heads, 1, hd)
+		k := Reshape(SliceAxis(x, -1, AxisRange(0, m.KVHeads*hd)), 1, m.KVHeads, 1, hd)
+		q, k = models.ApplyRoPE(q, cos, sin, false), models.ApplyRoPE(k, cos, sin, false)
+		wk, wv := cache.Update(i, k, k)
+		out := models.GroupedAttention(q, wk, wv, mask, 1/math.Sqrt(float64(hd)))
+		x = Add(x, Reshape(out, 1, 1, m.Dim))
+	}
+	return x
+}
+
+// hostPicks times the host's pick of a token from logits: greedy, and sampled with top-k 40 and
+// top-p 0.95 (the repetition penalty over a 64-token history).
+func hostPicks(vocab, reps int) ([]part, error) {
+	logits := make([]float32, vocab)
+	for i := range logits {
+		logits[i] = float32(8 * math.Sin(float64(i)*0.7))
+	}
+	work := make([]float32, vocab)
+	var out []part
+	for _, tc := range []struct {
+		name string
+		s    models.Sampling
+	}{
+		{"greedy pick", models.Sampling{}},
+		{"sampled pick (T 0.7, top-k 40, top-p 0.95, penalty 1.1)", models.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, RepetitionPenalty: 1.1}},
+		{"sampled pick (T 0.7, top-p 0.95)", models.Sampling{Temperature: 0.7, TopP: 0.95}},
+	} {
+		history := make([]int, 64)
+		for i := range history {
+			history[i] = i * 7
+		}
+		sp, err := models.NewSampler(tc.s, vocab, history)
+		if err != nil {
+			return nil, err
+		}
+		ms, err := timeRuns(reps, func() error {
+			copy(work, logits)
+			sp.Pick(work)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, part{name: tc.name, ms: ms})
+	}
+	return out, nil
+}
+
+// rateOf is one decoding-rate measurement.
+type rateOf struct {
+	mode   models.CacheMode
+	maxLen int
+	rate   float64
+}
+
+// decodeRates decodes -anatomy-tokens greedy tokens after "The" through models.Generator in both
+// cache modes, at -maxlen and at a cache of window positions, the configurations interleaved,
+// and returns the median decoding rate of each.
+func decodeRates(l *loaded, window int) ([]rateOf, error) {
+	first := l.tok.Encode("The", tokenizer.EncodeOptions{})
+	maxLen := min(*flagMaxLen, l.model.ContextLength)
+	tokens := *flagAnatomyTokens
+	var configs []rateOf
+	for _, ml := range []int{maxLen, window} {
+		if len(first)+tokens >= ml {
+			return nil, errors.Errorf("-anatomy-tokens %d do not fit a cache of %d positions", tokens, ml)
+		}
+		for _, mode := range []models.CacheMode{models.GrowCache, models.FullCache} {
+			configs = append(configs, rateOf{mode: mode, maxLen: ml})
+		}
+	}
+	gens := make([]*models.Generator, len(configs))
+	for i, c := range configs {
+		g, err := models.NewGenerator(l.backend, l.ctx, l.model, models.GeneratorOptions{MaxLen: c.maxLen, MinWindow: *flagWindow, Cache: c.mode})
+		if err != nil {
+			return nil, err
+		}
+		defer g.Finalize()
+		gens[i] = g
+		if _, err := g.Generate(first, models.GenerateOptions{MaxNewTokens: tokens}); err != nil { // compiles
+			return nil, err
+		}
+	}
+	runs := max(3, *flagAnatomyReps/10)
+	samples := make([][]float64, len(configs))
+	for range runs {
+		for i, g := range gens {
+			if _, err := g.Generate(first, models.GenerateOptions{MaxNewTokens: tokens}); err != nil {
+				return nil, err
+			}
+			samples[i] = append(samples[i], g.Stats().DecodeTokensPerSecond())
+		}
+	}
+	for i := range configs {
+		sort.Float64s(samples[i])
+		configs[i].rate = samples[i][len(samples[i])/2]
+	}
+	return configs, nil
+}
+
+// timeRuns runs f once untimed (compilation, first-touch), then reps times, and returns the
+// median time in milliseconds.
+func timeRuns(reps int, f func() error) (float64, error) {
+	if err := f(); err != nil {
+		return 0, err
+	}
+	times := make([]float64, reps)
+	for i := range times {
+		start := time.Now()
+		if err := f(); err != nil {
+			return 0, err
+		}
+		times[i] = float64(time.Since(start).Microseconds()) / 1e3
+	}
+	sort.Float64s(times)
+	return times[reps/2], nil
+}

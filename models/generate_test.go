@@ -1,0 +1,193 @@
+package models_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's house style for graph code
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/models"
+)
+
+// sumDecoder is a decoder whose next token is the sum of the sequence's ids plus one, modulo its
+// vocabulary: each step writes id+1 into the cache (as the keys, and its negation as the values,
+// of one head of width 1, on each of two layers) and reads them back through the window, masked,
+// so the generated tokens are right only if every position was kept and nothing beyond the
+// sequence was seen (the prompt's padding, id 0, would add 1 each).
+type sumDecoder struct{ vocab, contextLength int }
+
+func (d sumDecoder) DecodeSpec() models.DecodeSpec {
+	return models.DecodeSpec{VocabSize: d.vocab, ContextLength: d.contextLength, Layers: 2, KVHeads: 1, HeadDim: 1}
+}
+
+func (d sumDecoder) Step(ctx *context.Context, tokens, last *Node, cache *models.KVCache) *Node {
+	g := tokens.Graph()
+	seq := tokens.Shape().Dim(1)
+	x := Reshape(AddScalar(ConvertDType(tokens, dtypes.Float32), 1), 1, 1, seq, 1)
+	// The window positions the query at index last sees.
+	pick := Equal(Iota(g, shapes.Make(dtypes.Int32, seq, 1), 0), ConvertDType(last, dtypes.Int32))
+	visible := ConvertDType(cache.Mask(seq), dtypes.Float32)
+	row := ReduceMax(Where(BroadcastToShape(pick, visible.Shape()), visible, ZerosLike(visible)), 0)
+	var sum *Node
+	for layer := range cache.Layers() {
+		keys, values := cache.Update(layer, x, Neg(x))
+		s := Sub(ReduceAllSum(Mul(Reshape(keys, -1), row)), ReduceAllSum(Mul(Reshape(values, -1), row))) // 2·sum
+		if sum == nil {
+			sum = s
+		} else {
+			sum = Add(sum, s)
+		}
+	}
+	sum = DivScalar(sum, 4)
+	next := Sub(sum, MulScalar(Floor(DivScalar(sum, float64(d.vocab))), float64(d.vocab)))
+	ids := Iota(g, shapes.Make(dtypes.Float32, 1, d.vocab), 1)
+	return Neg(Square(Sub(ids, next)))
+}
+
+// sumContinuation is sumDecoder's greedy continuation of prompt, n tokens.
+func sumContinuation(prompt []int, vocab, n int) []int {
+	sum := 0
+	for _, id := range prompt {
+		sum += id + 1
+	}
+	var out []int
+	for range n {
+		next := sum % vocab
+		out = append(out, next)
+		sum += next + 1
+	}
+	return out
+}
+
+// TestGenerator drives sumDecoder through both cache modes, windows that grow during the
+// generation, a prompt longer than the smallest window and one that fills a padded bucket.
+func TestGenerator(t *testing.T) {
+	backend := testutil.Backend(t)
+	const vocab = 97
+	d := sumDecoder{vocab: vocab, contextLength: 200}
+	for _, mode := range []models.CacheMode{models.GrowCache, models.FullCache} {
+		for _, tc := range []struct {
+			prompt, maxLen, minWindow, newTokens int
+		}{
+			{3, 40, 4, 37},  // prompt bucket 16 in window 16, then windows 32 and 40, to MaxLen
+			{20, 60, 8, 40}, // prompt bucket 32 in window 32, then 60
+			{5, 5 + 1, 0, 1},
+		} {
+			t.Run(fmt.Sprintf("%s/prompt=%d/maxlen=%d", mode, tc.prompt, tc.maxLen), func(t *testing.T) {
+				gen, err := models.NewGenerator(backend, context.New(), d, models.GeneratorOptions{MaxLen: tc.maxLen, MinWindow: tc.minWindow, Cache: mode})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer gen.Finalize()
+				prompt := make([]int, tc.prompt)
+				for i := range prompt {
+					prompt[i] = (7*i + 3) % vocab
+				}
+				got, err := gen.Generate(prompt, models.GenerateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := sumContinuation(prompt, vocab, tc.newTokens); !slices.Equal(got, want) {
+					t.Errorf("generated %v; want %v", got, want)
+				}
+				if st := gen.Stats(); st.PromptTokens != tc.prompt || st.DecodeSteps != tc.newTokens-1 {
+					t.Errorf("stats %+v; want %d prompt tokens and %d decoding steps", st, tc.prompt, tc.newTokens-1)
+				}
+			})
+		}
+	}
+}
+
+// TestGeneratorOptions: MaxNewTokens, Stop, breaking out of Stream, and the same tokens for the
+// same seed.
+func TestGeneratorOptions(t *testing.T) {
+	backend := testutil.Backend(t)
+	d := sumDecoder{vocab: 11, contextLength: 64}
+	gen, err := models.NewGenerator(backend, context.New(), d, models.GeneratorOptions{MaxLen: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gen.Finalize()
+	prompt := []int{1, 2}
+	want := sumContinuation(prompt, 11, 10) // 5 0 1 3 7 4 9 8 6 2
+	got, err := gen.Generate(prompt, models.GenerateOptions{MaxNewTokens: 10})
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("Generate = %v, %v; want %v", got, err, want)
+	}
+	got, _ = gen.Generate(prompt, models.GenerateOptions{MaxNewTokens: 10, Stop: []int{3}})
+	if !slices.Equal(got, want[:4]) {
+		t.Errorf("with Stop 3: %v; want %v", got, want[:4])
+	}
+	var streamed []int
+	for id, err := range gen.Stream(prompt, models.GenerateOptions{MaxNewTokens: 10}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		streamed = append(streamed, id)
+		if len(streamed) == 3 {
+			break
+		}
+	}
+	if !slices.Equal(streamed, want[:3]) || gen.Stats().DecodeSteps != 2 {
+		t.Errorf("streamed %v with %d steps; want %v after 2 steps", streamed, gen.Stats().DecodeSteps, want[:3])
+	}
+	sampled := func(seed uint64) []int {
+		out, err := gen.Generate(prompt, models.GenerateOptions{MaxNewTokens: 20, Sampling: models.Sampling{Temperature: 8, Seed: seed}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if a, b := sampled(1), sampled(1); !slices.Equal(a, b) {
+		t.Errorf("seed 1 gave %v, then %v", a, b)
+	}
+	if a, b := sampled(1), sampled(2); slices.Equal(a, b) {
+		t.Errorf("seeds 1 and 2 gave the same tokens %v", a)
+	}
+}
+
+func TestGeneratorErrors(t *testing.T) {
+	backend := testutil.Backend(t)
+	d := sumDecoder{vocab: 11, contextLength: 64}
+	for _, tc := range []struct {
+		opts models.GeneratorOptions
+		want string
+	}{
+		{models.GeneratorOptions{MaxLen: 0}, "MaxLen 0"},
+		{models.GeneratorOptions{MaxLen: 65}, "MaxLen 65"},
+		{models.GeneratorOptions{MaxLen: 8, MinWindow: -1}, "MinWindow -1"},
+		{models.GeneratorOptions{MaxLen: 8, Cache: models.CacheMode(7)}, "Cache"},
+	} {
+		if _, err := models.NewGenerator(backend, context.New(), d, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v; want one naming %q", tc.opts, err, tc.want)
+		}
+	}
+	gen, err := models.NewGenerator(backend, context.New(), d, models.GeneratorOptions{MaxLen: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gen.Finalize()
+	for _, tc := range []struct {
+		prompt []int
+		opts   models.GenerateOptions
+		want   string
+	}{
+		{nil, models.GenerateOptions{}, "prompt of 0 tokens"},
+		{make([]int, 8), models.GenerateOptions{}, "prompt of 8 tokens"},
+		{[]int{1, 11}, models.GenerateOptions{}, "token id 11"},
+		{[]int{1}, models.GenerateOptions{MaxNewTokens: -1}, "MaxNewTokens"},
+		{[]int{1}, models.GenerateOptions{Sampling: models.Sampling{TopP: 2}}, "TopP"},
+	} {
+		if _, err := gen.Generate(tc.prompt, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("prompt %v, %+v: error %v; want one naming %q", tc.prompt, tc.opts, err, tc.want)
+		}
+	}
+	if _, err := models.ParseCacheMode("half"); err == nil {
+		t.Error("ParseCacheMode(half): no error")
+	}
+}

@@ -1,0 +1,142 @@
+package models_test
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/quanta-ml/quanta/models"
+)
+
+// logOf returns the natural logs of probabilities, as logits.
+func logOf(p ...float64) []float32 {
+	out := make([]float32, len(p))
+	for i, v := range p {
+		out[i] = float32(math.Log(v))
+	}
+	return out
+}
+
+// draws picks n tokens from fresh copies of logits with one sampler and counts each id.
+func draws(t *testing.T, s models.Sampling, logits []float32, n int) []int {
+	t.Helper()
+	sp, err := models.NewSampler(s, len(logits), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := make([]int, len(logits))
+	work := make([]float32, len(logits))
+	for range n {
+		copy(work, logits)
+		counts[sp.Pick(work)]++
+	}
+	return counts
+}
+
+func TestSamplingValidate(t *testing.T) {
+	for _, tc := range []struct {
+		s     models.Sampling
+		field string // "" for valid
+	}{
+		{models.Sampling{}, ""},
+		{models.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.9, RepetitionPenalty: 1.1, Seed: 7}, ""},
+		{models.Sampling{TopP: 1, RepetitionPenalty: 1}, ""},
+		{models.Sampling{Temperature: -0.1}, "Temperature"},
+		{models.Sampling{Temperature: math.NaN()}, "Temperature"},
+		{models.Sampling{Temperature: math.Inf(1)}, "Temperature"},
+		{models.Sampling{TopK: -1}, "TopK"},
+		{models.Sampling{TopP: 1.5}, "TopP"},
+		{models.Sampling{TopP: -0.1}, "TopP"},
+		{models.Sampling{TopP: math.NaN()}, "TopP"},
+		{models.Sampling{RepetitionPenalty: -1}, "RepetitionPenalty"},
+		{models.Sampling{RepetitionPenalty: math.Inf(1)}, "RepetitionPenalty"},
+	} {
+		err := tc.s.Validate()
+		if tc.field == "" {
+			if err != nil {
+				t.Errorf("%+v: %v", tc.s, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%+v: error %v; want one naming %s", tc.s, err, tc.field)
+		}
+	}
+	if _, err := models.NewSampler(models.Sampling{}, 4, []int{1, 4}); err == nil {
+		t.Error("NewSampler with a prompt id outside the vocabulary: no error")
+	}
+}
+
+// TestSamplerHandComputed checks each step on distributions worked out by hand.
+func TestSamplerHandComputed(t *testing.T) {
+	t.Run("greedy-first-of-equals", func(t *testing.T) {
+		if c := draws(t, models.Sampling{}, []float32{1, 3, 3, 2}, 5); c[1] != 5 {
+			t.Errorf("greedy picks %v; want id 1 always", c)
+		}
+	})
+	t.Run("repetition-penalty", func(t *testing.T) {
+		// Logits [2, -1, 1.5] with ids 0 and 1 seen and a penalty of 2: [1, -2, 1.5], so the
+		// greedy pick moves from 0 to 2; once 2 is picked, it is penalized too (0.75 < 1).
+		sp, err := models.NewSampler(models.Sampling{RepetitionPenalty: 2}, 3, []int{0, 1, 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		logits := []float32{2, -1, 1.5}
+		if id := sp.Pick(logits); id != 2 || !slices.Equal(logits, []float32{1, -2, 1.5}) {
+			t.Errorf("pick %d, logits %v; want 2 from [1 -2 1.5]", id, logits)
+		}
+		if id := sp.Pick([]float32{2, -1, 1.5}); id != 0 {
+			t.Errorf("second pick %d; want 0 (2 penalized to 0.75, 0 to 1)", id)
+		}
+	})
+	p := logOf(0.5, 0.3, 0.15, 0.05)
+	for _, tc := range []struct {
+		name string
+		s    models.Sampling
+		want []float64 // the probabilities of the kept tokens, renormalized
+	}{
+		{"top-k-1", models.Sampling{Temperature: 1, TopK: 1, Seed: 3}, []float64{1, 0, 0, 0}},
+		// 0.5 < 0.7 <= 0.5+0.3: the nucleus is {0, 1}.
+		{"top-p-0.7", models.Sampling{Temperature: 1, TopP: 0.7, Seed: 1}, []float64{0.625, 0.375, 0, 0}},
+		// top-k 3 keeps 0.95 of the mass; top-p 0.6 of it (0.57) needs ids 0 and 1.
+		{"top-k-3-top-p-0.6", models.Sampling{Temperature: 1, TopK: 3, TopP: 0.6, Seed: 2}, []float64{0.625, 0.375, 0, 0}},
+		{"top-k-2", models.Sampling{Temperature: 1, TopK: 2, Seed: 4}, []float64{0.625, 0.375, 0, 0}},
+		{"all", models.Sampling{Temperature: 1, Seed: 5}, []float64{0.5, 0.3, 0.15, 0.05}},
+		// Temperature 2 takes square roots: 0.8 and 0.2 become 0.894 and 0.447, i.e. 2/3 and 1/3.
+		{"temperature-2", models.Sampling{Temperature: 2, Seed: 6}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 4000
+			logits, want := p, tc.want
+			if tc.want == nil {
+				logits, want = logOf(0.8, 0.2), []float64{2.0 / 3, 1.0 / 3}
+			}
+			counts := draws(t, tc.s, logits, n)
+			for id, w := range want {
+				got := float64(counts[id]) / n
+				// 4 standard deviations of a binomial frequency at n draws (the draws are
+				// seeded: the test is deterministic).
+				if tol := 4 * math.Sqrt(w*(1-w)/n); math.Abs(got-w) > tol || (w == 0 && counts[id] != 0) {
+					t.Errorf("id %d drawn %.4f of the time; want %.4f (counts %v)", id, got, w, counts)
+				}
+			}
+		})
+	}
+	t.Run("seeded", func(t *testing.T) {
+		seq := func(seed uint64) []int {
+			sp, _ := models.NewSampler(models.Sampling{Temperature: 1, Seed: seed}, 4, nil)
+			var out []int
+			for range 32 {
+				out = append(out, sp.Pick(append([]float32(nil), p...)))
+			}
+			return out
+		}
+		if a, b := seq(9), seq(9); !slices.Equal(a, b) {
+			t.Errorf("seed 9 gave %v then %v", a, b)
+		}
+		if a, b := seq(9), seq(10); slices.Equal(a, b) {
+			t.Errorf("seeds 9 and 10 gave the same 32 draws %v", a)
+		}
+	})
+}

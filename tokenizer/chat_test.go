@@ -1,0 +1,89 @@
+package tokenizer_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/tokenizer"
+)
+
+// TestChatTemplates: each shape is recognized from a template that writes its markers, and
+// renders a system message, a user turn, an answer and a second user turn as the format's
+// documentation writes them (worked out by hand).
+func TestChatTemplates(t *testing.T) {
+	chat := []tokenizer.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi"}, {Role: "assistant", Content: "Hello"}, {Role: "user", Content: "Bye"}}
+	for _, tc := range []struct {
+		template string
+		format   tokenizer.ChatFormat
+		want     string
+	}{
+		{"{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>' + '\n'}}{% endfor %}",
+			tokenizer.ChatML,
+			"<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n"},
+		{"{{ bos_token }}{% for m in messages %}{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>\n\n' + m['content'] | trim + '<|eot_id|>' }}{% endfor %}",
+			tokenizer.Llama3,
+			"<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nBye<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+		{"{% for m in messages %}{% if m['role'] == 'user' %}{{ bos_token + '[INST] ' + m['content'] + ' [/INST]' }}{% endif %}{% endfor %}",
+			tokenizer.Llama2,
+			"[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello </s><s>[INST] Bye [/INST]"},
+		{"{% for m in messages %}{{ '<start_of_turn>' + role + '\n' + m['content'] | trim + '<end_of_turn>\n' }}{% endfor %}",
+			tokenizer.Gemma,
+			"<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n"},
+		{"{% for m in messages %}{% if m['role'] == 'user' %}{{ '<|user|>\n' + m['content'] + eos_token }}{% else %}{{ '<|assistant|>\n' + m['content'] + eos_token }}{% endif %}{% endfor %}",
+			tokenizer.Zephyr,
+			"<|system|>\nBe brief.</s>\n<|user|>\nHi</s>\n<|assistant|>\nHello</s>\n<|user|>\nBye</s>\n<|assistant|>\n"},
+	} {
+		t.Run(tc.format.String(), func(t *testing.T) {
+			ct, err := tokenizer.ParseChatTemplate(tc.template)
+			if err != nil || ct.Format != tc.format || ct.DefaultSystem != "" {
+				t.Fatalf("ParseChatTemplate = %+v, %v; want format %s", ct, err, tc.format)
+			}
+			if got := ct.Apply(chat); got != tc.want {
+				t.Errorf("Apply =\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+	_, err := tokenizer.ParseChatTemplate("{% for m in messages %}### {{ m['role'] }}: {{ m['content'] }}\n{% endfor %}")
+	if !errors.Is(err, tokenizer.ErrChatTemplate) || !strings.Contains(err.Error(), "ChatML") {
+		t.Errorf("an unknown template: %v; want ErrChatTemplate naming the accepted shapes", err)
+	}
+}
+
+// TestChatMLDefaultSystem: a ChatML template that writes a system message when the chat has
+// none gives it as DefaultSystem; Apply puts it first unless the chat has its own.
+func TestChatMLDefaultSystem(t *testing.T) {
+	ct, err := tokenizer.ParseChatTemplate("{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a fox.<|im_end|>\n' }}{% endif %}" +
+		"{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}")
+	if err != nil || ct.DefaultSystem != "You are a fox." {
+		t.Fatalf("ParseChatTemplate = %+v, %v; want the default system message", ct, err)
+	}
+	if got, want := ct.Apply([]tokenizer.Message{{Role: "user", Content: "Hi"}}),
+		"<|im_start|>system\nYou are a fox.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"; got != want {
+		t.Errorf("Apply = %q, want %q", got, want)
+	}
+	if got := ct.Apply([]tokenizer.Message{{Role: "system", Content: "Be a cat."}, {Role: "user", Content: "Hi"}}); strings.Contains(got, "fox") {
+		t.Errorf("Apply with a system message kept the default: %q", got)
+	}
+}
+
+// TestSmolLM2ChatTemplate: SmolLM2's GGUF template is ChatML with its default system message,
+// and renders the prompt the model card shows for a user question.
+func TestSmolLM2ChatTemplate(t *testing.T) {
+	f, err := gguf.Open(assets.Require(t, assets.SmolLM2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ct, err := tokenizer.ChatTemplateFromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n" +
+		"<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+	if got := ct.Apply([]tokenizer.Message{{Role: "user", Content: "What is the capital of France?"}}); ct.Format != tokenizer.ChatML || got != want {
+		t.Errorf("format %s, Apply = %q; want ChatML, %q", ct.Format, got, want)
+	}
+}
