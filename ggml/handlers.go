@@ -10,7 +10,8 @@ import (
 )
 
 // The handlers of the ops that keep a GGML array in its blocks: those that move whole rows of
-// blocks. An op that would cut through blocks materializes (a second quantization would change
+// blocks (a gather of rows included: an embedding lookup reads the looked-up rows' blocks only).
+// An op that would cut through blocks materializes (a second quantization would change
 // the file's values); every other op reaches implicitarray's generic fallback, which materializes
 // (warning once per op: FallbackWarn).
 func init() {
@@ -20,6 +21,23 @@ func init() {
 		ia.OpBroadcastInDim: broadcastInDim, ia.OpConvertDType: convertDType})
 	ia.Register(ia.Rule{Op: ia.OpConcatenate, Operands: []ia.Match{t, ia.Anything}, Variadic: true,
 		Handler: concatenate, Name: "ggml.concatenate"})
+	ia.Register(ia.Rule{Op: ia.OpGather, Operands: []ia.Match{t, ia.Dense}, Handler: gather, Name: "ggml.gather"})
+}
+
+// gather keeps the blocks when the indices pick whole rows (they index leading axes, never the
+// last): the rows of blocks are gathered as they are (exact), so an embedding lookup decodes the
+// looked-up rows only. Otherwise (the last axis indexed, or a sharded array) the fallback
+// materializes.
+func gather(c *ia.Call) ia.Value {
+	a := c.Operands[0].(*Array)
+	indices := c.Operands[1].(*graph.Node)
+	if a.IsSharded() || indices.Rank() < 1 || indices.Shape().Dim(-1) >= a.Shape().Rank() {
+		return c.Next()
+	}
+	sorted := c.Params.(*ia.GatherParams).IndicesAreSorted
+	k := indices.Shape().Dim(-1)
+	dims := append(slices.Clone(indices.Shape().Dimensions[:indices.Rank()-1]), a.Shape().Dimensions[k:]...)
+	return a.withBlocks(graph.Gather(a.Blocks().Node(), indices, sorted), dims, qarray.Placement(&a.Base))
 }
 
 // reshape keeps the blocks when the last axis is unchanged; otherwise it materializes.

@@ -105,6 +105,47 @@ func TestHandlersKeepBlocks(t *testing.T) {
 	}
 }
 
+// TestGatherRows: gathering rows (the indices index leading axes) keeps the array in its blocks
+// without decoding the others, and its values are the rows of the materialized array, bit for
+// bit; indexing the last axis materializes.
+func TestGatherRows(t *testing.T) {
+	backend := testutil.Backend(t)
+	w := ggml.MustQuantize(testutil.RandomTensor(7, 6, 2, 64), gguf.TypeQ5_0)
+	for _, tc := range []struct {
+		name    string
+		indices any
+		kept    bool
+		want    []int
+	}{
+		{"rows", [][]int32{{5}, {0}, {5}}, true, []int{3, 2, 64}},
+		{"rows-2d", [][][]int32{{{1}, {2}}, {{4}, {0}}}, true, []int{2, 2, 2, 64}},
+		{"leading-two-axes", [][]int32{{5, 1}, {0, 1}}, true, []int{2, 64}},
+		{"last-axis", [][]int32{{1, 1, 63}}, false, []int{1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			implicitarray.ResetStats()
+			e := implicitarray.MustNewExec(backend, func(w *ggml.Array, idx *graph.Node) (*graph.Node, *graph.Node) {
+				out := implicitarray.Gather(w, idx, false)
+				if _, ok := out.(*ggml.Array); ok != tc.kept {
+					t.Fatalf("gather result %T; kept in blocks: %v, want %v", out, ok, tc.kept)
+				}
+				return implicitarray.Materialize(out), graph.Gather(implicitarray.Materialize(w), idx)
+			})
+			defer e.Finalize()
+			outs := e.MustCall(w, tensors.FromAnyValue(tc.indices))
+			got, ref := outs[0].(*tensors.Tensor), outs[1].(*tensors.Tensor)
+			fellBack := implicitarray.CurrentStats().Fallbacks[implicitarray.Key{Op: implicitarray.OpGather, Type: "*ggml.Array"}] > 0
+			if fellBack == tc.kept {
+				t.Errorf("gather fell back to the dense op: %v, want %v", fellBack, !tc.kept)
+			}
+			if !slices.Equal(got.Shape().Dimensions, tc.want) {
+				t.Errorf("shape %v, want %v", got.Shape().Dimensions, tc.want)
+			}
+			testutil.SameBits(t, "gathered rows", testutil.Float32s(t, got), testutil.Float32s(t, ref))
+		})
+	}
+}
+
 // TestConvertDTypeIsLazy: convert_element_type returns a new array materializing in the new
 // dtype, leaving the operand unchanged, without decoding.
 func TestConvertDTypeIsLazy(t *testing.T) {
