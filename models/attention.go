@@ -67,6 +67,13 @@ func (c *KVCache) Mask(seq int) *Node {
 	return CausalMask(c.Positions(seq), c.window)
 }
 
+// SlidingMask returns which of the Window cache positions each of seq queries sees under
+// sliding-window attention of width window: [seq, Window] (bool), query i (at position Start+i)
+// seeing positions p with Start+i − window < p <= Start+i (SlidingCausalMask).
+func (c *KVCache) SlidingMask(seq, window int) *Node {
+	return SlidingCausalMask(c.Positions(seq), c.window, window)
+}
+
 // Update writes the chunk's keys and values [batch, kvHeads, seq, headDim] into layer's cache at
 // Start.. and returns the first Window positions of both caches, for the attention. The caller
 // keeps Start+seq within the cache's length (a Generator does).
@@ -120,6 +127,21 @@ func writeCache(cache, update, start *Node) *Node {
 func CausalMask(positions *Node, keys int) *Node {
 	seq := positions.Shape().Dim(0)
 	return LessOrEqual(Iota(positions.Graph(), shapes.Make(dtypes.Int32, seq, keys), 1), ExpandAxes(ConvertDType(positions, dtypes.Int32), -1))
+}
+
+// SlidingCausalMask returns which of keys positions 0..keys-1 each query at positions [seq]
+// (int32) sees under sliding-window attention of width window (>= 1): [seq, keys] (bool), true
+// where the key's position p satisfies position − window < p <= position, the query and the
+// window − 1 positions before it (llama.cpp's standard sliding window, Hugging Face's
+// sliding_window). It panics for a window below 1.
+func SlidingCausalMask(positions *Node, keys, window int) *Node {
+	if window < 1 {
+		panic(errors.Errorf("models.SlidingCausalMask: window %d; accepted: >= 1", window))
+	}
+	seq := positions.Shape().Dim(0)
+	p := Iota(positions.Graph(), shapes.Make(dtypes.Int32, seq, keys), 1)
+	q := ExpandAxes(ConvertDType(positions, dtypes.Int32), -1)
+	return And(LessOrEqual(p, q), GreaterThan(p, SubScalar(q, window)))
 }
 
 // GroupedAttention is the scaled dot-product attention of grouped-query heads: queries q

@@ -75,3 +75,19 @@ func TestNewKVCacheErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestSlidingCausalMask: a query at position q sees the keys q−window+1..q, by hand.
+func TestSlidingCausalMask(t *testing.T) {
+	backend := testutil.Backend(t)
+	out := graph.MustExecOnce(backend, func(pos *graph.Node) *graph.Node {
+		return models.SlidingCausalMask(pos, 6, 3)
+	}, []int32{0, 2, 5})
+	want := [][]bool{
+		{true, false, false, false, false, false},
+		{true, true, true, false, false, false},
+		{false, false, false, true, true, true},
+	}
+	if got := out.Value().([][]bool); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("mask %v, want %v", got, want)
+	}
+}

@@ -3,6 +3,12 @@ package models
 import (
 	"math"
 
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
 )
 
@@ -68,3 +74,84 @@ func Cosine(a, b []float32) float64 {
 	}
 	return dot / math.Sqrt(na*nb)
 }
+
+// LanguageModel is a Decoder that also runs a whole sequence at once, for scoring: Forward
+// returns the logits [batch, seq, VocabSize] (float32) of token ids [batch, seq] at positions
+// 0..seq-1, each position attending to itself and the positions before it.
+type LanguageModel interface {
+	Decoder
+	Forward(ctx *context.Context, tokens *graph.Node) *graph.Node
+}
+
+// NLL returns the negative log-likelihood [batch, seq-1] (float64) of each token of tokens
+// [batch, seq] after the first, given the tokens before it, from one Forward pass of m:
+// nll[b, k] = -log softmax(float64(logits[b, k]))[tokens[b, k+1]]. The float32 logits are
+// converted before the softmax, as the reference harness computes it. It panics, naming the
+// shape, unless tokens are integers [batch, seq] with seq >= 2.
+func NLL(ctx *context.Context, m LanguageModel, tokens *graph.Node) *graph.Node {
+	if tokens.Rank() != 2 || !tokens.DType().IsInt() || tokens.Shape().Dim(1) < 2 {
+		panic(errors.Errorf("models.NLL: tokens %s; accepted: integer token ids [batch, sequence] with a sequence of at least 2", tokens.Shape()))
+	}
+	batch, seq := tokens.Shape().Dim(0), tokens.Shape().Dim(1)
+	vocab := m.DecodeSpec().VocabSize
+	logits := graph.SliceAxis(m.Forward(ctx, tokens), 1, graph.AxisRange(0, seq-1))
+	logProbs := graph.LogSoftmax(graph.ConvertDType(logits, dtypes.Float64), -1)
+	targets := graph.ConvertDType(graph.SliceAxis(tokens, 1, graph.AxisRange(1, seq)), dtypes.Int32)
+	ids := graph.Iota(tokens.Graph(), shapes.Make(dtypes.Int32, batch, seq-1, vocab), 2)
+	picked := graph.Where(graph.Equal(ids, graph.ExpandAxes(targets, -1)), logProbs, graph.ZerosLike(logProbs))
+	return graph.Neg(graph.ReduceSum(picked, -1))
+}
+
+// Evaluator scores token sequences with a LanguageModel, for perplexity: it compiles one NLL
+// graph per window length.
+type Evaluator struct {
+	vocab int
+	exec  *context.Exec
+}
+
+// NewEvaluator prepares scoring with m, whose parameters are in ctx (used as ctx.Reuse()).
+func NewEvaluator(backend backends.Backend, ctx *context.Context, m LanguageModel) (*Evaluator, error) {
+	exec, err := context.NewExec(backend, ctx.Reuse(), func(ctx *context.Context, tokens *graph.Node) *graph.Node {
+		return NLL(ctx, m, tokens)
+	})
+	if err != nil {
+		return nil, errors.WithMessage(err, "models.NewEvaluator")
+	}
+	return &Evaluator{vocab: m.DecodeSpec().VocabSize, exec: exec.WithName("models.NLL")}, nil
+}
+
+// NLL returns the negative log-likelihoods of the targets of each window of ids, in order: each
+// window is run from an empty context, and its targets ids[FirstTarget:End] are scored (see
+// Window). With StridedWindows' windows every id but the first is scored once.
+func (e *Evaluator) NLL(ids []int, windows []Window) ([]float64, error) {
+	for _, id := range ids {
+		if id < 0 || id >= e.vocab {
+			return nil, errors.Errorf("models.Evaluator.NLL: token id %d outside the vocabulary of %d", id, e.vocab)
+		}
+	}
+	var out []float64
+	for _, w := range windows {
+		if w.Start < 0 || w.End > len(ids) || w.FirstTarget <= w.Start || w.FirstTarget >= w.End {
+			return nil, errors.Errorf("models.Evaluator.NLL: window %+v over %d ids; accepted: 0 <= Start < FirstTarget < End <= len(ids)", w, len(ids))
+		}
+		tokens := make([]int32, w.End-w.Start)
+		for i := range tokens {
+			tokens[i] = int32(ids[w.Start+i])
+		}
+		res, err := e.exec.Exec1([][]int32{tokens})
+		if err != nil {
+			return nil, errors.WithMessage(err, "models.Evaluator.NLL")
+		}
+		nll, err := tensors.CopyFlatData[float64](res)
+		_ = res.FinalizeAll()
+		if err != nil {
+			return nil, errors.WithMessage(err, "models.Evaluator.NLL")
+		}
+		// nll[k] is the NLL of window position k+1, i.e. of ids[Start+k+1].
+		out = append(out, nll[w.FirstTarget-w.Start-1:]...)
+	}
+	return out, nil
+}
+
+// Finalize releases the compiled graphs.
+func (e *Evaluator) Finalize() { e.exec.Finalize() }

@@ -48,6 +48,33 @@ type KernelFunc func(scope string, kernel *tensors.Tensor) ([]Variable, error)
 // a loader without a FuseFunc never fuses.
 type FuseFunc func(fused string, parts []string, outDims []int) bool
 
+// LoadOptions are the options of the GGUF loaders of the architectures (llama.LoadGGUF,
+// gemma3.LoadGGUF); the zero value loads the float model, every tensor decoded to float32.
+type LoadOptions struct {
+	// Kernel receives each projection kernel the loader decodes, float32 in (inDim, outDim)
+	// layout, and returns the variables to store for it; nil means DenseKernel (the float
+	// kernel). Quantizer.Kernel quantizes it.
+	Kernel KernelFunc
+	// Table receives the token-embedding table [VocabSize, Dim] (float32) when the loader decodes
+	// it and returns the variables to store for it; nil means DenseTableVariables (the float
+	// table). With Quantizer.QuantizeTable, run the model with its Table = Quantizer.Table.
+	Table TableFunc
+	// Keep, if set, is asked for each kernel and table that the file stores in a quantized block
+	// type whether to keep it as stored (a ggml.Array, never decoded): Keeper. A Quantizer with
+	// Keep rules (Preset(FilePreset)) keeps them; run the model with its Projection and Table.
+	Keep Keeper
+	// Fuse, if set, is asked whether each block's q/k/v kernels (as attn_qkv) and gate/up kernels
+	// (as ffn_gate_up) may be stored as one kernel concatenated along the output axis; a group
+	// fuses when it says yes for every block and, where the parts are kept as stored, the file
+	// stores every part of every block in one block type (their rows of blocks are stacked as
+	// they are). With Quantizer.Fuse the products give the values of the separate ones.
+	Fuse FuseFunc
+	// Backend, if set, receives each tensor as soon as it is converted (Place): with the host
+	// memory shared (XLA CPU), the host then holds one copy of the model during and after
+	// loading; without it the tensors stay local until their first execution.
+	Backend backends.Backend
+}
+
 // DenseKernel is the default KernelFunc: the float kernel as Dense's "weights".
 func DenseKernel(scope string, kernel *tensors.Tensor) ([]Variable, error) {
 	return []Variable{{Scope: scope + "/" + DenseScope, Name: DenseWeights, Value: kernel}}, nil

@@ -7,14 +7,17 @@ import (
 	"github.com/quanta-ml/quanta"
 )
 
-// presets are the named rule sets of the examples and the evaluation table: every projection of
-// the model quantized the same way (a separate output head, "/lm_head", and the token-embedding
-// table, "/token_embd", stay float; norms are not projections and stay float). The names follow the reference harness's
+// presets are the named rule sets of the examples and the evaluation table: every tensor as its
+// file stores it ("file"), or every projection of the model quantized the same way (a separate
+// output head, "/lm_head", and the token-embedding table, "/token_embd", stay float; norms are
+// not projections and stay float). The names of the latter follow the reference harness's
 // variants (reference/README.md), whose like-for-like layouts they use.
 var presets = []struct {
 	name, doc string
 	rule      Rule
 }{
+	{FilePreset, "every tensor as the file stores it: GGML block types as they are (embedding table and head included), float tensors float32",
+		Rule{Keep: true}},
 	{"f32", "every projection float32", Rule{Skip: true}},
 	{"nf4", "NF4, blocks of 64 along in (out,in layout, x·Wᵀ): bitsandbytes' quantize_4bit of a Linear weight",
 		Rule{Config: quanta.Config{Type: quanta.NF4}, Layout: OutIn}},
@@ -30,8 +33,12 @@ var presets = []struct {
 		Rule{Config: quanta.Config{Type: quanta.Binary, Scaled: true}, Layout: InOut}},
 }
 
-// PresetNames lists the named rule sets Preset accepts, in table order: f32, nf4, nf4-out, int8,
-// int8-in, ternary, ternary-scaled, binary, binary-scaled.
+// FilePreset names the rule set that keeps every tensor in its file's format (a Keep rule for
+// every scope, tables and heads included): the default of quanta run and the examples.
+const FilePreset = "file"
+
+// PresetNames lists the named rule sets Preset accepts, in table order: file, f32, nf4, nf4-out,
+// int8, int8-in, ternary, ternary-scaled, binary, binary-scaled.
 func PresetNames() []string {
 	names := make([]string, len(presets))
 	for i, p := range presets {
@@ -40,28 +47,34 @@ func PresetNames() []string {
 	return names
 }
 
-// Preset returns the rules of a named rule set (see PresetNames): Skip rules for "/lm_head" and
-// "/token_embd", then one rule for every other projection.
+// Preset returns the rules of a named rule set (see PresetNames): for FilePreset one Keep rule
+// for every scope; for the others Skip rules for "/lm_head" and "/token_embd", then one rule for
+// every other projection.
 func Preset(name string) ([]Rule, error) {
 	for _, p := range presets {
 		if p.name == strings.ToLower(strings.TrimSpace(name)) {
 			all := p.rule
 			all.Scope = ".*"
+			if all.Keep {
+				return []Rule{all}, nil
+			}
 			return []Rule{{Scope: "/lm_head", Skip: true}, {Scope: "/token_embd", Skip: true}, all}, nil
 		}
 	}
 	return nil, errors.Errorf("models.Preset: unknown name %q; accepted: %s", name, strings.Join(PresetNames(), ", "))
 }
 
-// TableFormats lists the formats TableRule accepts: f32 (the table stays float), int8 (a scale
-// per row) and nf4 (blocks of 64 along the row).
-func TableFormats() []string { return []string{"f32", "int8", "nf4"} }
+// TableFormats lists the formats TableRule accepts: file (as the file stores it), f32 (the table
+// stays float), int8 (a scale per row) and nf4 (blocks of 64 along the row).
+func TableFormats() []string { return []string{FilePreset, "f32", "int8", "nf4"} }
 
 // TableRule returns the rule that stores the embedding table at scope (e.g. "/token_embd") in a
 // format of TableFormats, for Quantizer.QuantizeTable; put it before a preset's rules. A tied
 // output head reads the same table, so the format is the head's too.
 func TableRule(scope, format string) (Rule, error) {
 	switch strings.ToLower(strings.TrimSpace(format)) {
+	case FilePreset:
+		return Rule{Scope: scope, Keep: true}, nil
 	case "f32":
 		return Rule{Scope: scope, Skip: true}, nil
 	case "int8":

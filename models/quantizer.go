@@ -51,10 +51,16 @@ func (l KernelLayout) String() string {
 // kernel layout: Scope is a regular expression fully matched against the projection's scope
 // (e.g. "/layer_[0-9]+/ffn_.*"), the first matching rule of a list wins, Skip keeps the matching
 // projections float, and a projection that matches no rule stays float.
+//
+// Keep stores the matching projections and tables in the format their file stores them: a
+// tensor the file holds in a quantized block type (GGML's Q4_K, Q8_0, ...) is read as it is
+// stored, never decoded or converted (see Keeper), and a float tensor stays float. Config and
+// Layout are then unused.
 type Rule struct {
 	Scope  string
 	Config quanta.Config
 	Skip   bool
+	Keep   bool
 	Layout KernelLayout
 }
 
@@ -85,6 +91,17 @@ type quantizedKernel struct {
 	cfg      quanta.Config
 	layout   KernelLayout
 	template implicitarray.Array
+	// stored names the format of a kernel or table kept as its file stores it (Keeper), which
+	// cfg does not describe; "" for one Kernel or QuantizeTable quantized.
+	stored string
+}
+
+// format names the kernel's format for messages.
+func (k *quantizedKernel) format() string {
+	if k.stored != "" {
+		return k.stored
+	}
+	return k.cfg.Type.String()
 }
 
 // NewQuantizer returns a Quantizer for the rules, checking their patterns and configurations.
@@ -97,7 +114,10 @@ func NewQuantizer(rules []Rule) (*Quantizer, error) {
 			return nil, errors.Wrapf(err, "models.NewQuantizer: rule %d: scope pattern %q", i, rule.Scope)
 		}
 		q.regexps = append(q.regexps, re)
-		if rule.Skip {
+		if rule.Skip && rule.Keep {
+			return nil, errors.Errorf("models.NewQuantizer: rule %d (%q) has both Skip and Keep; accepted: one of them", i, rule.Scope)
+		}
+		if rule.Skip || rule.Keep {
 			continue
 		}
 		if err := rule.Config.Validate(); err != nil {
@@ -120,7 +140,8 @@ func MustNewQuantizer(rules []Rule) *Quantizer {
 }
 
 // match returns the rule for a projection or table scope, or nil for a float one; a fused scope
-// takes its parts' rule (Fuse).
+// takes its parts' rule (Fuse). A Keep rule is returned as it is: the callers that convert float
+// tensors treat it as float.
 func (q *Quantizer) match(scope string) *Rule {
 	q.mu.Lock()
 	i, fused := q.fused[scope]
@@ -157,7 +178,9 @@ func (q *Quantizer) ruleIndex(scope string) int {
 // scale per output channel); binary in InOut (packed along in, a scale per output column). The
 // quantized products are then the separate ones bit for bit; a float product of another width
 // may round differently in XLA's dense dot (a few ulps). Ternary thresholds at the whole
-// tensor's deviation, and int8 in InOut scales across the outputs: those never fuse.
+// tensor's deviation, and int8 in InOut scales across the outputs: those never fuse. A Keep rule
+// fuses: a loader fuses kept parts only when the file stores them all in one block type (their
+// rows of blocks are then stacked as they are, exact), and float parts as float.
 func (q *Quantizer) Fuse(fused string, parts []string, outDims []int) bool {
 	if len(parts) < 2 || len(parts) != len(outDims) {
 		return false
@@ -168,7 +191,7 @@ func (q *Quantizer) Fuse(fused string, parts []string, outDims []int) bool {
 			return false
 		}
 	}
-	if index >= 0 && !fusable(q.rules[index], outDims) {
+	if index >= 0 && !q.rules[index].Keep && !fusable(q.rules[index], outDims) {
 		return false
 	}
 	q.mu.Lock()
@@ -206,12 +229,13 @@ func fusable(rule Rule, outDims []int) bool {
 
 // Kernel is a KernelFunc: it quantizes the float32 kernel (inDim, outDim) of the projection at
 // scope as the first matching rule says (transposed first for OutIn) and returns its components
-// as variables, finalizing the float kernel; without a rule it returns DenseKernel's variable.
+// as variables, finalizing the float kernel; without a rule, or with a Keep rule (the file stores
+// the kernel float), it returns DenseKernel's variable.
 func (q *Quantizer) Kernel(scope string, kernel *tensors.Tensor) ([]Variable, error) {
 	shape := kernel.Shape()
 	entry := qlayers.ReportEntry{Scope: scope + "/" + DenseScope, Shape: shape, FloatBytes: int64(shape.Memory())}
 	rule := q.match(scope)
-	if rule == nil {
+	if rule == nil || rule.Keep {
 		q.record(scope, nil, entry)
 		return DenseKernel(scope, kernel)
 	}
@@ -277,15 +301,15 @@ func (q *Quantizer) Projection(ctx *context.Context, name string, x *graph.Node,
 	shape := x.Shape()
 	if shape.Rank() < 1 || shape.Dim(-1) != in || outDim != out || shape.DType != dtypes.Float32 {
 		panic(errors.Errorf("models.Quantizer.Projection in scope %q: input %s with %d outputs; the stored %s kernel (layout %s) needs float32 [..., %d] and %d outputs",
-			dctx.Scope(), shape, outDim, k.cfg.Type, k.layout, in, out))
+			dctx.Scope(), shape, outDim, k.format(), k.layout, in, out))
 	}
 	want := k.template.Components()
 	nodes := make([]implicitarray.Component, len(want))
 	for i, c := range want {
 		v := dctx.GetVariable(componentName(i))
 		if v == nil || !v.Shape().Equal(c.Shape()) {
-			panic(errors.Errorf("models.Quantizer.Projection in scope %q: component %s is %v; the %s kernel stored by Kernel needs %s (load the context through this Quantizer's Kernel)",
-				dctx.Scope(), componentName(i), variableShape(v), k.cfg.Type, c.Shape()))
+			panic(errors.Errorf("models.Quantizer.Projection in scope %q: component %s is %v; the %s kernel stored by this Quantizer needs %s (load the context through it)",
+				dctx.Scope(), componentName(i), variableShape(v), k.format(), c.Shape()))
 		}
 		v.SetTrainable(false)
 		nodes[i] = implicitarray.NodeComponent(v.ValueGraph(g))
@@ -315,15 +339,16 @@ func (q *Quantizer) Projection(ctx *context.Context, name string, x *graph.Node,
 
 // QuantizeTable is a TableFunc: it quantizes the float32 embedding table [rows, dim] at scope as
 // the first matching rule says and returns its components as variables (TableName + ".q0", ...),
-// finalizing the float table; without a rule it returns DenseTableVariables' variable. A table is
-// looked up by rows, so its rule must keep each row apart: NF4 (without DoubleQuant: blocks along
-// dim) or int8 (a scale per row), in the OutIn layout, which for a table [rows, dim] is the
-// layout of a tied head's x·tableᵀ.
+// finalizing the float table; without a rule, or with a Keep rule (the file stores the table
+// float), it returns DenseTableVariables' variable. A table is looked up by rows, so its rule
+// must keep each row apart: NF4 (without DoubleQuant: blocks along dim) or int8 (a scale per
+// row), in the OutIn layout, which for a table [rows, dim] is the layout of a tied head's
+// x·tableᵀ.
 func (q *Quantizer) QuantizeTable(scope string, table *tensors.Tensor) ([]Variable, error) {
 	shape := table.Shape()
 	entry := qlayers.ReportEntry{Scope: scope, Shape: shape, FloatBytes: int64(shape.Memory())}
 	rule := q.match(scope)
-	if rule == nil {
+	if rule == nil || rule.Keep {
 		q.recordTable(scope, nil, entry)
 		return DenseTableVariables(scope, table)
 	}
@@ -373,7 +398,7 @@ func (q *Quantizer) Table(ctx *context.Context, name string, g *graph.Graph, row
 	}
 	if want := shapes.Make(dtypes.Float32, rows, dim); !k.template.Shape().Equal(want) {
 		panic(errors.Errorf("models.Quantizer.Table in scope %q: the stored %s table is %s; the model needs %s",
-			tctx.Scope(), k.cfg.Type, k.template.Shape(), want))
+			tctx.Scope(), k.format(), k.template.Shape(), want))
 	}
 	want := k.template.Components()
 	nodes := make([]implicitarray.Component, len(want))
@@ -381,8 +406,8 @@ func (q *Quantizer) Table(ctx *context.Context, name string, g *graph.Graph, row
 		name := qlayers.TableComponentPrefix + strconv.Itoa(i)
 		v := tctx.GetVariable(name)
 		if v == nil || !v.Shape().Equal(c.Shape()) {
-			panic(errors.Errorf("models.Quantizer.Table in scope %q: component %s is %v; the %s table stored by QuantizeTable needs %s",
-				tctx.Scope(), name, variableShape(v), k.cfg.Type, c.Shape()))
+			panic(errors.Errorf("models.Quantizer.Table in scope %q: component %s is %v; the %s table stored by this Quantizer needs %s",
+				tctx.Scope(), name, variableShape(v), k.format(), c.Shape()))
 		}
 		v.SetTrainable(false)
 		nodes[i] = implicitarray.NodeComponent(v.ValueGraph(g))
@@ -411,10 +436,13 @@ func (q *Quantizer) Report() qlayers.Report {
 	return r
 }
 
-// Describe returns the rule's format in words, e.g. "nf4/64 (out,in)" or "float".
+// Describe returns the rule's format in words, e.g. "nf4/64 (out,in)", "float" or "as stored".
 func (r Rule) Describe() string {
 	if r.Skip {
 		return "float"
+	}
+	if r.Keep {
+		return "as stored"
 	}
 	c := r.Config
 	s := c.Type.String()

@@ -221,6 +221,12 @@ func TestPresets(t *testing.T) {
 		if _, err := models.NewQuantizer(rules); err != nil || models.PresetDoc(name) == "" {
 			t.Errorf("preset %s: %v, doc %q", name, err, models.PresetDoc(name))
 		}
+		if name == models.FilePreset {
+			if len(rules) != 1 || !rules[0].Keep || rules[0].Scope != ".*" {
+				t.Errorf("preset %s: %+v; want one Keep rule for every scope", name, rules)
+			}
+			continue
+		}
 		if !rules[0].Skip || rules[0].Scope != "/lm_head" {
 			t.Errorf("preset %s: the output head is not kept float: %+v", name, rules[0])
 		}

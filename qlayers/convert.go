@@ -55,8 +55,11 @@ type ReportEntry struct {
 	Shape shapes.Shape
 	// Quantized is false for kernels no rule quantized (no match, or a Skip rule).
 	Quantized bool
-	// Config is the quantization applied (meaningful when Quantized).
+	// Config is the quantization applied (meaningful when Quantized and Format is "").
 	Config quanta.Config
+	// Format, when set, names the format of a kernel stored as its file stores it (e.g. "ggml
+	// Q4_K"), which Config does not describe.
+	Format string
 	// FloatBytes is the memory of the float kernel.
 	FloatBytes int64
 	// QuantizedBytes is the memory of the stored components (0 when not Quantized).
@@ -101,7 +104,10 @@ func (r Report) String() string {
 	fmt.Fprintf(&sb, "%-32s %-14s %-10s %12s %12s\n", "scope", "shape", "format", "bytes before", "bytes after")
 	for _, e := range r.Entries {
 		format := "float"
-		if e.Quantized {
+		switch {
+		case e.Quantized && e.Format != "":
+			format = e.Format
+		case e.Quantized:
 			format = formatString(e.Config)
 		}
 		dims := fmt.Sprint(e.Shape.Dimensions)

@@ -15,6 +15,9 @@ const (
 	SmolLM2 = "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 	// Gemma3 is Gemma-3-270M in GGUF Q4_K_M (Q4_K, Q5_0, Q6_K and Q8_0 tensors).
 	Gemma3 = "gemma3/gemma-3-270m-q4_k_m.gguf"
+	// SmolLM2Quants is the folder of SmolLM2 in llama.cpp's block types that `make assets-quants`
+	// writes (reference/llamacpp.sh quants): SmolLM2-135M-Instruct.<TYPE>.gguf.
+	SmolLM2Quants = "smollm2-quants"
 	// MiniLMWeights is all-MiniLM-L6-v2's fp32 checkpoint.
 	MiniLMWeights = "minilm/model.safetensors"
 	// MiniLMTokenizer is all-MiniLM-L6-v2's Hugging Face tokenizer.json.

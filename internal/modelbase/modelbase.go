@@ -1,8 +1,11 @@
-// Package modelbase holds what the model packages (llama, minilm) share beyond package models'
-// API: the default projection of a model whose Projection is nil, and the variables of a load in
-// progress, each placed on the backend as soon as it is converted and all released when a later
-// tensor fails, so that a loader writes the context only once everything is converted; kernels
-// of fused projections are concatenated there before they are converted.
+// Package modelbase holds what the model packages (llama, gemma3, minilm) share beyond package
+// models' API: the default projection of a model whose Projection is nil, and the variables of a
+// load in progress, each placed on the backend as soon as it is converted and all released when a
+// later tensor fails, so that a loader writes the context only once everything is converted;
+// kernels of fused projections are concatenated there before they are converted (float) or
+// stored (kept as their file stores them: rows of blocks stacked). The GGUF loaders describe the
+// tensors they need as a plan (Tensor), checked against the file (Check) before Load reads them
+// one at a time, keeping or decoding each.
 package modelbase
 
 import (
@@ -10,10 +13,13 @@ import (
 	"strings"
 
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/ggml"
 	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/models"
 )
@@ -31,38 +37,43 @@ func Project(p models.Projection, ctx *context.Context, name string, x *graph.No
 type Vars struct {
 	kernel  models.KernelFunc
 	table   models.TableFunc
+	keep    models.Keeper
 	backend backends.Backend
 	list    []models.Variable
 	fusions map[string]*fusion // by part scope
 }
 
-// fusion is a group of projections stored as one: the parts' kernels wait in held until all
-// have arrived.
+// fusion is a group of projections stored as one: the parts' kernels wait in held (float) or
+// heldKept (kept as stored) until all have arrived.
 type fusion struct {
-	scope string
-	parts []string
-	held  []*tensors.Tensor
-	names []string
+	scope    string
+	parts    []string
+	held     []*tensors.Tensor
+	heldKept []*ggml.Array
+	names    []string
 }
 
-// NewVars returns an empty collection whose kernels go through kernel (nil: models.DenseKernel),
-// whose embedding tables go through table (nil: models.DenseTableVariables), and whose values are
-// placed on backend (nil: left local; see models.Place).
-func NewVars(kernel models.KernelFunc, table models.TableFunc, backend backends.Backend) *Vars {
-	if kernel == nil {
-		kernel = models.DenseKernel
+// NewVars returns an empty collection for the options' hooks: kernels go through opts.Kernel
+// (nil: models.DenseKernel), embedding tables through opts.Table (nil:
+// models.DenseTableVariables), tensors kept as stored through opts.Keep (nil: none is kept), and
+// values are placed on opts.Backend (nil: left local; see models.Place).
+func NewVars(opts models.LoadOptions) *Vars {
+	v := &Vars{kernel: opts.Kernel, table: opts.Table, keep: opts.Keep, backend: opts.Backend, fusions: map[string]*fusion{}}
+	if v.kernel == nil {
+		v.kernel = models.DenseKernel
 	}
-	if table == nil {
-		table = models.DenseTableVariables
+	if v.table == nil {
+		v.table = models.DenseTableVariables
 	}
-	return &Vars{kernel: kernel, table: table, backend: backend, fusions: map[string]*fusion{}}
+	return v
 }
 
 // Fuse makes the kernels of the projections at the scopes parts one kernel at scope, theirs
 // concatenated along the output axis in the order of parts: AddKernel holds each part until the
 // last arrives, then passes the concatenation through the KernelFunc.
 func (v *Vars) Fuse(scope string, parts []string) {
-	f := &fusion{scope: scope, parts: parts, held: make([]*tensors.Tensor, len(parts)), names: make([]string, len(parts))}
+	f := &fusion{scope: scope, parts: parts, held: make([]*tensors.Tensor, len(parts)), heldKept: make([]*ggml.Array, len(parts)),
+		names: make([]string, len(parts))}
 	for _, p := range parts {
 		v.fusions[p] = f
 	}
@@ -79,6 +90,52 @@ func (v *Vars) AddTable(scope string, table *tensors.Tensor, what string) error 
 	}
 	v.list = append(v.list, tv...)
 	return models.Place(v.backend, tv)
+}
+
+// KeepTable passes the embedding table [rows, dim] at scope, as its file stores it, to the
+// Keeper and collects and places the variables it returns. An error of the Keeper, after which
+// the array is deleted, names the table as "table of <what>".
+func (v *Vars) KeepTable(scope string, table *ggml.Array, what string) error {
+	tv, err := v.keep.KeepTable(scope, table)
+	if err != nil {
+		table.Delete()
+		return errors.WithMessage(err, "table of "+what)
+	}
+	v.list = append(v.list, tv...)
+	return models.Place(v.backend, tv)
+}
+
+// KeepKernel passes the kernel [outDim, inDim] of the projection at scope, as its file stores it,
+// to the Keeper and collects and places the variables it returns. An error of the Keeper, after
+// which the array is deleted, names the kernel as "kernel of <what>".
+//
+// A kernel that is a part of a fusion (Fuse) is held instead; the part that completes the fusion
+// passes the parts' rows stacked (one block type: FuseGroups checks it), named by all the parts'
+// names.
+func (v *Vars) KeepKernel(scope string, w *ggml.Array, what string) error {
+	if f := v.fusions[scope]; f != nil {
+		i := slices.Index(f.parts, scope)
+		f.heldKept[i], f.names[i] = w, what
+		if slices.Contains(f.heldKept, nil) {
+			return nil
+		}
+		fused, err := concatenateRows(f.heldKept)
+		for j, a := range f.heldKept {
+			a.Delete()
+			f.heldKept[j] = nil
+		}
+		if err != nil {
+			return errors.WithMessagef(err, "fusing %s", strings.Join(f.names, ", "))
+		}
+		scope, w, what = f.scope, fused, strings.Join(f.names, ", ")
+	}
+	kv, err := v.keep.KeepKernel(scope, w)
+	if err != nil {
+		w.Delete()
+		return errors.WithMessage(err, "kernel of "+what)
+	}
+	v.list = append(v.list, kv...)
+	return models.Place(v.backend, kv)
 }
 
 // Add collects the variable and places its value on the backend.
@@ -134,5 +191,63 @@ func (v *Vars) Release() {
 				f.held[j] = nil
 			}
 		}
+		for j, a := range f.heldKept {
+			if a != nil {
+				a.Delete()
+				f.heldKept[j] = nil
+			}
+		}
 	}
+}
+
+// ProjectSplit computes the projections parts (of output widths outDims) of x through p: through
+// the fused projection name when fused (one product, its output sliced), otherwise one by one.
+func ProjectSplit(p models.Projection, ctx *context.Context, fused bool, name string, parts []string, x *graph.Node, outDims ...int) []*graph.Node {
+	out := make([]*graph.Node, len(parts))
+	if !fused {
+		for i, part := range parts {
+			out[i] = Project(p, ctx, part, x, outDims[i], false)
+		}
+		return out
+	}
+	total := 0
+	for _, d := range outDims {
+		total += d
+	}
+	y := Project(p, ctx, name, x, total, false)
+	at := 0
+	for i, d := range outDims {
+		out[i] = graph.SliceAxis(y, -1, graph.AxisRange(at, at+d))
+		at += d
+	}
+	return out
+}
+
+// CheckTokens panics, naming the op (e.g. "llama.Forward"), unless tokens is an integer
+// [batch, seq] node.
+func CheckTokens(op string, tokens *graph.Node) {
+	if tokens.Rank() != 2 || !tokens.DType().IsInt() {
+		panic(errors.Errorf("%s: tokens %s; accepted: integer token ids of shape [batch, sequence]", op, tokens.Shape()))
+	}
+}
+
+// PickRow returns x[:, last, :] of hidden states x [batch, seq, dim] at the scalar integer index
+// last, by a one-hot sum (the pure-Go backend has no DynamicSlice): [batch, dim].
+func PickRow(x, last *graph.Node) *graph.Node {
+	seq := x.Shape().Dim(1)
+	g := x.Graph()
+	pick := graph.ConvertDType(graph.Equal(graph.Iota(g, shapes.Make(dtypes.Int32, seq), 0), graph.ConvertDType(last, dtypes.Int32)), x.DType())
+	return graph.ReduceSum(graph.Mul(x, graph.Reshape(pick, 1, seq, 1)), 1)
+}
+
+// SplitHeads reshapes y [batch, seq, heads·headDim] to [batch, heads, seq, headDim].
+func SplitHeads(y *graph.Node, heads, headDim int) *graph.Node {
+	batch, seq := y.Shape().Dim(0), y.Shape().Dim(1)
+	return graph.TransposeAllDims(graph.Reshape(y, batch, seq, heads, headDim), 0, 2, 1, 3)
+}
+
+// MergeHeads reshapes y [batch, heads, seq, headDim] to [batch, seq, heads·headDim].
+func MergeHeads(y *graph.Node) *graph.Node {
+	s := y.Shape()
+	return graph.Reshape(graph.TransposeAllDims(y, 0, 2, 1, 3), s.Dim(0), s.Dim(2), s.Dim(1)*s.Dim(3))
 }

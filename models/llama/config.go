@@ -1,11 +1,10 @@
 package llama
 
 import (
-	"fmt"
-
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/fileio"
+	"github.com/quanta-ml/quanta/internal/modelbase"
 )
 
 // Config holds the hyper-parameters of a Llama-architecture decoder.
@@ -74,11 +73,7 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 
 // layerTensors returns the names of the GGUF tensors of decoder block i.
 func layerTensors(i int) []string {
-	var names []string
-	for _, name := range []string{AttnNorm, AttnQ, AttnK, AttnV, AttnOutput, FFNNorm, FFNGate, FFNUp, FFNDown} {
-		names = append(names, fmt.Sprintf("blk.%d.%s.weight", i, name))
-	}
-	return names
+	return modelbase.LayerTensorNames(i, AttnNorm, AttnQ, AttnK, AttnV, AttnOutput, FFNNorm, FFNGate, FFNUp, FFNDown)
 }
 
 // tensorsPerLayer is the number of GGUF tensors of a decoder block (two norms, seven kernels).
@@ -102,54 +97,27 @@ func configFromGGUF(f *gguf.File) (Config, error) {
 		keyEps     = "llama.attention.layer_norm_rms_epsilon"
 		keyBase    = "llama.rope.freq_base"
 	)
-	ints := []struct {
-		key      string
-		dst      *int
-		optional bool
-	}{
-		{keyLayers, &c.Layers, false},
-		{keyDim, &c.Dim, false},
-		{"llama.feed_forward_length", &c.FFNDim, false},
-		{keyHeads, &c.Heads, false},
-		{keyKVHeads, &c.KVHeads, true},
-		{"llama.context_length", &c.ContextLength, true},
-		{"llama.vocab_size", &c.VocabSize, true},
-	}
-	for _, k := range ints {
-		if _, has := f.Value(k.key); !has && k.optional {
-			continue
-		}
-		v, err := f.Uint(k.key)
-		if err != nil {
-			return Config{}, err
-		}
-		if err := fileio.CheckInt(k.key, v, 1, fileio.MaxCount); err != nil {
-			return Config{}, err
-		}
-		*k.dst = int(v)
+	err = modelbase.ReadInts(f, []modelbase.IntKey{
+		{Key: keyLayers, Dst: &c.Layers},
+		{Key: keyDim, Dst: &c.Dim},
+		{Key: "llama.feed_forward_length", Dst: &c.FFNDim},
+		{Key: keyHeads, Dst: &c.Heads},
+		{Key: keyKVHeads, Dst: &c.KVHeads, Optional: true},
+		{Key: "llama.context_length", Dst: &c.ContextLength, Optional: true},
+		{Key: "llama.vocab_size", Dst: &c.VocabSize, Optional: true},
+	})
+	if err != nil {
+		return Config{}, err
 	}
 	_, hasOutput := f.Tensor("output.weight")
 	c.TiedEmbeddings = !hasOutput
 	// Each layer has its tensors: bound the count by the directory before anything is planned.
-	fixed := 2 // token_embd, output_norm
+	fixed := []string{"token_embd.weight", "output_norm.weight"}
 	if hasOutput {
-		fixed++
+		fixed = append(fixed, "output.weight")
 	}
-	if n := len(f.Tensors()); c.Layers > (n-fixed)/tensorsPerLayer {
-		fits := max(0, (n-fixed)/tensorsPerLayer)
-		// Name the first tensor missing: the search ends by the layer after those that fit.
-		names := []string{"token_embd.weight", "output_norm.weight"}
-		for i := 0; i <= fits && i < c.Layers; i++ {
-			names = append(names, layerTensors(i)...)
-		}
-		for _, name := range names {
-			if _, ok := f.Tensor(name); !ok {
-				return Config{}, errors.Wrapf(gguf.ErrNotFound, "tensor %q (%s = %d; the file has the tensors of at most %d layers)",
-					name, keyLayers, c.Layers, fits)
-			}
-		}
-		return Config{}, errors.Wrapf(gguf.ErrNotFound, "%s = %d, but the file has %d tensors; accepted: at most %d layers "+
-			"(%d tensors a layer, plus %d)", keyLayers, c.Layers, n, fits, tensorsPerLayer, fixed)
+	if err := modelbase.CheckLayers(f, keyLayers, c.Layers, tensorsPerLayer, fixed, layerTensors); err != nil {
+		return Config{}, err
 	}
 	if c.KVHeads == 0 {
 		c.KVHeads = c.Heads
@@ -188,20 +156,12 @@ func configFromGGUF(f *gguf.File) (Config, error) {
 				c.HeadDim, keyRoPEDim, rd)
 		}
 	}
-	if c.RMSNormEps, err = f.Float(keyEps); err != nil {
-		return Config{}, err
-	}
-	if err := fileio.CheckFloatAbove(keyEps, c.RMSNormEps, 0); err != nil {
+	if err := modelbase.ReadFloatAbove(f, keyEps, &c.RMSNormEps, 0, false); err != nil {
 		return Config{}, err
 	}
 	c.RoPEBase = 10000
-	if _, has := f.Value(keyBase); has {
-		if c.RoPEBase, err = f.Float(keyBase); err != nil {
-			return Config{}, err
-		}
-		if err := fileio.CheckFloatAbove(keyBase, c.RoPEBase, 1); err != nil {
-			return Config{}, err
-		}
+	if err := modelbase.ReadFloatAbove(f, keyBase, &c.RoPEBase, 1, true); err != nil {
+		return Config{}, err
 	}
 	if _, has := f.Value("llama.rope.scaling.type"); has {
 		return Config{}, errors.New("RoPE scaling (llama.rope.scaling.*) is not supported")

@@ -20,7 +20,7 @@ import (
 func loadWith(t *testing.T, data []byte, rules []models.Rule, fuse bool) (*context.Context, *llama.Model) {
 	t.Helper()
 	q := models.MustNewQuantizer(rules)
-	opts := llama.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable}
+	opts := llama.LoadOptions{LoadOptions: models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable}}
 	if fuse {
 		opts.Fuse = q.Fuse
 	}
@@ -99,12 +99,12 @@ func TestLoadFused(t *testing.T) {
 	}
 	t.Run("kernel-error-names-the-parts", func(t *testing.T) {
 		q := models.MustNewQuantizer(nil)
-		_, err := llama.LoadGGUF(context.New(), openBytes(t, data), llama.LoadOptions{Fuse: q.Fuse, Kernel: func(scope string, k *tensors.Tensor) ([]models.Variable, error) {
+		_, err := llama.LoadGGUF(context.New(), openBytes(t, data), llama.LoadOptions{LoadOptions: models.LoadOptions{Fuse: q.Fuse, Kernel: func(scope string, k *tensors.Tensor) ([]models.Variable, error) {
 			if scope == "/layer_1/attn_qkv" {
 				return nil, errors.New("quantizer failed")
 			}
 			return models.DenseKernel(scope, k)
-		}})
+		}}})
 		if want := "kernel of blk.1.attn_q.weight, blk.1.attn_k.weight, blk.1.attn_v.weight: quantizer failed"; err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v; want one containing %q", err, want)
 		}

@@ -42,12 +42,12 @@ func TestQuantizedHeadPerplexity(t *testing.T) {
 			}
 			defer f.Close()
 			ctx := context.New()
-			m, err := LoadGGUF(ctx, f, LoadOptions{Backend: backend, Kernel: q.Kernel, Table: q.QuantizeTable, Fuse: q.Fuse})
+			m, err := LoadGGUF(ctx, f, LoadOptions{LoadOptions: models.LoadOptions{Backend: backend, Kernel: q.Kernel, Table: q.QuantizeTable, Fuse: q.Fuse}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			m.Projection, m.Table = q.Projection, q.Table
-			e, err := NewEvaluator(backend, ctx, m)
+			e, err := models.NewEvaluator(backend, ctx, m)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -180,10 +180,10 @@ func TestLoadGGUF(t *testing.T) {
 	t.Run("Kernel", func(t *testing.T) {
 		ctx := context.New()
 		var scopes []string
-		_, err := llama.LoadGGUF(ctx, openBytes(t, data), llama.LoadOptions{Kernel: func(scope string, k *tensors.Tensor) ([]models.Variable, error) {
+		_, err := llama.LoadGGUF(ctx, openBytes(t, data), llama.LoadOptions{LoadOptions: models.LoadOptions{Kernel: func(scope string, k *tensors.Tensor) ([]models.Variable, error) {
 			scopes = append(scopes, scope)
 			return []models.Variable{{Scope: scope + "/custom", Name: "w", Value: k}}, nil
-		}})
+		}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,12 +211,12 @@ func TestLoadGGUFErrors(t *testing.T) {
 		{"shape", badShape, llama.LoadOptions{}, nil, "blk.0.ffn_gate.weight F32 [16 24] has row-major shape [24 16]; the configuration needs [32 16] (llama.feed_forward_length, llama.embedding_length)"},
 		{"architecture", badArch, llama.LoadOptions{}, nil, `architecture "gpt2"`},
 		{"heads", badHeads, llama.LoadOptions{}, nil, "llama.attention.head_count_kv = 3 does not divide llama.attention.head_count = 4"},
-		{"kernel error", good, llama.LoadOptions{Kernel: func(scope string, k *tensors.Tensor) ([]models.Variable, error) {
+		{"kernel error", good, llama.LoadOptions{LoadOptions: models.LoadOptions{Kernel: func(scope string, k *tensors.Tensor) ([]models.Variable, error) {
 			if strings.HasPrefix(scope, "/layer_1/") {
 				return nil, errors.New("quantizer failed")
 			}
 			return models.DenseKernel(scope, k)
-		}}, nil, "kernel of blk.1.attn_q.weight: quantizer failed"},
+		}}}, nil, "kernel of blk.1.attn_q.weight: quantizer failed"},
 		{"existing variables", good, llama.LoadOptions{}, func(ctx *context.Context) {
 			ctx.In("token_embd").VariableWithValue("embeddings", []float32{1})
 		}, "already holds /token_embd/embeddings"},

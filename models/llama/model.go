@@ -74,7 +74,7 @@ func New(cfg Config) (*Model, error) {
 	return &Model{Config: cfg}, nil
 }
 
-var _ models.Decoder = (*Model)(nil)
+var _ models.LanguageModel = (*Model)(nil)
 
 // DecodeSpec describes the model to a models.Generator.
 func (m *Model) DecodeSpec() models.DecodeSpec {
@@ -83,29 +83,6 @@ func (m *Model) DecodeSpec() models.DecodeSpec {
 
 func (m *Model) project(ctx *context.Context, name string, x *Node, outDim int) *Node {
 	return modelbase.Project(m.Projection, ctx, name, x, outDim, false)
-}
-
-// projectSplit computes the projections parts of widths outDims: through the fused projection
-// when fused (one product, its output sliced), otherwise one by one.
-func (m *Model) projectSplit(ctx *context.Context, fused bool, name string, parts []string, x *Node, outDims ...int) []*Node {
-	out := make([]*Node, len(parts))
-	if !fused {
-		for i, p := range parts {
-			out[i] = m.project(ctx, p, x, outDims[i])
-		}
-		return out
-	}
-	total := 0
-	for _, d := range outDims {
-		total += d
-	}
-	y := m.project(ctx, name, x, total)
-	at := 0
-	for i, d := range outDims {
-		out[i] = SliceAxis(y, -1, AxisRange(at, at+d))
-		at += d
-	}
-	return out
 }
 
 // table returns the token-embedding table [VocabSize, Dim], shared by Embed and the tied head.
@@ -117,16 +94,9 @@ func (m *Model) table(ctx *context.Context, g *Graph) implicitarray.Value {
 	return table(ctx, EmbeddingScope, g, m.VocabSize, m.Dim)
 }
 
-// checkTokens panics unless tokens is an integer [batch, seq] tensor.
-func checkTokens(op string, tokens *Node) {
-	if tokens.Rank() != 2 || !tokens.DType().IsInt() {
-		panic(errors.Errorf("llama.%s: tokens %s; accepted: integer token ids of shape [batch, sequence]", op, tokens.Shape()))
-	}
-}
-
 // Embed returns the embeddings [batch, seq, Dim] of integer token ids [batch, seq].
 func (m *Model) Embed(ctx *context.Context, tokens *Node) *Node {
-	checkTokens("Embed", tokens)
+	modelbase.CheckTokens("llama.Embed", tokens)
 	return qlayers.Lookup(m.table(ctx, tokens.Graph()), tokens)
 }
 
@@ -148,7 +118,7 @@ func (m *Model) rmsNorm(ctx *context.Context, x *Node) *Node {
 // Forward returns the logits [batch, seq, VocabSize] of token ids [batch, seq] at positions
 // 0..seq-1, each position attending to itself and the positions before it (no cache).
 func (m *Model) Forward(ctx *context.Context, tokens *Node) *Node {
-	checkTokens("Forward", tokens)
+	modelbase.CheckTokens("llama.Forward", tokens)
 	x := m.Embed(ctx, tokens)
 	g := tokens.Graph()
 	seq := tokens.Shape().Dim(1)
@@ -166,11 +136,10 @@ func (m *Model) Forward(ctx *context.Context, tokens *Node) *Node {
 // chunk's keys and values are written through cache. cache.Start()+seq must not exceed the
 // cache's length (the write would be clamped).
 func (m *Model) Step(ctx *context.Context, tokens, last *Node, cache *models.KVCache) *Node {
-	checkTokens("Step", tokens)
+	modelbase.CheckTokens("llama.Step", tokens)
 	if cache.Layers() != m.Layers {
 		panic(errors.Errorf("llama.Step: a cache of %d layers; accepted: %d (the model's)", cache.Layers(), m.Layers))
 	}
-	g := tokens.Graph()
 	seq := tokens.Shape().Dim(1)
 	positions := cache.Positions(seq)
 	mask := cache.Mask(seq)
@@ -178,10 +147,7 @@ func (m *Model) Step(ctx *context.Context, tokens, last *Node, cache *models.KVC
 	for i := 0; i < m.Layers; i++ {
 		x = m.Block(ctx.In(LayerScope(i)), x, positions, mask, cache, i)
 	}
-	// The hidden state at index last, by a one-hot sum (the pure-Go backend has no DynamicSlice).
-	pick := ConvertDType(Equal(Iota(g, shapes.Make(dtypes.Int32, seq), 0), ConvertDType(last, dtypes.Int32)), dtypes.Float32)
-	h := ReduceSum(Mul(x, Reshape(pick, 1, seq, 1)), 1)
-	return m.Logits(ctx, h)
+	return m.Logits(ctx, modelbase.PickRow(x, last))
 }
 
 // Block is decoder block layer (ctx is its scope): x + attention(RMSNorm(x)), then
@@ -193,7 +159,7 @@ func (m *Model) Block(ctx *context.Context, x, positions, mask *Node, cache *mod
 	h := m.rmsNorm(ctx.In(AttnNorm), x)
 	x = Add(x, m.Attention(ctx, h, positions, mask, cache, layer))
 	h = m.rmsNorm(ctx.In(FFNNorm), x)
-	gateUp := m.projectSplit(ctx, m.FusedGateUp, FFNGateUp, []string{FFNGate, FFNUp}, h, m.FFNDim, m.FFNDim)
+	gateUp := modelbase.ProjectSplit(m.Projection, ctx, m.FusedGateUp, FFNGateUp, []string{FFNGate, FFNUp}, h, m.FFNDim, m.FFNDim)
 	gate, up := gateUp[0], gateUp[1]
 	return Add(x, m.project(ctx, FFNDown, Mul(Mul(gate, Sigmoid(gate)), up), m.Dim))
 }
@@ -201,12 +167,9 @@ func (m *Model) Block(ctx *context.Context, x, positions, mask *Node, cache *mod
 // Attention is grouped-query self-attention with rotary position embeddings over x
 // [batch, seq, Dim]; see Block for the other arguments.
 func (m *Model) Attention(ctx *context.Context, x, positions, mask *Node, cache *models.KVCache, layer int) *Node {
-	batch, seq := x.Shape().Dim(0), x.Shape().Dim(1)
 	hd := m.HeadDim
-	// [batch, seq, heads, hd] -> [batch, heads, seq, hd]
-	heads := func(y *Node, n int) *Node { return TransposeAllDims(Reshape(y, batch, seq, n, hd), 0, 2, 1, 3) }
-	qkv := m.projectSplit(ctx, m.FusedQKV, AttnQKV, []string{AttnQ, AttnK, AttnV}, x, m.Heads*hd, m.KVHeads*hd, m.KVHeads*hd)
-	q, k, v := heads(qkv[0], m.Heads), heads(qkv[1], m.KVHeads), heads(qkv[2], m.KVHeads)
+	qkv := modelbase.ProjectSplit(m.Projection, ctx, m.FusedQKV, AttnQKV, []string{AttnQ, AttnK, AttnV}, x, m.Heads*hd, m.KVHeads*hd, m.KVHeads*hd)
+	q, k, v := modelbase.SplitHeads(qkv[0], m.Heads, hd), modelbase.SplitHeads(qkv[1], m.KVHeads, hd), modelbase.SplitHeads(qkv[2], m.KVHeads, hd)
 	cos, sin := models.RoPETables(positions, hd, m.RoPEBase)
 	q = models.ApplyRoPE(q, cos, sin, m.RotateAdjacent)
 	k = models.ApplyRoPE(k, cos, sin, m.RotateAdjacent)
@@ -214,6 +177,5 @@ func (m *Model) Attention(ctx *context.Context, x, positions, mask *Node, cache 
 		k, v = cache.Update(layer, k, v)
 	}
 	ctxv := models.GroupedAttention(q, k, v, mask, 1/math.Sqrt(float64(hd)))
-	ctxv = TransposeAllDims(ctxv, 0, 2, 1, 3)
-	return m.project(ctx, AttnOutput, Reshape(ctxv, batch, seq, m.Heads*hd), m.Dim)
+	return m.project(ctx, AttnOutput, modelbase.MergeHeads(ctxv), m.Dim)
 }

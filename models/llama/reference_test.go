@@ -62,7 +62,7 @@ func loadSmolLM2(t *testing.T, rules []models.Rule) (*context.Context, *Model, *
 	defer f.Close()
 	q := models.MustNewQuantizer(rules)
 	ctx := context.New()
-	m, err := LoadGGUF(ctx, f, LoadOptions{Backend: backend, Kernel: q.Kernel})
+	m, err := LoadGGUF(ctx, f, LoadOptions{LoadOptions: models.LoadOptions{Backend: backend, Kernel: q.Kernel}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestReferencePerplexity(t *testing.T) {
 				start := time.Now()
 				ctx, m, q := loadSmolLM2(t, rules)
 				loaded := time.Since(start)
-				e, err := NewEvaluator(backend, ctx, m)
+				e, err := models.NewEvaluator(backend, ctx, m)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -33,7 +33,7 @@ func TestSmolLM2(t *testing.T) {
 	}
 	start := time.Now()
 	ctx := context.New()
-	m, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{Backend: backend})
+	m, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{LoadOptions: models.LoadOptions{Backend: backend}})
 	if err != nil {
 		t.Fatal(err)
 	}

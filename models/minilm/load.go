@@ -93,7 +93,7 @@ func LoadSafetensors(ctx *context.Context, f *safetensors.File, cfg Config, opts
 	if ctx.InspectVariable("/"+EmbeddingsScope+"/"+WordScope, TableName) != nil {
 		return nil, errors.New("minilm.LoadSafetensors: the context already holds the embeddings; load into a fresh context")
 	}
-	vars := modelbase.NewVars(opts.Kernel, nil, opts.Backend)
+	vars := modelbase.NewVars(models.LoadOptions{Kernel: opts.Kernel, Backend: opts.Backend})
 	fail := func(err error) (*Model, error) {
 		vars.Release()
 		return nil, errors.WithMessage(err, "minilm.LoadSafetensors")

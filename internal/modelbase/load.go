@@ -1,0 +1,312 @@
+package modelbase
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/ggml"
+	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/hostdata"
+	"github.com/quanta-ml/quanta/models"
+)
+
+// Kind is what a planned tensor becomes.
+type Kind int
+
+const (
+	// Plain tensors (norm scales) are decoded to float32 into the variable Scope/VarName.
+	Plain Kind = iota
+	// Kernel tensors are projection kernels, GGUF [Out][In]: decoded to (In, Out) for the
+	// KernelFunc, or kept as stored ([Out, In]) for the Keeper.
+	Kernel
+	// Table tensors are embedding tables [rows, dim]: decoded for the TableFunc or kept as stored.
+	Table
+)
+
+// Tensor is one GGUF tensor a model needs and where it goes.
+type Tensor struct {
+	// Name is the GGUF tensor name, e.g. "blk.0.attn_q.weight".
+	Name string
+	Kind Kind
+	// Scope is absolute: for a kernel the Projection scope, for a table the table scope, for a
+	// plain tensor the variable's scope.
+	Scope string
+	// VarName is the variable of a plain tensor.
+	VarName string
+	// Shape is the row-major shape of a plain tensor or a table.
+	Shape []int
+	// In and Out are a kernel's widths.
+	In, Out int
+	// From names the hyper-parameters the shape derives from, for errors.
+	From string
+	// UnpermuteHeads > 0: the kernel's output rows are q/k heads of that count in llama.cpp's
+	// interleaved order (for adjacent-pair RoPE), put back in Hugging Face's order on load.
+	UnpermuteHeads int
+}
+
+// Want is the tensor's row-major shape in the file.
+func (p Tensor) Want() []int {
+	if p.Kind == Kernel {
+		return []int{p.Out, p.In}
+	}
+	return p.Shape
+}
+
+// Check checks that every planned tensor is in f with the planned shape and a decodable type; op
+// names the loader in errors.
+func Check(f *gguf.File, plan []Tensor, op string) error {
+	for _, p := range plan {
+		t, ok := f.Tensor(p.Name)
+		if !ok {
+			return errors.Wrapf(gguf.ErrNotFound, "%s: tensor %q", op, p.Name)
+		}
+		if got := t.Shape(); !slices.Equal(got, p.Want()) {
+			return errors.Wrapf(gguf.ErrCorrupt, "%s: tensor %s has row-major shape %v; the configuration needs %v (%s)",
+				op, t, got, p.Want(), p.From)
+		}
+		if !t.Type.CanDecode() {
+			return errors.Wrapf(gguf.ErrUnsupported, "%s: tensor %s: accepted types: %s", op, t, DecodableTypes())
+		}
+	}
+	return nil
+}
+
+// DecodableTypes lists the tensor types a loader reads, for errors.
+func DecodableTypes() string {
+	names := []string{"F32", "F16", "BF16"}
+	for _, t := range gguf.BlockTypes() {
+		if t.CanDecode() {
+			names = append(names, t.String())
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// Kept reports whether tensor p is kept as stored: the Keeper keeps its scope and the file
+// stores it in a block type.
+func (v *Vars) Kept(f *gguf.File, p Tensor) bool {
+	if v.keep == nil || p.Kind == Plain {
+		return false
+	}
+	t, ok := f.Tensor(p.Name)
+	return ok && t.Type.IsBlock() && v.keep.Keeps(p.Scope)
+}
+
+// Load reads the planned tensors of f one at a time (checked by Check first) and collects their
+// variables: plain tensors decoded; kernels and tables kept as stored where the Keeper says so,
+// otherwise decoded (a kernel through one reused buffer, transposed to (In, Out) and un-permuted)
+// and passed to the KernelFunc or TableFunc.
+func (v *Vars) Load(f *gguf.File, plan []Tensor) error {
+	maxKernel := 0
+	for _, p := range plan {
+		if p.Kind == Kernel && !v.Kept(f, p) {
+			maxKernel = max(maxKernel, p.In*p.Out)
+		}
+	}
+	buf := make([]float32, maxKernel)
+	for _, p := range plan {
+		if err := v.load(f, p, buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (v *Vars) load(f *gguf.File, p Tensor, buf []float32) error {
+	if v.Kept(f, p) {
+		a, err := ggml.Read(f, p.Name)
+		if err != nil {
+			return err
+		}
+		if p.Kind == Table {
+			return v.KeepTable(p.Scope, a, p.Name)
+		}
+		if p.UnpermuteHeads > 0 {
+			if err := permuteRows(a, headRows(p.Out, p.UnpermuteHeads)); err != nil {
+				a.Delete()
+				return errors.WithMessagef(err, "tensor %s", p.Name)
+			}
+		}
+		return v.KeepKernel(p.Scope, a, p.Name)
+	}
+	switch p.Kind {
+	case Plain:
+		t, err := DecodeTensor(f, p.Name, p.Shape)
+		if err != nil {
+			return err
+		}
+		return v.Add(p.Scope, p.VarName, t)
+	case Table:
+		t, err := DecodeTensor(f, p.Name, p.Shape)
+		if err != nil {
+			return err
+		}
+		return v.AddTable(p.Scope, t, p.Name)
+	}
+	raw := buf[:p.In*p.Out]
+	if err := f.DecodeInto(p.Name, raw); err != nil {
+		return err
+	}
+	kernel := tensors.FromShape(shapes.Make(dtypes.Float32, p.In, p.Out))
+	var srcRow func(int) int
+	if p.UnpermuteHeads > 0 {
+		srcRow = headRows(p.Out, p.UnpermuteHeads)
+	}
+	tensors.MustMutableFlatData(kernel, func(dst []float32) { hostdata.Transpose(raw, dst, p.Out, p.In, srcRow) })
+	return v.AddKernel(p.Scope, kernel, p.Name)
+}
+
+// DecodeTensor decodes a GGUF tensor straight into a new float32 tensor of the given shape.
+func DecodeTensor(f *gguf.File, name string, shape []int) (*tensors.Tensor, error) {
+	t := tensors.FromShape(shapes.Make(dtypes.Float32, shape...))
+	var err error
+	tensors.MustMutableFlatData(t, func(dst []float32) { err = f.DecodeInto(name, dst) })
+	if err != nil {
+		_ = t.FinalizeAll()
+		return nil, err
+	}
+	return t, nil
+}
+
+// headRows maps each row of a q/k kernel of rows outputs in Hugging Face's order to its row in
+// llama.cpp's converter order: the converter interleaves the pairs of each head (row h·d + 2i + j
+// holds Hugging Face's row h·d + j·d/2 + i, d = rows/heads).
+func headRows(rows, heads int) func(int) int {
+	d := rows / heads
+	return func(r int) int {
+		h, within := r/d, r%d
+		j, i := within/(d/2), within%(d/2)
+		return h*d + 2*i + j
+	}
+}
+
+// permuteRows reorders the rows of a host ggml array [rows, cols] in place: row r becomes the old
+// row srcRow(r) (whole rows of blocks move: exact).
+func permuteRows(a *ggml.Array, srcRow func(int) int) error {
+	rows := a.Shape().Dim(0)
+	return a.Blocks().Tensor().MutableBytes(func(b []byte) {
+		old := slices.Clone(b)
+		n := len(b) / rows
+		for r := range rows {
+			s := srcRow(r)
+			copy(b[r*n:(r+1)*n], old[s*n:(s+1)*n])
+		}
+	})
+}
+
+// concatenateRows stacks host ggml arrays [rows_i, cols] of one type into [Σ rows_i, cols]: their
+// blocks one after the other (exact).
+func concatenateRows(parts []*ggml.Array) (*ggml.Array, error) {
+	typ, cols, rows := parts[0].Type(), parts[0].Shape().Dim(1), 0
+	for _, p := range parts {
+		if p.Type() != typ || p.Shape().Rank() != 2 || p.Shape().Dim(1) != cols {
+			return nil, errors.Errorf("rows of %s and %s cannot be stacked; accepted: one block type and width", parts[0], p)
+		}
+		rows += p.Shape().Dim(0)
+	}
+	out := tensors.FromShape(ggml.BlocksShape(typ, rows, cols))
+	var err error
+	accessErr := out.MutableBytes(func(dst []byte) {
+		at := 0
+		for _, p := range parts {
+			if e := p.Blocks().Tensor().ConstBytes(func(src []byte) { at += copy(dst[at:], src) }); e != nil && err == nil {
+				err = e
+			}
+		}
+	})
+	if err == nil {
+		err = accessErr
+	}
+	if err != nil {
+		_ = out.FinalizeAll()
+		return nil, err
+	}
+	return ggml.New(implicitarray.TensorComponent(out), typ, dtypes.Float32)
+}
+
+// Group is a set of projections of one block that read the same input and may be stored as one
+// (fused) projection: Parts in order, their GGUF tensors Names and output widths OutDims.
+type Group struct {
+	Fused   string
+	Parts   []string
+	Names   []string
+	OutDims []int
+}
+
+// FuseGroups decides, for each kind of group (e.g. every block's q/k/v), whether it fuses: when
+// fuse says yes for the group of every block and, where the Keeper keeps a part as stored, every
+// part of the group is kept and stored in one block type. It registers the groups of the kinds
+// that fuse with v (Fuse) and returns which kinds fuse.
+func (v *Vars) FuseGroups(f *gguf.File, kinds [][]Group, fuse models.FuseFunc) []bool {
+	out := make([]bool, len(kinds))
+	if fuse == nil {
+		return out
+	}
+	for k, groups := range kinds {
+		all := len(groups) > 0
+		for _, g := range groups {
+			all = all && v.stackable(f, g) && fuse(g.Fused, g.Parts, g.OutDims)
+		}
+		if all {
+			out[k] = true
+			for _, g := range groups {
+				v.Fuse(g.Fused, g.Parts)
+			}
+		}
+	}
+	return out
+}
+
+// stackable reports whether the parts of g are all decoded, or all kept as stored in one block
+// type.
+func (v *Vars) stackable(f *gguf.File, g Group) bool {
+	kept, types := 0, map[gguf.Type]bool{}
+	for i, name := range g.Names {
+		if v.Kept(f, Tensor{Name: name, Kind: Kernel, Scope: g.Parts[i]}) {
+			kept++
+		}
+		if t, ok := f.Tensor(name); ok {
+			types[t.Type] = true
+		}
+	}
+	return kept == 0 || (kept == len(g.Parts) && len(types) == 1)
+}
+
+// LayerTensorNames returns the GGUF names "blk.<i>.<name>.weight" of names.
+func LayerTensorNames(i int, names ...string) []string {
+	out := make([]string, len(names))
+	for j, n := range names {
+		out[j] = fmt.Sprintf("blk.%d.%s.weight", i, n)
+	}
+	return out
+}
+
+// FuseQKVGateUp asks fuse whether the q/k/v kernels (GGUF's attn_q, attn_k, attn_v, of output
+// widths q, kv, kv) and the gate/up kernels (ffn_gate, ffn_up, ffn wide) of every block, whose
+// scopes are ctx.In(layerScope(i)), may be stored fused as attn_qkv and ffn_gate_up
+// (FuseGroups), and registers the groups that may with v.
+func (v *Vars) FuseQKVGateUp(ctx *context.Context, f *gguf.File, layers int, layerScope func(int) string, q, kv, ffn int,
+	fuse models.FuseFunc) (qkv, gateUp bool) {
+	kinds := make([][]Group, 2)
+	for i := range layers {
+		layer := ctx.In(layerScope(i))
+		group := func(name string, parts []string, outDims ...int) Group {
+			g := Group{Fused: layer.In(name).Scope(), Names: LayerTensorNames(i, parts...), OutDims: outDims}
+			for _, p := range parts {
+				g.Parts = append(g.Parts, layer.In(p).Scope())
+			}
+			return g
+		}
+		kinds[0] = append(kinds[0], group("attn_qkv", []string{"attn_q", "attn_k", "attn_v"}, q, kv, kv))
+		kinds[1] = append(kinds[1], group("ffn_gate_up", []string{"ffn_gate", "ffn_up"}, ffn, ffn))
+	}
+	fused := v.FuseGroups(f, kinds, fuse)
+	return fused[0], fused[1]
+}
