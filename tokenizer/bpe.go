@@ -23,30 +23,45 @@ const (
 	Byte        TokenType = 6
 )
 
-// BPE is a byte-level BPE tokenizer (GPT-2 style) with llama.cpp's pre-tokenization and special
-// token handling. It is immutable after construction and safe for concurrent use.
+// BPE is a BPE tokenizer with llama.cpp's special-token handling, of one of GGUF's two BPE
+// vocabularies: byte-level BPE (GPT-2 style, model "gpt2": pre-tokenization, merges by rank) or
+// SentencePiece BPE (model "llama": spaces as ▁, merges by the scores of the merged tokens,
+// byte-fallback tokens). It is immutable after construction and safe for concurrent use.
 type BPE struct {
 	tokens  []string
 	types   []TokenType
 	ids     map[string]int
-	ranks   map[string]int // "left right" → merge rank
+	ranks   map[string]int // "left right" → merge rank (byte-level)
+	scores  []float32      // token scores (SentencePiece)
+	spm     bool
 	pre     PreTokenizer
 	special []int // control, user-defined and unknown tokens, longest text first
 
 	bos, eos, unk  int
 	addBOS, addEOS bool
+	addSpacePrefix bool
 }
 
 // BPEConfig holds what NewBPE builds a tokenizer from.
 type BPEConfig struct {
-	// Tokens is the vocabulary in the byte-level alphabet, indexed by id.
+	// Tokens is the vocabulary, indexed by id: in the byte-level alphabet, or for SentencePiece
+	// the UTF-8 text of each piece with spaces written ▁ (U+2581).
 	Tokens []string
 	// Types gives each token's type; nil means all Normal.
 	Types []TokenType
-	// Merges are "left right" pairs, highest priority first.
+	// Merges are "left right" pairs, highest priority first (byte-level BPE).
 	Merges []string
-	// Pre is the pre-tokenizer.
+	// Pre is the pre-tokenizer (byte-level BPE).
 	Pre PreTokenizer
+	// SentencePiece selects SentencePiece BPE (GGUF's "llama" model): Scores instead of Merges
+	// and Pre, byte-fallback tokens "<0xXX>".
+	SentencePiece bool
+	// Scores gives each token's score (SentencePiece: the merge whose result scores highest goes
+	// first).
+	Scores []float32
+	// AddSpacePrefix (SentencePiece) writes a space before text at the start of the input or
+	// after a special token.
+	AddSpacePrefix bool
 	// BOS, EOS and UNK are the ids of those tokens, -1 if none.
 	BOS, EOS, UNK int
 	// AddBOS and AddEOS: EncodeOptions.AddSpecial adds BOS before and EOS after the text.
@@ -61,13 +76,17 @@ func NewBPE(cfg BPEConfig) (*BPE, error) {
 	if cfg.Types != nil && len(cfg.Types) != len(cfg.Tokens) {
 		return nil, errors.Errorf("tokenizer.NewBPE: %d token types for %d tokens", len(cfg.Types), len(cfg.Tokens))
 	}
-	if cfg.Pre != PreGPT2 && cfg.Pre != PreSmolLM {
+	switch {
+	case cfg.SentencePiece && len(cfg.Scores) != len(cfg.Tokens):
+		return nil, errors.Errorf("tokenizer.NewBPE: %d scores for %d tokens; accepted: one score per token (SentencePiece)",
+			len(cfg.Scores), len(cfg.Tokens))
+	case !cfg.SentencePiece && cfg.Pre != PreGPT2 && cfg.Pre != PreSmolLM:
 		return nil, errors.Errorf("tokenizer.NewBPE: pre-tokenizer %q; accepted: %q, %q", cfg.Pre, PreGPT2, PreSmolLM)
 	}
 	t := &BPE{
-		tokens: cfg.Tokens, types: cfg.Types, pre: cfg.Pre,
+		tokens: cfg.Tokens, types: cfg.Types, pre: cfg.Pre, scores: cfg.Scores, spm: cfg.SentencePiece,
 		ids: make(map[string]int, len(cfg.Tokens)), ranks: make(map[string]int, len(cfg.Merges)),
-		bos: cfg.BOS, eos: cfg.EOS, unk: cfg.UNK, addBOS: cfg.AddBOS, addEOS: cfg.AddEOS,
+		bos: cfg.BOS, eos: cfg.EOS, unk: cfg.UNK, addBOS: cfg.AddBOS, addEOS: cfg.AddEOS, addSpacePrefix: cfg.AddSpacePrefix,
 	}
 	if t.types == nil {
 		t.types = make([]TokenType, len(cfg.Tokens))
@@ -76,9 +95,7 @@ func NewBPE(cfg BPEConfig) (*BPE, error) {
 		}
 	}
 	for id, tok := range cfg.Tokens {
-		if _, dup := t.ids[tok]; !dup { // llama.cpp keeps the first id of a repeated text
-			t.ids[tok] = id
-		}
+		t.ids[tok] = id // as llama.cpp's token_to_id, filled in id order: a repeated text maps to its last id
 		switch t.types[id] {
 		case Control, UserDefined, Unknown:
 			if tok != "" {
@@ -114,32 +131,52 @@ func NewBPE(cfg BPEConfig) (*BPE, error) {
 	return t, nil
 }
 
-// NewBPEFromGGUF builds the tokenizer described by a GGUF file's metadata: "tokenizer.ggml.model"
-// must be "gpt2" (byte-level BPE), "tokenizer.ggml.pre" one of the pre-tokenizers this package
-// implements; tokens, token types, merges, the BOS/EOS/UNK ids and add_bos_token/add_eos_token are
-// read from their "tokenizer.ggml.*" keys.
+// NewBPEFromGGUF builds the tokenizer described by a GGUF file's metadata:
+// "tokenizer.ggml.model" must be "gpt2" (byte-level BPE, whose "tokenizer.ggml.pre" must be one
+// of the pre-tokenizers this package implements, with "tokenizer.ggml.merges") or "llama"
+// (SentencePiece BPE, with "tokenizer.ggml.scores" and "tokenizer.ggml.add_space_prefix",
+// default true); tokens, token types, the BOS/EOS/UNK ids and add_bos_token/add_eos_token are
+// read from their "tokenizer.ggml.*" keys, with llama.cpp's defaults (a "llama" vocabulary adds
+// BOS unless the file says otherwise).
 func NewBPEFromGGUF(f *gguf.File) (*BPE, error) {
 	model, err := f.String("tokenizer.ggml.model")
 	if err != nil {
 		return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
 	}
-	if model != "gpt2" {
-		return nil, errors.Errorf("tokenizer.NewBPEFromGGUF: tokenizer model %q; accepted: \"gpt2\" (byte-level BPE)", model)
+	cfg := BPEConfig{BOS: -1, EOS: -1, UNK: -1}
+	switch model {
+	case "gpt2":
+		preName, err := f.String("tokenizer.ggml.pre")
+		if err != nil {
+			return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
+		}
+		pre, ok := preTokenizers[preName]
+		if !ok {
+			return nil, errors.Errorf("tokenizer.NewBPEFromGGUF: pre-tokenizer %q; accepted: %s", preName, acceptedPreTokenizers)
+		}
+		cfg.Pre = pre
+		if cfg.Merges, err = f.Strings("tokenizer.ggml.merges"); err != nil {
+			return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
+		}
+	case "llama":
+		cfg.SentencePiece, cfg.AddSpacePrefix, cfg.AddBOS = true, true, true
+		if cfg.Scores, err = gguf.Get[[]float32](f, "tokenizer.ggml.scores"); err != nil {
+			return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
+		}
+		if _, has := f.Value("tokenizer.ggml.add_space_prefix"); has {
+			if cfg.AddSpacePrefix, err = f.Bool("tokenizer.ggml.add_space_prefix"); err != nil {
+				return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
+			}
+		}
+	default:
+		return nil, errors.Errorf("tokenizer.NewBPEFromGGUF: tokenizer model %q; accepted: \"gpt2\" (byte-level BPE), \"llama\" (SentencePiece BPE)", model)
 	}
-	preName, err := f.String("tokenizer.ggml.pre")
-	if err != nil {
-		return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
-	}
-	pre, ok := preTokenizers[preName]
-	if !ok {
-		return nil, errors.Errorf("tokenizer.NewBPEFromGGUF: pre-tokenizer %q; accepted: %s", preName, acceptedPreTokenizers)
-	}
-	cfg := BPEConfig{Pre: pre, BOS: -1, EOS: -1, UNK: -1}
 	if cfg.Tokens, err = f.Strings("tokenizer.ggml.tokens"); err != nil {
 		return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
 	}
-	if cfg.Merges, err = f.Strings("tokenizer.ggml.merges"); err != nil {
-		return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
+	if cfg.SentencePiece && len(cfg.Scores) != len(cfg.Tokens) {
+		return nil, errors.Errorf("tokenizer.NewBPEFromGGUF: tokenizer.ggml.scores has %d entries; accepted: one per token of "+
+			"tokenizer.ggml.tokens (%d)", len(cfg.Scores), len(cfg.Tokens))
 	}
 	if _, has := f.Value("tokenizer.ggml.token_type"); has {
 		types, err := gguf.Get[[]int32](f, "tokenizer.ggml.token_type")
@@ -195,18 +232,32 @@ type EncodeOptions struct {
 	ParseSpecial bool
 }
 
-// Encode returns the token ids of text, as llama.cpp's llama_tokenize does for a byte-level BPE
-// vocabulary: special-token texts are cut out first (longest first; see EncodeOptions), then each
+// Encode returns the token ids of text, as llama.cpp's llama_tokenize does: special-token texts
+// are cut out first (longest first; see EncodeOptions); then, for a byte-level vocabulary, each
 // remaining fragment is pre-tokenized and each word BPE-merged by merge rank (lowest first,
-// leftmost on ties), each final symbol mapped to its id.
+// leftmost on ties), each final symbol mapped to its id; for a SentencePiece vocabulary, each
+// fragment (after a space, with AddSpacePrefix, at the start or after a special token) has its
+// spaces written ▁ and its UTF-8 characters merged by the score of the merged token (highest
+// first, leftmost on ties), a final symbol that is no token falling back to byte tokens <0xXX>.
 func (t *BPE) Encode(text string, opts EncodeOptions) []int {
 	var out []int
 	if opts.AddSpecial && t.addBOS {
 		out = append(out, t.bos)
 	}
+	prevSpecial := true
 	for _, frag := range t.partition(text, opts.ParseSpecial) {
 		if frag.id >= 0 {
 			out = append(out, frag.id)
+			prevSpecial = true
+			continue
+		}
+		if t.spm {
+			text := frag.text
+			if t.addSpacePrefix && prevSpecial {
+				text = " " + text
+			}
+			out = t.encodePieces(strings.ReplaceAll(text, " ", spaceMark), out)
+			prevSpecial = false
 			continue
 		}
 		for _, word := range t.pre.Split(frag.text) {
@@ -348,9 +399,9 @@ func (t *BPE) encodeWord(word string, out []int) []int {
 	return out
 }
 
-// Decode returns the text of ids: each token's byte-level text mapped back to bytes (user-defined
-// tokens as written), control and unknown tokens omitted, as llama.cpp's detokenizer does without
-// its special flag. Ids outside the vocabulary are skipped.
+// Decode returns the text of ids: each token's bytes (Bytes), control and unknown tokens omitted,
+// as llama.cpp's detokenizer does without its special flag. Ids outside the vocabulary are
+// skipped.
 func (t *BPE) Decode(ids []int) string {
 	var b strings.Builder
 	for _, id := range ids {
@@ -362,9 +413,10 @@ func (t *BPE) Decode(ids []int) string {
 	return b.String()
 }
 
-// Bytes returns the bytes token id stands for: its byte-level text mapped back to bytes, or for
-// control, unknown and user-defined tokens their text as written. Nil for an id outside the
-// vocabulary. A multi-byte character may be split across tokens.
+// Bytes returns the bytes token id stands for: its byte-level text mapped back to bytes, or for a
+// SentencePiece vocabulary its text with ▁ as spaces (a byte token <0xXX> its byte); for control,
+// unknown and user-defined tokens their text as written. Nil for an id outside the vocabulary. A
+// multi-byte character may be split across tokens.
 func (t *BPE) Bytes(id int) []byte {
 	if id < 0 || id >= len(t.tokens) {
 		return nil
@@ -373,10 +425,17 @@ func (t *BPE) Bytes(id int) []byte {
 	case Control, Unknown, UserDefined:
 		return []byte(t.tokens[id])
 	}
+	if t.spm {
+		if b, ok := byteToken(t.tokens[id]); ok && t.types[id] == Byte {
+			return []byte{b}
+		}
+		return []byte(strings.ReplaceAll(t.tokens[id], spaceMark, " "))
+	}
 	return byteDecode(t.tokens[id])
 }
 
-// Token returns the text of token id in the vocabulary (byte-level alphabet), "" if out of range.
+// Token returns the text of token id in the vocabulary (byte-level alphabet, or SentencePiece's
+// text with ▁), "" if out of range.
 func (t *BPE) Token(id int) string {
 	if id < 0 || id >= len(t.tokens) {
 		return ""
@@ -407,5 +466,8 @@ func (t *BPE) BOS() int { return t.bos }
 // EOS returns the end-of-sequence id, -1 if none.
 func (t *BPE) EOS() int { return t.eos }
 
-// PreTokenizer returns the pre-tokenizer of the vocabulary.
+// SentencePiece reports whether the vocabulary is SentencePiece BPE (GGUF's "llama" model).
+func (t *BPE) SentencePiece() bool { return t.spm }
+
+// PreTokenizer returns the pre-tokenizer of a byte-level vocabulary ("" for SentencePiece).
 func (t *BPE) PreTokenizer() PreTokenizer { return t.pre }
