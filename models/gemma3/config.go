@@ -1,0 +1,279 @@
+package gemma3
+
+import (
+	"math"
+
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/fileio"
+	"github.com/quanta-ml/quanta/internal/modelbase"
+)
+
+// Config holds the hyper-parameters of a Gemma-3 decoder.
+type Config struct {
+	// VocabSize is the number of tokens; Dim the width of the residual stream.
+	VocabSize, Dim int
+	// Layers is the number of decoder blocks.
+	Layers int
+	// Heads and KVHeads are the query and key/value head counts (KVHeads divides Heads); HeadDim
+	// is the width of one head (Gemma's heads are not Dim/Heads wide: 256 for the 270M model).
+	Heads, KVHeads, HeadDim int
+	// FFNDim is the hidden width of the gated GELU feed-forward block.
+	FFNDim int
+	// ContextLength is the longest sequence the model was trained for (0: unknown).
+	ContextLength int
+	// RMSNormEps is the epsilon of every RMSNorm.
+	RMSNormEps float64
+	// RoPEBase is the rotary base of the global layers, RoPEBaseLocal that of the sliding-window
+	// layers; RoPEScale multiplies the global layers' positions (1/factor of a linear RoPE
+	// scaling, 1 without one).
+	RoPEBase, RoPEBaseLocal, RoPEScale float64
+	// SlidingWindow is the width of the sliding-window layers' attention (a query sees itself
+	// and the SlidingWindow−1 positions before it); 0: every layer is global.
+	SlidingWindow int
+	// SlidingPattern makes layer i global when i % SlidingPattern == SlidingPattern−1 and a
+	// sliding-window layer otherwise (Gemma-3: 6, five local layers to one global); 0 with a
+	// SlidingWindow makes every layer a sliding-window one.
+	SlidingPattern int
+	// QueryScale multiplies the queries before the attention scores (query_pre_attn_scalar^-1/2).
+	QueryScale float64
+	// FinalSoftcap, if above 0, caps the logits: FinalSoftcap·tanh(logits/FinalSoftcap).
+	FinalSoftcap float64
+	// TiedEmbeddings: the output head is the token-embedding table (no separate output kernel).
+	TiedEmbeddings bool
+}
+
+// Sliding reports whether layer i attends over a sliding window (and uses RoPEBaseLocal).
+func (c Config) Sliding(i int) bool {
+	if c.SlidingWindow == 0 {
+		return false
+	}
+	return c.SlidingPattern == 0 || i%c.SlidingPattern != c.SlidingPattern-1
+}
+
+// Validate reports a configuration the model cannot be built with: a count or width outside 1 to
+// 2^31 − 1 (HeadDim even, KVHeads dividing Heads), a negative ContextLength, SlidingWindow or
+// SlidingPattern, an RMSNormEps, QueryScale or RoPEScale that is not a finite positive number,
+// RoPE bases that are not finite numbers above 1, a FinalSoftcap that is negative or not finite.
+// The error names the field and the accepted range.
+func (c Config) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"VocabSize", c.VocabSize}, {"Dim", c.Dim}, {"Layers", c.Layers}, {"Heads", c.Heads}, {"KVHeads", c.KVHeads},
+		{"HeadDim", c.HeadDim}, {"FFNDim", c.FFNDim}} {
+		if err := fileio.CheckInt(f.name, f.v, 1, fileio.MaxCount); err != nil {
+			return errors.WithMessage(err, "gemma3.Config")
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"ContextLength", c.ContextLength}, {"SlidingWindow", c.SlidingWindow}, {"SlidingPattern", c.SlidingPattern}} {
+		if err := fileio.CheckInt(f.name, f.v, 0, fileio.MaxCount); err != nil {
+			return errors.WithMessage(err, "gemma3.Config")
+		}
+	}
+	switch {
+	case c.HeadDim%2 != 0:
+		return errors.Errorf("gemma3.Config: HeadDim = %d; accepted: an even width (rotary pairs)", c.HeadDim)
+	case c.Heads%c.KVHeads != 0:
+		return errors.Errorf("gemma3.Config: %d query heads, %d key/value heads; the latter must divide the former", c.Heads, c.KVHeads)
+	case math.IsNaN(c.FinalSoftcap) || math.IsInf(c.FinalSoftcap, 0) || c.FinalSoftcap < 0:
+		return errors.Errorf("gemma3.Config: FinalSoftcap = %g; accepted: 0 (none) or a finite positive number", c.FinalSoftcap)
+	}
+	for _, f := range []struct {
+		name   string
+		v, min float64
+	}{{"RMSNormEps", c.RMSNormEps, 0}, {"QueryScale", c.QueryScale, 0}, {"RoPEScale", c.RoPEScale, 0},
+		{"RoPEBase", c.RoPEBase, 1}, {"RoPEBaseLocal", c.RoPEBaseLocal, 1}} {
+		if err := fileio.CheckFloatAbove(f.name, f.v, f.min); err != nil {
+			return errors.WithMessage(err, "gemma3.Config")
+		}
+	}
+	return nil
+}
+
+// ConfigFromGGUF reads the hyper-parameters of a "gemma3" GGUF file, as llama.cpp reads them:
+// "gemma3.block_count", "gemma3.embedding_length", "gemma3.feed_forward_length",
+// "gemma3.attention.head_count", "gemma3.attention.head_count_kv" (default: head_count),
+// "gemma3.attention.key_length" (the head width; default embedding_length / head_count; equal
+// to "gemma3.attention.value_length" and "gemma3.rope.dimension_count" when present),
+// "gemma3.attention.layer_norm_rms_epsilon", "gemma3.rope.freq_base" (global layers, default
+// 1000000), "gemma3.rope.freq_base_swa" (sliding-window layers, default 10000),
+// "gemma3.rope.scaling.type" ("linear" or "none") with "gemma3.rope.scaling.factor",
+// "gemma3.attention.sliding_window" (absent or 0: every layer global),
+// "gemma3.attention.sliding_window_pattern" (default 6), "gemma3.final_logit_softcapping",
+// "gemma3.context_length", and the vocabulary size from "gemma3.vocab_size" or the token list.
+// The query scale is 1/√HeadDim, or 1/√(embedding_length / head_count) for the 62-block model
+// (Gemma-3 27B), llama.cpp's rule (the file has no query_pre_attn_scalar). TiedEmbeddings is set
+// when the file has no "output.weight" tensor.
+//
+// Each value is checked before it is used, with an error naming the key and the accepted range:
+// counts and widths from 1 to 2^31 − 1, no more layers than the file has tensors for (13 a
+// layer), head_count_kv dividing head_count, an even head width, finite positive epsilon,
+// scaling factor and softcap, finite RoPE bases above 1.
+func ConfigFromGGUF(f *gguf.File) (Config, error) {
+	c, err := configFromGGUF(f)
+	return c, errors.WithMessage(err, "gemma3.ConfigFromGGUF")
+}
+
+// tensorsPerLayer is the number of GGUF tensors of a decoder block: six norms, seven kernels.
+const tensorsPerLayer = 13
+
+// layerTensors returns the names of the GGUF tensors of decoder block i.
+func layerTensors(i int) []string {
+	return modelbase.LayerTensorNames(i, AttnNorm, AttnQ, AttnK, AttnV, AttnQNorm, AttnKNorm, AttnOutput, PostAttnNorm,
+		FFNNorm, FFNGate, FFNUp, FFNDown, PostFFNNorm)
+}
+
+const (
+	keyLayers    = "gemma3.block_count"
+	keyDim       = "gemma3.embedding_length"
+	keyHeads     = "gemma3.attention.head_count"
+	keyKVHeads   = "gemma3.attention.head_count_kv"
+	keyKeyLen    = "gemma3.attention.key_length"
+	keyValueLen  = "gemma3.attention.value_length"
+	keyRoPEDim   = "gemma3.rope.dimension_count"
+	keyEps       = "gemma3.attention.layer_norm_rms_epsilon"
+	keyBase      = "gemma3.rope.freq_base"
+	keyBaseLocal = "gemma3.rope.freq_base_swa"
+	keyScaling   = "gemma3.rope.scaling.type"
+	keyFactor    = "gemma3.rope.scaling.factor"
+	keyWindow    = "gemma3.attention.sliding_window"
+	keyPattern   = "gemma3.attention.sliding_window_pattern"
+	keySoftcap   = "gemma3.final_logit_softcapping"
+)
+
+func configFromGGUF(f *gguf.File) (Config, error) {
+	arch, err := f.String("general.architecture")
+	if err != nil {
+		return Config{}, err
+	}
+	if arch != Architecture {
+		return Config{}, errors.Errorf("architecture %q; accepted: %q", arch, Architecture)
+	}
+	var c Config
+	err = modelbase.ReadInts(f, []modelbase.IntKey{
+		{Key: keyLayers, Dst: &c.Layers},
+		{Key: keyDim, Dst: &c.Dim},
+		{Key: "gemma3.feed_forward_length", Dst: &c.FFNDim},
+		{Key: keyHeads, Dst: &c.Heads},
+		{Key: keyKVHeads, Dst: &c.KVHeads, Optional: true},
+		{Key: keyKeyLen, Dst: &c.HeadDim, Optional: true},
+		{Key: "gemma3.context_length", Dst: &c.ContextLength, Optional: true},
+		{Key: "gemma3.vocab_size", Dst: &c.VocabSize, Optional: true},
+	})
+	if err != nil {
+		return Config{}, err
+	}
+	_, hasOutput := f.Tensor("output.weight")
+	c.TiedEmbeddings = !hasOutput
+	fixed := []string{"token_embd.weight", "output_norm.weight"}
+	if hasOutput {
+		fixed = append(fixed, "output.weight")
+	}
+	if err := modelbase.CheckLayers(f, keyLayers, c.Layers, tensorsPerLayer, fixed, layerTensors); err != nil {
+		return Config{}, err
+	}
+	if c.KVHeads == 0 {
+		c.KVHeads = c.Heads
+	}
+	if c.VocabSize == 0 {
+		tokens, err := f.Strings("tokenizer.ggml.tokens")
+		if err != nil {
+			return Config{}, errors.WithMessage(err, "no gemma3.vocab_size")
+		}
+		if err := fileio.CheckInt("the length of tokenizer.ggml.tokens", len(tokens), 1, fileio.MaxCount); err != nil {
+			return Config{}, err
+		}
+		c.VocabSize = len(tokens)
+	}
+	if c.Heads%c.KVHeads != 0 {
+		return Config{}, errors.Errorf("%s = %d does not divide %s = %d; accepted: a divisor (grouped-query attention)",
+			keyKVHeads, c.KVHeads, keyHeads, c.Heads)
+	}
+	if c.HeadDim == 0 {
+		if c.Dim%c.Heads != 0 {
+			return Config{}, errors.Errorf("no %s, and %s = %d is not a multiple of %s = %d; accepted: a head width",
+				keyKeyLen, keyDim, c.Dim, keyHeads, c.Heads)
+		}
+		c.HeadDim = c.Dim / c.Heads
+	}
+	if c.HeadDim%2 != 0 {
+		return Config{}, errors.Errorf("a head width of %d (%s); accepted: an even width (rotary pairs)", c.HeadDim, keyKeyLen)
+	}
+	for _, key := range []string{keyValueLen, keyRoPEDim} {
+		if _, has := f.Value(key); has {
+			v, err := f.Uint(key)
+			if err != nil {
+				return Config{}, err
+			}
+			if v != uint64(c.HeadDim) {
+				return Config{}, errors.Errorf("%s = %d, but the head width is %d (%s); accepted: equal (value heads of another width "+
+					"and partial rotary are not supported)", key, v, c.HeadDim, keyKeyLen)
+			}
+		}
+	}
+	if err := modelbase.ReadFloatAbove(f, keyEps, &c.RMSNormEps, 0, false); err != nil {
+		return Config{}, err
+	}
+	c.RoPEBase, c.RoPEBaseLocal, c.RoPEScale = 1e6, 1e4, 1
+	if err := modelbase.ReadFloatAbove(f, keyBase, &c.RoPEBase, 1, true); err != nil {
+		return Config{}, err
+	}
+	if err := modelbase.ReadFloatAbove(f, keyBaseLocal, &c.RoPEBaseLocal, 1, true); err != nil {
+		return Config{}, err
+	}
+	if _, has := f.Value(keyScaling); has {
+		kind, err := f.String(keyScaling)
+		if err != nil {
+			return Config{}, err
+		}
+		switch kind {
+		case "none":
+		case "linear":
+			factor := 0.0
+			if err := modelbase.ReadFloatAbove(f, keyFactor, &factor, 0, false); err != nil {
+				return Config{}, err
+			}
+			c.RoPEScale = 1 / factor
+		default:
+			return Config{}, errors.Errorf("%s = %q; accepted: \"linear\", \"none\"", keyScaling, kind)
+		}
+	}
+	c.SlidingPattern = 6
+	if _, has := f.Value(keyWindow); has {
+		w, err := f.Uint(keyWindow)
+		if err != nil {
+			return Config{}, err
+		}
+		if err := fileio.CheckInt(keyWindow, w, 0, fileio.MaxCount); err != nil {
+			return Config{}, err
+		}
+		c.SlidingWindow = int(w)
+	}
+	if _, has := f.Value(keyPattern); has {
+		p, err := f.Uint(keyPattern)
+		if err != nil {
+			return Config{}, errors.WithMessagef(err, "%s (accepted: an unsigned integer)", keyPattern)
+		}
+		if err := fileio.CheckInt(keyPattern, p, 0, fileio.MaxCount); err != nil {
+			return Config{}, err
+		}
+		c.SlidingPattern = int(p)
+	}
+	if _, has := f.Value(keySoftcap); has {
+		if c.FinalSoftcap, err = f.Float(keySoftcap); err != nil {
+			return Config{}, err
+		}
+		if math.IsNaN(c.FinalSoftcap) || math.IsInf(c.FinalSoftcap, 0) || c.FinalSoftcap < 0 {
+			return Config{}, errors.Errorf("%s = %g; accepted: 0 (none) or a finite positive number", keySoftcap, c.FinalSoftcap)
+		}
+	}
+	c.QueryScale = 1 / math.Sqrt(float64(c.HeadDim))
+	if c.Layers == 62 && c.Dim%c.Heads == 0 {
+		c.QueryScale = 1 / math.Sqrt(float64(c.Dim/c.Heads))
+	}
+	return c, c.Validate()
+}

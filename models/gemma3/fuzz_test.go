@@ -1,0 +1,70 @@
+package gemma3_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/ggufbuild"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/models/gemma3"
+)
+
+// FuzzLoadGGUF loads arbitrary bytes as a gemma3 GGUF: reading, the configuration and the load
+// (float, and keeping block tensors as stored) either fail with an error, leaving the context
+// without variables, or give a model whose configuration is valid; all of it allocating in
+// proportion to the input, never to a hyper-parameter (`make fuzz` runs it under a memory limit).
+// The seeds are the tiny model (float and with block tensors) and files with one hyper-parameter
+// changed.
+func FuzzLoadGGUF(f *testing.F) {
+	f.Add(tinyGGUF(nil, ""))
+	f.Add(tinyGGUF(map[string]gguf.Type{"attn_q": gguf.TypeQ8_0, "token_embd": gguf.TypeQ4_0}, ""))
+	for _, kv := range []ggufbuild.KV{
+		{Key: "gemma3.block_count", Value: uint32(4)},
+		{Key: "gemma3.attention.key_length", Value: uint32(64)},
+		{Key: "gemma3.attention.sliding_window", Value: uint32(1 << 30)},
+		{Key: "gemma3.rope.freq_base_swa", Value: float32(0.5)},
+	} {
+		f.Add(tinyGGUF(nil, "", kv))
+	}
+	f.Add(tinyGGUF(nil, "output_norm.weight"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		testutil.AllocatesAtMost(t, "gemma3.LoadGGUF", 64*uint64(len(data))+32<<20, func() { loadFuzzed(t, data) })
+	})
+}
+
+func loadFuzzed(t *testing.T, data []byte) {
+	file, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return
+	}
+	if cfg, err := gemma3.ConfigFromGGUF(file); err == nil {
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("ConfigFromGGUF returned an invalid configuration: %v", err)
+		}
+	}
+	rules, _ := models.Preset(models.FilePreset)
+	for _, keep := range []bool{false, true} {
+		opts := models.LoadOptions{}
+		if keep {
+			q := models.MustNewQuantizer(rules)
+			opts = models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q, Fuse: q.Fuse}
+		}
+		ctx := context.New()
+		m, err := gemma3.LoadGGUF(ctx, file, opts)
+		if err != nil {
+			if ctx.NumVariables() != 0 {
+				t.Fatalf("a failed load (%v) left %d variables", err, ctx.NumVariables())
+			}
+			continue
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("LoadGGUF returned an invalid configuration: %v", err)
+		}
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -1,0 +1,359 @@
+package gemma3_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/ggufbuild"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/models/gemma3"
+)
+
+// tiny is a configuration small enough for exact checks, wide enough for 32-element blocks: GQA
+// with 2 query heads on one key/value head, heads not Dim/Heads wide, a sliding window of 4 on
+// layers 0 and 2 (layer 1 global).
+var tiny = gemma3.Config{VocabSize: 48, Dim: 64, Layers: 3, Heads: 2, KVHeads: 1, HeadDim: 32, FFNDim: 256, ContextLength: 64,
+	RMSNormEps: float64(float32(1e-6)), RoPEBase: 1e6, RoPEBaseLocal: 1e4, RoPEScale: 1, SlidingWindow: 4, SlidingPattern: 2,
+	QueryScale: 1 / math.Sqrt(32), TiedEmbeddings: true}
+
+// values returns n deterministic values in [-0.5, 0.5].
+func values(seed, n int) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32(0.5 * math.Sin(float64(seed)*1.7+float64(i)*0.37))
+	}
+	return out
+}
+
+// tinyGGUF writes the tiny configuration as a gemma3 GGUF: float32 tensors, except the kernels
+// and the table named in types (by their name in the block, e.g. "attn_v", or "token_embd"),
+// stored in that block type; skip names a tensor to leave out, overrides replace metadata (a
+// nil Value removes the key).
+func tinyGGUF(types map[string]gguf.Type, skip string, overrides ...ggufbuild.KV) []byte {
+	c := tiny
+	kvs := []ggufbuild.KV{
+		{Key: "general.architecture", Value: "gemma3"},
+		{Key: "gemma3.block_count", Value: uint32(c.Layers)},
+		{Key: "gemma3.embedding_length", Value: uint32(c.Dim)},
+		{Key: "gemma3.feed_forward_length", Value: uint32(c.FFNDim)},
+		{Key: "gemma3.attention.head_count", Value: uint32(c.Heads)},
+		{Key: "gemma3.attention.head_count_kv", Value: uint32(c.KVHeads)},
+		{Key: "gemma3.attention.key_length", Value: uint32(c.HeadDim)},
+		{Key: "gemma3.attention.value_length", Value: uint32(c.HeadDim)},
+		{Key: "gemma3.context_length", Value: uint32(c.ContextLength)},
+		{Key: "gemma3.vocab_size", Value: uint32(c.VocabSize)},
+		{Key: "gemma3.rope.freq_base", Value: float32(c.RoPEBase)},
+		{Key: "gemma3.attention.sliding_window", Value: uint32(c.SlidingWindow)},
+		{Key: "gemma3.attention.sliding_window_pattern", Value: uint32(c.SlidingPattern)},
+		{Key: "gemma3.attention.layer_norm_rms_epsilon", Value: float32(c.RMSNormEps)},
+	}
+	for _, o := range overrides {
+		found := false
+		for i := range kvs {
+			if kvs[i].Key == o.Key {
+				kvs[i], found = o, true
+			}
+		}
+		if !found {
+			kvs = append(kvs, o)
+		}
+	}
+	var kept []ggufbuild.KV
+	for _, kv := range kvs {
+		if kv.Value != nil {
+			kept = append(kept, kv)
+		}
+	}
+	var ts []ggufbuild.Tensor
+	seed := 0
+	add := func(name, short string, v []float32, dims ...uint64) {
+		seed++
+		if name == skip {
+			return
+		}
+		typ, ok := types[short]
+		if !ok {
+			ts = append(ts, ggufbuild.F32Tensor(name, v, dims...))
+			return
+		}
+		data := make([]byte, len(v)/typ.BlockSize()*typ.BlockBytes())
+		if err := gguf.Quantize(typ, v, data); err != nil {
+			panic(err)
+		}
+		ts = append(ts, ggufbuild.Tensor{Name: name, Type: uint32(typ), Dims: dims, Data: data})
+	}
+	norm := func(name, short string, n int) {
+		v := values(seed+50, n)
+		for i := range v {
+			v[i] = 1 + v[i]/2 // stored as Gemma's 1 + weight
+		}
+		add(name, short, v, uint64(n))
+	}
+	add("token_embd.weight", "token_embd", values(1, c.VocabSize*c.Dim), uint64(c.Dim), uint64(c.VocabSize))
+	norm("output_norm.weight", "output_norm", c.Dim)
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	for l := 0; l < c.Layers; l++ {
+		blk := fmt.Sprintf("blk.%d.", l)
+		kernel := func(name string, in, out int) {
+			add(blk+name+".weight", name, values(seed+100, in*out), uint64(in), uint64(out))
+		}
+		norm(blk+"attn_norm.weight", "attn_norm", c.Dim)
+		kernel("attn_q", c.Dim, q)
+		kernel("attn_k", c.Dim, kv)
+		kernel("attn_v", c.Dim, kv)
+		norm(blk+"attn_q_norm.weight", "attn_q_norm", c.HeadDim)
+		norm(blk+"attn_k_norm.weight", "attn_k_norm", c.HeadDim)
+		kernel("attn_output", q, c.Dim)
+		norm(blk+"post_attention_norm.weight", "post_attention_norm", c.Dim)
+		norm(blk+"ffn_norm.weight", "ffn_norm", c.Dim)
+		kernel("ffn_gate", c.Dim, c.FFNDim)
+		kernel("ffn_up", c.Dim, c.FFNDim)
+		kernel("ffn_down", c.FFNDim, c.Dim)
+		norm(blk+"post_ffw_norm.weight", "post_ffw_norm", c.Dim)
+	}
+	return ggufbuild.Build(kept, ts)
+}
+
+func openBytes(t testing.TB, data []byte) *gguf.File {
+	t.Helper()
+	f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// load loads a tiny GGUF through a Quantizer of the preset (fusing through it when fuse).
+func load(t *testing.T, data []byte, preset string, fuse bool) (*context.Context, *gemma3.Model, *models.Quantizer) {
+	t.Helper()
+	rules, err := models.Preset(preset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := models.MustNewQuantizer(rules)
+	opts := models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q}
+	if fuse {
+		opts.Fuse = q.Fuse
+	}
+	ctx := context.New()
+	m, err := gemma3.LoadGGUF(ctx, openBytes(t, data), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Projection, m.Table = q.Projection, q.Table
+	return ctx, m, q
+}
+
+// forward returns Forward's logits for one sequence, [seq][vocab].
+func forward(t *testing.T, backend backends.Backend, ctx *context.Context, m *gemma3.Model, tokens []int32) [][]float32 {
+	t.Helper()
+	out := context.MustExecOnce(backend, ctx.Reuse(), func(ctx *context.Context, tokens *graph.Node) *graph.Node {
+		return m.Forward(ctx, tokens)
+	}, [][]int32{tokens})
+	return out.Value().([][][]float32)[0]
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i]-b[i])))
+	}
+	return d
+}
+
+// TestConfigFromGGUF: the tiny file's hyper-parameters, and llama.cpp's defaults where a key is
+// absent.
+func TestConfigFromGGUF(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		overrides []ggufbuild.KV
+		want      func(c *gemma3.Config)
+	}{
+		{"tiny", nil, func(*gemma3.Config) {}},
+		{"defaults", []ggufbuild.KV{{Key: "gemma3.attention.sliding_window_pattern"}, {Key: "gemma3.rope.freq_base"},
+			{Key: "gemma3.attention.head_count_kv"}, {Key: "gemma3.context_length"}}, func(c *gemma3.Config) {
+			c.SlidingPattern, c.RoPEBase, c.KVHeads, c.ContextLength = 6, 1e6, 2, 0
+		}},
+		{"no sliding window", []ggufbuild.KV{{Key: "gemma3.attention.sliding_window"}}, func(c *gemma3.Config) { c.SlidingWindow = 0 }},
+		{"local base, linear scaling, softcap", []ggufbuild.KV{{Key: "gemma3.rope.freq_base_swa", Value: float32(5000)},
+			{Key: "gemma3.rope.scaling.type", Value: "linear"}, {Key: "gemma3.rope.scaling.factor", Value: float32(8)},
+			{Key: "gemma3.final_logit_softcapping", Value: float32(30)}}, func(c *gemma3.Config) {
+			c.RoPEBaseLocal, c.RoPEScale, c.FinalSoftcap = 5000, 0.125, 30
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := gemma3.ConfigFromGGUF(openBytes(t, tinyGGUF(nil, "", tc.overrides...)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tiny
+			tc.want(&want)
+			if got != want {
+				t.Errorf("config\n%+v, want\n%+v", got, want)
+			}
+		})
+	}
+	if got := []bool{tiny.Sliding(0), tiny.Sliding(1), tiny.Sliding(2)}; fmt.Sprint(got) != "[true false true]" {
+		t.Errorf("Sliding(0..2) = %v; want layer 1 global", got)
+	}
+	six := tiny
+	six.SlidingPattern = 6
+	for i, want := range []bool{true, true, true, true, true, false, true} {
+		if six.Sliding(i) != want {
+			t.Errorf("pattern 6: Sliding(%d) = %v, want %v", i, !want, want)
+		}
+	}
+}
+
+// TestLoadGGUFHyperParameters: a hostile or broken hyper-parameter is an error naming its key and
+// what is accepted, found before anything is sized by it, and the context is left unchanged.
+func TestLoadGGUFHyperParameters(t *testing.T) {
+	nan32 := float32(math.NaN())
+	for _, tc := range []struct {
+		name     string
+		kv       ggufbuild.KV
+		want     string
+		notFound bool
+	}{
+		{"architecture", ggufbuild.KV{Key: "general.architecture", Value: "llama"}, `architecture "llama"; accepted: "gemma3"`, false},
+		{"block_count 2^24", ggufbuild.KV{Key: "gemma3.block_count", Value: uint32(1 << 24)},
+			`tensor "blk.3.attn_norm.weight" (gemma3.block_count = 16777216; the file has the tensors of at most 3 layers)`, true},
+		{"block_count 2^31", ggufbuild.KV{Key: "gemma3.block_count", Value: uint32(1 << 31)},
+			"gemma3.block_count = 2147483648; accepted: 1 to 2147483647", false},
+		{"head_count 0", ggufbuild.KV{Key: "gemma3.attention.head_count", Value: uint32(0)},
+			"gemma3.attention.head_count = 0; accepted: 1 to 2147483647", false},
+		{"head_count_kv 2", ggufbuild.KV{Key: "gemma3.attention.head_count_kv", Value: uint32(3)},
+			"gemma3.attention.head_count_kv = 3 does not divide gemma3.attention.head_count = 2", false},
+		{"key_length odd", ggufbuild.KV{Key: "gemma3.attention.key_length", Value: uint32(31)}, "a head width of 31", false},
+		{"value_length", ggufbuild.KV{Key: "gemma3.attention.value_length", Value: uint32(16)},
+			"gemma3.attention.value_length = 16, but the head width is 32", false},
+		{"rope dimension", ggufbuild.KV{Key: "gemma3.rope.dimension_count", Value: uint32(16)},
+			"gemma3.rope.dimension_count = 16, but the head width is 32", false},
+		{"vocab_size 2^32-1", ggufbuild.KV{Key: "gemma3.vocab_size", Value: uint32(math.MaxUint32)},
+			"gemma3.vocab_size = 4294967295; accepted: 1 to 2147483647", false},
+		{"epsilon NaN", ggufbuild.KV{Key: "gemma3.attention.layer_norm_rms_epsilon", Value: nan32},
+			"gemma3.attention.layer_norm_rms_epsilon = NaN; accepted: a finite number above 0", false},
+		{"freq_base 1", ggufbuild.KV{Key: "gemma3.rope.freq_base", Value: float32(1)},
+			"gemma3.rope.freq_base = 1; accepted: a finite number above 1", false},
+		{"freq_base_swa +Inf", ggufbuild.KV{Key: "gemma3.rope.freq_base_swa", Value: float32(math.Inf(1))},
+			"gemma3.rope.freq_base_swa = +Inf; accepted: a finite number above 1", false},
+		{"scaling yarn", ggufbuild.KV{Key: "gemma3.rope.scaling.type", Value: "yarn"},
+			`gemma3.rope.scaling.type = "yarn"; accepted: "linear", "none"`, false},
+		{"sliding window 2^32-1", ggufbuild.KV{Key: "gemma3.attention.sliding_window", Value: uint32(math.MaxUint32)},
+			"gemma3.attention.sliding_window = 4294967295; accepted: 0 to 2147483647", false},
+		{"pattern as text", ggufbuild.KV{Key: "gemma3.attention.sliding_window_pattern", Value: "6"},
+			"gemma3.attention.sliding_window_pattern", false},
+		{"softcap NaN", ggufbuild.KV{Key: "gemma3.final_logit_softcapping", Value: nan32},
+			"gemma3.final_logit_softcapping = NaN; accepted: 0 (none) or a finite positive number", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := openBytes(t, tinyGGUF(nil, "", tc.kv))
+			ctx := context.New()
+			var err error
+			testutil.AllocatesAtMost(t, "LoadGGUF", 16<<20, func() { _, err = gemma3.LoadGGUF(ctx, f, models.LoadOptions{}) })
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v; want one containing %q", err, tc.want)
+			}
+			if tc.notFound != errors.Is(err, gguf.ErrNotFound) {
+				t.Errorf("errors.Is(%v, gguf.ErrNotFound) = %v, want %v", err, !tc.notFound, tc.notFound)
+			}
+			if ctx.NumVariables() != 0 {
+				t.Errorf("the failed load left %d variables", ctx.NumVariables())
+			}
+		})
+	}
+}
+
+// TestLoadGGUFErrors: missing tensors and shapes that disagree with the metadata are errors
+// naming the tensor, and leave the context unchanged.
+func TestLoadGGUFErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, skip string
+		kv         []ggufbuild.KV
+		want       string
+	}{
+		{"missing", "blk.2.attn_k_norm.weight", nil, `tensor "blk.2.attn_k_norm.weight"`},
+		{"shape", "", []ggufbuild.KV{{Key: "gemma3.feed_forward_length", Value: uint32(32)}},
+			"blk.0.ffn_gate.weight F32 [64 256] has row-major shape [256 64]; the configuration needs [32 64]"},
+		{"nil context", "", nil, "nil context"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.New()
+			loadCtx := ctx
+			if tc.name == "nil context" {
+				loadCtx = nil
+			}
+			_, err := gemma3.LoadGGUF(loadCtx, openBytes(t, tinyGGUF(nil, tc.skip, tc.kv...)), models.LoadOptions{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v; want one containing %q", err, tc.want)
+			}
+			if ctx.NumVariables() != 0 {
+				t.Errorf("the failed load left %d variables", ctx.NumVariables())
+			}
+		})
+	}
+}
+
+// TestLoadKeepsBlocks: loaded with the file preset, the tensors stored in a block type stay in it
+// (the report names the type, the context holds the blocks), the float ones are float, and the
+// logits are those of the same values decoded to float32 (a dense product of another layout
+// rounds within a few ulps); q/k/v and gate/up fuse where the parts share a block type and not
+// where they differ, with the logits of the separate products bit for bit.
+func TestLoadKeepsBlocks(t *testing.T) {
+	backend := testutil.Backend(t)
+	tokens := []int32{3, 1, 4, 1, 5, 9, 2, 6, 5, 3}
+	for _, tc := range []struct {
+		name          string
+		types         map[string]gguf.Type
+		qkv, gateUp   bool
+		keptTensors   int
+		tableIsStored bool
+	}{
+		{"all Q8_0", map[string]gguf.Type{"attn_q": gguf.TypeQ8_0, "attn_k": gguf.TypeQ8_0, "attn_v": gguf.TypeQ8_0, "attn_output": gguf.TypeQ4_1,
+			"ffn_gate": gguf.TypeQ5_0, "ffn_up": gguf.TypeQ5_0, "ffn_down": gguf.TypeQ6_K, "token_embd": gguf.TypeQ8_0}, true, true, 3*7 + 1, true},
+		{"mixed", map[string]gguf.Type{"attn_q": gguf.TypeQ5_0, "attn_k": gguf.TypeQ5_0, "attn_v": gguf.TypeQ8_0, "ffn_gate": gguf.TypeQ4_0},
+			false, false, 3 * 4, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := tinyGGUF(tc.types, "")
+			fctx, fm, _ := load(t, data, "f32", false)
+			kctx, km, q := load(t, data, models.FilePreset, false)
+			sctx, sm, _ := load(t, data, models.FilePreset, true)
+			if km.FusedQKV || km.FusedGateUp || sm.FusedQKV != tc.qkv || sm.FusedGateUp != tc.gateUp {
+				t.Errorf("fused q/k/v %v, gate/up %v; want %v, %v", sm.FusedQKV, sm.FusedGateUp, tc.qkv, tc.gateUp)
+			}
+			kept := 0
+			for _, e := range q.Report().Entries {
+				if strings.HasPrefix(e.Format, "ggml ") {
+					kept++
+				}
+				if e.Scope == "/token_embd" && (e.Format == "ggml Q8_0") != tc.tableIsStored {
+					t.Errorf("table stored as %q", e.Format)
+				}
+			}
+			if kept != tc.keptTensors {
+				t.Errorf("%d tensors kept as stored, want %d:\n%s", kept, tc.keptTensors, q.Report())
+			}
+			want := forward(t, backend, fctx, fm, tokens)
+			got := forward(t, backend, kctx, km, tokens)
+			fused := forward(t, backend, sctx, sm, tokens)
+			for p := range want {
+				if d := maxAbsDiff(got[p], want[p]); d > 1e-4 {
+					t.Errorf("position %d: kept blocks differ from the decoded float model by %g", p, d)
+				}
+				if d := maxAbsDiff(fused[p], got[p]); d != 0 {
+					t.Errorf("position %d: fused products differ from the separate ones by %g", p, d)
+				}
+			}
+		})
+	}
+}

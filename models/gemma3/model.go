@@ -1,0 +1,235 @@
+package gemma3
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's house style for graph code
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/layers"
+	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
+	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/modelbase"
+	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/qlayers"
+)
+
+// Architecture is the "general.architecture" of the GGUF files this package loads.
+const Architecture = "gemma3"
+
+// Scopes and names of the model's variables (see the package documentation).
+const (
+	EmbeddingScope = "token_embd"
+	EmbeddingName  = models.TableName
+	OutputNorm     = "output_norm"
+	HeadName       = "lm_head"
+)
+
+// LayerScope returns the scope of decoder block i: "layer_<i>".
+func LayerScope(i int) string { return fmt.Sprintf("layer_%d", i) }
+
+// The projections and norms of a decoder block, as named in its scope (and in GGUF's
+// blk.N.<name>.weight), and the fused projections that LoadGGUF may store instead of q/k/v and
+// gate/up (models.LoadOptions.Fuse).
+const (
+	AttnQ        = "attn_q"
+	AttnK        = "attn_k"
+	AttnV        = "attn_v"
+	AttnOutput   = "attn_output"
+	FFNGate      = "ffn_gate"
+	FFNUp        = "ffn_up"
+	FFNDown      = "ffn_down"
+	AttnNorm     = "attn_norm"
+	AttnQNorm    = "attn_q_norm"
+	AttnKNorm    = "attn_k_norm"
+	PostAttnNorm = "post_attention_norm"
+	FFNNorm      = "ffn_norm"
+	PostFFNNorm  = "post_ffw_norm"
+	AttnQKV      = "attn_qkv"
+	FFNGateUp    = "ffn_gate_up"
+)
+
+// Model is a Gemma-3 decoder: the configuration and the hooks its linear layers and its
+// embedding table go through. Its graph methods read the parameters from the given context (use
+// ctx.Reuse() for a loaded model).
+type Model struct {
+	Config
+	// Projection computes every linear layer: attn_q/k/v/output and ffn_gate/up/down of each
+	// block (or attn_qkv and ffn_gate_up when fused), and lm_head when the embeddings are not
+	// tied. Nil means models.Dense.
+	Projection models.Projection
+	// Table gives the token-embedding table, for the lookup and the tied head. Nil means
+	// models.DenseTable.
+	Table models.Table
+	// FusedQKV and FusedGateUp: q, k and v (gate and up) are one projection, attn_qkv
+	// (ffn_gate_up), whose kernel is theirs concatenated along the output axis. LoadGGUF sets
+	// them when it fuses.
+	FusedQKV, FusedGateUp bool
+}
+
+// New returns a model of the given configuration with the default projection.
+func New(cfg Config) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Model{Config: cfg}, nil
+}
+
+var _ models.LanguageModel = (*Model)(nil)
+
+// DecodeSpec describes the model to a models.Generator.
+func (m *Model) DecodeSpec() models.DecodeSpec {
+	return models.DecodeSpec{VocabSize: m.VocabSize, ContextLength: m.ContextLength, Layers: m.Layers, KVHeads: m.KVHeads, HeadDim: m.HeadDim}
+}
+
+func (m *Model) project(ctx *context.Context, name string, x *Node, outDim int) *Node {
+	return modelbase.Project(m.Projection, ctx, name, x, outDim, false)
+}
+
+// table returns the token-embedding table [VocabSize, Dim], shared by Embed and the tied head.
+func (m *Model) table(ctx *context.Context, g *Graph) implicitarray.Value {
+	table := m.Table
+	if table == nil {
+		table = models.DenseTable
+	}
+	return table(ctx, EmbeddingScope, g, m.VocabSize, m.Dim)
+}
+
+// rmsNorm is RMSNorm over the last axis with the scale as the GGUF stores it (llama.cpp's
+// converter stores Gemma's 1 + weight, so the scale multiplies as it is).
+func (m *Model) rmsNorm(ctx *context.Context, x *Node) *Node {
+	return layers.RMSNorm(ctx, x).WithEpsilon(m.RMSNormEps).Done()
+}
+
+// Embed returns the embeddings [batch, seq, Dim] of integer token ids [batch, seq], scaled by
+// √Dim (in float32, as Gemma does).
+func (m *Model) Embed(ctx *context.Context, tokens *Node) *Node {
+	modelbase.CheckTokens("gemma3.Embed", tokens)
+	x := qlayers.Lookup(m.table(ctx, tokens.Graph()), tokens)
+	return MulScalar(x, float64(float32(math.Sqrt(float64(m.Dim)))))
+}
+
+// Logits applies the final RMSNorm and the output head to hidden states [..., Dim], giving
+// [..., VocabSize]: with tied embeddings, the product with the embedding table (never
+// transposed in memory); otherwise the "lm_head" projection; then the soft cap, if any.
+func (m *Model) Logits(ctx *context.Context, hidden *Node) *Node {
+	h := m.rmsNorm(ctx.In(OutputNorm), hidden)
+	var logits *Node
+	if m.TiedEmbeddings {
+		logits = qlayers.TiedHead(h, m.table(ctx, h.Graph()))
+	} else {
+		logits = m.project(ctx, HeadName, h, m.VocabSize)
+	}
+	if m.FinalSoftcap > 0 {
+		logits = MulScalar(Tanh(DivScalar(logits, m.FinalSoftcap)), m.FinalSoftcap)
+	}
+	return logits
+}
+
+// Forward returns the logits [batch, seq, VocabSize] of token ids [batch, seq] at positions
+// 0..seq-1, each position attending to itself and the positions before it (within the sliding
+// window on the sliding-window layers; no cache).
+func (m *Model) Forward(ctx *context.Context, tokens *Node) *Node {
+	modelbase.CheckTokens("gemma3.Forward", tokens)
+	x := m.Embed(ctx, tokens)
+	seq := tokens.Shape().Dim(1)
+	positions := Iota(tokens.Graph(), shapes.Make(dtypes.Int32, seq), 0)
+	masks := m.masks(func(window int) *Node {
+		if window == 0 {
+			return models.CausalMask(positions, seq)
+		}
+		return models.SlidingCausalMask(positions, seq, window)
+	})
+	for i := 0; i < m.Layers; i++ {
+		x = m.Block(ctx.In(LayerScope(i)), x, positions, masks[i], nil, i)
+	}
+	return m.Logits(ctx, x)
+}
+
+// masks returns each layer's attention mask, built once per kind by mask(window) (window 0: the
+// global layers' causal mask).
+func (m *Model) masks(mask func(window int) *Node) []*Node {
+	var global, local *Node
+	out := make([]*Node, m.Layers)
+	for i := range out {
+		if m.Sliding(i) {
+			if local == nil {
+				local = mask(m.SlidingWindow)
+			}
+			out[i] = local
+		} else {
+			if global == nil {
+				global = mask(0)
+			}
+			out[i] = global
+		}
+	}
+	return out
+}
+
+// Step runs tokens [batch, seq] at positions cache.Start().. against a key/value cache (see
+// models.KVCache: per layer keys then values [batch, KVHeads, length, HeadDim]) and returns the
+// logits [batch, VocabSize] of the token at index last (a scalar int32 node, in 0..seq-1); the
+// chunk's keys and values are written through cache.
+func (m *Model) Step(ctx *context.Context, tokens, last *Node, cache *models.KVCache) *Node {
+	modelbase.CheckTokens("gemma3.Step", tokens)
+	if cache.Layers() != m.Layers {
+		panic(errors.Errorf("gemma3.Step: a cache of %d layers; accepted: %d (the model's)", cache.Layers(), m.Layers))
+	}
+	seq := tokens.Shape().Dim(1)
+	positions := cache.Positions(seq)
+	masks := m.masks(func(window int) *Node {
+		if window == 0 {
+			return cache.Mask(seq)
+		}
+		return cache.SlidingMask(seq, window)
+	})
+	x := m.Embed(ctx, tokens)
+	for i := 0; i < m.Layers; i++ {
+		x = m.Block(ctx.In(LayerScope(i)), x, positions, masks[i], cache, i)
+	}
+	return m.Logits(ctx, modelbase.PickRow(x, last))
+}
+
+// Block is decoder block layer (ctx is its scope): x + PostNorm(attention(Norm(x))), then
+// + PostNorm(down(gelu_tanh(gate(h)) · up(h))) with h = Norm(·). positions [seq] are the
+// tokens' positions, mask [seq, keys] says which keys each query sees. Without a cache (nil) the
+// keys are this block's own; with one, this step's keys and values are written into the layer's
+// cache and the attention runs over the cache's window.
+func (m *Model) Block(ctx *context.Context, x, positions, mask *Node, cache *models.KVCache, layer int) *Node {
+	h := m.rmsNorm(ctx.In(AttnNorm), x)
+	a := m.Attention(ctx, h, positions, mask, cache, layer)
+	x = Add(x, m.rmsNorm(ctx.In(PostAttnNorm), a))
+	h = m.rmsNorm(ctx.In(FFNNorm), x)
+	gateUp := modelbase.ProjectSplit(m.Projection, ctx, m.FusedGateUp, FFNGateUp, []string{FFNGate, FFNUp}, h, m.FFNDim, m.FFNDim)
+	f := m.project(ctx, FFNDown, Mul(activations.GeluApproximate(gateUp[0]), gateUp[1]), m.Dim)
+	return Add(x, m.rmsNorm(ctx.In(PostFFNNorm), f))
+}
+
+// Attention is grouped-query self-attention over x [batch, seq, Dim]: q, k and v projections,
+// RMSNorm of each query and key head, rotary embeddings (halves rotated, the layer's base),
+// queries scaled by QueryScale; see Block for the other arguments.
+func (m *Model) Attention(ctx *context.Context, x, positions, mask *Node, cache *models.KVCache, layer int) *Node {
+	hd := m.HeadDim
+	qkv := modelbase.ProjectSplit(m.Projection, ctx, m.FusedQKV, AttnQKV, []string{AttnQ, AttnK, AttnV}, x, m.Heads*hd, m.KVHeads*hd, m.KVHeads*hd)
+	q := m.rmsNorm(ctx.In(AttnQNorm), modelbase.SplitHeads(qkv[0], m.Heads, hd))
+	k := m.rmsNorm(ctx.In(AttnKNorm), modelbase.SplitHeads(qkv[1], m.KVHeads, hd))
+	v := modelbase.SplitHeads(qkv[2], m.KVHeads, hd)
+	base, pos := m.RoPEBase, positions
+	if m.Sliding(layer) {
+		base = m.RoPEBaseLocal
+	} else if m.RoPEScale != 1 {
+		pos = MulScalar(ConvertDType(positions, dtypes.Float32), m.RoPEScale)
+	}
+	cos, sin := models.RoPETables(pos, hd, base)
+	q = MulScalar(models.ApplyRoPE(q, cos, sin, false), m.QueryScale)
+	k = models.ApplyRoPE(k, cos, sin, false)
+	if cache != nil {
+		k, v = cache.Update(layer, k, v)
+	}
+	out := models.GroupedAttention(q, k, v, mask, 1)
+	return m.project(ctx, AttnOutput, modelbase.MergeHeads(out), m.Dim)
+}

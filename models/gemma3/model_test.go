@@ -1,0 +1,155 @@
+package gemma3_test
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta/internal/ggufbuild"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/models/gemma3"
+)
+
+// TestStepMatchesForward: a prompt run in chunks against the cache, then one token at a time,
+// gives the logits of the full-sequence pass at the same positions, the sliding-window layers
+// included (the sequence is longer than their window), with the attention over a window of the
+// cache (its leading 12 of 16 positions).
+func TestStepMatchesForward(t *testing.T) {
+	backend := testutil.Backend(t)
+	ctx, m, _ := load(t, tinyGGUF(nil, ""), "f32", false)
+	tokens := []int32{3, 17, 5, 29, 11, 2, 38, 7, 40, 8}
+	full := forward(t, backend, ctx, m, tokens)
+	const maxLen, window = 16, 12
+	exec := context.MustNewExec(backend, ctx.Reuse(), func(ctx *context.Context, inputs []*graph.Node) []*graph.Node {
+		cache := models.NewKVCache(inputs[1], window, inputs[3:])
+		logits := m.Step(ctx, inputs[0], inputs[2], cache)
+		return append([]*graph.Node{logits}, cache.Caches()...)
+	})
+	caches := make([]any, 2*tiny.Layers)
+	for i := range caches {
+		caches[i] = tensors.FromShape(shapes.Make(dtypes.Float32, 1, tiny.KVHeads, maxLen, tiny.HeadDim))
+	}
+	for _, c := range [][2]int{{0, 3}, {3, 6}, {6, 7}, {7, 8}, {8, 9}, {9, 10}} {
+		args := append([]any{[][]int32{tokens[c[0]:c[1]]}, int32(c[0]), int32(c[1] - c[0] - 1)}, caches...)
+		out := exec.MustExec(args...)
+		for i := range caches {
+			caches[i] = out[1+i]
+		}
+		if d := maxAbsDiff(out[0].Value().([][]float32)[0], full[c[1]-1]); d > 1e-4 {
+			t.Errorf("tokens %d..%d: logits of position %d differ from the full pass by %g", c[0], c[1], c[1]-1, d)
+		}
+	}
+}
+
+// TestGenerateMatchesForward: greedy decoding with the cache picks the argmax of the full pass.
+func TestGenerateMatchesForward(t *testing.T) {
+	backend := testutil.Backend(t)
+	ctx, m, _ := load(t, tinyGGUF(nil, ""), "f32", false)
+	prompt := []int{5, 9, 13}
+	gen, err := models.NewGenerator(backend, ctx, m, models.GeneratorOptions{MaxLen: 24, MinWindow: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gen.Finalize()
+	got, err := gen.Generate(prompt, models.GenerateOptions{MaxNewTokens: 14})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := []int32{5, 9, 13}
+	for _, id := range got[:len(got)-1] {
+		seq = append(seq, int32(id))
+	}
+	logits := forward(t, backend, ctx, m, seq)
+	var want []int
+	for p := len(prompt) - 1; p < len(seq); p++ {
+		want = append(want, models.Argmax(logits[p]))
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Generate = %v, argmax of Forward = %v", got, want)
+	}
+}
+
+// TestSlidingWindow: with one block, a sliding-window layer's logits at a position p do not
+// depend on the tokens before p−3 (a window of 4: the query and the 3 positions before it), and
+// do depend on those within it; a global layer's depend on all of them.
+func TestSlidingWindow(t *testing.T) {
+	backend := testutil.Backend(t)
+	tokens := []int32{3, 17, 5, 29, 11, 2, 38}
+	changed := append([]int32{30}, tokens[1:]...) // position 0 changed
+	for _, tc := range []struct {
+		name    string
+		pattern uint32 // 0: every layer sliding; 1: every layer global
+		sees    []bool // whether position p sees the change at position 0
+	}{
+		{"sliding", 0, []bool{true, true, true, true, false, false, false}},
+		{"global", 1, []bool{true, true, true, true, true, true, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := tinyGGUF(nil, "", ggufbuild.KV{Key: "gemma3.block_count", Value: uint32(1)},
+				ggufbuild.KV{Key: "gemma3.attention.sliding_window_pattern", Value: tc.pattern})
+			ctx, m, _ := load(t, data, "f32", false)
+			a, b := forward(t, backend, ctx, m, tokens), forward(t, backend, ctx, m, changed)
+			for p := range tokens {
+				if sees := maxAbsDiff(a[p], b[p]) > 0; sees != tc.sees[p] {
+					t.Errorf("position %d sees the token at 0: %v, want %v", p, sees, tc.sees[p])
+				}
+			}
+		})
+	}
+}
+
+// TestSoftcap: the final soft cap gives cap·tanh(logit/cap) of the uncapped logits.
+func TestSoftcap(t *testing.T) {
+	backend := testutil.Backend(t)
+	tokens := []int32{3, 17, 5}
+	ctx, m, _ := load(t, tinyGGUF(nil, ""), "f32", false)
+	plain := forward(t, backend, ctx, m, tokens)
+	const limit = 2.0
+	m.FinalSoftcap = limit
+	capped := forward(t, backend, ctx, m, tokens)
+	for p := range plain {
+		for i, v := range plain[p] {
+			want := limit * math.Tanh(float64(v)/limit)
+			if math.Abs(float64(capped[p][i])-want) > 1e-5 {
+				t.Fatalf("position %d, token %d: capped logit %g, want %g (logit %g)", p, i, capped[p][i], want, v)
+			}
+		}
+	}
+}
+
+// TestConfigValidate: a Config built in code is checked, naming its fields.
+func TestConfigValidate(t *testing.T) {
+	if err := tiny.Validate(); err != nil {
+		t.Fatalf("tiny config: %v", err)
+	}
+	for _, tc := range []struct {
+		name   string
+		modify func(c *gemma3.Config)
+		want   string
+	}{
+		{"no heads", func(c *gemma3.Config) { c.Heads = 0 }, "Heads = 0; accepted: 1 to 2147483647"},
+		{"odd head width", func(c *gemma3.Config) { c.HeadDim = 3 }, "HeadDim = 3; accepted: an even width"},
+		{"kv heads", func(c *gemma3.Config) { c.KVHeads = 3 }, "2 query heads, 3 key/value heads"},
+		{"negative window", func(c *gemma3.Config) { c.SlidingWindow = -1 }, "SlidingWindow = -1; accepted: 0 to 2147483647"},
+		{"query scale", func(c *gemma3.Config) { c.QueryScale = 0 }, "QueryScale = 0; accepted: a finite number above 0"},
+		{"local base", func(c *gemma3.Config) { c.RoPEBaseLocal = 1 }, "RoPEBaseLocal = 1; accepted: a finite number above 1"},
+		{"softcap", func(c *gemma3.Config) { c.FinalSoftcap = -1 }, "FinalSoftcap = -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tiny
+			tc.modify(&c)
+			if err := c.Validate(); err == nil || !contains(err.Error(), tc.want) {
+				t.Errorf("error %v; want one containing %q", err, tc.want)
+			}
+			if _, err := gemma3.New(c); err == nil {
+				t.Error("New accepted the configuration")
+			}
+		})
+	}
+}
