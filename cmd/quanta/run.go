@@ -15,18 +15,21 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/models"
-	"github.com/quanta-ml/quanta/models/llama"
+	"github.com/quanta-ml/quanta/models/arch"
 	"github.com/quanta-ml/quanta/runtime"
 	"github.com/quanta-ml/quanta/tokenizer"
 )
 
 const runUsage = `usage: quanta run [flags] MODEL.gguf "prompt"
 
-Runs a Llama-architecture GGUF model (general.architecture "llama": SmolLM2, Llama, ...; tensors
-F32, F16, BF16, Q4_0, Q4_1 or Q8_0) on the prompt: the projections are quantized to -format as
-they load, the prompt is wrapped in the model's chat template when the file has one of a known
-shape, the answer is streamed, then the prompt and decoding speeds are printed.
+Runs a GGUF model (general.architecture "llama": SmolLM2, Llama, ...; or "gemma3") on the
+prompt: every tensor in the format the file stores it (-format file: Q4_0 ... Q8_0, the
+K-quants, IQ4_NL as they are; F32, F16, BF16 as float32), or converted to -format as it loads;
+the prompt is wrapped in the model's chat template when the file has one of a known shape (or
+its architecture has one: Gemma), the answer is streamed, then the prompt and decoding speeds
+are printed.
 
 flags:
 `
@@ -49,9 +52,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	var o runOptions
-	fs.StringVar(&o.format, "format", "int8", "the projections' format: "+strings.Join(models.PresetNames(), ", "))
-	fs.StringVar(&o.head, "head", "auto", "the token-embedding table and tied output head: auto (f32 for -format f32, int8 otherwise), "+
-		strings.Join(models.TableFormats(), ", "))
+	fs.StringVar(&o.format, "format", models.FilePreset, "the weights' format: file (as the file stores them), or a conversion of the projections: "+
+		strings.Join(models.PresetNames()[1:], ", "))
+	fs.StringVar(&o.head, "head", "auto", "the token-embedding table and tied output head: auto (file for -format file, f32 for -format f32, "+
+		"int8 otherwise), "+strings.Join(models.TableFormats(), ", "))
 	fs.IntVar(&o.maxNew, "max", 256, "the most tokens to generate")
 	fs.IntVar(&o.maxLen, "maxlen", 0, "the longest sequence, prompt and answer (0: the model's context length)")
 	fs.Float64Var(&o.sampling.Temperature, "temp", 0.8, "the sampling temperature (0: greedy, the most likely token)")
@@ -77,6 +81,17 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// progressKeeper is a models.Keeper that reports each kept kernel's scope to progress.
+type progressKeeper struct {
+	*models.Quantizer
+	progress func(scope string)
+}
+
+func (k progressKeeper) KeepKernel(scope string, w implicitarray.Array) ([]models.Variable, error) {
+	k.progress(scope)
+	return k.Quantizer.KeepKernel(scope, w)
+}
+
 // layerOf reads the block index out of a projection scope such as "/layer_12/attn_qkv".
 var layerOf = regexp.MustCompile(`^/layer_(\d+)/`)
 
@@ -99,13 +114,18 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	}
 	head := o.head
 	if head == "auto" {
-		head = map[bool]string{true: "f32", false: "int8"}[o.format == "f32"]
+		switch o.format {
+		case models.FilePreset, "f32":
+			head = o.format
+		default:
+			head = "int8"
+		}
 	}
 	rules, err := models.Preset(o.format)
 	if err != nil {
 		return err
 	}
-	headRule, err := models.TableRule("/"+llama.EmbeddingScope, head)
+	headRule, err := models.TableRule("/token_embd", head)
 	if err != nil {
 		return err
 	}
@@ -127,10 +147,11 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 		return err
 	}
 	defer f.Close()
-	cfg, err := llama.ConfigFromGGUF(f)
+	archName, err := arch.Of(f)
 	if err != nil {
 		return err
 	}
+	layers, _ := f.Uint(archName + ".block_count") // for the progress line only: the loader checks it
 	tok, err := tokenizer.NewBPEFromGGUF(f)
 	if err != nil {
 		return err
@@ -141,27 +162,28 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 		if m := layerOf.FindStringSubmatch(scope); m != nil {
 			if i, _ := strconv.Atoi(m[1]); i != shown {
 				shown = i
-				fmt.Fprintf(stderr, "\rloading %s: layer %d/%d, projections to %s ", name, i+1, cfg.Layers, o.format)
+				fmt.Fprintf(stderr, "\rloading %s (%s): layer %d/%d, weights %s ", name, archName, i+1, layers, o.format)
 			}
 		}
 	}
-	opts := llama.LoadOptions{Backend: backend, Table: q.QuantizeTable,
-		Kernel: func(scope string, k *tensors.Tensor) ([]models.Variable, error) {
-			progress(scope)
-			return q.Kernel(scope, k)
-		}}
-	if o.fuse {
-		opts.Fuse = q.Fuse
+	opts := arch.QuantizerOptions(q, backend)
+	opts.Kernel = func(scope string, k *tensors.Tensor) ([]models.Variable, error) {
+		progress(scope)
+		return q.Kernel(scope, k)
+	}
+	opts.Keep = progressKeeper{q, progress}
+	if !o.fuse {
+		opts.Fuse = nil
 	}
 	ctx := context.New()
-	m, err := llama.LoadGGUF(ctx, f, opts)
+	m, err := arch.LoadGGUF(ctx, f, opts)
 	if err != nil {
 		fmt.Fprintln(stderr)
 		return err
 	}
-	m.Projection, m.Table = q.Projection, q.Table
-	fmt.Fprintf(stderr, "\rloaded %s in %.1fs: %d layers, projections %s, head %s, %.1f MB%s\n", name, time.Since(start).Seconds(), cfg.Layers,
-		o.format, head, float64(ctx.Memory())/1e6, strings.Repeat(" ", 20))
+	spec := m.DecodeSpec()
+	fmt.Fprintf(stderr, "\rloaded %s (%s) in %.1fs: %d layers, weights %s, head %s, %.1f MB%s\n", name, archName, time.Since(start).Seconds(),
+		spec.Layers, o.format, head, float64(ctx.Memory())/1e6, strings.Repeat(" ", 20))
 
 	text, stops, parseSpecial := prompt, []int{tok.EOS()}, false
 	if !o.raw {
@@ -172,6 +194,9 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 		case err != nil:
 			fmt.Fprintf(stderr, "quanta run: %v; using the raw prompt\n", err)
 		default:
+			if ct.FromArchitecture {
+				fmt.Fprintf(stderr, "quanta run: %s has no chat template; using the %s format of its architecture\n", name, ct.Format)
+			}
 			var chat []tokenizer.Message
 			if o.system != "" {
 				chat = append(chat, tokenizer.Message{Role: "system", Content: o.system})
@@ -185,10 +210,10 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	ids := tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: parseSpecial})
 	maxLen := o.maxLen
 	if maxLen == 0 {
-		maxLen = cfg.ContextLength
+		maxLen = spec.ContextLength
 	}
 	if maxLen == 0 || len(ids)+1 > maxLen {
-		return fmt.Errorf("the prompt is %d tokens; -maxlen %d (context length %d) leaves no room for an answer", len(ids), maxLen, cfg.ContextLength)
+		return fmt.Errorf("the prompt is %d tokens; -maxlen %d (context length %d) leaves no room for an answer", len(ids), maxLen, spec.ContextLength)
 	}
 	gen, err := models.NewGenerator(backend, ctx, m, models.GeneratorOptions{MaxLen: maxLen, Cache: mode})
 	if err != nil {

@@ -225,13 +225,13 @@ func evalSmolLM2Format(backend backends.Backend, f *gguf.File, ids []int, window
 	start := time.Now()
 	ctx := context.New()
 	defer releaseContext(ctx)
-	m, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Backend: backend})
+	m, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{LoadOptions: models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Backend: backend}})
 	if err != nil {
 		return SmolLM2{}, errors.WithMessagef(err, "loading %s", format)
 	}
 	m.Projection, m.Table = q.Projection, q.Table
 	loaded := time.Since(start)
-	e, err := llama.NewEvaluator(backend, ctx, m)
+	e, err := models.NewEvaluator(backend, ctx, m)
 	if err != nil {
 		return SmolLM2{}, err
 	}

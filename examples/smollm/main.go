@@ -139,7 +139,7 @@ func load() (*loaded, error) {
 		return nil, err
 	}
 	ctx := context.New()
-	opts := llama.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Backend: backend}
+	opts := llama.LoadOptions{LoadOptions: models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Backend: backend}}
 	if *flagFuse {
 		opts.Fuse = q.Fuse
 	}
