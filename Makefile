@@ -12,7 +12,7 @@ GOTEST_FLAGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help setup assets doctor demo vet test test-avx512 check-setup test-all test-race fuzz bench conformance conformance-random bench-peer
+.PHONY: help setup assets assets-quants doctor demo vet test test-avx512 check-setup test-all test-race fuzz bench conformance conformance-random bench-peer
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -22,6 +22,12 @@ setup: ## install the XLA CPU PJRT plugin (PyPI wheel) as ~/.local/lib/go-xla/pj
 
 assets: ## fetch the real models and data (SmolLM2, Gemma-3, MiniLM, Fashion-MNIST) into ~/.cache/quanta/assets, sha256-pinned
 	@scripts/fetch-assets.sh
+
+# SmolLM2 in llama.cpp's block types, made by llama.cpp's own quantizer from the Q4_1 asset (the tests
+# that compare them with llama.cpp skip without them). The first run builds llama-cpp-python in its
+# own virtualenv under ~/.cache/quanta/llamacpp-ref (about 10 minutes on 2 cores).
+assets-quants: assets ## SmolLM2 in Q4_0, Q4_K_M, Q5_K_M, Q6_K, Q8_0 by llama.cpp's quantizer, into ~/.cache/quanta/assets/smollm2-quants
+	@reference/llamacpp.sh quants
 
 doctor: ## report the backend quanta runs on (exit 0: XLA; 3: pure-Go fallback)
 	$(GO) run ./cmd/quanta doctor

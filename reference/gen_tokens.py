@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""SmolLM2 tokenizer vectors from llama.cpp (llama-cpp-python, vocab only).
+"""Tokenizer vectors from llama.cpp (llama-cpp-python, vocab only): SmolLM2's, or another GGUF's.
 
 Usage: python reference/gen_tokens.py --out reference/testdata/tokenizer
+       python reference/gen_tokens.py --gguf GEMMA.gguf --no-transformers --chat --out reference/testdata/tokenizer_gemma3
 
 Writes
     gpl3_ids.npy   int32: llama.cpp's token ids of the whole of /usr/share/common-licenses/GPL-3
@@ -17,6 +18,10 @@ same ids as with ``add_bos=False``. llama.cpp's own tools (llama-perplexity, lla
 prepend nothing for this model, and neither do we. The index records the check.
 
 Special tokens are not parsed (``special=False``): "<|im_start|>" in a test string is plain text.
+With ``--chat``, chat_strings.json adds turns in Gemma's and ChatML's markers tokenized with
+``special=True`` and ``add_bos=True`` (the vocabulary decides whether BOS comes), as a chat prompt is.
+For a vocabulary that adds BOS (Gemma), gpl3_ids.npy and strings.json stay without it (add_bos=False),
+and the index records that add_bos changes the ids.
 """
 
 from __future__ import annotations
@@ -79,6 +84,13 @@ STRINGS = [
     "<|im_start|>user",
     "The GNU General Public License is",
 ]
+# With --chat: chat prompts, tokenized with special=True and add_bos=True.
+CHAT_STRINGS = [
+    "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n",
+    "<start_of_turn>user\nYou are terse.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n",
+    "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+    "text <start_of_turn> between\n\n\nnewlines\t\ttabs",
+]
 # Strings whose per-token pieces are recorded (as hex of the piece bytes: a piece may be part
 # of a UTF-8 sequence).
 PIECES = {"0. Definitions.", "CONDITIONS\n\n  0. Definitions.", "   leading spaces", "don't I'll we're they've she'd it's", "café naïve résumé",
@@ -89,11 +101,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--no-transformers", action="store_true", help="skip the transformers comparison")
+    ap.add_argument("--gguf", help="the GGUF whose vocabulary is used (default: SmolLM2's of make assets)")
+    ap.add_argument("--chat", action="store_true", help="also write chat_strings.json (special tokens parsed)")
     args = ap.parse_args()
     from llama_cpp import Llama
     from gguf import GGUFReader
 
-    gguf_path = common.require(common.smollm_gguf())
+    gguf_path = common.require(args.gguf or common.smollm_gguf())
     common.require(common.GPL3)
     llm = Llama(gguf_path, vocab_only=True, verbose=False)
 
@@ -108,7 +122,8 @@ def main():
         if k in r.fields:
             meta[k] = r.fields[k].contents()
     meta["vocab_size"] = len(r.fields["tokenizer.ggml.tokens"].data)
-    meta["n_merges"] = len(r.fields["tokenizer.ggml.merges"].data)
+    if "tokenizer.ggml.merges" in r.fields:
+        meta["n_merges"] = len(r.fields["tokenizer.ggml.merges"].data)
 
     raw = open(common.GPL3, "rb").read()
     text = raw.decode("utf-8")
@@ -135,6 +150,9 @@ def main():
             e["transformers_gguf_agrees"] = h == t
         entries.append(e)
     w.json("strings", {"strings": entries})
+    if args.chat:
+        chat = [{"text": s, "ids": list(llm.tokenize(s.encode("utf-8"), add_bos=True, special=True))} for s in CHAT_STRINGS]
+        w.json("chat_strings", {"strings": chat, "call": "Llama.tokenize(text.encode('utf-8'), add_bos=True, special=True)"})
 
     index = {
         "format": 1,
