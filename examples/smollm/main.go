@@ -6,13 +6,15 @@
 //	go run ./examples/smollm -prompt "What is the capital of France?"
 //	go run ./examples/smollm -format nf4 -prompt "What is the capital of France?"
 //
-// -format names a rule set of models.Preset: f32 (default), nf4 (blocks of 64 along in,
+// -format names a rule set of models.Preset: file (default: every tensor as the GGUF stores it,
+// its Q4_1 projections and Q8_0 table as they are, never decoded; -gguf may name any SmolLM2 file,
+// e.g. one of `make assets-quants`), or a conversion of the projections as the loader decodes
+// them (the float model is never whole in memory): f32, nf4 (blocks of 64 along in,
 // bitsandbytes' layout), nf4-out (blocks along out), int8 (a scale per output channel), int8-in,
-// ternary, ternary-scaled, binary, binary-scaled. Every projection is quantized as the loader
-// decodes it (the float model is never whole in memory), q/k/v and gate/up fused where the format
+// ternary, ternary-scaled, binary, binary-scaled. q/k/v and gate/up are fused where the format
 // allows it exactly (-fuse). -head is the format of the token-embedding table, which is also the
-// output head: f32, int8 or nf4 (models.TableRule); "auto" keeps it float32 for -format f32 and
-// int8 otherwise (llama.cpp keeps it Q8_0 in its quantized files). The norms stay float32.
+// output head: file, f32, int8 or nf4 (models.TableRule); "auto" keeps it as the file stores it
+// for -format file, float32 for -format f32 and int8 otherwise. The norms stay float32.
 //
 // -bench measures instead what reference/llamacpp_speed.py measures for llama.cpp, and prints
 // one JSON line: prompt tokens/s (the first -bench-prompt GPL-3 tokens as one batch from an
@@ -49,13 +51,15 @@ import (
 
 var (
 	flagGGUF   = flag.String("gguf", assets.Path(assets.SmolLM2), "the SmolLM2 GGUF file")
-	flagFormat = flag.String("format", "f32", "the projections' format: "+strings.Join(models.PresetNames(), ", "))
+	flagFormat = flag.String("format", models.FilePreset, "the weights' format: file (as the GGUF stores them) or a conversion: "+
+		strings.Join(models.PresetNames()[1:], ", "))
 	flagPrompt = flag.String("prompt", "What is the capital of France?", "the user's message (or the raw text with -chat=false)")
 	flagChat   = flag.Bool("chat", true, "wrap the prompt in SmolLM2's chat template")
 	flagSystem = flag.String("system", "You are a helpful AI assistant named SmolLM, trained by Hugging Face", "the system message of the chat template")
 	flagMaxNew = flag.Int("max", 128, "the most tokens to generate")
 	flagMaxLen = flag.Int("maxlen", 1024, "the longest sequence (prompt and answer): the size of the key/value cache")
-	flagHead   = flag.String("head", "auto", "the token-embedding table and tied head: auto (f32 for -format f32, else int8), "+strings.Join(models.TableFormats(), ", "))
+	flagHead   = flag.String("head", "auto", "the token-embedding table and tied head: auto (file for -format file, f32 for -format f32, "+
+		"else int8), "+strings.Join(models.TableFormats(), ", "))
 	flagFuse   = flag.Bool("fuse", true, "store q/k/v and gate/up as one product each where the format allows it exactly")
 	flagCache  = flag.String("cache", "grow", "the key/value cache: grow (tensors as long as the attended window) or full (-maxlen from the start)")
 	flagWindow = flag.Int("minwindow", models.DefaultMinWindow, "the smallest attention window (windows double from it up to -maxlen)")
@@ -105,8 +109,8 @@ func headFormat() string {
 	if *flagHead != "auto" {
 		return *flagHead
 	}
-	if *flagFormat == "f32" {
-		return "f32"
+	if *flagFormat == models.FilePreset || *flagFormat == "f32" {
+		return *flagFormat
 	}
 	return "int8"
 }
@@ -139,7 +143,7 @@ func load() (*loaded, error) {
 		return nil, err
 	}
 	ctx := context.New()
-	opts := llama.LoadOptions{LoadOptions: models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Backend: backend}}
+	opts := llama.LoadOptions{LoadOptions: models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q, Backend: backend}}
 	if *flagFuse {
 		opts.Fuse = q.Fuse
 	}

@@ -2,6 +2,7 @@ package modelbase
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -121,18 +122,15 @@ func (v *Vars) Load(f *gguf.File, plan []Tensor) error {
 
 func (v *Vars) load(f *gguf.File, p Tensor, buf []float32) error {
 	if v.Kept(f, p) {
-		a, err := ggml.Read(f, p.Name)
+		if fu := v.fusions[p.Scope]; fu != nil && p.Kind == Kernel {
+			return v.keepPart(f, fu, p)
+		}
+		a, err := readKept(f, p)
 		if err != nil {
 			return err
 		}
 		if p.Kind == Table {
 			return v.KeepTable(p.Scope, a, p.Name)
-		}
-		if p.UnpermuteHeads > 0 {
-			if err := permuteRows(a, headRows(p.Out, p.UnpermuteHeads)); err != nil {
-				a.Delete()
-				return errors.WithMessagef(err, "tensor %s", p.Name)
-			}
 		}
 		return v.KeepKernel(p.Scope, a, p.Name)
 	}
@@ -187,48 +185,51 @@ func headRows(rows, heads int) func(int) int {
 	}
 }
 
-// permuteRows reorders the rows of a host ggml array [rows, cols] in place: row r becomes the old
-// row srcRow(r) (whole rows of blocks move: exact).
-func permuteRows(a *ggml.Array, srcRow func(int) int) error {
-	rows := a.Shape().Dim(0)
-	return a.Blocks().Tensor().MutableBytes(func(b []byte) {
-		old := slices.Clone(b)
-		n := len(b) / rows
-		for r := range rows {
-			s := srcRow(r)
-			copy(b[r*n:(r+1)*n], old[s*n:(s+1)*n])
-		}
-	})
-}
-
-// concatenateRows stacks host ggml arrays [rows_i, cols] of one type into [Σ rows_i, cols]: their
-// blocks one after the other (exact).
-func concatenateRows(parts []*ggml.Array) (*ggml.Array, error) {
-	typ, cols, rows := parts[0].Type(), parts[0].Shape().Dim(1), 0
-	for _, p := range parts {
-		if p.Type() != typ || p.Shape().Rank() != 2 || p.Shape().Dim(1) != cols {
-			return nil, errors.Errorf("rows of %s and %s cannot be stacked; accepted: one block type and width", parts[0], p)
-		}
-		rows += p.Shape().Dim(0)
+// readKept reads a tensor kept as stored into a new array of its block type, its rows
+// un-permuted as it is read when p.UnpermuteHeads says so.
+func readKept(f *gguf.File, p Tensor) (*ggml.Array, error) {
+	if p.UnpermuteHeads == 0 {
+		return ggml.Read(f, p.Name)
 	}
-	out := tensors.FromShape(ggml.BlocksShape(typ, rows, cols))
+	info, _ := f.Tensor(p.Name)
+	blocks := tensors.FromShape(ggml.BlocksShape(info.Type, p.Out, p.In))
 	var err error
-	accessErr := out.MutableBytes(func(dst []byte) {
-		at := 0
-		for _, p := range parts {
-			if e := p.Blocks().Tensor().ConstBytes(func(src []byte) { at += copy(dst[at:], src) }); e != nil && err == nil {
-				err = e
-			}
-		}
-	})
-	if err == nil {
+	if accessErr := blocks.MutableBytes(func(b []byte) { err = readRows(f, p, b) }); accessErr != nil {
 		err = accessErr
 	}
 	if err != nil {
-		_ = out.FinalizeAll()
+		_ = blocks.FinalizeAll()
 		return nil, err
 	}
-	return ggml.New(implicitarray.TensorComponent(out), typ, dtypes.Float32)
+	return ggml.New(implicitarray.TensorComponent(blocks), info.Type, dtypes.Float32)
+}
+
+// readRows reads the stored rows of kernel p into dst, which holds exactly its bytes: in order,
+// or, when p.UnpermuteHeads says so, row r from the stored row headRows(r) (whole rows of blocks
+// move: exact).
+func readRows(f *gguf.File, p Tensor, dst []byte) error {
+	info, _ := f.Tensor(p.Name)
+	if info.Bytes != int64(len(dst)) {
+		return errors.Wrapf(gguf.ErrCorrupt, "tensor %s holds %d bytes; its dims need %d", info, info.Bytes, len(dst))
+	}
+	r, err := f.TensorReader(p.Name)
+	if err != nil {
+		return err
+	}
+	if p.UnpermuteHeads == 0 {
+		if _, err := io.ReadFull(r, dst); err != nil {
+			return errors.Wrapf(gguf.ErrCorrupt, "tensor %s: reading %d bytes: %v", info, len(dst), err)
+		}
+		return nil
+	}
+	n := len(dst) / p.Out
+	src := headRows(p.Out, p.UnpermuteHeads)
+	for row := range p.Out {
+		if _, err := r.ReadAt(dst[row*n:(row+1)*n], int64(src(row)*n)); err != nil {
+			return errors.Wrapf(gguf.ErrCorrupt, "tensor %s: reading row %d: %v", info, src(row), err)
+		}
+	}
+	return nil
 }
 
 // Group is a set of projections of one block that read the same input and may be stored as one
@@ -257,7 +258,7 @@ func (v *Vars) FuseGroups(f *gguf.File, kinds [][]Group, fuse models.FuseFunc) [
 		if all {
 			out[k] = true
 			for _, g := range groups {
-				v.Fuse(g.Fused, g.Parts)
+				v.Fuse(g.Fused, g.Parts, g.OutDims)
 			}
 		}
 	}

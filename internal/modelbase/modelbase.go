@@ -20,6 +20,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/ggml"
+	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/models"
 )
@@ -43,14 +45,19 @@ type Vars struct {
 	fusions map[string]*fusion // by part scope
 }
 
-// fusion is a group of projections stored as one: the parts' kernels wait in held (float) or
-// heldKept (kept as stored) until all have arrived.
+// fusion is a group of projections stored as one: the parts' float kernels wait in held until
+// all have arrived; kept parts are read straight into their rows of one blocks tensor, stacked.
 type fusion struct {
-	scope    string
-	parts    []string
-	held     []*tensors.Tensor
-	heldKept []*ggml.Array
-	names    []string
+	scope   string
+	parts   []string
+	outDims []int
+	held    []*tensors.Tensor
+	names   []string
+	// blocks holds the stacked rows of blocks of kept parts ([Σ outDims, in] of type typ), once
+	// the first part is read; read marks the parts read into it.
+	blocks *tensors.Tensor
+	typ    gguf.Type
+	read   []bool
 }
 
 // NewVars returns an empty collection for the options' hooks: kernels go through opts.Kernel
@@ -68,12 +75,14 @@ func NewVars(opts models.LoadOptions) *Vars {
 	return v
 }
 
-// Fuse makes the kernels of the projections at the scopes parts one kernel at scope, theirs
-// concatenated along the output axis in the order of parts: AddKernel holds each part until the
-// last arrives, then passes the concatenation through the KernelFunc.
-func (v *Vars) Fuse(scope string, parts []string) {
-	f := &fusion{scope: scope, parts: parts, held: make([]*tensors.Tensor, len(parts)), heldKept: make([]*ggml.Array, len(parts)),
-		names: make([]string, len(parts))}
+// Fuse makes the kernels of the projections at the scopes parts (of output widths outDims) one
+// kernel at scope, theirs concatenated along the output axis in the order of parts: AddKernel
+// holds each float part until the last arrives, then passes the concatenation through the
+// KernelFunc; kept parts are read into their rows of one array, passed to the Keeper when the
+// last is read.
+func (v *Vars) Fuse(scope string, parts []string, outDims []int) {
+	f := &fusion{scope: scope, parts: parts, outDims: outDims, held: make([]*tensors.Tensor, len(parts)), names: make([]string, len(parts)),
+		read: make([]bool, len(parts))}
 	for _, p := range parts {
 		v.fusions[p] = f
 	}
@@ -108,27 +117,7 @@ func (v *Vars) KeepTable(scope string, table *ggml.Array, what string) error {
 // KeepKernel passes the kernel [outDim, inDim] of the projection at scope, as its file stores it,
 // to the Keeper and collects and places the variables it returns. An error of the Keeper, after
 // which the array is deleted, names the kernel as "kernel of <what>".
-//
-// A kernel that is a part of a fusion (Fuse) is held instead; the part that completes the fusion
-// passes the parts' rows stacked (one block type: FuseGroups checks it), named by all the parts'
-// names.
 func (v *Vars) KeepKernel(scope string, w *ggml.Array, what string) error {
-	if f := v.fusions[scope]; f != nil {
-		i := slices.Index(f.parts, scope)
-		f.heldKept[i], f.names[i] = w, what
-		if slices.Contains(f.heldKept, nil) {
-			return nil
-		}
-		fused, err := concatenateRows(f.heldKept)
-		for j, a := range f.heldKept {
-			a.Delete()
-			f.heldKept[j] = nil
-		}
-		if err != nil {
-			return errors.WithMessagef(err, "fusing %s", strings.Join(f.names, ", "))
-		}
-		scope, w, what = f.scope, fused, strings.Join(f.names, ", ")
-	}
 	kv, err := v.keep.KeepKernel(scope, w)
 	if err != nil {
 		w.Delete()
@@ -136,6 +125,52 @@ func (v *Vars) KeepKernel(scope string, w *ggml.Array, what string) error {
 	}
 	v.list = append(v.list, kv...)
 	return models.Place(v.backend, kv)
+}
+
+// keepPart reads the kept kernel p, a part of fusion fu, into its rows of the fusion's blocks
+// (allocated at the first part read: FuseGroups checked that every part has one block type and
+// width), and passes the stacked array to the Keeper once every part is read.
+func (v *Vars) keepPart(f *gguf.File, fu *fusion, p Tensor) error {
+	info, _ := f.Tensor(p.Name)
+	i := slices.Index(fu.parts, p.Scope)
+	fu.names[i] = p.Name
+	if fu.blocks == nil {
+		rows := 0
+		for _, d := range fu.outDims {
+			rows += d
+		}
+		fu.blocks, fu.typ = tensors.FromShape(ggml.BlocksShape(info.Type, rows, p.In)), info.Type
+	}
+	if info.Type != fu.typ || p.Out != fu.outDims[i] {
+		return errors.Errorf("fusing %s: tensor %s; accepted: type %s, %d rows", strings.Join(fu.parts, ", "), info, fu.typ, fu.outDims[i])
+	}
+	first := 0
+	for _, d := range fu.outDims[:i] {
+		first += d
+	}
+	rowBytes := p.In / info.Type.BlockSize() * info.Type.BlockBytes()
+	var err error
+	accessErr := fu.blocks.MutableBytes(func(b []byte) {
+		err = readRows(f, p, b[first*rowBytes:(first+p.Out)*rowBytes])
+	})
+	if err == nil {
+		err = accessErr
+	}
+	if err != nil {
+		return err
+	}
+	fu.read[i] = true
+	if slices.Contains(fu.read, false) {
+		return nil
+	}
+	blocks := fu.blocks
+	fu.blocks = nil
+	w, err := ggml.New(implicitarray.TensorComponent(blocks), fu.typ, dtypes.Float32)
+	if err != nil {
+		_ = blocks.FinalizeAll()
+		return err
+	}
+	return v.KeepKernel(fu.scope, w, strings.Join(fu.names, ", "))
 }
 
 // Add collects the variable and places its value on the backend.
@@ -191,11 +226,9 @@ func (v *Vars) Release() {
 				f.held[j] = nil
 			}
 		}
-		for j, a := range f.heldKept {
-			if a != nil {
-				a.Delete()
-				f.heldKept[j] = nil
-			}
+		if f.blocks != nil {
+			_ = f.blocks.FinalizeAll()
+			f.blocks = nil
 		}
 	}
 }
