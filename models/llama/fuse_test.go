@@ -9,6 +9,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
@@ -177,4 +178,73 @@ func loadFloat(t *testing.T, data []byte) (*context.Context, *llama.Model) {
 		t.Fatal(err)
 	}
 	return ctx, m
+}
+
+// wide is the tiny configuration with widths that hold 32-element blocks.
+var wide = llama.Config{VocabSize: 40, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFNDim: 96,
+	ContextLength: 64, RMSNormEps: 1e-5, RoPEBase: 10000, TiedEmbeddings: true}
+
+// TestLoadKeepsBlocks: a file whose kernels and table are stored in block types, loaded with the
+// file preset, keeps them as stored (q and k with their rows put back in Hugging Face's order,
+// whole rows of blocks), and gives the logits of the same values decoded to float32; q/k/v and
+// gate/up fuse when their parts share a block type (the products bit for bit those of the
+// separate ones) and not otherwise; RotateAdjacent and UntieHead keep the blocks too.
+func TestLoadKeepsBlocks(t *testing.T) {
+	backend := testutil.Backend(t)
+	tokens := []int32{3, 1, 4, 1, 5, 9, 2, 6}
+	file, _ := models.Preset(models.FilePreset)
+	for _, tc := range []struct {
+		name        string
+		types       map[string]gguf.Type
+		qkv, gateUp bool
+	}{
+		{"one type", map[string]gguf.Type{"attn_q": gguf.TypeQ8_0, "attn_k": gguf.TypeQ8_0, "attn_v": gguf.TypeQ8_0,
+			"attn_output": gguf.TypeQ4_1, "ffn_gate": gguf.TypeQ5_0, "ffn_up": gguf.TypeQ5_0, "ffn_down": gguf.TypeQ8_0, "token_embd": gguf.TypeQ4_0},
+			true, true},
+		{"mixed", map[string]gguf.Type{"attn_q": gguf.TypeQ5_1, "attn_k": gguf.TypeQ5_1, "attn_v": gguf.TypeQ8_0, "ffn_up": gguf.TypeIQ4_NL},
+			false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data, _ := ggufOf(wide, tc.types, "")
+			fctx, fm := loadFloat(t, data)
+			want := forward(t, backend, fctx, fm, tokens)
+			for _, v := range []struct {
+				name string
+				opts llama.LoadOptions
+				fuse bool
+			}{{"kept", llama.LoadOptions{}, false}, {"fused", llama.LoadOptions{}, true},
+				{"adjacent", llama.LoadOptions{RotateAdjacent: true}, true}, {"untied", llama.LoadOptions{UntieHead: true}, true}} {
+				q := models.MustNewQuantizer(file)
+				opts := v.opts
+				opts.LoadOptions = models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q}
+				if v.fuse {
+					opts.Fuse = q.Fuse
+				}
+				ctx := context.New()
+				m, err := llama.LoadGGUF(ctx, openBytes(t, data), opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.Projection, m.Table = q.Projection, q.Table
+				if m.FusedQKV != (v.fuse && tc.qkv) || m.FusedGateUp != (v.fuse && tc.gateUp) {
+					t.Errorf("%s: fused q/k/v %v, gate/up %v", v.name, m.FusedQKV, m.FusedGateUp)
+				}
+				kept := 0
+				for _, e := range q.Report().Entries {
+					if strings.HasPrefix(e.Format, "ggml ") {
+						kept++
+					}
+				}
+				if kept == 0 {
+					t.Errorf("%s: nothing kept as stored:\n%s", v.name, q.Report())
+				}
+				got := forward(t, backend, ctx, m, tokens)
+				for p := range want {
+					if d := maxAbsDiff(got[p], want[p]); d > 1e-4 {
+						t.Errorf("%s: position %d: logits differ from the decoded float model's by %g", v.name, p, d)
+					}
+				}
+			}
+		})
+	}
 }

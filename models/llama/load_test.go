@@ -33,7 +33,12 @@ type hfKernels map[string][][]float32
 // tinyGGUF writes the tiny configuration as a llama GGUF with float32 tensors, q/k permuted as
 // llama.cpp's converter permutes them; skip names a tensor to leave out.
 func tinyGGUF(skip string, overrides ...ggufbuild.KV) ([]byte, hfKernels) {
-	c := tiny
+	return ggufOf(tiny, nil, skip, overrides...)
+}
+
+// ggufOf writes configuration c as tinyGGUF does, the kernels and table named in types (by their
+// name in the block, e.g. "attn_q", or "token_embd") stored in that block type.
+func ggufOf(c llama.Config, types map[string]gguf.Type, skip string, overrides ...ggufbuild.KV) ([]byte, hfKernels) {
 	kvs := []ggufbuild.KV{
 		{Key: "general.architecture", Value: "llama"},
 		{Key: "llama.block_count", Value: uint32(c.Layers)},
@@ -59,9 +64,20 @@ func tinyGGUF(skip string, overrides ...ggufbuild.KV) ([]byte, hfKernels) {
 	seed := 0
 	add := func(name string, v []float32, dims ...uint64) {
 		seed++
-		if name != skip {
-			ts = append(ts, ggufbuild.F32Tensor(name, v, dims...))
+		if name == skip {
+			return
 		}
+		short := strings.TrimSuffix(name[strings.LastIndex(name[:len(name)-len(".weight")], ".")+1:], ".weight")
+		typ, ok := types[short]
+		if !ok {
+			ts = append(ts, ggufbuild.F32Tensor(name, v, dims...))
+			return
+		}
+		data := make([]byte, len(v)/typ.BlockSize()*typ.BlockBytes())
+		if err := gguf.Quantize(typ, v, data); err != nil {
+			panic(err)
+		}
+		ts = append(ts, ggufbuild.Tensor{Name: name, Type: uint32(typ), Dims: dims, Data: data})
 	}
 	kernel := func(name string, in, out, heads int) {
 		w := make([][]float32, out)
