@@ -28,7 +28,8 @@ quantized products quantize the activations to 8 bits (Q8_0, Q8_1 or Q8_K blocks
 product does not, and the pair shows what that costs on each type. Each result has both windows'
 perplexities too (a test may score one window). For Gemma-3 the F32 run's 20 largest logits at a few
 positions of the first window (gemma3_f32_w0_top20_{ids,logits}.npy; position 512 is the one whose
-sliding-window layers no longer see position 0). Everything runs on one thread.
+sliding-window layers no longer see position 0), and llama.cpp's greedy tokens for two prompts on the
+file itself (GREEDY_PROMPTS, BOS added, special tokens parsed). Everything runs on one thread.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ import common  # noqa: E402
 import numpy as np  # noqa: E402
 
 N_IDS, WINDOW, STRIDE = 1024, 513, 512
+# Prompts whose greedy continuations (GREEDY_TOKENS tokens) llama.cpp's run of the Gemma-3 file gives.
+GREEDY_PROMPTS = ["<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n", "The capital of France is"]
+GREEDY_TOKENS = 8
 # Positions of the first window whose top-20 logits are recorded (Gemma-3, F32 run).
 TOP_POSITIONS = [0, 1, 2, 63, 255, 511, 512]
 
@@ -121,6 +125,25 @@ def window_nll(path: str, wins: list[tuple[list[int], int]], top=None) -> list[n
     return out
 
 
+def greedy(path: str) -> list[dict]:
+    from llama_cpp import Llama
+
+    llm = Llama(path, n_ctx=128, n_batch=128, n_threads=1, n_threads_batch=1, logits_all=True, verbose=False)
+    out = []
+    for prompt in GREEDY_PROMPTS:
+        ids = [int(i) for i in llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)]
+        llm.reset()
+        llm.eval(ids)
+        gen = []
+        for _ in range(GREEDY_TOKENS):
+            nxt = int(np.argmax(np.array(llm.scores[llm.n_tokens - 1])))
+            gen.append(nxt)
+            llm.eval([nxt])
+        out.append({"prompt": prompt, "prompt_ids": ids, "ids": gen, "text": llm.detokenize(gen).decode("utf-8", errors="replace")})
+    del llm
+    return out
+
+
 def figures(nlls: list[np.ndarray]) -> dict:
     nll = np.concatenate(nlls)
     return {"perplexity": float(np.exp(nll.mean())), "mean_nll": float(nll.mean()),
@@ -181,6 +204,7 @@ def cmd_perplexity(args) -> None:
         "positions": TOP_POSITIONS, "ids": w.npy("gemma3_f32_w0_top20_ids", top["ids"]),
         "logits": w.npy("gemma3_f32_w0_top20_logits", top["logits"]),
         "def": "the F32 run's logits at the window-0 positions, the 20 largest per position in decreasing order"}
+    files["gemma3/Q4_K_M"]["greedy"] = greedy(gemma)
 
     def digest(ids):
         return hashlib.sha256(np.array(ids, dtype="<i4").tobytes()).hexdigest()

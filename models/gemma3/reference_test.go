@@ -1,6 +1,7 @@
 package gemma3_test
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/gemma3"
+	"github.com/quanta-ml/quanta/tokenizer"
 )
 
 // TestLlamaCppLogits runs the Gemma-3 270M Q4_K_M file of make assets, every tensor as the file
@@ -92,6 +94,68 @@ func TestLlamaCppLogits(t *testing.T) {
 		}
 		if got := models.Argmax(rows[i]); got != int(wantTop[0]) {
 			t.Errorf("position %d: argmax %d, llama.cpp's %d", p, got, int(wantTop[0]))
+		}
+	}
+}
+
+// TestLlamaCppGreedy: greedy decoding of the Gemma-3 file (every tensor as stored, the cache
+// growing with the window) gives llama.cpp's tokens for the reference's prompts, a chat turn and
+// a plain sentence, tokenized by quanta as llama.cpp tokenizes them.
+func TestLlamaCppGreedy(t *testing.T) {
+	testutil.Slow(t) // about a minute on XLA CPU: each step decodes the Q8_0 head
+	path := assets.Require(t, assets.Gemma3)
+	backend := testutil.Backend(t)
+	var index struct {
+		Files map[string]struct {
+			Greedy []struct {
+				Prompt    string `json:"prompt"`
+				PromptIDs []int  `json:"prompt_ids"`
+				IDs       []int  `json:"ids"`
+			} `json:"greedy"`
+		} `json:"files"`
+	}
+	if err := refdata.JSON(&index, "llamacpp", "index.json"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.NewBPEFromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, _ := models.Preset(models.FilePreset)
+	q := models.MustNewQuantizer(rules)
+	ctx := context.New()
+	m, err := gemma3.LoadGGUF(ctx, f, models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q, Fuse: q.Fuse, Backend: backend})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Projection, m.Table = q.Projection, q.Table
+	gen, err := models.NewGenerator(backend, ctx, m, models.GeneratorOptions{MaxLen: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gen.Finalize()
+	cases := index.Files["gemma3/Q4_K_M"].Greedy
+	if len(cases) == 0 {
+		t.Fatal("the reference has no greedy tokens for gemma3/Q4_K_M")
+	}
+	for _, c := range cases {
+		ids := tok.Encode(c.Prompt, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true})
+		if fmt.Sprint(ids) != fmt.Sprint(c.PromptIDs) {
+			t.Errorf("prompt %q: ids %v, llama.cpp's %v", c.Prompt, ids, c.PromptIDs)
+			continue
+		}
+		got, err := gen.Generate(ids, models.GenerateOptions{MaxNewTokens: len(c.IDs)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%q -> %q", c.Prompt, tok.Decode(got))
+		if fmt.Sprint(got) != fmt.Sprint(c.IDs) {
+			t.Errorf("prompt %q: greedy tokens %v, llama.cpp's %v", c.Prompt, got, c.IDs)
 		}
 	}
 }
