@@ -44,7 +44,8 @@
 //
 //   - Reshape that keeps the last axis, Transpose that keeps it last, BroadcastInDim that maps it
 //     unbroadcast to the last output axis, Concatenate of arrays of the same type and dtype along
-//     another axis: the blocks move, exact.
+//     another axis, Gather of whole rows (indices into the leading axes: an embedding lookup, which
+//     then decodes the looked-up rows only): the blocks move, exact.
 //   - ConvertDType to a float dtype is lazy: an array that materializes in that dtype.
 //
 // Anything else (a reshape, transpose or concatenation through the last axis, element-wise ops,

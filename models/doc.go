@@ -1,10 +1,13 @@
-// Package models holds what the real-model packages (models/llama, models/minilm) share: the
-// Projection hook that every linear layer of their graphs goes through and the Table hook of
-// their embedding tables, the Variable list their loaders build before storing anything in a
-// context, the Quantizer that stores and runs those layers and tables in quanta's formats as
-// Qwix-style rules say, the decoding blocks of a decoder architecture (a key/value cache whose
-// attention follows the filled positions, grouped-query attention, RoPE, a Generator with
-// sampling and streaming), and the evaluation helpers (StridedWindows, Perplexity, Cosine).
+// Package models holds what the real-model packages (models/llama, models/gemma3, models/minilm)
+// share: the Projection hook that every linear layer of their graphs goes through and the Table
+// hook of their embedding tables, the Variable list their loaders build before storing anything
+// in a context and the LoadOptions of the GGUF loaders, the Quantizer that stores and runs those
+// layers and tables in quanta's formats or as their file stores them (Qwix-style rules), the
+// decoding blocks of a decoder architecture (a key/value cache whose attention follows the filled
+// positions, grouped-query attention, causal and sliding-window masks, RoPE, a Generator with
+// sampling and streaming), and the evaluation helpers (Evaluator and NLL for any
+// LanguageModel, StridedWindows, Perplexity, Cosine). models/arch picks a GGUF file's
+// architecture.
 //
 // # Projections
 //
@@ -21,12 +24,30 @@
 //
 // # Loading
 //
-// Loaders decode one tensor at a time and pass every linear kernel, already in (inDim, outDim)
-// layout, to a KernelFunc that returns the variables to store for it (DenseKernel stores it as
-// the float "weights"). A KernelFunc that quantizes returns the quantized components instead and
-// lets the float kernel go, so that a quantized model is loaded without the whole float model
-// ever being in memory. Loaders store nothing until every tensor has been read and converted
-// (Store checks that no variable exists first), so a failed load leaves the context unchanged.
+// Loaders read one tensor at a time (LoadOptions). A tensor the file stores in a quantized block
+// type (GGML's Q4_0 ... Q8_0, the K-quants, IQ4_NL) that the Keeper keeps is read as it is stored,
+// a ggml.Array [outDim, inDim] never decoded, and handed to Keeper.KeepKernel or KeepTable. Every
+// other linear kernel is decoded, put in (inDim, outDim) layout and passed to a KernelFunc that
+// returns the variables to store for it (DenseKernel stores it as the float "weights"). A
+// KernelFunc that quantizes returns the quantized components instead and lets the float kernel
+// go, so that a quantized model is loaded without the whole float model ever being in memory.
+// Loaders store nothing until every tensor has been read and converted (Store checks that no
+// variable exists first), so a failed load leaves the context unchanged.
+//
+// # The file's own formats
+//
+// A Keep rule stores the tensors it matches as their file stores them; Preset(FilePreset) is one
+// Keep rule for every scope, embedding table and head included:
+//
+//	rules, _ := models.Preset(models.FilePreset)
+//	q := models.MustNewQuantizer(rules)
+//	model, err := gemma3.LoadGGUF(ctx, f, models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q, Fuse: q.Fuse})
+//	model.Projection, model.Table = q.Projection, q.Table
+//
+// A kept kernel's products are x·Wᵀ through package lowering (the GGML layout, with ggml's values
+// bit for bit); a kept table gathers rows of blocks (only the looked-up rows are decoded) and is
+// the tied head's x·tableᵀ. Float tensors of the file (F32, F16, BF16) stay float32 under a Keep
+// rule. Converting instead (Preset("nf4"), "int8", ...) decodes each tensor and quantizes it.
 //
 // # Quantized models
 //
@@ -59,12 +80,12 @@
 // head is tied to the table, computes the logits with qlayers.TiedHead (x·tableᵀ, the table never
 // transposed).
 // Quantizer.QuantizeTable (a loader's TableFunc) stores a table in NF4 (blocks along the row) or
-// int8 (a scale per row) when a rule matches its scope; Quantizer.Table rebuilds the quantized
-// array, whose row gather keeps it packed (only the looked-up rows are decoded) and whose head
-// product goes through package lowering, i.e. quanta's kernels, in the x·Wᵀ layout a table
-// [vocab, dim] already has. TableRule gives the rule of a table format ("f32", "int8", "nf4");
-// the presets keep the table float (a Skip rule for "/token_embd"), so a quantized head is a
-// choice.
+// int8 (a scale per row) when a rule matches its scope, and Quantizer.KeepTable keeps a table as
+// its file stores it; Quantizer.Table rebuilds the quantized array, whose row gather keeps it
+// packed (only the looked-up rows are decoded) and whose head product goes through package
+// lowering, i.e. quanta's kernels, in the x·Wᵀ layout a table [vocab, dim] already has. TableRule
+// gives the rule of a table format ("file", "f32", "int8", "nf4"); the converting presets keep the
+// table float (a Skip rule for "/token_embd"), so a quantized head is a choice.
 //
 // # Fused projections
 //
@@ -73,8 +94,10 @@
 // them; the model slices the output. It asks its FuseFunc first: Quantizer.Fuse accepts a group
 // only when one rule covers all of it and the format quantizes each output channel on its own
 // (float, NF4 without double quantization in the OutIn layout or with whole blocks per part,
-// int8 in OutIn, binary in InOut), so that the fused products are the separate ones bit for bit
-// (a float product of another width may round differently in XLA).
+// int8 in OutIn, binary in InOut, or kept as stored), so that the fused products are the separate
+// ones bit for bit (a float product of another width may round differently in XLA). Parts kept as
+// stored fuse only when the file stores them all in one block type: their rows of blocks are read
+// one after the other into the fused array.
 //
 // # Decoding
 //
@@ -94,15 +117,19 @@
 //
 // # Evaluation
 //
-// StridedWindows gives Hugging Face's strided perplexity windows (the reference harness's rule:
-// 1024 tokens, windows of 513 every 512), Perplexity the exponential of the mean NLL, Cosine the
-// cosine similarity of two embeddings; models/llama's Evaluator computes the NLLs.
+// A LanguageModel is a Decoder that also runs a whole sequence (Forward). NLL gives each token's
+// negative log-likelihood from one Forward pass, with the softmax in float64 over the float32
+// logits (the reference harness's definition); an Evaluator runs it over windows of a token
+// sequence. StridedWindows gives Hugging Face's strided perplexity windows (the reference
+// harness's rule: 1024 tokens, windows of 513 every 512), Perplexity the exponential of the mean
+// NLL, Cosine the cosine similarity of two embeddings.
 //
 // # Errors
 //
-// NewQuantizer returns an error for a bad pattern, Config or layout, Kernel for a kernel the
-// format cannot hold (naming the scope), QuantizeTable for a table rule that cannot serve a
-// lookup, Store for a variable that exists or repeats; NewGenerator, Generate and Stream for
+// NewQuantizer returns an error for a bad pattern, Config or layout (or a rule both Skip and
+// Keep), Kernel for a kernel the format cannot hold (naming the scope), QuantizeTable for a table
+// rule that cannot serve a lookup, KeepKernel and KeepTable for a scope no Keep rule matches or an
+// array that is not rank 2, Store for a variable that exists or repeats; NewGenerator, Generate and Stream for
 // options out of range and prompts that do not fit (naming the field), Sampling.Validate for a
 // setting that is not finite or out of range. The graph functions (Projection,
 // Quantizer.Projection, Quantizer.Table, NewKVCache, GroupedAttention, ...) panic with messages

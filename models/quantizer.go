@@ -74,6 +74,9 @@ type Rule struct {
 // variables and multiplies by it with the format's product (package lowering), never building a
 // dense weight; projections stored float go through Dense.
 //
+// Under a Keep rule it is the loader's Keeper instead: the tensors its file stores in block types
+// are stored as they are (KeepKernel, KeepTable) and computed by Projection and Table the same way.
+//
 // A Quantizer serves the contexts loaded through it (one is usual). After a failed load, discard
 // it with the context. Its methods are safe for concurrent use.
 type Quantizer struct {

@@ -1,7 +1,7 @@
-// Package tokenizer holds the two tokenizers of the real models quanta runs: byte-level BPE
-// built from GGUF metadata (SmolLM2, GPT-2 family), matching llama.cpp's tokenizer, and BERT's
-// WordPiece (all-MiniLM-L6-v2) from a Hugging Face tokenizer.json or a vocab.txt, matching Hugging
-// Face tokenizers; and the chat prompt shapes of GGUF chat templates.
+// Package tokenizer holds the tokenizers of the real models quanta runs: BPE built from GGUF
+// metadata, byte-level (SmolLM2, GPT-2 family) or SentencePiece (Gemma), matching llama.cpp's
+// tokenizer, and BERT's WordPiece (all-MiniLM-L6-v2) from a Hugging Face tokenizer.json or a
+// vocab.txt, matching Hugging Face tokenizers; and the chat prompt shapes of GGUF chat templates.
 //
 // # Byte-level BPE (BPE, NewBPEFromGGUF)
 //
@@ -27,6 +27,19 @@
 // (tokenizer.ggml.add_bos_token, false for SmolLM2). Decode maps tokens back to bytes and drops
 // control tokens, as llama.cpp's detokenizer without its special flag.
 //
+// # SentencePiece BPE (the same BPE type, NewBPEFromGGUF with model "llama")
+//
+// Gemma's vocabulary is SentencePiece's BPE, which llama.cpp tokenizes as its "SPM" session does:
+// special tokens are cut out as above; each remaining fragment (after a space, with
+// tokenizer.ggml.add_space_prefix, when it starts the text or follows a special token: Gemma says
+// false) has its spaces written ▁ (U+2581) and is split into UTF-8 characters (by their lead
+// bytes, as llama.cpp counts them); the adjacent pair whose concatenation is the token of highest
+// score (tokenizer.ggml.scores) merges first, the leftmost among equal scores, until no pair is a
+// token; a final symbol that is not a token falls back to the byte tokens <0xXX> of its bytes.
+// Decode writes ▁ as a space and byte tokens as their bytes. A "llama" vocabulary adds BOS unless
+// the file says otherwise (llama.cpp's default). Repeated token texts map to their last id, as
+// llama.cpp's token map is filled.
+//
 // # WordPiece (WordPiece, NewWordPieceFromJSON, NewWordPieceFromVocab)
 //
 // Hugging Face tokenizers is the reference (sentence-transformers runs it for MiniLM): added
@@ -42,12 +55,14 @@
 // (<|im_start|>, SmolLM2's), Llama 3, Llama 2 ([INST]), Gemma (<start_of_turn>), Zephyr — and a
 // ChatML template's default system message; ChatTemplate.Apply renders messages in that shape
 // with the generation prompt, BOS left to EncodeOptions.AddSpecial. Any other template is
-// ErrChatTemplate, so that a caller can say so and fall back to the raw prompt.
+// ErrChatTemplate, so that a caller can say so and fall back to the raw prompt. A file without a
+// template gets its architecture's format when it has one (Gemma's for gemma, gemma2, gemma3:
+// ChatTemplateFromGGUF, with FromArchitecture set).
 //
 // # Errors
 //
-// Constructors return errors naming the file and what was accepted (a "gpt2" model, a supported
-// pre-tokenizer, a WordPiece model with a BertPreTokenizer, special tokens present in the
+// Constructors return errors naming the file and what was accepted (a "gpt2" or "llama" model,
+// one score per token, a supported pre-tokenizer, a WordPiece model with a BertPreTokenizer, special tokens present in the
 // vocabulary). Every id a tokenizer can emit is checked to be in its vocabulary when it is built:
 // BOS, EOS and UNK (the error names the GGUF key, e.g. tokenizer.ggml.bos_token_id, and the
 // vocabulary size), token types one per token, tokenizer.json's added tokens and post-processor

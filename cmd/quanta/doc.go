@@ -7,13 +7,15 @@
 //	                a small matmul graph on it
 //
 //	quanta run [flags] MODEL.gguf "prompt"
-//	                run a Llama-architecture GGUF model on a prompt: the projections quantized
+//	                run a GGUF model ("llama": SmolLM2, Llama, ...; "gemma3") on a prompt: every
+//	                tensor as the file stores it (-format file, the default: its block types as
+//	                they are, embedding table and head included), or the projections converted
 //	                as the file loads (-format, a models.Preset; the tied head -head, int8 by
-//	                default for the quantized formats), q/k/v and gate/up fused where exact
+//	                default for the converted formats), q/k/v and gate/up fused where exact
 //	                (-fuse), the prompt in the model's chat template when the file has one of a
-//	                shape tokenizer.ParseChatTemplate recognizes (-raw sends it as it is; -system
-//	                sets the system message), the answer streamed to stdout, then the prompt and
-//	                decoding rates on stderr. Sampling: -temp (0: greedy), -top-k, -top-p,
+//	                shape tokenizer.ParseChatTemplate recognizes or its architecture has one
+//	                (Gemma's; -raw sends it as it is; -system sets the system message), the
+//	                answer streamed to stdout, then the prompt and decoding rates on stderr. Sampling: -temp (0: greedy), -top-k, -top-p,
 //	                -repeat-penalty, -seed (printed at the end; the same seed gives the same
 //	                answer); -max bounds the answer, -maxlen the sequence (default: the model's
 //	                context length; attention follows the filled positions, not -maxlen).
@@ -21,7 +23,7 @@
 // Exit codes of doctor: 0 when XLA is in use (or the backend that GOMLX_BACKEND asked for);
 // 3 when the pure-Go fallback is in use because no XLA plugin could start; 1 when the backend
 // fails to start or to run the check graph. run exits 1 on an error — an architecture other than
-// "llama", a tensor type it cannot decode, an unknown format, a sampling flag out of range, each
+// "llama" and "gemma3", a tensor type it cannot decode, an unknown format, a sampling flag out of range, each
 // named with what is accepted — and 2 on a bad command line. An unknown subcommand prints the
 // usage and exits 2.
 package main

@@ -135,17 +135,18 @@ func TestRun(t *testing.T) {
 	}{
 		{"greedy", []string{"-max", "5", "-temp", "0", "-format", "f32", model, "hi"}, exitOK,
 			[]string{"loaded tiny.gguf", "head f32", "prompt: ", "decoding", "seed "}},
-		{"int8", []string{"-max", "3", "-format", "int8", model, "hi"}, exitOK, []string{"projections int8, head int8"}},
+		{"file", []string{"-max", "3", model, "hi"}, exitOK, []string{"weights file, head file"}},
+		{"int8", []string{"-max", "3", "-format", "int8", model, "hi"}, exitOK, []string{"weights int8, head int8"}},
 		{"raw", []string{"-max", "3", "-raw", model, "hi"}, exitOK, []string{"prompt: 2 tokens"}},
 		{"template not understood", []string{"-max", "2", tinyModel(t, 0, ggufbuild.KV{Key: "tokenizer.chat_template", Value: "### {{ prompt }}"}), "hi"},
 			exitOK, []string{"chat template not understood", "using the raw prompt"}},
 		{"no template", []string{"-max", "2", tinyModel(t, 0, ggufbuild.KV{Key: "tokenizer.chat_template"}), "hi"},
 			exitOK, []string{"has no chat template; using the raw prompt"}},
 		{"architecture", []string{tinyModel(t, 0, ggufbuild.KV{Key: "general.architecture", Value: "gpt2"}), "hi"},
-			exitFailure, []string{`architecture "gpt2"; accepted: "llama"`}},
+			exitFailure, []string{`architecture "gpt2"; accepted: llama, gemma3`}},
 		{"tensor type", []string{tinyModel(t, 25), "hi"}, exitFailure, []string{"blk.0.attn_q.weight I16", "F32"}},
-		{"format", []string{"-format", "q3", model, "hi"}, exitFailure, []string{`unknown name "q3"; accepted: f32, nf4`}},
-		{"head", []string{"-head", "ternary", model, "hi"}, exitFailure, []string{"accepted: f32, int8, nf4"}},
+		{"format", []string{"-format", "q3", model, "hi"}, exitFailure, []string{`unknown name "q3"; accepted: file, f32, nf4`}},
+		{"head", []string{"-head", "ternary", model, "hi"}, exitFailure, []string{"accepted: file, f32, int8, nf4"}},
 		{"top-p", []string{"-top-p", "2", model, "hi"}, exitFailure, []string{"TopP 2"}},
 		{"missing file", []string{filepath.Join(t.TempDir(), "none.gguf"), "hi"}, exitFailure, []string{"none.gguf"}},
 		{"arguments", []string{model}, exitUsage, []string{"usage: quanta run"}},
@@ -177,6 +178,23 @@ func TestRun(t *testing.T) {
 			t.Errorf("seed 7 answered %q, then %q", a, b)
 		}
 	})
+}
+
+// TestRunGemma3 runs quanta run on the Gemma-3 file that make assets fetches, which has no chat
+// template: the prompt goes in Gemma's turn format, every tensor as the file stores it.
+func TestRunGemma3(t *testing.T) {
+	testutil.Slow(t) // a minute on XLA CPU: its tied head is decoded from Q8_0 at every step
+	path := assets.Require(t, assets.Gemma3)
+	code, stdout, stderr := runCmd("run", "-max", "4", "-temp", "0", path, "What is the capital of France?")
+	t.Logf("stdout %q\nstderr:\n%s", stdout, stderr)
+	for _, want := range []string{"(gemma3)", "weights file, head file", "using the Gemma format of its architecture", "prompt: 16 tokens", "decoding"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not contain %q", want)
+		}
+	}
+	if code != exitOK || stdout == "\n" {
+		t.Errorf("exit code %d, answer %q; want 0 and an answer", code, stdout)
+	}
 }
 
 // TestRunSmolLM2 runs quanta run on the SmolLM2 file that make assets fetches: a few greedy

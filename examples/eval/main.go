@@ -3,7 +3,8 @@
 // first 1024 llama.cpp ids of GPL-3 (two windows, [0, 513) and [512, 1024), 1023 predictions,
 // NLL from the float64 log-softmax of the float32 logits), and all-MiniLM-L6-v2's cosine to its
 // float32 embeddings on the reference's 32 sentences. Each format is a named rule set
-// (models.Preset): every projection quantized the same way, norms float32; SmolLM2's
+// (models.Preset): every tensor as the file stores it (file: SmolLM2's Q4_1 and Q8_0 blocks as
+// they are), or every projection quantized the same way, norms float32; SmolLM2's
 // token-embedding table, which is also its output head, in each of -heads (float32 by default).
 //
 //	make assets                                       # the models
@@ -95,9 +96,12 @@ type MiniLMRow struct {
 }
 
 // referenceVariant names the reference harness's variant computed with the same rule as a preset
-// ("" when it has none).
+// ("" when it has none). The file's own format is the f32 variant's values: SmolLM2's reference
+// runs the GGUF's dequantized weights, MiniLM's file is float.
 func referenceVariant(preset string) string {
 	switch preset {
+	case models.FilePreset:
+		return "f32"
 	case "int8":
 		return "int8_wo"
 	case "int8-in":
@@ -225,7 +229,8 @@ func evalSmolLM2Format(backend backends.Backend, f *gguf.File, ids []int, window
 	start := time.Now()
 	ctx := context.New()
 	defer releaseContext(ctx)
-	m, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{LoadOptions: models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Backend: backend}})
+	m, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{LoadOptions: models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q,
+		Backend: backend}})
 	if err != nil {
 		return SmolLM2{}, errors.WithMessagef(err, "loading %s", format)
 	}

@@ -1,7 +1,8 @@
 // Package llama is a Llama-architecture decoder in GoMLX (SmolLM2 and the other "llama" GGUF
 // models): RMSNorm, rotary position embeddings, grouped-query attention with a key/value cache,
-// SwiGLU, tied or separate output head; a GGUF loader. It is a models.Decoder: models.Generator
-// generates with it (sampling, streaming).
+// SwiGLU, tied or separate output head; a GGUF loader that keeps the file's block types as they
+// are or converts them. It is a models.LanguageModel: models.Generator generates with it
+// (sampling, streaming), models.Evaluator scores it.
 //
 // # Graph
 //
@@ -18,8 +19,8 @@
 //
 // # Variables
 //
-// In the context, float32 (LoadGGUF's layout; the graph creates them with the context's
-// initializers if absent, which tests use):
+// In the context, float32 unless kept as stored (LoadGGUF's layout; the graph creates them with
+// the context's initializers if absent, which tests use):
 //
 //	/token_embd/embeddings                  [VocabSize, Dim]
 //	/layer_<i>/attn_norm/rms_norm/scale     [Dim]
@@ -35,7 +36,8 @@
 // Loaded with LoadOptions.Fuse, /layer_<i>/attn_qkv/dense/weights [Dim, (Heads+2·KVHeads)·HeadDim]
 // (q, k, v side by side) and /layer_<i>/ffn_gate_up/dense/weights [Dim, 2·FFNDim] replace the
 // parts; through a models.Quantizer the kernels and the table are stored as its components
-// ("weights.q0", ..., "embeddings.q0", ...).
+// ("weights.q0", ..., "embeddings.q0", ...), quantized or, under a Keep rule, the file's blocks
+// (a kernel [out, in] in GGUF's row order, q and k rows put back in Hugging Face's order).
 //
 // # RoPE and the q/k row order
 //
@@ -56,12 +58,12 @@
 //
 // # Evaluation
 //
-// Model.NLL gives each token's negative log-likelihood from one Forward pass, with the softmax in
-// float64 over the float32 logits (the reference harness's definition); Evaluator runs it over
-// windows of a token sequence (models.StridedWindows) for perplexity. Quantized variants load
-// with LoadOptions.Kernel = q.Kernel (Table = q.QuantizeTable for a quantized table and head,
-// Fuse = q.Fuse for fused products) and run with Projection = q.Projection (Table = q.Table), q
-// a models.Quantizer.
+// A Model is a models.LanguageModel: models.Evaluator scores it (models.NLL over windows of a
+// token sequence, models.StridedWindows) for perplexity. Through a models.Quantizer q, a model
+// loads with LoadOptions' Kernel = q.Kernel (Table = q.QuantizeTable for a quantized table and
+// head, Keep = q to keep the tensors the file stores in block types as they are, Fuse = q.Fuse
+// for fused products) and runs with Projection = q.Projection (Table = q.Table); models/arch does
+// the wiring for any architecture.
 //
 // # Errors
 //
