@@ -10,7 +10,7 @@ import (
 	"github.com/quanta-ml/quanta/tokenizer"
 )
 
-// FuzzBPE builds a byte-level BPE tokenizer from arbitrary GGUF bytes and encodes arbitrary text
+// FuzzBPE builds a BPE tokenizer (byte-level or SentencePiece) from arbitrary GGUF bytes and encodes arbitrary text
 // with it: the construction either fails with an error or gives a tokenizer whose ids are all in
 // its vocabulary and whose Decode takes them back; all of it allocating in proportion to the
 // input (`make fuzz` runs it under a memory limit).
@@ -18,6 +18,7 @@ func FuzzBPE(f *testing.F) {
 	f.Add(toyBPEGGUF(), " ab a<|im_start|>1 2 3")
 	f.Add(toyBPEGGUF(), "")
 	f.Add(toyBPEGGUF(), "\xff\xfe café 中文\n\n  x")
+	f.Add(toySPMGGUF(), " ab a<turn>☃ \xe2\x98 b")
 	f.Fuzz(func(t *testing.T, data []byte, text string) {
 		testutil.AllocatesAtMost(t, "tokenizer.NewBPEFromGGUF and Encode", 64*uint64(len(data)+len(text))+32<<20, func() {
 			file, err := gguf.Read(bytes.NewReader(data), int64(len(data)))

@@ -3,6 +3,7 @@ package tokenizer_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,6 +38,73 @@ func toyBPEGGUF(kvs ...ggufbuild.KV) []byte {
 		}
 	}
 	return ggufbuild.Build(base, nil)
+}
+
+// toySPMGGUF is a SentencePiece vocabulary (GGUF model "llama") in GGUF metadata: control
+// tokens, byte tokens for the bytes of "☃", pieces with scores.
+func toySPMGGUF(kvs ...ggufbuild.KV) []byte {
+	base := []ggufbuild.KV{
+		{Key: "tokenizer.ggml.model", Value: "llama"},
+		{Key: "tokenizer.ggml.tokens", Value: []string{"<unk>", "<s>", "<0xE2>", "<0x98>", "<0x83>", "▁", "a", "b", "ab", "▁ab", "<turn>"}},
+		{Key: "tokenizer.ggml.token_type", Value: []int32{3, 3, 6, 6, 6, 1, 1, 1, 1, 1, 3}},
+		{Key: "tokenizer.ggml.scores", Value: []float32{0, 0, 0, 0, 0, -1, -2, -2, -1, -0.5, 0}},
+		{Key: "tokenizer.ggml.bos_token_id", Value: uint32(1)},
+		{Key: "tokenizer.ggml.unknown_token_id", Value: uint32(0)},
+	}
+	for _, kv := range kvs {
+		replaced := false
+		for i := range base {
+			if base[i].Key == kv.Key {
+				base[i], replaced = kv, true
+			}
+		}
+		if !replaced {
+			base = append(base, kv)
+		}
+	}
+	return ggufbuild.Build(base, nil)
+}
+
+// TestSentencePieceFromGGUFMetadata: a "llama" vocabulary reads its scores and
+// add_space_prefix (default true, as llama.cpp), adds BOS by default, and its scores must be one
+// per token.
+func TestSentencePieceFromGGUFMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kvs  []ggufbuild.KV
+		text string
+		want []int
+	}{
+		{"defaults: BOS, space prefix", nil, "ab", []int{1, 9}},
+		{"no space prefix", []ggufbuild.KV{{Key: "tokenizer.ggml.add_space_prefix", Value: false}}, "ab", []int{1, 8}},
+		{"no BOS", []ggufbuild.KV{{Key: "tokenizer.ggml.add_bos_token", Value: false}}, "ab☃", []int{9, 2, 3, 4}},
+		{"special token", []ggufbuild.KV{{Key: "tokenizer.ggml.add_space_prefix", Value: false}}, "ab<turn>ab", []int{1, 8, 10, 8}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok, err := bpeFromGGUF(t, toySPMGGUF(tc.kvs...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tok.Encode(tc.text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true}); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("Encode(%q) = %v, want %v", tc.text, got, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		kv   ggufbuild.KV
+		want string
+	}{
+		{ggufbuild.KV{Key: "tokenizer.ggml.scores", Value: []float32{0, 1}},
+			"tokenizer.ggml.scores has 2 entries; accepted: one per token of tokenizer.ggml.tokens (11)"},
+		{ggufbuild.KV{Key: "tokenizer.ggml.scores", Value: "high"}, "tokenizer.ggml.scores"},
+		{ggufbuild.KV{Key: "tokenizer.ggml.model", Value: "bert"}, `tokenizer model "bert"; accepted: "gpt2" (byte-level BPE), "llama" (SentencePiece BPE)`},
+	} {
+		t.Run(tc.kv.Key, func(t *testing.T) {
+			if _, err := bpeFromGGUF(t, toySPMGGUF(tc.kv)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v; want one containing %q", err, tc.want)
+			}
+		})
+	}
 }
 
 func bpeFromGGUF(t *testing.T, data []byte) (*tokenizer.BPE, error) {
