@@ -31,9 +31,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
-	"slices"
 	"strings"
 	"time"
 
