@@ -21,6 +21,44 @@ _Static_assert((int)QK_ARG_NF4_KN_PACKED == (int)QK_ARG_NF4_NK_PACKED &&
                    (int)QK_ARG_TWOBIT_KN_SCALE == (int)QK_ARG_ONEBIT_KN_SCALE,
                "the two layouts of a format share one handler, so one operand order");
 
+/* ---- XLA's intra-op pool as the kernels' scheduler (QK_TUNE_XLA_POOL) ---- */
+
+typedef struct {
+  qk_task task;
+  void *ctx;
+} xla_chunks;
+
+static void xla_range(void *arg, int64_t begin, int64_t end) {
+  xla_chunks *c = (xla_chunks *)arg;
+  void *scratch = qk_thread_scratch();
+  for (int64_t i = begin; i < end; i++) {
+    c->task(c->ctx, i, 0, scratch);
+  }
+}
+
+static int xla_scheduler(void *frame, int64_t nchunks, int nthreads, qk_task task, void *ctx) {
+  (void)nthreads;
+  xla_chunks c = {task, ctx};
+  qffi_error *err = qffi_parallel_for((qffi_frame *)frame, nchunks, 1, xla_range, &c);
+  return err == NULL ? QK_OK : QK_ERR_NOMEM;
+}
+
+/* QK_HANDLER defines the handler of target name over impl, whose kernels run on XLA's intra-op pool
+ * when QK_TUNE_XLA_POOL is on (else on quanta's). */
+#define QK_HANDLER(name, impl)                                                                                         \
+  static qffi_error *name##_pooled(qffi_frame *frame) {                                                                \
+    const int xla = qk_tuned(QK_TUNE_XLA_POOL) != 0;                                                                   \
+    if (xla) {                                                                                                         \
+      qk_set_scheduler(xla_scheduler, frame);                                                                         \
+    }                                                                                                                  \
+    qffi_error *err = impl(frame);                                                                                     \
+    if (xla) {                                                                                                         \
+      qk_set_scheduler(NULL, NULL);                                                                                    \
+    }                                                                                                                  \
+    return err;                                                                                                        \
+  }                                                                                                                    \
+  QFFI_HANDLER(name, name##_pooled)
+
 /* qk_dtype maps a float buffer's dtype to the kernels' element types, -1 if none. */
 static int qk_dtype(qffi_dtype d) {
   switch (d) {
@@ -79,8 +117,8 @@ static qffi_error* nf4(qffi_frame* frame, int contracted) {
 
 static qffi_error* nf4_kn(qffi_frame* frame) { return nf4(frame, 0); }
 static qffi_error* nf4_nk(qffi_frame* frame) { return nf4(frame, 1); }
-QFFI_HANDLER(quanta_nf4_kn, nf4_kn)
-QFFI_HANDLER(quanta_nf4_nk, nf4_nk)
+QK_HANDLER(quanta_nf4_kn, nf4_kn)
+QK_HANDLER(quanta_nf4_nk, nf4_nk)
 
 /* scale reads the scale_kind attribute and, unless it is QK_SCALE_NONE, the scale operand i,
  * whose size must fit the kind. */
@@ -121,8 +159,8 @@ static qffi_error* int8(qffi_frame* frame, int contracted) {
 
 static qffi_error* int8_kn(qffi_frame* frame) { return int8(frame, 0); }
 static qffi_error* int8_nk(qffi_frame* frame) { return int8(frame, 1); }
-QFFI_HANDLER(quanta_int8_kn, int8_kn)
-QFFI_HANDLER(quanta_int8_nk, int8_nk)
+QK_HANDLER(quanta_int8_kn, int8_kn)
+QK_HANDLER(quanta_int8_nk, int8_nk)
 
 /* signs runs the packed-signs layouts: args x, packed (K/per, N) uint8, scale (float32). */
 static qffi_error* signs(qffi_frame* frame, int per) {
@@ -146,8 +184,8 @@ static qffi_error* signs(qffi_frame* frame, int per) {
 
 static qffi_error* twobit_kn(qffi_frame* frame) { return signs(frame, 4); }
 static qffi_error* onebit_kn(qffi_frame* frame) { return signs(frame, 8); }
-QFFI_HANDLER(quanta_twobit_kn, twobit_kn)
-QFFI_HANDLER(quanta_onebit_kn, onebit_kn)
+QK_HANDLER(quanta_twobit_kn, twobit_kn)
+QK_HANDLER(quanta_onebit_kn, onebit_kn)
 
 /* The handlers, in the table's order (qk_targets.h): ffi.go registers them by these names. */
 #define QK_ENTRY(name) {#name, (void *)name},

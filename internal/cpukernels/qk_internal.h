@@ -255,6 +255,14 @@ typedef void (*qk_task)(void *ctx, int64_t chunk, int slot, void *scratch);
 /* qk_parallel runs chunks [0, nchunks) on up to nthreads threads and returns when all are done.
  * Returns QK_ERR_NOMEM (running nothing) if the caller's scratch cannot be allocated. */
 int qk_parallel(int64_t nchunks, int nthreads, qk_task task, void *ctx);
+/* A scheduler runs task over chunks [0, nchunks) (with each executing thread's chunk scratch,
+ * qk_thread_scratch) and returns when all are done, in place of the pool: qk_set_scheduler makes
+ * fn(arg, ...) the calling thread's until it is cleared (fn NULL). The FFI handlers set XLA's
+ * intra-op pool there when QK_TUNE_XLA_POOL is on. */
+typedef int (*qk_scheduler)(void *arg, int64_t nchunks, int nthreads, qk_task task, void *ctx);
+void qk_set_scheduler(qk_scheduler fn, void *arg);
+/* qk_thread_scratch returns the calling thread's chunk scratch (QK_CHUNK_SCRATCH bytes), or NULL. */
+void *qk_thread_scratch(void);
 /* qk_call_buffer returns the calling thread's per-call buffer of at least bytes (64-aligned),
  * reused across calls; NULL if it cannot be allocated. */
 void *qk_call_buffer(size_t bytes);
@@ -267,6 +275,7 @@ enum {
   QK_TUNE_FUSED_MAX_M = 3, /* the fused kernels serve m up to this; -1: their default; 0 also turns off
                               the 2-bit/1-bit lookup kernels (all through the generic drivers) */
   QK_TUNE_PANELS = 4,      /* column panels of a kn product; 0: automatic */
+  QK_TUNE_XLA_POOL = 5,    /* 1: products called by XLA run on XLA's intra-op pool, not quanta's */
 };
 /* qk_tune sets a knob and returns its previous value. Not synchronized with products in flight. */
 int64_t qk_tune(int knob, int64_t value);

@@ -10,6 +10,7 @@
  * depend on the panel it is in, since panel bounds are multiples of every kernel's column group
  * (128) and the kernels' tails fall only at the end of the columns. An n x k product writes each
  * output from one chunk, whose bounds are multiples of the kernels' output groups (16). */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -21,6 +22,17 @@ static _Atomic int64_t tune_small_work = 256 << 10;
 static _Atomic int64_t tune_chunk_bytes = 0;
 static _Atomic int64_t tune_fused_max_m = -1;
 static _Atomic int64_t tune_panels = 0;
+static _Atomic int64_t tune_xla_pool = 0;
+
+/* QUANTA_KERNEL_POOL=xla makes the kernels XLA calls run on XLA's intra-op pool (the default,
+ * "quanta", is quanta's own pool): read once, at the first use of the knob. */
+static pthread_once_t pool_env_once = PTHREAD_ONCE_INIT;
+static void pool_env_init(void) {
+  const char *v = getenv("QUANTA_KERNEL_POOL");
+  if (v != NULL && strcmp(v, "xla") == 0) {
+    atomic_store(&tune_xla_pool, 1);
+  }
+}
 
 int64_t qk_tune(int knob, int64_t value) {
   switch (knob) {
@@ -37,6 +49,9 @@ int64_t qk_tune(int knob, int64_t value) {
     return atomic_exchange(&tune_fused_max_m, value);
   case QK_TUNE_PANELS:
     return atomic_exchange(&tune_panels, value);
+  case QK_TUNE_XLA_POOL:
+    pthread_once(&pool_env_once, pool_env_init);
+    return atomic_exchange(&tune_xla_pool, value);
   }
   return 0;
 }
@@ -53,6 +68,9 @@ int64_t qk_tuned(int knob) {
     return atomic_load(&tune_fused_max_m);
   case QK_TUNE_PANELS:
     return atomic_load(&tune_panels);
+  case QK_TUNE_XLA_POOL:
+    pthread_once(&pool_env_once, pool_env_init);
+    return atomic_load(&tune_xla_pool);
   }
   return 0;
 }
