@@ -92,26 +92,45 @@
 // or where +Inf and -Inf meet, and a NaN propagates; results differ from the dense product only
 // by float32 rounding (tests: within (k+16)·2⁻²³·Σ|x·w|, and exact for integer data).
 //
-// # Threads
+// # The kernel table
+//
+// The kernels are a table, as ggml's type traits are: qk_internal.h's qk_format is one row per
+// weight format for each instruction set (qk_ops), holding the format's tile decode (every
+// product can run through the generic tiled drivers of qk_drive.c with it) and, where an ISA has
+// them, fused chunk kernels with the rows they serve. The entry points of qk_api.c only check
+// their arguments and describe the weight (qk_prod); the one driver of each product shape
+// (qk_run.c: k×n weights, x·W; n×k weights, x·Wᵀ) picks the kernel from the table, prepares the
+// activations, plans and runs the work and reduces it. The custom-call targets that reach these
+// entry points from XLA are declared once, in internal/kernelreg (qk_targets.h is generated from
+// it). A new format is a row per ISA (a tile decode at least), an entry point and a target.
+//
+// # Threads and determinism
 //
 // A product runs on up to Threads() threads: the caller plus workers of a small persistent
-// pthread pool started on first use (signals blocked in them). The weight is split into chunks
-// of whole stored rows (about 1/8 of a thread's share, 16 KiB to 1 MiB of weight bytes), claimed
-// one at a time from an atomic counter tagged with the job's generation, so a descheduled
-// thread delays at most its current chunk, and a worker that wakes after the job ended finds
-// nothing to claim. k×n products give each thread its own partial sums (zeroed on first use) and
-// reduce them into y at the end (in parallel for large outputs); n×k products split the outputs
-// and write y directly. Products below a small amount of work run on the caller alone, and a
-// caller that finds the pool busy with another thread's product runs its chunks alone instead of
-// waiting. Idle workers block on a condition variable (spinning first was slower on a machine
-// shared with other work). The count is read once from
+// pthread pool started on first use (signals blocked in them), or, with QUANTA_KERNEL_POOL=xla,
+// XLA's own intra-op pool when XLA calls the kernel. A product's result depends only on its
+// inputs: never on the thread count, on which thread ran what, or on other products running at
+// the same time. k×n products (x·W) are split into stripes of stored rows whose number and bounds
+// depend on the sizes alone (about a sixteenth of the weight each, at least 256 KiB, with at most
+// a sixteenth of the weight's bytes in partial sums); each stripe adds its rows, in order, into a
+// partial sum of its own, and the partials are added in stripe order. The columns are split into
+// panels for the threads (about four tasks a thread): every kernel sums a column's rows in order
+// whatever panel it is in, since panel bounds are multiples of every kernel's column group (128)
+// and tails fall only at the end of the columns. n×k products (x·Wᵀ) give each output to one
+// chunk, whose bounds are multiples of 16 outputs (the kernels' output groups). Tasks are claimed
+// one at a time from an atomic counter tagged with the job's generation, so a descheduled thread
+// delays at most its current task, and a worker that wakes after the job ended finds nothing to
+// claim. Products below a small amount of work run on the caller alone, and a caller that finds
+// the pool busy with another thread's product runs its tasks alone instead of waiting: the same
+// stripes, so the same bits. Idle workers block on a condition variable (spinning first was
+// slower on a machine shared with other work). The count is read once from
 // QUANTA_KERNEL_THREADS (ThreadsEnv: a decimal in [1, MaxThreads]; an invalid value is ignored
 // and a value out of range clamped, either way with a ConfigNote), else the online CPUs, and can
-// be changed with SetThreads.
+// be changed with SetThreads. Different instruction sets (ForceISA) give different roundings.
 //
 // Scratch memory is per thread: 1 MiB of chunk scratch for each executing thread, and a per-call
-// buffer on the calling thread for the prepared activations and the partial sums, reused and
-// grown across calls and freed when the thread exits.
+// buffer on the calling thread for the prepared activations, the scale vectors and the stripes'
+// partial sums, reused and grown across calls and freed when the thread exits.
 //
 // # Errors
 //
@@ -122,8 +141,11 @@
 // # Tests and benchmarks
 //
 // The tests compare every product with a pure-Go reference written from the layout definitions,
-// on every ISA path forced in turn, as planned and split into many chunks over several threads,
-// through the generic drivers only and through the fused kernels wherever they apply. The
+// on every ISA path forced in turn (on a CPU without AVX-512, `make test` builds that path over
+// SIMDe's portable intrinsics: build tag qk_simde), as planned and split into many stripes,
+// panels and threads, through the generic drivers only and through the fused kernels wherever
+// they apply; TestDeterministic checks that the bits never change with threads, panels, repeated
+// calls or concurrent callers. The
 // benchmarks (`go test -run '^$' -bench . ./internal/cpukernels/`; QUANTA_TEST_ALL=1 adds the
 // 4096×11008 and 11008×4096 shapes) report stored-weight throughput, its fraction of the
 // streaming-read bandwidth measured in the same run, CPU time per call and the ratio to the
