@@ -443,7 +443,7 @@ func (rc *randomChecker) checkOneBit(c *randomCase, x *tensors.Tensor, load func
 	if c.Kind == "ternary" {
 		quantize, quantizeNode = onebit.QuantizeTernary, onebit.QuantizeTernaryNode
 	}
-	q, err := quantize(x)
+	q, err := quantize(x, nil)
 	if out, done := rejected(c, x, err); done {
 		return out
 	}
@@ -459,7 +459,7 @@ func (rc *randomChecker) checkOneBit(c *randomCase, x *tensors.Tensor, load func
 			return bug("packed: %s; %s", d, why)
 		}
 	}
-	return rc.checkGraph(out, x, q, c.Kind, func(n *graph.Node) *onebit.Array { return quantizeNode(n) })
+	return rc.checkGraph(out, x, q, c.Kind, func(n *graph.Node) *onebit.Array { return quantizeNode(n, nil) })
 }
 
 // ternaryDifference classifies ternary bytes that differ from eformer's, given eformer's

@@ -38,8 +38,8 @@ func TestKernelDeterminism(t *testing.T) {
 		{"nf4", "blockwise4", nf4.MustQuantize(weight, 64)},
 		{"nf4-dq", "blockwise4-dq", nf4.MustDoubleQuantize(nf4.MustQuantize(weight, 64))},
 		{"int8", "int8", qint8.MustQuantize(weight)},
-		{"ternary-scaled", "signs2", onebit.MustQuantizeTernary(weight, onebit.WithScale(0))},
-		{"1-bit", "signs1", onebit.MustQuantizeBinaryBits(weight)},
+		{"ternary-scaled", "signs2", onebit.MustQuantizeTernary(weight, &onebit.Options{Scale: true, ScaleAxes: []int{0}})},
+		{"1-bit", "signs1", onebit.MustQuantizeBinaryBits(weight, nil)},
 	}
 	axes := lowering.Axes{XContracting: []int{1}, WContracting: []int{0}}
 	for _, wc := range weights {

@@ -61,13 +61,13 @@ func formats() []format {
 			return qint8.MustQuantize(testutil.NormalTensor(r, dims...), 0).WithStrategy(s)
 		}},
 		{name: "ternary", layout: "signs2", ints: true, make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
-			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, dims...)).WithStrategy(s)
+			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, dims...), nil).WithStrategy(s)
 		}},
 		{name: "ternary/scaled", layout: "signs2", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
-			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, dims...), onebit.WithScale(0)).WithStrategy(s)
+			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, dims...), &onebit.Options{Scale: true, ScaleAxes: []int{0}}).WithStrategy(s)
 		}},
 		{name: "binary/1bit", layout: "signs1", ints: true, make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
-			return onebit.MustQuantizeBinaryBits(testutil.NormalTensor(r, dims...)).WithStrategy(s)
+			return onebit.MustQuantizeBinaryBits(testutil.NormalTensor(r, dims...), nil).WithStrategy(s)
 		}},
 	}
 }
