@@ -5,10 +5,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/quanta-ml/quanta/gguf"
 )
 
 // The benchmarks time every format on real layer shapes, cycling through enough distinct weights
@@ -199,6 +202,22 @@ var benchFormats = []benchFormat{
 			return OneBitKN(y, x, q.packed, q.scale, ScaleN, m, k, n)
 		},
 	},
+}
+
+// ggmlBenchTypes are the GGML block types benchmarked (x·Wᵀ, as GGUF stores a linear weight).
+var ggmlBenchTypes = []gguf.Type{gguf.TypeQ4_0, gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K}
+
+func init() {
+	for _, typ := range ggmlBenchTypes {
+		benchFormats = append(benchFormats, benchFormat{
+			name:  strings.ToLower(typ.String()) + "-nk",
+			bytes: func(k, n int) int { return n * k / typ.BlockSize() * typ.BlockBytes() },
+			make:  func(r *rand.Rand, k, n int) any { return ggmlWeight(r, typ, n, k, ordinaryHalf) },
+			run: func(w any, y, x []float32, m, k, n int) error {
+				return GGMLNK(y, x, typ, w.([]uint8), m, k, n)
+			},
+		})
+	}
 }
 
 // BenchmarkProducts times every format against the dense baseline; see the file comment.
