@@ -27,8 +27,9 @@ const (
 //	Signs       M <= 16, contracted on the packed axis, float x          SlicedSum
 //	any         otherwise                                                DecodeDot
 //
-// A Blockwise4DQ weight is chosen for as the Blockwise4 of its decoded scales; a FlatBlockwise4
-// and a GGML weight (no kernel serves its block types yet) always take DecodeDot. Choose never returns a strategy that cannot serve the product.
+// A Blockwise4DQ weight is chosen for as the Blockwise4 of its decoded scales; a FlatBlockwise4,
+// and a GGML weight that no kernel serves (without kernels, or contracted on another axis than
+// its block axis), take DecodeDot. Choose never returns a strategy that cannot serve the product.
 func Choose(platform Platform, w Layout, x shapes.Shape, axes Axes) Strategy {
 	w.check("lowering.Choose")
 	p := newProduct("lowering.Choose", x, w.Dimensions(), axes)
