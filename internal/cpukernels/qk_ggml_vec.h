@@ -265,7 +265,7 @@ GV_INLINE void q6_k_block(GV_BLOCK_ARGS) {
 
 /* Software prefetch distance (bytes) of the fused kernels, which stream their chunk's rows. */
 #ifndef GV_PFD
-#define GV_PFD 1024
+#define GV_PFD 2048
 #endif
 
 /* gv_sum adds the NA accumulators in a fixed tree, then the lanes. */
