@@ -187,6 +187,31 @@ static qffi_error* onebit_kn(qffi_frame* frame) { return signs(frame, 8); }
 QK_HANDLER(quanta_twobit_kn, twobit_kn)
 QK_HANDLER(quanta_onebit_kn, onebit_kn)
 
+/* ggml_nk runs x @ W^T of a GGML block type: args x, blocks (N, K/bs*blockBytes) uint8; attribute
+ * ggml_type (ggml's type id). */
+static qffi_error* ggml_nk(qffi_frame* frame) {
+  qffi_buffer x = {0}, blocks = {0}, y = {0};
+  int64_t type = -1, bs, bb;
+  qffi_error* err;
+  if ((err = activations(frame, &x, &y)) || (err = qffi_arg(frame, QK_ARG_GGML_NK_BLOCKS, &blocks)) ||
+      (err = qffi_expect(frame, &blocks, "blocks", QFFI_U8, 2)) || (err = qffi_attr_int(frame, QK_ATTR_GGML_TYPE, &type))) {
+    return err;
+  }
+  if (type < 0 || type > 255 || qk_ggml_block_info((int)type, &bs, &bb) != QK_OK) {
+    return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "%s: ggml_type %lld; accepted: Q4_0 (2), Q4_1 (3), Q5_0 (6), Q5_1 (7), "
+                       "Q8_0 (8), Q2_K (10), Q3_K (11), Q4_K (12), Q5_K (13), Q6_K (14), IQ4_NL (20)", qffi_target(),
+                       (long long)type);
+  }
+  const int64_t m = x.dims[0], k = x.dims[1], n = y.dims[1];
+  if (qffi_num_args(frame) != QK_ARG_GGML_NK_BLOCKS + 1 || k % bs != 0 || blocks.dims[0] != n || blocks.dims[1] != k / bs * bb) {
+    return bad_shapes(frame, "x (M, K), blocks uint8 (N, K/bs*blockBytes) with K a multiple of the type's block size bs "
+                             "(blockBytes bytes a block)");
+  }
+  int st = qk_ggml_nk(x.data, qk_dtype(x.dtype), (int)type, blocks.data, m, k, n, y.data);
+  return st == QK_OK ? NULL : kernel_error(frame, st);
+}
+QFFI_HANDLER(quanta_ggml_nk, ggml_nk)
+
 /* The handlers, in the table's order (qk_targets.h): ffi.go registers them by these names. */
 #define QK_ENTRY(name) {#name, (void *)name},
 static const qk_target_entry table[] = {QK_TARGETS(QK_ENTRY)};
