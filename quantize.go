@@ -45,9 +45,9 @@ func Quantize(t *tensors.Tensor, cfg Config) (implicitarray.Array, error) {
 	case Binary, Ternary:
 		var q *onebit.Array
 		if cfg.Type == Binary {
-			q, err = onebit.QuantizeBinary(t, onebitOptions(cfg)...)
+			q, err = onebit.QuantizeBinary(t, onebitOptions(cfg))
 		} else {
-			q, err = onebit.QuantizeTernary(t, onebitOptions(cfg)...)
+			q, err = onebit.QuantizeTernary(t, onebitOptions(cfg))
 		}
 		if err == nil {
 			a = q.WithStrategy(cfg.Strategy)
@@ -108,9 +108,9 @@ func QuantizeNode(x *graph.Node, cfg Config) implicitarray.Array {
 	case Int8:
 		return qint8.QuantizeNode(x).WithStrategy(cfg.Strategy)
 	case Binary:
-		return onebit.QuantizeBinaryNode(x, onebitOptions(cfg)...).WithStrategy(cfg.Strategy)
+		return onebit.QuantizeBinaryNode(x, onebitOptions(cfg)).WithStrategy(cfg.Strategy)
 	}
-	return onebit.QuantizeTernaryNode(x, onebitOptions(cfg)...).WithStrategy(cfg.Strategy)
+	return onebit.QuantizeTernaryNode(x, onebitOptions(cfg)).WithStrategy(cfg.Strategy)
 }
 
 // StraightThrough returns the quantized-then-materialized value of x (in x's dtype) with the
@@ -126,20 +126,20 @@ func StraightThrough(x *graph.Node, cfg Config) *graph.Node {
 	return ste.Apply(x, func(x *graph.Node) *graph.Node {
 		switch cfg.Type {
 		case Binary:
-			return onebit.FakeQuantizeBinary(x, onebitOptions(cfg)...)
+			return onebit.FakeQuantizeBinary(x, onebitOptions(cfg))
 		case Ternary:
-			return onebit.FakeQuantizeTernary(x, onebitOptions(cfg)...)
+			return onebit.FakeQuantizeTernary(x, onebitOptions(cfg))
 		}
 		return implicitarray.Materialize(QuantizeNode(x, cfg))
 	})
 }
 
-func onebitOptions(cfg Config) []onebit.Option {
+func onebitOptions(cfg Config) *onebit.Options {
 	switch {
 	case cfg.BitNet:
-		return []onebit.Option{onebit.BitNet(), onebit.WithScale(0)}
+		return &onebit.Options{BitNet: true, Scale: true, ScaleAxes: []int{0}}
 	case cfg.Scaled:
-		return []onebit.Option{onebit.WithScale(0)}
+		return &onebit.Options{Scale: true, ScaleAxes: []int{0}}
 	}
 	return nil
 }

@@ -23,10 +23,10 @@ var dtypeRank = map[safetensors.DType]int{
 	safetensors.U32: 10, safetensors.F32: 11, safetensors.F64: 12, safetensors.I64: 13, safetensors.U64: 14,
 }
 
-// SortLikeTorch orders tensors as safetensors.torch.save_file lays them out: by dtype (F32 before
+// sortLikeTorch orders tensors as safetensors.torch.save_file lays them out: by dtype (F32 before
 // I8 before U8, ...), then by name. Written in this order with WriteFile, a state dict gives the
 // same file, byte for byte, as torch's save_file(state_dict, path, metadata={"format": "pt"}).
-func SortLikeTorch(list []safetensors.Tensor) {
+func sortLikeTorch(list []safetensors.Tensor) {
 	slices.SortStableFunc(list, func(a, b safetensors.Tensor) int {
 		if ra, rb := dtypeRank[a.DType], dtypeRank[b.DType]; ra != rb {
 			return rb - ra
@@ -37,11 +37,11 @@ func SortLikeTorch(list []safetensors.Tensor) {
 
 // WriteFile writes tensors (the Tensors of one or more layers, each under its own prefix, and
 // any float tensors) to a safetensors file at path as torch's save_file does: sorted by
-// SortLikeTorch, with metadata {"format": "pt"}. Nothing is written on error (see
+// sortLikeTorch, with metadata {"format": "pt"}. Nothing is written on error (see
 // safetensors.WriteFile).
 func WriteFile(path string, list []safetensors.Tensor) error {
 	list = slices.Clone(list)
-	SortLikeTorch(list)
+	sortLikeTorch(list)
 	return errors.WithMessage(safetensors.WriteFile(path, list, metadata), "bnb.WriteFile")
 }
 

@@ -20,18 +20,18 @@ import (
 
 // The state-dict keys of a Linear4bit weight, after the layer's prefix.
 const (
-	KeyWeight         = "weight"
-	KeyBias           = "bias"
-	KeyAbsmax         = "weight.absmax"
-	KeyQuantMap       = "weight.quant_map"
-	KeyNestedAbsmax   = "weight.nested_absmax"
-	KeyNestedQuantMap = "weight.nested_quant_map"
-	// KeyQuantState holds the quant state's JSON as uint8 bytes; bitsandbytes names it after the
+	keyWeight         = "weight"
+	keyBias           = "bias"
+	keyAbsmax         = "weight.absmax"
+	keyQuantMap       = "weight.quant_map"
+	keyNestedAbsmax   = "weight.nested_absmax"
+	keyNestedQuantMap = "weight.nested_quant_map"
+	// keyQuantState holds the quant state's JSON as uint8 bytes; bitsandbytes names it after the
 	// quant type ("...bitsandbytes__fp4" for FP4, which this package does not read).
-	KeyQuantState = "weight.quant_state.bitsandbytes__nf4"
+	keyQuantState = "weight.quant_state.bitsandbytes__nf4"
 )
 
-// QuantState is the JSON part of a Linear4bit weight's quant state (KeyQuantState).
+// QuantState is the JSON part of a Linear4bit weight's quant state (keyQuantState).
 type QuantState struct {
 	QuantType string `json:"quant_type"`
 	BlockSize int    `json:"blocksize"`
@@ -89,7 +89,7 @@ func ReadLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
 }
 
 func readLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
-	stateBytes, err := readBytes(f, prefix+KeyQuantState, safetensors.U8)
+	stateBytes, err := readBytes(f, prefix+keyQuantState, safetensors.U8)
 	if err != nil {
 		if _, ok := f.Info(prefix + "weight.quant_state.bitsandbytes__fp4"); ok {
 			return nil, errors.New("the weight is FP4; accepted: NF4 (quant_type 'nf4')")
@@ -111,9 +111,9 @@ func readLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
 		return nil, errors.WithMessage(err, "quant state")
 	}
 	// The shape is checked against the packed codes the file holds before anything is sized by it.
-	weight, ok := f.Info(prefix + KeyWeight)
+	weight, ok := f.Info(prefix + keyWeight)
 	if !ok {
-		return nil, errors.Wrapf(safetensors.ErrNotFound, "tensor %q", prefix+KeyWeight)
+		return nil, errors.Wrapf(safetensors.ErrNotFound, "tensor %q", prefix+keyWeight)
 	}
 	elements, ok := fileio.Elements(qs.Shape, 2*uint64(weight.Bytes))
 	if !ok || (elements+1)/2 != uint64(weight.Bytes) {
@@ -130,11 +130,11 @@ func readLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
 	}
 	shape := shapes.Make(dtype, qs.Shape...)
 	nb := (n + qs.BlockSize - 1) / qs.BlockSize
-	packed, err := readBytes(f, prefix+KeyWeight, safetensors.U8, (n+1)/2, 1)
+	packed, err := readBytes(f, prefix+keyWeight, safetensors.U8, (n+1)/2, 1)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkMap(f, prefix+KeyQuantMap, codebookSlice()); err != nil {
+	if err := checkMap(f, prefix+keyQuantMap, codebookSlice()); err != nil {
 		return nil, err
 	}
 	format := nf4.Format{BlockSize: qs.BlockSize, FlatBlocks: !rowBlocked(qs.Shape, qs.BlockSize), DoubleQuant: doubleQuant}
@@ -148,22 +148,22 @@ func readLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
 	})
 	components := []*tensors.Tensor{packedT}
 	if !format.DoubleQuant {
-		absmax, err := readFloat32s(f, prefix+KeyAbsmax, nb)
+		absmax, err := readFloat32s(f, prefix+keyAbsmax, nb)
 		if err != nil {
 			return nil, err
 		}
 		components = append(components, tensors.FromFlatDataAndDimensions(absmax, want[1].Dimensions...))
 	} else {
-		codes, err := readBytes(f, prefix+KeyAbsmax, safetensors.U8, nb)
+		codes, err := readBytes(f, prefix+keyAbsmax, safetensors.U8, nb)
 		if err != nil {
 			return nil, err
 		}
-		nested, err := readFloat32s(f, prefix+KeyNestedAbsmax, want[2].Dim(0))
+		nested, err := readFloat32s(f, prefix+keyNestedAbsmax, want[2].Dim(0))
 		if err != nil {
 			return nil, err
 		}
 		dm := nf4.DynamicMap()
-		if err := checkMap(f, prefix+KeyNestedQuantMap, dm[:]); err != nil {
+		if err := checkMap(f, prefix+keyNestedQuantMap, dm[:]); err != nil {
 			return nil, err
 		}
 		codesT := tensors.FromShape(want[1])
@@ -186,14 +186,14 @@ func readLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
 // nested fields are all set, to bitsandbytes' values, or none is (and the file has no nested
 // absmax).
 func checkNested(f *safetensors.File, prefix string, qs QuantState) (bool, error) {
-	_, hasNestedAbsmax := f.Info(prefix + KeyNestedAbsmax)
+	_, hasNestedAbsmax := f.Info(prefix + keyNestedAbsmax)
 	if qs.NestedOffset == nil && qs.NestedBlockSize == 0 && qs.NestedDType == "" && !hasNestedAbsmax {
 		return false, nil
 	}
 	if qs.NestedOffset == nil {
 		return false, errors.Errorf("quant state %s has no nested_offset, but the weight is double-quantized (nested_blocksize "+
 			"%d, nested_dtype %q, tensor %q present: %v); accepted: nested_blocksize, nested_dtype and nested_offset together, "+
-			"with the nested absmax", qs.JSON(), qs.NestedBlockSize, qs.NestedDType, prefix+KeyNestedAbsmax, hasNestedAbsmax)
+			"with the nested absmax", qs.JSON(), qs.NestedBlockSize, qs.NestedDType, prefix+keyNestedAbsmax, hasNestedAbsmax)
 	}
 	if qs.NestedBlockSize != nf4.NestedBlockSize || qs.NestedDType != "float32" {
 		return false, errors.Errorf("quant state nested_blocksize %d, nested_dtype %q; accepted: %d, \"float32\"",
@@ -249,27 +249,27 @@ func (l *Linear4bit) tensors(prefix string) ([]safetensors.Tensor, error) {
 	var packed []byte
 	components[0].Tensor().MustConstFlatData(func(flat any) { packed = slices.Clone(flat.([]uint8)[:(n+1)/2]) })
 	qs := QuantState{QuantType: "nf4", BlockSize: f.BlockSize, DType: dtypeStr, Shape: slices.Clone(shape.Dimensions)}
-	list := []safetensors.Tensor{{Name: prefix + KeyWeight, DType: safetensors.U8, Shape: []int{(n + 1) / 2, 1}, Data: packed}}
+	list := []safetensors.Tensor{{Name: prefix + keyWeight, DType: safetensors.U8, Shape: []int{(n + 1) / 2, 1}, Data: packed}}
 	cb := codebookSlice()
-	list = append(list, float32Tensor(prefix+KeyQuantMap, cb))
+	list = append(list, float32Tensor(prefix+keyQuantMap, cb))
 	nb := (n + f.BlockSize - 1) / f.BlockSize
 	if !f.DoubleQuant {
 		absmax, err := float32Values(components[1].Tensor())
 		if err != nil {
 			return nil, err
 		}
-		list = append(list, float32Tensor(prefix+KeyAbsmax, absmax))
+		list = append(list, float32Tensor(prefix+keyAbsmax, absmax))
 	} else {
 		codes := tensors.MustCopyFlatData[uint8](components[1].Tensor())
-		list = append(list, safetensors.Tensor{Name: prefix + KeyAbsmax, DType: safetensors.U8, Shape: []int{nb}, Data: codes})
-		list = append(list, float32Tensor(prefix+KeyNestedAbsmax, tensors.MustCopyFlatData[float32](components[2].Tensor())))
+		list = append(list, safetensors.Tensor{Name: prefix + keyAbsmax, DType: safetensors.U8, Shape: []int{nb}, Data: codes})
+		list = append(list, float32Tensor(prefix+keyNestedAbsmax, tensors.MustCopyFlatData[float32](components[2].Tensor())))
 		dm := nf4.DynamicMap()
-		list = append(list, float32Tensor(prefix+KeyNestedQuantMap, dm[:]))
+		list = append(list, float32Tensor(prefix+keyNestedQuantMap, dm[:]))
 		offset := float64(tensors.MustCopyFlatData[float32](components[3].Tensor())[0])
 		qs.NestedBlockSize, qs.NestedDType, qs.NestedOffset = nf4.NestedBlockSize, "float32", &offset
 	}
 	state := qs.JSON()
-	list = append(list, safetensors.Tensor{Name: prefix + KeyQuantState, DType: safetensors.U8, Shape: []int{len(state)}, Data: state})
+	list = append(list, safetensors.Tensor{Name: prefix + keyQuantState, DType: safetensors.U8, Shape: []int{len(state)}, Data: state})
 	return appendBias(list, prefix, l.Bias)
 }
 
@@ -335,14 +335,14 @@ func checkMap(f *safetensors.File, name string, want []float32) error {
 
 // readBias reads prefix+"bias" if present: a float vector of out elements.
 func readBias(f *safetensors.File, prefix string, out int) (*tensors.Tensor, error) {
-	info, ok := f.Info(prefix + KeyBias)
+	info, ok := f.Info(prefix + keyBias)
 	if !ok {
 		return nil, nil
 	}
 	if dt, ok := info.DType.GoMLX(); !ok || !dt.IsFloat() || !slices.Equal(info.Shape, []int{out}) {
 		return nil, errors.Errorf("bias %s; accepted: a float vector of %d (out features)", info, out)
 	}
-	return f.ReadTensor(prefix + KeyBias)
+	return f.ReadTensor(prefix + keyBias)
 }
 
 // readLayer runs a layer's reader, its errors naming op and prefix.
@@ -368,7 +368,7 @@ func appendBias(list []safetensors.Tensor, prefix string, bias *tensors.Tensor) 
 	if bias == nil {
 		return list, nil
 	}
-	b, err := safetensors.FromTensor(prefix+KeyBias, bias)
+	b, err := safetensors.FromTensor(prefix+keyBias, bias)
 	if err != nil {
 		return nil, err
 	}

@@ -11,11 +11,11 @@ import (
 	"github.com/quanta-ml/quanta/safetensors"
 )
 
-// The state-dict keys of a Linear8bitLt layer, after the layer's prefix (besides KeyWeight and
-// KeyBias).
+// The state-dict keys of a Linear8bitLt layer, after the layer's prefix (besides keyWeight and
+// keyBias).
 const (
 	KeySCB          = "SCB"
-	KeyWeightFormat = "weight_format"
+	keyWeightFormat = "weight_format"
 )
 
 // inv127 is bitsandbytes' 1/127 (int8_vectorwise_dequant multiplies by it), in float32.
@@ -44,15 +44,15 @@ func ReadLinear8bitLt(f *safetensors.File, prefix string) (*Linear8bitLt, error)
 }
 
 func readLinear8bitLt(f *safetensors.File, prefix string) (*Linear8bitLt, error) {
-	info, ok := f.Info(prefix + KeyWeight)
+	info, ok := f.Info(prefix + keyWeight)
 	if !ok {
-		return nil, errors.Wrapf(safetensors.ErrNotFound, "tensor %q", prefix+KeyWeight)
+		return nil, errors.Wrapf(safetensors.ErrNotFound, "tensor %q", prefix+keyWeight)
 	}
 	if info.DType != safetensors.I8 || len(info.Shape) != 2 || info.Shape[0] == 0 || info.Shape[1] == 0 {
 		return nil, errors.Errorf("weight %s; accepted: I8 [out, in]", info)
 	}
 	out := info.Shape[0]
-	if format, err := readBytes(f, prefix+KeyWeightFormat, safetensors.U8); err != nil {
+	if format, err := readBytes(f, prefix+keyWeightFormat, safetensors.U8); err != nil {
 		return nil, err
 	} else if len(format) != 1 || format[0] != 0 {
 		return nil, errors.Errorf("weight_format %v; accepted: the scalar 0 (row-major)", format)
@@ -61,7 +61,7 @@ func readLinear8bitLt(f *safetensors.File, prefix string) (*Linear8bitLt, error)
 	if err != nil {
 		return nil, err
 	}
-	weight, err := f.ReadTensor(prefix + KeyWeight)
+	weight, err := f.ReadTensor(prefix + keyWeight)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (l *Linear8bitLt) Tensors(prefix string) ([]safetensors.Tensor, error) {
 	if !weight.IsTensor() {
 		return nil, errors.Errorf("bnb.Linear8bitLt.Tensors: %s holds graph nodes; accepted: a host array", l.Weight)
 	}
-	w, err := safetensors.FromTensor(prefix+KeyWeight, weight.Tensor())
+	w, err := safetensors.FromTensor(prefix+keyWeight, weight.Tensor())
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +131,6 @@ func (l *Linear8bitLt) Tensors(prefix string) ([]safetensors.Tensor, error) {
 		return nil, errors.WithMessagef(err, "bnb.Linear8bitLt.Tensors: weight %s", l.Weight)
 	}
 	list := []safetensors.Tensor{w, float32Tensor(prefix+KeySCB, scb),
-		{Name: prefix + KeyWeightFormat, DType: safetensors.U8, Shape: []int{}, Data: []byte{0}}}
+		{Name: prefix + keyWeightFormat, DType: safetensors.U8, Shape: []int{}, Data: []byte{0}}}
 	return appendBias(list, prefix, l.Bias)
 }

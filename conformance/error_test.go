@@ -40,7 +40,7 @@ func checkError(s *suite, t *testing.T, c *Case) {
 	case "Array8B.quantize":
 		_, err = int8.Quantize(s.mustInput(t, c, "x"), p.Axis...)
 	case "Array1B.quantize":
-		_, err = onebit.Pack(s.mustInput(t, c, "x"))
+		_, err = onebit.Pack(s.mustInput(t, c, "x"), nil)
 	case "quantize", "QuantizationConfig", "straight_through":
 		var typ quanta.Type
 		typ, err = quanta.ParseType(p.DType)
@@ -77,9 +77,9 @@ func quantizeError(s *suite, t *testing.T, c *Case, typ quanta.Type) error {
 	case quanta.Int8:
 		_, err = int8.Quantize(x)
 	case quanta.Binary:
-		_, err = onebit.QuantizeBinary(x)
+		_, err = onebit.QuantizeBinary(x, nil)
 	case quanta.Ternary:
-		_, err = onebit.QuantizeTernary(x)
+		_, err = onebit.QuantizeTernary(x, nil)
 	}
 	return err
 }
@@ -108,7 +108,7 @@ func matmulError(s *suite, t *testing.T, c *Case, p *errorParams) error {
 	case "int8":
 		q, err = int8.Quantize(w)
 	case "binary":
-		q, err = onebit.QuantizeBinary(w)
+		q, err = onebit.QuantizeBinary(w, nil)
 	}
 	if err != nil {
 		t.Fatalf("quantizing w %s as %s: %+v", w.Shape(), p.Format, err)

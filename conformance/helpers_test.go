@@ -20,7 +20,7 @@ import (
 
 // suite is what every case check gets: the index, the backend and the running summary.
 type suite struct {
-	idx     *Index
+	idx     *index
 	backend backends.Backend
 	sum     *summary
 }
@@ -74,7 +74,7 @@ func (s *suite) differ(t *testing.T, c *Case, format string, args ...any) {
 }
 
 // report logs the summary.
-func (s *summary) report(t *testing.T, idx *Index) {
+func (s *summary) report(t *testing.T, idx *index) {
 	t.Helper()
 	var kinds []string
 	total := 0
@@ -130,7 +130,7 @@ func (s *suite) materialize(t *testing.T, q implicitarray.Array) *tensors.Tensor
 // mustParams decodes the case's params into p.
 func mustParams(t *testing.T, c *Case, p any) {
 	t.Helper()
-	if err := c.DecodeParams(p); err != nil {
+	if err := c.decodeParams(p); err != nil {
 		t.Fatalf("%+v", err)
 	}
 }

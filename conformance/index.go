@@ -15,8 +15,8 @@ import (
 // DefaultDir is the folder of the committed vectors, relative to this package.
 const DefaultDir = "testdata"
 
-// Index is testdata/index.json: the versions that produced the vectors and every case.
-type Index struct {
+// index is testdata/index.json: the versions that produced the vectors and every case.
+type index struct {
 	// Format is the index format version (1).
 	Format int `json:"format"`
 	// Versions of eformer, jax, jaxlib, numpy, ... that produced the vectors.
@@ -44,16 +44,16 @@ type Case struct {
 	// Attrs are the static fields of the eformer object (shape, dtype, block size, axis).
 	Attrs json.RawMessage `json:"attrs"`
 	// Inputs and Outputs name the arrays by role ("x", "packed", "absmax", ...).
-	Inputs  map[string]ArrayRef `json:"inputs"`
-	Outputs map[string]ArrayRef `json:"outputs"`
+	Inputs  map[string]arrayRef `json:"inputs"`
+	Outputs map[string]arrayRef `json:"outputs"`
 	// Error is what eformer raised, for Kind "error".
-	Error *RaisedError `json:"error"`
+	Error *raisedError `json:"error"`
 	// Note explains what the case probes.
 	Note string `json:"note"`
 }
 
-// ArrayRef points to one .npy file of a case.
-type ArrayRef struct {
+// arrayRef points to one .npy file of a case.
+type arrayRef struct {
 	File  string `json:"file"`
 	Shape []int  `json:"shape"`
 	// DType is the logical dtype ("float32", "bfloat16", ...).
@@ -62,20 +62,20 @@ type ArrayRef struct {
 	StoredDType string `json:"stored_dtype"`
 }
 
-// RaisedError is the exception eformer raised.
-type RaisedError struct {
+// raisedError is the exception eformer raised.
+type raisedError struct {
 	Type    string `json:"type"`
 	Module  string `json:"module"`
 	Message string `json:"message"`
 }
 
 // LoadIndex reads dir/index.json.
-func LoadIndex(dir string) (*Index, error) {
+func LoadIndex(dir string) (*index, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "index.json"))
 	if err != nil {
 		return nil, errors.Wrap(err, "conformance.LoadIndex")
 	}
-	idx := &Index{dir: dir}
+	idx := &index{dir: dir}
 	if err := json.Unmarshal(data, idx); err != nil {
 		return nil, errors.Wrapf(err, "conformance.LoadIndex: parsing %s", filepath.Join(dir, "index.json"))
 	}
@@ -88,27 +88,27 @@ func LoadIndex(dir string) (*Index, error) {
 	return idx, nil
 }
 
-// DecodeParams unmarshals the case's params into p (a pointer to a struct with json tags).
-func (c *Case) DecodeParams(p any) error {
+// decodeParams unmarshals the case's params into p (a pointer to a struct with json tags).
+func (c *Case) decodeParams(p any) error {
 	return errors.Wrapf(json.Unmarshal(c.Params, p), "case %s: params", c.ID)
 }
 
 // Input loads the input array named name.
-func (idx *Index) Input(c *Case, name string) (*tensors.Tensor, error) {
+func (idx *index) Input(c *Case, name string) (*tensors.Tensor, error) {
 	return idx.load(c, "input", c.Inputs, name)
 }
 
 // Output loads the output array named name.
-func (idx *Index) Output(c *Case, name string) (*tensors.Tensor, error) {
+func (idx *index) Output(c *Case, name string) (*tensors.Tensor, error) {
 	return idx.load(c, "output", c.Outputs, name)
 }
 
-func (idx *Index) load(c *Case, role string, refs map[string]ArrayRef, name string) (*tensors.Tensor, error) {
+func (idx *index) load(c *Case, role string, refs map[string]arrayRef, name string) (*tensors.Tensor, error) {
 	ref, ok := refs[name]
 	if !ok {
 		return nil, errors.Errorf("case %s has no %s %q", c.ID, role, name)
 	}
-	t, err := LoadTensor(filepath.Join(idx.dir, ref.File), ref)
+	t, err := loadTensor(filepath.Join(idx.dir, ref.File), ref)
 	return t, errors.WithMessagef(err, "case %s %s %q", c.ID, role, name)
 }
 
@@ -124,8 +124,8 @@ var storedDescr = map[string]string{
 	"int32": "<i4", "bool": "|b1",
 }
 
-// DTypeOf returns the GoMLX dtype of an index dtype name ("float32", "bfloat16", ...).
-func DTypeOf(name string) (dtypes.DType, error) {
+// dtypeOf returns the GoMLX dtype of an index dtype name ("float32", "bfloat16", ...).
+func dtypeOf(name string) (dtypes.DType, error) {
 	dtype, ok := logicalDTypes[name]
 	if !ok {
 		return dtypes.InvalidDType, errors.Errorf("conformance: unknown dtype %q", name)
@@ -133,9 +133,9 @@ func DTypeOf(name string) (dtypes.DType, error) {
 	return dtype, nil
 }
 
-// LoadTensor reads the .npy file at path and returns a host tensor of ref's logical dtype and
+// loadTensor reads the .npy file at path and returns a host tensor of ref's logical dtype and
 // shape, checking the file against ref. bfloat16 arrays are stored as their uint16 bits.
-func LoadTensor(path string, ref ArrayRef) (*tensors.Tensor, error) {
+func loadTensor(path string, ref arrayRef) (*tensors.Tensor, error) {
 	arr, err := ReadNPYFile(path)
 	if err != nil {
 		return nil, err
@@ -146,7 +146,7 @@ func LoadTensor(path string, ref ArrayRef) (*tensors.Tensor, error) {
 
 // tensorFromNPY checks a parsed .npy array against ref and returns it as a host tensor of ref's
 // logical dtype.
-func tensorFromNPY(arr *NPY, ref ArrayRef) (*tensors.Tensor, error) {
+func tensorFromNPY(arr *NPY, ref arrayRef) (*tensors.Tensor, error) {
 	if want := storedDescr[ref.StoredDType]; arr.Descr != want {
 		return nil, errors.Errorf("the array holds %q, the index says %s (%q)", arr.Descr, ref.StoredDType, want)
 	}
@@ -158,7 +158,7 @@ func tensorFromNPY(arr *NPY, ref ArrayRef) (*tensors.Tensor, error) {
 	if !slices.Equal(arr.Dims, ref.Shape) {
 		return nil, errors.Errorf("the array has shape %v, the index says %v", arr.Dims, ref.Shape)
 	}
-	dtype, err := DTypeOf(ref.DType)
+	dtype, err := dtypeOf(ref.DType)
 	if err != nil {
 		return nil, err
 	}

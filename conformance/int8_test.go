@@ -59,7 +59,7 @@ func checkInt8(s *suite, t *testing.T, c *Case) {
 	mdtype := dtypes.InvalidDType
 	if p.MaterializeDType != nil {
 		var err error
-		if mdtype, err = DTypeOf(*p.MaterializeDType); err != nil {
+		if mdtype, err = dtypeOf(*p.MaterializeDType); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -56,11 +56,11 @@ func (s *suite) quantizeLike(t *testing.T, c *Case, p *matmulParams, w *tensors.
 		var err error
 		switch p.Format {
 		case "binary":
-			q, err = onebit.QuantizeBinary(w)
+			q, err = onebit.QuantizeBinary(w, nil)
 		case "ternary":
-			q, err = onebit.QuantizeTernary(w)
+			q, err = onebit.QuantizeTernary(w, nil)
 		default:
-			q, err = onebit.Pack(w)
+			q, err = onebit.Pack(w, nil)
 		}
 		if err != nil {
 			t.Fatalf("onebit %s: %+v", p.Format, err)

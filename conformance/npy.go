@@ -36,17 +36,17 @@ func ReadNPYFile(path string) (*NPY, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "conformance.ReadNPYFile")
 	}
-	arr, err := ReadNPY(data)
+	arr, err := readNPY(data)
 	if err != nil {
 		return nil, errors.WithMessagef(err, "reading %s", path)
 	}
 	return arr, nil
 }
 
-// ReadNPY parses a .npy file (format versions 1.0, 2.0 and 3.0) holding a C-order array with
+// readNPY parses a .npy file (format versions 1.0, 2.0 and 3.0) holding a C-order array with
 // one of the descriptors '<f8', '<f4', '<f2', '|u1', '|i1', '<u2', '<i4', '|b1'. Fortran order,
 // big-endian data, structured and object dtypes are errors.
-func ReadNPY(data []byte) (*NPY, error) {
+func readNPY(data []byte) (*NPY, error) {
 	if !bytes.HasPrefix(data, npyMagic) || len(data) < len(npyMagic)+2 {
 		return nil, errors.New("conformance.ReadNPY: not a .npy file (bad magic)")
 	}

@@ -39,7 +39,7 @@ func TestReadNPY(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			arr, err := ReadNPY(npyBytes(tc.header, tc.payload))
+			arr, err := readNPY(npyBytes(tc.header, tc.payload))
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("ReadNPY: got error %v, want one containing %q", err, tc.err)
@@ -54,7 +54,7 @@ func TestReadNPY(t *testing.T) {
 			}
 		})
 	}
-	if _, err := ReadNPY([]byte("not numpy")); err == nil {
+	if _, err := readNPY([]byte("not numpy")); err == nil {
 		t.Error("ReadNPY accepted a file without the magic")
 	}
 }
@@ -75,14 +75,14 @@ func TestLoadEveryVector(t *testing.T) {
 	files := 0
 	for i := range idx.Cases {
 		c := &idx.Cases[i]
-		for role, refs := range map[string]map[string]ArrayRef{"input": c.Inputs, "output": c.Outputs} {
+		for role, refs := range map[string]map[string]arrayRef{"input": c.Inputs, "output": c.Outputs} {
 			for name, ref := range refs {
 				tensor, err := idx.load(c, role, refs, name)
 				if err != nil {
 					t.Errorf("%+v", err)
 					continue
 				}
-				want, _ := DTypeOf(ref.DType)
+				want, _ := dtypeOf(ref.DType)
 				if tensor.DType() != want || !slices.Equal(tensor.Shape().Dimensions, ref.Shape) {
 					t.Errorf("case %s %s %q: loaded %s, want %s%v", c.ID, role, name, tensor.Shape(), want, ref.Shape)
 				}

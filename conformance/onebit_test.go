@@ -13,14 +13,14 @@ import (
 // equal values in the input's dtype.
 func checkOneBit(s *suite, t *testing.T, c *Case) {
 	x := s.mustInput(t, c, "x")
-	q, err := onebit.Pack(x)
+	q, err := onebit.Pack(x, nil)
 	if err != nil {
 		if !holdsOnlyTernary(x) {
 			s.differ(t, c, "values outside {-1, 0, +1}: eformer stores trunc(w+1) (2 bits, 3 decodes as +2), "+
 				"onebit.Pack returns an error (%v)", err)
 			return
 		}
-		t.Fatalf("onebit.Pack(%s): %+v", x.Shape(), err)
+		t.Fatalf("onebit.Pack(%s, nil): %+v", x.Shape(), err)
 	}
 	if !holdsOnlyTernary(x) {
 		t.Fatalf("onebit.Pack accepted values outside {-1, 0, +1}")
@@ -60,7 +60,7 @@ func checkBinaryTernary(s *suite, t *testing.T, c *Case) {
 	if c.Kind == "ternary" {
 		quantize = onebit.QuantizeTernary
 	}
-	q, err := quantize(x)
+	q, err := quantize(x, nil)
 	if err != nil {
 		t.Fatalf("onebit.Quantize %s(%s): %+v", c.Kind, x.Shape(), err)
 	}

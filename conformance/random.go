@@ -24,12 +24,12 @@ import (
 	"github.com/quanta-ml/quanta/onebit"
 )
 
-// RandomSampleDir is the folder of the committed sample of randomized cases, relative to this
+// randomSampleDir is the folder of the committed sample of randomized cases, relative to this
 // package (gen_random.py's output format).
-const RandomSampleDir = "testdata-random"
+const randomSampleDir = "testdata-random"
 
-// RandomHeader is the first line of a randomized run's cases.jsonl.
-type RandomHeader struct {
+// randomHeader is the first line of a randomized run's cases.jsonl.
+type randomHeader struct {
 	Format      string            `json:"format"`
 	Seed        int64             `json:"seed"`
 	N           int               `json:"n"`
@@ -39,8 +39,8 @@ type RandomHeader struct {
 	NF4Codebook []float32         `json:"nf4_codebook"`
 }
 
-// RandomCase is one randomized case: the input eformer quantized and what it returned.
-type RandomCase struct {
+// randomCase is one randomized case: the input eformer quantized and what it returned.
+type randomCase struct {
 	ID        string  `json:"id"`
 	Kind      string  `json:"kind"` // nf4, int8, binary or ternary
 	DType     string  `json:"dtype"`
@@ -51,12 +51,12 @@ type RandomCase struct {
 		BlockSize int    `json:"block_size"`
 		Axis      *[]int `json:"axis"` // nil: eformer's default (-1,)
 	} `json:"params"`
-	Arrays map[string]BlobRef `json:"arrays"`
-	Error  *RaisedError       `json:"error"`
+	Arrays map[string]blobRef `json:"arrays"`
+	Error  *raisedError       `json:"error"`
 }
 
-// BlobRef locates one .npy blob in arrays.bin.
-type BlobRef struct {
+// blobRef locates one .npy blob in arrays.bin.
+type blobRef struct {
 	Offset      int64  `json:"offset"`
 	Length      int64  `json:"length"`
 	Shape       []int  `json:"shape"`
@@ -64,17 +64,17 @@ type BlobRef struct {
 	StoredDType string `json:"stored_dtype"`
 }
 
-// RandomReader streams the cases of a randomized run, one at a time.
-type RandomReader struct {
-	Header RandomHeader
+// randomReader streams the cases of a randomized run, one at a time.
+type randomReader struct {
+	Header randomHeader
 	dir    string
 	cases  *os.File
 	lines  *bufio.Scanner
 	arrays *os.File
 }
 
-// OpenRandom opens dir/cases.jsonl and dir/arrays.bin and reads the header.
-func OpenRandom(dir string) (*RandomReader, error) {
+// openRandom opens dir/cases.jsonl and dir/arrays.bin and reads the header.
+func openRandom(dir string) (*randomReader, error) {
 	cases, err := os.Open(filepath.Join(dir, "cases.jsonl"))
 	if err != nil {
 		return nil, errors.Wrap(err, "conformance.OpenRandom")
@@ -84,7 +84,7 @@ func OpenRandom(dir string) (*RandomReader, error) {
 		cases.Close()
 		return nil, errors.Wrap(err, "conformance.OpenRandom")
 	}
-	r := &RandomReader{dir: dir, cases: cases, arrays: arrays, lines: bufio.NewScanner(cases)}
+	r := &randomReader{dir: dir, cases: cases, arrays: arrays, lines: bufio.NewScanner(cases)}
 	r.lines.Buffer(make([]byte, 1<<16), 1<<24)
 	if !r.lines.Scan() {
 		r.Close()
@@ -102,14 +102,14 @@ func OpenRandom(dir string) (*RandomReader, error) {
 }
 
 // Next returns the next case, or io.EOF after the last one.
-func (r *RandomReader) Next() (*RandomCase, error) {
+func (r *randomReader) Next() (*randomCase, error) {
 	if !r.lines.Scan() {
 		if err := r.lines.Err(); err != nil {
 			return nil, errors.Wrap(err, "conformance: reading cases.jsonl")
 		}
 		return nil, io.EOF
 	}
-	c := &RandomCase{}
+	c := &randomCase{}
 	if err := json.Unmarshal(r.lines.Bytes(), c); err != nil {
 		return nil, errors.Wrapf(err, "conformance: parsing a case of %s/cases.jsonl", r.dir)
 	}
@@ -117,7 +117,7 @@ func (r *RandomReader) Next() (*RandomCase, error) {
 }
 
 // Load reads the array name of case c from arrays.bin as a host tensor of its logical dtype.
-func (r *RandomReader) Load(c *RandomCase, name string) (*tensors.Tensor, error) {
+func (r *randomReader) Load(c *randomCase, name string) (*tensors.Tensor, error) {
 	ref, ok := c.Arrays[name]
 	if !ok {
 		return nil, errors.Errorf("case %s has no array %q", c.ID, name)
@@ -129,16 +129,16 @@ func (r *RandomReader) Load(c *RandomCase, name string) (*tensors.Tensor, error)
 	if _, err := r.arrays.ReadAt(data, ref.Offset); err != nil {
 		return nil, errors.Wrapf(err, "case %s array %q", c.ID, name)
 	}
-	arr, err := ReadNPY(data)
+	arr, err := readNPY(data)
 	if err != nil {
 		return nil, errors.WithMessagef(err, "case %s array %q", c.ID, name)
 	}
-	t, err := tensorFromNPY(arr, ArrayRef{Shape: ref.Shape, DType: ref.DType, StoredDType: ref.StoredDType})
+	t, err := tensorFromNPY(arr, arrayRef{Shape: ref.Shape, DType: ref.DType, StoredDType: ref.StoredDType})
 	return t, errors.WithMessagef(err, "case %s array %q", c.ID, name)
 }
 
 // Close closes the files.
-func (r *RandomReader) Close() error {
+func (r *randomReader) Close() error {
 	err := r.cases.Close()
 	if e := r.arrays.Close(); err == nil {
 		err = e
@@ -175,8 +175,8 @@ const (
 	ClassBug Class = "quanta bug"
 )
 
-// Outcome is the result of checking one randomized case.
-type Outcome struct {
+// outcome is the result of checking one randomized case.
+type outcome struct {
 	Class Class
 	// Detail explains a difference (empty when identical).
 	Detail string
@@ -185,23 +185,23 @@ type Outcome struct {
 	Graph string
 }
 
-// RandomChecker checks randomized cases against quanta's host and graph quantizers. It keeps one
+// randomChecker checks randomized cases against quanta's host and graph quantizers. It keeps one
 // compiled graph per format, parameters and shape.
-type RandomChecker struct {
+type randomChecker struct {
 	backend backends.Backend
 	// noFloat16Graphs: the backend cannot run float16 graphs (the pure-Go one).
 	noFloat16Graphs bool
 	execs           map[string]*implicitarray.Exec
 }
 
-// NewRandomChecker returns a checker running graphs on backend; noFloat16Graphs skips the graph
+// newRandomChecker returns a checker running graphs on backend; noFloat16Graphs skips the graph
 // check of float16 cases (for the pure-Go backend).
-func NewRandomChecker(backend backends.Backend, noFloat16Graphs bool) *RandomChecker {
-	return &RandomChecker{backend: backend, noFloat16Graphs: noFloat16Graphs, execs: map[string]*implicitarray.Exec{}}
+func newRandomChecker(backend backends.Backend, noFloat16Graphs bool) *randomChecker {
+	return &randomChecker{backend: backend, noFloat16Graphs: noFloat16Graphs, execs: map[string]*implicitarray.Exec{}}
 }
 
 // Close releases the compiled graphs.
-func (rc *RandomChecker) Close() {
+func (rc *randomChecker) Close() {
 	for _, e := range rc.execs {
 		e.Finalize()
 	}
@@ -209,10 +209,10 @@ func (rc *RandomChecker) Close() {
 }
 
 // Check compares quanta with eformer on case c (arrays read from r).
-func (rc *RandomChecker) Check(r *RandomReader, c *RandomCase) (out Outcome) {
+func (rc *randomChecker) Check(r *randomReader, c *randomCase) (out outcome) {
 	defer func() {
 		if p := recover(); p != nil {
-			out = Outcome{Class: ClassBug, Detail: fmt.Sprintf("panic: %v", p)}
+			out = outcome{Class: ClassBug, Detail: fmt.Sprintf("panic: %v", p)}
 		}
 	}()
 	load := func(name string) *tensors.Tensor {
@@ -231,11 +231,11 @@ func (rc *RandomChecker) Check(r *RandomReader, c *RandomCase) (out Outcome) {
 	case "binary", "ternary":
 		return rc.checkOneBit(c, x, load)
 	}
-	return Outcome{Class: ClassBug, Detail: fmt.Sprintf("unknown kind %q", c.Kind)}
+	return outcome{Class: ClassBug, Detail: fmt.Sprintf("unknown kind %q", c.Kind)}
 }
 
-func bug(format string, args ...any) Outcome {
-	return Outcome{Class: ClassBug, Detail: fmt.Sprintf(format, args...)}
+func bug(format string, args ...any) outcome {
+	return outcome{Class: ClassBug, Detail: fmt.Sprintf(format, args...)}
 }
 
 // nonFinite reports whether x holds NaN or ±Inf.
@@ -250,23 +250,23 @@ func nonFinite(x *tensors.Tensor) bool {
 
 // rejected is the outcome of an input quanta must reject (err is its error): eformer raised
 // too, or the input is not finite.
-func rejected(c *RandomCase, x *tensors.Tensor, err error) (Outcome, bool) {
+func rejected(c *randomCase, x *tensors.Tensor, err error) (outcome, bool) {
 	switch {
 	case c.Error != nil && err != nil:
-		return Outcome{Class: ClassIdentical, Detail: fmt.Sprintf("both reject: eformer %s, quanta %v", c.Error.Type, err), Graph: "skipped: rejected"}, true
+		return outcome{Class: ClassIdentical, Detail: fmt.Sprintf("both reject: eformer %s, quanta %v", c.Error.Type, err), Graph: "skipped: rejected"}, true
 	case c.Error != nil:
 		return bug("eformer raised %s (%s), quanta accepted the input", c.Error.Type, c.Error.Message), true
 	case nonFinite(x) && err != nil:
-		return Outcome{Class: ClassNonFinite, Graph: "skipped: rejected"}, true
+		return outcome{Class: ClassNonFinite, Graph: "skipped: rejected"}, true
 	case nonFinite(x):
 		return bug("non-finite input accepted"), true
 	case err != nil:
 		return bug("quanta returned an error: %v", err), true
 	}
-	return Outcome{}, false
+	return outcome{}, false
 }
 
-func (rc *RandomChecker) exec(key string, fn any) *implicitarray.Exec {
+func (rc *randomChecker) exec(key string, fn any) *implicitarray.Exec {
 	e, ok := rc.execs[key]
 	if !ok {
 		e = implicitarray.MustNewExec(rc.backend, fn).WithConfig(func(g *graph.Exec) { g.SetMaxCache(-1) })
@@ -276,7 +276,7 @@ func (rc *RandomChecker) exec(key string, fn any) *implicitarray.Exec {
 }
 
 // graphSkipped says why the graph check of a case does not run ("" if it runs).
-func (rc *RandomChecker) graphSkipped(x *tensors.Tensor) string {
+func (rc *randomChecker) graphSkipped(x *tensors.Tensor) string {
 	if rc.noFloat16Graphs && x.DType() == dtypes.Float16 {
 		return "skipped: the backend has no float16"
 	}
@@ -322,7 +322,7 @@ func firstDiff(a, b *tensors.Tensor) string {
 		hostdata.Unflatten(first, a.Shape().Dimensions), av[first], bv[first])
 }
 
-func (rc *RandomChecker) checkGraph(out Outcome, x *tensors.Tensor, host implicitarray.Array, key string, fn any) Outcome {
+func (rc *randomChecker) checkGraph(out outcome, x *tensors.Tensor, host implicitarray.Array, key string, fn any) outcome {
 	if why := rc.graphSkipped(x); why != "" {
 		out.Graph = why
 		return out
@@ -338,7 +338,7 @@ func (rc *RandomChecker) checkGraph(out Outcome, x *tensors.Tensor, host implici
 	return out
 }
 
-func (rc *RandomChecker) checkNF4(c *RandomCase, x *tensors.Tensor, load func(string) *tensors.Tensor) Outcome {
+func (rc *randomChecker) checkNF4(c *randomCase, x *tensors.Tensor, load func(string) *tensors.Tensor) outcome {
 	bs := c.Params.BlockSize
 	last := c.Shape[len(c.Shape)-1]
 	q, err := nf4.Quantize(x, bs)
@@ -349,7 +349,7 @@ func (rc *RandomChecker) checkNF4(c *RandomCase, x *tensors.Tensor, load func(st
 		if d := nf4OneBlock(x, load("packed"), load("absmax"), nf4.MaxBlockSize(last)); d != "" {
 			return bug("block size %d: %s", bs, d)
 		}
-		return Outcome{Class: ClassBlockLonger, Detail: fmt.Sprintf("block size %d, last axis %d", bs, last), Graph: "skipped: rejected"}
+		return outcome{Class: ClassBlockLonger, Detail: fmt.Sprintf("block size %d, last axis %d", bs, last), Graph: "skipped: rejected"}
 	}
 	if out, done := rejected(c, x, err); done {
 		return out
@@ -358,7 +358,7 @@ func (rc *RandomChecker) checkNF4(c *RandomCase, x *tensors.Tensor, load func(st
 	if d := identicalBytes(q.Absmax().Tensor(), absmax); d != "" {
 		return bug("absmax: %s", d)
 	}
-	out := Outcome{Class: ClassIdentical}
+	out := outcome{Class: ClassIdentical}
 	if d := identicalBytes(q.Packed().Tensor(), packed); d != "" {
 		// Only blocks above 2^126 may differ (float32 and bfloat16: their reciprocal is subnormal).
 		scales := tensorFloat64s(absmax)
@@ -374,7 +374,7 @@ func (rc *RandomChecker) checkNF4(c *RandomCase, x *tensors.Tensor, load func(st
 			}
 			return bug("packed: %s", d)
 		}
-		out = Outcome{Class: ClassHugeBlock, Detail: fmt.Sprintf("%d packed bytes of blocks above 2^126", huge)}
+		out = outcome{Class: ClassHugeBlock, Detail: fmt.Sprintf("%d packed bytes of blocks above 2^126", huge)}
 	}
 	return rc.checkGraph(out, x, q, fmt.Sprintf("nf4/%d", bs), func(n *graph.Node) *nf4.Array { return nf4.QuantizeNode(n, bs) })
 }
@@ -419,7 +419,7 @@ func isHugeBlock(dtype dtypes.DType, absmax float64) bool {
 	return dtype != dtypes.Float16 && float64(float32(absmax)+0x1p-126) > 0x1p126
 }
 
-func (rc *RandomChecker) checkInt8(c *RandomCase, x *tensors.Tensor, load func(string) *tensors.Tensor) Outcome {
+func (rc *randomChecker) checkInt8(c *randomCase, x *tensors.Tensor, load func(string) *tensors.Tensor) outcome {
 	var axes []int
 	if c.Params.Axis != nil {
 		axes = *c.Params.Axis
@@ -434,21 +434,21 @@ func (rc *RandomChecker) checkInt8(c *RandomCase, x *tensors.Tensor, load func(s
 	if d := identicalBytes(q.Weight().Tensor(), load("weight")); d != "" {
 		return bug("weight: %s", d)
 	}
-	return rc.checkGraph(Outcome{Class: ClassIdentical}, x, q, fmt.Sprintf("int8/%v", axes),
+	return rc.checkGraph(outcome{Class: ClassIdentical}, x, q, fmt.Sprintf("int8/%v", axes),
 		func(n *graph.Node) *qint8.Array { return qint8.QuantizeNode(n, axes...) })
 }
 
-func (rc *RandomChecker) checkOneBit(c *RandomCase, x *tensors.Tensor, load func(string) *tensors.Tensor) Outcome {
+func (rc *randomChecker) checkOneBit(c *randomCase, x *tensors.Tensor, load func(string) *tensors.Tensor) outcome {
 	quantize, quantizeNode := onebit.QuantizeBinary, onebit.QuantizeBinaryNode
 	if c.Kind == "ternary" {
 		quantize, quantizeNode = onebit.QuantizeTernary, onebit.QuantizeTernaryNode
 	}
-	q, err := quantize(x)
+	q, err := quantize(x, nil)
 	if out, done := rejected(c, x, err); done {
 		return out
 	}
 	weight := load("weight")
-	out := Outcome{Class: ClassIdentical}
+	out := outcome{Class: ClassIdentical}
 	if d := identicalBytes(q.Packed().Tensor(), weight); d != "" {
 		if c.Kind != "ternary" {
 			return bug("packed: %s", d)
@@ -459,28 +459,28 @@ func (rc *RandomChecker) checkOneBit(c *RandomCase, x *tensors.Tensor, load func
 			return bug("packed: %s; %s", d, why)
 		}
 	}
-	return rc.checkGraph(out, x, q, c.Kind, func(n *graph.Node) *onebit.Array { return quantizeNode(n) })
+	return rc.checkGraph(out, x, q, c.Kind, func(n *graph.Node) *onebit.Array { return quantizeNode(n, nil) })
 }
 
 // ternaryDifference classifies ternary bytes that differ from eformer's, given eformer's
 // threshold te: an overflowed threshold (eformer's values all 0), or the float32 rounding of
 // XLA's sums (te within the rounding bound of the exact variance, and every differing value
 // between the two thresholds). It returns why neither applies, or "".
-func ternaryDifference(x, ours, theirs *tensors.Tensor, te float64) (Outcome, string) {
+func ternaryDifference(x, ours, theirs *tensors.Tensor, te float64) (outcome, string) {
 	dims := x.Shape().Dimensions
 	ov, err := onebit.UnpackValues(onebit.TwoBit, tensorBytes(ours), dims...)
 	if err != nil {
-		return Outcome{}, err.Error()
+		return outcome{}, err.Error()
 	}
 	tv, err := onebit.UnpackValues(onebit.TwoBit, tensorBytes(theirs), dims...)
 	if err != nil {
-		return Outcome{}, err.Error()
+		return outcome{}, err.Error()
 	}
 	if math.IsInf(te, 0) || math.IsNaN(te) {
 		if slices.ContainsFunc(tv, func(v int8) bool { return v != 0 }) {
-			return Outcome{}, fmt.Sprintf("eformer's threshold is %v but not every value is 0", te)
+			return outcome{}, fmt.Sprintf("eformer's threshold is %v but not every value is 0", te)
 		}
-		return Outcome{Class: ClassThresholdOverflow, Detail: fmt.Sprintf("eformer's threshold %v", te)}, ""
+		return outcome{Class: ClassThresholdOverflow, Detail: fmt.Sprintf("eformer's threshold %v", te)}, ""
 	}
 	// The loaded values: float32 and bfloat16 subnormals are zero for XLA CPU.
 	v := tensorFloat64s(x)
@@ -513,7 +513,7 @@ func ternaryDifference(x, ours, theirs *tensors.Tensor, te float64) (Outcome, st
 	hi := onebit.TernaryThreshold(x.DType(), variance+errVar)
 	tq := onebit.TernaryThreshold(x.DType(), variance)
 	if te < lo || te > hi {
-		return Outcome{}, fmt.Sprintf("eformer's threshold %v outside [%v, %v], the float32 rounding bound around quanta's %v", te, lo, hi, tq)
+		return outcome{}, fmt.Sprintf("eformer's threshold %v outside [%v, %v], the float32 rounding bound around quanta's %v", te, lo, hi, tq)
 	}
 	tMin, tMax := min(te, tq), max(te, tq)
 	count := 0
@@ -522,12 +522,12 @@ func ternaryDifference(x, ours, theirs *tensors.Tensor, te float64) (Outcome, st
 			continue
 		}
 		if a := math.Abs(v[i]); a < tMin || a > tMax {
-			return Outcome{}, fmt.Sprintf("value %v at %v differs (ours %d, eformer's %d) but is not between the thresholds %v (quanta) and %v (eformer)",
+			return outcome{}, fmt.Sprintf("value %v at %v differs (ours %d, eformer's %d) but is not between the thresholds %v (quanta) and %v (eformer)",
 				v[i], hostdata.Unflatten(i, dims), ov[i], tv[i], tq, te)
 		}
 		count++
 	}
-	return Outcome{Class: ClassSumRounding, Detail: fmt.Sprintf("%d values between quanta's threshold %v and eformer's %v", count, tq, te)}, ""
+	return outcome{Class: ClassSumRounding, Detail: fmt.Sprintf("%d values between quanta's threshold %v and eformer's %v", count, tq, te)}, ""
 }
 
 // identicalBytes returns "" if ours has eformer's dtype, dimensions and bytes, or the difference.
@@ -562,9 +562,9 @@ func tensorFloat64s(t *tensors.Tensor) []float64 {
 	return out
 }
 
-// RandomSummary counts outcomes per format, dtype and class, and keeps the bugs.
-type RandomSummary struct {
-	Header  RandomHeader
+// randomSummary counts outcomes per format, dtype and class, and keeps the bugs.
+type randomSummary struct {
+	Header  randomHeader
 	Cases   int
 	Counts  map[string]int // "kind/dtype/class"
 	Graph   map[string]int // "identical", "skipped: ..."
@@ -573,13 +573,13 @@ type RandomSummary struct {
 	Notes   map[Class][]string // a few examples per non-identical class
 }
 
-// NewRandomSummary returns an empty summary for a run with header h.
-func NewRandomSummary(h RandomHeader) *RandomSummary {
-	return &RandomSummary{Header: h, Counts: map[string]int{}, Graph: map[string]int{}, Notes: map[Class][]string{}}
+// newRandomSummary returns an empty summary for a run with header h.
+func newRandomSummary(h randomHeader) *randomSummary {
+	return &randomSummary{Header: h, Counts: map[string]int{}, Graph: map[string]int{}, Notes: map[Class][]string{}}
 }
 
 // Add records the outcome of case c.
-func (s *RandomSummary) Add(c *RandomCase, o Outcome) {
+func (s *randomSummary) Add(c *randomCase, o outcome) {
 	s.Cases++
 	s.Counts[fmt.Sprintf("%s/%s/%s", c.Kind, c.DType, o.Class)]++
 	if o.Graph != "" {
@@ -600,7 +600,7 @@ func (s *RandomSummary) Add(c *RandomCase, o Outcome) {
 	}
 }
 
-func placementOf(c *RandomCase) string {
+func placementOf(c *randomCase) string {
 	if c.Placement == nil {
 		return "none"
 	}
@@ -608,7 +608,7 @@ func placementOf(c *RandomCase) string {
 }
 
 // Report writes the summary as text.
-func (s *RandomSummary) Report(w io.Writer) {
+func (s *randomSummary) Report(w io.Writer) {
 	fmt.Fprintf(w, "randomized conformance: seed %d, %d cases (eformer %s, jax %s)\n",
 		s.Header.Seed, s.Cases, s.Header.Versions["eformer"], s.Header.Versions["jax"])
 	byClass := map[Class]int{}
@@ -651,15 +651,15 @@ func (s *RandomSummary) Report(w io.Writer) {
 }
 
 // CheckRandomDir streams every case of dir through a RandomChecker and returns the summary.
-func CheckRandomDir(dir string, backend backends.Backend, noFloat16Graphs bool) (*RandomSummary, error) {
-	r, err := OpenRandom(dir)
+func CheckRandomDir(dir string, backend backends.Backend, noFloat16Graphs bool) (*randomSummary, error) {
+	r, err := openRandom(dir)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	rc := NewRandomChecker(backend, noFloat16Graphs)
+	rc := newRandomChecker(backend, noFloat16Graphs)
 	defer rc.Close()
-	s := NewRandomSummary(r.Header)
+	s := newRandomSummary(r.Header)
 	for {
 		c, err := r.Next()
 		if err == io.EOF {

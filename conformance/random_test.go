@@ -14,7 +14,7 @@ import (
 // quantizers must give the host quantizers' bytes. `make conformance-random` runs thousands.
 func TestRandomSample(t *testing.T) {
 	backend := testutil.Backend(t)
-	s, err := CheckRandomDir(RandomSampleDir, backend, runtime.IsGo(backend))
+	s, err := CheckRandomDir(randomSampleDir, backend, runtime.IsGo(backend))
 	if err != nil {
 		t.Fatalf("%+v", err)
 	}

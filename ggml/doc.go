@@ -39,7 +39,11 @@
 //
 // Products (implicitarray.DotGeneral, MatMul, Einsum) with a dense operand on either side, any
 // axes, go to lowering.DotGeneral with the array's strategy (WithStrategy; lowering.Auto by
-// default) through the lowering.GGML layout, which hands the raw blocks to the formulations.
+// default) through the lowering.GGML layout, which hands the raw blocks to the formulations. On
+// XLA CPU with quanta's kernels, x·Wᵀ (a linear weight as GGUF stores it, the block axis
+// contracted) runs on the GGML kernel, which reads the blocks as they are; for up to 8 rows of
+// Q4_K, Q5_K and Q6_K it multiplies 8-bit activations, as llama.cpp does (docs/ggml.md has both
+// numerical contracts and the kernels' figures).
 // Shape ops that move whole rows of blocks keep the array as it is:
 //
 //   - Reshape that keeps the last axis, Transpose that keeps it last, BroadcastInDim that maps it

@@ -3,6 +3,7 @@ package ggml_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -105,24 +106,59 @@ func asDType(t *testing.T, x *tensors.Tensor, dtype dtypes.DType) []float64 {
 	}, x))
 }
 
-// served restates which strategies serve a GGML weight (package lowering's documentation).
-func served(s lowering.Strategy, p product) bool {
+// contractsBlocks reports a rank-2 product contracting the weight's block axis (x·Wᵀ).
+func (p product) contractsBlocks() bool {
+	return p.rank2 && strings.HasSuffix(p.eq[:strings.Index(p.eq, "-")], "nk")
+}
+
+// served restates which strategies serve a GGML weight (package lowering's documentation), with
+// or without quanta's kernels on the backend.
+func served(s lowering.Strategy, p product, kernels bool) bool {
 	switch s {
 	case lowering.Auto, lowering.Materialize, lowering.DecodeDot:
 		return true
 	case lowering.MulReduce:
 		return p.rank2
+	case lowering.Kernel:
+		return kernels && p.contractsBlocks()
 	}
-	return false // SlicedSum, ProductTable; Kernel: no GGML kernel yet
+	return false // SlicedSum, ProductTable
+}
+
+// integerRoute lists the types whose kernels multiply 8-bit activations for a few rows.
+var integerRoute = []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K}
+
+// x8Bound returns, per output of the product eq, what quantizing the activations to 8 bits in
+// groups of g along their last axis (the kernels' integer route) may change it by: Σ |w|·amax/254
+// over the contracted elements, amax the largest magnitude of the element's group.
+func x8Bound(eq string, x []float64, xDims []int, w []float64, wDims []int, g int) []float64 {
+	half := make([]float64, len(x))
+	for c := 0; c < len(x); c += g {
+		amax := 0.0
+		for _, v := range x[c : c+g] {
+			amax = math.Max(amax, math.Abs(v))
+		}
+		for l := c; l < c+g; l++ {
+			half[l] = amax / 254
+		}
+	}
+	absW := make([]float64, len(w))
+	for i, v := range w {
+		absW[i] = math.Abs(v)
+	}
+	return hostEinsum(eq, half, xDims, absW, wDims)
 }
 
 // TestDotGeneral: for every block type, product and strategy, the product equals the host
 // product of gguf.Decode's values with the activations (as the backend rounds them), within
-// float32 accumulation; strategies that cannot serve a GGML weight panic with
+// float32 accumulation, and for the kernels of Q4_K, Q5_K and Q6_K (x·Wᵀ on a backend with
+// quanta's kernels) within the change 8-bit activations may make; strategies that cannot serve
+// a GGML weight panic with
 // lowering.ErrUnsupported; only Materialize materializes. Q4_K runs every product, strategy and
 // activation dtype, the other types x·Wᵀ with Auto on float32 activations (their decode is what
 // differs); QUANTA_TEST_ALL=1 runs the whole table (each case compiles a graph).
 func TestDotGeneral(t *testing.T) {
+	kernels := lowering.PlatformOf(testutil.Backend(t))&lowering.Kernels != 0
 	r := rand.New(rand.NewPCG(7, 8))
 	strategies := append([]lowering.Strategy{lowering.Auto}, lowering.Strategies()...)
 	all := os.Getenv(testutil.TestAllEnv) == "1"
@@ -155,6 +191,10 @@ func TestDotGeneral(t *testing.T) {
 					xf = asDType(t, x, actDType)
 				}
 				want := hostEinsum(p.eq, xf, p.x, wf, p.w)
+				var bound8 []float64 // where a kernel may serve the product on 8-bit activations
+				if kernels && p.contractsBlocks() && slices.Contains(integerRoute, typ) {
+					bound8 = x8Bound(p.eq, xf, p.x, wf, p.w, typ.BlockSize())
+				}
 				for _, s := range strategies {
 					if s != lowering.Auto && (actDType == dtypes.BFloat16 || !full) {
 						continue
@@ -163,7 +203,7 @@ func TestDotGeneral(t *testing.T) {
 						lowering.ResetBuilt()
 						implicitarray.ResetStats()
 						got, err := run(t, p, x, w.WithStrategy(s), actDType)
-						if !served(s, p) {
+						if !served(s, p, kernels) {
 							if err == nil || !errors.Is(err, lowering.ErrUnsupported) || !strings.Contains(err.Error(), s.String()+" serves") {
 								t.Fatalf("want a panic with ErrUnsupported naming %s, got %v", s, err)
 							}
@@ -184,7 +224,15 @@ func TestDotGeneral(t *testing.T) {
 						if actDType == dtypes.BFloat16 {
 							tol = 3e-2 // the result is rounded to bfloat16
 						}
-						testutil.Close(t, "product", got, want, testutil.Mixed(tol))
+						if bound8 == nil || (s != lowering.Auto && s != lowering.Kernel) {
+							testutil.Close(t, "product", got, want, testutil.Mixed(tol))
+							return
+						}
+						for i := range want {
+							if d := math.Abs(got[i] - want[i]); !(d <= tol*math.Max(1, math.Abs(want[i]))+bound8[i]) {
+								t.Fatalf("product[%d] = %v, want %v (8-bit activation bound %g)", i, got[i], want[i], bound8[i])
+							}
+						}
 					})
 				}
 			}

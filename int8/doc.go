@@ -12,7 +12,7 @@
 // allowed; default (-1,)):
 //
 //   - Scale: shape S with size 1 on the quantized axes, in x's dtype:
-//     scale = amax(|x|) over the axes / 127 + Tiny(dtype).
+//     scale = amax(|x|) over the axes / 127 + tiny(dtype).
 //   - Weight: int8 of shape S: q = round-half-to-even(x / scale), clipped to [-128, 127].
 //
 // The arithmetic is XLA CPU's: bfloat16 and float16 are computed in float32 and rounded (to

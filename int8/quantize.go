@@ -24,9 +24,9 @@ const (
 	qMax = 127
 )
 
-// Tiny returns the smallest positive normal number of a float dtype (numpy's finfo.tiny), which
+// tiny returns the smallest positive normal number of a float dtype (numpy's finfo.tiny), which
 // the scale adds so an all-zero slice gets a non-zero scale.
-func Tiny(dtype dtypes.DType) float64 {
+func tiny(dtype dtypes.DType) float64 {
 	switch dtype {
 	case dtypes.Float16:
 		return 0x1p-14
@@ -37,7 +37,7 @@ func Tiny(dtype dtypes.DType) float64 {
 }
 
 // Quantize quantizes a float tensor (float32, float64, bfloat16 or float16) on the host, in
-// parallel: scale = amax(|t|) over axes (kept as size 1) / 127 + Tiny, q = round-half-to-even(t /
+// parallel: scale = amax(|t|) over axes (kept as size 1) / 127 + tiny, q = round-half-to-even(t /
 // scale), byte for byte as eformer's Array8B.quantize on XLA CPU (see the package documentation
 // for XLA's arithmetic, which Quantize follows). axes are the quantized axes (negative allowed;
 // none means (-1,)). The materialization dtype is t's. It returns an error for an empty or
@@ -215,9 +215,9 @@ var (
 	recip127F16 = xlafloat.RoundF16(1.0 / 127)
 )
 
-// RoundToBFloat16 rounds a float32 to the nearest bfloat16, ties to even (as XLA converts;
+// roundToBFloat16 rounds a float32 to the nearest bfloat16, ties to even (as XLA converts;
 // bfloat16.FromFloat32 truncates instead).
-func RoundToBFloat16(x float32) bfloat16.BFloat16 {
+func roundToBFloat16(x float32) bfloat16.BFloat16 {
 	return bfloat16.BFloat16(math.Float32bits(xlafloat.RoundBF16(x)) >> 16)
 }
 

@@ -9,6 +9,8 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/ggml"
+	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/cpukernels"
@@ -20,8 +22,8 @@ import (
 
 // TestKernelDeterminism: a compiled product that a kernel serves returns the same bits on every
 // call, from one goroutine or from many at once, whatever the kernels' thread count — as XLA's
-// own dense product does. The weight (4608 × 264) is large enough that the kernels split its rows
-// at the smaller m.
+// own dense product does. The weight (4608 × 264, or 264 × 4608 for GGUF's x·Wᵀ) is large enough
+// that the kernels split its rows at the smaller m.
 func TestKernelDeterminism(t *testing.T) {
 	backend := testutil.Backend(t)
 	if lowering.PlatformOf(backend)&lowering.Kernels == 0 {
@@ -31,20 +33,25 @@ func TestKernelDeterminism(t *testing.T) {
 	const k, n = 4608, 264
 	r := rand.New(rand.NewPCG(23, 1))
 	weight := testutil.NormalTensor(r, k, n)
+	weightT := testutil.NormalTensor(r, n, k) // GGUF's layout: x·Wᵀ
+	xW := lowering.Axes{XContracting: []int{1}, WContracting: []int{0}}
+	xWt := lowering.Axes{XContracting: []int{1}, WContracting: []int{1}}
 	weights := []struct {
 		name, layout string
 		w            lowering.Quantized
+		axes         lowering.Axes
 	}{
-		{"nf4", "blockwise4", nf4.MustQuantize(weight, 64)},
-		{"nf4-dq", "blockwise4-dq", nf4.MustDoubleQuantize(nf4.MustQuantize(weight, 64))},
-		{"int8", "int8", qint8.MustQuantize(weight)},
-		{"ternary-scaled", "signs2", onebit.MustQuantizeTernary(weight, onebit.WithScale(0))},
-		{"1-bit", "signs1", onebit.MustQuantizeBinaryBits(weight)},
+		{"nf4", "blockwise4", nf4.MustQuantize(weight, 64), xW},
+		{"nf4-dq", "blockwise4-dq", nf4.MustDoubleQuantize(nf4.MustQuantize(weight, 64)), xW},
+		{"int8", "int8", qint8.MustQuantize(weight), xW},
+		{"ternary-scaled", "signs2", onebit.MustQuantizeTernary(weight, &onebit.Options{Scale: true, ScaleAxes: []int{0}}), xW},
+		{"1-bit", "signs1", onebit.MustQuantizeBinaryBits(weight, nil), xW},
+		{"ggml-q4_k", "ggml-q4_k", ggml.MustQuantize(weightT, gguf.TypeQ4_K), xWt},
+		{"ggml-q8_0", "ggml-q8_0", ggml.MustQuantize(weightT, gguf.TypeQ8_0), xWt},
 	}
-	axes := lowering.Axes{XContracting: []int{1}, WContracting: []int{0}}
 	for _, wc := range weights {
 		e := implicitarray.MustNewExec(backend, func(x *graph.Node, w implicitarray.Array) *graph.Node {
-			return lowering.DotGeneral(x, w.(lowering.Quantized), axes)
+			return lowering.DotGeneral(x, w.(lowering.Quantized), wc.axes)
 		})
 		for _, m := range []int{17, 64, 300} {
 			t.Run(fmt.Sprintf("%s/m=%d", wc.name, m), func(t *testing.T) {

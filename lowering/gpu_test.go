@@ -66,16 +66,16 @@ func TestGPUFormulations(t *testing.T) {
 			return qint8.MustQuantize(testutil.NormalTensor(r, dims...), 0).WithStrategy(s)
 		}},
 		{"ternary", "signs2", []int{52, 30}, func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
-			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, dims...)).WithStrategy(s)
+			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, dims...), nil).WithStrategy(s)
 		}},
 		{"ternary/per-column", "signs2", []int{52, 30}, func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
-			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, dims...), onebit.WithScale(0)).WithStrategy(s)
+			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, dims...), &onebit.Options{Scale: true, ScaleAxes: []int{0}}).WithStrategy(s)
 		}},
 		{"ternary/per-row", "signs2", []int{52, 30}, func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
-			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, dims...), onebit.WithScale(1)).WithStrategy(s)
+			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, dims...), &onebit.Options{Scale: true, ScaleAxes: []int{1}}).WithStrategy(s)
 		}},
 		{"binary1", "signs1", []int{72, 18}, func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
-			return onebit.MustQuantizeBinaryBits(testutil.NormalTensor(r, dims...), onebit.WithScale(0)).WithStrategy(s)
+			return onebit.MustQuantizeBinaryBits(testutil.NormalTensor(r, dims...), &onebit.Options{Scale: true, ScaleAxes: []int{0}}).WithStrategy(s)
 		}},
 	}
 	r := rand.New(rand.NewPCG(11, 12))
@@ -334,8 +334,8 @@ func TestGPUProgram(t *testing.T) {
 	}{
 		{"nf4", "blockwise4", nf4.MustQuantize(testutil.NormalTensor(r, 24, 200), 64), xWt, 200, lowering.MulReduce},
 		{"int8/per-column", "int8", qint8.MustQuantize(testutil.NormalTensor(r, 40, 72), 0), xWt, 72, lowering.MulReduce},
-		{"ternary/per-row", "signs2", onebit.MustQuantizeTernary(testutil.NormalTensor(r, 52, 30), onebit.WithScale(1)), xW, 52, lowering.SlicedSum},
-		{"binary1", "signs1", onebit.MustQuantizeBinaryBits(testutil.NormalTensor(r, 72, 18), onebit.WithScale(0)), xW, 72, lowering.SlicedSum},
+		{"ternary/per-row", "signs2", onebit.MustQuantizeTernary(testutil.NormalTensor(r, 52, 30), &onebit.Options{Scale: true, ScaleAxes: []int{1}}), xW, 52, lowering.SlicedSum},
+		{"binary1", "signs1", onebit.MustQuantizeBinaryBits(testutil.NormalTensor(r, 72, 18), &onebit.Options{Scale: true, ScaleAxes: []int{0}}), xW, 72, lowering.SlicedSum},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dense, err := implicitarray.MaterializeOnHost(backend, tc.w)

@@ -55,17 +55,17 @@ func hloPrograms() []hloProgram {
 			entry.checkPrologue(t, w, "")
 		}},
 		{"ternary/prologue-dot", "u8[16,48]", func(r *rand.Rand) implicitarray.Array {
-			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, 64, 48), onebit.WithScale(0)).WithStrategy(lowering.PrologueDot)
+			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, 64, 48), &onebit.Options{Scale: true, ScaleAxes: []int{0}}).WithStrategy(lowering.PrologueDot)
 		}, []int{16, 64}, xW, func(t *testing.T, entry hloComputation) {
 			entry.checkPrologue(t, entry.dotOperands(t, "bf16", "bf16")[1], "u8[16,48]")
 		}},
 		{"binary1/prologue-dot", "u8[8,24]", func(r *rand.Rand) implicitarray.Array {
-			return onebit.MustQuantizeBinaryBits(testutil.NormalTensor(r, 64, 24)).WithStrategy(lowering.PrologueDot)
+			return onebit.MustQuantizeBinaryBits(testutil.NormalTensor(r, 64, 24), nil).WithStrategy(lowering.PrologueDot)
 		}, []int{16, 64}, xW, func(t *testing.T, entry hloComputation) {
 			entry.checkPrologue(t, entry.dotOperands(t, "bf16", "bf16")[1], "u8[8,24]")
 		}},
 		{"ternary/codes-dot", "u8[16,40]", func(r *rand.Rand) implicitarray.Array {
-			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, 64, 40)).WithStrategy(lowering.CodesDot)
+			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, 64, 40), nil).WithStrategy(lowering.CodesDot)
 		}, []int{16, 64}, xW, func(t *testing.T, entry hloComputation) {
 			// int8 codes materialized by any ops (a loop fusion of its own on a GPU), converted next to the dot.
 			entry.checkChain(t, entry.dotOperands(t, "bf16", "bf16")[1], "convert", "reshape s8[64,40]")

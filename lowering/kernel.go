@@ -47,6 +47,8 @@ func kernelFor(p *product, w Layout) (kernelCall, bool) {
 		c, ok = w.kernel(p)
 	case Signs:
 		c, ok = w.kernel(p)
+	case GGML:
+		c, ok = w.kernel(p)
 	}
 	if ok && p.kernels != nil && !p.kernels.Targets[c.target.Name] {
 		return kernelCall{}, false
@@ -119,6 +121,18 @@ func (w Signs) kernel(p *product) (kernelCall, bool) {
 	c.args["scale"] = graph.Reshape(w.Scale, w.Scale.Shape().Size())
 	c.attrs["scale_kind"] = int(kind)
 	return c, true
+}
+
+// kernel serves x·Wᵀ, the weight contracted on its block axis as GGUF stores a linear weight:
+// the blocks as one operand (N, numBlocks·blockBytes), the type as the ggml_type attribute.
+func (w GGML) kernel(p *product) (kernelCall, bool) {
+	if p.kMajor() {
+		return kernelCall{}, false
+	}
+	bs := w.Blocks.Shape()
+	blocks := graph.Reshape(w.Blocks, bs.Dim(0), bs.Dim(1)*bs.Dim(2))
+	return kernelCall{target: kernelreg.TargetNamed("quanta_ggml_nk"), args: map[string]*graph.Node{"blocks": blocks},
+		attrs: map[string]any{"ggml_type": int(w.Type)}}, true
 }
 
 // kernelProduct builds the product as the kernel's custom call: the DecodeDot formulation in

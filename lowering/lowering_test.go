@@ -14,6 +14,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/bnb"
+	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/testutil"
@@ -61,13 +62,13 @@ func formats() []format {
 			return qint8.MustQuantize(testutil.NormalTensor(r, dims...), 0).WithStrategy(s)
 		}},
 		{name: "ternary", layout: "signs2", ints: true, make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
-			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, dims...)).WithStrategy(s)
+			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, dims...), nil).WithStrategy(s)
 		}},
 		{name: "ternary/scaled", layout: "signs2", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
-			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, dims...), onebit.WithScale(0)).WithStrategy(s)
+			return onebit.MustQuantizeTernary(testutil.NormalTensor(r, dims...), &onebit.Options{Scale: true, ScaleAxes: []int{0}}).WithStrategy(s)
 		}},
 		{name: "binary/1bit", layout: "signs1", ints: true, make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
-			return onebit.MustQuantizeBinaryBits(testutil.NormalTensor(r, dims...)).WithStrategy(s)
+			return onebit.MustQuantizeBinaryBits(testutil.NormalTensor(r, dims...), nil).WithStrategy(s)
 		}},
 	}
 }
@@ -323,6 +324,7 @@ func TestChoose(t *testing.T) {
 	int8Rows := lowering.Int8{Codes: param("c", dtypes.Int8, 16, 12), Scale: param("sr", dtypes.Float32, 16, 1)}
 	signs := lowering.Signs{Packed: param("b", dtypes.Uint8, 4, 12), Bits: 2}
 	signs1 := lowering.Signs{Packed: param("b1", dtypes.Uint8, 2, 12), Bits: 1}
+	q4k := lowering.GGML{Blocks: param("g", dtypes.Uint8, 16, 2, gguf.TypeQ4_K.BlockBytes()), Type: gguf.TypeQ4_K}
 	xW := lowering.Axes{XContracting: []int{1}, WContracting: []int{0}}
 	xWt := lowering.Axes{XContracting: []int{1}, WContracting: []int{1}}
 	rows := func(m, k int) shapes.Shape { return shapes.Make(dtypes.Float32, m, k) }
@@ -366,6 +368,11 @@ func TestChoose(t *testing.T) {
 		{"1-bit signs x@W m=513 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, signs1, rows(513, 16), xW, lowering.DecodeDot},
 		{"signs x@Wt kernels", lowering.XLACPUFusedLoops | lowering.Kernels, signs, rows(1, 12), xWt, lowering.DecodeDot},
 		{"signs integer x kernels", lowering.XLACPUFusedLoops | lowering.Kernels, signs, shapes.Make(dtypes.Int32, 1, 16), xW, lowering.DecodeDot},
+		{"ggml x@Wt m=1 kernels", lowering.XLACPUFusedLoops | lowering.Kernels, q4k, rows(1, 512), xWt, lowering.Kernel},
+		{"ggml x@Wt m=512 kernels", lowering.XLACPU | lowering.Kernels, q4k, rows(512, 512), xWt, lowering.Kernel},
+		{"ggml x@Wt m=513 kernels", lowering.XLACPU | lowering.Kernels, q4k, rows(513, 512), xWt, lowering.DecodeDot},
+		{"ggml x@W kernels", lowering.XLACPU | lowering.Kernels, q4k, rows(1, 16), xW, lowering.DecodeDot},
+		{"ggml x@Wt m=1 no kernels", lowering.XLACPUFusedLoops, q4k, rows(1, 512), xWt, lowering.DecodeDot},
 	} {
 		if got := lowering.Choose(tc.platform, tc.w, tc.x, tc.axes); got != tc.want {
 			t.Errorf("%s: Choose = %s, want %s", tc.name, got, tc.want)

@@ -32,9 +32,9 @@ const (
 //
 // GPU means XLAGPU and TPU XLATPU: the three rows that name them are theirs, and the rows below
 // are those of the CPUs (pure Go, XLA CPU) and of other backends. There, a Blockwise4DQ weight is
-// chosen for as the Blockwise4 of its decoded scales, and a FlatBlockwise4 and a GGML weight (no
-// kernel serves its block types yet) take DecodeDot. Choose never returns a strategy that cannot
-// serve the product.
+// chosen for as the Blockwise4 of its decoded scales; a FlatBlockwise4, and a GGML weight that no
+// kernel serves (without kernels, or contracted on another axis than its block axis), take
+// DecodeDot. Choose never returns a strategy that cannot serve the product.
 func Choose(platform Platform, w Layout, x shapes.Shape, axes Axes) Strategy {
 	w.check("lowering.Choose")
 	p := newProduct("lowering.Choose", x, w.Dimensions(), axes)

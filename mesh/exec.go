@@ -24,7 +24,7 @@ import (
 // of them), one or more results of the same kinds. It sees logical
 // shapes; XLA partitions it, inserting the collectives the shardings need (e.g. the all-reduce of
 // a matmul whose contracting axis is sharded). Each argument is flattened into its components,
-// every component is cut into one shard per device by FlatSpecs, and each device receives only
+// every component is cut into one shard per device by flatSpecs, and each device receives only
 // its shards. Results come back replicated, as host tensors or implicit arrays of host tensors.
 type Exec struct {
 	backend  backends.Backend
@@ -67,7 +67,7 @@ func MustNewExec(backend backends.Backend, m *sharding.Mesh, fn any) *Exec {
 
 // WithArgSpecs sets the sharding.PartitionSpec of the arguments, one per argument of Call (missing ones,
 // and nil, mean replicated): it shards a dense tensor argument, or an implicit array argument
-// that has no Sharding of its own (see FlatSpecs). Call it before the first Call; it returns e.
+// that has no Sharding of its own (see flatSpecs). Call it before the first Call; it returns e.
 func (e *Exec) WithArgSpecs(specs ...sharding.PartitionSpec) *Exec {
 	e.argSpecs = specs
 	return e
@@ -76,34 +76,34 @@ func (e *Exec) WithArgSpecs(specs ...sharding.PartitionSpec) *Exec {
 // sharding.Mesh returns the mesh e runs over.
 func (e *Exec) Mesh() *sharding.Mesh { return e.mesh }
 
-// Placed holds the arguments of a call flattened into their leaves, each cut into shards by its
+// placed holds the arguments of a call flattened into their leaves, each cut into shards by its
 // sharding.PartitionSpec and each shard on its device: Leaves[i].Shards()[d] lives on device d. Placing
 // once and calling CallPlaced many times keeps weights on the devices.
-type Placed struct {
+type placed struct {
 	// Leaves are the flattened arguments (implicit arrays as their components), in order.
 	Leaves []*distributed.Tensor
 
-	// Specs are the leaves' PartitionSpecs (FlatSpecs).
+	// Specs are the leaves' PartitionSpecs (flatSpecs).
 	Specs []sharding.PartitionSpec
 
 	key  string
 	defs []*implicitarray.TreeDef
 }
 
-// Place flattens args, shards every leaf over the mesh (FlatSpecs, with the specs of
+// Place flattens args, shards every leaf over the mesh (flatSpecs, with the specs of
 // WithArgSpecs) and copies each shard to its device.
-func (e *Exec) Place(args ...any) (*Placed, error) {
+func (e *Exec) Place(args ...any) (*placed, error) {
 	leaves, defs, key, err := e.fn.FlattenArgs(args)
 	if err != nil {
 		return nil, errors.WithMessagef(err, "mesh.Exec %s", e.name)
 	}
-	p := &Placed{defs: defs}
+	p := &placed{defs: defs}
 	for i, arg := range args {
 		var argSpec sharding.PartitionSpec
 		if i < len(e.argSpecs) {
 			argSpec = e.argSpecs[i]
 		}
-		specs, err := FlatSpecs(e.mesh, arg, argSpec)
+		specs, err := flatSpecs(e.mesh, arg, argSpec)
 		if err != nil {
 			return nil, errors.WithMessagef(err, "mesh.Exec: argument #%d", i)
 		}
@@ -162,7 +162,7 @@ func (e *Exec) MustCall(args ...any) []any {
 
 // CallPlaced runs the function on arguments placed by Place (on this Exec), compiling it once per
 // structure, metadata, shapes and specs of the arguments, and returns its results on the host.
-func (e *Exec) CallPlaced(p *Placed) ([]any, error) {
+func (e *Exec) CallPlaced(p *placed) ([]any, error) {
 	entry, err := e.entry(p)
 	if err != nil {
 		return nil, err
@@ -190,7 +190,7 @@ func (e *Exec) CallPlaced(p *Placed) ([]any, error) {
 // Finalize releases the compiled graphs.
 func (e *Exec) Finalize() { e.cache.Finalize() }
 
-func (e *Exec) entry(p *Placed) (*execcache.Entry[*implicitarray.TreeDef], error) {
+func (e *Exec) entry(p *placed) (*execcache.Entry[*implicitarray.TreeDef], error) {
 	return e.cache.Get(p.key, e.fn, p.defs, func(graphFn func([]*graph.Node) []*graph.Node) (*graph.Exec, error) {
 		dm, _ := e.mesh.DeviceMesh()
 		inSpecs := make([]*distributed.ShardingSpec, len(p.Leaves))
@@ -207,7 +207,7 @@ func (e *Exec) entry(p *Placed) (*execcache.Entry[*implicitarray.TreeDef], error
 }
 
 // ShardShapes returns the shape of leaf i's shard on each device, read from the device buffers.
-func (p *Placed) ShardShapes(backend backends.Backend, i int) ([]shapes.Shape, error) {
+func (p *placed) ShardShapes(backend backends.Backend, i int) ([]shapes.Shape, error) {
 	shards := p.Leaves[i].Shards()
 	out := make([]shapes.Shape, len(shards))
 	for d, s := range shards {

@@ -7,7 +7,7 @@ import (
 	"github.com/quanta-ml/quanta/sharding"
 )
 
-// FlatSpecs returns the sharding.PartitionSpec of each leaf that implicitarray.Flatten(arg) returns, in the
+// flatSpecs returns the sharding.PartitionSpec of each leaf that implicitarray.Flatten(arg) returns, in the
 // same order: the per-component specs of every implicit array in arg, so that a sharded graph can
 // take arg's flattened components as parameters.
 //
@@ -15,14 +15,14 @@ import (
 // to m); otherwise by argSpec when the array is arg itself; otherwise it is replicated. A sharded
 // array must implement sharding.ComponentSharder. A dense leaf (a tensor or Go number) gets argSpec when it
 // is arg itself, and is replicated inside a structure. argSpec must be nil for a structure.
-func FlatSpecs(m *sharding.Mesh, arg any, argSpec sharding.PartitionSpec) ([]sharding.PartitionSpec, error) {
+func flatSpecs(m *sharding.Mesh, arg any, argSpec sharding.PartitionSpec) ([]sharding.PartitionSpec, error) {
 	items, _, err := implicitarray.FlattenWithImplicit(arg)
 	if err != nil {
 		return nil, err
 	}
 	whole := len(items) == 1
 	if !whole && !isReplicated(argSpec) {
-		return nil, errors.Errorf("mesh.FlatSpecs: spec %s given for a structure of %d leaves; accepted: a spec for a tensor or an implicit array, "+
+		return nil, errors.Errorf("mesh.flatSpecs: spec %s given for a structure of %d leaves; accepted: a spec for a tensor or an implicit array, "+
 			"and a Sharding on each implicit array inside a structure", argSpec, len(items))
 	}
 	var specs []sharding.PartitionSpec
@@ -36,7 +36,7 @@ func FlatSpecs(m *sharding.Mesh, arg any, argSpec sharding.PartitionSpec) ([]sha
 			if s, ok := x.(sharding.Sharded); ok {
 				if sharding, isSharded := s.Sharding(); isSharded {
 					if sharding.Mesh != nil && !sharding.Mesh.Equal(m) {
-						return nil, errors.Errorf("mesh.FlatSpecs: %s is sharded over %s, not over the execution mesh %s",
+						return nil, errors.Errorf("mesh.flatSpecs: %s is sharded over %s, not over the execution mesh %s",
 							implicitarray.TypeName(x), sharding.Mesh, m)
 					}
 					logical = sharding.Spec
@@ -53,11 +53,11 @@ func FlatSpecs(m *sharding.Mesh, arg any, argSpec sharding.PartitionSpec) ([]sha
 				spec = argSpec
 			}
 			if err := sharding.Validate(m, spec, x.Shape()); err != nil {
-				return nil, errors.WithMessage(err, "mesh.FlatSpecs: dense argument")
+				return nil, errors.WithMessage(err, "mesh.flatSpecs: dense argument")
 			}
 			specs = append(specs, spec.Padded(x.Shape().Rank()))
 		default:
-			return nil, errors.Errorf("mesh.FlatSpecs: leaf %T; accepted: host tensors, Go numbers and implicit arrays of host tensors", item)
+			return nil, errors.Errorf("mesh.flatSpecs: leaf %T; accepted: host tensors, Go numbers and implicit arrays of host tensors", item)
 		}
 	}
 	return specs, nil

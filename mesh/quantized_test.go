@@ -50,11 +50,11 @@ func quantizedWeights(t *testing.T, w *tensors.Tensor) map[string]implicitarray.
 	if err != nil {
 		t.Fatal(err)
 	}
-	ternary, err := onebit.QuantizeTernary(w, onebit.WithDType(dtypes.Float32))
+	ternary, err := onebit.QuantizeTernary(w, &onebit.Options{DType: dtypes.Float32})
 	if err != nil {
 		t.Fatal(err)
 	}
-	scaled, err := onebit.QuantizeTernary(w, onebit.WithScale(0)) // scale (1, N).
+	scaled, err := onebit.QuantizeTernary(w, &onebit.Options{Scale: true, ScaleAxes: []int{0}}) // scale (1, N).
 	if err != nil {
 		t.Fatal(err)
 	}

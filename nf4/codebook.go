@@ -13,9 +13,9 @@ var codebook = [16]float32{
 // Codebook returns the 16 NF4 values, indexed by the 4-bit code, sorted ascending.
 func Codebook() [16]float32 { return codebook }
 
-// MaxCodeGap returns the largest gap between neighbouring codebook values (between codes 14 and
+// maxCodeGap returns the largest gap between neighbouring codebook values (between codes 14 and
 // 15). Half of it times a block's absmax bounds the round-trip error of every element of the block.
-func MaxCodeGap() float64 {
+func maxCodeGap() float64 {
 	gap := 0.0
 	for i := 1; i < len(codebook); i++ {
 		gap = math.Max(gap, float64(codebook[i])-float64(codebook[i-1]))

@@ -17,16 +17,16 @@
 //   - QuantizeBinary / QuantizeBinaryBits: sign(x), zeros mapped to +1.
 //   - QuantizeTernary: threshold t = 0.5·std(x) over all elements (population std, rounded in
 //     x's dtype as XLA computes it: see TernaryThreshold), +1 where x > t, -1 where x < -t, else
-//     0 (ties at ±t go to 0); or, with BitNet(), BitNet b1.58: scale = mean|x|, values =
+//     0 (ties at ±t go to 0); or, with Options.BitNet, BitNet b1.58: scale = mean|x|, values =
 //     clip(round(x / scale), -1, 1).
 //
 // As on XLA CPU, float32 and bfloat16 subnormals count as zero for the binary and ternary rules
 // (a negative subnormal is binarized to +1).
 //
-// Options: WithDType (the materialization dtype), WithScale(axes...) (keep scale = mean|x| over
-// the axes: WithScale(0) on a (K, N) weight gives one scale per output channel, XNOR-Net /
-// BitNet absmean; no axes gives one per tensor), BitNet(). Without a scale, QuantizeBinary and
-// QuantizeTernary arrays materialize as int8 -1/0/+1 unless WithDType says otherwise: a dense
+// Options (nil for the defaults): DType (the materialization dtype), Scale with ScaleAxes (keep
+// scale = mean|x| over the axes: ScaleAxes {0} on a (K, N) weight gives one scale per output
+// channel, XNOR-Net / BitNet absmean; no axes gives one per tensor), BitNet. Without a scale,
+// QuantizeBinary and QuantizeTernary arrays materialize as int8 -1/0/+1 unless DType says otherwise: a dense
 // float product with the materialized int8 values fails on a dtype mismatch (convert them first),
 // while implicitarray.MatMul multiplies the array with float activations directly. Pack
 // materializes in the input's dtype.

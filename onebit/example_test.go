@@ -14,7 +14,7 @@ func Example() {
 	// A (4, 2) weight quantized to sign(x) with one absmean scale per output column.
 	w := onebit.MustQuantizeBinary(tensors.FromValue([][]float32{
 		{0.5, -2}, {-1.5, 1}, {1, -1}, {-1, 0},
-	}), onebit.WithScale(0))
+	}), &onebit.Options{Scale: true, ScaleAxes: []int{0}})
 	fmt.Println(w, "bytes:", w.Bytes())
 
 	// x @ w inside a graph: the packed bytes are never expanded into a float weight.

@@ -22,13 +22,13 @@ import (
 )
 
 // packed builds an Array (TwoBit) or a BitArray (OneBit) from values.
-func packed(t *testing.T, l onebit.Packing, values []int8, dims []int, opts ...onebit.Option) implicitarray.Array {
+func packed(t *testing.T, l onebit.Packing, values []int8, dims []int, opts *onebit.Options) implicitarray.Array {
 	t.Helper()
 	tensor := tensors.FromFlatDataAndDimensions(values, dims...)
 	if l == onebit.OneBit {
-		return onebit.MustPackBits(tensor, opts...)
+		return onebit.MustPackBits(tensor, opts)
 	}
-	return onebit.MustPack(tensor, opts...)
+	return onebit.MustPack(tensor, opts)
 }
 
 func toF32(v []int8) []float32 {
@@ -56,7 +56,7 @@ func TestMaterialize(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%s", l, dtype), func(t *testing.T) {
 				dims := []int{16, 3}
 				v := randomValues(r, l, 48)
-				a := packed(t, l, v, dims, onebit.WithDType(dtype))
+				a := packed(t, l, v, dims, &onebit.Options{DType: dtype})
 				implicitarray.ResetStats()
 				got, err := implicitarray.MaterializeOnHost(backend, a)
 				if err != nil {
@@ -156,7 +156,7 @@ func TestDotGeneralExact(t *testing.T) {
 					continue
 				}
 				t.Run(fmt.Sprintf("%s/%s/%s", l, c.name, s), func(t *testing.T) {
-					w := withStrategy(packed(t, l, v, c.wDims, onebit.WithDType(dtypes.Int8)), s)
+					w := withStrategy(packed(t, l, v, c.wDims, &onebit.Options{DType: dtypes.Int8}), s)
 					implicitarray.ResetStats()
 					got, want := runDot(t, c, x, w, ref)
 					st := implicitarray.CurrentStats()
@@ -197,7 +197,7 @@ func TestDotGeneralFusedSliced(t *testing.T) {
 			x := tensors.FromFlatDataAndDimensions(smallInts(r, product(c.xDims)), c.xDims...)
 			ref := tensors.FromFlatDataAndDimensions(toF32(v), c.wDims...)
 			t.Run(fmt.Sprintf("%s/%s", l, c.name), func(t *testing.T) {
-				w := withStrategy(packed(t, l, v, c.wDims, onebit.WithDType(dtypes.Int8)), lowering.SlicedSum)
+				w := withStrategy(packed(t, l, v, c.wDims, &onebit.Options{DType: dtypes.Int8}), lowering.SlicedSum)
 				implicitarray.ResetStats()
 				got, want := runDot(t, c, x, w, ref)
 				st := implicitarray.CurrentStats()
@@ -217,11 +217,19 @@ func TestDotGeneralScaled(t *testing.T) {
 	x := testutil.NormalTensor(r, 3, 16)
 	wt := testutil.NormalTensor(r, 16, 5)
 	quants := map[string]func() implicitarray.Array{
-		"binary per output channel": func() implicitarray.Array { return onebit.MustQuantizeBinary(wt, onebit.WithScale(0)) },
-		"binary bits per channel":   func() implicitarray.Array { return onebit.MustQuantizeBinaryBits(wt, onebit.WithScale(0)) },
-		"binary per input row":      func() implicitarray.Array { return onebit.MustQuantizeBinary(wt, onebit.WithScale(1)) },
-		"bitnet per tensor":         func() implicitarray.Array { return onebit.MustQuantizeTernary(wt, onebit.BitNet()) },
-		"ternary per channel":       func() implicitarray.Array { return onebit.MustQuantizeTernary(wt, onebit.WithScale(0)) },
+		"binary per output channel": func() implicitarray.Array {
+			return onebit.MustQuantizeBinary(wt, &onebit.Options{Scale: true, ScaleAxes: []int{0}})
+		},
+		"binary bits per channel": func() implicitarray.Array {
+			return onebit.MustQuantizeBinaryBits(wt, &onebit.Options{Scale: true, ScaleAxes: []int{0}})
+		},
+		"binary per input row": func() implicitarray.Array {
+			return onebit.MustQuantizeBinary(wt, &onebit.Options{Scale: true, ScaleAxes: []int{1}})
+		},
+		"bitnet per tensor": func() implicitarray.Array { return onebit.MustQuantizeTernary(wt, &onebit.Options{BitNet: true}) },
+		"ternary per channel": func() implicitarray.Array {
+			return onebit.MustQuantizeTernary(wt, &onebit.Options{Scale: true, ScaleAxes: []int{0}})
+		},
 	}
 	backend := testutil.Backend(t)
 	for name, q := range quants {
@@ -339,7 +347,7 @@ func TestHandlersAgainstDense(t *testing.T) {
 		for _, scaled := range []bool{false, true} {
 			for _, c := range cases {
 				t.Run(fmt.Sprintf("%s/scaled=%v/%s", l, scaled, c.name), func(t *testing.T) {
-					var w implicitarray.Array = packed(t, l, v, dims, onebit.WithDType(dtypes.Float32))
+					var w implicitarray.Array = packed(t, l, v, dims, &onebit.Options{DType: dtypes.Float32})
 					refT := ref
 					if scaled {
 						// A per-tensor scale survives every layout op.
@@ -349,9 +357,9 @@ func TestHandlersAgainstDense(t *testing.T) {
 						}
 						x := tensors.FromFlatDataAndDimensions(xs, dims...)
 						if l == onebit.OneBit {
-							w = onebit.MustQuantizeBinaryBits(x, onebit.WithScale())
+							w = onebit.MustQuantizeBinaryBits(x, &onebit.Options{Scale: true})
 						} else {
-							w = onebit.MustQuantizeTernary(x, onebit.BitNet())
+							w = onebit.MustQuantizeTernary(x, &onebit.Options{BitNet: true})
 						}
 						refT = scaledOnHost(t, w)
 					}
@@ -415,7 +423,7 @@ func TestHandlersAgainstDense(t *testing.T) {
 
 func TestConvertIsLazyAndNew(t *testing.T) {
 	backend := testutil.Backend(t)
-	a := onebit.MustPack(tensors.FromFlatDataAndDimensions([]int8{1, 0, -1, 1}, 4))
+	a := onebit.MustPack(tensors.FromFlatDataAndDimensions([]int8{1, 0, -1, 1}, 4), nil)
 	e := implicitarray.MustNewExec(backend, func(w *onebit.Array) implicitarray.Value {
 		return implicitarray.ConvertDType(w, dtypes.Float32)
 	})
@@ -432,7 +440,7 @@ func TestConvertIsLazyAndNew(t *testing.T) {
 
 // TestValuesAfterDelete: Values, which reads the host bytes, reports the deletion.
 func TestValuesAfterDelete(t *testing.T) {
-	a := onebit.MustQuantizeBinary(tensors.FromValue([]float32{1, -1, 2, -2}), onebit.WithScale())
+	a := onebit.MustQuantizeBinary(tensors.FromValue([]float32{1, -1, 2, -2}), &onebit.Options{Scale: true})
 	a.Delete()
 	if _, err := a.Values(); !errors.Is(err, implicitarray.ErrDeleted) {
 		t.Fatalf("Values after Delete: %v, want implicitarray.ErrDeleted", err)
@@ -440,7 +448,7 @@ func TestValuesAfterDelete(t *testing.T) {
 }
 
 func TestSharding(t *testing.T) {
-	a := onebit.MustPack(tensors.FromFlatDataAndDimensions([]int8{1, 0, 0, 1, -1, 0, 1, 1, 0, 0, 1, -1, -1, 1, 0, 1}, 4, 4))
+	a := onebit.MustPack(tensors.FromFlatDataAndDimensions([]int8{1, 0, 0, 1, -1, 0, 1, 1, 0, 0, 1, -1, -1, 1, 0, 1}, 4, 4), nil)
 	if a.IsSharded() {
 		t.Fatal("fresh array sharded")
 	}
@@ -490,16 +498,16 @@ func TestComponentSpecs(t *testing.T) {
 		want    []string
 		wantErr string
 	}{
-		{"ternary columns", onebit.MustQuantizeTernary(x), cols, []string{"P(None, 'model')"}, ""},
-		{"ternary rows", onebit.MustQuantizeTernary(x), rows, []string{"P('model', None)"}, ""},
-		{"scaled per column, columns", onebit.MustQuantizeTernary(x, onebit.WithScale(0)), cols, []string{"P(None, 'model')", "P(None, 'model')"}, ""},
-		{"scaled per column, rows", onebit.MustQuantizeTernary(x, onebit.WithScale(0)), rows, []string{"P('model', None)", "P(None, None)"}, ""},
-		{"scaled per tensor, rows", onebit.MustQuantizeTernary(x, onebit.BitNet()), rows, []string{"P('model', None)", "P(None, None)"}, ""},
-		{"bits columns", onebit.MustQuantizeBinaryBits(x), cols, []string{"P(None, 'model')"}, ""},
-		{"bits rows, scaled per row", onebit.MustQuantizeBinaryBits(x, onebit.WithScale(1)), rows, []string{"P('model', None)", "P('model', None)"}, ""},
+		{"ternary columns", onebit.MustQuantizeTernary(x, nil), cols, []string{"P(None, 'model')"}, ""},
+		{"ternary rows", onebit.MustQuantizeTernary(x, nil), rows, []string{"P('model', None)"}, ""},
+		{"scaled per column, columns", onebit.MustQuantizeTernary(x, &onebit.Options{Scale: true, ScaleAxes: []int{0}}), cols, []string{"P(None, 'model')", "P(None, 'model')"}, ""},
+		{"scaled per column, rows", onebit.MustQuantizeTernary(x, &onebit.Options{Scale: true, ScaleAxes: []int{0}}), rows, []string{"P('model', None)", "P(None, None)"}, ""},
+		{"scaled per tensor, rows", onebit.MustQuantizeTernary(x, &onebit.Options{BitNet: true}), rows, []string{"P('model', None)", "P(None, None)"}, ""},
+		{"bits columns", onebit.MustQuantizeBinaryBits(x, nil), cols, []string{"P(None, 'model')"}, ""},
+		{"bits rows, scaled per row", onebit.MustQuantizeBinaryBits(x, &onebit.Options{Scale: true, ScaleAxes: []int{1}}), rows, []string{"P('model', None)", "P('model', None)"}, ""},
 		// 32 rows: 8 packed 2-bit rows split in 4, but 4 packed 1-bit rows do not split in 8.
-		{"bits rows over 8", onebit.MustQuantizeBinaryBits(x), sharding.PartitionSpec{{"model", "data"}}, nil, "the 4 packed rows (first axis 32 / 8) are not divisible by its 8 shards"},
-		{"ternary rows over 8", onebit.MustQuantizeTernary(x), sharding.PartitionSpec{{"model", "data"}}, []string{"P(('model', 'data'), None)"}, ""},
+		{"bits rows over 8", onebit.MustQuantizeBinaryBits(x, nil), sharding.PartitionSpec{{"model", "data"}}, nil, "the 4 packed rows (first axis 32 / 8) are not divisible by its 8 shards"},
+		{"ternary rows over 8", onebit.MustQuantizeTernary(x, nil), sharding.PartitionSpec{{"model", "data"}}, []string{"P(('model', 'data'), None)"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			specs, err := tc.a.ComponentSpecs(m, tc.spec)
@@ -545,7 +553,7 @@ func TestShardRows(t *testing.T) {
 	for r := range values {
 		values[r] = int8(code(r)) - 1
 	}
-	specs, err := onebit.MustPack(tensors.FromFlatDataAndDimensions(values, d0)).ComponentSpecs(m, sharding.PartitionSpec{{"x"}})
+	specs, err := onebit.MustPack(tensors.FromFlatDataAndDimensions(values, d0), nil).ComponentSpecs(m, sharding.PartitionSpec{{"x"}})
 	if err != nil {
 		t.Fatal(err)
 	}

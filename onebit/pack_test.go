@@ -62,9 +62,9 @@ func TestPackBytes(t *testing.T) {
 			tensor := tensors.FromFlatDataAndDimensions(c.values, c.dims...)
 			var packed *tensors.Tensor
 			if c.layout == onebit.OneBit {
-				packed = onebit.MustPackBits(tensor).Packed().Tensor()
+				packed = onebit.MustPackBits(tensor, nil).Packed().Tensor()
 			} else {
-				packed = onebit.MustPack(tensor).Packed().Tensor()
+				packed = onebit.MustPack(tensor, nil).Packed().Tensor()
 			}
 			if got := tensors.MustCopyFlatData[uint8](packed); !slices.Equal(got, c.want) {
 				t.Fatalf("Pack bytes = %#x, want %#x", got, c.want)
@@ -93,9 +93,9 @@ func TestPackRoundTripProperty(t *testing.T) {
 			tensor := tensors.FromFlatDataAndDimensions(values, dims...)
 			var got *tensors.Tensor
 			if l == onebit.OneBit {
-				got, err = onebit.MustPackBits(tensor).Values()
+				got, err = onebit.MustPackBits(tensor, nil).Values()
 			} else {
-				got, err = onebit.MustPack(tensor).Values()
+				got, err = onebit.MustPack(tensor, nil).Values()
 			}
 			if err != nil || !slices.Equal(tensors.MustCopyFlatData[int8](got), values) {
 				t.Fatalf("%s %v: Values() differs (%v)", l, dims, err)
@@ -143,56 +143,59 @@ func TestBadInput(t *testing.T) {
 		run  func() error
 		want []string
 	}{
-		{"first dim not multiple of 4", func() error { _, err := onebit.Pack(f32(make([]float32, 6), 6)); return err },
+		{"first dim not multiple of 4", func() error { _, err := onebit.Pack(f32(make([]float32, 6), 6), nil); return err },
 			[]string{"[6]", "multiple of 4"}},
 		{"bits first dim not multiple of 8", func() error {
-			_, err := onebit.QuantizeBinaryBits(f32(make([]float32, 8), 4, 2))
+			_, err := onebit.QuantizeBinaryBits(f32(make([]float32, 8), 4, 2), nil)
 			return err
 		}, []string{"[4 2]", "multiple of 8"}},
 		{"value outside", func() error {
-			_, err := onebit.Pack(f32([]float32{0, 1, -1, 0, 1, 0.5, 0, 0}, 4, 2))
+			_, err := onebit.Pack(f32([]float32{0, 1, -1, 0, 1, 0.5, 0, 0}, 4, 2), nil)
 			return err
 		}, []string{"0.5", "[2 1]", "flat 5"}},
 		{"zero in bits", func() error {
-			_, err := onebit.PackBits(f32([]float32{1, 1, 1, 0, 1, 1, 1, 1}, 8))
+			_, err := onebit.PackBits(f32([]float32{1, 1, 1, 0, 1, 1, 1, 1}, 8), nil)
 			return err
 		}, []string{"value 0", "[3]"}},
 		{"NaN", func() error {
-			_, err := onebit.QuantizeTernary(f32([]float32{0, 1, float32(nan()), 0}, 4))
+			_, err := onebit.QuantizeTernary(f32([]float32{0, 1, float32(nan()), 0}, 4), nil)
 			return err
 		}, []string{"NaN", "[2]"}},
 		{"+Inf ternary", func() error {
-			_, err := onebit.QuantizeTernary(f32([]float32{0, 1, float32(math.Inf(1)), 0}, 4))
+			_, err := onebit.QuantizeTernary(f32([]float32{0, 1, float32(math.Inf(1)), 0}, 4), nil)
 			return err
 		}, []string{"+Inf", "[2]", "finite"}},
 		{"-Inf binary", func() error {
-			_, err := onebit.QuantizeBinary(f32([]float32{0, 1, 0, float32(math.Inf(-1))}, 4))
+			_, err := onebit.QuantizeBinary(f32([]float32{0, 1, 0, float32(math.Inf(-1))}, 4), nil)
 			return err
 		}, []string{"-Inf", "[3]", "finite"}},
 		{"+Inf binary bits", func() error {
-			_, err := onebit.QuantizeBinaryBits(f32([]float32{0, 1, 0, 0, 0, 0, 0, float32(math.Inf(1))}, 8))
+			_, err := onebit.QuantizeBinaryBits(f32([]float32{0, 1, 0, 0, 0, 0, 0, float32(math.Inf(1))}, 8), nil)
 			return err
 		}, []string{"+Inf", "finite"}},
-		{"empty binary", func() error { _, err := onebit.QuantizeBinary(f32(nil, 4, 0)); return err }, []string{"[4 0]", "empty"}},
-		{"empty ternary", func() error { _, err := onebit.QuantizeTernary(f32(nil, 4, 0)); return err }, []string{"[4 0]", "empty"}},
-		{"empty pack", func() error { _, err := onebit.Pack(f32(nil, 4, 0, 3)); return err }, []string{"[4 0 3]", "empty"}},
-		{"empty pack bits", func() error { _, err := onebit.PackBits(f32(nil, 8, 0)); return err }, []string{"[8 0]", "empty"}},
-		{"empty first dim", func() error { _, err := onebit.Pack(f32(nil, 0, 2)); return err }, []string{"[0 2]", "empty"}},
+		{"empty binary", func() error { _, err := onebit.QuantizeBinary(f32(nil, 4, 0), nil); return err }, []string{"[4 0]", "empty"}},
+		{"empty ternary", func() error { _, err := onebit.QuantizeTernary(f32(nil, 4, 0), nil); return err }, []string{"[4 0]", "empty"}},
+		{"empty pack", func() error { _, err := onebit.Pack(f32(nil, 4, 0, 3), nil); return err }, []string{"[4 0 3]", "empty"}},
+		{"empty pack bits", func() error { _, err := onebit.PackBits(f32(nil, 8, 0), nil); return err }, []string{"[8 0]", "empty"}},
+		{"empty first dim", func() error { _, err := onebit.Pack(f32(nil, 0, 2), nil); return err }, []string{"[0 2]", "empty"}},
 		{"PackValues empty", func() error { _, err := onebit.PackValues(onebit.TwoBit, nil, 4, 0); return err },
 			[]string{"empty"}},
-		{"scalar", func() error { _, err := onebit.Pack(tensors.FromValue(float32(1))); return err }, []string{"scalar"}},
-		{"Pack with scale", func() error { _, err := onebit.Pack(f32(make([]float32, 4), 4), onebit.WithScale()); return err },
-			[]string{"WithScale"}},
+		{"scalar", func() error { _, err := onebit.Pack(tensors.FromValue(float32(1)), nil); return err }, []string{"scalar"}},
+		{"Pack with scale", func() error {
+			_, err := onebit.Pack(f32(make([]float32, 4), 4), &onebit.Options{Scale: true})
+			return err
+		},
+			[]string{"Options.Scale"}},
 		{"BitNet binary", func() error {
-			_, err := onebit.QuantizeBinary(f32(make([]float32, 4), 4), onebit.BitNet())
+			_, err := onebit.QuantizeBinary(f32(make([]float32, 4), 4), &onebit.Options{BitNet: true})
 			return err
 		}, []string{"ternary"}},
 		{"scale axis out of range", func() error {
-			_, err := onebit.QuantizeBinary(f32(make([]float32, 4), 4), onebit.WithScale(1))
+			_, err := onebit.QuantizeBinary(f32(make([]float32, 4), 4), &onebit.Options{Scale: true, ScaleAxes: []int{1}})
 			return err
 		}, []string{"axis 1 out of range"}},
 		{"scaled int dtype", func() error {
-			_, err := onebit.QuantizeBinary(f32(make([]float32, 4), 4), onebit.WithScale(), onebit.WithDType(dtypes.Int8))
+			_, err := onebit.QuantizeBinary(f32(make([]float32, 4), 4), &onebit.Options{Scale: true, DType: dtypes.Int8})
 			return err
 		}, []string{"float dtype"}},
 		{"PackValues size", func() error { _, err := onebit.PackValues(onebit.TwoBit, []int8{1, 1}, 4); return err },

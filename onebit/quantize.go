@@ -18,36 +18,35 @@ import (
 	"github.com/x448/float16"
 )
 
-// Option configures Pack, PackBits and the Quantize functions.
-type Option func(*config)
-
-type config struct {
-	dtype     dtypes.DType
-	scaled    bool
-	scaleAxes []int
-	bitNet    bool
+// Options configures Pack, PackBits and the Quantize functions; nil, or the zero value, is the
+// default of every field.
+type Options struct {
+	// DType is the materialization dtype. Zero (the default): the input's dtype for Pack and
+	// PackBits and for scaled quantization (float32 if the input is an integer tensor); int8 for
+	// unscaled QuantizeBinary/QuantizeTernary, as eformer's quantize.
+	DType dtypes.DType
+	// Scale keeps a float32 scale = mean(|x|) over ScaleAxes (negative accepted; none means all
+	// axes, one scale per tensor), stored with dimension 1 on those axes. For a weight of shape
+	// (K, N) used as x @ W, ScaleAxes {0} gives one scale per output channel (XNOR-Net / BitNet
+	// absmean). With BitNet, ScaleAxes are the axes the BitNet scale is computed over. Not
+	// accepted by Pack.
+	Scale     bool
+	ScaleAxes []int
+	// BitNet selects the BitNet b1.58 ternary rule for QuantizeTernary: scale = mean(|x|) (per
+	// tensor, or over ScaleAxes), values = clip(round(x / scale), -1, 1), rounding half to even; a
+	// zero scale gives zeros. The array keeps the scale.
+	BitNet bool
 }
 
-// WithDType sets the materialization dtype. Defaults: the input's dtype for Pack and PackBits and
-// for scaled quantization (float32 if the input is an integer tensor); int8 for unscaled
-// QuantizeBinary/QuantizeTernary, as eformer's quantize.
-func WithDType(dtype dtypes.DType) Option { return func(c *config) { c.dtype = dtype } }
-
-// WithScale keeps a float32 scale = mean(|x|) over the given axes (negative accepted; none means
-// all axes, one scale per tensor), stored with dimension 1 on those axes. For a weight of shape
-// (K, N) used as x @ W, WithScale(0) gives one scale per output channel (XNOR-Net / BitNet
-// absmean). With BitNet it sets the axes the BitNet scale is computed over. Not accepted by Pack.
-func WithScale(axes ...int) Option {
-	return func(c *config) {
-		c.scaled = true
-		c.scaleAxes = slices.Clone(axes)
+// config is opts with its defaults (nil is the zero Options).
+func config(opts *Options) Options {
+	if opts == nil {
+		return Options{}
 	}
+	c := *opts
+	c.ScaleAxes = slices.Clone(opts.ScaleAxes)
+	return c
 }
-
-// BitNet selects the BitNet b1.58 ternary rule for QuantizeTernary: scale = mean(|x|) (per tensor,
-// or over the axes of WithScale), values = clip(round(x / scale), -1, 1), rounding half to even;
-// a zero scale gives zeros. The array keeps the scale.
-func BitNet() Option { return func(c *config) { c.bitNet = true } }
 
 type rule int
 
@@ -60,43 +59,43 @@ const (
 // Pack packs t, which must hold only -1, 0 and +1 (any numeric dtype), into an Array:
 // eformer's Array1B.quantize, validated. Its first dimension must be a multiple of 4. The array
 // materializes to t's dtype unless WithDType says otherwise.
-func Pack(t *tensors.Tensor, opts ...Option) (*Array, error) {
+func Pack(t *tensors.Tensor, opts *Options) (*Array, error) {
 	return quantizeAs(asArray, "onebit.Pack", TwoBit, rulePack, t, opts)
 }
 
 // MustPack is Pack that panics on error.
-func MustPack(t *tensors.Tensor, opts ...Option) *Array { return must(Pack(t, opts...)) }
+func MustPack(t *tensors.Tensor, opts *Options) *Array { return must(Pack(t, opts)) }
 
 // PackBits packs t, which must hold only -1 and +1, into a BitArray (8 values a byte). Its first
 // dimension must be a multiple of 8.
-func PackBits(t *tensors.Tensor, opts ...Option) (*BitArray, error) {
+func PackBits(t *tensors.Tensor, opts *Options) (*BitArray, error) {
 	return quantizeAs(asBitArray, "onebit.PackBits", OneBit, rulePack, t, opts)
 }
 
 // MustPackBits is PackBits that panics on error.
-func MustPackBits(t *tensors.Tensor, opts ...Option) *BitArray { return must(PackBits(t, opts...)) }
+func MustPackBits(t *tensors.Tensor, opts *Options) *BitArray { return must(PackBits(t, opts)) }
 
 // QuantizeBinary quantizes t to sign(x) with zeros mapped to +1 (eformer's BINARY rule) and packs
 // it into an Array (2 bits a value, eformer's bytes). float32 and bfloat16 subnormals count as
 // zero (XLA CPU reads them so: a negative subnormal gives +1). Unscaled it materializes as int8
-// -1/+1, as eformer; WithScale keeps the absmean scale. NaN and ±Inf are errors.
-func QuantizeBinary(t *tensors.Tensor, opts ...Option) (*Array, error) {
+// -1/+1, as eformer; Options.Scale keeps the absmean scale. NaN and ±Inf are errors.
+func QuantizeBinary(t *tensors.Tensor, opts *Options) (*Array, error) {
 	return quantizeAs(asArray, "onebit.QuantizeBinary", TwoBit, ruleBinary, t, opts)
 }
 
 // MustQuantizeBinary is QuantizeBinary that panics on error.
-func MustQuantizeBinary(t *tensors.Tensor, opts ...Option) *Array {
-	return must(QuantizeBinary(t, opts...))
+func MustQuantizeBinary(t *tensors.Tensor, opts *Options) *Array {
+	return must(QuantizeBinary(t, opts))
 }
 
 // QuantizeBinaryBits is QuantizeBinary into a BitArray (1 bit a value).
-func QuantizeBinaryBits(t *tensors.Tensor, opts ...Option) (*BitArray, error) {
+func QuantizeBinaryBits(t *tensors.Tensor, opts *Options) (*BitArray, error) {
 	return quantizeAs(asBitArray, "onebit.QuantizeBinaryBits", OneBit, ruleBinary, t, opts)
 }
 
 // MustQuantizeBinaryBits is QuantizeBinaryBits that panics on error.
-func MustQuantizeBinaryBits(t *tensors.Tensor, opts ...Option) *BitArray {
-	return must(QuantizeBinaryBits(t, opts...))
+func MustQuantizeBinaryBits(t *tensors.Tensor, opts *Options) *BitArray {
+	return must(QuantizeBinaryBits(t, opts))
 }
 
 // QuantizeTernary quantizes t to {-1, 0, +1} and packs it into an Array. The default rule is
@@ -110,15 +109,15 @@ func MustQuantizeBinaryBits(t *tensors.Tensor, opts ...Option) *BitArray {
 // is +Inf and every value 0, quanta rounds the square root of the float64 variance instead; and
 // eformer's float32 variance carries the rounding of XLA's float32 sums (their order depends on
 // the shape and the CPU), so an element within that error of the threshold may fall on the other
-// side. BitNet selects the BitNet b1.58 rule; WithScale keeps an absmean scale. NaN and ±Inf are
+// side. Options.BitNet selects the BitNet b1.58 rule; Options.Scale keeps an absmean scale. NaN and ±Inf are
 // errors.
-func QuantizeTernary(t *tensors.Tensor, opts ...Option) (*Array, error) {
+func QuantizeTernary(t *tensors.Tensor, opts *Options) (*Array, error) {
 	return quantizeAs(asArray, "onebit.QuantizeTernary", TwoBit, ruleTernary, t, opts)
 }
 
 // MustQuantizeTernary is QuantizeTernary that panics on error.
-func MustQuantizeTernary(t *tensors.Tensor, opts ...Option) *Array {
-	return must(QuantizeTernary(t, opts...))
+func MustQuantizeTernary(t *tensors.Tensor, opts *Options) *Array {
+	return must(QuantizeTernary(t, opts))
 }
 
 func must[T any](v T, err error) T {
@@ -129,7 +128,7 @@ func must[T any](v T, err error) T {
 }
 
 // quantizeAs is quantize into the array type of packing l: asArray (TwoBit) or asBitArray (OneBit).
-func quantizeAs[A any](as func(core) A, what string, l Packing, r rule, t *tensors.Tensor, opts []Option) (A, error) {
+func quantizeAs[A any](as func(core) A, what string, l Packing, r rule, t *tensors.Tensor, opts *Options) (A, error) {
 	c, err := quantize(what, l, r, t, opts)
 	if err != nil {
 		var none A
@@ -141,11 +140,8 @@ func quantizeAs[A any](as func(core) A, what string, l Packing, r rule, t *tenso
 func asArray(c core) *Array       { return &Array{c} }
 func asBitArray(c core) *BitArray { return &BitArray{c} }
 
-func quantize(what string, l Packing, r rule, t *tensors.Tensor, opts []Option) (core, error) {
-	var cfg config
-	for _, opt := range opts {
-		opt(&cfg)
-	}
+func quantize(what string, l Packing, r rule, t *tensors.Tensor, opts *Options) (core, error) {
+	cfg := config(opts)
 	if t == nil {
 		return core{}, errors.Errorf("%s: nil tensor", what)
 	}
@@ -154,20 +150,20 @@ func quantize(what string, l Packing, r rule, t *tensors.Tensor, opts []Option) 
 		return core{}, err
 	}
 	switch {
-	case r == rulePack && (cfg.scaled || cfg.bitNet):
-		return core{}, errors.Errorf("%s: WithScale and BitNet apply to QuantizeBinary/QuantizeTernary; Pack stores the values as given", what)
-	case r == ruleBinary && cfg.bitNet:
+	case r == rulePack && (cfg.Scale || cfg.BitNet):
+		return core{}, errors.Errorf("%s: Options.Scale and BitNet apply to QuantizeBinary/QuantizeTernary; Pack stores the values as given", what)
+	case r == ruleBinary && cfg.BitNet:
 		return core{}, errors.Errorf("%s: BitNet is a ternary rule; accepted with QuantizeTernary", what)
 	}
-	scaled := cfg.scaled || cfg.bitNet
+	scaled := cfg.Scale || cfg.BitNet
 	var scaleAxes []int
 	if scaled {
 		var err error
-		if scaleAxes, err = normalizeAxes(cfg.scaleAxes, len(dims)); err != nil {
-			return core{}, errors.WithMessagef(err, "%s: WithScale", what)
+		if scaleAxes, err = normalizeAxes(cfg.ScaleAxes, len(dims)); err != nil {
+			return core{}, errors.WithMessagef(err, "%s: Options.ScaleAxes", what)
 		}
 	}
-	dtype := cfg.dtype
+	dtype := cfg.DType
 	if dtype == dtypes.InvalidDType {
 		switch {
 		case r == rulePack:
@@ -183,7 +179,7 @@ func quantize(what string, l Packing, r rule, t *tensors.Tensor, opts []Option) 
 	if err := checkDType(what, dtype, scaled); err != nil {
 		return core{}, err
 	}
-	job := &quantizeJob{what: what, packing: l, rule: r, bitNet: cfg.bitNet, dims: dims, dtype: t.DType(),
+	job := &quantizeJob{what: what, packing: l, rule: r, bitNet: cfg.BitNet, dims: dims, dtype: t.DType(),
 		scaled: scaled, scaleAxes: scaleAxes}
 	packed := tensors.FromShape(shapes.Make(dtypes.Uint8, l.packedDims(dims)...))
 	var err, writeErr error

@@ -12,7 +12,7 @@ import (
 // QuantizeBinaryNode is QuantizeBinary inside a graph, for quantizing values computed in the
 // graph. It panics, as graph-building functions do, on a first dimension that is not a multiple of
 // 4 or an invalid option.
-func QuantizeBinaryNode(x *graph.Node, opts ...Option) *Array {
+func QuantizeBinaryNode(x *graph.Node, opts *Options) *Array {
 	q := ruleNode("onebit.QuantizeBinaryNode", ruleBinary, x, opts, true)
 	return &Array{q.pack()}
 }
@@ -21,21 +21,21 @@ func QuantizeBinaryNode(x *graph.Node, opts ...Option) *Array {
 // sums, rounded through float32 to x's dtype as TernaryThreshold says, subnormals read as zero.
 // (The graph's float64 sums may be ordered differently from the host's, which changes the
 // threshold only if the variance lies within float64 rounding of a float32 rounding boundary.)
-// The scales of WithScale and BitNet are computed in float32.
-func QuantizeTernaryNode(x *graph.Node, opts ...Option) *Array {
+// The scales of Options.Scale and BitNet are computed in float32.
+func QuantizeTernaryNode(x *graph.Node, opts *Options) *Array {
 	q := ruleNode("onebit.QuantizeTernaryNode", ruleTernary, x, opts, true)
 	return &Array{q.pack()}
 }
 
-// FakeQuantizeBinary returns what Materialize(QuantizeBinaryNode(x, opts...)) returns, computed
+// FakeQuantizeBinary returns what Materialize(QuantizeBinaryNode(x, opts)) returns, computed
 // directly and without packing, so with no constraint on the first dimension: the forward value
 // of a straight-through estimator.
-func FakeQuantizeBinary(x *graph.Node, opts ...Option) *graph.Node {
+func FakeQuantizeBinary(x *graph.Node, opts *Options) *graph.Node {
 	return ruleNode("onebit.FakeQuantizeBinary", ruleBinary, x, opts, false).dense()
 }
 
 // FakeQuantizeTernary is FakeQuantizeBinary for QuantizeTernaryNode.
-func FakeQuantizeTernary(x *graph.Node, opts ...Option) *graph.Node {
+func FakeQuantizeTernary(x *graph.Node, opts *Options) *graph.Node {
 	return ruleNode("onebit.FakeQuantizeTernary", ruleTernary, x, opts, false).dense()
 }
 
@@ -71,11 +71,8 @@ func (q ruled) dense() *graph.Node {
 	return graph.ConvertDType(graph.Mul(v, graph.ConvertDType(q.scale, compute)), q.dtype)
 }
 
-func ruleNode(what string, r rule, x *graph.Node, opts []Option, packable bool) ruled {
-	var cfg config
-	for _, opt := range opts {
-		opt(&cfg)
-	}
+func ruleNode(what string, r rule, x *graph.Node, opts *Options, packable bool) ruled {
+	cfg := config(opts)
 	if x == nil {
 		panic(errors.Errorf("%s: nil node", what))
 	}
@@ -93,18 +90,18 @@ func ruleNode(what string, r rule, x *graph.Node, opts []Option, packable bool) 
 	} else if len(dims) == 0 {
 		fail(errors.New("a scalar; accepted: rank >= 1"))
 	}
-	if r == ruleBinary && cfg.bitNet {
+	if r == ruleBinary && cfg.BitNet {
 		fail(errors.New("BitNet is a ternary rule; accepted with QuantizeTernaryNode"))
 	}
-	scaled := cfg.scaled || cfg.bitNet
+	scaled := cfg.Scale || cfg.BitNet
 	var scaleAxes []int
 	if scaled {
 		var err error
-		if scaleAxes, err = normalizeAxes(cfg.scaleAxes, len(dims)); err != nil {
+		if scaleAxes, err = normalizeAxes(cfg.ScaleAxes, len(dims)); err != nil {
 			fail(err)
 		}
 	}
-	dtype := cfg.dtype
+	dtype := cfg.DType
 	if dtype == dtypes.InvalidDType {
 		dtype = dtypes.Int8
 		if scaled {
@@ -135,7 +132,7 @@ func ruleNode(what string, r rule, x *graph.Node, opts []Option, packable bool) 
 	switch {
 	case r == ruleBinary:
 		values = graph.Where(graph.LessThan(xv, graph.ScalarZero(g, compute)), minusOne, one)
-	case cfg.bitNet:
+	case cfg.BitNet:
 		safe := graph.Where(graph.GreaterThan(scale, graph.ScalarZero(g, dtypes.Float32)), scale, graph.OnesLike(scale))
 		rounded := graph.ClipScalar(xlafloat.RoundHalfEvenNode(graph.Div(xf, safe)), -1, 1)
 		positive := graph.BroadcastToDims(graph.GreaterThan(scale, graph.ScalarZero(g, dtypes.Float32)), dims...)

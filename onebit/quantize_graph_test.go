@@ -35,14 +35,18 @@ func TestQuantizeNodeMatchesHost(t *testing.T) {
 		host  func() (*onebit.Array, error)
 		graph func(*graph.Node) *onebit.Array
 	}{
-		{"binary", func() (*onebit.Array, error) { return onebit.QuantizeBinary(x) },
-			func(n *graph.Node) *onebit.Array { return onebit.QuantizeBinaryNode(n) }},
-		{"binary scaled", func() (*onebit.Array, error) { return onebit.QuantizeBinary(x, onebit.WithScale(0)) },
-			func(n *graph.Node) *onebit.Array { return onebit.QuantizeBinaryNode(n, onebit.WithScale(0)) }},
-		{"ternary", func() (*onebit.Array, error) { return onebit.QuantizeTernary(x) },
-			func(n *graph.Node) *onebit.Array { return onebit.QuantizeTernaryNode(n) }},
-		{"ternary bitnet", func() (*onebit.Array, error) { return onebit.QuantizeTernary(x, onebit.BitNet()) },
-			func(n *graph.Node) *onebit.Array { return onebit.QuantizeTernaryNode(n, onebit.BitNet()) }},
+		{"binary", func() (*onebit.Array, error) { return onebit.QuantizeBinary(x, nil) },
+			func(n *graph.Node) *onebit.Array { return onebit.QuantizeBinaryNode(n, nil) }},
+		{"binary scaled", func() (*onebit.Array, error) {
+			return onebit.QuantizeBinary(x, &onebit.Options{Scale: true, ScaleAxes: []int{0}})
+		},
+			func(n *graph.Node) *onebit.Array {
+				return onebit.QuantizeBinaryNode(n, &onebit.Options{Scale: true, ScaleAxes: []int{0}})
+			}},
+		{"ternary", func() (*onebit.Array, error) { return onebit.QuantizeTernary(x, nil) },
+			func(n *graph.Node) *onebit.Array { return onebit.QuantizeTernaryNode(n, nil) }},
+		{"ternary bitnet", func() (*onebit.Array, error) { return onebit.QuantizeTernary(x, &onebit.Options{BitNet: true}) },
+			func(n *graph.Node) *onebit.Array { return onebit.QuantizeTernaryNode(n, &onebit.Options{BitNet: true}) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want, err := tc.host()
@@ -87,14 +91,14 @@ func TestQuantizeNodeErrors(t *testing.T) {
 		arg  any
 		want string
 	}{
-		{"first dim", func(n *graph.Node) *graph.Node { return implicitarray.Materialize(onebit.QuantizeBinaryNode(n)) },
+		{"first dim", func(n *graph.Node) *graph.Node { return implicitarray.Materialize(onebit.QuantizeBinaryNode(n, nil)) },
 			[]float32{1, 2, 3}, "multiple of 4"},
-		{"integer", func(n *graph.Node) *graph.Node { return implicitarray.Materialize(onebit.QuantizeTernaryNode(n)) },
+		{"integer", func(n *graph.Node) *graph.Node { return implicitarray.Materialize(onebit.QuantizeTernaryNode(n, nil)) },
 			[]int32{1, 2, 3, 4}, "float dtype"},
 		{"bitnet binary", func(n *graph.Node) *graph.Node {
-			return implicitarray.Materialize(onebit.QuantizeBinaryNode(n, onebit.BitNet()))
+			return implicitarray.Materialize(onebit.QuantizeBinaryNode(n, &onebit.Options{BitNet: true}))
 		}, []float32{1, 2, 3, 4}, "ternary rule"},
-		{"empty", func(n *graph.Node) *graph.Node { return implicitarray.Materialize(onebit.QuantizeTernaryNode(n)) },
+		{"empty", func(n *graph.Node) *graph.Node { return implicitarray.Materialize(onebit.QuantizeTernaryNode(n, nil)) },
 			tensors.FromShape(shapes.Make(dtypes.Float32, 4, 0)), "empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,7 +114,7 @@ func TestQuantizeNodeErrors(t *testing.T) {
 // TestScaledDotRejectsIntegerActivations: a float scale cannot be applied in an integer product.
 func TestScaledDotRejectsIntegerActivations(t *testing.T) {
 	backend := testutil.Backend(t)
-	w := onebit.MustQuantizeTernary(tensors.FromValue([][]float32{{1, -1}, {0.1, 2}, {-3, 0}, {1, 1}}), onebit.WithScale(0))
+	w := onebit.MustQuantizeTernary(tensors.FromValue([][]float32{{1, -1}, {0.1, 2}, {-3, 0}, {1, 1}}), &onebit.Options{Scale: true, ScaleAxes: []int{0}})
 	e := implicitarray.MustNewExec(backend, func(x *graph.Node, w *onebit.Array) *graph.Node {
 		return implicitarray.Materialize(implicitarray.MatMul(x, w))
 	})
@@ -165,7 +169,7 @@ func TestXLAArithmetic(t *testing.T) {
 			if tc.ternary {
 				quantize, quantizeNode = onebit.QuantizeTernary, onebit.QuantizeTernaryNode
 			}
-			host, err := quantize(tc.x)
+			host, err := quantize(tc.x, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -175,7 +179,7 @@ func TestXLAArithmetic(t *testing.T) {
 			if tc.x.DType() == dtypes.Float16 && runtime.IsGo(backend) {
 				t.Skip("the pure-Go backend has no float16")
 			}
-			e := implicitarray.MustNewExec(backend, func(n *graph.Node) *onebit.Array { return quantizeNode(n) })
+			e := implicitarray.MustNewExec(backend, func(n *graph.Node) *onebit.Array { return quantizeNode(n, nil) })
 			defer e.Finalize()
 			if got := values(t, e.MustCall1(tc.x).(*onebit.Array)); !slices.Equal(got, tc.want) {
 				t.Errorf("graph: values %v, want %v", got, tc.want)

@@ -40,24 +40,24 @@ func TestQuantizeRules(t *testing.T) {
 		{"binary zeros to +1", func(x *tensors.Tensor) (interface {
 			Values() (*tensors.Tensor, error)
 		}, error) {
-			return onebit.QuantizeBinary(x)
+			return onebit.QuantizeBinary(x, nil)
 		}, []float32{0, -0.5, 2, float32(math.Copysign(0, -1)), -1e-30, 1e-30, -7, 0}, []int{8},
 			[]int8{1, -1, 1, 1, -1, 1, -1, 1}},
 		{"binary bits", func(x *tensors.Tensor) (interface {
 			Values() (*tensors.Tensor, error)
 		}, error) {
-			return onebit.QuantizeBinaryBits(x)
+			return onebit.QuantizeBinaryBits(x, nil)
 		}, []float32{0, -0.5, 2, 3, -1e-30, 1e-30, -7, 0}, []int{8}, []int8{1, -1, 1, 1, -1, 1, -1, 1}},
 		{"ternary ties at ±t", func(x *tensors.Tensor) (interface {
 			Values() (*tensors.Tensor, error)
 		}, error) {
-			return onebit.QuantizeTernary(x)
+			return onebit.QuantizeTernary(x, nil)
 		}, tieX, []int{4, 5}, tieWant},
 		// BitNet: mean|x| = (0.5+1.5+3+0+0.2+0.8+2+0)/8 = 1, so values = clip(round(x), -1, 1), half to even.
 		{"ternary bitnet", func(x *tensors.Tensor) (interface {
 			Values() (*tensors.Tensor, error)
 		}, error) {
-			return onebit.QuantizeTernary(x, onebit.BitNet())
+			return onebit.QuantizeTernary(x, &onebit.Options{BitNet: true})
 		}, []float32{0.5, -1.5, 3, 0, -0.2, 0.8, -2, 0}, []int{8}, []int8{0, -1, 1, 0, 0, 1, -1, 0}},
 	}
 	for _, c := range cases {
@@ -75,14 +75,14 @@ func TestQuantizeRules(t *testing.T) {
 
 func TestQuantizeDefaultsAndScale(t *testing.T) {
 	x := tensors.FromValue([][]float32{{1, -2}, {-3, 4}, {0, 0}, {2, -2}})
-	b := onebit.MustQuantizeBinary(x)
+	b := onebit.MustQuantizeBinary(x, nil)
 	if b.DType() != dtypes.Int8 || b.IsScaled() {
 		t.Fatalf("binary default: dtype %s scaled %v; want Int8 unscaled (eformer)", b.DType(), b.IsScaled())
 	}
-	if p := onebit.MustPack(tensors.FromValue([]float32{1, 0, -1, 0})); p.DType() != dtypes.Float32 {
+	if p := onebit.MustPack(tensors.FromValue([]float32{1, 0, -1, 0}), nil); p.DType() != dtypes.Float32 {
 		t.Fatalf("Pack dtype %s, want the input's Float32", p.DType())
 	}
-	s := onebit.MustQuantizeBinary(x, onebit.WithScale(0))
+	s := onebit.MustQuantizeBinary(x, &onebit.Options{Scale: true, ScaleAxes: []int{0}})
 	if s.DType() != dtypes.Float32 || !slices.Equal(s.ScaleAxes(), []int{0}) {
 		t.Fatalf("scaled: dtype %s axes %v", s.DType(), s.ScaleAxes())
 	}
@@ -94,7 +94,7 @@ func TestQuantizeDefaultsAndScale(t *testing.T) {
 	if got := comp.Tensor().Value().([][]float32); !slices.Equal(got[0], []float32{1.5, 2}) {
 		t.Fatalf("scale %v, want [[1.5 2]]", got)
 	}
-	bn := onebit.MustQuantizeTernary(x, onebit.BitNet())
+	bn := onebit.MustQuantizeTernary(x, &onebit.Options{BitNet: true})
 	comp, _ = bn.Scale()
 	// mean |x| over all: (1+2+3+4+0+0+2+2)/8 = 1.75.
 	if got := comp.Tensor().Value().([][]float32); got[0][0] != 1.75 || !slices.Equal(bn.ScaleAxes(), []int{0, 1}) {

@@ -213,9 +213,9 @@ func hostQuantize(w *tensors.Tensor, cfg quanta.Config) (implicitarray.Array, er
 	case quanta.Int8:
 		return int8.Quantize(w)
 	case quanta.Binary:
-		return onebit.QuantizeBinary(w, onebit.WithDType(w.DType()), onebit.WithScale(0))
+		return onebit.QuantizeBinary(w, &onebit.Options{DType: w.DType(), Scale: true, ScaleAxes: []int{0}})
 	case quanta.Ternary:
-		return onebit.QuantizeTernary(w, onebit.WithDType(w.DType()), onebit.WithScale(0))
+		return onebit.QuantizeTernary(w, &onebit.Options{DType: w.DType(), Scale: true, ScaleAxes: []int{0}})
 	}
 	return nil, fmt.Errorf("no host quantize for %s", cfg.Type)
 }

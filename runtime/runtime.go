@@ -90,20 +90,6 @@ func MustReport() *Info {
 	return must.M1(Report())
 }
 
-// NumDevices returns the number of devices of the process-wide backend.
-func NumDevices() (int, error) {
-	backend, err := Backend()
-	if err != nil {
-		return 0, err
-	}
-	return backend.NumDevices(), nil
-}
-
-// MustNumDevices is NumDevices, but panics on error.
-func MustNumDevices() int {
-	return must.M1(NumDevices())
-}
-
 // IsXLA reports whether backend is GoMLX's XLA (PJRT) backend.
 func IsXLA(backend backends.Backend) bool {
 	_, ok := backend.(*xla.Backend)

@@ -47,9 +47,6 @@ func TestBackendSelection(t *testing.T) {
 	if info.Name != backend.Name() || len(info.Devices) != backend.NumDevices() {
 		t.Errorf("report %+v does not match backend %q with %d devices", info, backend.Name(), backend.NumDevices())
 	}
-	if n := runtime.MustNumDevices(); n != backend.NumDevices() || n < 1 {
-		t.Errorf("NumDevices() = %d, backend has %d", n, backend.NumDevices())
-	}
 	t.Logf("backend: %s", info.Description)
 }
 

@@ -58,8 +58,8 @@ func (d DType) GoMLX() (dtypes.DType, bool) {
 	return g, g != dtypes.InvalidDType
 }
 
-// FromGoMLX returns the safetensors type of a GoMLX dtype.
-func FromGoMLX(dtype dtypes.DType) (DType, error) {
+// fromGoMLX returns the safetensors type of a GoMLX dtype.
+func fromGoMLX(dtype dtypes.DType) (DType, error) {
 	for d, info := range dtypeInfo {
 		if info.gomlx == dtype && dtype != dtypes.InvalidDType {
 			return d, nil

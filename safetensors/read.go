@@ -20,8 +20,8 @@ import (
 // MaxHeaderBytes bounds the JSON header, as the reference implementation does (100 MB).
 const MaxHeaderBytes = 100_000_000
 
-// MetadataKey is the header entry that holds the free-form string map.
-const MetadataKey = "__metadata__"
+// metadataKey is the header entry that holds the free-form string map.
+const metadataKey = "__metadata__"
 
 // File is an opened safetensors file: the header is read and validated by Open; tensor data is
 // read on demand, by name. Methods are safe for concurrent use (reads go through io.ReaderAt).
@@ -115,14 +115,14 @@ func parseHeader(header []byte, dataStart, size int64) (*File, error) {
 		return nil, errors.Wrapf(ErrCorrupt, "safetensors: header JSON: %v", err)
 	}
 	f := &File{Metadata: map[string]string{}, Size: size, byName: map[string]*Info{}}
-	if raw, ok := entries[MetadataKey]; ok {
+	if raw, ok := entries[metadataKey]; ok {
 		if err := json.Unmarshal(raw, &f.Metadata); err != nil {
-			return nil, errors.Wrapf(ErrCorrupt, "safetensors: %s: %v; accepted: an object of strings", MetadataKey, err)
+			return nil, errors.Wrapf(ErrCorrupt, "safetensors: %s: %v; accepted: an object of strings", metadataKey, err)
 		}
 		if f.Metadata == nil {
 			f.Metadata = map[string]string{}
 		}
-		delete(entries, MetadataKey)
+		delete(entries, metadataKey)
 	}
 	dataBytes := size - dataStart
 	for name, raw := range entries {

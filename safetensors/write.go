@@ -27,7 +27,7 @@ type Tensor struct {
 
 // FromTensor copies a GoMLX tensor into a Tensor to write under name.
 func FromTensor(name string, t *tensors.Tensor) (Tensor, error) {
-	dtype, err := FromGoMLX(t.DType())
+	dtype, err := fromGoMLX(t.DType())
 	if err != nil {
 		return Tensor{}, errors.WithMessagef(err, "safetensors.FromTensor(%q)", name)
 	}
@@ -59,7 +59,7 @@ func Header(list []Tensor, metadata map[string]string) ([]byte, error) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		b.WriteString(`"` + MetadataKey + `":{`)
+		b.WriteString(`"` + metadataKey + `":{`)
 		for i, k := range keys {
 			if i > 0 {
 				b.WriteByte(',')
@@ -106,8 +106,8 @@ func writeJSONString(b *bytes.Buffer, s string) {
 // checkTensor validates one tensor to write.
 func checkTensor(t Tensor, seen map[string]bool) error {
 	switch {
-	case t.Name == "" || t.Name == MetadataKey:
-		return errors.Errorf("safetensors: tensor name %q; accepted: a non-empty name other than %q", t.Name, MetadataKey)
+	case t.Name == "" || t.Name == metadataKey:
+		return errors.Errorf("safetensors: tensor name %q; accepted: a non-empty name other than %q", t.Name, metadataKey)
 	case seen[t.Name]:
 		return errors.Errorf("safetensors: tensor %q appears twice", t.Name)
 	case !t.DType.Valid():

@@ -23,7 +23,7 @@
 //
 // # Component rules
 //
-// An implicit array is stored as its components; mesh.FlatSpecs gives each component its spec from the
+// An implicit array is stored as its components; package mesh gives each component its spec from the
 // logical array's spec through the type's ComponentSpecs method (interface ComponentSharder),
 // which formats implement with these rules:
 //

@@ -53,11 +53,11 @@ var formats = []format{
 		func(t *tensors.Tensor) (implicitarray.Array, error) { return qint8.Quantize(t) }},
 	{"ternary", quanta.Ternary, quanta.Config{Type: quanta.Ternary, Scaled: true},
 		func(t *tensors.Tensor) (implicitarray.Array, error) {
-			return onebit.QuantizeTernary(t, onebit.WithScale(0))
+			return onebit.QuantizeTernary(t, &onebit.Options{Scale: true, ScaleAxes: []int{0}})
 		}},
 	{"binary", quanta.Binary, quanta.Config{Type: quanta.Binary, Scaled: true},
 		func(t *tensors.Tensor) (implicitarray.Array, error) {
-			return onebit.QuantizeBinary(t, onebit.WithScale(0))
+			return onebit.QuantizeBinary(t, &onebit.Options{Scale: true, ScaleAxes: []int{0}})
 		}},
 }
 

@@ -52,9 +52,9 @@ func main() {
 	case "int8":
 		q, err = qint8.Quantize(x)
 	case "binary":
-		q, err = onebit.QuantizeBinary(x)
+		q, err = onebit.QuantizeBinary(x, nil)
 	case "ternary":
-		q, err = onebit.QuantizeTernary(x)
+		q, err = onebit.QuantizeTernary(x, nil)
 	default:
 		err = fmt.Errorf("unknown format %q; accepted: nf4, int8, binary, ternary", *format)
 	}

@@ -120,11 +120,11 @@ func quantize(w *tensors.Tensor) ([]weight, error) {
 	if err != nil {
 		return nil, err
 	}
-	ternary, err := onebit.QuantizeTernary(w, onebit.WithDType(dtypes.Float32))
+	ternary, err := onebit.QuantizeTernary(w, &onebit.Options{DType: dtypes.Float32})
 	if err != nil {
 		return nil, err
 	}
-	scaled, err := onebit.QuantizeTernary(w, onebit.WithScale(0))
+	scaled, err := onebit.QuantizeTernary(w, &onebit.Options{Scale: true, ScaleAxes: []int{0}})
 	if err != nil {
 		return nil, err
 	}

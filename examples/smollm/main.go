@@ -33,6 +33,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -212,6 +213,7 @@ type BenchResult struct {
 	Fused           bool    `json:"fused,omitempty"`
 	Cache           string  `json:"cache,omitempty"`
 	Backend         string  `json:"backend"`
+	Environment     string  `json:"environment,omitempty"`
 	WeightBytes     int64   `json:"weight_bytes"`
 	PromptTokens    int     `json:"prompt_tokens"`
 	PromptMedian    float64 `json:"prompt_tok_s_median"`
@@ -247,7 +249,7 @@ func bench() error {
 	prompt = prompt[:*flagBenchPrompt]
 	first := l.tok.Encode("The", tokenizer.EncodeOptions{})
 	res := BenchResult{Engine: "quanta", Type: *flagFormat, Head: headFormat(), Fused: l.model.FusedQKV || l.model.FusedGateUp, Cache: *flagCache,
-		Backend: l.backend.Name(), WeightBytes: int64(l.ctx.Memory()),
+		Backend: l.backend.Name(), Environment: runtime.MustEnvironment(), WeightBytes: int64(l.ctx.Memory()),
 		PromptTokens: len(prompt), DecodeTokens: *flagBenchDecode, Reps: *flagReps, LoadSeconds: l.seconds, LoadRSS: l.loadRSS, LoadPeak: l.loadPeak}
 
 	// Prompt: one Step over the whole prompt from an empty cache, until the first token is chosen.
@@ -353,6 +355,7 @@ func speedTable(files []string) error {
 	}
 	fmt.Println("| engine | weights | file/weight MB | prompt tok/s (median, best) | decode tok/s (median, best) | RSS after load (peak while loading), peak |")
 	fmt.Println("|---|---|---|---|---|---|")
+	var envs []string
 	for _, name := range files {
 		f, err := os.Open(name)
 		if err != nil {
@@ -381,6 +384,9 @@ func speedTable(files []string) error {
 				engine, bytes, rss = fmt.Sprintf("llama.cpp (%d threads)", r.Threads), r.FileBytes, "—"
 			} else {
 				engine = "quanta (" + r.Backend + ")"
+				if r.Environment != "" && !slices.Contains(envs, r.Environment) {
+					envs = append(envs, r.Environment)
+				}
 				if r.Head != "" {
 					weights += ", head " + r.Head
 				}
@@ -392,6 +398,9 @@ func speedTable(files []string) error {
 		if err := scanner.Err(); err != nil {
 			return err
 		}
+	}
+	for _, env := range envs {
+		fmt.Printf("\nquanta's environment: %s.\n", env)
 	}
 	return nil
 }

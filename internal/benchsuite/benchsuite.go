@@ -50,7 +50,7 @@ var quantizers = map[string]func(*tensors.Tensor, lowering.Strategy) (implicitar
 	"int8":    viaConfig(quanta.Config{Type: quanta.Int8}),
 	"ternary": viaConfig(quanta.Config{Type: quanta.Ternary}),
 	"binary1": func(t *tensors.Tensor, s lowering.Strategy) (implicitarray.Array, error) {
-		a, err := onebit.QuantizeBinaryBits(t)
+		a, err := onebit.QuantizeBinaryBits(t, nil)
 		if err != nil {
 			return nil, err
 		}

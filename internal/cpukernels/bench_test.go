@@ -5,10 +5,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/quanta-ml/quanta/gguf"
 )
 
 // The benchmarks time every format on real layer shapes, cycling through enough distinct weights
@@ -201,6 +204,22 @@ var benchFormats = []benchFormat{
 	},
 }
 
+// ggmlBenchTypes are the GGML block types benchmarked (x·Wᵀ, as GGUF stores a linear weight).
+var ggmlBenchTypes = []gguf.Type{gguf.TypeQ4_0, gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K}
+
+func init() {
+	for _, typ := range ggmlBenchTypes {
+		benchFormats = append(benchFormats, benchFormat{
+			name:  strings.ToLower(typ.String()) + "-nk",
+			bytes: func(k, n int) int { return n * k / typ.BlockSize() * typ.BlockBytes() },
+			make:  func(r *rand.Rand, k, n int) any { return ggmlWeight(r, typ, n, k, ordinaryHalf) },
+			run: func(w any, y, x []float32, m, k, n int) error {
+				return GGMLNK(y, x, typ, w.([]uint8), m, k, n)
+			},
+		})
+	}
+}
+
 // BenchmarkProducts times every format against the dense baseline; see the file comment.
 func BenchmarkProducts(b *testing.B) {
 	bw := readBandwidth()
@@ -216,10 +235,7 @@ func BenchmarkProducts(b *testing.B) {
 				key := fmt.Sprintf("m=%d/k=%d/n=%d", m, s.k, s.n)
 				b.Run(f.name+"/"+key, func(b *testing.B) {
 					if weights == nil {
-						r := rand.New(rand.NewPCG(1, 2))
-						for range count {
-							weights = append(weights, f.make(r, s.k, s.n))
-						}
+						weights = weightSet(f, s, count)
 					}
 					r := rand.New(rand.NewPCG(3, 4))
 					x := randF32(r, m*s.k)
@@ -250,5 +266,76 @@ func BenchmarkProducts(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// weightSet makes count distinct random weights of format f and shape s.
+func weightSet(f benchFormat, s benchShape, count int) []any {
+	r := rand.New(rand.NewPCG(1, 2))
+	weights := make([]any, count)
+	for i := range weights {
+		weights[i] = f.make(r, s.k, s.n)
+	}
+	return weights
+}
+
+// BenchmarkBestOfM1 is for a machine shared with other work, where a single timing varies more
+// than the products differ: per shape, each iteration is one round of a streaming read of 1 GiB
+// (the bandwidth probe) and one pass of every format at one activation row over its set of
+// weights (as BenchmarkProducts streams them), so every product and the probe meet the same load;
+// the best of the rounds is reported per format as the metrics "<format>/bw-frac" (the best
+// pass's stored-weight throughput over the probe's best) and "<format>/of-dense" (over the dense
+// product's best pass). `go test -run '^$' -bench BestOfM1 -benchtime 12x
+// ./internal/cpukernels/`; QUANTA_TEST_ALL=1 adds the larger shapes.
+func BenchmarkBestOfM1(b *testing.B) {
+	buf := make([]byte, 1<<30)
+	for i := 0; i < len(buf); i += 4096 {
+		buf[i] = byte(i)
+	}
+	ReadProbe(buf)
+	type cell struct {
+		f       benchFormat
+		weights []any
+		bytes   int
+		best    float64 // seconds
+	}
+	for _, s := range benchShapes() {
+		b.Run(fmt.Sprintf("k=%d/n=%d", s.k, s.n), func(b *testing.B) {
+			var cells []*cell
+			for _, f := range benchFormats {
+				perW := f.bytes(s.k, s.n)
+				count := max(1, ceilDiv(benchStream, perW))
+				cells = append(cells, &cell{f: f, weights: weightSet(f, s, count), bytes: perW * count, best: math.Inf(1)})
+			}
+			r := rand.New(rand.NewPCG(3, 4))
+			x, y := randF32(r, s.k), make([]float32, s.n)
+			probe := math.Inf(1)
+			for b.Loop() {
+				start := time.Now()
+				ReadProbe(buf)
+				probe = min(probe, time.Since(start).Seconds())
+				for _, c := range cells {
+					start := time.Now()
+					for _, w := range c.weights {
+						if err := c.f.run(w, y, x, 1, s.k, s.n); err != nil {
+							b.Fatal(err)
+						}
+					}
+					c.best = min(c.best, time.Since(start).Seconds())
+				}
+			}
+			bw := float64(len(buf)) / probe
+			b.ReportMetric(bw/1e9, "probe-GB/s")
+			var dense float64
+			for _, c := range cells {
+				rate := float64(c.bytes) / c.best
+				if c.f.name == "dense" {
+					dense = rate
+				} else if dense > 0 {
+					b.ReportMetric(rate/dense, c.f.name+"/of-dense")
+				}
+				b.ReportMetric(rate/bw, c.f.name+"/bw-frac")
+			}
+		})
 	}
 }

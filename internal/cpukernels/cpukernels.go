@@ -5,6 +5,7 @@ package cpukernels
 #cgo LDFLAGS: -lpthread
 #include "quanta_kernels.h"
 #include "qk_internal.h"
+#include "qk_ggml.h"
 */
 import "C"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/gguf"
 	"github.com/x448/float16"
 )
 
@@ -361,6 +363,37 @@ func OneBitKN[X Activation](y []float32, x []X, packed []uint8, scale []float32,
 		C.int(kind), C.int64_t(m), C.int64_t(k), C.int64_t(n), (*C.float)(ptr(y))))
 }
 
+// GGMLBlock returns the elements and bytes of one block of typ as the kernels know them; ok is
+// false for a type they do not serve (every type of gguf.BlockTypes is served).
+func GGMLBlock(typ gguf.Type) (size, bytes int, ok bool) {
+	var bs, bb C.int64_t
+	if C.qk_ggml_block_info(C.int(typ), &bs, &bb) != C.QK_OK {
+		return 0, 0, false
+	}
+	return int(bs), int(bb), true
+}
+
+// GGMLNK computes y = x · Wᵀ (m×n) for W (n×k) stored in one of ggml's block types as a GGUF file
+// stores a linear weight: blocks holds n rows of k/blockSize blocks of typ, byte for byte, and k
+// is a multiple of the block size. W's values are those of ggml's dequantize_row_* bit for bit
+// (gguf.Decode's); the product accumulates in float32.
+func GGMLNK[X Activation](y []float32, x []X, typ gguf.Type, blocks []uint8, m, k, n int) error {
+	const op = "cpukernels.GGMLNK"
+	bs, bb, ok := GGMLBlock(typ)
+	if !ok {
+		return errors.Wrapf(ErrArgument, "%s: type %s; accepted: %v", op, typ, gguf.BlockTypes())
+	}
+	if k%bs != 0 {
+		return errors.Wrapf(ErrArgument, "%s: k=%d is not a multiple of %s's block size %d", op, k, typ, bs)
+	}
+	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
+		lengthCheck{"blocks", len(blocks), product(n, k/bs, bb)}); err != nil {
+		return err
+	}
+	return statusError(op, C.qk_ggml_nk(ptr(x), xDType(x), C.int(typ), (*C.uint8_t)(ptr(blocks)), C.int64_t(m),
+		C.int64_t(k), C.int64_t(n), (*C.float)(ptr(y))))
+}
+
 // DenseKN computes y = x · w for a float32 w (k×n): the in-package baseline of the benchmarks.
 func DenseKN(y, x, w []float32, m, k, n int) error {
 	const op = "cpukernels.DenseKN"
@@ -389,6 +422,24 @@ const (
 
 // tune sets a knob and returns its previous value.
 func tune(knob int, value int64) int64 { return int64(C.qk_tune(C.int(knob), C.int64_t(value))) }
+
+// ggmlDecode decodes rows×k elements of typ with the active path's tile decode (tests of the
+// decode, bit for bit); the caller checks the lengths.
+func ggmlDecode(typ gguf.Type, blocks []uint8, rows, k int) ([]float32, error) {
+	out := make([]float32, rows*k)
+	return out, statusError("cpukernels.ggmlDecode", C.qk_ggml_decode(C.int(typ), (*C.uint8_t)(ptr(blocks)),
+		C.int64_t(rows), C.int64_t(k), (*C.float)(ptr(out))))
+}
+
+// ggmlX8 returns the group of the 8-bit activations a product of typ with m rows runs with on the
+// active path (finite activations), or 0 if it runs on float activations.
+func ggmlX8(typ gguf.Type, m int) int {
+	f := C.qk_ggml_fmt(C.int(typ))
+	if f < 0 {
+		return 0
+	}
+	return int(C.qk_nk_x8(f, C.int64_t(m)))
+}
 
 // rawNF4KN calls the C entry point without the Go-side checks (tests of the C checks).
 func rawNF4KN(x, packed, absmax unsafe.Pointer, xdt, adt, m, k, n, bs int, y unsafe.Pointer) int {

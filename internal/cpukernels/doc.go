@@ -1,5 +1,6 @@
 // Package cpukernels holds quanta's CPU kernels for products of float activations with quantized
-// weights (NF4, int8, 2-bit ternary and 1-bit binary), as a small C library with Go wrappers. The
+// weights (NF4, int8, 2-bit ternary and 1-bit binary, ggml's block types), as a small C library
+// with Go wrappers. The
 // kernels read the packed weight once per call and never build a dense weight, so that a
 // quantized product moves fewer bytes than the dense float32 one and, at few activation rows,
 // runs faster by about the ratio of the bytes. They are meant to be called from XLA as typed FFI
@@ -37,12 +38,19 @@
 //     column or per tensor.
 //   - 1-bit (OneBitKN): packed (k/8, n), bit 1 = +1, bit 0 = -1, eighth-strided: row i is bit
 //     i div (k/8) of packed row i mod (k/8). Scale as for 2-bit.
+//   - ggml's block types (GGMLNK, qk_ggml_nk; x @ Wᵀ with W stored n×k as a GGUF file stores a
+//     linear weight): blocks uint8, n rows of k/bs blocks of the type, byte for byte the file's
+//     (ggml-common.h's layouts, which package gguf documents), k a multiple of the block size bs
+//     (32, or 256 for the K-quants). Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
+//     and IQ4_NL, named by ggml's type ids (gguf.Type's values); W's values are ggml's
+//     dequantize_row_* bit for bit.
 //   - DenseKN: a float32 product, the in-package baseline of the benchmarks.
 //
 // # The C API
 //
 // quanta_kernels.h declares qk_nf4_kn, qk_nf4_nk, qk_int8_kn, qk_int8_nk, qk_twobit_kn,
-// qk_onebit_kn and qk_f32_kn with the element types (QK_F32, QK_BF16, QK_F16), scale kinds
+// qk_onebit_kn, qk_ggml_nk (with qk_ggml_block_info and the QK_GGML_* type ids) and qk_f32_kn
+// with the element types (QK_F32, QK_BF16, QK_F16), scale kinds
 // (QK_SCALE_NONE, _TENSOR, _K, _N) and statuses (QK_OK, QK_ERR_*), plus the ISA and thread
 // controls and qk_read_probe. The contract: sizes m, k, n are int64 and non-negative, products of
 // sizes must stay below 2^58, a pointer may be NULL only if its buffer is empty, an empty y is a
@@ -77,6 +85,22 @@
 //     (x[a]·v1 + x[b]·v2, or four ±x terms), built per activation row and stored row: one vpermps
 //     and one add replace 2 (4) multiply-adds.
 //
+// ggml's block types decode with one vector source for both x86 paths (qk_ggml_vec.h, over 8 or
+// 16 lanes; Q2_K and Q3_K with the plain C decode everywhere), and have fused x @ Wᵀ kernels for
+// up to 8 activation rows (beyond, the generic driver over the decode is faster), of two kinds:
+//
+//   - the integer route, for Q4_K, Q5_K and Q6_K: the activations are quantized once per call to
+//     int8 in groups of one block (256), and each block's product is integer arithmetic on the
+//     codes as ggml stores them (vpmaddubsw, vpmaddwd: exact in int32), scaled to float once per
+//     block, as llama.cpp's CPU backend computes these types;
+//   - the float route, for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL: each weight decoded in
+//     registers to its float value (16 values of a 4-bit code looked up by vpermps on AVX-512,
+//     converted codes times the scales on AVX2) and multiplied into float accumulators.
+//
+// The integer route's instructions are 256-bit on both paths. For the types of 32 elements the
+// integer route measured no faster than the float one on AVX2 (its per-block work is as large),
+// so they keep the float route's contract.
+//
 // These kernels keep their partial sums in the column order their decode produces (pairs,
 // stride-8 or stride-4 within a group, see qk_internal.h); the final reduction restores the
 // natural order. The absmax of NF4 is read only through qk_nf4_scale and its vector form
@@ -90,28 +114,60 @@
 // 2-bit, 1-bit) the outputs. 2-bit and 1-bit table entries are sums of exact products. So an Inf
 // activation gives ±Inf where the dense product does and NaN where the dense weight is 0 (Inf·0)
 // or where +Inf and -Inf meet, and a NaN propagates; results differ from the dense product only
-// by float32 rounding (tests: within (k+16)·2⁻²³·Σ|x·w|, and exact for integer data).
+// by float32 rounding (tests: within (k+16)·2⁻²³·Σ|x·w|, and exact for integer data). The same
+// holds for ggml's block types on the float route and through the generic drivers, whose decode
+// gives ggml's values bit for bit.
 //
-// # Threads
+// The integer route of the GGML kernels (Q4_K, Q5_K, Q6_K at up to 8 activation rows) has its own
+// contract: it multiplies x', the activations quantized in groups of 256 along k (each group's
+// amax = its largest magnitude; codes q = round-half-even(x·(127/amax)) in float32, 0 for an
+// all-zero group; x' = q·(amax/127)), with the weights' exact values d·sc·q + (−dmin·m) (which
+// the decode rounds once), and rounds only per block (tests: within (k+16)·2⁻²³·Σ|x'|·(|d·sc·q| +
+// |dmin·m|) of that product, from a Go reference of the quantization). It therefore differs from
+// the float product by at most Σ_l |W[j][l]|·amax(l)/254 more, amax(l) that of l's group, as
+// llama.cpp's results do (docs/ggml.md has the difference on real weights). A product whose
+// activations hold an Inf or a NaN takes the generic driver instead, so non-finite values
+// propagate as above.
+//
+// # The kernel table
+//
+// The kernels are a table, as ggml's type traits are: qk_internal.h's qk_format is one row per
+// weight format for each instruction set (qk_ops), holding the format's tile decode (every
+// product can run through the generic tiled drivers of qk_drive.c with it) and, where an ISA has
+// them, fused chunk kernels with the rows they serve. The entry points of qk_api.c only check
+// their arguments and describe the weight (qk_prod); the one driver of each product shape
+// (qk_run.c: k×n weights, x·W; n×k weights, x·Wᵀ) picks the kernel from the table, prepares the
+// activations, plans and runs the work and reduces it. The custom-call targets that reach these
+// entry points from XLA are declared once, in internal/kernelreg (qk_targets.h is generated from
+// it). A new format is a row per ISA (a tile decode at least), an entry point and a target.
+//
+// # Threads and determinism
 //
 // A product runs on up to Threads() threads: the caller plus workers of a small persistent
-// pthread pool started on first use (signals blocked in them). The weight is split into chunks
-// of whole stored rows (about 1/8 of a thread's share, 16 KiB to 1 MiB of weight bytes), claimed
-// one at a time from an atomic counter tagged with the job's generation, so a descheduled
-// thread delays at most its current chunk, and a worker that wakes after the job ended finds
-// nothing to claim. k×n products give each thread its own partial sums (zeroed on first use) and
-// reduce them into y at the end (in parallel for large outputs); n×k products split the outputs
-// and write y directly. Products below a small amount of work run on the caller alone, and a
-// caller that finds the pool busy with another thread's product runs its chunks alone instead of
-// waiting. Idle workers block on a condition variable (spinning first was slower on a machine
-// shared with other work). The count is read once from
+// pthread pool started on first use (signals blocked in them), or, with QUANTA_KERNEL_POOL=xla,
+// XLA's own intra-op pool when XLA calls the kernel. A product's result depends only on its
+// inputs: never on the thread count, on which thread ran what, or on other products running at
+// the same time. k×n products (x·W) are split into stripes of stored rows whose number and bounds
+// depend on the sizes alone (about a sixteenth of the weight each, at least 256 KiB, with at most
+// a sixteenth of the weight's bytes in partial sums); each stripe adds its rows, in order, into a
+// partial sum of its own, and the partials are added in stripe order. The columns are split into
+// panels for the threads (about four tasks a thread): every kernel sums a column's rows in order
+// whatever panel it is in, since panel bounds are multiples of every kernel's column group (128)
+// and tails fall only at the end of the columns. n×k products (x·Wᵀ) give each output to one
+// chunk, whose bounds are multiples of 16 outputs (the kernels' output groups). Tasks are claimed
+// one at a time from an atomic counter tagged with the job's generation, so a descheduled thread
+// delays at most its current task, and a worker that wakes after the job ended finds nothing to
+// claim. Products below a small amount of work run on the caller alone, and a caller that finds
+// the pool busy with another thread's product runs its tasks alone instead of waiting: the same
+// stripes, so the same bits. Idle workers block on a condition variable (spinning first was
+// slower on a machine shared with other work). The count is read once from
 // QUANTA_KERNEL_THREADS (ThreadsEnv: a decimal in [1, MaxThreads]; an invalid value is ignored
 // and a value out of range clamped, either way with a ConfigNote), else the online CPUs, and can
-// be changed with SetThreads.
+// be changed with SetThreads. Different instruction sets (ForceISA) give different roundings.
 //
 // Scratch memory is per thread: 1 MiB of chunk scratch for each executing thread, and a per-call
-// buffer on the calling thread for the prepared activations and the partial sums, reused and
-// grown across calls and freed when the thread exits.
+// buffer on the calling thread for the prepared activations, the scale vectors and the stripes'
+// partial sums, reused and grown across calls and freed when the thread exits.
 //
 // # Errors
 //
@@ -121,11 +177,17 @@
 //
 // # Tests and benchmarks
 //
-// The tests compare every product with a pure-Go reference written from the layout definitions,
-// on every ISA path forced in turn, as planned and split into many chunks over several threads,
-// through the generic drivers only and through the fused kernels wherever they apply. The
+// The tests compare every product with a pure-Go reference written from the layout definitions
+// (for ggml's types, package gguf's decoders, themselves checked against ggml's C code), on every
+// ISA path forced in turn (on a CPU without AVX-512, `make test` builds that path over SIMDe's
+// portable intrinsics: build tag qk_simde), as planned and split into many stripes, panels and
+// threads, through the generic drivers only and through the fused kernels wherever they apply;
+// TestDeterministic checks that the bits never change with threads, panels, repeated calls or
+// concurrent callers. The
 // benchmarks (`go test -run '^$' -bench . ./internal/cpukernels/`; QUANTA_TEST_ALL=1 adds the
 // 4096×11008 and 11008×4096 shapes) report stored-weight throughput, its fraction of the
 // streaming-read bandwidth measured in the same run, CPU time per call and the ratio to the
-// dense baseline; their figures belong in docs/performance.md.
+// dense baseline; BenchmarkBestOfM1 interleaves one pass of every format at one row with the
+// bandwidth probe and keeps each one's best round, for a machine shared with other work. Their
+// figures belong in docs/performance.md (ggml's types: docs/ggml.md).
 package cpukernels

@@ -21,6 +21,44 @@ _Static_assert((int)QK_ARG_NF4_KN_PACKED == (int)QK_ARG_NF4_NK_PACKED &&
                    (int)QK_ARG_TWOBIT_KN_SCALE == (int)QK_ARG_ONEBIT_KN_SCALE,
                "the two layouts of a format share one handler, so one operand order");
 
+/* ---- XLA's intra-op pool as the kernels' scheduler (QK_TUNE_XLA_POOL) ---- */
+
+typedef struct {
+  qk_task task;
+  void *ctx;
+} xla_chunks;
+
+static void xla_range(void *arg, int64_t begin, int64_t end) {
+  xla_chunks *c = (xla_chunks *)arg;
+  void *scratch = qk_thread_scratch();
+  for (int64_t i = begin; i < end; i++) {
+    c->task(c->ctx, i, 0, scratch);
+  }
+}
+
+static int xla_scheduler(void *frame, int64_t nchunks, int nthreads, qk_task task, void *ctx) {
+  (void)nthreads;
+  xla_chunks c = {task, ctx};
+  qffi_error *err = qffi_parallel_for((qffi_frame *)frame, nchunks, 1, xla_range, &c);
+  return err == NULL ? QK_OK : QK_ERR_NOMEM;
+}
+
+/* QK_HANDLER defines the handler of target name over impl, whose kernels run on XLA's intra-op pool
+ * when QK_TUNE_XLA_POOL is on (else on quanta's). */
+#define QK_HANDLER(name, impl)                                                                                         \
+  static qffi_error *name##_pooled(qffi_frame *frame) {                                                                \
+    const int xla = qk_tuned(QK_TUNE_XLA_POOL) != 0;                                                                   \
+    if (xla) {                                                                                                         \
+      qk_set_scheduler(xla_scheduler, frame);                                                                         \
+    }                                                                                                                  \
+    qffi_error *err = impl(frame);                                                                                     \
+    if (xla) {                                                                                                         \
+      qk_set_scheduler(NULL, NULL);                                                                                    \
+    }                                                                                                                  \
+    return err;                                                                                                        \
+  }                                                                                                                    \
+  QFFI_HANDLER(name, name##_pooled)
+
 /* qk_dtype maps a float buffer's dtype to the kernels' element types, -1 if none. */
 static int qk_dtype(qffi_dtype d) {
   switch (d) {
@@ -79,8 +117,8 @@ static qffi_error* nf4(qffi_frame* frame, int contracted) {
 
 static qffi_error* nf4_kn(qffi_frame* frame) { return nf4(frame, 0); }
 static qffi_error* nf4_nk(qffi_frame* frame) { return nf4(frame, 1); }
-QFFI_HANDLER(quanta_nf4_kn, nf4_kn)
-QFFI_HANDLER(quanta_nf4_nk, nf4_nk)
+QK_HANDLER(quanta_nf4_kn, nf4_kn)
+QK_HANDLER(quanta_nf4_nk, nf4_nk)
 
 /* scale reads the scale_kind attribute and, unless it is QK_SCALE_NONE, the scale operand i,
  * whose size must fit the kind. */
@@ -121,8 +159,8 @@ static qffi_error* int8(qffi_frame* frame, int contracted) {
 
 static qffi_error* int8_kn(qffi_frame* frame) { return int8(frame, 0); }
 static qffi_error* int8_nk(qffi_frame* frame) { return int8(frame, 1); }
-QFFI_HANDLER(quanta_int8_kn, int8_kn)
-QFFI_HANDLER(quanta_int8_nk, int8_nk)
+QK_HANDLER(quanta_int8_kn, int8_kn)
+QK_HANDLER(quanta_int8_nk, int8_nk)
 
 /* signs runs the packed-signs layouts: args x, packed (K/per, N) uint8, scale (float32). */
 static qffi_error* signs(qffi_frame* frame, int per) {
@@ -146,8 +184,33 @@ static qffi_error* signs(qffi_frame* frame, int per) {
 
 static qffi_error* twobit_kn(qffi_frame* frame) { return signs(frame, 4); }
 static qffi_error* onebit_kn(qffi_frame* frame) { return signs(frame, 8); }
-QFFI_HANDLER(quanta_twobit_kn, twobit_kn)
-QFFI_HANDLER(quanta_onebit_kn, onebit_kn)
+QK_HANDLER(quanta_twobit_kn, twobit_kn)
+QK_HANDLER(quanta_onebit_kn, onebit_kn)
+
+/* ggml_nk runs x @ W^T of a GGML block type: args x, blocks (N, K/bs*blockBytes) uint8; attribute
+ * ggml_type (ggml's type id). */
+static qffi_error* ggml_nk(qffi_frame* frame) {
+  qffi_buffer x = {0}, blocks = {0}, y = {0};
+  int64_t type = -1, bs, bb;
+  qffi_error* err;
+  if ((err = activations(frame, &x, &y)) || (err = qffi_arg(frame, QK_ARG_GGML_NK_BLOCKS, &blocks)) ||
+      (err = qffi_expect(frame, &blocks, "blocks", QFFI_U8, 2)) || (err = qffi_attr_int(frame, QK_ATTR_GGML_TYPE, &type))) {
+    return err;
+  }
+  if (type < 0 || type > 255 || qk_ggml_block_info((int)type, &bs, &bb) != QK_OK) {
+    return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "%s: ggml_type %lld; accepted: Q4_0 (2), Q4_1 (3), Q5_0 (6), Q5_1 (7), "
+                       "Q8_0 (8), Q2_K (10), Q3_K (11), Q4_K (12), Q5_K (13), Q6_K (14), IQ4_NL (20)", qffi_target(),
+                       (long long)type);
+  }
+  const int64_t m = x.dims[0], k = x.dims[1], n = y.dims[1];
+  if (qffi_num_args(frame) != QK_ARG_GGML_NK_BLOCKS + 1 || k % bs != 0 || blocks.dims[0] != n || blocks.dims[1] != k / bs * bb) {
+    return bad_shapes(frame, "x (M, K), blocks uint8 (N, K/bs*blockBytes) with K a multiple of the type's block size bs "
+                             "(blockBytes bytes a block)");
+  }
+  int st = qk_ggml_nk(x.data, qk_dtype(x.dtype), (int)type, blocks.data, m, k, n, y.data);
+  return st == QK_OK ? NULL : kernel_error(frame, st);
+}
+QFFI_HANDLER(quanta_ggml_nk, ggml_nk)
 
 /* The handlers, in the table's order (qk_targets.h): ffi.go registers them by these names. */
 #define QK_ENTRY(name) {#name, (void *)name},

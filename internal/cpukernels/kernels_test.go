@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/quanta-ml/quanta/gguf"
 	"github.com/x448/float16"
 )
 
@@ -24,21 +25,33 @@ var nf4Codebook = [16]float32{
 // refProduct returns y = x · W in float64 and, per output, Σ|x·W| (the error scale), for a
 // weight given by its element function w(l, j) (l contracted, j output column) as float32.
 func refProduct(x []float32, m, k, n int, w func(l, j int) float32) (y, mag []float64) {
+	x64 := make([]float64, len(x))
+	for i, v := range x {
+		x64[i] = float64(v)
+	}
+	return refProduct64(x64, m, k, n, func(l, j int) (float64, float64) {
+		v := float64(w(l, j))
+		return v, math.Abs(v)
+	})
+}
+
+// refProduct64 is refProduct for activations given in float64 and weights given by their value
+// and the magnitude that bounds their rounding: mag sums |x|·that magnitude.
+func refProduct64(x []float64, m, k, n int, w func(l, j int) (value, magnitude float64)) (y, mag []float64) {
 	y = make([]float64, m*n)
 	mag = make([]float64, m*n)
-	wt := make([]float64, k*n) // decode once
+	wt, wm := make([]float64, k*n), make([]float64, k*n) // decode once
 	for l := range k {
 		for j := range n {
-			wt[l*n+j] = float64(w(l, j))
+			wt[l*n+j], wm[l*n+j] = w(l, j)
 		}
 	}
 	for i := range m {
 		for l := range k {
-			xv := float64(x[i*k+l])
+			xv := x[i*k+l]
 			for j := range n {
-				p := xv * wt[l*n+j]
-				y[i*n+j] += p
-				mag[i*n+j] += math.Abs(p)
+				y[i*n+j] += xv * wt[l*n+j]
+				mag[i*n+j] += math.Abs(xv) * wm[l*n+j]
 			}
 		}
 	}
@@ -491,7 +504,8 @@ func specialActivations(r *rand.Rand, m, k int) activations {
 }
 
 // TestNonFinite checks that Inf and NaN activations give what the dense product gives: ±Inf where
-// the weight is nonzero, NaN where it is 0 or where +Inf and -Inf meet, NaN for NaN.
+// the weight is nonzero, NaN where it is 0 or where +Inf and -Inf meet, NaN for NaN (the integer
+// route of the GGML kernels leaves such products to the float one).
 func TestNonFinite(t *testing.T) {
 	type product struct {
 		name string
@@ -547,6 +561,18 @@ func TestNonFinite(t *testing.T) {
 			product{"1bit", k, func(y []float32, x activations, m int) error {
 				return OneBitKN(y, x.bf16, p1, nil, ScaleNone, m, k, n)
 			}, func(l, j int) float32 { return oneBitValue(p1, k, n, l, j) }})
+		for _, typ := range []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ8_0} {
+			k := 2 * typ.BlockSize()
+			blocks := ggmlWeight(r, typ, n, k, ordinaryHalf)
+			copy(blocks[:typ.BlockBytes()], make([]byte, typ.BlockBytes())) // zero weights in column 0's first block
+			w := make([]float32, n*k)
+			if err := gguf.Decode(typ, blocks, w); err != nil {
+				t.Fatal(err)
+			}
+			products = append(products, product{"ggml-" + typ.String(), k, func(y []float32, x activations, m int) error {
+				return GGMLNK(y, x.bf16, typ, blocks, m, k, n)
+			}, func(l, j int) float32 { return w[j*k+l] }})
+		}
 		wd := randF32(r, k*n)
 		wd[3*n] = 0
 		products = append(products, product{"dense", k, func(y []float32, x activations, m int) error {

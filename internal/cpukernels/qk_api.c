@@ -2,7 +2,7 @@
  * hands it to the driver of its shape (qk_run.c). */
 #include <stdatomic.h>
 
-#include "qk_internal.h"
+#include "qk_ggml.h"
 
 /* ---- argument checks ---- */
 
@@ -214,6 +214,49 @@ int qk_twobit_kn(const void *x, int x_dtype, const uint8_t *packed, const float 
 int qk_onebit_kn(const void *x, int x_dtype, const uint8_t *packed, const float *scale, int scale_kind, int64_t m,
                  int64_t k, int64_t n, float *y) {
   return signs(QK_FMT_TB1, x, x_dtype, packed, scale, scale_kind, m, k, n, y);
+}
+
+/* ---- ggml's block types ---- */
+
+int qk_ggml_nk(const void *x, int x_dtype, int type, const uint8_t *blocks, int64_t m, int64_t k, int64_t n,
+               float *y) {
+  int st = check_common(x, x_dtype, m, k, n, y);
+  if (st != QK_OK) {
+    return st;
+  }
+  const int fmt = qk_ggml_fmt(type);
+  if (fmt < 0) {
+    return QK_ERR_TYPE;
+  }
+  const qk_ggml_block *t = qk_ggml_of(fmt);
+  int64_t bytes;
+  if (k % t->bs != 0 || !mul3(n, k / t->bs, t->bytes, &bytes)) {
+    return QK_ERR_SIZE;
+  }
+  if (!need(blocks, bytes)) {
+    return QK_ERR_NULL;
+  }
+  if (trivial(m, k, n, y)) {
+    return QK_OK;
+  }
+  qk_prod p = {.fmt = fmt, .m = m, .k = k, .n = n, .w = blocks, .srows = n, .ldw = k / t->bs * t->bytes, .rps = 1,
+               .y = y};
+  p.row_bytes = p.ldw;
+  return qk_run_nk(&p, no_kscale(x, x_dtype));
+}
+
+int qk_ggml_decode(int type, const uint8_t *blocks, int64_t rows, int64_t k, float *out) {
+  const int fmt = qk_ggml_fmt(type);
+  if (fmt < 0) {
+    return QK_ERR_TYPE;
+  }
+  const qk_ggml_block *t = qk_ggml_of(fmt);
+  if (rows < 0 || k < 0 || k % t->bs != 0) {
+    return QK_ERR_SIZE;
+  }
+  const qk_prod p = {.fmt = fmt, .k = k, .n = rows, .w = blocks, .srows = rows, .ldw = k / t->bs * t->bytes};
+  qk_active_ops()->fmt[fmt].tile(&p, 0, rows, 0, k, out, k);
+  return QK_OK;
 }
 
 /* ---- dense ---- */

@@ -4,7 +4,7 @@
  * baseline flags. Products decode a small tile to float32 and run the micro-kernels below over
  * it, except for one activation row (NF4 and int8), which decodes in registers. NF4 looks up its
  * 16 values with two 8-entry vpermps (the codebook halves) and a blend on bit 3 of the code. */
-#include "qk_internal.h"
+#include "qk_ggml.h"
 
 #if QK_X86
 #include <immintrin.h>
@@ -397,6 +397,39 @@ static T256 void i8_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) 
   }
 }
 
+/* ---- ggml's block types: qk_ggml_vec.h over 8 lanes ---- */
+
+#define GV_F __m256
+#define GV_I __m256i
+#define GV_N 8
+#define GV_INLINE I256
+#define GV_FN T256
+#define gv_zero _mm256_setzero_ps
+#define gv_set1 _mm256_set1_ps
+#define gv_bcast _mm256_broadcast_ss
+#define gv_loadu _mm256_loadu_ps
+#define gv_storeu _mm256_storeu_ps
+#define gv_fma _mm256_fmadd_ps
+#define gv_mul _mm256_mul_ps
+#define gv_add _mm256_add_ps
+#define gv_cvt _mm256_cvtepi32_ps
+#define gv_hsum hsum
+#define gv_xload(p) _mm_loadl_epi64((const __m128i *)(p))
+#define gv_u8(p) _mm256_cvtepu8_epi32(gv_xload(p))
+#define gv_s8(p) _mm256_cvtepi8_epi32(gv_xload(p))
+#define gv_s8x _mm256_cvtepi8_epi32
+#define gv_iset1 _mm256_set1_epi32
+#define gv_iloadu(p) _mm256_loadu_si256((const __m256i *)(p))
+#define gv_and _mm256_and_si256
+#define gv_or _mm256_or_si256
+#define gv_iadd _mm256_add_epi32
+#define gv_isub _mm256_sub_epi32
+#define gv_srli _mm256_srli_epi32
+#define gv_slli _mm256_slli_epi32
+#define gv_srlv _mm256_srlv_epi32
+#define GV_MAX_M 8
+#include "qk_ggml_vec.h"
+
 /* The fused kernels take one activation row. */
 static int nf4_bs16(const qk_prod *p) { return p->nf4.bs % 16 == 0; }
 
@@ -415,6 +448,7 @@ const qk_ops qk_ops_avx2 = {
                            .nk = {{.nk = i8_nk, .max_m = 1, .cap_m = 1}}},
             [QK_FMT_TB2] = {.tile = tb_tile},
             [QK_FMT_TB1] = {.tile = tb_tile},
+            GV_GGML_ROWS,
         },
 };
 

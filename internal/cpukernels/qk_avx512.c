@@ -14,7 +14,7 @@
  * (8) different k, so its low and high nibbles index two 16-entry tables of partial sums of the
  * activations (x[k1]*v1 + x[k2]*v2 for 2-bit, four +-x terms for 1-bit), built per activation row
  * and stored row: one vpermps and one add replace 2 (4) multiply-adds. */
-#include "qk_internal.h"
+#include "qk_ggml.h"
 
 #if QK_X86
 #ifdef QK_SIMDE
@@ -1037,6 +1037,43 @@ static T512 void tb_lut_m1(const qk_prod *p, int64_t s0, int64_t s1, int64_t cs,
   }
 }
 
+/* ================= ggml's block types: qk_ggml_vec.h over 16 lanes ================= */
+
+I512 float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+#define GV_F __m512
+#define GV_I __m512i
+#define GV_N 16
+#define GV_INLINE I512
+#define GV_FN T512
+#define gv_zero _mm512_setzero_ps
+#define gv_set1 _mm512_set1_ps
+#define gv_bcast(p) _mm512_set1_ps(*(p))
+#define gv_loadu _mm512_loadu_ps
+#define gv_storeu _mm512_storeu_ps
+#define gv_fma _mm512_fmadd_ps
+#define gv_mul _mm512_mul_ps
+#define gv_add _mm512_add_ps
+#define gv_cvt _mm512_cvtepi32_ps
+#define gv_hsum hsum16
+#define gv_xload(p) _mm_loadu_si128((const __m128i *)(p))
+#define gv_u8(p) _mm512_cvtepu8_epi32(gv_xload(p))
+#define gv_s8(p) _mm512_cvtepi8_epi32(gv_xload(p))
+#define gv_s8x _mm512_cvtepi8_epi32
+#define gv_iset1 _mm512_set1_epi32
+#define gv_iloadu(p) _mm512_loadu_si512((const void *)(p))
+#define gv_and _mm512_and_si512
+#define gv_or _mm512_or_si512
+#define gv_iadd _mm512_add_epi32
+#define gv_isub _mm512_sub_epi32
+#define gv_srli _mm512_srli_epi32
+#define gv_slli _mm512_slli_epi32
+#define gv_srlv _mm512_srlv_epi32
+#define GV_LUT16
+#define gv_lut16(i, t) _mm512_permutexvar_ps(i, t)
+#define GV_MAX_M 8
+#include "qk_ggml_vec.h"
+
 /* Block sizes the NF4 kernels walk: the single-row kernels a multiple of 8 dividing 128, or a
  * multiple of 128 (one block per lane group or groups per block); the others whole 32-element
  * groups. */
@@ -1072,6 +1109,7 @@ const qk_ops qk_ops_avx512 = {
             [QK_FMT_TB1] = {.tile = tb_tile,
                             .kn = {{.kn = tb_lut_m1, .max_m = 1, .cap_m = 1, .order = QK_ORDER_STRIDE4},
                                    {.kn = tb_lut, .max_m = LUT_MAX_M, .cap_m = LUT_MAX_M}}},
+            GV_GGML_ROWS,
         },
 };
 

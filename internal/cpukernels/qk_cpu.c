@@ -46,6 +46,8 @@ const char *qk_status_string(int status) {
     return "instruction set not supported here";
   case QK_ERR_NOMEM:
     return "out of memory";
+  case QK_ERR_TYPE:
+    return "unknown weight type";
   }
   return "unknown status";
 }

@@ -94,8 +94,27 @@ QK_INLINE float qk_nf4_scale(const qk_nf4w *w, int64_t row, int64_t blk) {
 
 /* ---- products ---- */
 
-/* The weight formats: the rows of the kernel table. */
-enum { QK_FMT_F32, QK_FMT_NF4, QK_FMT_I8, QK_FMT_TB2, QK_FMT_TB1, QK_NFMT };
+/* The weight formats: the rows of the kernel table. QK_FMT_Q4_0 to QK_FMT_IQ4_NL are ggml's block
+ * types (qk_ggml.h), in ggml's type order. */
+enum {
+  QK_FMT_F32,
+  QK_FMT_NF4,
+  QK_FMT_I8,
+  QK_FMT_TB2,
+  QK_FMT_TB1,
+  QK_FMT_Q4_0,
+  QK_FMT_Q4_1,
+  QK_FMT_Q5_0,
+  QK_FMT_Q5_1,
+  QK_FMT_Q8_0,
+  QK_FMT_Q2_K,
+  QK_FMT_Q3_K,
+  QK_FMT_Q4_K,
+  QK_FMT_Q5_K,
+  QK_FMT_Q6_K,
+  QK_FMT_IQ4_NL,
+  QK_NFMT
+};
 
 /* Column orders of partial sums (kn) or of prepared activations (nk). Within each group of 32
  * (PAIRS), 128 (STRIDE8) or 64 (STRIDE4) columns, column c sits at:
@@ -142,12 +161,24 @@ typedef struct {
   const float *col;
 } qk_post;
 
+/* The 8-bit activations of the fused kernels that take them (qk_fused.x8 > 0): row i of x in
+ * groups of x8 elements, each stored as int8 codes q = round(x * (127 / amax)) (ties to even; amax
+ * the group's largest magnitude, q = 0 if it is 0) and the group's scale d = amax / 127, so that
+ * the kernel multiplies x' = d * q; and the sum of the codes of every 16 elements. Row i's codes
+ * are at q + i*ldq, its scales at d + i*ldd, its sums at s + i*lds. */
+typedef struct {
+  const int8_t *q;
+  const float *d;
+  const int16_t *s;
+  int64_t ldq, ldd, lds;
+} qk_x8;
+
 /* qk_prod is one product as the drivers and chunk kernels see it. The weight is a sequence of
  * stored rows (srows of them, ldw bytes apart): for the k x n layouts ("kn") a stored row holds
  * rps logical rows of n columns (1 for f32/NF4/int8, 4 for 2-bit, 8 for 1-bit), and the work is
  * split along the stored rows into stripes with partial sums of their own, and along the columns
  * into panels; for the n x k layouts ("nk") a stored row is one output column and chunks write y
- * directly. */
+ * directly (for ggml's block types, ldw bytes of k/bs blocks: qk_ggml.h). */
 typedef struct qk_prod {
   int fmt;
   int64_t m, k, n;
@@ -157,8 +188,9 @@ typedef struct qk_prod {
   int64_t ldw, srows;
   int64_t row_bytes; /* weight bytes per stored row, scales included: the planner's measure of work */
   int rps;
-  int elem_bits; /* bits of a stored row per column (kn) or element (nk): 32, 8 or 4 */
+  int elem_bits; /* bits of a stored row per column, for the kn driver's prefetch: 32, 8 or 4 */
   qk_nf4w nf4;
+  qk_x8 x8; /* the 8-bit activations, for a fused kernel with x8 > 0 */
   float *y; /* m rows of n */
   /* kn: the partial sums of stripe s at part + s*m*ldp, in column order `order` */
   float *part;
@@ -182,13 +214,16 @@ typedef void (*qk_nk_fn)(const qk_prod *p, int64_t n0, int64_t n1, void *scratch
 
 /* A fused chunk kernel, chosen over the generic driver for m up to max_m (tuning may set another
  * limit, never above cap_m) when takes accepts the product (NULL: every product). kn kernels keep
- * their partial sums, nk kernels read their activations, in column order `order`. */
+ * their partial sums, nk kernels read their activations, in column order `order`. An nk kernel
+ * with x8 > 0 multiplies 8-bit activations in groups of x8 elements (qk_x8) instead; it serves
+ * only finite activations (the others take the generic driver). */
 typedef struct {
   qk_kn_fn kn;
   qk_nk_fn nk;
   int64_t max_m, cap_m;
   int order;
   int (*takes)(const qk_prod *p);
+  int x8;
 } qk_fused;
 
 #define QK_MAX_FUSED 2
@@ -245,6 +280,9 @@ typedef struct {
  * partial sums into y. */
 int qk_run_kn(qk_prod *p, qk_acts a);
 int qk_run_nk(qk_prod *p, qk_acts a);
+/* qk_nk_x8 returns the group of the 8-bit activations the nk product of format fmt with m rows
+ * would run with on the active ISA (finite activations), or 0 if it runs on float activations. */
+int qk_nk_x8(int fmt, int64_t m);
 
 /* ---- CPU and threads (qk_cpu.c, qk_pool.c) ---- */
 const qk_ops *qk_active_ops(void);
@@ -255,6 +293,14 @@ typedef void (*qk_task)(void *ctx, int64_t chunk, int slot, void *scratch);
 /* qk_parallel runs chunks [0, nchunks) on up to nthreads threads and returns when all are done.
  * Returns QK_ERR_NOMEM (running nothing) if the caller's scratch cannot be allocated. */
 int qk_parallel(int64_t nchunks, int nthreads, qk_task task, void *ctx);
+/* A scheduler runs task over chunks [0, nchunks) (with each executing thread's chunk scratch,
+ * qk_thread_scratch) and returns when all are done, in place of the pool: qk_set_scheduler makes
+ * fn(arg, ...) the calling thread's until it is cleared (fn NULL). The FFI handlers set XLA's
+ * intra-op pool there when QK_TUNE_XLA_POOL is on. */
+typedef int (*qk_scheduler)(void *arg, int64_t nchunks, int nthreads, qk_task task, void *ctx);
+void qk_set_scheduler(qk_scheduler fn, void *arg);
+/* qk_thread_scratch returns the calling thread's chunk scratch (QK_CHUNK_SCRATCH bytes), or NULL. */
+void *qk_thread_scratch(void);
 /* qk_call_buffer returns the calling thread's per-call buffer of at least bytes (64-aligned),
  * reused across calls; NULL if it cannot be allocated. */
 void *qk_call_buffer(size_t bytes);
@@ -267,6 +313,7 @@ enum {
   QK_TUNE_FUSED_MAX_M = 3, /* the fused kernels serve m up to this; -1: their default; 0 also turns off
                               the 2-bit/1-bit lookup kernels (all through the generic drivers) */
   QK_TUNE_PANELS = 4,      /* column panels of a kn product; 0: automatic */
+  QK_TUNE_XLA_POOL = 5,    /* 1: products called by XLA run on XLA's intra-op pool, not quanta's */
 };
 /* qk_tune sets a knob and returns its previous value. Not synchronized with products in flight. */
 int64_t qk_tune(int knob, int64_t value);

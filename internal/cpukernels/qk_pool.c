@@ -67,6 +67,18 @@ void *qk_call_buffer(size_t bytes) { return buf_get(&tl_call, bytes); }
 
 static void *chunk_scratch(void) { return buf_get(&tl_scratch, QK_CHUNK_SCRATCH); }
 
+void *qk_thread_scratch(void) { return chunk_scratch(); }
+
+static __thread struct {
+  qk_scheduler fn;
+  void *arg;
+} tl_sched;
+
+void qk_set_scheduler(qk_scheduler fn, void *arg) {
+  tl_sched.fn = fn;
+  tl_sched.arg = fn != NULL ? arg : NULL;
+}
+
 /* ---- pool ---- */
 
 static struct {
@@ -182,6 +194,9 @@ static void ensure_workers(int n) {
 }
 
 int qk_parallel(int64_t nchunks, int nthreads, qk_task task, void *ctx) {
+  if (tl_sched.fn != NULL && nthreads > 1 && nchunks > 1) {
+    return tl_sched.fn(tl_sched.arg, nchunks, nthreads, task, ctx);
+  }
   void *scratch = chunk_scratch();
   if (scratch == NULL) {
     return QK_ERR_NOMEM;

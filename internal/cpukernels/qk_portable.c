@@ -1,6 +1,6 @@
 /* qk_portable.c: plain C primitives for the generic drivers; they build and run on any
  * architecture (the compiler may vectorize them for its baseline ISA). */
-#include "qk_internal.h"
+#include "qk_ggml.h"
 
 static void mk_kn(int64_t M, int64_t kb, int64_t P, const float *A, int64_t lda, const float *B, int64_t ldb,
                   float *C, int64_t ldc) {
@@ -100,5 +100,6 @@ const qk_ops qk_ops_portable = {
             [QK_FMT_I8] = {.tile = i8_tile},
             [QK_FMT_TB2] = {.tile = tb_tile},
             [QK_FMT_TB1] = {.tile = tb_tile},
+            QK_GGML_PLAIN_ROWS,
         },
 };

@@ -10,6 +10,7 @@
  * depend on the panel it is in, since panel bounds are multiples of every kernel's column group
  * (128) and the kernels' tails fall only at the end of the columns. An n x k product writes each
  * output from one chunk, whose bounds are multiples of the kernels' output groups (16). */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -21,6 +22,17 @@ static _Atomic int64_t tune_small_work = 256 << 10;
 static _Atomic int64_t tune_chunk_bytes = 0;
 static _Atomic int64_t tune_fused_max_m = -1;
 static _Atomic int64_t tune_panels = 0;
+static _Atomic int64_t tune_xla_pool = 0;
+
+/* QUANTA_KERNEL_POOL=xla makes the kernels XLA calls run on XLA's intra-op pool (the default,
+ * "quanta", is quanta's own pool): read once, at the first use of the knob. */
+static pthread_once_t pool_env_once = PTHREAD_ONCE_INIT;
+static void pool_env_init(void) {
+  const char *v = getenv("QUANTA_KERNEL_POOL");
+  if (v != NULL && strcmp(v, "xla") == 0) {
+    atomic_store(&tune_xla_pool, 1);
+  }
+}
 
 int64_t qk_tune(int knob, int64_t value) {
   switch (knob) {
@@ -37,6 +49,9 @@ int64_t qk_tune(int knob, int64_t value) {
     return atomic_exchange(&tune_fused_max_m, value);
   case QK_TUNE_PANELS:
     return atomic_exchange(&tune_panels, value);
+  case QK_TUNE_XLA_POOL:
+    pthread_once(&pool_env_once, pool_env_init);
+    return atomic_exchange(&tune_xla_pool, value);
   }
   return 0;
 }
@@ -53,6 +68,9 @@ int64_t qk_tuned(int knob) {
     return atomic_load(&tune_fused_max_m);
   case QK_TUNE_PANELS:
     return atomic_load(&tune_panels);
+  case QK_TUNE_XLA_POOL:
+    pthread_once(&pool_env_once, pool_env_init);
+    return atomic_load(&tune_xla_pool);
   }
   return 0;
 }
@@ -135,6 +153,67 @@ static void prep_x(const qk_prod *p, qk_acts a, const float *kscale, int mode, i
   }
 }
 
+/* all_finite reports whether all n activations are finite. */
+static int all_finite(qk_acts a, int64_t n) {
+  if (a.dtype == QK_BF16) {
+    const uint16_t *x = (const uint16_t *)a.x;
+    for (int64_t i = 0; i < n; i++) {
+      if ((x[i] & 0x7f80) == 0x7f80) {
+        return 0;
+      }
+    }
+    return 1;
+  }
+  const uint32_t *x = (const uint32_t *)a.x;
+  for (int64_t i = 0; i < n; i++) {
+    if ((x[i] & 0x7f800000u) == 0x7f800000u) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* round_even rounds v (|v| < 2^22) to the nearest integer, ties to even: adding and subtracting
+ * 1.5 * 2^23 leaves the integer part in float32's last bit. The empty asm keeps the compiler from
+ * fusing the caller's product into the addition (one rounding instead of two). */
+static inline float round_even(float v) {
+#if QK_X86
+  __asm__("" : "+x"(v));
+#else
+  __asm__ volatile("" : "+m"(v));
+#endif
+  const float t = v + 12582912.0f;
+  return t - 12582912.0f;
+}
+
+/* quantize_x8 writes the 8-bit activations (qk_x8) of the m x k activations a, in groups of g
+ * elements (g divides k, a multiple of 16), into q, d and s (rows of k, k/g and k/16). */
+static void quantize_x8(const qk_prod *p, qk_acts a, int64_t g, int8_t *q, float *d, int16_t *s) {
+  const int64_t k = p->k;
+  float v[256];
+  for (int64_t i = 0; i < p->m; i++) {
+    for (int64_t c = 0; c < k; c += g) {
+      float amax = 0;
+      for (int64_t l = 0; l < g; l++) {
+        v[l] = qk_load_scalar(a.x, a.dtype, i * k + c + l);
+        const float m = v[l] < 0 ? -v[l] : v[l];
+        amax = m > amax ? m : amax;
+      }
+      const float id = amax > 0 ? 127.0f / amax : 0.0f;
+      d[(i * k + c) / g] = amax / 127.0f;
+      for (int64_t l = 0; l < g; l += 16) {
+        int sum = 0;
+        for (int64_t e = l; e < l + 16; e++) {
+          const int code = (int)round_even(v[e] * id);
+          q[i * k + c + e] = (int8_t)code;
+          sum += code;
+        }
+        s[(i * k + c + l) / 16] = (int16_t)sum;
+      }
+    }
+  }
+}
+
 /* layout says how the chosen kernel wants the activations: the mode, and a stride (0: x as given,
  * float32 rows of k, no copy). */
 typedef struct {
@@ -148,6 +227,9 @@ static int pad_x(int64_t m, int64_t k) { return m > 4 && k % 256 == 0; }
 
 static x_layout x_layout_for(const qk_prod *p, qk_acts a, const qk_fused *f, int nk) {
   const int convert = a.dtype != QK_F32 || a.kscale != NULL;
+  if (f != NULL && f->x8 > 0) {
+    return (x_layout){XP_NATURAL, QK_ORDER_NATURAL, 0}; /* no float activations */
+  }
   if (f != NULL && nk && f->order != QK_ORDER_NATURAL) {
     return (x_layout){XP_ORDERED, f->order, roundup(p->k, qk_order_group(f->order))};
   }
@@ -160,22 +242,33 @@ static x_layout x_layout_for(const qk_prod *p, qk_acts a, const qk_fused *f, int
   return (x_layout){XP_NATURAL, QK_ORDER_NATURAL, convert ? p->k : 0};
 }
 
-/* The call buffer: prepared activations, scale vectors, partial sums. */
+/* The call buffer: prepared activations, scale vectors, partial sums, 8-bit activations. */
 typedef struct {
-  float *x, *kscale, *col, *part;
+  float *x, *kscale, *col, *part, *x8;
 } carve;
 
-/* prepare lays out the calling thread's buffer for x, the scale vectors and part_floats of partial
- * sums, fills x and the scales, and points p at them. */
-static int prepare(qk_prod *p, qk_acts a, x_layout xl, int64_t part_floats) {
+/* prepare lays out the calling thread's buffer for x, the scale vectors, part_floats of partial
+ * sums and, for a kernel of 8-bit activations in groups of x8, those; fills x, the scales and the
+ * 8-bit activations, and points p at them. */
+static int prepare(qk_prod *p, qk_acts a, x_layout xl, int64_t part_floats, int64_t x8) {
   const int64_t xf = xl.ldx > 0 ? up16(p->m * xl.ldx) : 0;
   const int64_t kf = a.kscale != NULL ? up16(p->k) : 0;
   const int64_t cf = p->post.kind == QK_SCALE_N && p->post.dtype != QK_F32 ? up16(p->n) : 0;
-  float *buf = (float *)qk_call_buffer((size_t)(xf + kf + cf + part_floats) * sizeof(float) + 64);
+  /* codes (k bytes a row), scales (k/x8 floats), sums (k/16 int16), each area 64-byte aligned */
+  const int64_t qf = x8 > 0 ? up16(p->m * p->k / 4 + 1) + up16(p->m * p->k / x8) + up16(p->m * p->k / 32 + 1) : 0;
+  float *buf = (float *)qk_call_buffer((size_t)(xf + kf + cf + part_floats + qf) * sizeof(float) + 64);
   if (buf == NULL) {
     return QK_ERR_NOMEM;
   }
-  carve c = {.x = buf, .kscale = buf + xf, .col = buf + xf + kf, .part = buf + xf + kf + cf};
+  carve c = {.x = buf, .kscale = buf + xf, .col = buf + xf + kf, .part = buf + xf + kf + cf,
+             .x8 = buf + xf + kf + cf + part_floats};
+  if (x8 > 0) {
+    int8_t *q = (int8_t *)c.x8;
+    float *d = c.x8 + up16(p->m * p->k / 4 + 1);
+    int16_t *s = (int16_t *)(d + up16(p->m * p->k / x8));
+    quantize_x8(p, a, x8, q, d, s);
+    p->x8 = (qk_x8){.q = q, .d = d, .s = s, .ldq = p->k, .ldd = p->k / x8, .lds = p->k / 16};
+  }
   const float *ks = NULL;
   if (kf > 0) {
     for (int64_t l = 0; l < p->k; l++) {
@@ -356,7 +449,7 @@ int qk_run_kn(qk_prod *p, qk_acts a) {
   j.npanels = (j.ext + j.panel_cols - 1) / j.panel_cols;
 
   const x_layout xl = x_layout_for(p, a, f, 0);
-  int st = prepare(p, a, xl, j.nstripes * p->m * p->ldp);
+  int st = prepare(p, a, xl, j.nstripes * p->m * p->ldp, 0);
   if (st != QK_OK) {
     return st;
   }
@@ -397,9 +490,18 @@ static void nk_task(void *ctx, int64_t c, int slot, void *scratch) {
  * then the same whatever the chunks. */
 #define NK_ALIGN 16
 
+int qk_nk_x8(int fmt, int64_t m) {
+  const qk_prod p = {.fmt = fmt, .m = m};
+  const qk_fused *f = choose(qk_active_ops()->fmt[fmt].nk, &p);
+  return f != NULL ? f->x8 : 0;
+}
+
 int qk_run_nk(qk_prod *p, qk_acts a) {
   const qk_ops *ops = qk_active_ops();
   const qk_fused *f = choose(ops->fmt[p->fmt].nk, p);
+  if (f != NULL && f->x8 > 0 && !all_finite(a, p->m * p->k)) {
+    f = NULL; /* a quantized group would lose its infinities and NaNs: the float product */
+  }
   p->order = f != NULL ? f->order : QK_ORDER_NATURAL;
   const int64_t total = p->srows * p->row_bytes;
   const int T = threads_for(total, p->m);
@@ -409,7 +511,7 @@ int qk_run_nk(qk_prod *p, qk_acts a) {
   }
   int64_t rows = roundup(QK_MAX(1, (target + p->row_bytes - 1) / p->row_bytes), NK_ALIGN);
   nk_job j = {.ops = ops, .f = f, .p = p, .rows = QK_MIN(rows, roundup(p->srows, NK_ALIGN))};
-  int st = prepare(p, a, x_layout_for(p, a, f, 1), 0);
+  int st = prepare(p, a, x_layout_for(p, a, f, 1), 0, f != NULL ? f->x8 : 0);
   if (st != QK_OK) {
     return st;
   }

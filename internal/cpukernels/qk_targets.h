@@ -10,7 +10,8 @@
   X(quanta_int8_kn) \
   X(quanta_int8_nk) \
   X(quanta_twobit_kn) \
-  X(quanta_onebit_kn)
+  X(quanta_onebit_kn) \
+  X(quanta_ggml_nk)
 
 /* quanta_nf4_kn: x (M, K), packed uint8 (K, ceil(N/bs), bs/2), absmax float (K, ceil(N/bs)): x·W */
 enum {
@@ -42,9 +43,15 @@ enum {
   QK_ARG_ONEBIT_KN_PACKED = 1,
   QK_ARG_ONEBIT_KN_SCALE = 2,
 };
+/* quanta_ggml_nk: x (M, K), blocks uint8 (N, K/bs·blockBytes), N rows of K/bs blocks of the ggml type ggml_type: x·Wᵀ */
+enum {
+  QK_ARG_GGML_NK_BLOCKS = 1,
+};
 
-/* The scale_kind attribute and its values. */
+/* The attributes. */
 #define QK_ATTR_SCALE_KIND "scale_kind"
+#define QK_ATTR_GGML_TYPE "ggml_type"
+/* The values of scale_kind. */
 enum {
   QK_ATTR_SCALE_NONE = 0,
   QK_ATTR_SCALE_TENSOR = 1,

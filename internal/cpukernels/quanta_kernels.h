@@ -43,6 +43,7 @@ enum {
   QK_ERR_SCALE = -5, /* a scale kind the product does not accept */
   QK_ERR_ISA = -6,   /* the CPU (or this build) lacks the instruction set asked for */
   QK_ERR_NOMEM = -7, /* scratch memory could not be allocated */
+  QK_ERR_TYPE = -8,  /* a weight type the kernels do not know */
 };
 
 /* qk_status_string names a status ("ok", "null pointer", ...); never NULL. */
@@ -129,6 +130,34 @@ int qk_twobit_kn(const void *x, int x_dtype, const uint8_t *packed, const float 
  */
 int qk_onebit_kn(const void *x, int x_dtype, const uint8_t *packed, const float *scale, int scale_kind,
                  int64_t m, int64_t k, int64_t n, float *y);
+
+/* ggml's block types, by ggml's type ids (ggml.h's enum ggml_type). */
+enum {
+  QK_GGML_Q4_0 = 2,
+  QK_GGML_Q4_1 = 3,
+  QK_GGML_Q5_0 = 6,
+  QK_GGML_Q5_1 = 7,
+  QK_GGML_Q8_0 = 8,
+  QK_GGML_Q2_K = 10,
+  QK_GGML_Q3_K = 11,
+  QK_GGML_Q4_K = 12,
+  QK_GGML_Q5_K = 13,
+  QK_GGML_Q6_K = 14,
+  QK_GGML_IQ4_NL = 20,
+};
+
+/* qk_ggml_block_info writes the elements and bytes of one block of ggml type `type`, or returns
+ * QK_ERR_TYPE for a type that is not one of the above. */
+int qk_ggml_block_info(int type, int64_t *block_size, int64_t *block_bytes);
+
+/*
+ * ggml's block types, x @ W^T with W n x k stored as a GGUF file stores it: blocks holds n rows of
+ * k/bs blocks of ggml type `type` (bs elements in block_bytes bytes each: qk_ggml_block_info),
+ * ggml-common.h's layouts, k a multiple of bs. W's values are ggml's dequantize_row_* values bit
+ * for bit; y[i][j] = sum_l x[i][l] * W[j][l], accumulated in float32.
+ */
+int qk_ggml_nk(const void *x, int x_dtype, int type, const uint8_t *blocks, int64_t m, int64_t k, int64_t n,
+               float *y);
 
 /* Dense float32 baseline: y = x @ w with w k x n float32 (for benchmarks). */
 int qk_f32_kn(const float *x, const float *w, int64_t m, int64_t k, int64_t n, float *y);

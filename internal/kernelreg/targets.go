@@ -27,7 +27,8 @@ type Target struct {
 
 // The activations x (M, K), float32 or bfloat16, are every call's first operand, and the result
 // y (M, N) float32 its only one. The scale_kind attribute says how a scale is laid out (the
-// ScaleKind constants).
+// ScaleKind constants); ggml_type names a GGML block type by ggml's type id (gguf.Type's value),
+// whose block size bs and bytes blockBytes the handler checks the operands against.
 var targets = []Target{
 	{Name: "quanta_nf4_kn", Operands: []string{"packed", "absmax"},
 		Contract: "packed uint8 (K, ceil(N/bs), bs/2), absmax float (K, ceil(N/bs)): x·W"},
@@ -41,6 +42,8 @@ var targets = []Target{
 		Contract: "packed uint8 (K/4, N), scale float32 (1 or N values): x·W"},
 	{Name: "quanta_onebit_kn", Operands: []string{"packed", "scale"}, Optional: "scale", Attributes: []string{"scale_kind"},
 		Contract: "packed uint8 (K/8, N), scale float32 (1 or N values): x·W"},
+	{Name: "quanta_ggml_nk", Operands: []string{"blocks"}, Attributes: []string{"ggml_type"},
+		Contract: "blocks uint8 (N, K/bs·blockBytes), N rows of K/bs blocks of the ggml type ggml_type: x·Wᵀ"},
 }
 
 // ScaleKind says how the scale operand of a call is laid out (the scale_kind attribute).
@@ -123,7 +126,17 @@ func CHeader() string {
 		}
 		sb.WriteString("};\n")
 	}
-	fmt.Fprintf(&sb, "\n/* The scale_kind attribute and its values. */\n#define QK_ATTR_SCALE_KIND \"scale_kind\"\n"+
+	sb.WriteString("\n/* The attributes. */\n")
+	var attrs []string
+	for _, t := range targets {
+		for _, a := range t.Attributes {
+			if !slices.Contains(attrs, a) {
+				attrs = append(attrs, a)
+				fmt.Fprintf(&sb, "#define QK_ATTR_%s \"%s\"\n", strings.ToUpper(a), a)
+			}
+		}
+	}
+	fmt.Fprintf(&sb, "/* The values of scale_kind. */\n"+
 		"enum {\n  QK_ATTR_SCALE_NONE = %d,\n  QK_ATTR_SCALE_TENSOR = %d,\n  QK_ATTR_SCALE_K = %d,\n  QK_ATTR_SCALE_N = %d,\n};\n",
 		ScaleNone, ScaleTensor, ScaleK, ScaleN)
 	sb.WriteString("\n/* The handlers by target, in the table's order (ffi.c). */\n" +

@@ -54,11 +54,13 @@ func formats() []format {
 			withStrategy: func(a array, s lowering.Strategy) array { return a.(*qint8.Array).WithStrategy(s) },
 			withDType:    func(a array, d dtypes.DType) array { return a.(*qint8.Array).WithDType(d) },
 			withSharding: func(a array, s sharding.Sharding) array { return a.(*qint8.Array).WithSharding(s) }},
-		{name: "ternary/scaled", bytes: 2*16 + 16*4, make: func() array { return onebit.MustQuantizeTernary(weight(), onebit.WithScale(0)) },
+		{name: "ternary/scaled", bytes: 2*16 + 16*4, make: func() array {
+			return onebit.MustQuantizeTernary(weight(), &onebit.Options{Scale: true, ScaleAxes: []int{0}})
+		},
 			withStrategy: func(a array, s lowering.Strategy) array { return a.(*onebit.Array).WithStrategy(s) },
 			withDType:    func(a array, d dtypes.DType) array { return a.(*onebit.Array).WithDType(d) },
 			withSharding: func(a array, s sharding.Sharding) array { return a.(*onebit.Array).WithSharding(s) }},
-		{name: "binary/1bit", bytes: 1 * 16, make: func() array { return onebit.MustQuantizeBinaryBits(weight()) },
+		{name: "binary/1bit", bytes: 1 * 16, make: func() array { return onebit.MustQuantizeBinaryBits(weight(), nil) },
 			withStrategy: func(a array, s lowering.Strategy) array { return a.(*onebit.BitArray).WithStrategy(s) },
 			withDType:    func(a array, d dtypes.DType) array { return a.(*onebit.BitArray).WithDType(d) },
 			withSharding: func(a array, s sharding.Sharding) array { return a.(*onebit.BitArray).WithSharding(s) }},
