@@ -117,6 +117,24 @@ bench-llamacpp: setup ## SmolLM2 prompt and decode tokens/s: quanta per format (
 	$(REFERENCE_RUN) speed $(LLAMACPP_FLAGS) | tee $(SPEED_OUT).llamacpp.jsonl
 	$(GO) run ./examples/smollm -speed-table $(SPEED_OUT).quanta.jsonl $(SPEED_OUT).llamacpp.jsonl | tee $(SPEED_OUT).md
 
+# The GGUF files as they are (-format file), quanta beside llama.cpp on the same files: SmolLM2 in
+# its shipped Q4_1 and in llama.cpp's types (make assets-quants), Gemma-3 in Q4_K_M. Run it on a
+# quiet machine; llama.cpp runs from reference/llamacpp.sh's virtualenv (no torch).
+GGUF_FILES ?= $(QUANTA_ASSETS)/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf $(wildcard $(QUANTA_ASSETS)/smollm2-quants/*.gguf) \
+	$(QUANTA_ASSETS)/gemma3/gemma-3-270m-q4_k_m.gguf
+GGUF_OUT ?= $(or $(TMPDIR),/tmp)/quanta-gguf-speed
+GGUF_LLAMACPP_FLAGS ?= --threads 2
+QUANTA_ASSETS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/quanta/assets
+comma := ,
+space := $(empty) $(empty)
+
+.PHONY: bench-gguf
+bench-gguf: setup ## prompt and decode tokens/s of each GGUF file as it is stored, quanta beside llama.cpp, one table
+	rm -f $(GGUF_OUT).quanta.jsonl $(GGUF_OUT).llamacpp.jsonl
+	for f in $(GGUF_FILES); do $(GO) run ./examples/smollm -bench -gguf $$f $(SPEED_FLAGS) | tee -a $(GGUF_OUT).quanta.jsonl; done
+	reference/llamacpp.sh speed --files $(subst $(space),$(comma),$(strip $(GGUF_FILES))) $(GGUF_LLAMACPP_FLAGS) | tee $(GGUF_OUT).llamacpp.jsonl
+	$(GO) run ./examples/smollm -speed-table $(GGUF_OUT).quanta.jsonl $(GGUF_OUT).llamacpp.jsonl | tee $(GGUF_OUT).md
+
 # Where a SmolLM2 decoding step's time goes, per format: examples/smollm -anatomy (the step, its
 # parts compiled alone, the host's pick, the decoding rate in both cache modes), one process per
 # format. Run it on a quiet machine; ANATOMY_FLAGS adds flags (e.g. -fuse=false -head f32).

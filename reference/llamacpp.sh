@@ -7,6 +7,8 @@
 #   reference/llamacpp.sh gen        regenerate reference/testdata/llamacpp (perplexities) and
 #                                    reference/testdata/tokenizer_gemma3 in place (then review and commit)
 #   reference/llamacpp.sh verify     regenerate into a temp dir and compare byte for byte with the committed sets
+#   reference/llamacpp.sh speed ARGS llama.cpp's prompt and decode tokens/s (reference/llamacpp_speed.py ARGS;
+#                                    make bench-gguf)
 #
 # The virtualenv lives in $QUANTA_LLAMACPP_VENV (default ${XDG_CACHE_HOME:-$HOME/.cache}/quanta/llamacpp-ref/venv),
 # outside git, from reference/requirements-llamacpp.txt (llama-cpp-python 0.3.36 built from its sdist: CMake, default
@@ -77,8 +79,13 @@ case "$cmd" in
     done
     exit $fail
     ;;
+  speed)
+    ensure_venv
+    shift
+    "$VENV/bin/python" "$HERE/llamacpp_speed.py" "$@"
+    ;;
   *)
-    sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     [ "$cmd" = help ] || exit 2
     ;;
 esac

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """llama.cpp CPU speed on SmolLM2-135M: prompt and decode tokens per second, per weight type.
 
-Usage: reference/run.sh speed [--types Q4_1,F32,Q8_0,Q4_0] [--threads 2] [--reps 3] [--quick]
+Usage: reference/run.sh speed [--types Q4_1,F32,Q8_0,Q4_0 | --files A.gguf,B.gguf] [--threads 2] [--reps 3] [--quick]
 
 Run it on a quiet machine: every other process on the cores shows up in the figures.
 
 For each type: the shipped Q4_1 GGUF, and F32 / Q8_0 / Q4_0 files made from it once with llama.cpp's
 own quantizer (``llama_cpp.llama_model_quantize``, allow_requantize; cached outside git under
 $QUANTA_REF_CACHE, default <assets>/reference-cache). F32 holds exactly the Q4_1/Q8_0 values; Q8_0
-and Q4_0 are re-quantizations of them, fine for timing only.
+and Q4_0 are re-quantizations of them, fine for timing only. --files times the given GGUF files
+instead (any architecture llama.cpp runs), each reported under the type its name ends with
+(``SmolLM2-135M-Instruct.Q4_K_M.gguf``: Q4_K_M).
 
   prompt   the first N (512) llama.cpp ids of GPL-3 evaluated as one batch (n_batch = N) from an
            empty KV cache: prompt_tok_s = N / seconds
@@ -46,9 +48,16 @@ def cpu_name() -> str:
     return platform.processor()
 
 
+def file_type(path: str) -> str:
+    """The type a GGUF file's name ends with: "model.Q4_K_M.gguf" gives "Q4_K_M"."""
+    stem = os.path.basename(path).removesuffix(".gguf")
+    return stem.rsplit(".", 1)[-1] if "." in stem else stem
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--types", default="Q4_1,F32,Q8_0,Q4_0")
+    ap.add_argument("--files", default="", help="comma-separated GGUF files to time instead of --types")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--prompt", type=int, default=512)
@@ -61,8 +70,11 @@ def main():
     from llama_cpp import Llama
 
     text = open(common.require(common.GPL3), encoding="utf-8").read()
-    for t in args.types.split(","):
-        path = llamacpp_util.gguf_of_type(t, nthread=args.threads)
+    if args.files:
+        runs = [(file_type(p), p) for p in args.files.split(",")]
+    else:
+        runs = [(t, llamacpp_util.gguf_of_type(t, nthread=args.threads)) for t in args.types.split(",")]
+    for t, path in runs:
         n_ctx = max(args.prompt, args.decode + 8)
         llm = Llama(path, n_ctx=n_ctx, n_batch=args.prompt, n_ubatch=args.prompt, n_threads=args.threads,
                     n_threads_batch=args.threads, verbose=False)

@@ -66,7 +66,11 @@ func anatomy() error {
 	if err != nil {
 		return err
 	}
-	m, ctx := l.model, l.ctx.Reuse()
+	m, ok := l.model.(*llama.Model)
+	if !ok {
+		return errors.Errorf("-anatomy times the parts of a Llama decoding step; %s is another architecture", *flagGGUF)
+	}
+	ctx := l.ctx.Reuse()
 	if window > m.ContextLength || m.Heads*m.HeadDim != m.Dim {
 		return errors.Errorf("-anatomy-window %d, context length %d, %d heads of %d for a width of %d: accepted: a window within the context, heads filling the width",
 			window, m.ContextLength, m.Heads, m.HeadDim, m.Dim)
@@ -338,7 +342,7 @@ type rateOf struct {
 // and returns the median decoding rate of each.
 func decodeRates(l *loaded, window int) ([]rateOf, error) {
 	first := l.tok.Encode("The", tokenizer.EncodeOptions{})
-	maxLen := min(*flagMaxLen, l.model.ContextLength)
+	maxLen := min(*flagMaxLen, l.model.DecodeSpec().ContextLength)
 	tokens := *flagAnatomyTokens
 	var configs []rateOf
 	for _, ml := range []int{maxLen, window} {

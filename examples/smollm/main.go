@@ -8,7 +8,8 @@
 //
 // -format names a rule set of models.Preset: file (default: every tensor as the GGUF stores it,
 // its Q4_1 projections and Q8_0 table as they are, never decoded; -gguf may name any SmolLM2 file,
-// e.g. one of `make assets-quants`), or a conversion of the projections as the loader decodes
+// e.g. one of `make assets-quants`, or another architecture's: -bench and the generation run any
+// file models/arch loads, such as Gemma-3's), or a conversion of the projections as the loader decodes
 // them (the float model is never whole in memory): f32, nf4 (blocks of 64 along in,
 // bitsandbytes' layout), nf4-out (blocks along out), int8 (a scale per output channel), int8-in,
 // ternary, ternary-scaled, binary, binary-scaled. q/k/v and gate/up are fused where the format
@@ -33,6 +34,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -45,6 +47,8 @@ import (
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
 	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/models/arch"
+	"github.com/quanta-ml/quanta/models/gemma3"
 	"github.com/quanta-ml/quanta/models/llama"
 	"github.com/quanta-ml/quanta/runtime"
 	"github.com/quanta-ml/quanta/tokenizer"
@@ -98,7 +102,7 @@ type loaded struct {
 	backend   backends.Backend
 	tok       *tokenizer.BPE
 	ctx       *context.Context
-	model     *llama.Model
+	model     models.LanguageModel
 	quantizer *models.Quantizer
 	seconds   float64
 	loadRSS   string // resident memory right after loading, before any graph ran
@@ -144,15 +148,14 @@ func load() (*loaded, error) {
 		return nil, err
 	}
 	ctx := context.New()
-	opts := llama.LoadOptions{LoadOptions: models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q, Backend: backend}}
-	if *flagFuse {
-		opts.Fuse = q.Fuse
+	opts := arch.QuantizerOptions(q, backend)
+	if !*flagFuse {
+		opts.Fuse = nil
 	}
-	model, err := llama.LoadGGUF(ctx, f, opts)
+	model, err := arch.LoadGGUF(ctx, f, opts)
 	if err != nil {
 		return nil, err
 	}
-	model.Projection, model.Table = q.Projection, q.Table
 	return &loaded{backend: backend, tok: tok, ctx: ctx, model: model, quantizer: q, seconds: time.Since(start).Seconds(),
 		loadRSS: procMemory("VmRSS"), loadPeak: procMemory("VmHWM")}, nil
 }
@@ -182,7 +185,7 @@ func generate() error {
 		text = "<|im_start|>system\n" + *flagSystem + "<|im_end|>\n<|im_start|>user\n" + *flagPrompt + "<|im_end|>\n<|im_start|>assistant\n"
 	}
 	ids := l.tok.Encode(text, tokenizer.EncodeOptions{ParseSpecial: *flagChat})
-	gen, err := l.generator(min(*flagMaxLen, l.model.ContextLength))
+	gen, err := l.generator(min(*flagMaxLen, l.model.DecodeSpec().ContextLength))
 	if err != nil {
 		return err
 	}
@@ -209,6 +212,7 @@ func generate() error {
 type BenchResult struct {
 	Engine          string  `json:"engine"`
 	Type            string  `json:"type"`
+	GGUF            string  `json:"gguf,omitempty"`
 	Head            string  `json:"head,omitempty"`
 	Fused           bool    `json:"fused,omitempty"`
 	Cache           string  `json:"cache,omitempty"`
@@ -248,7 +252,7 @@ func bench() error {
 	}
 	prompt = prompt[:*flagBenchPrompt]
 	first := l.tok.Encode("The", tokenizer.EncodeOptions{})
-	res := BenchResult{Engine: "quanta", Type: *flagFormat, Head: headFormat(), Fused: l.model.FusedQKV || l.model.FusedGateUp, Cache: *flagCache,
+	res := BenchResult{Engine: "quanta", Type: *flagFormat, GGUF: filepath.Base(*flagGGUF), Head: headFormat(), Fused: fused(l.model), Cache: *flagCache,
 		Backend: l.backend.Name(), Environment: runtime.MustEnvironment(), WeightBytes: int64(l.ctx.Memory()),
 		PromptTokens: len(prompt), DecodeTokens: *flagBenchDecode, Reps: *flagReps, LoadSeconds: l.seconds, LoadRSS: l.loadRSS, LoadPeak: l.loadPeak}
 
@@ -264,7 +268,7 @@ func bench() error {
 	}
 	// Decode: "The", then decode single-token steps, timed from the first chosen token to the
 	// last, in a cache of -maxlen positions (the default's attention follows the filled part).
-	res.DecodeCacheSize = min(*flagMaxLen, l.model.ContextLength)
+	res.DecodeCacheSize = min(*flagMaxLen, l.model.DecodeSpec().ContextLength)
 	decodeGen, err := l.generator(res.DecodeCacheSize)
 	if err != nil {
 		return err
@@ -347,6 +351,17 @@ func procMemory(field string) string {
 	return "n/a"
 }
 
+// fused reports whether m runs q/k/v or gate/up as one product.
+func fused(m models.LanguageModel) bool {
+	switch m := m.(type) {
+	case *llama.Model:
+		return m.FusedQKV || m.FusedGateUp
+	case *gemma3.Model:
+		return m.FusedQKV || m.FusedGateUp
+	}
+	return false
+}
+
 // speedTable prints one markdown table from JSON lines: quanta's (-bench) and llama.cpp's
 // (reference/llamacpp_speed.py, engine-less lines with a "file" field).
 func speedTable(files []string) error {
@@ -386,6 +401,9 @@ func speedTable(files []string) error {
 				engine = "quanta (" + r.Backend + ")"
 				if r.Environment != "" && !slices.Contains(envs, r.Environment) {
 					envs = append(envs, r.Environment)
+				}
+				if r.Type == models.FilePreset && r.GGUF != "" {
+					weights = "file " + strings.TrimSuffix(r.GGUF, ".gguf")
 				}
 				if r.Head != "" {
 					weights += ", head " + r.Head
