@@ -21,10 +21,10 @@
 //   - A Platform says what the backend is (PlatformOf): pure Go, XLA CPU with or without its
 //     library fusions, XLA on a GPU, a TPU or another accelerator, and whether quanta's kernels
 //     are registered with it (the Kernels bit). It is derived from the backend a graph is built
-//     for (the plugin's name, or its file's name when it was loaded by path), never from
-//     process-wide state set at import.
-//   - Choose is the one policy table (see its documentation); Supports says whether a strategy
-//     serves a product; DotGeneral builds it.
+//     for (an XLA CPU plugin by its devices, whatever its file's name; others by the plugin's
+//     name and their devices' description), never from process-wide state set at import.
+//   - Choose is the one policy table (see its documentation); DotGeneral builds the product,
+//     panicking with ErrUnsupported when a forced strategy cannot serve it.
 //
 // Format packages register DotGeneral as their arrays' dot_general handler with
 // RegisterDotGeneral: implicitarray.DotGeneral, MatMul and Einsum then reach it for an array of

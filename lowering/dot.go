@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
 )
@@ -34,15 +33,6 @@ type Axes struct {
 // ErrUnsupported is the error (wrapped, in a panic) of a product an explicitly chosen Strategy
 // cannot serve.
 var ErrUnsupported = errors.New("strategy cannot serve the product")
-
-// Supports reports whether strategy s serves the product of activations of shape x with w, on the
-// backend of w's graph (Auto, Materialize and DecodeDot serve every product the weight accepts).
-func Supports(s Strategy, w Layout, x shapes.Shape, axes Axes) bool {
-	w.check("lowering.Supports")
-	p := newProduct("lowering.Supports", x, w.Dimensions(), axes)
-	p.setBackend(w.anyNode())
-	return supports(s, w, p)
-}
 
 func supports(s Strategy, w Layout, p *product) bool {
 	switch s {

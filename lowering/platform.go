@@ -106,7 +106,7 @@ func platformOf(backend backends.Backend) Platform {
 	switch p := pluginPlatform(plugin); {
 	case p != XLACPU:
 		return p
-	case LibraryFusionsDisabled():
+	case libraryFusionsDisabled():
 		return XLACPUFusedLoops
 	}
 	return XLACPU
@@ -136,8 +136,8 @@ func pluginPlatform(plugin string) Platform {
 	return XLAAccelerator
 }
 
-// LibraryFusionsDisabled reports whether XLA_FLAGS holds LibraryFusionFlag with its empty value.
-func LibraryFusionsDisabled() bool {
+// libraryFusionsDisabled reports whether XLA_FLAGS holds LibraryFusionFlag with its empty value.
+func libraryFusionsDisabled() bool {
 	for _, f := range strings.Fields(os.Getenv(xlaFlagsEnv)) {
 		if f == LibraryFusionFlag {
 			return true

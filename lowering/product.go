@@ -15,7 +15,7 @@ import (
 // reads its axes from here, and builds its result in DotGeneral's output order (batch axes, then
 // the lhs's free axes, then the rhs's).
 type product struct {
-	// x is the activations node; nil when the product is only described (Supports, Choose).
+	// x is the activations node; nil when the product is only described (Choose).
 	x                           *graph.Node
 	xShape                      shapes.Shape
 	xContracting, xBatch, xFree []int

@@ -9,8 +9,8 @@ import (
 
 // Strategy names a formulation of the product of dense activations with a quantized weight.
 // Auto lets Choose pick one for the platform, the weight and the number of activation rows; any
-// other value is a requirement: a product it cannot serve panics when the graph is built (see
-// Supports), so a benchmark that forces a strategy measures that strategy.
+// other value is a requirement: a product it cannot serve panics with ErrUnsupported when the
+// graph is built, so a benchmark that forces a strategy measures that strategy.
 type Strategy int
 
 const (

@@ -58,7 +58,7 @@
 //
 //	q := models.MustNewQuantizer([]models.Rule{
 //		{Scope: "/lm_head", Skip: true},
-//		{Scope: ".*", Config: quanta.Config{Type: quanta.NF4}, Layout: models.OutIn},
+//		{Scope: ".*", Config: quanta.Config{Type: quanta.NF4}, Layout: qlayers.OutIn},
 //	})
 //	model, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{Kernel: q.Kernel})
 //	model.Projection = q.Projection

@@ -8,6 +8,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/runtime"
 )
 
@@ -18,7 +19,7 @@ import (
 func ExampleQuantizer() {
 	q := models.MustNewQuantizer([]models.Rule{
 		{Scope: "/lm_head", Skip: true},
-		{Scope: ".*", Config: quanta.Config{Type: quanta.NF4}, Layout: models.OutIn},
+		{Scope: ".*", Config: quanta.Config{Type: quanta.NF4}, Layout: qlayers.OutIn},
 	})
 	kernel := make([][]float32, 128) // (inDim, outDim)
 	for i := range kernel {

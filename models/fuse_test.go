@@ -30,16 +30,16 @@ func TestFuse(t *testing.T) {
 	}{
 		{"float", nil, []int{48, 16, 16}, true},
 		{"float-skip", []models.Rule{{Scope: ".*", Skip: true}}, []int{48, 16, 16}, true},
-		{"nf4-out-in", []models.Rule{{Scope: ".*", Config: nf4, Layout: models.OutIn}}, []int{48, 16, 16}, true},
-		{"nf4-in-out-whole-blocks", []models.Rule{{Scope: ".*", Config: nf4, Layout: models.InOut}}, []int{128, 64, 64}, true},
-		{"nf4-in-out-partial-block", []models.Rule{{Scope: ".*", Config: nf4, Layout: models.InOut}}, []int{96, 32, 32}, false},
-		{"nf4-double-quant", []models.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.NF4, DoubleQuant: true}, Layout: models.OutIn}}, []int{48, 16, 16}, false},
-		{"int8-out-in", []models.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}, Layout: models.OutIn}}, []int{48, 16, 16}, true},
-		{"int8-in-out", []models.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}, Layout: models.InOut}}, []int{48, 16, 16}, false},
-		{"binary-scaled-in-out", []models.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Binary, Scaled: true}, Layout: models.InOut}}, []int{48, 16, 16}, true},
-		{"binary-out-in", []models.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Binary}, Layout: models.OutIn}}, []int{48, 16, 16}, false},
-		{"ternary", []models.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Ternary, Scaled: true}, Layout: models.InOut}}, []int{48, 16, 16}, false},
-		{"mixed-rules", []models.Rule{{Scope: "/l/a", Config: nf4, Layout: models.OutIn}, {Scope: ".*", Skip: true}}, []int{48, 16, 16}, false},
+		{"nf4-out-in", []models.Rule{{Scope: ".*", Config: nf4, Layout: qlayers.OutIn}}, []int{48, 16, 16}, true},
+		{"nf4-in-out-whole-blocks", []models.Rule{{Scope: ".*", Config: nf4, Layout: qlayers.InOut}}, []int{128, 64, 64}, true},
+		{"nf4-in-out-partial-block", []models.Rule{{Scope: ".*", Config: nf4, Layout: qlayers.InOut}}, []int{96, 32, 32}, false},
+		{"nf4-double-quant", []models.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.NF4, DoubleQuant: true}, Layout: qlayers.OutIn}}, []int{48, 16, 16}, false},
+		{"int8-out-in", []models.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}, Layout: qlayers.OutIn}}, []int{48, 16, 16}, true},
+		{"int8-in-out", []models.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}, Layout: qlayers.InOut}}, []int{48, 16, 16}, false},
+		{"binary-scaled-in-out", []models.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Binary, Scaled: true}, Layout: qlayers.InOut}}, []int{48, 16, 16}, true},
+		{"binary-out-in", []models.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Binary}, Layout: qlayers.OutIn}}, []int{48, 16, 16}, false},
+		{"ternary", []models.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Ternary, Scaled: true}, Layout: qlayers.InOut}}, []int{48, 16, 16}, false},
+		{"mixed-rules", []models.Rule{{Scope: "/l/a", Config: nf4, Layout: qlayers.OutIn}, {Scope: ".*", Skip: true}}, []int{48, 16, 16}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const in = 128
@@ -176,9 +176,9 @@ func TestQuantizedTable(t *testing.T) {
 		})
 	}
 	for _, rule := range []models.Rule{
-		{Scope: ".*", Config: quanta.Config{Type: quanta.Ternary}, Layout: models.OutIn},
-		{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}, Layout: models.InOut},
-		{Scope: ".*", Config: quanta.Config{Type: quanta.NF4, DoubleQuant: true}, Layout: models.OutIn},
+		{Scope: ".*", Config: quanta.Config{Type: quanta.Ternary}, Layout: qlayers.OutIn},
+		{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}, Layout: qlayers.InOut},
+		{Scope: ".*", Config: quanta.Config{Type: quanta.NF4, DoubleQuant: true}, Layout: qlayers.OutIn},
 	} {
 		q := models.MustNewQuantizer([]models.Rule{rule})
 		if _, err := q.QuantizeTable("/emb", testutil.RandomTensor(1, 8, 64)); err == nil || !strings.Contains(err.Error(), "accepted for a table") {

@@ -56,7 +56,7 @@ func (q *Quantizer) KeepKernel(scope string, w implicitarray.Array) ([]Variable,
 	if err != nil {
 		return nil, errors.WithMessagef(err, "models.Quantizer.KeepKernel(%q)", scope)
 	}
-	q.record(scope, &quantizedKernel{layout: OutIn, template: w, stored: entry.Format}, entry)
+	q.record(scope, &quantizedKernel{layout: qlayers.OutIn, template: w, stored: entry.Format}, entry)
 	return vars, nil
 }
 
@@ -76,7 +76,7 @@ func (q *Quantizer) KeepTable(scope string, table implicitarray.Array) ([]Variab
 	if err != nil {
 		return nil, errors.WithMessagef(err, "models.Quantizer.KeepTable(%q)", scope)
 	}
-	q.recordTable(scope, &quantizedKernel{layout: OutIn, template: table, stored: entry.Format}, entry)
+	q.recordTable(scope, &quantizedKernel{layout: qlayers.OutIn, template: table, stored: entry.Format}, entry)
 	return vars, nil
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/qlayers"
 )
 
 // presets are the named rule sets of the examples and the evaluation table: every tensor as its
@@ -20,17 +21,17 @@ var presets = []struct {
 		Rule{Keep: true}},
 	{"f32", "every projection float32", Rule{Skip: true}},
 	{"nf4", "NF4, blocks of 64 along in (out,in layout, x·Wᵀ): bitsandbytes' quantize_4bit of a Linear weight",
-		Rule{Config: quanta.Config{Type: quanta.NF4}, Layout: OutIn}},
-	{"nf4-out", "NF4, blocks of 64 along out (in,out layout, x·W)", Rule{Config: quanta.Config{Type: quanta.NF4}, Layout: InOut}},
+		Rule{Config: quanta.Config{Type: quanta.NF4}, Layout: qlayers.OutIn}},
+	{"nf4-out", "NF4, blocks of 64 along out (in,out layout, x·W)", Rule{Config: quanta.Config{Type: quanta.NF4}, Layout: qlayers.InOut}},
 	{"int8", "int8, one scale per output channel (out,in layout): weight-only int8",
-		Rule{Config: quanta.Config{Type: quanta.Int8}, Layout: OutIn}},
-	{"int8-in", "int8, one scale per input channel (in,out layout)", Rule{Config: quanta.Config{Type: quanta.Int8}, Layout: InOut}},
-	{"ternary", "ternary {-1, 0, +1} at ±0.5·std, no scale", Rule{Config: quanta.Config{Type: quanta.Ternary}, Layout: InOut}},
+		Rule{Config: quanta.Config{Type: quanta.Int8}, Layout: qlayers.OutIn}},
+	{"int8-in", "int8, one scale per input channel (in,out layout)", Rule{Config: quanta.Config{Type: quanta.Int8}, Layout: qlayers.InOut}},
+	{"ternary", "ternary {-1, 0, +1} at ±0.5·std, no scale", Rule{Config: quanta.Config{Type: quanta.Ternary}, Layout: qlayers.InOut}},
 	{"ternary-scaled", "ternary times mean|w| per output channel",
-		Rule{Config: quanta.Config{Type: quanta.Ternary, Scaled: true}, Layout: InOut}},
-	{"binary", "binary sign (0 → +1), no scale", Rule{Config: quanta.Config{Type: quanta.Binary}, Layout: InOut}},
+		Rule{Config: quanta.Config{Type: quanta.Ternary, Scaled: true}, Layout: qlayers.InOut}},
+	{"binary", "binary sign (0 → +1), no scale", Rule{Config: quanta.Config{Type: quanta.Binary}, Layout: qlayers.InOut}},
 	{"binary-scaled", "binary times mean|w| per output channel",
-		Rule{Config: quanta.Config{Type: quanta.Binary, Scaled: true}, Layout: InOut}},
+		Rule{Config: quanta.Config{Type: quanta.Binary, Scaled: true}, Layout: qlayers.InOut}},
 }
 
 // FilePreset names the rule set that keeps every tensor in its file's format (a Keep rule for
@@ -78,9 +79,9 @@ func TableRule(scope, format string) (Rule, error) {
 	case "f32":
 		return Rule{Scope: scope, Skip: true}, nil
 	case "int8":
-		return Rule{Scope: scope, Config: quanta.Config{Type: quanta.Int8}, Layout: OutIn}, nil
+		return Rule{Scope: scope, Config: quanta.Config{Type: quanta.Int8}, Layout: qlayers.OutIn}, nil
 	case "nf4":
-		return Rule{Scope: scope, Config: quanta.Config{Type: quanta.NF4}, Layout: OutIn}, nil
+		return Rule{Scope: scope, Config: quanta.Config{Type: quanta.NF4}, Layout: qlayers.OutIn}, nil
 	}
 	return Rule{}, errors.Errorf("models.TableRule: format %q; accepted: %s", format, strings.Join(TableFormats(), ", "))
 }

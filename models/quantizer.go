@@ -19,34 +19,6 @@ import (
 	"github.com/quanta-ml/quanta/qlayers"
 )
 
-// KernelLayout is how a quantized projection stores its kernel, which decides the axis the
-// format's blocks and scales run along.
-type KernelLayout int
-
-const (
-	// InOut stores the kernel as layers.Dense and qlayers.Dense do, (inDim, outDim), and computes
-	// x·W. NF4 blocks and int8 scales run along the last axis, out (one int8 scale per input
-	// channel); binary and ternary pack along in and keep one scale per output channel.
-	InOut KernelLayout = iota
-	// OutIn stores Wᵀ (outDim, inDim), PyTorch's and bitsandbytes' Linear.weight, and computes
-	// x·Wᵀ (the last axes of both contracted): NF4 blocks run along in, as bitsandbytes'
-	// quantize_4bit of a Linear weight, and int8 keeps one scale per output channel (the usual
-	// weight-only int8). Binary and ternary would pack along out, so outDim must be a multiple of
-	// 4, and their scales would be per input channel.
-	OutIn
-)
-
-// String returns "in,out" or "out,in".
-func (l KernelLayout) String() string {
-	switch l {
-	case InOut:
-		return "in,out"
-	case OutIn:
-		return "out,in"
-	}
-	return "KernelLayout(" + strconv.Itoa(int(l)) + ")"
-}
-
 // Rule chooses how the projections whose scope matches are stored. It is qlayers.Rule with a
 // kernel layout: Scope is a regular expression fully matched against the projection's scope
 // (e.g. "/layer_[0-9]+/ffn_.*"), the first matching rule of a list wins, Skip keeps the matching
@@ -56,12 +28,21 @@ func (l KernelLayout) String() string {
 // tensor the file holds in a quantized block type (GGML's Q4_K, Q8_0, ...) is read as it is
 // stored, never decoded or converted (see Keeper), and a float tensor stays float. Config and
 // Layout are then unused.
+//
+// Layout decides the axis the format's blocks and scales run along. qlayers.InOut stores the
+// kernel as layers.Dense does, (inDim, outDim), and computes x·W: NF4 blocks and int8 scales run
+// along out (one int8 scale per input channel); binary and ternary pack along in and keep one
+// scale per output channel. qlayers.OutIn stores Wᵀ (outDim, inDim), PyTorch's and bitsandbytes'
+// Linear.weight, and computes x·Wᵀ: NF4 blocks run along in, as bitsandbytes' quantize_4bit of a
+// Linear weight, and int8 keeps one scale per output channel (the usual weight-only int8);
+// binary and ternary pack along out, so outDim must be a multiple of 4, with a scale per input
+// channel.
 type Rule struct {
 	Scope  string
 	Config quanta.Config
 	Skip   bool
 	Keep   bool
-	Layout KernelLayout
+	Layout qlayers.KernelLayout
 }
 
 // Quantizer stores the projections of a model quantized as its rules say, while a loader reads
@@ -92,7 +73,7 @@ type Quantizer struct {
 
 type quantizedKernel struct {
 	cfg      quanta.Config
-	layout   KernelLayout
+	layout   qlayers.KernelLayout
 	template implicitarray.Array
 	// stored names the format of a kernel or table kept as its file stores it (Keeper), which
 	// cfg does not describe; "" for one Kernel or QuantizeTable quantized.
@@ -126,8 +107,8 @@ func NewQuantizer(rules []Rule) (*Quantizer, error) {
 		if err := rule.Config.Validate(); err != nil {
 			return nil, errors.WithMessagef(err, "models.NewQuantizer: rule %d (%q)", i, rule.Scope)
 		}
-		if rule.Layout != InOut && rule.Layout != OutIn {
-			return nil, errors.Errorf("models.NewQuantizer: rule %d (%q): layout %d; accepted: InOut, OutIn", i, rule.Scope, int(rule.Layout))
+		if rule.Layout != qlayers.InOut && rule.Layout != qlayers.OutIn {
+			return nil, errors.Errorf("models.NewQuantizer: rule %d (%q): layout %d; accepted: qlayers.InOut, qlayers.OutIn", i, rule.Scope, int(rule.Layout))
 		}
 	}
 	return q, nil
@@ -176,12 +157,12 @@ func (q *Quantizer) ruleIndex(scope string) int {
 // widths, can be stored as one kernel concatenated along the output axis, at scope fused, with
 // the values they would have apart, and if so remembers that Kernel(fused, ...) quantizes with
 // their rule. They can when one rule (or none: float) covers them all and its format quantizes
-// every output channel on its own: float; NF4 without DoubleQuant in the OutIn layout (blocks
-// along in), or in InOut when every width is a multiple of the block size; int8 in OutIn (a
-// scale per output channel); binary in InOut (packed along in, a scale per output column). The
+// every output channel on its own: float; NF4 without DoubleQuant in the qlayers.OutIn layout (blocks
+// along in), or in qlayers.InOut when every width is a multiple of the block size; int8 in qlayers.OutIn (a
+// scale per output channel); binary in qlayers.InOut (packed along in, a scale per output column). The
 // quantized products are then the separate ones bit for bit; a float product of another width
 // may round differently in XLA's dense dot (a few ulps). Ternary thresholds at the whole
-// tensor's deviation, and int8 in InOut scales across the outputs: those never fuse. A Keep rule
+// tensor's deviation, and int8 in qlayers.InOut scales across the outputs: those never fuse. A Keep rule
 // fuses: a loader fuses kept parts only when the file stores them all in one block type (their
 // rows of blocks are then stacked as they are, exact), and float parts as float.
 func (q *Quantizer) Fuse(fused string, parts []string, outDims []int) bool {
@@ -213,7 +194,7 @@ func fusable(rule Rule, outDims []int) bool {
 		if c.DoubleQuant {
 			return false
 		}
-		if rule.Layout == OutIn {
+		if rule.Layout == qlayers.OutIn {
 			return true
 		}
 		for _, d := range outDims {
@@ -223,15 +204,15 @@ func fusable(rule Rule, outDims []int) bool {
 		}
 		return true
 	case quanta.Int8:
-		return rule.Layout == OutIn
+		return rule.Layout == qlayers.OutIn
 	case quanta.Binary:
-		return rule.Layout == InOut
+		return rule.Layout == qlayers.InOut
 	}
 	return false
 }
 
 // Kernel is a KernelFunc: it quantizes the float32 kernel (inDim, outDim) of the projection at
-// scope as the first matching rule says (transposed first for OutIn) and returns its components
+// scope as the first matching rule says (transposed first for qlayers.OutIn) and returns its components
 // as variables, finalizing the float kernel; without a rule, or with a Keep rule (the file stores
 // the kernel float), it returns DenseKernel's variable.
 func (q *Quantizer) Kernel(scope string, kernel *tensors.Tensor) ([]Variable, error) {
@@ -246,7 +227,7 @@ func (q *Quantizer) Kernel(scope string, kernel *tensors.Tensor) ([]Variable, er
 		return nil, errors.Errorf("models.Quantizer.Kernel(%q): kernel %s; accepted: float32 (inDim, outDim)", scope, shape)
 	}
 	w := kernel
-	if rule.Layout == OutIn {
+	if rule.Layout == qlayers.OutIn {
 		w = hostdata.Transposed(kernel)
 		_ = kernel.FinalizeAll()
 	}
@@ -298,7 +279,7 @@ func (q *Quantizer) Projection(ctx *context.Context, name string, x *graph.Node,
 	g := x.Graph()
 	dims := k.template.Shape().Dimensions
 	in, out := dims[0], dims[1]
-	if k.layout == OutIn {
+	if k.layout == qlayers.OutIn {
 		in, out = out, in
 	}
 	shape := x.Shape()
@@ -323,7 +304,7 @@ func (q *Quantizer) Projection(ctx *context.Context, name string, x *graph.Node,
 		flat = graph.Reshape(x, -1, in)
 	}
 	contracting := 0
-	if k.layout == OutIn {
+	if k.layout == qlayers.OutIn {
 		contracting = 1
 	}
 	y := implicitarray.Materialize(implicitarray.DotGeneral(flat, []int{-1}, nil, w, []int{contracting}, nil))
@@ -345,7 +326,7 @@ func (q *Quantizer) Projection(ctx *context.Context, name string, x *graph.Node,
 // finalizing the float table; without a rule, or with a Keep rule (the file stores the table
 // float), it returns DenseTableVariables' variable. A table is looked up by rows, so its rule
 // must keep each row apart: NF4 (without DoubleQuant: blocks along dim) or int8 (a scale per
-// row), in the OutIn layout, which for a table [rows, dim] is the layout of a tied head's
+// row), in the qlayers.OutIn layout, which for a table [rows, dim] is the layout of a tied head's
 // x·tableᵀ.
 func (q *Quantizer) QuantizeTable(scope string, table *tensors.Tensor) ([]Variable, error) {
 	shape := table.Shape()
@@ -358,8 +339,8 @@ func (q *Quantizer) QuantizeTable(scope string, table *tensors.Tensor) ([]Variab
 	if shape.Rank() != 2 || shape.DType != dtypes.Float32 {
 		return nil, errors.Errorf("models.Quantizer.QuantizeTable(%q): table %s; accepted: float32 [rows, dim]", scope, shape)
 	}
-	if err := qlayers.TableFormatError(rule.Config); err != nil || rule.Layout != OutIn {
-		return nil, errors.Errorf("models.Quantizer.QuantizeTable(%q): rule %s; accepted for a table: nf4 (without DoubleQuant) or int8, layout OutIn",
+	if err := qlayers.TableFormatError(rule.Config); err != nil || rule.Layout != qlayers.OutIn {
+		return nil, errors.Errorf("models.Quantizer.QuantizeTable(%q): rule %s; accepted for a table: nf4 (without DoubleQuant) or int8, layout qlayers.OutIn",
 			scope, rule.Describe())
 	}
 	a, err := quanta.Quantize(table, rule.Config)
@@ -373,7 +354,7 @@ func (q *Quantizer) QuantizeTable(scope string, table *tensors.Tensor) ([]Variab
 		entry.QuantizedBytes += int64(c.Shape().Memory())
 	}
 	entry.Quantized, entry.Config = true, rule.Config
-	q.recordTable(scope, &quantizedKernel{cfg: rule.Config, layout: OutIn, template: a}, entry)
+	q.recordTable(scope, &quantizedKernel{cfg: rule.Config, layout: qlayers.OutIn, template: a}, entry)
 	return vars, nil
 }
 
@@ -439,7 +420,7 @@ func (q *Quantizer) Report() qlayers.Report {
 	return r
 }
 
-// Describe returns the rule's format in words, e.g. "nf4/64 (out,in)", "float" or "as stored".
+// Describe returns the rule's format in words, e.g. "nf4/64 (out_in)", "float" or "as stored".
 func (r Rule) Describe() string {
 	if r.Skip {
 		return "float"

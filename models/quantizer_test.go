@@ -12,6 +12,7 @@ import (
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/qlayers"
 )
 
 // QLoRA's NF4 values used below (the published codebook).
@@ -63,7 +64,7 @@ func TestQuantizerLayouts(t *testing.T) {
 			// Blocks of 2 along out are the rows: [1, 0.5] → absmax 1, 0.5 → 0.4407;
 			// [-2, 4] → absmax 4, -0.5 → -0.5251. x = [1, 0] and [0, 1] read the rows.
 			name:   "nf4 in,out: blocks along out",
-			rule:   models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.NF4, BlockSize: 2}, Layout: models.InOut},
+			rule:   models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.NF4, BlockSize: 2}, Layout: qlayers.InOut},
 			kernel: nf4Kernel, x: [][]float32{{1, 0}, {0, 1}},
 			want: []float64{1, nf4p4407, 4 * nf4m5251, 4},
 		},
@@ -71,7 +72,7 @@ func TestQuantizerLayouts(t *testing.T) {
 			// Blocks of 2 along in are the columns: [1, -2] → absmax 2, 0.5 → 0.4407·2;
 			// [0.5, 4] → absmax 4, 0.125 → 0.1609·4.
 			name:   "nf4 out,in: blocks along in",
-			rule:   models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.NF4, BlockSize: 2}, Layout: models.OutIn},
+			rule:   models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.NF4, BlockSize: 2}, Layout: qlayers.OutIn},
 			kernel: nf4Kernel, x: [][]float32{{1, 0}, {0, 1}},
 			want: []float64{2 * nf4p4407, 4 * nf4p0160, -2, 4},
 		},
@@ -79,21 +80,21 @@ func TestQuantizerLayouts(t *testing.T) {
 			// One scale per output: absmax 4 → codes [32, 70, -127, 16], sum -9, ·4/127;
 			// absmax 2 → [32, -70, 16, 127], sum 105, ·2/127; plus the biases.
 			name:   "int8 out,in: a scale per output channel",
-			rule:   models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}, Layout: models.OutIn},
+			rule:   models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}, Layout: qlayers.OutIn},
 			kernel: int8Kernel, biases: []float32{0.5, -1}, x: ones,
 			want: []float64{-9*4.0/127 + 0.5, 105*2.0/127 - 1},
 		},
 		{
 			// Unscaled ternary: threshold 0.5·std of all 8 values (std 1.8502): ±1 beyond 0.9251.
 			name:   "ternary in,out",
-			rule:   models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.Ternary}, Layout: models.InOut},
+			rule:   models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.Ternary}, Layout: qlayers.InOut},
 			kernel: int8Kernel, x: ones,
 			want: []float64{1 + 1 - 1 + 0, 0 - 1 + 0 + 1},
 		},
 		{
 			// Binary with one mean|w| per output column: [1, 1, -1, 1]·1.925 and [1, -1, 1, 1]·0.9625.
 			name:   "binary scaled in,out",
-			rule:   models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.Binary, Scaled: true}, Layout: models.InOut},
+			rule:   models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.Binary, Scaled: true}, Layout: qlayers.InOut},
 			kernel: int8Kernel, x: ones,
 			want: []float64{2 * 1.925, 2 * 0.9625},
 		},
@@ -118,7 +119,7 @@ func TestQuantizerLayouts(t *testing.T) {
 func TestQuantizerRules(t *testing.T) {
 	q := models.MustNewQuantizer([]models.Rule{
 		{Scope: "/layer_0/.*", Skip: true},
-		{Scope: "/layer_[0-9]+/ffn_.*", Config: quanta.Config{Type: quanta.Int8}, Layout: models.OutIn},
+		{Scope: "/layer_[0-9]+/ffn_.*", Config: quanta.Config{Type: quanta.Int8}, Layout: qlayers.OutIn},
 		{Scope: ".*", Config: quanta.Config{Type: quanta.NF4}},
 	})
 	kernel := func() *tensors.Tensor { return testutil.RandomTensor(1, 64, 128) }
@@ -156,7 +157,7 @@ func TestQuantizerRules(t *testing.T) {
 	for _, rules := range [][]models.Rule{
 		{{Scope: "(", Config: quanta.Config{}}},
 		{{Scope: ".*", Config: quanta.Config{BlockSize: 3}}},
-		{{Scope: ".*", Layout: models.KernelLayout(7)}},
+		{{Scope: ".*", Layout: qlayers.KernelLayout(7)}},
 	} {
 		if _, err := models.NewQuantizer(rules); err == nil {
 			t.Errorf("NewQuantizer(%+v): no error", rules)
@@ -166,7 +167,7 @@ func TestQuantizerRules(t *testing.T) {
 		t.Error("Kernel of a float64 kernel: no error")
 	}
 	// Binary packs 4 rows a byte along the first stored axis: out,in needs outDim % 4 == 0.
-	binary := models.MustNewQuantizer([]models.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Binary}, Layout: models.OutIn}})
+	binary := models.MustNewQuantizer([]models.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Binary}, Layout: qlayers.OutIn}})
 	if _, err := binary.Kernel("/p", testutil.RandomTensor(1, 8, 6)); err == nil || !strings.Contains(err.Error(), "/p") {
 		t.Errorf("binary (out,in) with outDim 6: %v, want an error naming the scope", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/llama"
+	"github.com/quanta-ml/quanta/qlayers"
 )
 
 // loadWith loads the tiny GGUF through a Quantizer of rules, fusing through it when fuse, and
@@ -48,9 +49,9 @@ func TestLoadFused(t *testing.T) {
 		tolerance float64 // 0: bit for bit
 	}{
 		{"f32", models.Rule{Scope: ".*", Skip: true}, true, 1e-6},
-		{"nf4", models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.NF4, BlockSize: 8}, Layout: models.OutIn}, true, 0},
-		{"int8", models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}, Layout: models.OutIn}, true, 0},
-		{"int8-in", models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}, Layout: models.InOut}, false, 0},
+		{"nf4", models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.NF4, BlockSize: 8}, Layout: qlayers.OutIn}, true, 0},
+		{"int8", models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}, Layout: qlayers.OutIn}, true, 0},
+		{"int8-in", models.Rule{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}, Layout: qlayers.InOut}, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rules := []models.Rule{{Scope: "/token_embd", Skip: true}, tc.rule}
