@@ -73,3 +73,5 @@
 // products) panic with a message naming the op and the shapes. After Delete, using the array, or
 // any array derived from it without new components, is implicitarray.ErrDeleted.
 package ggml
+
+//go:generate go run ../internal/qarray/cmd/qarray_methods -pkg ggml -o methods.go

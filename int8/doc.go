@@ -66,3 +66,5 @@
 // (QuantizeNode, the handlers) panic with a message naming the op and shapes. After Delete, using
 // the array, or any array derived from it without new components, is implicitarray.ErrDeleted.
 package int8
+
+//go:generate go run ../internal/qarray/cmd/qarray_methods -pkg int8 -o methods.go

@@ -105,3 +105,5 @@
 // blocks whose absmax is below 2^-100, where the denominator absmax+tiny is not rounded to
 // bfloat16.
 package nf4
+
+//go:generate go run ../internal/qarray/cmd/qarray_methods -pkg nf4 -o methods.go

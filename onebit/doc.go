@@ -97,3 +97,5 @@
 // and shapes. After Delete, which frees the packed bytes and the scale, using the array, or any
 // array derived from it without new components, is implicitarray.ErrDeleted.
 package onebit
+
+//go:generate go run ../internal/qarray/cmd/qarray_methods -pkg onebit -o methods.go
