@@ -99,13 +99,13 @@ bench-peer: setup ## eformer (JAX CPU) vs quanta (XLA CPU) on the same shapes: a
 	$(GO) run ./conformance/peer
 
 # SmolLM2 speed beside llama.cpp, in one sitting: examples/smollm -bench once per format (one
-# process each, so each line's peak RSS is its own), then reference/run.sh speed (llama-cpp-python
-# in the reference harness's virtualenv), then one table. Run it on a quiet machine. A smoke run:
+# process each, so each line's peak RSS is its own), then reference/llamacpp.sh speed
+# (llama-cpp-python in its own virtualenv, no torch), then one table. Run it on a quiet machine. A smoke run:
 #   make bench-llamacpp SPEED_FLAGS='-reps 1 -bench-prompt 16 -bench-decode 8' LLAMACPP_FLAGS='--quick --types F32,Q4_1'
 SPEED_FORMATS ?= f32 nf4 nf4-out int8
 SPEED_FLAGS ?=
 LLAMACPP_FLAGS ?= --types F32,Q8_0,Q4_0,Q4_1 --threads 2
-REFERENCE_RUN ?= reference/run.sh
+REFERENCE_RUN ?= reference/llamacpp.sh
 SPEED_OUT ?= $(or $(TMPDIR),/tmp)/quanta-smollm-speed
 
 .PHONY: bench-llamacpp
