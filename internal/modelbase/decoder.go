@@ -4,14 +4,15 @@ import (
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/fileio"
+	"github.com/quanta-ml/quanta/models"
 )
 
 // Decoder holds the hyper-parameters that every GGUF decoder architecture (llama, gemma3) has
 // and reads the same way; each package's Config copies them to and from its own fields.
 type Decoder struct {
 	VocabSize, Dim, Layers, Heads, KVHeads, HeadDim, FFNDim, ContextLength int
-	RMSNormEps, RoPEBase                                                  float64
-	TiedEmbeddings                                                        bool
+	RMSNormEps, RoPEBase                                                   float64
+	TiedEmbeddings                                                         bool
 }
 
 // Validate checks the common fields of a configuration built in code: counts and widths from 1
@@ -189,4 +190,9 @@ func (s DecoderSpec) headWidth(f *gguf.File, d *Decoder) error {
 			d.HeadDim, key, v)
 	}
 	return nil
+}
+
+// DecodeSpec describes a decoder of these hyper-parameters to a models.Generator.
+func (d Decoder) DecodeSpec() models.DecodeSpec {
+	return models.DecodeSpec{VocabSize: d.VocabSize, ContextLength: d.ContextLength, Layers: d.Layers, KVHeads: d.KVHeads, HeadDim: d.HeadDim}
 }

@@ -119,9 +119,6 @@ func layerTensors(i int) []string {
 }
 
 const (
-	keyDim       = "gemma3.embedding_length"
-	keyHeads     = "gemma3.attention.head_count"
-	keyKVHeads   = "gemma3.attention.head_count_kv"
 	keyKeyLen    = "gemma3.attention.key_length"
 	keyBaseLocal = "gemma3.rope.freq_base_swa"
 	keyScaling   = "gemma3.rope.scaling.type"
