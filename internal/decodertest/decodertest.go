@@ -1,5 +1,6 @@
 // Package decodertest holds what the tests of the GGUF decoders (models/llama, models/gemma3)
-// share: small GGUF files written from values (Values, Override, Tensor, Open), the logits of a
+// share: small GGUF files written from values (Values, Override, Tensor, Open), the real ones
+// (OpenFile) loaded through a preset's quantizer (Quantizer), the logits of a
 // model (Forward, MaxAbsDiff, SameLogits), and the checks every decoder passes: a failed load
 // (WantLoadError), a fuzzed one (CheckFuzzed), a chunked Step against Forward
 // (StepMatchesForward) and greedy decoding against Forward (GreedyMatchesForward).
@@ -79,6 +80,27 @@ func Open(t testing.TB, data []byte) *gguf.File {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// OpenFile opens the GGUF file at path, closed when the test ends.
+func OpenFile(t testing.TB, path string) *gguf.File {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// Quantizer returns a quantizer of the rules of models.Preset(preset).
+func Quantizer(t testing.TB, preset string) *models.Quantizer {
+	t.Helper()
+	rules, err := models.Preset(preset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return models.MustNewQuantizer(rules)
 }
 
 // Forward returns m.Forward's logits for one sequence, [seq][vocab].

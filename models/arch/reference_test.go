@@ -15,8 +15,8 @@ import (
 
 	"github.com/gomlx/gomlx/backends/simplego"
 	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/refdata"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
@@ -109,18 +109,9 @@ func fileDigest(t *testing.T, p string) string {
 // loadFile loads a GGUF model with every tensor as the file stores it (models.FilePreset).
 func loadFile(t *testing.T, p string) (*context.Context, models.LanguageModel) {
 	t.Helper()
-	f, err := gguf.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
-	rules, err := models.Preset(models.FilePreset)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := models.MustNewQuantizer(rules)
+	q := decodertest.Quantizer(t, models.FilePreset)
 	ctx := context.New()
-	m, err := arch.LoadGGUF(ctx, f, arch.QuantizerOptions(q, testutil.Backend(t)))
+	m, err := arch.LoadGGUF(ctx, decodertest.OpenFile(t, p), arch.QuantizerOptions(q, testutil.Backend(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,13 +195,8 @@ func TestLoadAllocates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, err := gguf.Open(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			rules, _ := models.Preset(models.FilePreset)
-			q := models.MustNewQuantizer(rules)
+			f := decodertest.OpenFile(t, p)
+			q := decodertest.Quantizer(t, models.FilePreset)
 			ctx := context.New()
 			limit := uint64(1.2 * float64(st.Size()))
 			var before, after goruntime.MemStats

@@ -36,12 +36,11 @@ func FuzzLoadGGUF(f *testing.F) {
 }
 
 func loadFuzzed(t *testing.T, data []byte) {
-	rules, _ := models.Preset(models.FilePreset)
 	load := func(keep bool) func(ctx *context.Context, f *gguf.File) (decodertest.Validator, error) {
 		return func(ctx *context.Context, f *gguf.File) (decodertest.Validator, error) {
 			opts := models.LoadOptions{}
 			if keep {
-				q := models.MustNewQuantizer(rules)
+				q := decodertest.Quantizer(t, models.FilePreset)
 				opts = models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q, Fuse: q.Fuse}
 			}
 			return gemma3.LoadGGUF(ctx, f, opts)

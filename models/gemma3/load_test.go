@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/decodertest"
@@ -88,17 +89,21 @@ func tinyGGUF(types map[string]gguf.Type, skip string, overrides ...ggufbuild.KV
 // load loads a tiny GGUF through a Quantizer of the preset (fusing through it when fuse).
 func load(t *testing.T, data []byte, preset string, fuse bool) (*context.Context, *gemma3.Model, *models.Quantizer) {
 	t.Helper()
-	rules, err := models.Preset(preset)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := models.MustNewQuantizer(rules)
-	opts := models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q}
+	return loadFile(t, decodertest.Open(t, data), preset, fuse, nil)
+}
+
+// loadFile loads f through a Quantizer of the preset (fusing through it when fuse), its values
+// placed on backend (nil: left local).
+func loadFile(t *testing.T, f *gguf.File, preset string, fuse bool, backend backends.Backend) (*context.Context, *gemma3.Model,
+	*models.Quantizer) {
+	t.Helper()
+	q := decodertest.Quantizer(t, preset)
+	opts := models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q, Backend: backend}
 	if fuse {
 		opts.Fuse = q.Fuse
 	}
 	ctx := context.New()
-	m, err := gemma3.LoadGGUF(ctx, decodertest.Open(t, data), opts)
+	m, err := gemma3.LoadGGUF(ctx, f, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
 )
@@ -36,13 +36,8 @@ func TestQuantizedHeadPerplexity(t *testing.T) {
 				t.Fatal(err)
 			}
 			q := models.MustNewQuantizer(append([]models.Rule{head}, rules...))
-			f, err := gguf.Open(assets.Require(t, assets.SmolLM2))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
 			ctx := context.New()
-			m, err := LoadGGUF(ctx, f, LoadOptions{LoadOptions: models.LoadOptions{Backend: backend, Kernel: q.Kernel, Table: q.QuantizeTable, Fuse: q.Fuse}})
+			m, err := LoadGGUF(ctx, decodertest.OpenFile(t, assets.Require(t, assets.SmolLM2)), LoadOptions{LoadOptions: models.LoadOptions{Backend: backend, Kernel: q.Kernel, Table: q.QuantizeTable, Fuse: q.Fuse}})
 			if err != nil {
 				t.Fatal(err)
 			}

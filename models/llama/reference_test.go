@@ -12,8 +12,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/refdata"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
@@ -55,14 +55,9 @@ func loadSmolLM2(t *testing.T, rules []models.Rule) (*context.Context, *Model, *
 	t.Helper()
 	path := assets.Require(t, assets.SmolLM2)
 	backend := testutil.Backend(t)
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	q := models.MustNewQuantizer(rules)
 	ctx := context.New()
-	m, err := LoadGGUF(ctx, f, LoadOptions{LoadOptions: models.LoadOptions{Backend: backend, Kernel: q.Kernel}})
+	m, err := LoadGGUF(ctx, decodertest.OpenFile(t, path), LoadOptions{LoadOptions: models.LoadOptions{Backend: backend, Kernel: q.Kernel}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
 	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/testutil"
@@ -23,11 +22,7 @@ func TestSmolLM2(t *testing.T) {
 	testutil.Slow(t)
 	path := assets.Require(t, assets.SmolLM2)
 	backend := testutil.Backend(t)
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := decodertest.OpenFile(t, path)
 	tok, err := tokenizer.NewBPEFromGGUF(f)
 	if err != nil {
 		t.Fatal(err)
