@@ -1,6 +1,7 @@
 // Package decodertest holds what the tests of the GGUF decoders (models/llama, models/gemma3)
-// share: small GGUF files written from values (Values, Override, Tensor, Open), the real ones
-// (OpenFile) loaded through a preset's quantizer (Quantizer), the logits of a
+// share: small GGUF files written from values (Values, Metadata, Override, Tensor, Open), the real ones
+// (OpenFile) loaded through a preset's quantizer (Quantizer), the reference's arrays
+// (Reference), the logits of a
 // model (Forward, MaxAbsDiff, SameLogits), and the checks every decoder passes: a failed load
 // (WantLoadError), a fuzzed one (CheckFuzzed), a chunked Step against Forward
 // (StepMatchesForward) and greedy decoding against Forward (GreedyMatchesForward).
@@ -22,6 +23,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
+	"github.com/quanta-ml/quanta/internal/modelbase"
+	"github.com/quanta-ml/quanta/internal/refdata"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
 )
@@ -33,6 +36,23 @@ func Values(seed, n int) []float32 {
 		out[i] = float32(0.5 * math.Sin(float64(seed)*1.7+float64(i)*0.37))
 	}
 	return out
+}
+
+// Metadata returns the GGUF metadata of a decoder of architecture arch with the hyper-parameters
+// d (modelbase.ReadDecoder's keys; the vocabulary size as arch.vocab_size), then extra.
+func Metadata(arch string, d modelbase.Decoder, extra ...ggufbuild.KV) []ggufbuild.KV {
+	return append([]ggufbuild.KV{
+		{Key: "general.architecture", Value: arch},
+		{Key: arch + ".block_count", Value: uint32(d.Layers)},
+		{Key: arch + ".embedding_length", Value: uint32(d.Dim)},
+		{Key: arch + ".feed_forward_length", Value: uint32(d.FFNDim)},
+		{Key: arch + ".attention.head_count", Value: uint32(d.Heads)},
+		{Key: arch + ".attention.head_count_kv", Value: uint32(d.KVHeads)},
+		{Key: arch + ".context_length", Value: uint32(d.ContextLength)},
+		{Key: arch + ".vocab_size", Value: uint32(d.VocabSize)},
+		{Key: arch + ".rope.freq_base", Value: float32(d.RoPEBase)},
+		{Key: arch + ".attention.layer_norm_rms_epsilon", Value: float32(d.RMSNormEps)},
+	}, extra...)
 }
 
 // Override returns kvs with the overrides applied: an entry of the same key replaced, another
@@ -101,6 +121,17 @@ func Quantizer(t testing.TB, preset string) *models.Quantizer {
 		t.Fatal(err)
 	}
 	return models.MustNewQuantizer(rules)
+}
+
+// Reference loads an array of the reference directory (refdata.Load), e.g.
+// Reference(t, "smollm2", "nll_f32.npy").
+func Reference(t testing.TB, elem ...string) refdata.Array {
+	t.Helper()
+	a, err := refdata.Load(elem...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 // Forward returns m.Forward's logits for one sequence, [seq][vocab].

@@ -29,22 +29,11 @@ var tiny = gemma3.Config{VocabSize: 48, Dim: 64, Layers: 3, Heads: 2, KVHeads: 1
 // (decodertest.Override: a nil Value removes the key).
 func tinyGGUF(types map[string]gguf.Type, skip string, overrides ...ggufbuild.KV) []byte {
 	c := tiny
-	kvs := []ggufbuild.KV{
-		{Key: "general.architecture", Value: "gemma3"},
-		{Key: "gemma3.block_count", Value: uint32(c.Layers)},
-		{Key: "gemma3.embedding_length", Value: uint32(c.Dim)},
-		{Key: "gemma3.feed_forward_length", Value: uint32(c.FFNDim)},
-		{Key: "gemma3.attention.head_count", Value: uint32(c.Heads)},
-		{Key: "gemma3.attention.head_count_kv", Value: uint32(c.KVHeads)},
-		{Key: "gemma3.attention.key_length", Value: uint32(c.HeadDim)},
-		{Key: "gemma3.attention.value_length", Value: uint32(c.HeadDim)},
-		{Key: "gemma3.context_length", Value: uint32(c.ContextLength)},
-		{Key: "gemma3.vocab_size", Value: uint32(c.VocabSize)},
-		{Key: "gemma3.rope.freq_base", Value: float32(c.RoPEBase)},
-		{Key: "gemma3.attention.sliding_window", Value: uint32(c.SlidingWindow)},
-		{Key: "gemma3.attention.sliding_window_pattern", Value: uint32(c.SlidingPattern)},
-		{Key: "gemma3.attention.layer_norm_rms_epsilon", Value: float32(c.RMSNormEps)},
-	}
+	kvs := decodertest.Metadata("gemma3", gemma3.DecoderOf(c),
+		ggufbuild.KV{Key: "gemma3.attention.key_length", Value: uint32(c.HeadDim)},
+		ggufbuild.KV{Key: "gemma3.attention.value_length", Value: uint32(c.HeadDim)},
+		ggufbuild.KV{Key: "gemma3.attention.sliding_window", Value: uint32(c.SlidingWindow)},
+		ggufbuild.KV{Key: "gemma3.attention.sliding_window_pattern", Value: uint32(c.SlidingPattern)})
 	var ts []ggufbuild.Tensor
 	seed := 0
 	add := func(name, short string, v []float32, dims ...uint64) {

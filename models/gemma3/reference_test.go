@@ -46,14 +46,8 @@ func TestLlamaCppLogits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantIDs, err := refdata.Load("llamacpp", "gemma3_f32_w0_top20_ids.npy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantLogits, err := refdata.Load("llamacpp", "gemma3_f32_w0_top20_logits.npy")
-	if err != nil {
-		t.Fatal(err)
-	}
+	wantIDs := decodertest.Reference(t, "llamacpp", "gemma3_f32_w0_top20_ids.npy")
+	wantLogits := decodertest.Reference(t, "llamacpp", "gemma3_f32_w0_top20_logits.npy")
 	ctx, m, _ := loadFile(t, decodertest.OpenFile(t, path), models.FilePreset, true, backend)
 	tokens := make([]int32, 513)
 	for i := range tokens {

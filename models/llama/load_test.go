@@ -31,19 +31,7 @@ func tinyGGUF(skip string, overrides ...ggufbuild.KV) ([]byte, hfKernels) {
 // name in the block, e.g. "attn_q", or "token_embd") stored in that block type; overrides
 // replace metadata (decodertest.Override).
 func ggufOf(c llama.Config, types map[string]gguf.Type, skip string, overrides ...ggufbuild.KV) ([]byte, hfKernels) {
-	kvs := []ggufbuild.KV{
-		{Key: "general.architecture", Value: "llama"},
-		{Key: "llama.block_count", Value: uint32(c.Layers)},
-		{Key: "llama.embedding_length", Value: uint32(c.Dim)},
-		{Key: "llama.feed_forward_length", Value: uint32(c.FFNDim)},
-		{Key: "llama.attention.head_count", Value: uint32(c.Heads)},
-		{Key: "llama.attention.head_count_kv", Value: uint32(c.KVHeads)},
-		{Key: "llama.context_length", Value: uint32(c.ContextLength)},
-		{Key: "llama.vocab_size", Value: uint32(c.VocabSize)},
-		{Key: "llama.rope.freq_base", Value: float32(c.RoPEBase)},
-		{Key: "llama.rope.dimension_count", Value: uint32(c.HeadDim)},
-		{Key: "llama.attention.layer_norm_rms_epsilon", Value: float32(c.RMSNormEps)},
-	}
+	kvs := decodertest.Metadata("llama", llama.DecoderOf(c), ggufbuild.KV{Key: "llama.rope.dimension_count", Value: uint32(c.HeadDim)})
 	hf := hfKernels{}
 	var ts []ggufbuild.Tensor
 	seed := 0

@@ -119,10 +119,7 @@ func TestReferenceLogits(t *testing.T) {
 		{"f32_w0_hidden_layer0_rows.npy", logitTolerance},
 		{"f32_w0_logits_rows.npy", logitTolerance},
 	} {
-		want, err := refdata.Load("smollm2", tc.file)
-		if err != nil {
-			t.Fatal(err)
-		}
+		want := decodertest.Reference(t, "smollm2", tc.file)
 		width := want.Dims[1]
 		for r, p := range index.F32Window0.Positions {
 			if p >= seq {
@@ -135,14 +132,8 @@ func TestReferenceLogits(t *testing.T) {
 			}
 		}
 	}
-	topIDs, err := refdata.Load("smollm2", "f32_w0_top20_ids.npy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	topLogits, err := refdata.Load("smollm2", "f32_w0_top20_logits.npy")
-	if err != nil {
-		t.Fatal(err)
-	}
+	topIDs := decodertest.Reference(t, "smollm2", "f32_w0_top20_ids.npy")
+	topLogits := decodertest.Reference(t, "smollm2", "f32_w0_top20_logits.npy")
 	vocab := m.VocabSize
 	for p := range topIDs.Dims[0] {
 		row := got[2][p*vocab : (p+1)*vocab]
@@ -261,10 +252,7 @@ func TestReferencePerplexity(t *testing.T) {
 					loaded.Round(time.Millisecond), (time.Since(start) - loaded).Round(time.Millisecond))
 			}
 			if pureGo {
-				wantNLL, err := refdata.Load("smollm2", "nll_f32.npy")
-				if err != nil {
-					t.Fatal(err)
-				}
+				wantNLL := decodertest.Reference(t, "smollm2", "nll_f32.npy")
 				diff, _ := testutil.MaxAbsDiff(nll, wantNLL.Values[:len(nll)])
 				t.Logf("f32, window %v: max |NLL - reference| %.3g over %d tokens", windows[0], diff, len(nll))
 				if diff > 2*logitTolerance*32 {
@@ -289,10 +277,7 @@ func TestReferencePerplexity(t *testing.T) {
 			if d := math.Abs(ppl/independentF32 - 1); d > 0.005 {
 				t.Errorf("f32 perplexity %.4f is %.2f %% from the independent run's %.3f; target 0.5 %%", ppl, 100*d, independentF32)
 			}
-			wantNLL, err := refdata.Load("smollm2", "nll_f32.npy")
-			if err != nil {
-				t.Fatal(err)
-			}
+			wantNLL := decodertest.Reference(t, "smollm2", "nll_f32.npy")
 			diff, _ := testutil.MaxAbsDiff(nll, wantNLL.Values)
 			t.Logf("f32: max |NLL - reference| %.3g over %d tokens", diff, len(nll))
 			if diff > 2*logitTolerance*32 {
