@@ -1,8 +1,7 @@
 // Package decodertest holds what the tests of the GGUF decoders (models/llama, models/gemma3)
 // share: small GGUF files written from values (Values, Metadata, Override, Tensor, Open), the real ones
 // (OpenFile) loaded through a preset's quantizer (Quantizer), the reference's arrays
-// (Reference), the logits of a
-// model (Forward, MaxAbsDiff, SameLogits), and the checks every decoder passes: a failed load
+// (Reference), the logits of a model (Forward, MaxAbsDiff, SameLogits) and its scores (NLL), and the checks every decoder passes: a failed load
 // (WantLoadError), a fuzzed one (CheckFuzzed), a chunked Step against Forward
 // (StepMatchesForward) and greedy decoding against Forward (GreedyMatchesForward).
 package decodertest
@@ -141,6 +140,22 @@ func Forward(t testing.TB, backend backends.Backend, ctx *context.Context, m mod
 		return m.Forward(ctx, tokens)
 	}, [][]int32{tokens})
 	return out.Value().([][][]float32)[0]
+}
+
+// NLL scores ids over windows with m (models.Evaluator): the negative log-likelihood of each
+// target.
+func NLL(t testing.TB, backend backends.Backend, ctx *context.Context, m models.LanguageModel, ids []int, windows []models.Window) []float64 {
+	t.Helper()
+	e, err := models.NewEvaluator(backend, ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Finalize()
+	nll, err := e.NLL(ids, windows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nll
 }
 
 // MaxAbsDiff returns the largest |a[i] − b[i]|.

@@ -164,15 +164,7 @@ func TestLlamaCppPerplexity(t *testing.T) {
 			start := time.Now()
 			ctx, m := loadFile(t, p)
 			loaded := time.Since(start)
-			e, err := models.NewEvaluator(backend, ctx, m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Finalize()
-			nll, err := e.NLL(ids, windows)
-			if err != nil {
-				t.Fatal(err)
-			}
+			nll := decodertest.NLL(t, backend, ctx, m, ids, windows)
 			ppl := models.Perplexity(nll)
 			t.Logf("%s (%d windows, %d predictions): perplexity %.4f; llama.cpp F32 of the same values %.4f (%+.3f %%), llama.cpp "+
 				"on the file %.4f (%+.3f %%); load %s, evaluation %s", key, len(windows), len(nll), ppl, want, 100*(ppl/want-1),

@@ -42,15 +42,7 @@ func TestQuantizedHeadPerplexity(t *testing.T) {
 				t.Fatal(err)
 			}
 			m.Projection, m.Table = q.Projection, q.Table
-			e, err := models.NewEvaluator(backend, ctx, m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Finalize()
-			nll, err := e.NLL(ids, windows)
-			if err != nil {
-				t.Fatal(err)
-			}
+			nll := decodertest.NLL(t, backend, ctx, m, ids, windows)
 			ppl, ref := models.Perplexity(nll), index.Results[tc.variant].Perplexity
 			t.Logf("%s projections, int8 head: perplexity %.4f; float head (reference %s) %.4f: %+.3f %%", tc.preset, ppl, tc.variant, ref, 100*(ppl/ref-1))
 			if math.Abs(ppl/ref-1) > 0.005 {

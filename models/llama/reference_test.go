@@ -239,14 +239,7 @@ func TestReferencePerplexity(t *testing.T) {
 				start := time.Now()
 				ctx, m, q := loadSmolLM2(t, rules)
 				loaded := time.Since(start)
-				e, err := models.NewEvaluator(backend, ctx, m)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if nll, err = e.NLL(ids, windows); err != nil {
-					t.Fatal(err)
-				}
-				e.Finalize()
+				nll = decodertest.NLL(t, backend, ctx, m, ids, windows)
 				nlls[tc.preset] = nll
 				t.Logf("%s: projections %d -> %d bytes, load %s, evaluation %s", tc.preset, q.Report().BytesBefore(), q.Report().BytesAfter(),
 					loaded.Round(time.Millisecond), (time.Since(start) - loaded).Round(time.Millisecond))
