@@ -22,8 +22,17 @@ import (
 // storing the table through it.
 func loadWith(t *testing.T, data []byte, rules []models.Rule, fuse bool) (*context.Context, *llama.Model) {
 	t.Helper()
-	q := models.MustNewQuantizer(rules)
-	opts := llama.LoadOptions{LoadOptions: models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable}}
+	return loadThrough(t, data, models.MustNewQuantizer(rules), llama.LoadOptions{}, false, fuse)
+}
+
+// loadThrough loads a GGUF with opts through q: its Kernel and QuantizeTable hooks, its Keep
+// rules when keep, its Fuse when fuse.
+func loadThrough(t *testing.T, data []byte, q *models.Quantizer, opts llama.LoadOptions, keep, fuse bool) (*context.Context, *llama.Model) {
+	t.Helper()
+	opts.LoadOptions = models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable}
+	if keep {
+		opts.Keep = q
+	}
 	if fuse {
 		opts.Fuse = q.Fuse
 	}
@@ -217,17 +226,7 @@ func TestLoadKeepsBlocks(t *testing.T) {
 			}{{"kept", llama.LoadOptions{}, false}, {"fused", llama.LoadOptions{}, true},
 				{"adjacent", llama.LoadOptions{RotateAdjacent: true}, true}, {"untied", llama.LoadOptions{UntieHead: true}, true}} {
 				q := models.MustNewQuantizer(file)
-				opts := v.opts
-				opts.LoadOptions = models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q}
-				if v.fuse {
-					opts.Fuse = q.Fuse
-				}
-				ctx := context.New()
-				m, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				m.Projection, m.Table = q.Projection, q.Table
+				ctx, m := loadThrough(t, data, q, v.opts, true, v.fuse)
 				if m.FusedQKV != (v.fuse && tc.qkv) || m.FusedGateUp != (v.fuse && tc.gateUp) {
 					t.Errorf("%s: fused q/k/v %v, gate/up %v", v.name, m.FusedQKV, m.FusedGateUp)
 				}
