@@ -47,10 +47,11 @@ func MustLoadGGUF(ctx *context.Context, f *gguf.File, opts models.LoadOptions) *
 
 // planTensors lists the tensors the model needs.
 func planTensors(cfg Config) []modelbase.Tensor {
-	plan := modelbase.OuterTensors(Architecture, cfg.decoder())
+	d := cfg.decoder()
+	plan := modelbase.OuterTensors(Architecture, d)
 	const head = "the head width (" + keyKeyLen + ")"
 	for i := range cfg.Layers {
-		b := modelbase.BlockTensors{Arch: Architecture, D: cfg.decoder(), I: i, Scope: "/" + LayerScope(i)}
+		b := modelbase.BlockTensors{Arch: Architecture, D: d, I: i, Scope: "/" + LayerScope(i)}
 		plan = append(plan, b.WidthNorm(AttnNorm), b.Projection(AttnQ), b.Projection(AttnK), b.Projection(AttnV),
 			b.Norm(AttnQNorm, cfg.HeadDim, head), b.Norm(AttnKNorm, cfg.HeadDim, head), b.Projection(AttnOutput),
 			b.WidthNorm(PostAttnNorm), b.WidthNorm(FFNNorm), b.Projection(FFNGate), b.Projection(FFNUp), b.Projection(FFNDown),

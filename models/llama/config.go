@@ -54,13 +54,17 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	return c, errors.WithMessage(err, "llama.ConfigFromGGUF")
 }
 
+// architecture is the "general.architecture" of the GGUF files this package loads, and the
+// prefix of their keys.
+const architecture = "llama"
+
 // layerTensors returns the names of the GGUF tensors of decoder block i.
 func layerTensors(i int) []string {
 	return modelbase.LayerTensorNames(i, AttnNorm, AttnQ, AttnK, AttnV, AttnOutput, FFNNorm, FFNGate, FFNUp, FFNDown)
 }
 
 func configFromGGUF(f *gguf.File) (Config, error) {
-	d, err := modelbase.ReadDecoder(f, modelbase.DecoderSpec{Arch: "llama", LayerTensors: layerTensors, RoPEBase: 10000})
+	d, err := modelbase.ReadDecoder(f, modelbase.DecoderSpec{Arch: architecture, LayerTensors: layerTensors, RoPEBase: 10000})
 	if err != nil {
 		return Config{}, err
 	}

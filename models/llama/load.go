@@ -107,9 +107,10 @@ func MustLoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) *Model {
 
 // planTensors lists the tensors the model needs, the embedding table first.
 func planTensors(cfg Config, rotateAdjacent bool) []modelbase.Tensor {
-	plan := modelbase.OuterTensors("llama", cfg.decoder())
+	d := cfg.decoder()
+	plan := modelbase.OuterTensors(architecture, d)
 	for i := range cfg.Layers {
-		b := modelbase.BlockTensors{Arch: "llama", D: cfg.decoder(), I: i, Scope: "/" + LayerScope(i)}
+		b := modelbase.BlockTensors{Arch: architecture, D: d, I: i, Scope: "/" + LayerScope(i)}
 		q, k := b.Projection(AttnQ), b.Projection(AttnK)
 		if !rotateAdjacent {
 			q.UnpermuteHeads, k.UnpermuteHeads = cfg.Heads, cfg.KVHeads
