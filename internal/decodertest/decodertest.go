@@ -1,9 +1,11 @@
 // Package decodertest holds what the tests of the GGUF decoders (models/llama, models/gemma3)
-// share: small GGUF files written from values (Values, Metadata, Override, Tensor, Open), the real ones
-// (OpenFile) loaded through a preset's quantizer (Quantizer), the reference's arrays
-// (Reference), the logits of a model (Forward, MaxAbsDiff, SameLogits) and its scores (NLL), and the checks every decoder passes: a failed load
-// (WantLoadError), a fuzzed one (CheckFuzzed), a chunked Step against Forward
-// (StepMatchesForward) and greedy decoding against Forward (GreedyMatchesForward).
+// share: small GGUF files written from values (Values, Metadata, Override, Tensor, Open), the
+// real ones (OpenFile) loaded through a preset's quantizer (Quantizer), the reference's arrays
+// (Reference), a model's logits (Forward, MaxAbsDiff, SameLogits) and scores (NLL), and the
+// checks every decoder passes: a failed load (WantLoadError), a fuzzed one (CheckFuzzed), a
+// chunked Step against Forward (StepMatchesForward) and greedy decoding against Forward
+// (GreedyMatchesForward). It is apart from internal/testutil, which the tests of the packages
+// below models use: it imports models and refdata.
 package decodertest
 
 import (

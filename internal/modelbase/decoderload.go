@@ -42,8 +42,7 @@ func CheckCache(op string, cache *models.KVCache, layers int) {
 // OuterTensors plans the tensors of decoder d outside its blocks, in the scopes every decoder
 // package names EmbeddingScope, OutputNorm and HeadName: the embedding table (/token_embd), the
 // final norm (/output_norm) and, unless the embeddings are tied, the output kernel (/lm_head).
-// arch prefixes the keys that the
-// shapes derive from, for errors.
+// arch prefixes the keys that the shapes derive from, for errors.
 func OuterTensors(arch string, d Decoder) []Tensor {
 	vocab, width := "vocabulary size", arch+".embedding_length"
 	plan := []Tensor{
@@ -79,8 +78,8 @@ func (b BlockTensors) WidthNorm(name string) Tensor {
 }
 
 // Projection plans the kernel of the projection name, one of attn_q, attn_k, attn_v,
-// attn_output, ffn_gate, ffn_up and ffn_down, its widths those of grouped-query attention and a gated
-// feed-forward block of D.
+// attn_output, ffn_gate, ffn_up and ffn_down, its widths those of grouped-query attention and of
+// a gated feed-forward block of D.
 func (b BlockTensors) Projection(name string) Tensor {
 	d := b.D
 	q, kv := d.Heads*d.HeadDim, d.KVHeads*d.HeadDim
