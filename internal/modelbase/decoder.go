@@ -58,8 +58,8 @@ type DecoderSpec struct {
 	RoPEBase float64
 }
 
-// Key returns the architecture's GGUF key "<arch>.<name>".
-func (s DecoderSpec) Key(name string) string { return s.Arch + "." + name }
+// key returns the architecture's GGUF key "<arch>.<name>".
+func (s DecoderSpec) key(name string) string { return s.Arch + "." + name }
 
 // ReadDecoder reads the hyper-parameters that GGUF decoders share from a file of architecture
 // s.Arch, each checked before it is used with an error naming the key and what is accepted:
@@ -82,24 +82,24 @@ func ReadDecoder(f *gguf.File, s DecoderSpec) (Decoder, error) {
 	}
 	var (
 		d          Decoder
-		keyLayers  = s.Key("block_count")
-		keyDim     = s.Key("embedding_length")
-		keyHeads   = s.Key("attention.head_count")
-		keyKVHeads = s.Key("attention.head_count_kv")
-		keyKeyLen  = s.Key("attention.key_length")
+		keyLayers  = s.key("block_count")
+		keyDim     = s.key("embedding_length")
+		keyHeads   = s.key("attention.head_count")
+		keyKVHeads = s.key("attention.head_count_kv")
+		keyKeyLen  = s.key("attention.key_length")
 	)
 	keys := []IntKey{
 		{Key: keyLayers, Dst: &d.Layers},
 		{Key: keyDim, Dst: &d.Dim},
-		{Key: s.Key("feed_forward_length"), Dst: &d.FFNDim},
+		{Key: s.key("feed_forward_length"), Dst: &d.FFNDim},
 		{Key: keyHeads, Dst: &d.Heads},
 		{Key: keyKVHeads, Dst: &d.KVHeads, Optional: true},
 	}
 	if s.KeyLength {
 		keys = append(keys, IntKey{Key: keyKeyLen, Dst: &d.HeadDim, Optional: true})
 	}
-	keys = append(keys, IntKey{Key: s.Key("context_length"), Dst: &d.ContextLength, Optional: true},
-		IntKey{Key: s.Key("vocab_size"), Dst: &d.VocabSize, Optional: true})
+	keys = append(keys, IntKey{Key: s.key("context_length"), Dst: &d.ContextLength, Optional: true},
+		IntKey{Key: s.key("vocab_size"), Dst: &d.VocabSize, Optional: true})
 	if err := ReadInts(f, keys); err != nil {
 		return Decoder{}, err
 	}
@@ -119,7 +119,7 @@ func ReadDecoder(f *gguf.File, s DecoderSpec) (Decoder, error) {
 	if d.VocabSize == 0 {
 		tokens, err := f.Strings("tokenizer.ggml.tokens")
 		if err != nil {
-			return Decoder{}, errors.WithMessage(err, "no "+s.Key("vocab_size"))
+			return Decoder{}, errors.WithMessage(err, "no "+s.key("vocab_size"))
 		}
 		if err := fileio.CheckInt("the length of tokenizer.ggml.tokens", len(tokens), 1, fileio.MaxCount); err != nil {
 			return Decoder{}, err
@@ -133,11 +133,11 @@ func ReadDecoder(f *gguf.File, s DecoderSpec) (Decoder, error) {
 	if err := s.headWidth(f, &d); err != nil {
 		return Decoder{}, err
 	}
-	if err := ReadFloatAbove(f, s.Key("attention.layer_norm_rms_epsilon"), &d.RMSNormEps, 0, false); err != nil {
+	if err := ReadFloatAbove(f, s.key("attention.layer_norm_rms_epsilon"), &d.RMSNormEps, 0, false); err != nil {
 		return Decoder{}, err
 	}
 	d.RoPEBase = s.RoPEBase
-	if err := ReadFloatAbove(f, s.Key("rope.freq_base"), &d.RoPEBase, 1, true); err != nil {
+	if err := ReadFloatAbove(f, s.key("rope.freq_base"), &d.RoPEBase, 1, true); err != nil {
 		return Decoder{}, err
 	}
 	return d, nil
@@ -147,10 +147,10 @@ func ReadDecoder(f *gguf.File, s DecoderSpec) (Decoder, error) {
 // even, and equal to the widths the file gives (rope.dimension_count, and value_length where
 // the key length gives the head width). The errors say where the width comes from.
 func (s DecoderSpec) headWidth(f *gguf.File, d *Decoder) error {
-	keyDim, keyHeads, keyKeyLen := s.Key("embedding_length"), s.Key("attention.head_count"), s.Key("attention.key_length")
-	equal := []string{s.Key("rope.dimension_count")}
+	keyDim, keyHeads, keyKeyLen := s.key("embedding_length"), s.key("attention.head_count"), s.key("attention.key_length")
+	equal := []string{s.key("rope.dimension_count")}
 	if s.KeyLength {
-		equal = []string{s.Key("attention.value_length"), s.Key("rope.dimension_count")}
+		equal = []string{s.key("attention.value_length"), s.key("rope.dimension_count")}
 	}
 	if d.HeadDim == 0 {
 		if d.Dim%d.Heads != 0 {
