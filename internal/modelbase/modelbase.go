@@ -6,6 +6,13 @@
 // stored (kept as their file stores them: rows of blocks stacked). The GGUF loaders describe the
 // tensors they need as a plan (Tensor), checked against the file (Check) before Load reads them
 // one at a time, keeping or decoding each.
+//
+// The GGUF decoders (llama, gemma3) share more: the hyper-parameters every such file has, read and
+// checked by ReadDecoder into a Decoder (DecoderSpec says how an architecture differs), the plan
+// of the tensors outside the blocks and of each block's projections and norms (OuterTensors,
+// BlockTensors), the load itself (LoadDecoder), and the embedding table and output head of the
+// graph (EmbeddingTable, Head). A further architecture is then its Config, its block's graph
+// and its plan of a block.
 package modelbase
 
 import (

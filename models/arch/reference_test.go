@@ -15,8 +15,8 @@ import (
 
 	"github.com/gomlx/gomlx/backends/simplego"
 	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/refdata"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
@@ -109,18 +109,9 @@ func fileDigest(t *testing.T, p string) string {
 // loadFile loads a GGUF model with every tensor as the file stores it (models.FilePreset).
 func loadFile(t *testing.T, p string) (*context.Context, models.LanguageModel) {
 	t.Helper()
-	f, err := gguf.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
-	rules, err := models.Preset(models.FilePreset)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := models.MustNewQuantizer(rules)
+	q := decodertest.Quantizer(t, models.FilePreset)
 	ctx := context.New()
-	m, err := arch.LoadGGUF(ctx, f, arch.QuantizerOptions(q, testutil.Backend(t)))
+	m, err := arch.LoadGGUF(ctx, decodertest.OpenFile(t, p), arch.QuantizerOptions(q, testutil.Backend(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,15 +164,7 @@ func TestLlamaCppPerplexity(t *testing.T) {
 			start := time.Now()
 			ctx, m := loadFile(t, p)
 			loaded := time.Since(start)
-			e, err := models.NewEvaluator(backend, ctx, m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Finalize()
-			nll, err := e.NLL(ids, windows)
-			if err != nil {
-				t.Fatal(err)
-			}
+			nll := decodertest.NLL(t, backend, ctx, m, ids, windows)
 			ppl := models.Perplexity(nll)
 			t.Logf("%s (%d windows, %d predictions): perplexity %.4f; llama.cpp F32 of the same values %.4f (%+.3f %%), llama.cpp "+
 				"on the file %.4f (%+.3f %%); load %s, evaluation %s", key, len(windows), len(nll), ppl, want, 100*(ppl/want-1),
@@ -204,13 +187,8 @@ func TestLoadAllocates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, err := gguf.Open(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			rules, _ := models.Preset(models.FilePreset)
-			q := models.MustNewQuantizer(rules)
+			f := decodertest.OpenFile(t, p)
+			q := decodertest.Quantizer(t, models.FilePreset)
 			ctx := context.New()
 			limit := uint64(1.2 * float64(st.Size()))
 			var before, after goruntime.MemStats

@@ -57,41 +57,35 @@ func (c Config) Sliding(i int) bool {
 // RoPE bases that are not finite numbers above 1, a FinalSoftcap that is negative or not finite.
 // The error names the field and the accepted range.
 func (c Config) Validate() error {
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"VocabSize", c.VocabSize}, {"Dim", c.Dim}, {"Layers", c.Layers}, {"Heads", c.Heads}, {"KVHeads", c.KVHeads},
-		{"HeadDim", c.HeadDim}, {"FFNDim", c.FFNDim}} {
-		if err := fileio.CheckInt(f.name, f.v, 1, fileio.MaxCount); err != nil {
-			return errors.WithMessage(err, "gemma3.Config")
-		}
+	if err := c.decoder().Validate(); err != nil {
+		return errors.WithMessage(err, "gemma3.Config")
 	}
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"ContextLength", c.ContextLength}, {"SlidingWindow", c.SlidingWindow}, {"SlidingPattern", c.SlidingPattern}} {
+	}{{"SlidingWindow", c.SlidingWindow}, {"SlidingPattern", c.SlidingPattern}} {
 		if err := fileio.CheckInt(f.name, f.v, 0, fileio.MaxCount); err != nil {
 			return errors.WithMessage(err, "gemma3.Config")
 		}
 	}
-	switch {
-	case c.HeadDim%2 != 0:
-		return errors.Errorf("gemma3.Config: HeadDim = %d; accepted: an even width (rotary pairs)", c.HeadDim)
-	case c.Heads%c.KVHeads != 0:
-		return errors.Errorf("gemma3.Config: %d query heads, %d key/value heads; the latter must divide the former", c.Heads, c.KVHeads)
-	case math.IsNaN(c.FinalSoftcap) || math.IsInf(c.FinalSoftcap, 0) || c.FinalSoftcap < 0:
+	if math.IsNaN(c.FinalSoftcap) || math.IsInf(c.FinalSoftcap, 0) || c.FinalSoftcap < 0 {
 		return errors.Errorf("gemma3.Config: FinalSoftcap = %g; accepted: 0 (none) or a finite positive number", c.FinalSoftcap)
 	}
 	for _, f := range []struct {
 		name   string
 		v, min float64
-	}{{"RMSNormEps", c.RMSNormEps, 0}, {"QueryScale", c.QueryScale, 0}, {"RoPEScale", c.RoPEScale, 0},
-		{"RoPEBase", c.RoPEBase, 1}, {"RoPEBaseLocal", c.RoPEBaseLocal, 1}} {
+	}{{"QueryScale", c.QueryScale, 0}, {"RoPEScale", c.RoPEScale, 0}, {"RoPEBaseLocal", c.RoPEBaseLocal, 1}} {
 		if err := fileio.CheckFloatAbove(f.name, f.v, f.min); err != nil {
 			return errors.WithMessage(err, "gemma3.Config")
 		}
 	}
 	return nil
+}
+
+// decoder returns the fields every GGUF decoder has.
+func (c Config) decoder() modelbase.Decoder {
+	return modelbase.Decoder{VocabSize: c.VocabSize, Dim: c.Dim, Layers: c.Layers, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
+		FFNDim: c.FFNDim, ContextLength: c.ContextLength, RMSNormEps: c.RMSNormEps, RoPEBase: c.RoPEBase, TiedEmbeddings: c.TiedEmbeddings}
 }
 
 // ConfigFromGGUF reads the hyper-parameters of a "gemma3" GGUF file, as llama.cpp reads them:
@@ -118,9 +112,6 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	return c, errors.WithMessage(err, "gemma3.ConfigFromGGUF")
 }
 
-// tensorsPerLayer is the number of GGUF tensors of a decoder block: six norms, seven kernels.
-const tensorsPerLayer = 13
-
 // layerTensors returns the names of the GGUF tensors of decoder block i.
 func layerTensors(i int) []string {
 	return modelbase.LayerTensorNames(i, AttnNorm, AttnQ, AttnK, AttnV, AttnQNorm, AttnKNorm, AttnOutput, PostAttnNorm,
@@ -128,15 +119,7 @@ func layerTensors(i int) []string {
 }
 
 const (
-	keyLayers    = "gemma3.block_count"
-	keyDim       = "gemma3.embedding_length"
-	keyHeads     = "gemma3.attention.head_count"
-	keyKVHeads   = "gemma3.attention.head_count_kv"
 	keyKeyLen    = "gemma3.attention.key_length"
-	keyValueLen  = "gemma3.attention.value_length"
-	keyRoPEDim   = "gemma3.rope.dimension_count"
-	keyEps       = "gemma3.attention.layer_norm_rms_epsilon"
-	keyBase      = "gemma3.rope.freq_base"
 	keyBaseLocal = "gemma3.rope.freq_base_swa"
 	keyScaling   = "gemma3.rope.scaling.type"
 	keyFactor    = "gemma3.rope.scaling.factor"
@@ -146,82 +129,13 @@ const (
 )
 
 func configFromGGUF(f *gguf.File) (Config, error) {
-	arch, err := f.String("general.architecture")
+	d, err := modelbase.ReadDecoder(f, modelbase.DecoderSpec{Arch: Architecture, LayerTensors: layerTensors, KeyLength: true, RoPEBase: 1e6})
 	if err != nil {
 		return Config{}, err
 	}
-	if arch != Architecture {
-		return Config{}, errors.Errorf("architecture %q; accepted: %q", arch, Architecture)
-	}
-	var c Config
-	err = modelbase.ReadInts(f, []modelbase.IntKey{
-		{Key: keyLayers, Dst: &c.Layers},
-		{Key: keyDim, Dst: &c.Dim},
-		{Key: "gemma3.feed_forward_length", Dst: &c.FFNDim},
-		{Key: keyHeads, Dst: &c.Heads},
-		{Key: keyKVHeads, Dst: &c.KVHeads, Optional: true},
-		{Key: keyKeyLen, Dst: &c.HeadDim, Optional: true},
-		{Key: "gemma3.context_length", Dst: &c.ContextLength, Optional: true},
-		{Key: "gemma3.vocab_size", Dst: &c.VocabSize, Optional: true},
-	})
-	if err != nil {
-		return Config{}, err
-	}
-	_, hasOutput := f.Tensor("output.weight")
-	c.TiedEmbeddings = !hasOutput
-	fixed := []string{"token_embd.weight", "output_norm.weight"}
-	if hasOutput {
-		fixed = append(fixed, "output.weight")
-	}
-	if err := modelbase.CheckLayers(f, keyLayers, c.Layers, tensorsPerLayer, fixed, layerTensors); err != nil {
-		return Config{}, err
-	}
-	if c.KVHeads == 0 {
-		c.KVHeads = c.Heads
-	}
-	if c.VocabSize == 0 {
-		tokens, err := f.Strings("tokenizer.ggml.tokens")
-		if err != nil {
-			return Config{}, errors.WithMessage(err, "no gemma3.vocab_size")
-		}
-		if err := fileio.CheckInt("the length of tokenizer.ggml.tokens", len(tokens), 1, fileio.MaxCount); err != nil {
-			return Config{}, err
-		}
-		c.VocabSize = len(tokens)
-	}
-	if c.Heads%c.KVHeads != 0 {
-		return Config{}, errors.Errorf("%s = %d does not divide %s = %d; accepted: a divisor (grouped-query attention)",
-			keyKVHeads, c.KVHeads, keyHeads, c.Heads)
-	}
-	if c.HeadDim == 0 {
-		if c.Dim%c.Heads != 0 {
-			return Config{}, errors.Errorf("no %s, and %s = %d is not a multiple of %s = %d; accepted: a head width",
-				keyKeyLen, keyDim, c.Dim, keyHeads, c.Heads)
-		}
-		c.HeadDim = c.Dim / c.Heads
-	}
-	if c.HeadDim%2 != 0 {
-		return Config{}, errors.Errorf("a head width of %d (%s); accepted: an even width (rotary pairs)", c.HeadDim, keyKeyLen)
-	}
-	for _, key := range []string{keyValueLen, keyRoPEDim} {
-		if _, has := f.Value(key); has {
-			v, err := f.Uint(key)
-			if err != nil {
-				return Config{}, err
-			}
-			if v != uint64(c.HeadDim) {
-				return Config{}, errors.Errorf("%s = %d, but the head width is %d (%s); accepted: equal (value heads of another width "+
-					"and partial rotary are not supported)", key, v, c.HeadDim, keyKeyLen)
-			}
-		}
-	}
-	if err := modelbase.ReadFloatAbove(f, keyEps, &c.RMSNormEps, 0, false); err != nil {
-		return Config{}, err
-	}
-	c.RoPEBase, c.RoPEBaseLocal, c.RoPEScale = 1e6, 1e4, 1
-	if err := modelbase.ReadFloatAbove(f, keyBase, &c.RoPEBase, 1, true); err != nil {
-		return Config{}, err
-	}
+	c := Config{VocabSize: d.VocabSize, Dim: d.Dim, Layers: d.Layers, Heads: d.Heads, KVHeads: d.KVHeads, HeadDim: d.HeadDim,
+		FFNDim: d.FFNDim, ContextLength: d.ContextLength, RMSNormEps: d.RMSNormEps, RoPEBase: d.RoPEBase, TiedEmbeddings: d.TiedEmbeddings,
+		RoPEBaseLocal: 1e4, RoPEScale: 1}
 	if err := modelbase.ReadFloatAbove(f, keyBaseLocal, &c.RoPEBaseLocal, 1, true); err != nil {
 		return Config{}, err
 	}

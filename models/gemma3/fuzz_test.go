@@ -1,12 +1,11 @@
 package gemma3_test
 
 import (
-	"bytes"
-	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
@@ -37,34 +36,16 @@ func FuzzLoadGGUF(f *testing.F) {
 }
 
 func loadFuzzed(t *testing.T, data []byte) {
-	file, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		return
-	}
-	if cfg, err := gemma3.ConfigFromGGUF(file); err == nil {
-		if err := cfg.Validate(); err != nil {
-			t.Fatalf("ConfigFromGGUF returned an invalid configuration: %v", err)
-		}
-	}
-	rules, _ := models.Preset(models.FilePreset)
-	for _, keep := range []bool{false, true} {
-		opts := models.LoadOptions{}
-		if keep {
-			q := models.MustNewQuantizer(rules)
-			opts = models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q, Fuse: q.Fuse}
-		}
-		ctx := context.New()
-		m, err := gemma3.LoadGGUF(ctx, file, opts)
-		if err != nil {
-			if ctx.NumVariables() != 0 {
-				t.Fatalf("a failed load (%v) left %d variables", err, ctx.NumVariables())
+	load := func(keep bool) func(ctx *context.Context, f *gguf.File) (decodertest.Validator, error) {
+		return func(ctx *context.Context, f *gguf.File) (decodertest.Validator, error) {
+			opts := models.LoadOptions{}
+			if keep {
+				q := decodertest.Quantizer(t, models.FilePreset)
+				opts = models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q, Fuse: q.Fuse}
 			}
-			continue
-		}
-		if err := m.Validate(); err != nil {
-			t.Fatalf("LoadGGUF returned an invalid configuration: %v", err)
+			return gemma3.LoadGGUF(ctx, f, opts)
 		}
 	}
+	decodertest.CheckFuzzed(t, data, func(f *gguf.File) (decodertest.Validator, error) { return gemma3.ConfigFromGGUF(f) },
+		load(false), load(true))
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -1,8 +1,6 @@
 package gemma3
 
 import (
-	"fmt"
-
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/gguf"
@@ -31,24 +29,9 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts models.LoadOptions) (*Mod
 		return nil, err
 	}
 	m := &Model{Config: cfg}
-	plan := planTensors(cfg)
-	if err := modelbase.Check(f, plan, "gemma3.LoadGGUF"); err != nil {
+	m.FusedQKV, m.FusedGateUp, err = modelbase.LoadDecoder(ctx, f, "gemma3.LoadGGUF", opts, cfg.decoder(), planTensors(cfg), LayerScope, nil)
+	if err != nil {
 		return nil, err
-	}
-	embScope := ctx.In(EmbeddingScope).Scope()
-	if ctx.InspectVariable(embScope, EmbeddingName) != nil {
-		return nil, errors.Errorf("gemma3.LoadGGUF: the context already holds %s/%s; load into a fresh context", embScope, EmbeddingName)
-	}
-	vars := modelbase.NewVars(opts)
-	m.FusedQKV, m.FusedGateUp = vars.FuseQKVGateUp(ctx, f, cfg.Layers, LayerScope, cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim,
-		cfg.FFNDim, opts.Fuse)
-	if err := vars.Load(f, plan); err != nil {
-		vars.Release()
-		return nil, errors.WithMessage(err, "gemma3.LoadGGUF")
-	}
-	if err := vars.Store(ctx); err != nil {
-		vars.Release()
-		return nil, errors.WithMessage(err, "gemma3.LoadGGUF")
 	}
 	return m, nil
 }
@@ -64,40 +47,15 @@ func MustLoadGGUF(ctx *context.Context, f *gguf.File, opts models.LoadOptions) *
 
 // planTensors lists the tensors the model needs.
 func planTensors(cfg Config) []modelbase.Tensor {
-	q, kv := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
-	const (
-		vocab  = "vocabulary size"
-		width  = keyDim
-		ffn    = "gemma3.feed_forward_length"
-		head   = "the head width (" + keyKeyLen + ")"
-		qWidth = keyHeads + " × head width"
-		kWidth = keyKVHeads + " × head width"
-	)
-	plan := []modelbase.Tensor{
-		{Name: "token_embd.weight", Kind: modelbase.Table, Scope: "/" + EmbeddingScope, Shape: []int{cfg.VocabSize, cfg.Dim},
-			From: vocab + ", " + width},
-		{Name: "output_norm.weight", Scope: "/" + OutputNorm + "/rms_norm", VarName: "scale", Shape: []int{cfg.Dim}, From: width},
-	}
-	if !cfg.TiedEmbeddings {
-		plan = append(plan, modelbase.Tensor{Name: "output.weight", Kind: modelbase.Kernel, Scope: "/" + HeadName, In: cfg.Dim,
-			Out: cfg.VocabSize, From: vocab + ", " + width})
-	}
-	for i := 0; i < cfg.Layers; i++ {
-		layer := "/" + LayerScope(i)
-		blk := fmt.Sprintf("blk.%d.", i)
-		norm := func(name string, dim int, from string) modelbase.Tensor {
-			return modelbase.Tensor{Name: blk + name + ".weight", Scope: layer + "/" + name + "/rms_norm", VarName: "scale",
-				Shape: []int{dim}, From: from}
-		}
-		kernel := func(name string, in, out int, from string) modelbase.Tensor {
-			return modelbase.Tensor{Name: blk + name + ".weight", Kind: modelbase.Kernel, Scope: layer + "/" + name, In: in, Out: out, From: from}
-		}
-		plan = append(plan, norm(AttnNorm, cfg.Dim, width),
-			kernel(AttnQ, cfg.Dim, q, qWidth+", "+width), kernel(AttnK, cfg.Dim, kv, kWidth+", "+width),
-			kernel(AttnV, cfg.Dim, kv, kWidth+", "+width), norm(AttnQNorm, cfg.HeadDim, head), norm(AttnKNorm, cfg.HeadDim, head),
-			kernel(AttnOutput, q, cfg.Dim, width+", "+qWidth), norm(PostAttnNorm, cfg.Dim, width), norm(FFNNorm, cfg.Dim, width),
-			kernel(FFNGate, cfg.Dim, cfg.FFNDim, ffn+", "+width), kernel(FFNUp, cfg.Dim, cfg.FFNDim, ffn+", "+width),
-			kernel(FFNDown, cfg.FFNDim, cfg.Dim, width+", "+ffn), norm(PostFFNNorm, cfg.Dim, width))
+	d := cfg.decoder()
+	plan := modelbase.OuterTensors(Architecture, d)
+	const head = "the head width (" + keyKeyLen + ")"
+	for i := range cfg.Layers {
+		b := modelbase.BlockTensors{Arch: Architecture, D: d, I: i, Scope: "/" + LayerScope(i)}
+		plan = append(plan, b.WidthNorm(AttnNorm), b.Projection(AttnQ), b.Projection(AttnK), b.Projection(AttnV),
+			b.Norm(AttnQNorm, cfg.HeadDim, head), b.Norm(AttnKNorm, cfg.HeadDim, head), b.Projection(AttnOutput),
+			b.WidthNorm(PostAttnNorm), b.WidthNorm(FFNNorm), b.Projection(FFNGate), b.Projection(FFNUp), b.Projection(FFNDown),
+			b.WidthNorm(PostFFNNorm))
 	}
 	return plan
 }

@@ -1,17 +1,15 @@
 package gemma3_test
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
@@ -25,54 +23,17 @@ var tiny = gemma3.Config{VocabSize: 48, Dim: 64, Layers: 3, Heads: 2, KVHeads: 1
 	RMSNormEps: float64(float32(1e-6)), RoPEBase: 1e6, RoPEBaseLocal: 1e4, RoPEScale: 1, SlidingWindow: 4, SlidingPattern: 2,
 	QueryScale: 1 / math.Sqrt(32), TiedEmbeddings: true}
 
-// values returns n deterministic values in [-0.5, 0.5].
-func values(seed, n int) []float32 {
-	out := make([]float32, n)
-	for i := range out {
-		out[i] = float32(0.5 * math.Sin(float64(seed)*1.7+float64(i)*0.37))
-	}
-	return out
-}
-
 // tinyGGUF writes the tiny configuration as a gemma3 GGUF: float32 tensors, except the kernels
 // and the table named in types (by their name in the block, e.g. "attn_v", or "token_embd"),
-// stored in that block type; skip names a tensor to leave out, overrides replace metadata (a
-// nil Value removes the key).
+// stored in that block type; skip names a tensor to leave out, overrides replace metadata
+// (decodertest.Override: a nil Value removes the key).
 func tinyGGUF(types map[string]gguf.Type, skip string, overrides ...ggufbuild.KV) []byte {
 	c := tiny
-	kvs := []ggufbuild.KV{
-		{Key: "general.architecture", Value: "gemma3"},
-		{Key: "gemma3.block_count", Value: uint32(c.Layers)},
-		{Key: "gemma3.embedding_length", Value: uint32(c.Dim)},
-		{Key: "gemma3.feed_forward_length", Value: uint32(c.FFNDim)},
-		{Key: "gemma3.attention.head_count", Value: uint32(c.Heads)},
-		{Key: "gemma3.attention.head_count_kv", Value: uint32(c.KVHeads)},
-		{Key: "gemma3.attention.key_length", Value: uint32(c.HeadDim)},
-		{Key: "gemma3.attention.value_length", Value: uint32(c.HeadDim)},
-		{Key: "gemma3.context_length", Value: uint32(c.ContextLength)},
-		{Key: "gemma3.vocab_size", Value: uint32(c.VocabSize)},
-		{Key: "gemma3.rope.freq_base", Value: float32(c.RoPEBase)},
-		{Key: "gemma3.attention.sliding_window", Value: uint32(c.SlidingWindow)},
-		{Key: "gemma3.attention.sliding_window_pattern", Value: uint32(c.SlidingPattern)},
-		{Key: "gemma3.attention.layer_norm_rms_epsilon", Value: float32(c.RMSNormEps)},
-	}
-	for _, o := range overrides {
-		found := false
-		for i := range kvs {
-			if kvs[i].Key == o.Key {
-				kvs[i], found = o, true
-			}
-		}
-		if !found {
-			kvs = append(kvs, o)
-		}
-	}
-	var kept []ggufbuild.KV
-	for _, kv := range kvs {
-		if kv.Value != nil {
-			kept = append(kept, kv)
-		}
-	}
+	kvs := decodertest.Metadata("gemma3", gemma3.DecoderOf(c),
+		ggufbuild.KV{Key: "gemma3.attention.key_length", Value: uint32(c.HeadDim)},
+		ggufbuild.KV{Key: "gemma3.attention.value_length", Value: uint32(c.HeadDim)},
+		ggufbuild.KV{Key: "gemma3.attention.sliding_window", Value: uint32(c.SlidingWindow)},
+		ggufbuild.KV{Key: "gemma3.attention.sliding_window_pattern", Value: uint32(c.SlidingPattern)})
 	var ts []ggufbuild.Tensor
 	seed := 0
 	add := func(name, short string, v []float32, dims ...uint64) {
@@ -80,31 +41,22 @@ func tinyGGUF(types map[string]gguf.Type, skip string, overrides ...ggufbuild.KV
 		if name == skip {
 			return
 		}
-		typ, ok := types[short]
-		if !ok {
-			ts = append(ts, ggufbuild.F32Tensor(name, v, dims...))
-			return
-		}
-		data := make([]byte, len(v)/typ.BlockSize()*typ.BlockBytes())
-		if err := gguf.Quantize(typ, v, data); err != nil {
-			panic(err)
-		}
-		ts = append(ts, ggufbuild.Tensor{Name: name, Type: uint32(typ), Dims: dims, Data: data})
+		ts = append(ts, decodertest.Tensor(name, types[short], v, dims...))
 	}
 	norm := func(name, short string, n int) {
-		v := values(seed+50, n)
+		v := decodertest.Values(seed+50, n)
 		for i := range v {
 			v[i] = 1 + v[i]/2 // stored as Gemma's 1 + weight
 		}
 		add(name, short, v, uint64(n))
 	}
-	add("token_embd.weight", "token_embd", values(1, c.VocabSize*c.Dim), uint64(c.Dim), uint64(c.VocabSize))
+	add("token_embd.weight", "token_embd", decodertest.Values(1, c.VocabSize*c.Dim), uint64(c.Dim), uint64(c.VocabSize))
 	norm("output_norm.weight", "output_norm", c.Dim)
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	for l := 0; l < c.Layers; l++ {
 		blk := fmt.Sprintf("blk.%d.", l)
 		kernel := func(name string, in, out int) {
-			add(blk+name+".weight", name, values(seed+100, in*out), uint64(in), uint64(out))
+			add(blk+name+".weight", name, decodertest.Values(seed+100, in*out), uint64(in), uint64(out))
 		}
 		norm(blk+"attn_norm.weight", "attn_norm", c.Dim)
 		kernel("attn_q", c.Dim, q)
@@ -120,54 +72,32 @@ func tinyGGUF(types map[string]gguf.Type, skip string, overrides ...ggufbuild.KV
 		kernel("ffn_down", c.FFNDim, c.Dim)
 		norm(blk+"post_ffw_norm.weight", "post_ffw_norm", c.Dim)
 	}
-	return ggufbuild.Build(kept, ts)
-}
-
-func openBytes(t testing.TB, data []byte) *gguf.File {
-	t.Helper()
-	f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return ggufbuild.Build(decodertest.Override(kvs, overrides...), ts)
 }
 
 // load loads a tiny GGUF through a Quantizer of the preset (fusing through it when fuse).
 func load(t *testing.T, data []byte, preset string, fuse bool) (*context.Context, *gemma3.Model, *models.Quantizer) {
 	t.Helper()
-	rules, err := models.Preset(preset)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := models.MustNewQuantizer(rules)
-	opts := models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q}
+	return loadFile(t, decodertest.Open(t, data), preset, fuse, nil)
+}
+
+// loadFile loads f through a Quantizer of the preset (fusing through it when fuse), its values
+// placed on backend (nil: left local).
+func loadFile(t *testing.T, f *gguf.File, preset string, fuse bool, backend backends.Backend) (*context.Context, *gemma3.Model,
+	*models.Quantizer) {
+	t.Helper()
+	q := decodertest.Quantizer(t, preset)
+	opts := models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q, Backend: backend}
 	if fuse {
 		opts.Fuse = q.Fuse
 	}
 	ctx := context.New()
-	m, err := gemma3.LoadGGUF(ctx, openBytes(t, data), opts)
+	m, err := gemma3.LoadGGUF(ctx, f, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.Projection, m.Table = q.Projection, q.Table
 	return ctx, m, q
-}
-
-// forward returns Forward's logits for one sequence, [seq][vocab].
-func forward(t *testing.T, backend backends.Backend, ctx *context.Context, m *gemma3.Model, tokens []int32) [][]float32 {
-	t.Helper()
-	out := context.MustExecOnce(backend, ctx.Reuse(), func(ctx *context.Context, tokens *graph.Node) *graph.Node {
-		return m.Forward(ctx, tokens)
-	}, [][]int32{tokens})
-	return out.Value().([][][]float32)[0]
-}
-
-func maxAbsDiff(a, b []float32) float64 {
-	d := 0.0
-	for i := range a {
-		d = math.Max(d, math.Abs(float64(a[i]-b[i])))
-	}
-	return d
 }
 
 // TestConfigFromGGUF: the tiny file's hyper-parameters, and llama.cpp's defaults where a key is
@@ -191,7 +121,7 @@ func TestConfigFromGGUF(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := gemma3.ConfigFromGGUF(openBytes(t, tinyGGUF(nil, "", tc.overrides...)))
+			got, err := gemma3.ConfigFromGGUF(decodertest.Open(t, tinyGGUF(nil, "", tc.overrides...)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -256,19 +186,11 @@ func TestLoadGGUFHyperParameters(t *testing.T) {
 			"gemma3.final_logit_softcapping = NaN; accepted: 0 (none) or a finite positive number", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := openBytes(t, tinyGGUF(nil, "", tc.kv))
-			ctx := context.New()
-			var err error
-			testutil.AllocatesAtMost(t, "LoadGGUF", 16<<20, func() { _, err = gemma3.LoadGGUF(ctx, f, models.LoadOptions{}) })
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %v; want one containing %q", err, tc.want)
-			}
-			if tc.notFound != errors.Is(err, gguf.ErrNotFound) {
-				t.Errorf("errors.Is(%v, gguf.ErrNotFound) = %v, want %v", err, !tc.notFound, tc.notFound)
-			}
-			if ctx.NumVariables() != 0 {
-				t.Errorf("the failed load left %d variables", ctx.NumVariables())
-			}
+			f := decodertest.Open(t, tinyGGUF(nil, "", tc.kv))
+			decodertest.WantLoadError(t, func(ctx *context.Context) error {
+				_, err := gemma3.LoadGGUF(ctx, f, models.LoadOptions{})
+				return err
+			}, tc.want, tc.notFound)
 		})
 	}
 }
@@ -292,7 +214,7 @@ func TestLoadGGUFErrors(t *testing.T) {
 			if tc.name == "nil context" {
 				loadCtx = nil
 			}
-			_, err := gemma3.LoadGGUF(loadCtx, openBytes(t, tinyGGUF(nil, tc.skip, tc.kv...)), models.LoadOptions{})
+			_, err := gemma3.LoadGGUF(loadCtx, decodertest.Open(t, tinyGGUF(nil, tc.skip, tc.kv...)), models.LoadOptions{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v; want one containing %q", err, tc.want)
 			}
@@ -343,14 +265,14 @@ func TestLoadKeepsBlocks(t *testing.T) {
 			if kept != tc.keptTensors {
 				t.Errorf("%d tensors kept as stored, want %d:\n%s", kept, tc.keptTensors, q.Report())
 			}
-			want := forward(t, backend, fctx, fm, tokens)
-			got := forward(t, backend, kctx, km, tokens)
-			fused := forward(t, backend, sctx, sm, tokens)
+			want := decodertest.Forward(t, backend, fctx, fm, tokens)
+			got := decodertest.Forward(t, backend, kctx, km, tokens)
+			fused := decodertest.Forward(t, backend, sctx, sm, tokens)
 			for p := range want {
-				if d := maxAbsDiff(got[p], want[p]); d > 1e-4 {
+				if d := decodertest.MaxAbsDiff(got[p], want[p]); d > 1e-4 {
 					t.Errorf("position %d: kept blocks differ from the decoded float model by %g", p, d)
 				}
-				if d := maxAbsDiff(fused[p], got[p]); d != 0 {
+				if d := decodertest.MaxAbsDiff(fused[p], got[p]); d != 0 {
 					t.Errorf("position %d: fused products differ from the separate ones by %g", p, d)
 				}
 			}

@@ -10,8 +10,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
-	"github.com/pkg/errors"
-	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/modelbase"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/qlayers"
@@ -81,21 +79,10 @@ func New(cfg Config) (*Model, error) {
 var _ models.LanguageModel = (*Model)(nil)
 
 // DecodeSpec describes the model to a models.Generator.
-func (m *Model) DecodeSpec() models.DecodeSpec {
-	return models.DecodeSpec{VocabSize: m.VocabSize, ContextLength: m.ContextLength, Layers: m.Layers, KVHeads: m.KVHeads, HeadDim: m.HeadDim}
-}
+func (m *Model) DecodeSpec() models.DecodeSpec { return m.decoder().DecodeSpec() }
 
 func (m *Model) project(ctx *context.Context, name string, x *Node, outDim int) *Node {
 	return modelbase.Project(m.Projection, ctx, name, x, outDim, false)
-}
-
-// table returns the token-embedding table [VocabSize, Dim], shared by Embed and the tied head.
-func (m *Model) table(ctx *context.Context, g *Graph) implicitarray.Value {
-	table := m.Table
-	if table == nil {
-		table = models.DenseTable
-	}
-	return table(ctx, EmbeddingScope, g, m.VocabSize, m.Dim)
 }
 
 // rmsNorm is RMSNorm over the last axis with the scale as the GGUF stores it (llama.cpp's
@@ -108,7 +95,7 @@ func (m *Model) rmsNorm(ctx *context.Context, x *Node) *Node {
 // √Dim (in float32, as Gemma does).
 func (m *Model) Embed(ctx *context.Context, tokens *Node) *Node {
 	modelbase.CheckTokens("gemma3.Embed", tokens)
-	x := qlayers.Lookup(m.table(ctx, tokens.Graph()), tokens)
+	x := qlayers.Lookup(modelbase.EmbeddingTable(m.Table, ctx, tokens.Graph(), m.VocabSize, m.Dim), tokens)
 	return MulScalar(x, float64(float32(math.Sqrt(float64(m.Dim)))))
 }
 
@@ -117,12 +104,7 @@ func (m *Model) Embed(ctx *context.Context, tokens *Node) *Node {
 // transposed in memory); otherwise the "lm_head" projection; then the soft cap, if any.
 func (m *Model) Logits(ctx *context.Context, hidden *Node) *Node {
 	h := m.rmsNorm(ctx.In(OutputNorm), hidden)
-	var logits *Node
-	if m.TiedEmbeddings {
-		logits = qlayers.TiedHead(h, m.table(ctx, h.Graph()))
-	} else {
-		logits = m.project(ctx, HeadName, h, m.VocabSize)
-	}
+	logits := modelbase.Head(m.Projection, m.Table, ctx, h, m.TiedEmbeddings, m.VocabSize, m.Dim)
 	if m.FinalSoftcap > 0 {
 		logits = MulScalar(Tanh(DivScalar(logits, m.FinalSoftcap)), m.FinalSoftcap)
 	}
@@ -176,9 +158,7 @@ func (m *Model) masks(mask func(window int) *Node) []*Node {
 // chunk's keys and values are written through cache.
 func (m *Model) Step(ctx *context.Context, tokens, last *Node, cache *models.KVCache) *Node {
 	modelbase.CheckTokens("gemma3.Step", tokens)
-	if cache.Layers() != m.Layers {
-		panic(errors.Errorf("gemma3.Step: a cache of %d layers; accepted: %d (the model's)", cache.Layers(), m.Layers))
-	}
+	modelbase.CheckCache("gemma3.Step", cache, m.Layers)
 	seq := tokens.Shape().Dim(1)
 	positions := cache.Positions(seq)
 	masks := m.masks(func(window int) *Node {

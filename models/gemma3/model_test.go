@@ -1,15 +1,11 @@
 package gemma3_test
 
 import (
-	"fmt"
 	"math"
+	"strings"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
@@ -24,55 +20,19 @@ func TestStepMatchesForward(t *testing.T) {
 	backend := testutil.Backend(t)
 	ctx, m, _ := load(t, tinyGGUF(nil, ""), "f32", false)
 	tokens := []int32{3, 17, 5, 29, 11, 2, 38, 7, 40, 8}
-	full := forward(t, backend, ctx, m, tokens)
-	const maxLen, window = 16, 12
-	exec := context.MustNewExec(backend, ctx.Reuse(), func(ctx *context.Context, inputs []*graph.Node) []*graph.Node {
-		cache := models.NewKVCache(inputs[1], window, inputs[3:])
-		logits := m.Step(ctx, inputs[0], inputs[2], cache)
-		return append([]*graph.Node{logits}, cache.Caches()...)
-	})
-	caches := make([]any, 2*tiny.Layers)
-	for i := range caches {
-		caches[i] = tensors.FromShape(shapes.Make(dtypes.Float32, 1, tiny.KVHeads, maxLen, tiny.HeadDim))
-	}
-	for _, c := range [][2]int{{0, 3}, {3, 6}, {6, 7}, {7, 8}, {8, 9}, {9, 10}} {
-		args := append([]any{[][]int32{tokens[c[0]:c[1]]}, int32(c[0]), int32(c[1] - c[0] - 1)}, caches...)
-		out := exec.MustExec(args...)
-		for i := range caches {
-			caches[i] = out[1+i]
-		}
-		if d := maxAbsDiff(out[0].Value().([][]float32)[0], full[c[1]-1]); d > 1e-4 {
-			t.Errorf("tokens %d..%d: logits of position %d differ from the full pass by %g", c[0], c[1], c[1]-1, d)
-		}
-	}
+	decodertest.StepMatchesForward(t, backend, ctx, m, tokens, [][2]int{{0, 3}, {3, 6}, {6, 7}, {7, 8}, {8, 9}, {9, 10}}, 16, 12)
 }
 
 // TestGenerateMatchesForward: greedy decoding with the cache picks the argmax of the full pass.
 func TestGenerateMatchesForward(t *testing.T) {
 	backend := testutil.Backend(t)
 	ctx, m, _ := load(t, tinyGGUF(nil, ""), "f32", false)
-	prompt := []int{5, 9, 13}
 	gen, err := models.NewGenerator(backend, ctx, m, models.GeneratorOptions{MaxLen: 24, MinWindow: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer gen.Finalize()
-	got, err := gen.Generate(prompt, models.GenerateOptions{MaxNewTokens: 14})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seq := []int32{5, 9, 13}
-	for _, id := range got[:len(got)-1] {
-		seq = append(seq, int32(id))
-	}
-	logits := forward(t, backend, ctx, m, seq)
-	var want []int
-	for p := len(prompt) - 1; p < len(seq); p++ {
-		want = append(want, models.Argmax(logits[p]))
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("Generate = %v, argmax of Forward = %v", got, want)
-	}
+	decodertest.GreedyMatchesForward(t, backend, ctx, m, gen, []int{5, 9, 13}, 14)
 }
 
 // TestSlidingWindow: with one block, a sliding-window layer's logits at a position p do not
@@ -94,9 +54,9 @@ func TestSlidingWindow(t *testing.T) {
 			data := tinyGGUF(nil, "", ggufbuild.KV{Key: "gemma3.block_count", Value: uint32(1)},
 				ggufbuild.KV{Key: "gemma3.attention.sliding_window_pattern", Value: tc.pattern})
 			ctx, m, _ := load(t, data, "f32", false)
-			a, b := forward(t, backend, ctx, m, tokens), forward(t, backend, ctx, m, changed)
+			a, b := decodertest.Forward(t, backend, ctx, m, tokens), decodertest.Forward(t, backend, ctx, m, changed)
 			for p := range tokens {
-				if sees := maxAbsDiff(a[p], b[p]) > 0; sees != tc.sees[p] {
+				if sees := decodertest.MaxAbsDiff(a[p], b[p]) > 0; sees != tc.sees[p] {
 					t.Errorf("position %d sees the token at 0: %v, want %v", p, sees, tc.sees[p])
 				}
 			}
@@ -109,10 +69,10 @@ func TestSoftcap(t *testing.T) {
 	backend := testutil.Backend(t)
 	tokens := []int32{3, 17, 5}
 	ctx, m, _ := load(t, tinyGGUF(nil, ""), "f32", false)
-	plain := forward(t, backend, ctx, m, tokens)
+	plain := decodertest.Forward(t, backend, ctx, m, tokens)
 	const limit = 2.0
 	m.FinalSoftcap = limit
-	capped := forward(t, backend, ctx, m, tokens)
+	capped := decodertest.Forward(t, backend, ctx, m, tokens)
 	for p := range plain {
 		for i, v := range plain[p] {
 			want := limit * math.Tanh(float64(v)/limit)
@@ -144,7 +104,7 @@ func TestConfigValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tiny
 			tc.modify(&c)
-			if err := c.Validate(); err == nil || !contains(err.Error(), tc.want) {
+			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v; want one containing %q", err, tc.want)
 			}
 			if _, err := gemma3.New(c); err == nil {

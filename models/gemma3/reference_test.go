@@ -8,12 +8,11 @@ import (
 	"github.com/gomlx/gomlx/backends/simplego"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/refdata"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
-	"github.com/quanta-ml/quanta/models/gemma3"
 	"github.com/quanta-ml/quanta/tokenizer"
 )
 
@@ -47,27 +46,9 @@ func TestLlamaCppLogits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantIDs, err := refdata.Load("llamacpp", "gemma3_f32_w0_top20_ids.npy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantLogits, err := refdata.Load("llamacpp", "gemma3_f32_w0_top20_logits.npy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rules, _ := models.Preset(models.FilePreset)
-	q := models.MustNewQuantizer(rules)
-	ctx := context.New()
-	m, err := gemma3.LoadGGUF(ctx, f, models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q, Fuse: q.Fuse, Backend: backend})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Projection, m.Table = q.Projection, q.Table
+	wantIDs := decodertest.Reference(t, "llamacpp", "gemma3_f32_w0_top20_ids.npy")
+	wantLogits := decodertest.Reference(t, "llamacpp", "gemma3_f32_w0_top20_logits.npy")
+	ctx, m, _ := loadFile(t, decodertest.OpenFile(t, path), models.FilePreset, true, backend)
 	tokens := make([]int32, 513)
 	for i := range tokens {
 		tokens[i] = int32(ids[i])
@@ -117,23 +98,12 @@ func TestLlamaCppGreedy(t *testing.T) {
 	if err := refdata.JSON(&index, "llamacpp", "index.json"); err != nil {
 		t.Fatal(err)
 	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := decodertest.OpenFile(t, path)
 	tok, err := tokenizer.NewBPEFromGGUF(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules, _ := models.Preset(models.FilePreset)
-	q := models.MustNewQuantizer(rules)
-	ctx := context.New()
-	m, err := gemma3.LoadGGUF(ctx, f, models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q, Fuse: q.Fuse, Backend: backend})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Projection, m.Table = q.Projection, q.Table
+	ctx, m, _ := loadFile(t, f, models.FilePreset, true, backend)
 	gen, err := models.NewGenerator(backend, ctx, m, models.GeneratorOptions{MaxLen: 64})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/llama"
@@ -21,13 +22,22 @@ import (
 // storing the table through it.
 func loadWith(t *testing.T, data []byte, rules []models.Rule, fuse bool) (*context.Context, *llama.Model) {
 	t.Helper()
-	q := models.MustNewQuantizer(rules)
-	opts := llama.LoadOptions{LoadOptions: models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable}}
+	return loadThrough(t, data, models.MustNewQuantizer(rules), llama.LoadOptions{}, false, fuse)
+}
+
+// loadThrough loads a GGUF with opts through q: its Kernel and QuantizeTable hooks, its Keep
+// rules when keep, its Fuse when fuse.
+func loadThrough(t *testing.T, data []byte, q *models.Quantizer, opts llama.LoadOptions, keep, fuse bool) (*context.Context, *llama.Model) {
+	t.Helper()
+	opts.LoadOptions = models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable}
+	if keep {
+		opts.Keep = q
+	}
 	if fuse {
 		opts.Fuse = q.Fuse
 	}
 	ctx := context.New()
-	m, err := llama.LoadGGUF(ctx, openBytes(t, data), opts)
+	m, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,10 +79,10 @@ func TestLoadFused(t *testing.T) {
 			if len(variablesIn(fctx, "/layer_1/attn_q/dense")) != 0 {
 				t.Errorf("the fused load kept variables in /layer_1/attn_q/dense")
 			}
-			want, got := forward(t, backend, ctx, m, tokens), forward(t, backend, fctx, fm, tokens)
+			want, got := decodertest.Forward(t, backend, ctx, m, tokens), decodertest.Forward(t, backend, fctx, fm, tokens)
 			for p := range want {
 				// Float kernels: XLA's dense product of another width may round differently.
-				if d := maxAbsDiff(got[p], want[p]); d > tc.tolerance || (tc.tolerance == 0 && !slices.Equal(got[p], want[p])) {
+				if d := decodertest.MaxAbsDiff(got[p], want[p]); d > tc.tolerance || (tc.tolerance == 0 && !slices.Equal(got[p], want[p])) {
 					t.Errorf("position %d: the fused model's logits differ from the unfused one's by %g (tolerance %g)", p, d, tc.tolerance)
 				}
 			}
@@ -101,7 +111,7 @@ func TestLoadFused(t *testing.T) {
 	}
 	t.Run("kernel-error-names-the-parts", func(t *testing.T) {
 		q := models.MustNewQuantizer(nil)
-		_, err := llama.LoadGGUF(context.New(), openBytes(t, data), llama.LoadOptions{LoadOptions: models.LoadOptions{Fuse: q.Fuse, Kernel: func(scope string, k *tensors.Tensor) ([]models.Variable, error) {
+		_, err := llama.LoadGGUF(context.New(), decodertest.Open(t, data), llama.LoadOptions{LoadOptions: models.LoadOptions{Fuse: q.Fuse, Kernel: func(scope string, k *tensors.Tensor) ([]models.Variable, error) {
 			if scope == "/layer_1/attn_qkv" {
 				return nil, errors.New("quantizer failed")
 			}
@@ -131,7 +141,7 @@ func TestLoadQuantizedTable(t *testing.T) {
 	data, _ := tinyGGUF("")
 	tokens := []int32{3, 1, 4, 1, 5, 9, 2, 6}
 	fctx, fm := loadFloat(t, data)
-	float := forward(t, backend, fctx, fm, tokens)
+	float := decodertest.Forward(t, backend, fctx, fm, tokens)
 	for _, format := range []string{"int8", "nf4"} {
 		t.Run(format, func(t *testing.T) {
 			rule, err := models.TableRule("/token_embd", format)
@@ -147,7 +157,7 @@ func TestLoadQuantizedTable(t *testing.T) {
 			}
 			// The reference: the float model with the table replaced by its dequantized values.
 			ctx := context.New()
-			m, err := llama.LoadGGUF(ctx, openBytes(t, data), llama.LoadOptions{})
+			m, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), llama.LoadOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,9 +171,9 @@ func TestLoadQuantizedTable(t *testing.T) {
 				t.Fatal(err)
 			}
 			table.MustSetValue(dequantized)
-			want, got := forward(t, backend, ctx, m, tokens), forward(t, backend, qctx, qm, tokens)
-			sameLogits(t, "the quantized table's logits differ from the dequantized float table's", got, want)
-			if d := maxAbsDiff(float[4], got[4]); d < 1e-4 {
+			want, got := decodertest.Forward(t, backend, ctx, m, tokens), decodertest.Forward(t, backend, qctx, qm, tokens)
+			decodertest.SameLogits(t, "the quantized table's logits differ from the dequantized float table's", got, want)
+			if d := decodertest.MaxAbsDiff(float[4], got[4]); d < 1e-4 {
 				t.Errorf("the quantized table gives the float model's logits (%g): the test checks nothing", d)
 			}
 		})
@@ -174,7 +184,7 @@ func TestLoadQuantizedTable(t *testing.T) {
 func loadFloat(t *testing.T, data []byte) (*context.Context, *llama.Model) {
 	t.Helper()
 	ctx := context.New()
-	m, err := llama.LoadGGUF(ctx, openBytes(t, data), llama.LoadOptions{})
+	m, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), llama.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +218,7 @@ func TestLoadKeepsBlocks(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			data, _ := ggufOf(wide, tc.types, "")
 			fctx, fm := loadFloat(t, data)
-			want := forward(t, backend, fctx, fm, tokens)
+			want := decodertest.Forward(t, backend, fctx, fm, tokens)
 			for _, v := range []struct {
 				name string
 				opts llama.LoadOptions
@@ -216,17 +226,7 @@ func TestLoadKeepsBlocks(t *testing.T) {
 			}{{"kept", llama.LoadOptions{}, false}, {"fused", llama.LoadOptions{}, true},
 				{"adjacent", llama.LoadOptions{RotateAdjacent: true}, true}, {"untied", llama.LoadOptions{UntieHead: true}, true}} {
 				q := models.MustNewQuantizer(file)
-				opts := v.opts
-				opts.LoadOptions = models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q}
-				if v.fuse {
-					opts.Fuse = q.Fuse
-				}
-				ctx := context.New()
-				m, err := llama.LoadGGUF(ctx, openBytes(t, data), opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				m.Projection, m.Table = q.Projection, q.Table
+				ctx, m := loadThrough(t, data, q, v.opts, true, v.fuse)
 				if m.FusedQKV != (v.fuse && tc.qkv) || m.FusedGateUp != (v.fuse && tc.gateUp) {
 					t.Errorf("%s: fused q/k/v %v, gate/up %v", v.name, m.FusedQKV, m.FusedGateUp)
 				}
@@ -239,9 +239,9 @@ func TestLoadKeepsBlocks(t *testing.T) {
 				if kept == 0 {
 					t.Errorf("%s: nothing kept as stored:\n%s", v.name, q.Report())
 				}
-				got := forward(t, backend, ctx, m, tokens)
+				got := decodertest.Forward(t, backend, ctx, m, tokens)
 				for p := range want {
-					if d := maxAbsDiff(got[p], want[p]); d > 1e-4 {
+					if d := decodertest.MaxAbsDiff(got[p], want[p]); d > 1e-4 {
 						t.Errorf("%s: position %d: logits differ from the decoded float model's by %g", v.name, p, d)
 					}
 				}

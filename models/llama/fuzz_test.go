@@ -1,11 +1,11 @@
 package llama_test
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models/llama"
@@ -35,26 +35,11 @@ func FuzzLoadGGUF(f *testing.F) {
 }
 
 func loadGGUF(t *testing.T, data []byte) {
-	file, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		return
-	}
-	if cfg, err := llama.ConfigFromGGUF(file); err == nil {
-		if err := cfg.Validate(); err != nil {
-			t.Fatalf("ConfigFromGGUF returned an invalid configuration: %v", err)
+	load := func(opts llama.LoadOptions) func(ctx *context.Context, f *gguf.File) (decodertest.Validator, error) {
+		return func(ctx *context.Context, f *gguf.File) (decodertest.Validator, error) {
+			return llama.LoadGGUF(ctx, f, opts)
 		}
 	}
-	for _, opts := range []llama.LoadOptions{{}, {UntieHead: true, RotateAdjacent: true}} {
-		ctx := context.New()
-		m, err := llama.LoadGGUF(ctx, file, opts)
-		if err != nil {
-			if ctx.NumVariables() != 0 {
-				t.Fatalf("a failed load (%v) left %d variables", err, ctx.NumVariables())
-			}
-			continue
-		}
-		if err := m.Validate(); err != nil {
-			t.Fatalf("LoadGGUF returned an invalid configuration: %v", err)
-		}
-	}
+	decodertest.CheckFuzzed(t, data, func(f *gguf.File) (decodertest.Validator, error) { return llama.ConfigFromGGUF(f) },
+		load(llama.LoadOptions{}), load(llama.LoadOptions{UntieHead: true, RotateAdjacent: true}))
 }

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
 )
@@ -36,26 +36,13 @@ func TestQuantizedHeadPerplexity(t *testing.T) {
 				t.Fatal(err)
 			}
 			q := models.MustNewQuantizer(append([]models.Rule{head}, rules...))
-			f, err := gguf.Open(assets.Require(t, assets.SmolLM2))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
 			ctx := context.New()
-			m, err := LoadGGUF(ctx, f, LoadOptions{LoadOptions: models.LoadOptions{Backend: backend, Kernel: q.Kernel, Table: q.QuantizeTable, Fuse: q.Fuse}})
+			m, err := LoadGGUF(ctx, decodertest.OpenFile(t, assets.Require(t, assets.SmolLM2)), LoadOptions{LoadOptions: models.LoadOptions{Backend: backend, Kernel: q.Kernel, Table: q.QuantizeTable, Fuse: q.Fuse}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			m.Projection, m.Table = q.Projection, q.Table
-			e, err := models.NewEvaluator(backend, ctx, m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Finalize()
-			nll, err := e.NLL(ids, windows)
-			if err != nil {
-				t.Fatal(err)
-			}
+			nll := decodertest.NLL(t, backend, ctx, m, ids, windows)
 			ppl, ref := models.Perplexity(nll), index.Results[tc.variant].Perplexity
 			t.Logf("%s projections, int8 head: perplexity %.4f; float head (reference %s) %.4f: %+.3f %%", tc.preset, ppl, tc.variant, ref, 100*(ppl/ref-1))
 			if math.Abs(ppl/ref-1) > 0.005 {

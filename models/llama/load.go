@@ -1,8 +1,6 @@
 package llama
 
 import (
-	"fmt"
-
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/ggml"
@@ -50,35 +48,19 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, err
 	}
 	m := &Model{Config: cfg, RotateAdjacent: opts.RotateAdjacent}
 	plan := planTensors(cfg, opts.RotateAdjacent)
-	if err := modelbase.Check(f, plan, "llama.LoadGGUF"); err != nil {
-		return nil, err
-	}
-	embScope := ctx.In(EmbeddingScope).Scope()
-	if ctx.InspectVariable(embScope, EmbeddingName) != nil {
-		return nil, errors.Errorf("llama.LoadGGUF: the context already holds %s/%s; load into a fresh context", embScope, EmbeddingName)
-	}
-	vars := modelbase.NewVars(opts.LoadOptions)
-	fail := func(err error) (*Model, error) {
-		vars.Release()
-		return nil, errors.WithMessage(err, "llama.LoadGGUF")
-	}
-	m.FusedQKV, m.FusedGateUp = vars.FuseQKVGateUp(ctx, f, cfg.Layers, LayerScope, cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim,
-		cfg.FFNDim, opts.Fuse)
-	untie := opts.UntieHead && cfg.TiedEmbeddings
-	if untie {
-		plan = plan[1:] // the table is read below, for the head too
-	}
-	if err := vars.Load(f, plan); err != nil {
-		return fail(err)
-	}
-	if untie {
-		if err := untieHead(f, vars, embScope, ctx.In(HeadName).Scope(), cfg); err != nil {
-			return fail(err)
+	var read func(vars *modelbase.Vars) error
+	if opts.UntieHead && cfg.TiedEmbeddings {
+		read = func(vars *modelbase.Vars) error {
+			if err := vars.Load(f, plan[1:]); err != nil { // the table is read for the head too
+				return err
+			}
+			return untieHead(f, vars, ctx.In(EmbeddingScope).Scope(), ctx.In(HeadName).Scope(), cfg)
 		}
 		m.TiedEmbeddings = false
 	}
-	if err := vars.Store(ctx); err != nil {
-		return fail(err)
+	m.FusedQKV, m.FusedGateUp, err = modelbase.LoadDecoder(ctx, f, "llama.LoadGGUF", opts.LoadOptions, cfg.decoder(), plan, LayerScope, read)
+	if err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -125,43 +107,16 @@ func MustLoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) *Model {
 
 // planTensors lists the tensors the model needs, the embedding table first.
 func planTensors(cfg Config, rotateAdjacent bool) []modelbase.Tensor {
-	q, kv := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
-	const (
-		vocab  = "vocabulary size"
-		width  = "llama.embedding_length"
-		ffn    = "llama.feed_forward_length"
-		qWidth = "llama.attention.head_count × head width"
-		kWidth = "llama.attention.head_count_kv × head width"
-	)
-	plan := []modelbase.Tensor{
-		{Name: "token_embd.weight", Kind: modelbase.Table, Scope: "/" + EmbeddingScope, Shape: []int{cfg.VocabSize, cfg.Dim},
-			From: vocab + ", " + width},
-		{Name: "output_norm.weight", Scope: "/" + OutputNorm + "/rms_norm", VarName: "scale", Shape: []int{cfg.Dim}, From: width},
-	}
-	if !cfg.TiedEmbeddings {
-		plan = append(plan, modelbase.Tensor{Name: "output.weight", Kind: modelbase.Kernel, Scope: "/" + HeadName, In: cfg.Dim,
-			Out: cfg.VocabSize, From: vocab + ", " + width})
-	}
-	qHeads, kHeads := cfg.Heads, cfg.KVHeads
-	if rotateAdjacent {
-		qHeads, kHeads = 0, 0
-	}
-	for i := 0; i < cfg.Layers; i++ {
-		layer := "/" + LayerScope(i)
-		blk := fmt.Sprintf("blk.%d.", i)
-		norm := func(name string) modelbase.Tensor {
-			return modelbase.Tensor{Name: blk + name + ".weight", Scope: layer + "/" + name + "/rms_norm", VarName: "scale",
-				Shape: []int{cfg.Dim}, From: width}
+	d := cfg.decoder()
+	plan := modelbase.OuterTensors(architecture, d)
+	for i := range cfg.Layers {
+		b := modelbase.BlockTensors{Arch: architecture, D: d, I: i, Scope: "/" + LayerScope(i)}
+		q, k := b.Projection(AttnQ), b.Projection(AttnK)
+		if !rotateAdjacent {
+			q.UnpermuteHeads, k.UnpermuteHeads = cfg.Heads, cfg.KVHeads
 		}
-		kernel := func(name string, in, out, heads int, from string) modelbase.Tensor {
-			return modelbase.Tensor{Name: blk + name + ".weight", Kind: modelbase.Kernel, Scope: layer + "/" + name, In: in, Out: out,
-				UnpermuteHeads: heads, From: from}
-		}
-		plan = append(plan, norm(AttnNorm),
-			kernel(AttnQ, cfg.Dim, q, qHeads, qWidth+", "+width), kernel(AttnK, cfg.Dim, kv, kHeads, kWidth+", "+width),
-			kernel(AttnV, cfg.Dim, kv, 0, kWidth+", "+width), kernel(AttnOutput, q, cfg.Dim, 0, width+", "+qWidth), norm(FFNNorm),
-			kernel(FFNGate, cfg.Dim, cfg.FFNDim, 0, ffn+", "+width), kernel(FFNUp, cfg.Dim, cfg.FFNDim, 0, ffn+", "+width),
-			kernel(FFNDown, cfg.FFNDim, cfg.Dim, 0, width+", "+ffn))
+		plan = append(plan, b.WidthNorm(AttnNorm), q, k, b.Projection(AttnV), b.Projection(AttnOutput), b.WidthNorm(FFNNorm),
+			b.Projection(FFNGate), b.Projection(FFNUp), b.Projection(FFNDown))
 	}
 	return plan
 }

@@ -4,27 +4,18 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/llama"
 )
-
-// values returns n deterministic values in [-0.5, 0.5].
-func values(seed, n int) []float32 {
-	out := make([]float32, n)
-	for i := range out {
-		out[i] = float32(0.5 * math.Sin(float64(seed)*1.7+float64(i)*0.37))
-	}
-	return out
-}
 
 // hfKernels holds, per GGUF tensor name of a kernel, the Hugging Face weight [out][in] it was
 // made from.
@@ -37,28 +28,10 @@ func tinyGGUF(skip string, overrides ...ggufbuild.KV) ([]byte, hfKernels) {
 }
 
 // ggufOf writes configuration c as tinyGGUF does, the kernels and table named in types (by their
-// name in the block, e.g. "attn_q", or "token_embd") stored in that block type.
+// name in the block, e.g. "attn_q", or "token_embd") stored in that block type; overrides
+// replace metadata (decodertest.Override).
 func ggufOf(c llama.Config, types map[string]gguf.Type, skip string, overrides ...ggufbuild.KV) ([]byte, hfKernels) {
-	kvs := []ggufbuild.KV{
-		{Key: "general.architecture", Value: "llama"},
-		{Key: "llama.block_count", Value: uint32(c.Layers)},
-		{Key: "llama.embedding_length", Value: uint32(c.Dim)},
-		{Key: "llama.feed_forward_length", Value: uint32(c.FFNDim)},
-		{Key: "llama.attention.head_count", Value: uint32(c.Heads)},
-		{Key: "llama.attention.head_count_kv", Value: uint32(c.KVHeads)},
-		{Key: "llama.context_length", Value: uint32(c.ContextLength)},
-		{Key: "llama.vocab_size", Value: uint32(c.VocabSize)},
-		{Key: "llama.rope.freq_base", Value: float32(c.RoPEBase)},
-		{Key: "llama.rope.dimension_count", Value: uint32(c.HeadDim)},
-		{Key: "llama.attention.layer_norm_rms_epsilon", Value: float32(c.RMSNormEps)},
-	}
-	for _, o := range overrides {
-		for i := range kvs {
-			if kvs[i].Key == o.Key {
-				kvs[i] = o
-			}
-		}
-	}
+	kvs := decodertest.Metadata("llama", llama.DecoderOf(c), ggufbuild.KV{Key: "llama.rope.dimension_count", Value: uint32(c.HeadDim)})
 	hf := hfKernels{}
 	var ts []ggufbuild.Tensor
 	seed := 0
@@ -68,20 +41,11 @@ func ggufOf(c llama.Config, types map[string]gguf.Type, skip string, overrides .
 			return
 		}
 		short := strings.TrimSuffix(name[strings.LastIndex(name[:len(name)-len(".weight")], ".")+1:], ".weight")
-		typ, ok := types[short]
-		if !ok {
-			ts = append(ts, ggufbuild.F32Tensor(name, v, dims...))
-			return
-		}
-		data := make([]byte, len(v)/typ.BlockSize()*typ.BlockBytes())
-		if err := gguf.Quantize(typ, v, data); err != nil {
-			panic(err)
-		}
-		ts = append(ts, ggufbuild.Tensor{Name: name, Type: uint32(typ), Dims: dims, Data: data})
+		ts = append(ts, decodertest.Tensor(name, types[short], v, dims...))
 	}
 	kernel := func(name string, in, out, heads int) {
 		w := make([][]float32, out)
-		flat := values(seed+100, in*out)
+		flat := decodertest.Values(seed+100, in*out)
 		for r := range w {
 			w[r] = flat[r*in : (r+1)*in]
 		}
@@ -99,30 +63,21 @@ func ggufOf(c llama.Config, types map[string]gguf.Type, skip string, overrides .
 		}
 		add(name, stored, uint64(in), uint64(out))
 	}
-	add("token_embd.weight", values(1, c.VocabSize*c.Dim), uint64(c.Dim), uint64(c.VocabSize))
+	add("token_embd.weight", decodertest.Values(1, c.VocabSize*c.Dim), uint64(c.Dim), uint64(c.VocabSize))
 	for l := 0; l < c.Layers; l++ {
 		blk := fmt.Sprintf("blk.%d.", l)
-		add(blk+"attn_norm.weight", values(10+l, c.Dim), uint64(c.Dim))
+		add(blk+"attn_norm.weight", decodertest.Values(10+l, c.Dim), uint64(c.Dim))
 		kernel(blk+"attn_q.weight", c.Dim, c.Heads*c.HeadDim, c.Heads)
 		kernel(blk+"attn_k.weight", c.Dim, c.KVHeads*c.HeadDim, c.KVHeads)
 		kernel(blk+"attn_v.weight", c.Dim, c.KVHeads*c.HeadDim, 0)
 		kernel(blk+"attn_output.weight", c.Heads*c.HeadDim, c.Dim, 0)
-		add(blk+"ffn_norm.weight", values(20+l, c.Dim), uint64(c.Dim))
+		add(blk+"ffn_norm.weight", decodertest.Values(20+l, c.Dim), uint64(c.Dim))
 		kernel(blk+"ffn_gate.weight", c.Dim, c.FFNDim, 0)
 		kernel(blk+"ffn_up.weight", c.Dim, c.FFNDim, 0)
 		kernel(blk+"ffn_down.weight", c.FFNDim, c.Dim, 0)
 	}
-	add("output_norm.weight", values(3, c.Dim), uint64(c.Dim))
-	return ggufbuild.Build(kvs, ts), hf
-}
-
-func openBytes(t *testing.T, data []byte) *gguf.File {
-	t.Helper()
-	f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	add("output_norm.weight", decodertest.Values(3, c.Dim), uint64(c.Dim))
+	return ggufbuild.Build(decodertest.Override(kvs, overrides...), ts), hf
 }
 
 func variable(t *testing.T, ctx *context.Context, scope, name string) any {
@@ -137,7 +92,7 @@ func variable(t *testing.T, ctx *context.Context, scope, name string) any {
 func TestLoadGGUF(t *testing.T) {
 	data, hf := tinyGGUF("")
 	ctx := context.New()
-	m, err := llama.LoadGGUF(ctx, openBytes(t, data), llama.LoadOptions{})
+	m, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), llama.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,10 +114,10 @@ func TestLoadGGUF(t *testing.T) {
 		}
 	}
 	emb := variable(t, ctx, "/token_embd", "embeddings").([][]float32)
-	if want := values(1, tiny.VocabSize*tiny.Dim); emb[2][3] != want[2*tiny.Dim+3] {
+	if want := decodertest.Values(1, tiny.VocabSize*tiny.Dim); emb[2][3] != want[2*tiny.Dim+3] {
 		t.Errorf("embedding[2][3] = %g, want %g", emb[2][3], want[2*tiny.Dim+3])
 	}
-	if got := variable(t, ctx, "/layer_0/ffn_norm/rms_norm", "scale").([]float32); got[5] != values(20, tiny.Dim)[5] {
+	if got := variable(t, ctx, "/layer_0/ffn_norm/rms_norm", "scale").([]float32); got[5] != decodertest.Values(20, tiny.Dim)[5] {
 		t.Errorf("ffn_norm scale[5] = %g", got[5])
 	}
 	if n := ctx.NumVariables(); n != 2+tiny.Layers*9 {
@@ -171,19 +126,19 @@ func TestLoadGGUF(t *testing.T) {
 
 	backend := testutil.Backend(t)
 	tokens := []int32{3, 1, 4, 1, 5}
-	want := forward(t, backend, ctx, m, tokens)
+	want := decodertest.Forward(t, backend, ctx, m, tokens)
 
 	t.Run("RotateAdjacent", func(t *testing.T) {
 		ctx := context.New()
-		m, err := llama.LoadGGUF(ctx, openBytes(t, data), llama.LoadOptions{RotateAdjacent: true})
+		m, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), llama.LoadOptions{RotateAdjacent: true})
 		if err != nil || !m.RotateAdjacent {
 			t.Fatal(err)
 		}
-		sameLogits(t, "GGUF order with adjacent pairs differs", forward(t, backend, ctx, m, tokens), want)
+		decodertest.SameLogits(t, "GGUF order with adjacent pairs differs", decodertest.Forward(t, backend, ctx, m, tokens), want)
 	})
 	t.Run("UntieHead", func(t *testing.T) {
 		ctx := context.New()
-		m, err := llama.LoadGGUF(ctx, openBytes(t, data), llama.LoadOptions{UntieHead: true})
+		m, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), llama.LoadOptions{UntieHead: true})
 		if err != nil || m.TiedEmbeddings {
 			t.Fatal(err)
 		}
@@ -191,12 +146,12 @@ func TestLoadGGUF(t *testing.T) {
 		if head[3][2] != emb[2][3] {
 			t.Errorf("lm_head[3][2] = %g, want embedding[2][3] = %g", head[3][2], emb[2][3])
 		}
-		sameLogits(t, "untied head differs", forward(t, backend, ctx, m, tokens), want)
+		decodertest.SameLogits(t, "untied head differs", decodertest.Forward(t, backend, ctx, m, tokens), want)
 	})
 	t.Run("Kernel", func(t *testing.T) {
 		ctx := context.New()
 		var scopes []string
-		_, err := llama.LoadGGUF(ctx, openBytes(t, data), llama.LoadOptions{LoadOptions: models.LoadOptions{Kernel: func(scope string, k *tensors.Tensor) ([]models.Variable, error) {
+		_, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), llama.LoadOptions{LoadOptions: models.LoadOptions{Kernel: func(scope string, k *tensors.Tensor) ([]models.Variable, error) {
 			scopes = append(scopes, scope)
 			return []models.Variable{{Scope: scope + "/custom", Name: "w", Value: k}}, nil
 		}}})
@@ -244,7 +199,7 @@ func TestLoadGGUFErrors(t *testing.T) {
 				tc.pre(ctx)
 			}
 			before := ctx.NumVariables()
-			_, err := llama.LoadGGUF(ctx, openBytes(t, tc.data), tc.opts)
+			_, err := llama.LoadGGUF(ctx, decodertest.Open(t, tc.data), tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v; want one containing %q", err, tc.want)
 			}

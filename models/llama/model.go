@@ -9,8 +9,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
-	"github.com/pkg/errors"
-	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/modelbase"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/qlayers"
@@ -77,27 +75,16 @@ func New(cfg Config) (*Model, error) {
 var _ models.LanguageModel = (*Model)(nil)
 
 // DecodeSpec describes the model to a models.Generator.
-func (m *Model) DecodeSpec() models.DecodeSpec {
-	return models.DecodeSpec{VocabSize: m.VocabSize, ContextLength: m.ContextLength, Layers: m.Layers, KVHeads: m.KVHeads, HeadDim: m.HeadDim}
-}
+func (m *Model) DecodeSpec() models.DecodeSpec { return m.decoder().DecodeSpec() }
 
 func (m *Model) project(ctx *context.Context, name string, x *Node, outDim int) *Node {
 	return modelbase.Project(m.Projection, ctx, name, x, outDim, false)
 }
 
-// table returns the token-embedding table [VocabSize, Dim], shared by Embed and the tied head.
-func (m *Model) table(ctx *context.Context, g *Graph) implicitarray.Value {
-	table := m.Table
-	if table == nil {
-		table = models.DenseTable
-	}
-	return table(ctx, EmbeddingScope, g, m.VocabSize, m.Dim)
-}
-
 // Embed returns the embeddings [batch, seq, Dim] of integer token ids [batch, seq].
 func (m *Model) Embed(ctx *context.Context, tokens *Node) *Node {
 	modelbase.CheckTokens("llama.Embed", tokens)
-	return qlayers.Lookup(m.table(ctx, tokens.Graph()), tokens)
+	return qlayers.Lookup(modelbase.EmbeddingTable(m.Table, ctx, tokens.Graph(), m.VocabSize, m.Dim), tokens)
 }
 
 // Logits applies the final RMSNorm and the output head to hidden states [..., Dim], giving
@@ -105,10 +92,7 @@ func (m *Model) Embed(ctx *context.Context, tokens *Node) *Node {
 // transposed in memory); otherwise the "lm_head" projection.
 func (m *Model) Logits(ctx *context.Context, hidden *Node) *Node {
 	h := m.rmsNorm(ctx.In(OutputNorm), hidden)
-	if !m.TiedEmbeddings {
-		return m.project(ctx, HeadName, h, m.VocabSize)
-	}
-	return qlayers.TiedHead(h, m.table(ctx, h.Graph()))
+	return modelbase.Head(m.Projection, m.Table, ctx, h, m.TiedEmbeddings, m.VocabSize, m.Dim)
 }
 
 func (m *Model) rmsNorm(ctx *context.Context, x *Node) *Node {
@@ -137,9 +121,7 @@ func (m *Model) Forward(ctx *context.Context, tokens *Node) *Node {
 // cache's length (the write would be clamped).
 func (m *Model) Step(ctx *context.Context, tokens, last *Node, cache *models.KVCache) *Node {
 	modelbase.CheckTokens("llama.Step", tokens)
-	if cache.Layers() != m.Layers {
-		panic(errors.Errorf("llama.Step: a cache of %d layers; accepted: %d (the model's)", cache.Layers(), m.Layers))
-	}
+	modelbase.CheckCache("llama.Step", cache, m.Layers)
 	seq := tokens.Shape().Dim(1)
 	positions := cache.Positions(seq)
 	mask := cache.Mask(seq)

@@ -6,11 +6,10 @@ import (
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/llama"
@@ -36,34 +35,6 @@ func randomModel(t *testing.T, backend backends.Backend, cfg llama.Config, seed 
 	return ctx, m
 }
 
-// forward returns Forward's logits for one sequence, [seq][vocab].
-func forward(t *testing.T, backend backends.Backend, ctx *context.Context, m *llama.Model, tokens []int32) [][]float32 {
-	t.Helper()
-	out := context.MustExecOnce(backend, ctx.Reuse(), func(ctx *context.Context, tokens *graph.Node) *graph.Node {
-		return m.Forward(ctx, tokens)
-	}, [][]int32{tokens})
-	return out.Value().([][][]float32)[0]
-}
-
-func maxAbsDiff(a, b []float32) float64 {
-	d := 0.0
-	for i := range a {
-		d = math.Max(d, math.Abs(float64(a[i]-b[i])))
-	}
-	return d
-}
-
-// sameLogits reports each position where the logits got differ from want by more than 1e-4, as
-// "position p: <differs> by <d>".
-func sameLogits(t *testing.T, differs string, got, want [][]float32) {
-	t.Helper()
-	for p := range want {
-		if d := maxAbsDiff(got[p], want[p]); d > 1e-4 {
-			t.Errorf("position %d: %s by %g", p, differs, d)
-		}
-	}
-}
-
 // TestStepMatchesForward: a prompt run in chunks against the cache, then one token at a time,
 // gives the logits that the full-sequence forward pass gives at the same positions, with the
 // attention over a window of the cache (its leading 8 of 12 positions).
@@ -71,30 +42,8 @@ func TestStepMatchesForward(t *testing.T) {
 	backend := testutil.Backend(t)
 	ctx, m := randomModel(t, backend, tiny, 1)
 	tokens := []int32{3, 17, 5, 29, 11, 2, 38, 7}
-	full := forward(t, backend, ctx, m, tokens)
-	const maxLen, window = 12, 8
-	exec := context.MustNewExec(backend, ctx.Reuse(), func(ctx *context.Context, inputs []*graph.Node) []*graph.Node {
-		cache := models.NewKVCache(inputs[1], window, inputs[3:])
-		logits := m.Step(ctx, inputs[0], inputs[2], cache)
-		return append([]*graph.Node{logits}, cache.Caches()...)
-	})
-	caches := make([]any, 2*tiny.Layers)
-	for i := range caches {
-		caches[i] = tensors.FromShape(shapes.Make(dtypes.Float32, 1, tiny.KVHeads, maxLen, tiny.HeadDim))
-	}
 	// Chunks: 3 tokens, then 2 (start 3), then one at a time.
-	chunks := [][2]int{{0, 3}, {3, 5}, {5, 6}, {6, 7}, {7, 8}}
-	for _, c := range chunks {
-		args := append([]any{[][]int32{tokens[c[0]:c[1]]}, int32(c[0]), int32(c[1] - c[0] - 1)}, caches...)
-		out := exec.MustExec(args...)
-		for i := range caches {
-			caches[i] = out[1+i]
-		}
-		got := out[0].Value().([][]float32)[0]
-		if d := maxAbsDiff(got, full[c[1]-1]); d > 1e-4 {
-			t.Errorf("tokens %d..%d: logits of position %d differ from the full pass by %g", c[0], c[1], c[1]-1, d)
-		}
-	}
+	decodertest.StepMatchesForward(t, backend, ctx, m, tokens, [][2]int{{0, 3}, {3, 5}, {5, 6}, {6, 7}, {7, 8}}, 12, 8)
 }
 
 // TestGenerateMatchesForward: greedy decoding with the cache picks the argmax of the full pass,
@@ -108,23 +57,7 @@ func TestGenerateMatchesForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gen.Finalize()
-	got, err := gen.Generate(prompt, models.GenerateOptions{MaxNewTokens: 30})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Teacher-forced: each generated token is the argmax of the full pass at the position before.
-	seq := []int32{5, 9, 13}
-	for _, id := range got[:len(got)-1] {
-		seq = append(seq, int32(id))
-	}
-	logits := forward(t, backend, ctx, m, seq)
-	var want []int
-	for p := len(prompt) - 1; p < len(seq); p++ {
-		want = append(want, llama.Argmax(logits[p]))
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("Generate = %v, argmax of Forward = %v", got, want)
-	}
+	want := decodertest.GreedyMatchesForward(t, backend, ctx, m, gen, prompt, 30)
 	// The prompt (bucket and window 16), then the windows 32 and 40: at least three compilations.
 	if st := gen.Stats(); st.DecodeSteps != 29 || st.PromptTokens != 3 || st.Compilations < 3 {
 		t.Errorf("stats %+v; want 29 decoding steps, 3 prompt tokens, at least 3 compilations", st)
@@ -139,14 +72,14 @@ func TestGenerateMatchesForward(t *testing.T) {
 func TestCausal(t *testing.T) {
 	backend := testutil.Backend(t)
 	ctx, m := randomModel(t, backend, tiny, 3)
-	a := forward(t, backend, ctx, m, []int32{1, 2, 3, 4, 5, 6})
-	b := forward(t, backend, ctx, m, []int32{1, 2, 3, 4, 30, 31})
+	a := decodertest.Forward(t, backend, ctx, m, []int32{1, 2, 3, 4, 5, 6})
+	b := decodertest.Forward(t, backend, ctx, m, []int32{1, 2, 3, 4, 30, 31})
 	for p := 0; p < 4; p++ {
-		if d := maxAbsDiff(a[p], b[p]); d > 1e-5 {
+		if d := decodertest.MaxAbsDiff(a[p], b[p]); d > 1e-5 {
 			t.Errorf("position %d changed by %g when later tokens changed", p, d)
 		}
 	}
-	if d := maxAbsDiff(a[4], b[4]); d < 1e-3 {
+	if d := decodertest.MaxAbsDiff(a[4], b[4]); d < 1e-3 {
 		t.Errorf("position 4 did not change (%g) with its own token", d)
 	}
 }
@@ -202,10 +135,10 @@ func TestRotateAdjacent(t *testing.T) {
 	adj := *m
 	adj.RotateAdjacent = true
 	tokens := []int32{4, 8, 15, 16, 23, 42 % 40}
-	want := forward(t, backend, ctx, m, tokens)
-	sameLogits(t, "adjacent rotation of permuted kernels differs", forward(t, backend, permuted, &adj, tokens), want)
+	want := decodertest.Forward(t, backend, ctx, m, tokens)
+	decodertest.SameLogits(t, "adjacent rotation of permuted kernels differs", decodertest.Forward(t, backend, permuted, &adj, tokens), want)
 	// And the permutation matters: the half rotation of the permuted kernels is another model.
-	if diff := maxAbsDiff(forward(t, backend, permuted, m, tokens)[5], want[5]); diff < 1e-3 {
+	if diff := decodertest.MaxAbsDiff(decodertest.Forward(t, backend, permuted, m, tokens)[5], want[5]); diff < 1e-3 {
 		t.Errorf("the permuted kernels with the half rotation give the same logits (%g): the test checks nothing", diff)
 	}
 }
@@ -237,8 +170,8 @@ func TestGroupedQueryOrder(t *testing.T) {
 	})
 	mm, _ := llama.New(mha)
 	tokens := []int32{1, 5, 9, 2}
-	want := forward(t, backend, ctx, m, tokens)
-	sameLogits(t, "GQA differs from repeated-KV MHA", forward(t, backend, repeated, mm, tokens), want)
+	want := decodertest.Forward(t, backend, ctx, m, tokens)
+	decodertest.SameLogits(t, "GQA differs from repeated-KV MHA", decodertest.Forward(t, backend, repeated, mm, tokens), want)
 }
 
 // TestRMSNorm checks the block's first normalization by hand through a model with one layer
@@ -257,7 +190,7 @@ func TestRMSNorm(t *testing.T) {
 		return out
 	})
 	emb := zeroed.InspectVariable("/token_embd", "embeddings").MustValue().Value().([][]float32)
-	got := forward(t, backend, zeroed, m, []int32{7})[0]
+	got := decodertest.Forward(t, backend, zeroed, m, []int32{7})[0]
 	e := emb[7]
 	ms := 0.0
 	for _, x := range e {

@@ -12,8 +12,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/refdata"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
@@ -55,14 +55,9 @@ func loadSmolLM2(t *testing.T, rules []models.Rule) (*context.Context, *Model, *
 	t.Helper()
 	path := assets.Require(t, assets.SmolLM2)
 	backend := testutil.Backend(t)
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	q := models.MustNewQuantizer(rules)
 	ctx := context.New()
-	m, err := LoadGGUF(ctx, f, LoadOptions{LoadOptions: models.LoadOptions{Backend: backend, Kernel: q.Kernel}})
+	m, err := LoadGGUF(ctx, decodertest.OpenFile(t, path), LoadOptions{LoadOptions: models.LoadOptions{Backend: backend, Kernel: q.Kernel}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,10 +119,7 @@ func TestReferenceLogits(t *testing.T) {
 		{"f32_w0_hidden_layer0_rows.npy", logitTolerance},
 		{"f32_w0_logits_rows.npy", logitTolerance},
 	} {
-		want, err := refdata.Load("smollm2", tc.file)
-		if err != nil {
-			t.Fatal(err)
-		}
+		want := decodertest.Reference(t, "smollm2", tc.file)
 		width := want.Dims[1]
 		for r, p := range index.F32Window0.Positions {
 			if p >= seq {
@@ -140,14 +132,8 @@ func TestReferenceLogits(t *testing.T) {
 			}
 		}
 	}
-	topIDs, err := refdata.Load("smollm2", "f32_w0_top20_ids.npy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	topLogits, err := refdata.Load("smollm2", "f32_w0_top20_logits.npy")
-	if err != nil {
-		t.Fatal(err)
-	}
+	topIDs := decodertest.Reference(t, "smollm2", "f32_w0_top20_ids.npy")
+	topLogits := decodertest.Reference(t, "smollm2", "f32_w0_top20_logits.npy")
 	vocab := m.VocabSize
 	for p := range topIDs.Dims[0] {
 		row := got[2][p*vocab : (p+1)*vocab]
@@ -253,23 +239,13 @@ func TestReferencePerplexity(t *testing.T) {
 				start := time.Now()
 				ctx, m, q := loadSmolLM2(t, rules)
 				loaded := time.Since(start)
-				e, err := models.NewEvaluator(backend, ctx, m)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if nll, err = e.NLL(ids, windows); err != nil {
-					t.Fatal(err)
-				}
-				e.Finalize()
+				nll = decodertest.NLL(t, backend, ctx, m, ids, windows)
 				nlls[tc.preset] = nll
 				t.Logf("%s: projections %d -> %d bytes, load %s, evaluation %s", tc.preset, q.Report().BytesBefore(), q.Report().BytesAfter(),
 					loaded.Round(time.Millisecond), (time.Since(start) - loaded).Round(time.Millisecond))
 			}
 			if pureGo {
-				wantNLL, err := refdata.Load("smollm2", "nll_f32.npy")
-				if err != nil {
-					t.Fatal(err)
-				}
+				wantNLL := decodertest.Reference(t, "smollm2", "nll_f32.npy")
 				diff, _ := testutil.MaxAbsDiff(nll, wantNLL.Values[:len(nll)])
 				t.Logf("f32, window %v: max |NLL - reference| %.3g over %d tokens", windows[0], diff, len(nll))
 				if diff > 2*logitTolerance*32 {
@@ -294,10 +270,7 @@ func TestReferencePerplexity(t *testing.T) {
 			if d := math.Abs(ppl/independentF32 - 1); d > 0.005 {
 				t.Errorf("f32 perplexity %.4f is %.2f %% from the independent run's %.3f; target 0.5 %%", ppl, 100*d, independentF32)
 			}
-			wantNLL, err := refdata.Load("smollm2", "nll_f32.npy")
-			if err != nil {
-				t.Fatal(err)
-			}
+			wantNLL := decodertest.Reference(t, "smollm2", "nll_f32.npy")
 			diff, _ := testutil.MaxAbsDiff(nll, wantNLL.Values)
 			t.Logf("f32: max |NLL - reference| %.3g over %d tokens", diff, len(nll))
 			if diff > 2*logitTolerance*32 {

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/llama"
@@ -22,11 +22,7 @@ func TestSmolLM2(t *testing.T) {
 	testutil.Slow(t)
 	path := assets.Require(t, assets.SmolLM2)
 	backend := testutil.Backend(t)
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := decodertest.OpenFile(t, path)
 	tok, err := tokenizer.NewBPEFromGGUF(f)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +53,7 @@ func TestSmolLM2(t *testing.T) {
 	for _, id := range append(append([]int{}, prompt...), out[:len(out)-1]...) {
 		seq = append(seq, int32(id))
 	}
-	logits := forward(t, backend, ctx, m, seq)
+	logits := decodertest.Forward(t, backend, ctx, m, seq)
 	for i, id := range out {
 		if best := llama.Argmax(logits[len(prompt)-1+i]); best != id {
 			t.Errorf("token %d: generated %d, the full pass's argmax is %d", i, id, best)

@@ -1,16 +1,13 @@
 package llama_test
 
 import (
-	"bytes"
-	"errors"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
-	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models/llama"
 )
 
@@ -66,21 +63,11 @@ func TestLoadGGUFHyperParameters(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			data, _ := tinyGGUF("", tc.kv)
-			f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.New()
-			testutil.AllocatesAtMost(t, "LoadGGUF", 16<<20, func() { _, err = llama.LoadGGUF(ctx, f, llama.LoadOptions{}) })
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %v; want one containing %q", err, tc.want)
-			}
-			if tc.notFound != errors.Is(err, gguf.ErrNotFound) {
-				t.Errorf("errors.Is(%v, gguf.ErrNotFound) = %v, want %v", err, !tc.notFound, tc.notFound)
-			}
-			if ctx.NumVariables() != 0 {
-				t.Errorf("the failed load left %d variables", ctx.NumVariables())
-			}
+			f := decodertest.Open(t, data)
+			decodertest.WantLoadError(t, func(ctx *context.Context) error {
+				_, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{})
+				return err
+			}, tc.want, tc.notFound)
 			if _, cfgErr := llama.ConfigFromGGUF(f); cfgErr == nil || !strings.Contains(cfgErr.Error(), tc.want) {
 				t.Errorf("ConfigFromGGUF: error %v; want one containing %q", cfgErr, tc.want)
 			}
@@ -121,7 +108,7 @@ func TestConfigValidate(t *testing.T) {
 // TestLoadGGUFNilContext: a nil context is an error, not a nil dereference.
 func TestLoadGGUFNilContext(t *testing.T) {
 	data, _ := tinyGGUF("")
-	if _, err := llama.LoadGGUF(nil, openBytes(t, data), llama.LoadOptions{}); err == nil || !strings.Contains(err.Error(), "nil context") {
+	if _, err := llama.LoadGGUF(nil, decodertest.Open(t, data), llama.LoadOptions{}); err == nil || !strings.Contains(err.Error(), "nil context") {
 		t.Errorf("error %v; want one about the nil context", err)
 	}
 }

@@ -1,0 +1,290 @@
+// Package decodertest holds what the tests of the GGUF decoders (models/llama, models/gemma3)
+// share: small GGUF files written from values (Values, Metadata, Override, Tensor, Open), the
+// real ones (OpenFile) loaded through a preset's quantizer (Quantizer), the reference's arrays
+// (Reference), a model's logits (Forward, MaxAbsDiff, SameLogits) and scores (NLL), and the
+// checks every decoder passes: a failed load (WantLoadError), a fuzzed one (CheckFuzzed), a
+// chunked Step against Forward (StepMatchesForward) and greedy decoding against Forward
+// (GreedyMatchesForward). It is apart from internal/testutil, which the tests of the packages
+// below models use: it imports models and refdata.
+package decodertest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/ggufbuild"
+	"github.com/quanta-ml/quanta/internal/modelbase"
+	"github.com/quanta-ml/quanta/internal/refdata"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/models"
+)
+
+// Values returns n deterministic values in [-0.5, 0.5].
+func Values(seed, n int) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32(0.5 * math.Sin(float64(seed)*1.7+float64(i)*0.37))
+	}
+	return out
+}
+
+// Metadata returns the GGUF metadata of a decoder of architecture arch with the hyper-parameters
+// d (modelbase.ReadDecoder's keys; the vocabulary size as arch.vocab_size), then extra.
+func Metadata(arch string, d modelbase.Decoder, extra ...ggufbuild.KV) []ggufbuild.KV {
+	return append([]ggufbuild.KV{
+		{Key: "general.architecture", Value: arch},
+		{Key: arch + ".block_count", Value: uint32(d.Layers)},
+		{Key: arch + ".embedding_length", Value: uint32(d.Dim)},
+		{Key: arch + ".feed_forward_length", Value: uint32(d.FFNDim)},
+		{Key: arch + ".attention.head_count", Value: uint32(d.Heads)},
+		{Key: arch + ".attention.head_count_kv", Value: uint32(d.KVHeads)},
+		{Key: arch + ".context_length", Value: uint32(d.ContextLength)},
+		{Key: arch + ".vocab_size", Value: uint32(d.VocabSize)},
+		{Key: arch + ".rope.freq_base", Value: float32(d.RoPEBase)},
+		{Key: arch + ".attention.layer_norm_rms_epsilon", Value: float32(d.RMSNormEps)},
+	}, extra...)
+}
+
+// Override returns kvs with the overrides applied: an entry of the same key replaced, another
+// appended, and every entry whose Value is nil removed.
+func Override(kvs []ggufbuild.KV, overrides ...ggufbuild.KV) []ggufbuild.KV {
+	kvs = append([]ggufbuild.KV(nil), kvs...)
+	for _, o := range overrides {
+		found := false
+		for i := range kvs {
+			if kvs[i].Key == o.Key {
+				kvs[i], found = o, true
+			}
+		}
+		if !found {
+			kvs = append(kvs, o)
+		}
+	}
+	var kept []ggufbuild.KV
+	for _, kv := range kvs {
+		if kv.Value != nil {
+			kept = append(kept, kv)
+		}
+	}
+	return kept
+}
+
+// Tensor returns the GGUF tensor name of GGML dims holding v: float32 when typ is gguf.TypeF32
+// (the zero Type), otherwise quantized to the block type typ.
+func Tensor(name string, typ gguf.Type, v []float32, dims ...uint64) ggufbuild.Tensor {
+	if typ == gguf.TypeF32 {
+		return ggufbuild.F32Tensor(name, v, dims...)
+	}
+	data := make([]byte, len(v)/typ.BlockSize()*typ.BlockBytes())
+	if err := gguf.Quantize(typ, v, data); err != nil {
+		panic(err)
+	}
+	return ggufbuild.Tensor{Name: name, Type: uint32(typ), Dims: dims, Data: data}
+}
+
+// Open reads a GGUF file from its bytes.
+func Open(t testing.TB, data []byte) *gguf.File {
+	t.Helper()
+	f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// OpenFile opens the GGUF file at path, closed when the test ends.
+func OpenFile(t testing.TB, path string) *gguf.File {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// Quantizer returns a quantizer of the rules of models.Preset(preset).
+func Quantizer(t testing.TB, preset string) *models.Quantizer {
+	t.Helper()
+	rules, err := models.Preset(preset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return models.MustNewQuantizer(rules)
+}
+
+// Reference loads an array of the reference directory (refdata.Load), e.g.
+// Reference(t, "smollm2", "nll_f32.npy").
+func Reference(t testing.TB, elem ...string) refdata.Array {
+	t.Helper()
+	a, err := refdata.Load(elem...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// Forward returns m.Forward's logits for one sequence, [seq][vocab].
+func Forward(t testing.TB, backend backends.Backend, ctx *context.Context, m models.LanguageModel, tokens []int32) [][]float32 {
+	t.Helper()
+	out := context.MustExecOnce(backend, ctx.Reuse(), func(ctx *context.Context, tokens *graph.Node) *graph.Node {
+		return m.Forward(ctx, tokens)
+	}, [][]int32{tokens})
+	return out.Value().([][][]float32)[0]
+}
+
+// NLL scores ids over windows with m (models.Evaluator): the negative log-likelihood of each
+// target.
+func NLL(t testing.TB, backend backends.Backend, ctx *context.Context, m models.LanguageModel, ids []int, windows []models.Window) []float64 {
+	t.Helper()
+	e, err := models.NewEvaluator(backend, ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Finalize()
+	nll, err := e.NLL(ids, windows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nll
+}
+
+// MaxAbsDiff returns the largest |a[i] − b[i]|.
+func MaxAbsDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i]-b[i])))
+	}
+	return d
+}
+
+// SameLogits reports each position where the logits got differ from want by more than 1e-4, as
+// "position p: <differs> by <d>".
+func SameLogits(t testing.TB, differs string, got, want [][]float32) {
+	t.Helper()
+	for p := range want {
+		if d := MaxAbsDiff(got[p], want[p]); d > 1e-4 {
+			t.Errorf("position %d: %s by %g", p, differs, d)
+		}
+	}
+}
+
+// WantLoadError runs load, which loads into the context it is given, on a new context within
+// 16 MiB of allocations, and checks that it fails with an error containing want that wraps
+// gguf.ErrNotFound exactly when notFound, leaving the context without variables; it returns the
+// error.
+func WantLoadError(t *testing.T, load func(ctx *context.Context) error, want string, notFound bool) error {
+	t.Helper()
+	ctx := context.New()
+	var err error
+	testutil.AllocatesAtMost(t, "LoadGGUF", 16<<20, func() { err = load(ctx) })
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v; want one containing %q", err, want)
+	}
+	if notFound != errors.Is(err, gguf.ErrNotFound) {
+		t.Errorf("errors.Is(%v, gguf.ErrNotFound) = %v, want %v", err, !notFound, notFound)
+	}
+	if ctx.NumVariables() != 0 {
+		t.Errorf("the failed load left %d variables", ctx.NumVariables())
+	}
+	return err
+}
+
+// Validator is a configuration, or a model that has one.
+type Validator interface{ Validate() error }
+
+// CheckFuzzed reads arbitrary bytes as a GGUF file and, where that succeeds, checks that the
+// configuration (config) and each load either fail with an error, a load leaving its context
+// without variables, or give a valid configuration. Callers bound its allocations
+// (testutil.AllocatesAtMost).
+func CheckFuzzed(t *testing.T, data []byte, config func(f *gguf.File) (Validator, error),
+	loads ...func(ctx *context.Context, f *gguf.File) (Validator, error)) {
+	file, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return
+	}
+	if cfg, err := config(file); err == nil {
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("ConfigFromGGUF returned an invalid configuration: %v", err)
+		}
+	}
+	for _, load := range loads {
+		ctx := context.New()
+		m, err := load(ctx, file)
+		if err != nil {
+			if ctx.NumVariables() != 0 {
+				t.Fatalf("a failed load (%v) left %d variables", err, ctx.NumVariables())
+			}
+			continue
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("LoadGGUF returned an invalid configuration: %v", err)
+		}
+	}
+}
+
+// StepMatchesForward runs tokens through m.Step in the chunks given ([start, end) each, in
+// order) against a cache of maxLen positions, the attention over its leading window, and checks
+// that each chunk's logits (of its last token) are within 1e-4 of the full-sequence pass's at
+// the same position.
+func StepMatchesForward(t *testing.T, backend backends.Backend, ctx *context.Context, m models.LanguageModel, tokens []int32,
+	chunks [][2]int, maxLen, window int) {
+	t.Helper()
+	full := Forward(t, backend, ctx, m, tokens)
+	exec := context.MustNewExec(backend, ctx.Reuse(), func(ctx *context.Context, inputs []*graph.Node) []*graph.Node {
+		cache := models.NewKVCache(inputs[1], window, inputs[3:])
+		logits := m.Step(ctx, inputs[0], inputs[2], cache)
+		return append([]*graph.Node{logits}, cache.Caches()...)
+	})
+	spec := m.DecodeSpec()
+	caches := make([]any, 2*spec.Layers)
+	for i := range caches {
+		caches[i] = tensors.FromShape(shapes.Make(dtypes.Float32, 1, spec.KVHeads, maxLen, spec.HeadDim))
+	}
+	for _, c := range chunks {
+		args := append([]any{[][]int32{tokens[c[0]:c[1]]}, int32(c[0]), int32(c[1] - c[0] - 1)}, caches...)
+		out := exec.MustExec(args...)
+		for i := range caches {
+			caches[i] = out[1+i]
+		}
+		if d := MaxAbsDiff(out[0].Value().([][]float32)[0], full[c[1]-1]); d > 1e-4 {
+			t.Errorf("tokens %d..%d: logits of position %d differ from the full pass by %g", c[0], c[1], c[1]-1, d)
+		}
+	}
+}
+
+// GreedyMatchesForward generates up to maxNew tokens after prompt with gen (greedy) and checks
+// that each is the argmax of the full pass's logits at the position before it (teacher-forced);
+// it returns those argmaxes.
+func GreedyMatchesForward(t *testing.T, backend backends.Backend, ctx *context.Context, m models.LanguageModel, gen *models.Generator,
+	prompt []int, maxNew int) []int {
+	t.Helper()
+	got, err := gen.Generate(prompt, models.GenerateOptions{MaxNewTokens: maxNew})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq []int32
+	for _, id := range append(append([]int(nil), prompt...), got[:len(got)-1]...) {
+		seq = append(seq, int32(id))
+	}
+	logits := Forward(t, backend, ctx, m, seq)
+	var want []int
+	for p := len(prompt) - 1; p < len(seq); p++ {
+		want = append(want, models.Argmax(logits[p]))
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Generate = %v, argmax of Forward = %v", got, want)
+	}
+	return want
+}
