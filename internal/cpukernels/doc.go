@@ -148,8 +148,8 @@
 // XLA's own intra-op pool when XLA calls the kernel. A product's result depends only on its
 // inputs: never on the thread count, on which thread ran what, or on other products running at
 // the same time. k×n products (x·W) are split into stripes of stored rows whose number and bounds
-// depend on the sizes alone (about a sixteenth of the weight each, at least 256 KiB, with at most
-// a sixteenth of the weight's bytes in partial sums); each stripe adds its rows, in order, into a
+// depend on the sizes alone (about a sixteenth of the weight each, at least 32 KiB, with at most
+// a quarter of the weight's bytes in partial sums); each stripe adds its rows, in order, into a
 // partial sum of its own, and the partials are added in stripe order. The columns are split into
 // panels for the threads (about four tasks a thread): every kernel sums a column's rows in order
 // whatever panel it is in, since panel bounds are multiples of every kernel's column group (128)

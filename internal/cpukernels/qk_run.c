@@ -412,9 +412,11 @@ int qk_run_kn(qk_prod *p, qk_acts a) {
   j.ext = roundup(cols, qk_order_group(p->order));
   p->ldp = lead(j.ext);
 
-  /* Stripes: about a sixteenth of the weight each but at least 256 KiB, and no more partial sums
-   * in all than a sixteenth of the weight's bytes (at least 64 KiB). Whole generic tiles (or 8
-   * rows for the fused kernels, the most they take per pass). */
+  /* Stripes: about a sixteenth of the weight each but at least 32 KiB, and no more partial sums
+   * in all than a quarter of the weight's bytes (at least 64 KiB). Whole generic tiles (or 8 rows
+   * for the fused kernels, the most they take per pass). Enough stripes to share among the
+   * threads matter: a panel narrower than the weight's rows costs the fused NF4 kernel more than
+   * the stripes' partial sums cost. */
   const int64_t total = p->srows * p->row_bytes;
   const int64_t rows_align = f != NULL ? 8 : QK_MAX(1, qk_kn_tile_rows(p->m) / p->rps);
   const int64_t units = (p->srows + rows_align - 1) / rows_align;
@@ -423,9 +425,9 @@ int qk_run_kn(qk_prod *p, qk_acts a) {
   if (tuned_bytes > 0) {
     nst = (total + tuned_bytes - 1) / tuned_bytes;
   } else {
-    const int64_t target = QK_MAX(total / 16, INT64_C(256) << 10);
+    const int64_t target = QK_MAX(total / 16, INT64_C(32) << 10);
     const int64_t partial_bytes = p->m * p->ldp * (int64_t)sizeof(float);
-    nst = QK_MIN((total + target - 1) / target, QK_MAX(total / 16, INT64_C(64) << 10) / partial_bytes);
+    nst = QK_MIN((total + target - 1) / target, QK_MAX(total / 4, INT64_C(64) << 10) / partial_bytes);
   }
   nst = QK_MIN(QK_MAX(nst, 1), units);
   j.stripe_rows = (units + nst - 1) / nst * rows_align;
