@@ -141,17 +141,7 @@ func TestGPUFormulations(t *testing.T) {
 // decoded weight, so the product is the weight.
 func TestPrologueCodebook(t *testing.T) {
 	codebook := nf4.Codebook()
-	// Row 0 holds codes 0..15 in order, row 1 codes 15..0; one block of 16, scales 1 and 0.5.
-	packed := make([]uint8, 16)
-	for j := range 8 {
-		packed[j] = uint8(2*j)<<4 | uint8(2*j+1)
-		packed[8+j] = uint8(15-2*j)<<4 | uint8(14-2*j)
-	}
-	w := nf4.MustQuantize(tensors.FromShape(shapes.Make(dtypes.Float32, 2, 16)), 16)
-	w = w.WithComponents([]implicitarray.Component{
-		implicitarray.TensorComponent(tensors.FromFlatDataAndDimensions(packed, 2, 1, 8)),
-		implicitarray.TensorComponent(tensors.FromFlatDataAndDimensions([]float32{1, 0.5}, 2, 1)),
-	}).(*nf4.Array).WithStrategy(lowering.PrologueDot)
+	w := codebookWeight(0.5, lowering.PrologueDot)
 	e := implicitarray.MustNewExec(testutil.Backend(t), func(x *graph.Node, w *nf4.Array) *graph.Node {
 		return implicitarray.Materialize(implicitarray.MatMul(x, w))
 	})

@@ -409,23 +409,28 @@ func TestPlatformOf(t *testing.T) {
 	}
 }
 
-// TestSlicedSumCodebook: the Blockwise4 SlicedSum's arithmetic decode reproduces every NF4 code
-// value to float32 rounding (the reference is the codebook itself), for both nibbles and with the
-// block scale.
-func TestSlicedSumCodebook(t *testing.T) {
-	backend := testutil.Backend(t)
-	codebook := nf4.Codebook()
-	// Row 0 holds codes 0..15 in order, row 1 codes 15..0; one block of 16, scales 1 and 3.
+// codebookWeight is an NF4 weight (2, 16) in one block of 16 a row: row 0 holds codes 0..15 in
+// order with scale 1, row 1 codes 15..0 with scale scale1; its products run with strategy s.
+func codebookWeight(scale1 float32, s lowering.Strategy) *nf4.Array {
 	packed := make([]uint8, 16)
 	for j := range 8 {
 		packed[j] = uint8(2*j)<<4 | uint8(2*j+1)
 		packed[8+j] = uint8(15-2*j)<<4 | uint8(14-2*j)
 	}
 	w := nf4.MustQuantize(tensors.FromShape(shapes.Make(dtypes.Float32, 2, 16)), 16)
-	w = w.WithComponents([]implicitarray.Component{
+	return w.WithComponents([]implicitarray.Component{
 		implicitarray.TensorComponent(tensors.FromFlatDataAndDimensions(packed, 2, 1, 8)),
-		implicitarray.TensorComponent(tensors.FromFlatDataAndDimensions([]float32{1, 3}, 2, 1)),
-	}).(*nf4.Array).WithStrategy(lowering.SlicedSum)
+		implicitarray.TensorComponent(tensors.FromFlatDataAndDimensions([]float32{1, scale1}, 2, 1)),
+	}).(*nf4.Array).WithStrategy(s)
+}
+
+// TestSlicedSumCodebook: the Blockwise4 SlicedSum's arithmetic decode reproduces every NF4 code
+// value to float32 rounding (the reference is the codebook itself), for both nibbles and with the
+// block scale.
+func TestSlicedSumCodebook(t *testing.T) {
+	backend := testutil.Backend(t)
+	codebook := nf4.Codebook()
+	w := codebookWeight(3, lowering.SlicedSum)
 	for _, tc := range []struct {
 		name  string
 		x     []float32

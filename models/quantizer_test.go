@@ -236,3 +236,15 @@ func TestPresets(t *testing.T) {
 		t.Error("Preset(nf3): no error")
 	}
 }
+
+// TestDefaultTableFormat: the file's format keeps the file's table, f32 keeps it float, every
+// conversion stores it int8.
+func TestDefaultTableFormat(t *testing.T) {
+	for _, tc := range []struct{ format, want string }{
+		{models.FilePreset, models.FilePreset}, {"f32", "f32"}, {"nf4", "int8"}, {"int8", "int8"}, {"ternary", "int8"},
+	} {
+		if got := models.DefaultTableFormat(tc.format); got != tc.want {
+			t.Errorf("DefaultTableFormat(%q) = %q, want %q", tc.format, got, tc.want)
+		}
+	}
+}

@@ -26,18 +26,7 @@ func toyBPEGGUF(kvs ...ggufbuild.KV) []byte {
 		{Key: "tokenizer.ggml.bos_token_id", Value: uint32(0)},
 		{Key: "tokenizer.ggml.eos_token_id", Value: uint32(0)},
 	}
-	for _, kv := range kvs {
-		replaced := false
-		for i := range base {
-			if base[i].Key == kv.Key {
-				base[i], replaced = kv, true
-			}
-		}
-		if !replaced {
-			base = append(base, kv)
-		}
-	}
-	return ggufbuild.Build(base, nil)
+	return ggufbuild.Build(ggufbuild.Override(base, kvs...), nil)
 }
 
 // toySPMGGUF is a SentencePiece vocabulary (GGUF model "llama") in GGUF metadata: control
@@ -51,18 +40,7 @@ func toySPMGGUF(kvs ...ggufbuild.KV) []byte {
 		{Key: "tokenizer.ggml.bos_token_id", Value: uint32(1)},
 		{Key: "tokenizer.ggml.unknown_token_id", Value: uint32(0)},
 	}
-	for _, kv := range kvs {
-		replaced := false
-		for i := range base {
-			if base[i].Key == kv.Key {
-				base[i], replaced = kv, true
-			}
-		}
-		if !replaced {
-			base = append(base, kv)
-		}
-	}
-	return ggufbuild.Build(base, nil)
+	return ggufbuild.Build(ggufbuild.Override(base, kvs...), nil)
 }
 
 // TestSentencePieceFromGGUFMetadata: a "llama" vocabulary reads its scores and

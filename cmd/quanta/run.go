@@ -114,12 +114,7 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	}
 	head := o.head
 	if head == "auto" {
-		switch o.format {
-		case models.FilePreset, "f32":
-			head = o.format
-		default:
-			head = "int8"
-		}
+		head = models.DefaultTableFormat(o.format)
 	}
 	rules, err := models.Preset(o.format)
 	if err != nil {

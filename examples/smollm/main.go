@@ -114,10 +114,7 @@ func headFormat() string {
 	if *flagHead != "auto" {
 		return *flagHead
 	}
-	if *flagFormat == models.FilePreset || *flagFormat == "f32" {
-		return *flagFormat
-	}
-	return "int8"
+	return models.DefaultTableFormat(*flagFormat)
 }
 
 func load() (*loaded, error) {

@@ -56,30 +56,6 @@ func Metadata(arch string, d modelbase.Decoder, extra ...ggufbuild.KV) []ggufbui
 	}, extra...)
 }
 
-// Override returns kvs with the overrides applied: an entry of the same key replaced, another
-// appended, and every entry whose Value is nil removed.
-func Override(kvs []ggufbuild.KV, overrides ...ggufbuild.KV) []ggufbuild.KV {
-	kvs = append([]ggufbuild.KV(nil), kvs...)
-	for _, o := range overrides {
-		found := false
-		for i := range kvs {
-			if kvs[i].Key == o.Key {
-				kvs[i], found = o, true
-			}
-		}
-		if !found {
-			kvs = append(kvs, o)
-		}
-	}
-	var kept []ggufbuild.KV
-	for _, kv := range kvs {
-		if kv.Value != nil {
-			kept = append(kept, kv)
-		}
-	}
-	return kept
-}
-
 // Tensor returns the GGUF tensor name of GGML dims holding v: float32 when typ is gguf.TypeF32
 // (the zero Type), otherwise quantized to the block type typ.
 func Tensor(name string, typ gguf.Type, v []float32, dims ...uint64) ggufbuild.Tensor {

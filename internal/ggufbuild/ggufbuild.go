@@ -108,3 +108,27 @@ func Build(kvs []KV, tensors []Tensor) []byte {
 	}
 	return b.Bytes()
 }
+
+// Override returns kvs with the overrides applied: an entry of the same key replaced, another
+// appended, and every entry whose Value is nil removed.
+func Override(kvs []KV, overrides ...KV) []KV {
+	kvs = append([]KV(nil), kvs...)
+	for _, o := range overrides {
+		found := false
+		for i := range kvs {
+			if kvs[i].Key == o.Key {
+				kvs[i], found = o, true
+			}
+		}
+		if !found {
+			kvs = append(kvs, o)
+		}
+	}
+	var kept []KV
+	for _, kv := range kvs {
+		if kv.Value != nil {
+			kept = append(kept, kv)
+		}
+	}
+	return kept
+}

@@ -26,7 +26,7 @@ var tiny = gemma3.Config{VocabSize: 48, Dim: 64, Layers: 3, Heads: 2, KVHeads: 1
 // tinyGGUF writes the tiny configuration as a gemma3 GGUF: float32 tensors, except the kernels
 // and the table named in types (by their name in the block, e.g. "attn_v", or "token_embd"),
 // stored in that block type; skip names a tensor to leave out, overrides replace metadata
-// (decodertest.Override: a nil Value removes the key).
+// (ggufbuild.Override: a nil Value removes the key).
 func tinyGGUF(types map[string]gguf.Type, skip string, overrides ...ggufbuild.KV) []byte {
 	c := tiny
 	kvs := decodertest.Metadata("gemma3", gemma3.DecoderOf(c),
@@ -72,7 +72,7 @@ func tinyGGUF(types map[string]gguf.Type, skip string, overrides ...ggufbuild.KV
 		kernel("ffn_down", c.FFNDim, c.Dim)
 		norm(blk+"post_ffw_norm.weight", "post_ffw_norm", c.Dim)
 	}
-	return ggufbuild.Build(decodertest.Override(kvs, overrides...), ts)
+	return ggufbuild.Build(ggufbuild.Override(kvs, overrides...), ts)
 }
 
 // load loads a tiny GGUF through a Quantizer of the preset (fusing through it when fuse).

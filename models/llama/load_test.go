@@ -29,7 +29,7 @@ func tinyGGUF(skip string, overrides ...ggufbuild.KV) ([]byte, hfKernels) {
 
 // ggufOf writes configuration c as tinyGGUF does, the kernels and table named in types (by their
 // name in the block, e.g. "attn_q", or "token_embd") stored in that block type; overrides
-// replace metadata (decodertest.Override).
+// replace metadata (ggufbuild.Override).
 func ggufOf(c llama.Config, types map[string]gguf.Type, skip string, overrides ...ggufbuild.KV) ([]byte, hfKernels) {
 	kvs := decodertest.Metadata("llama", llama.DecoderOf(c), ggufbuild.KV{Key: "llama.rope.dimension_count", Value: uint32(c.HeadDim)})
 	hf := hfKernels{}
@@ -77,7 +77,7 @@ func ggufOf(c llama.Config, types map[string]gguf.Type, skip string, overrides .
 		kernel(blk+"ffn_down.weight", c.FFNDim, c.Dim, 0)
 	}
 	add("output_norm.weight", decodertest.Values(3, c.Dim), uint64(c.Dim))
-	return ggufbuild.Build(decodertest.Override(kvs, overrides...), ts), hf
+	return ggufbuild.Build(ggufbuild.Override(kvs, overrides...), ts), hf
 }
 
 func variable(t *testing.T, ctx *context.Context, scope, name string) any {
