@@ -13,6 +13,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
+
+	"github.com/quanta-ml/quanta/internal/customcall"
 )
 
 // DecodeSpec is what a Generator needs to know of a decoder.
@@ -393,6 +395,7 @@ func (g *Generator) step(st *decodeState, tokens []int32, start, last int) ([]fl
 		exec, err = context.NewExec(g.backend, g.ctx, func(ctx *context.Context, inputs []*graph.Node) []*graph.Node {
 			cache := NewKVCache(inputs[1], window, inputs[3:])
 			logits := g.model.Step(ctx, inputs[0], inputs[2], cache)
+			_ = customcall.AliasOutputs(inputs[3:], 1) // caches updated in place (other backends copy them)
 			return append([]*graph.Node{logits}, cache.Caches()...)
 		})
 		if err != nil {

@@ -39,6 +39,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/customcall"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/llama"
 	"github.com/quanta-ml/quanta/tokenizer"
@@ -94,7 +95,11 @@ func anatomy() error {
 	// timeWithCaches times a program whose inputs are head... then the caches, donated, and whose
 	// outputs end with the caches (nOut outputs before them).
 	timeWithCaches := func(name string, bytes int64, nOut int, fn func(ctx *context.Context, inputs []*Node) []*Node, head ...any) (part, error) {
-		exec, err := context.NewExec(l.backend, ctx, fn)
+		exec, err := context.NewExec(l.backend, ctx, func(ctx *context.Context, inputs []*Node) []*Node {
+			out := fn(ctx, inputs)
+			_ = customcall.AliasOutputs(inputs[len(head):], nOut) // updated in place, as the generator's caches
+			return out
+		})
 		if err != nil {
 			return part{}, err
 		}

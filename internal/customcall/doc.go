@@ -49,6 +49,14 @@
 // node (StableHLO values must be defined before use), a graph not being built, a bad target name
 // or attribute.
 //
+// # In-place state
+//
+// AliasOutput marks a parameter with the argument attribute tf.aliasing_output (what JAX writes
+// for donated arguments), which XLA's StableHLO import turns into the module's
+// input_output_alias: a donated buffer (a key/value cache) is then written in place by the
+// program that returns it updated, instead of copied into a new output buffer each call. It sets
+// the exported Attributes of the parameter's go-xla value, reached as Rewrite reaches a node's.
+//
 // # Hazards
 //
 //   - One output only: the custom call replaces a single-output statement.
