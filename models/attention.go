@@ -8,6 +8,7 @@ import (
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's house style for graph code
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/kernelreg"
 )
 
 // KVCache is a key/value cache as the graph of one decoding step sees it: for each layer a keys
@@ -75,8 +76,9 @@ func (c *KVCache) SlidingMask(seq, window int) *Node {
 }
 
 // Update writes the chunk's keys and values [batch, kvHeads, seq, headDim] into layer's cache at
-// Start.. and returns the first Window positions of both caches, for the attention. The caller
-// keeps Start+seq within the cache's length (a Generator does).
+// Start.. and returns both caches, whose first Window positions the attention reads
+// (GroupedAttention with a mask of Window keys: Mask, SlidingMask). The caller keeps Start+seq
+// within the cache's length (a Generator does).
 func (c *KVCache) Update(layer int, keys, values *Node) (windowKeys, windowValues *Node) {
 	if layer < 0 || layer >= c.Layers() {
 		panic(errors.Errorf("models.KVCache.Update: layer %d; accepted: 0..%d", layer, c.Layers()-1))
@@ -91,14 +93,7 @@ func (c *KVCache) Update(layer int, keys, values *Node) (windowKeys, windowValue
 	}
 	c.caches[2*layer] = writeCache(c.caches[2*layer], keys, c.start)
 	c.caches[2*layer+1] = writeCache(c.caches[2*layer+1], values, c.start)
-	return c.windowOf(c.caches[2*layer]), c.windowOf(c.caches[2*layer+1])
-}
-
-func (c *KVCache) windowOf(cache *Node) *Node {
-	if cache.Shape().Dim(2) == c.window {
-		return cache
-	}
-	return SliceAxis(cache, 2, AxisRange(0, c.window))
+	return c.caches[2*layer], c.caches[2*layer+1]
 }
 
 // Caches returns the caches with the step's writes, in NewKVCache's order (a layer not updated
@@ -145,28 +140,67 @@ func SlidingCausalMask(positions *Node, keys, window int) *Node {
 }
 
 // GroupedAttention is the scaled dot-product attention of grouped-query heads: queries q
-// [batch, heads, seq, headDim] over keys k and values v [batch, kvHeads, keys, headDim], query
+// [batch, heads, seq, headDim] over keys k and values v [batch, kvHeads, length, headDim], query
 // head h reading key/value head h/(heads/kvHeads) (Hugging Face's repeat_kv order), the scores
-// multiplied by scale and masked where visible [seq, keys] is false, softmax over the keys. It
-// returns [batch, heads, seq, headDim]; it panics, naming the shapes, when they do not fit.
+// multiplied by scale and masked where visible [seq, keys] is false, softmax over the keys. Only
+// the first keys (<= length) positions of k and v are read: a key/value cache goes in whole,
+// attended over its filled window. It returns [batch, heads, seq, headDim]; it panics, naming the
+// shapes, when they do not fit.
+//
+// On XLA CPU with quanta's kernels (package kernels), up to AttentionKernelMaxSeq query rows run
+// as one call of the attention kernel, which reads the cache in place.
 func GroupedAttention(q, k, v, visible *Node, scale float64) *Node {
 	qs, ks := q.Shape(), k.Shape()
+	vs := visible.Shape()
 	if qs.Rank() != 4 || ks.Rank() != 4 || !v.Shape().Equal(ks) || qs.Dim(0) != ks.Dim(0) || qs.Dim(3) != ks.Dim(3) ||
-		ks.Dim(1) < 1 || qs.Dim(1)%ks.Dim(1) != 0 || !visible.Shape().Equal(shapes.Make(dtypes.Bool, qs.Dim(2), ks.Dim(2))) {
+		ks.Dim(1) < 1 || qs.Dim(1)%ks.Dim(1) != 0 || vs.DType != dtypes.Bool || vs.Rank() != 2 || vs.Dim(0) != qs.Dim(2) ||
+		vs.Dim(1) < 1 || vs.Dim(1) > ks.Dim(2) {
 		panic(errors.Errorf("models.GroupedAttention: q %s, k %s, v %s, visible %s; accepted: q [batch, heads, seq, headDim], k and v "+
-			"[batch, kvHeads, keys, headDim] with kvHeads dividing heads, visible bool [seq, keys]", qs, ks, v.Shape(), visible.Shape()))
+			"[batch, kvHeads, length, headDim] with kvHeads dividing heads, visible bool [seq, keys] with 1 <= keys <= length",
+			qs, ks, v.Shape(), vs))
 	}
 	batch, heads, seq, hd := qs.Dim(0), qs.Dim(1), qs.Dim(2), qs.Dim(3)
-	kvHeads, keys := ks.Dim(1), ks.Dim(2)
+	kvHeads, keys := ks.Dim(1), vs.Dim(1)
 	groups := heads / kvHeads
+	kernels := attentionKernels(q, k, v, keys)
+	cache := [2]*Node{k, v}
+	if keys < ks.Dim(2) {
+		k, v = SliceAxis(k, 2, AxisRange(0, keys)), SliceAxis(v, 2, AxisRange(0, keys))
+	}
 	qg := Reshape(q, batch, kvHeads, groups, seq, hd)
 	scores := Einsum("bkgsd,bktd->bkgst", qg, k)
 	scores = MulScalar(scores, scale)
 	mask := BroadcastToDims(Reshape(visible, 1, 1, 1, seq, keys), batch, kvHeads, groups, seq, keys)
 	scores = Where(mask, scores, BroadcastToDims(Scalar(q.Graph(), scores.DType(), math.Inf(-1)), scores.Shape().Dimensions...))
 	probs := Softmax(scores, -1)
-	out := Einsum("bkgst,bktd->bkgsd", probs, v) // [batch, kvHeads, groups, seq, hd]
-	return Reshape(out, batch, heads, seq, hd)
+	out := Reshape(Einsum("bkgst,bktd->bkgsd", probs, v), batch, heads, seq, hd)
+	if kernels != nil {
+		if err := kernels.Emit(out, kernelreg.AttentionTarget, []*Node{q, cache[0], cache[1], visible}, map[string]any{"scale": scale}); err != nil {
+			panic(errors.WithMessagef(err, "models.GroupedAttention: emitting the attention kernel for q %s, k %s", qs, ks))
+		}
+	}
+	return out
+}
+
+// AttentionKernelMaxSeq is the most query rows a GroupedAttention call hands to quanta's CPU
+// attention kernel (where the backend has it): a decoding step's few rows, which XLA runs as
+// small products and a softmax with a dispatch cost each; longer chunks (a prompt) keep XLA's
+// products, which use every core well.
+const AttentionKernelMaxSeq = 16
+
+// attentionKernels returns the kernels that run this attention, or nil where the formulation
+// runs: another backend, no kernels, other dtypes, more than AttentionKernelMaxSeq queries, or
+// more keys than the kernel takes.
+func attentionKernels(q, k, v *Node, keys int) *kernelreg.Kernels {
+	if q.DType() != dtypes.Float32 || k.DType() != dtypes.Float32 || v.DType() != dtypes.Float32 ||
+		q.Shape().Dim(2) > AttentionKernelMaxSeq || keys > kernelreg.AttentionMaxKeys {
+		return nil
+	}
+	kernels := kernelreg.For(q.Graph().Backend())
+	if kernels == nil || !kernels.Targets[kernelreg.AttentionTarget] {
+		return nil
+	}
+	return kernels
 }
 
 // RoPETables returns cos and sin [seq, headDim/2] of the rotary angles positions[p]·θ_i with

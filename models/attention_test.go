@@ -3,12 +3,14 @@ package models_test
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
 )
@@ -90,4 +92,77 @@ func TestSlidingCausalMask(t *testing.T) {
 	if got := out.Value().([][]bool); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("mask %v, want %v", got, want)
 	}
+}
+
+// TestGroupedAttention checks the attention against its definition in float64, over caches
+// longer than the attended keys (their tail NaN, so reading it would show): decoding rows (the
+// CPU kernel where the backend has it) and a chunk longer than AttentionKernelMaxSeq (XLA's
+// products).
+func TestGroupedAttention(t *testing.T) {
+	backend := testutil.Backend(t)
+	const batch, heads, kvHeads, length, hd = 1, 6, 2, 40, 8
+	for _, seq := range []int{1, 4, models.AttentionKernelMaxSeq + 3} {
+		t.Run(fmt.Sprintf("seq=%d", seq), func(t *testing.T) {
+			keys := seq + 9
+			r := rand.New(rand.NewPCG(uint64(seq), 5))
+			draw := func(n int, tail func(i int) bool) []float32 {
+				v := make([]float32, n)
+				for i := range v {
+					v[i] = float32(r.NormFloat64())
+					if tail != nil && tail(i) {
+						v[i] = float32(math.NaN())
+					}
+				}
+				return v
+			}
+			unfilled := func(i int) bool { return (i/hd)%length >= keys }
+			q := draw(batch*heads*seq*hd, nil)
+			k, v := draw(batch*kvHeads*length*hd, unfilled), draw(batch*kvHeads*length*hd, unfilled)
+			start := keys - seq
+			out := graph.MustExecOnce(backend, func(q, k, v, pos *graph.Node) *graph.Node {
+				return models.GroupedAttention(q, k, v, models.CausalMask(pos, keys), 0.3)
+			}, tensorOf(q, batch, heads, seq, hd), tensorOf(k, batch, kvHeads, length, hd), tensorOf(v, batch, kvHeads, length, hd),
+				iotaFrom(start, seq))
+			got := tensors.MustCopyFlatData[float32](out)
+			for h := range heads {
+				kv := h / (heads / kvHeads)
+				for s := range seq {
+					p := make([]float64, start+s+1)
+					best, total := math.Inf(-1), 0.0
+					for j := range p {
+						for d := range hd {
+							p[j] += float64(q[(h*seq+s)*hd+d]) * float64(k[(kv*length+j)*hd+d])
+						}
+						p[j] *= 0.3
+						best = math.Max(best, p[j])
+					}
+					for j := range p {
+						p[j] = math.Exp(p[j] - best)
+						total += p[j]
+					}
+					for d := range hd {
+						want := 0.0
+						for j := range p {
+							want += p[j] / total * float64(v[(kv*length+j)*hd+d])
+						}
+						if g := float64(got[(h*seq+s)*hd+d]); !(math.Abs(g-want) <= 1e-5) {
+							t.Fatalf("head %d row %d element %d = %g, want %g", h, s, d, g, want)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func tensorOf(v []float32, dims ...int) *tensors.Tensor {
+	return tensors.FromFlatDataAndDimensions(v, dims...)
+}
+
+func iotaFrom(start, n int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(start + i)
+	}
+	return out
 }

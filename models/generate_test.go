@@ -36,6 +36,7 @@ func (d sumDecoder) Step(ctx *context.Context, tokens, last *Node, cache *models
 	var sum *Node
 	for layer := range cache.Layers() {
 		keys, values := cache.Update(layer, x, Neg(x))
+		keys, values = SliceAxis(keys, 2, AxisRange(0, cache.Window())), SliceAxis(values, 2, AxisRange(0, cache.Window()))
 		s := Sub(ReduceAllSum(Mul(Reshape(keys, -1), row)), ReduceAllSum(Mul(Reshape(values, -1), row))) // 2·sum
 		if sum == nil {
 			sum = s

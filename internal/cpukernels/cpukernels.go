@@ -2,7 +2,7 @@ package cpukernels
 
 /*
 #cgo CFLAGS: -O3 -std=gnu11 -Wall -Wextra -Wno-unused-parameter
-#cgo LDFLAGS: -lpthread
+#cgo LDFLAGS: -lpthread -lm
 #include "quanta_kernels.h"
 #include "qk_internal.h"
 #include "qk_ggml.h"
@@ -445,4 +445,12 @@ func ggmlX8(typ gguf.Type, m int) int {
 func rawNF4KN(x, packed, absmax unsafe.Pointer, xdt, adt, m, k, n, bs int, y unsafe.Pointer) int {
 	return int(C.qk_nf4_kn(x, C.int(xdt), (*C.uint8_t)(packed), absmax, C.int(adt), C.int64_t(m), C.int64_t(k),
 		C.int64_t(n), C.int64_t(bs), (*C.float)(y)))
+}
+
+// attention runs qk_attention (tests): q (batch, heads, seq, hd), keys and values (batch, kv,
+// length, hd), visible (seq, nKeys) as 0/1 bytes, out like q; the caller checks the lengths.
+func attention(out, q, keys, values []float32, visible []uint8, batch, heads, kv, seq, length, nKeys, hd int, scale float32) error {
+	return statusError("cpukernels.attention", C.qk_attention((*C.float)(ptr(q)), (*C.float)(ptr(keys)),
+		(*C.float)(ptr(values)), (*C.uint8_t)(ptr(visible)), C.int64_t(batch), C.int64_t(heads), C.int64_t(kv),
+		C.int64_t(seq), C.int64_t(length), C.int64_t(nKeys), C.int64_t(hd), C.float(scale), (*C.float)(ptr(out))))
 }

@@ -141,6 +141,16 @@
 // entry points from XLA are declared once, in internal/kernelreg (qk_targets.h is generated from
 // it). A new format is a row per ISA (a tile decode at least), an entry point and a target.
 //
+// # Attention
+//
+// Beside the products, qk_attention.c runs grouped-query attention of a few query rows over a
+// key/value cache (the attention of a decoding step), one call a layer where XLA CPU would run
+// two small products, a mask and a softmax, each with its own dispatch cost. Each query row is
+// one pass (scores into the thread's chunk scratch, softmax, the weighted sum of the values),
+// computed by one thread in key order, so the result does not depend on the thread count; the
+// calls read the first keys of a cache longer than the attended window, so that the cache goes
+// in whole, without a copy of the window. models.GroupedAttention emits it.
+//
 // # Threads and determinism
 //
 // A product runs on up to Threads() threads: the caller plus workers of a small persistent

@@ -212,6 +212,40 @@ static qffi_error* ggml_nk(qffi_frame* frame) {
 }
 QFFI_HANDLER(quanta_ggml_nk, ggml_nk)
 
+_Static_assert(QK_ATTENTION_MAX_KEYS == QK_ATTENTION_MAX_KEYS_TABLE, "one bound on an attention call's keys");
+
+/* attention runs grouped-query attention: args q (batch, heads, seq, hd), keys and values (batch,
+ * kv, length, hd) float32, visible (seq, keys) bool (the first keys positions are read); attribute
+ * scale. */
+static qffi_error* attention(qffi_frame* frame) {
+  qffi_buffer q = {0}, k = {0}, v = {0}, vis = {0}, out = {0};
+  double scale = 0;
+  qffi_error* err;
+  if ((err = qffi_arg(frame, 0, &q)) || (err = qffi_arg(frame, QK_ARG_ATTENTION_KEYS, &k)) ||
+      (err = qffi_arg(frame, QK_ARG_ATTENTION_VALUES, &v)) || (err = qffi_arg(frame, QK_ARG_ATTENTION_VISIBLE, &vis)) ||
+      (err = qffi_ret(frame, 0, &out)) || (err = qffi_expect(frame, &q, "q", QFFI_F32, 4)) ||
+      (err = qffi_expect(frame, &k, "keys", QFFI_F32, 4)) || (err = qffi_expect(frame, &v, "values", QFFI_F32, 4)) ||
+      (err = qffi_expect(frame, &vis, "visible", QFFI_PRED, 2)) || (err = qffi_expect(frame, &out, "out", QFFI_F32, 4)) ||
+      (err = qffi_attr_float(frame, QK_ATTR_SCALE, &scale))) {
+    return err;
+  }
+  const int64_t batch = q.dims[0], heads = q.dims[1], seq = q.dims[2], hd = q.dims[3], kv = k.dims[1];
+  const int64_t length = k.dims[2], keys = vis.dims[1];
+  int same = qffi_num_args(frame) == QK_ARG_ATTENTION_VISIBLE + 1 && k.dims[0] == batch && k.dims[3] == hd &&
+             kv >= 1 && heads % kv == 0 && keys >= 1 && keys <= length && keys <= QK_ATTENTION_MAX_KEYS &&
+             vis.dims[0] == seq;
+  for (int i = 0; i < 4; i++) {
+    same = same && v.dims[i] == k.dims[i] && out.dims[i] == q.dims[i];
+  }
+  if (!same) {
+    return bad_shapes(frame, "q (batch, heads, seq, hd), keys and values float32 (batch, kv, length, hd) with kv dividing "
+                             "heads, visible bool (seq, keys) with 1 <= keys <= min(length, 2^18)");
+  }
+  int st = qk_attention(q.data, k.data, v.data, vis.data, batch, heads, kv, seq, length, keys, hd, (float)scale, out.data);
+  return st == QK_OK ? NULL : kernel_error(frame, st);
+}
+QK_HANDLER(quanta_attention, attention)
+
 /* The handlers, in the table's order (qk_targets.h): ffi.go registers them by these names. */
 #define QK_ENTRY(name) {#name, (void *)name},
 static const qk_target_entry table[] = {QK_TARGETS(QK_ENTRY)};

@@ -159,6 +159,21 @@ int qk_ggml_block_info(int type, int64_t *block_size, int64_t *block_bytes);
 int qk_ggml_nk(const void *x, int x_dtype, int type, const uint8_t *blocks, int64_t m, int64_t k, int64_t n,
                float *y);
 
+/*
+ * Grouped-query attention, float32: q (batch, heads, seq, hd), keys and values (batch, kv,
+ * length, hd) with kv dividing heads (query head h reads key/value head h / (heads/kv)), of which
+ * the first n_keys <= length positions are read, visible (seq, n_keys) bytes (0: masked). For
+ * each query row, scores s_t = (q · keys_t)·scale over the visible
+ * t, p = softmax(s) (exp(s_t − max) / their sum, summed in t order), out = sum_t p_t·values_t (t
+ * in order); a row that sees no key is NaN, as the formulation's softmax over -inf. Each row is
+ * computed by one thread, in one order: the result does not depend on the thread count.
+ * n_keys <= QK_ATTENTION_MAX_KEYS (the scores of a row live in a thread's scratch).
+ */
+#define QK_ATTENTION_MAX_KEYS (1 << 18)
+int qk_attention(const float *q, const float *keys, const float *values, const uint8_t *visible, int64_t batch,
+                 int64_t heads, int64_t kv, int64_t seq, int64_t length, int64_t n_keys, int64_t hd, float scale,
+                 float *out);
+
 /* Dense float32 baseline: y = x @ w with w k x n float32 (for benchmarks). */
 int qk_f32_kn(const float *x, const float *w, int64_t m, int64_t k, int64_t n, float *y);
 

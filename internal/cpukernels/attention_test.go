@@ -1,0 +1,191 @@
+package cpukernels
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+)
+
+// attnCase is one attention call: shapes, and which positions each query row sees.
+type attnCase struct {
+	name                                     string
+	batch, heads, kv, seq, length, nKeys, hd int
+	visible                                  func(s, t int) bool
+}
+
+func causalFrom(start int) func(s, t int) bool { return func(s, t int) bool { return t <= start+s } }
+
+var attnCases = []attnCase{
+	{"decode, SmolLM2 heads", 1, 9, 3, 1, 64, 40, 64, causalFrom(39)},
+	{"decode, whole cache", 1, 4, 4, 1, 33, 33, 8, causalFrom(32)},
+	{"chunk of 5, head width 12", 2, 6, 2, 5, 48, 20, 12, causalFrom(15)},
+	{"one kv head, ragged head width", 1, 8, 1, 3, 17, 17, 5, causalFrom(14)},
+	{"sliding window", 1, 4, 2, 2, 64, 64, 16, func(s, t int) bool { return t <= 60+s && t > 60+s-8 }},
+	{"long window, pooled", 1, 16, 4, 1, 4096, 3000, 64, causalFrom(2999)},
+}
+
+// attnInputs draws q, keys and values and builds the mask of c.
+func attnInputs(c attnCase, seed uint64) (q, keys, values []float32, visible []uint8) {
+	r := newRand(seed)
+	draw := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(r.NormFloat64())
+		}
+		return v
+	}
+	q = draw(c.batch * c.heads * c.seq * c.hd)
+	keys, values = draw(c.batch*c.kv*c.length*c.hd), draw(c.batch*c.kv*c.length*c.hd)
+	visible = make([]uint8, c.seq*c.nKeys)
+	for s := range c.seq {
+		for t := range c.nKeys {
+			if c.visible(s, t) {
+				visible[s*c.nKeys+t] = 1
+			}
+		}
+	}
+	return q, keys, values, visible
+}
+
+// attnWant is the attention in float64, from its definition.
+func attnWant(c attnCase, q, keys, values []float32, visible []uint8, scale float64) []float64 {
+	out := make([]float64, len(q))
+	for b := range c.batch {
+		for h := range c.heads {
+			kvh := b*c.kv + h/(c.heads/c.kv)
+			for s := range c.seq {
+				row := ((b*c.heads+h)*c.seq + s) * c.hd
+				scores := make([]float64, c.nKeys)
+				best := math.Inf(-1)
+				for t := range c.nKeys {
+					scores[t] = math.Inf(-1)
+					if visible[s*c.nKeys+t] == 0 {
+						continue
+					}
+					dot := 0.0
+					for d := range c.hd {
+						dot += float64(q[row+d]) * float64(keys[(kvh*c.length+t)*c.hd+d])
+					}
+					scores[t] = dot * scale
+					best = math.Max(best, scores[t])
+				}
+				total := 0.0
+				for t := range scores {
+					scores[t] = math.Exp(scores[t] - best)
+					total += scores[t]
+				}
+				for t := range scores {
+					for d := range c.hd {
+						out[row+d] += scores[t] / total * float64(values[(kvh*c.length+t)*c.hd+d])
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestAttention checks the kernel on every path against the definition in float64, with keys
+// past nKeys (a cache's unfilled part) set to NaN so that reading them would show.
+func TestAttention(t *testing.T) {
+	defer func() { _ = ForceISA(Auto) }()
+	for _, c := range attnCases {
+		q, keys, values, visible := attnInputs(c, uint64(len(c.name)))
+		for b := range c.batch * c.kv {
+			for t := c.nKeys; t < c.length; t++ {
+				for d := range c.hd {
+					keys[(b*c.length+t)*c.hd+d], values[(b*c.length+t)*c.hd+d] = float32(math.NaN()), float32(math.NaN())
+				}
+			}
+		}
+		scale := 1 / math.Sqrt(float64(c.hd))
+		want := attnWant(c, q, keys, values, visible, scale)
+		for _, isa := range ISAs() {
+			if !isa.Supported() {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/%s", c.name, isa), func(t *testing.T) {
+				if err := ForceISA(isa); err != nil {
+					t.Fatal(err)
+				}
+				out := make([]float32, len(q))
+				if err := attention(out, q, keys, values, visible, c.batch, c.heads, c.kv, c.seq, c.length, c.nKeys, c.hd, float32(scale)); err != nil {
+					t.Fatal(err)
+				}
+				for i, w := range want {
+					if d := math.Abs(float64(out[i]) - w); !(d <= 1e-5*(1+math.Abs(w))) {
+						t.Fatalf("element %d = %g, want %g", i, out[i], w)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestAttentionNoKeyVisible: a row that sees no key is NaN, as the softmax over -inf of the
+// formulation; the other rows are unaffected.
+func TestAttentionNoKeyVisible(t *testing.T) {
+	c := attnCase{"", 1, 2, 1, 2, 4, 4, 3, func(s, t int) bool { return s == 1 }}
+	q, keys, values, visible := attnInputs(c, 3)
+	out := make([]float32, len(q))
+	if err := attention(out, q, keys, values, visible, c.batch, c.heads, c.kv, c.seq, c.length, c.nKeys, c.hd, 1); err != nil {
+		t.Fatal(err)
+	}
+	for h := range c.heads {
+		for s := range c.seq {
+			for d := range c.hd {
+				if v := out[(h*c.seq+s)*c.hd+d]; math.IsNaN(float64(v)) != (s == 0) {
+					t.Errorf("head %d row %d element %d = %g; want NaN only in the row that sees nothing", h, s, d, v)
+				}
+			}
+		}
+	}
+}
+
+// TestAttentionThreads: the result is the same bits whatever the number of threads.
+func TestAttentionThreads(t *testing.T) {
+	defer SetThreads(0)
+	c := attnCases[len(attnCases)-1]
+	q, keys, values, visible := attnInputs(c, 7)
+	var first []float32
+	for _, threads := range []int{1, 2, 3, 8} {
+		SetThreads(threads)
+		out := make([]float32, len(q))
+		if err := attention(out, q, keys, values, visible, c.batch, c.heads, c.kv, c.seq, c.length, c.nKeys, c.hd, 0.125); err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = out
+			continue
+		}
+		for i := range out {
+			if math.Float32bits(out[i]) != math.Float32bits(first[i]) {
+				t.Fatalf("%d threads: element %d = %g, with 1 thread %g", threads, i, out[i], first[i])
+			}
+		}
+	}
+}
+
+func TestAttentionErrors(t *testing.T) {
+	one := []float32{1}
+	vis := []uint8{1}
+	for _, tc := range []struct {
+		name                                     string
+		batch, heads, kv, seq, length, nKeys, hd int
+	}{
+		{"kv not dividing heads", 1, 3, 2, 1, 1, 1, 1},
+		{"no key/value head", 1, 1, 0, 1, 1, 1, 1},
+		{"keys past the length", 1, 1, 1, 1, 1, 2, 1},
+		{"no keys", 1, 1, 1, 1, 1, 0, 1},
+		{"too many keys", 1, 1, 1, 1, 1 << 19, 1<<18 + 1, 1},
+		{"negative head width", 1, 1, 1, 1, 1, 1, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := attention(one, one, one, one, vis, tc.batch, tc.heads, tc.kv, tc.seq, tc.length, tc.nKeys, tc.hd, 1)
+			if !errors.Is(err, ErrArgument) {
+				t.Errorf("got %v, want an error wrapping ErrArgument", err)
+			}
+		})
+	}
+}
