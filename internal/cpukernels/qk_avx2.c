@@ -302,13 +302,34 @@ static T256 void nf4_kn(const qk_prod *p, int64_t s0, int64_t s1, int64_t c0, in
   }
 }
 
-/* NF4 x @ W^T, one stored row at a time; the last 16-element group of a row is decoded from a
- * zero-padded copy and the activations past k masked. */
+/* The codebook values of the 8 codes in the 4 bytes at src, nibble j of the little-endian word in
+ * lane j: elements 1, 0, 3, 2, 5, 4, 7, 6 (the first element of a byte is its high nibble). The
+ * word is broadcast and shifted per lane, so no lane-crossing widening is needed: vpermps reads
+ * the low 3 bits of each index, the blend bit 3 moved to the sign. */
+I256 __m256 nf4_values8_paired(const uint8_t *src, __m256 lo, __m256 hi) {
+  uint32_t u;
+  memcpy(&u, src, 4);
+  const __m256i v = _mm256_set1_epi32((int32_t)u);
+  const __m256i idx = _mm256_srlv_epi32(v, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+  const __m256i sel = _mm256_sllv_epi32(v, _mm256_setr_epi32(28, 24, 20, 16, 12, 8, 4, 0));
+  return _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, idx), _mm256_permutevar8x32_ps(hi, idx), _mm256_castsi256_ps(sel));
+}
+
+/* NF4 x @ W^T, one stored row at a time. The activations of the whole 16-element groups are first
+ * copied into the chunk scratch in nf4_values8_paired's order (each pair swapped), once per chunk
+ * for all its rows; the last 16-element group of a row is decoded from a zero-padded copy in
+ * natural order and the activations past k masked. */
 static T256 void nf4_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {
-  (void)scratch;
   const qk_nf4w *w = &p->nf4;
   const __m256 cb_lo = _mm256_loadu_ps(qk_nf4_codebook), cb_hi = _mm256_loadu_ps(qk_nf4_codebook + 8);
   const int64_t K = p->k, full = K / 16 * 16;
+  float *xs = (float *)scratch;
+  const int paired = xs != NULL && full * (int64_t)sizeof(float) <= (int64_t)QK_CHUNK_SCRATCH;
+  if (paired) {
+    for (int64_t i = 0; i < full; i++) {
+      xs[i] = p->x[i ^ 1];
+    }
+  }
   for (int64_t n = n0; n < n1; n++) {
     const uint8_t *row = w->packed + n * w->row_bytes;
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
@@ -316,11 +337,18 @@ static T256 void nf4_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch)
       const __m256 sc = _mm256_set1_ps(qk_nf4_scale(w, n, b));
       const __m256 lo = _mm256_mul_ps(cb_lo, sc), hi = _mm256_mul_ps(cb_hi, sc);
       const int64_t end = QK_MIN((b + 1) * w->bs, full);
-      for (int64_t c = b * w->bs; c < end; c += 16) {
-        __m256 w0, w1;
-        nf4_values16(row + c / 2, lo, hi, &w0, &w1);
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(p->x + c), w0, a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(p->x + c + 8), w1, a1);
+      if (paired) {
+        for (int64_t c = b * w->bs; c < end; c += 16) {
+          a0 = _mm256_fmadd_ps(_mm256_loadu_ps(xs + c), nf4_values8_paired(row + c / 2, lo, hi), a0);
+          a1 = _mm256_fmadd_ps(_mm256_loadu_ps(xs + c + 8), nf4_values8_paired(row + c / 2 + 4, lo, hi), a1);
+        }
+      } else {
+        for (int64_t c = b * w->bs; c < end; c += 16) {
+          __m256 w0, w1;
+          nf4_values16(row + c / 2, lo, hi, &w0, &w1);
+          a0 = _mm256_fmadd_ps(_mm256_loadu_ps(p->x + c), w0, a0);
+          a1 = _mm256_fmadd_ps(_mm256_loadu_ps(p->x + c + 8), w1, a1);
+        }
       }
       if (full < K && full < (b + 1) * w->bs) { /* the tail group lies in this block */
         uint8_t tmp[8] = {0};
