@@ -125,7 +125,7 @@ func (v *Vars) load(f *gguf.File, p Tensor, buf []float32) error {
 		if fu := v.fusions[p.Scope]; fu != nil && p.Kind == Kernel {
 			return v.keepPart(f, fu, p)
 		}
-		a, err := readKept(f, p)
+		a, err := v.readKept(f, p)
 		if err != nil {
 			return err
 		}
@@ -185,23 +185,25 @@ func headRows(rows, heads int) func(int) int {
 	}
 }
 
-// readKept reads a tensor kept as stored into a new array of its block type, its rows
-// un-permuted as it is read when p.UnpermuteHeads says so.
-func readKept(f *gguf.File, p Tensor) (*ggml.Array, error) {
-	if p.UnpermuteHeads == 0 {
-		return ggml.Read(f, p.Name)
-	}
+// readKept reads a tensor kept as stored into a new array of its block type (straight into its
+// device buffer where the backend shares host memory), its rows un-permuted as it is read when
+// p.UnpermuteHeads says so.
+func (v *Vars) readKept(f *gguf.File, p Tensor) (*ggml.Array, error) {
 	info, _ := f.Tensor(p.Name)
-	blocks := tensors.FromShape(ggml.BlocksShape(info.Type, p.Out, p.In))
-	var err error
-	if accessErr := blocks.MutableBytes(func(b []byte) { err = readRows(f, p, b) }); accessErr != nil {
-		err = accessErr
+	dims := info.Shape() // the plan's, checked by Check
+	shape := ggml.BlocksShape(info.Type, dims...)
+	if dims[len(dims)-1]%info.Type.BlockSize() != 0 || int64(shape.Size()) != info.Bytes {
+		return nil, errors.Wrapf(gguf.ErrCorrupt, "tensor %s holds %d bytes; its dims need %d of whole blocks", info, info.Bytes, shape.Size())
 	}
+	blocks, err := v.newBytes(shape)
 	if err != nil {
-		_ = blocks.FinalizeAll()
 		return nil, err
 	}
-	return ggml.New(implicitarray.TensorComponent(blocks), info.Type, dtypes.Float32)
+	if err := readRows(f, p, blocks.bytes); err != nil {
+		_ = blocks.t.FinalizeAll()
+		return nil, err
+	}
+	return ggml.New(implicitarray.TensorComponent(blocks.t), info.Type, dtypes.Float32)
 }
 
 // readRows reads the stored rows of kernel p into dst, which holds exactly its bytes: in order,

@@ -62,7 +62,7 @@ type fusion struct {
 	names   []string
 	// blocks holds the stacked rows of blocks of kept parts ([Σ outDims, in] of type typ), once
 	// the first part is read; read marks the parts read into it.
-	blocks *tensors.Tensor
+	blocks hostBytes
 	typ    gguf.Type
 	read   []bool
 }
@@ -141,12 +141,16 @@ func (v *Vars) keepPart(f *gguf.File, fu *fusion, p Tensor) error {
 	info, _ := f.Tensor(p.Name)
 	i := slices.Index(fu.parts, p.Scope)
 	fu.names[i] = p.Name
-	if fu.blocks == nil {
+	if fu.blocks.t == nil {
 		rows := 0
 		for _, d := range fu.outDims {
 			rows += d
 		}
-		fu.blocks, fu.typ = tensors.FromShape(ggml.BlocksShape(info.Type, rows, p.In)), info.Type
+		blocks, err := v.newBytes(ggml.BlocksShape(info.Type, rows, p.In))
+		if err != nil {
+			return err
+		}
+		fu.blocks, fu.typ = blocks, info.Type
 	}
 	if info.Type != fu.typ || p.Out != fu.outDims[i] {
 		return errors.Errorf("fusing %s: tensor %s; accepted: type %s, %d rows", strings.Join(fu.parts, ", "), info, fu.typ, fu.outDims[i])
@@ -156,22 +160,15 @@ func (v *Vars) keepPart(f *gguf.File, fu *fusion, p Tensor) error {
 		first += d
 	}
 	rowBytes := p.In / info.Type.BlockSize() * info.Type.BlockBytes()
-	var err error
-	accessErr := fu.blocks.MutableBytes(func(b []byte) {
-		err = readRows(f, p, b[first*rowBytes:(first+p.Out)*rowBytes])
-	})
-	if err == nil {
-		err = accessErr
-	}
-	if err != nil {
+	if err := readRows(f, p, fu.blocks.bytes[first*rowBytes:(first+p.Out)*rowBytes]); err != nil {
 		return err
 	}
 	fu.read[i] = true
 	if slices.Contains(fu.read, false) {
 		return nil
 	}
-	blocks := fu.blocks
-	fu.blocks = nil
+	blocks := fu.blocks.t
+	fu.blocks = hostBytes{}
 	w, err := ggml.New(implicitarray.TensorComponent(blocks), fu.typ, dtypes.Float32)
 	if err != nil {
 		_ = blocks.FinalizeAll()
@@ -233,9 +230,9 @@ func (v *Vars) Release() {
 				f.held[j] = nil
 			}
 		}
-		if f.blocks != nil {
-			_ = f.blocks.FinalizeAll()
-			f.blocks = nil
+		if f.blocks.t != nil {
+			_ = f.blocks.t.FinalizeAll()
+			f.blocks = hostBytes{}
 		}
 	}
 }
