@@ -16,7 +16,8 @@ instead (any architecture llama.cpp runs), each reported under the type its name
            empty KV cache: prompt_tok_s = N / seconds
   decode   from an empty cache, the 1-token prompt "The" then 128 greedy steps, one token per
            llama_decode (argmax of the last logits): decode_tok_s = 128 / seconds (the prompt and
-           the argmax are included in neither/both: argmax of 49152 floats is ~20 us)
+           the argmax are included in neither/both: argmax of 49152 floats is ~20 us); and the
+           same 128 steps after the N-token prompt (decode_after_prompt_tok_s)
 Each is repeated --reps times after one untimed warm-up run; the JSON reports the median and the
 best. One JSON line per type on stdout.
 """
@@ -75,7 +76,7 @@ def main():
     else:
         runs = [(t, llamacpp_util.gguf_of_type(t, nthread=args.threads)) for t in args.types.split(",")]
     for t, path in runs:
-        n_ctx = max(args.prompt, args.decode + 8)
+        n_ctx = args.prompt + args.decode + 8
         llm = Llama(path, n_ctx=n_ctx, n_batch=args.prompt, n_ubatch=args.prompt, n_threads=args.threads,
                     n_threads_batch=args.threads, verbose=False)
         ids = list(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))[: args.prompt]
@@ -88,9 +89,9 @@ def main():
             llm.eval(ids)
             return time.perf_counter() - t0
 
-        def decode_run() -> tuple[float, list[int]]:
+        def decode_run(start: list[int]) -> tuple[float, list[int]]:
             llm.reset()
-            llm.eval(first)
+            llm.eval(start)
             out = []
             t0 = time.perf_counter()
             for _ in range(args.decode):
@@ -101,9 +102,13 @@ def main():
             return time.perf_counter() - t0, out
 
         prompt_run()
-        decode_run()
-        p = [prompt_run() for _ in range(args.reps)]
-        d = [decode_run() for _ in range(args.reps)]
+        decode_run(ids)
+        decode_run(first)
+        p, a, d = [], [], []
+        for _ in range(args.reps):
+            p.append(prompt_run())
+            a.append(decode_run(ids))
+            d.append(decode_run(first))
         row = {
             "type": t,
             "file": os.path.basename(path),
@@ -115,6 +120,8 @@ def main():
             "decode_tokens": args.decode,
             "decode_tok_s_median": args.decode / statistics.median(x for x, _ in d),
             "decode_tok_s_best": args.decode / min(x for x, _ in d),
+            "decode_after_prompt_tok_s_median": args.decode / statistics.median(x for x, _ in a),
+            "decode_after_prompt_tok_s_best": args.decode / min(x for x, _ in a),
             "decode_text": llm.detokenize(d[0][1]).decode("utf-8", errors="replace"),
             "reps": args.reps,
             "llama_cpp_python": llama_cpp.__version__,

@@ -20,9 +20,11 @@
 // -bench measures instead what reference/llamacpp_speed.py measures for llama.cpp, and prints
 // one JSON line: prompt tokens/s (the first -bench-prompt GPL-3 tokens as one batch from an
 // empty cache) and decode tokens/s (-bench-decode greedy single-token steps after the prompt
-// "The"), each the median and best of -reps runs after an untimed warm-up (which compiles).
-// -speed-table FILE... prints one markdown table from such JSON lines, quanta's and llama.cpp's
-// (make bench-llamacpp runs both and prints it).
+// "The", and after the whole -bench-prompt prompt), each the median and best of -reps runs after
+// an untimed warm-up (which compiles), and the machine's read bandwidth. -speed-table FILE...
+// prints one markdown table from such JSON lines, quanta's and llama.cpp's (make bench-llamacpp
+// runs both and prints it), with each engine's weight bytes per second of decoding as a share of
+// that bandwidth.
 //
 // -anatomy times the parts of one decoding step instead (see anatomy.go) and prints a markdown
 // table: run it on a quiet machine.
@@ -33,6 +35,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,6 +49,7 @@ import (
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/cpukernels"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/arch"
 	"github.com/quanta-ml/quanta/models/gemma3"
@@ -207,28 +211,35 @@ func generate() error {
 
 // BenchResult is the JSON line of -bench; the field names follow reference/llamacpp_speed.py's.
 type BenchResult struct {
-	Engine          string  `json:"engine"`
-	Type            string  `json:"type"`
-	GGUF            string  `json:"gguf,omitempty"`
-	Head            string  `json:"head,omitempty"`
-	Fused           bool    `json:"fused,omitempty"`
-	Cache           string  `json:"cache,omitempty"`
-	Backend         string  `json:"backend"`
-	Environment     string  `json:"environment,omitempty"`
-	WeightBytes     int64   `json:"weight_bytes"`
-	PromptTokens    int     `json:"prompt_tokens"`
-	PromptMedian    float64 `json:"prompt_tok_s_median"`
-	PromptBest      float64 `json:"prompt_tok_s_best"`
-	DecodeTokens    int     `json:"decode_tokens"`
-	DecodeMedian    float64 `json:"decode_tok_s_median"`
-	DecodeBest      float64 `json:"decode_tok_s_best"`
-	DecodeText      string  `json:"decode_text"`
-	Reps            int     `json:"reps"`
-	LoadSeconds     float64 `json:"load_seconds"`
-	LoadRSS         string  `json:"rss_after_load"`
-	LoadPeak        string  `json:"peak_rss_load"`
-	PeakRSS         string  `json:"peak_rss"`
-	DecodeCacheSize int     `json:"decode_cache"`
+	Engine       string  `json:"engine"`
+	Type         string  `json:"type"`
+	GGUF         string  `json:"gguf,omitempty"`
+	Head         string  `json:"head,omitempty"`
+	Fused        bool    `json:"fused,omitempty"`
+	Cache        string  `json:"cache,omitempty"`
+	Backend      string  `json:"backend"`
+	Environment  string  `json:"environment,omitempty"`
+	WeightBytes  int64   `json:"weight_bytes"`
+	PromptTokens int     `json:"prompt_tokens"`
+	PromptMedian float64 `json:"prompt_tok_s_median"`
+	PromptBest   float64 `json:"prompt_tok_s_best"`
+	DecodeTokens int     `json:"decode_tokens"`
+	DecodeMedian float64 `json:"decode_tok_s_median"`
+	DecodeBest   float64 `json:"decode_tok_s_best"`
+	DecodeText   string  `json:"decode_text"`
+	// DecodeAfterPrompt*: the same decoding steps after the whole -bench-prompt prompt (the
+	// attention reads a cache of that many positions more).
+	DecodeAfterPromptMedian float64 `json:"decode_after_prompt_tok_s_median,omitempty"`
+	DecodeAfterPromptBest   float64 `json:"decode_after_prompt_tok_s_best,omitempty"`
+	Reps                    int     `json:"reps"`
+	LoadSeconds             float64 `json:"load_seconds"`
+	LoadRSS                 string  `json:"rss_after_load"`
+	LoadPeak                string  `json:"peak_rss_load"`
+	PeakRSS                 string  `json:"peak_rss"`
+	DecodeCacheSize         int     `json:"decode_cache"`
+	// ReadGBs is the machine's streaming-read bandwidth measured after the runs (a 512 MiB read
+	// by the kernels' threads), the limit a decoding step's weight bytes are set against.
+	ReadGBs float64 `json:"read_gb_s,omitempty"`
 }
 
 func bench() error {
@@ -270,11 +281,15 @@ func bench() error {
 	if err != nil {
 		return err
 	}
+	afterPromptGen, err := l.generator(min(max(res.DecodeCacheSize, len(prompt)+*flagBenchDecode+1), l.model.DecodeSpec().ContextLength))
+	if err != nil {
+		return err
+	}
 	var text []int
-	decodeRun := func() (float64, error) {
+	decodeRun := func(gen *models.Generator, start []int) (float64, error) {
 		var t0 time.Time
 		text = text[:0]
-		for id, err := range decodeGen.Stream(first, models.GenerateOptions{MaxNewTokens: *flagBenchDecode + 1}) {
+		for id, err := range gen.Stream(start, models.GenerateOptions{MaxNewTokens: *flagBenchDecode + 1}) {
 			if err != nil {
 				return 0, err
 			}
@@ -291,32 +306,57 @@ func bench() error {
 	if _, err := promptRun(); err != nil { // warm-up: compiles
 		return err
 	}
-	if _, err := decodeRun(); err != nil {
+	if _, err := decodeRun(afterPromptGen, prompt); err != nil {
 		return err
 	}
-	var promptTimes, decodeTimes []float64
+	if _, err := decodeRun(decodeGen, first); err != nil {
+		return err
+	}
+	var promptTimes, decodeTimes, afterTimes []float64
 	for range *flagReps {
 		p, err := promptRun()
 		if err != nil {
 			return err
 		}
-		d, err := decodeRun()
+		a, err := decodeRun(afterPromptGen, prompt)
 		if err != nil {
 			return err
 		}
-		promptTimes, decodeTimes = append(promptTimes, p), append(decodeTimes, d)
+		d, err := decodeRun(decodeGen, first)
+		if err != nil {
+			return err
+		}
+		promptTimes, decodeTimes, afterTimes = append(promptTimes, p), append(decodeTimes, d), append(afterTimes, a)
 	}
 	res.PromptMedian, res.PromptBest = rates(float64(len(prompt)), promptTimes)
 	res.DecodeMedian, res.DecodeBest = rates(float64(*flagBenchDecode), decodeTimes)
+	res.DecodeAfterPromptMedian, res.DecodeAfterPromptBest = rates(float64(*flagBenchDecode), afterTimes)
 	// The first -bench-decode tokens chosen, as llamacpp_speed.py prints them.
 	res.DecodeText = l.tok.Decode(text[:*flagBenchDecode])
 	res.PeakRSS = procMemory("VmHWM")
+	res.ReadGBs = readBandwidth()
 	line, err := json.Marshal(res)
 	if err != nil {
 		return err
 	}
 	fmt.Println(string(line))
 	return nil
+}
+
+// readBandwidth returns the best of 5 streaming reads of 512 MiB (GB/s) with the kernels'
+// threads, as the kernels' benchmarks measure it.
+func readBandwidth() float64 {
+	buf := make([]byte, 512<<20)
+	for i := 0; i < len(buf); i += 4096 {
+		buf[i] = byte(i)
+	}
+	best := math.Inf(1)
+	for range 5 {
+		start := time.Now()
+		cpukernels.ReadProbe(buf)
+		best = min(best, time.Since(start).Seconds())
+	}
+	return float64(len(buf)) / best / 1e9
 }
 
 // rates returns n / median(seconds) and n / min(seconds).
@@ -365,9 +405,14 @@ func speedTable(files []string) error {
 	if len(files) == 0 {
 		return errors.New("-speed-table needs the JSON-lines files as arguments")
 	}
-	fmt.Println("| engine | weights | file/weight MB | prompt tok/s (median, best) | decode tok/s (median, best) | RSS after load (peak while loading), peak |")
-	fmt.Println("|---|---|---|---|---|---|")
+	type row struct {
+		engine, weights, rss  string
+		bytes                 int64
+		prompt, decode, after [2]float64
+	}
+	var rows []row
 	var envs []string
+	var bandwidths []float64
 	for _, name := range files {
 		f, err := os.Open(name)
 		if err != nil {
@@ -406,13 +451,41 @@ func speedTable(files []string) error {
 					weights += ", head " + r.Head
 				}
 			}
-			fmt.Printf("| %s | %s | %.1f | %.1f, %.1f | %.1f, %.1f | %s |\n", engine, weights, float64(bytes)/1e6,
-				r.PromptMedian, r.PromptBest, r.DecodeMedian, r.DecodeBest, rss)
+			if r.ReadGBs > 0 {
+				bandwidths = append(bandwidths, r.ReadGBs)
+			}
+			rows = append(rows, row{engine, weights, rss, bytes, [2]float64{r.PromptMedian, r.PromptBest}, [2]float64{r.DecodeMedian, r.DecodeBest},
+				[2]float64{r.DecodeAfterPromptMedian, r.DecodeAfterPromptBest}})
 		}
 		f.Close()
 		if err := scanner.Err(); err != nil {
 			return err
 		}
+	}
+	bw := 0.0 // the median of the bandwidths measured with the quanta rows
+	if len(bandwidths) > 0 {
+		slices.Sort(bandwidths)
+		bw = bandwidths[len(bandwidths)/2]
+	}
+	fmt.Println("| engine | weights | file/weight MB | prompt tok/s (median, best) | decode tok/s (median, best) | decode after the prompt | decode: weight GB/s (of the read bandwidth) | RSS after load (peak while loading), peak |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		stream := float64(r.bytes) * r.decode[0] / 1e9
+		share := "—"
+		if bw > 0 {
+			share = fmt.Sprintf("%.2f", stream/bw)
+		}
+		after := "—"
+		if r.after[0] > 0 {
+			after = fmt.Sprintf("%.1f, %.1f", r.after[0], r.after[1])
+		}
+		fmt.Printf("| %s | %s | %.1f | %.1f, %.1f | %.1f, %.1f | %s | %.1f (%s) | %s |\n", r.engine, r.weights, float64(r.bytes)/1e6,
+			r.prompt[0], r.prompt[1], r.decode[0], r.decode[1], after, stream, share, r.rss)
+	}
+	if bw > 0 {
+		fmt.Printf("\nRead bandwidth: %.1f GB/s (median of the %d measurements taken after each quanta run; a 512 MiB read with the kernels' threads). "+
+			"The weight GB/s is the weights' bytes times the median decoding rate: a step reads every weight once (the attention's cache bytes are left out).\n",
+			bw, len(bandwidths))
 	}
 	for _, env := range envs {
 		fmt.Printf("\nquanta's environment: %s.\n", env)
