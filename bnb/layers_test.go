@@ -144,10 +144,7 @@ func layerFiles(t *testing.T, kind string, check func(t *testing.T, c layerCase,
 func checkRead(t *testing.T, c layerCase, weight implicitarray.Array, bias *tensors.Tensor,
 	tensorsOf func(prefix string) ([]safetensors.Tensor, error), data []byte, dequantized func(got, want []float64)) {
 	t.Helper()
-	dense, err := implicitarray.MaterializeOnHost(testutil.Backend(t), weight)
-	if err != nil {
-		t.Fatalf("%+v", err)
-	}
+	dense := testutil.Materialize(t, weight)
 	dequantized(testutil.Float64s(t, dense), readFloats(t, c.DequantizedWeight))
 	x := readTensor(t, c.X, []int{4, c.InFeatures})
 	testutil.Close(t, "y", forward(t, x, weight, bias), readFloats(t, c.Y), testutil.Mixed(1e-5))

@@ -68,16 +68,10 @@ func TestQuantize4bitMatchesBitsandbytes(t *testing.T) {
 			if runtime.IsGo(backend) && c.DType != "float32" {
 				// The pure-Go backend truncates float32 to bfloat16 and has no float16 conversion:
 				// materialize in float32 and round to the dtype on the host (to nearest even, as torch).
-				dense, err := implicitarray.MaterializeOnHost(backend, a.WithDType(dtypes.Float32))
-				if err != nil {
-					t.Fatalf("%+v", err)
-				}
+				dense := testutil.Materialize(t, a.WithDType(dtypes.Float32))
 				got = roundTo(t, testutil.Float64s(t, dense), c.DType)
 			} else {
-				dense, err := implicitarray.MaterializeOnHost(backend, a)
-				if err != nil {
-					t.Fatalf("%+v", err)
-				}
+				dense := testutil.Materialize(t, a)
 				if dense.DType() != dtypeOf(t, c.DType) {
 					t.Errorf("materialized dtype %s, want %s", dense.DType(), c.DType)
 				}

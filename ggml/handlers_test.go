@@ -14,16 +14,6 @@ import (
 	"github.com/quanta-ml/quanta/sharding"
 )
 
-// denseOf materializes a host-side array to a tensor.
-func denseOf(t *testing.T, a *ggml.Array) *tensors.Tensor {
-	t.Helper()
-	d, err := implicitarray.MaterializeOnHost(testutil.Backend(t), a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 // TestHandlersKeepBlocks: reshape, transpose, broadcast and concatenate that move whole rows of
 // blocks keep the array in its type without decoding, equal bit for bit to the dense op on the
 // materialized value; ops that cut through blocks give that dense op, counted as a
@@ -33,7 +23,7 @@ func TestHandlersKeepBlocks(t *testing.T) {
 	shard := sharding.Sharding{Spec: sharding.PartitionSpec{{"model"}}}
 	w := ggml.MustQuantize(testutil.RandomTensor(3, 3, 4, 64), gguf.TypeQ4_1).WithSharding(shard)
 	other := ggml.MustQuantize(testutil.RandomTensor(4, 2, 4, 64), gguf.TypeQ4_1)
-	dense := map[*ggml.Array]*tensors.Tensor{w: denseOf(t, w), other: denseOf(t, other)}
+	dense := map[*ggml.Array]*tensors.Tensor{w: testutil.Materialize(t, w), other: testutil.Materialize(t, other)}
 	for _, tc := range []struct {
 		name string
 		kept bool // the result is still a ggml.Array
@@ -86,7 +76,7 @@ func TestHandlersKeepBlocks(t *testing.T) {
 				if a.Type() != gguf.TypeQ4_1 {
 					t.Errorf("type %s, want Q4_1", a.Type())
 				}
-				got = denseOf(t, a)
+				got = testutil.Materialize(t, a)
 			} else {
 				if tc.kept {
 					t.Fatalf("result %T: want a ggml.Array", out)
@@ -169,8 +159,8 @@ func TestConvertDTypeIsLazy(t *testing.T) {
 	}
 	want := testutil.Float32s(t, graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
 		return graph.ConvertDType(x, dtypes.BFloat16)
-	}, denseOf(t, w)))
-	if got := testutil.Float32s(t, denseOf(t, conv)); !slices.Equal(got, want) {
+	}, testutil.Materialize(t, w)))
+	if got := testutil.Float32s(t, testutil.Materialize(t, conv)); !slices.Equal(got, want) {
 		t.Errorf("bfloat16 materialization differs from converting the float32 one")
 	}
 }

@@ -305,10 +305,7 @@ func TestGPUProgram(t *testing.T) {
 		{"binary1", "signs1", onebit.MustQuantizeBinaryBits(testutil.NormalTensor(r, 72, 18), &onebit.Options{Scale: true, ScaleAxes: []int{0}}), xW, 72, lowering.SlicedSum},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dense, err := implicitarray.MaterializeOnHost(backend, tc.w)
-			if err != nil {
-				t.Fatal(err)
-			}
+			dense := testutil.Materialize(t, tc.w)
 			for _, m := range []int{1, 17} {
 				x := activations(t, r, []int{m, tc.k}, dtypes.BFloat16)
 				lowering.ResetBuilt()

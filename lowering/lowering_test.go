@@ -239,10 +239,7 @@ func activations(t *testing.T, r *rand.Rand, dims []int, dtype dtypes.DType) *te
 func denseProduct(t *testing.T, w lowering.Quantized, x *tensors.Tensor, c productCase) []float64 {
 	t.Helper()
 	backend := testutil.Backend(t)
-	dense, err := implicitarray.MaterializeOnHost(backend, w)
-	if err != nil {
-		t.Fatalf("%+v", err)
-	}
+	dense := testutil.Materialize(t, w)
 	out := graph.MustExecOnce(backend, func(x, w *graph.Node) *graph.Node {
 		x, w = graph.ConvertDType(x, dtypes.Float64), graph.ConvertDType(w, dtypes.Float64)
 		if c.axes.WeightOnLeft {
@@ -556,10 +553,7 @@ func TestKernelGradient(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			w := f.make(r, c.wDims, lowering.Auto)
 			x := activations(t, r, c.xDims, dtypes.Float32)
-			dense, err := implicitarray.MaterializeOnHost(backend, w)
-			if err != nil {
-				t.Fatal(err)
-			}
+			dense := testutil.Materialize(t, w)
 			dense = graph.MustExecOnce(backend, func(d *graph.Node) *graph.Node { return graph.ConvertDType(d, dtypes.Float32) }, dense)
 			lowering.ResetBuilt()
 			e := implicitarray.MustNewExec(backend, func(x *graph.Node, w implicitarray.Array, dense *graph.Node) (*graph.Node, *graph.Node) {

@@ -126,10 +126,7 @@ func TestQuantizedTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := implicitarray.MaterializeOnHost(backend, dense)
-			if err != nil {
-				t.Fatal(err)
-			}
+			want := testutil.Materialize(t, dense)
 			vars, err := q.QuantizeTable("/emb", table)
 			if err != nil {
 				t.Fatal(err)

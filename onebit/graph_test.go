@@ -49,7 +49,6 @@ func smallInts(r *rand.Rand, n int) []float32 {
 }
 
 func TestMaterialize(t *testing.T) {
-	backend := testutil.Backend(t)
 	r := rand.New(rand.NewSource(3))
 	for _, l := range []onebit.Packing{onebit.TwoBit, onebit.OneBit} {
 		for _, dtype := range []dtypes.DType{dtypes.Float32, dtypes.Int8, dtypes.BFloat16, dtypes.Float64, dtypes.Int32} {
@@ -58,17 +57,11 @@ func TestMaterialize(t *testing.T) {
 				v := randomValues(r, l, 48)
 				a := packed(t, l, v, dims, &onebit.Options{DType: dtype})
 				implicitarray.ResetStats()
-				got, err := implicitarray.MaterializeOnHost(backend, a)
-				if err != nil {
-					t.Fatal(err)
-				}
+				got := testutil.Materialize(t, a)
 				if got.DType() != dtype || !slices.Equal(got.Shape().Dimensions, dims) {
 					t.Fatalf("materialized %s", got.Shape())
 				}
-				asF32, err := implicitarray.MaterializeOnHost(backend, mustDType(t, a, dtypes.Float32))
-				if err != nil {
-					t.Fatal(err)
-				}
+				asF32 := testutil.Materialize(t, mustDType(t, a, dtypes.Float32))
 				if !slices.Equal(tensors.MustCopyFlatData[float32](asF32), toF32(v)) {
 					t.Fatalf("values differ")
 				}
@@ -231,7 +224,6 @@ func TestDotGeneralScaled(t *testing.T) {
 			return onebit.MustQuantizeTernary(wt, &onebit.Options{Scale: true, ScaleAxes: []int{0}})
 		},
 	}
-	backend := testutil.Backend(t)
 	for name, q := range quants {
 		for _, s := range []lowering.Strategy{lowering.SlicedSum, lowering.DecodeDot} {
 			t.Run(name+"/"+s.String(), func(t *testing.T) {
@@ -250,10 +242,7 @@ func TestDotGeneralScaled(t *testing.T) {
 					}
 				}
 				// Materialize agrees with the host-side rebuild too.
-				m, err := implicitarray.MaterializeOnHost(backend, w)
-				if err != nil {
-					t.Fatal(err)
-				}
+				m := testutil.Materialize(t, w)
 				mv, rv := tensors.MustCopyFlatData[float32](m), tensors.MustCopyFlatData[float32](ref)
 				for i := range mv {
 					if mv[i] != rv[i] {

@@ -44,10 +44,7 @@ func TestQuantizeContextTables(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dense, err := implicitarray.MaterializeOnHost(backend, a)
-			if err != nil {
-				t.Fatal(err)
-			}
+			dense := testutil.Materialize(t, a)
 			want := testutil.Float32s(t, dense)
 			ids := [][]int32{{39, 0, 7}}
 			x := tensors.FromValue(matrix(4, 2, dim))

@@ -4,5 +4,6 @@
 // runtime, which GOMLX_BACKEND chooses (`make test` runs the suite on XLA CPU and again with
 // GOMLX_BACKEND=go). Slow marks tests that only `make test-all` (QUANTA_TEST_ALL=1) runs.
 // RandomTensor, RandomValues, NormalTensor and Normals build inputs; BroadcastIndex indexes
-// keepdims scales; Float64s, Float32s, Close, SameBits, MaxAbsDiff and WantError check results.
+// keepdims scales; Materialize decodes an implicit array; Float64s, Float32s, Close, SameBits,
+// MaxAbsDiff and WantError check results.
 package testutil

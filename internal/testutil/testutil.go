@@ -10,6 +10,7 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/runtime"
 )
@@ -75,6 +76,17 @@ func BroadcastIndex(i int, dims, sDims []int) int {
 		stride *= sDims[a]
 	}
 	return si
+}
+
+// Materialize returns the dense value of a host-side implicit array, decoded in a graph on the
+// test's backend (implicitarray.MaterializeOnHost), failing the test on an error.
+func Materialize(t testing.TB, a implicitarray.Array) *tensors.Tensor {
+	t.Helper()
+	dense, err := implicitarray.MaterializeOnHost(Backend(t), a)
+	if err != nil {
+		t.Fatalf("testutil.Materialize: %+v", err)
+	}
+	return dense
 }
 
 // Float64s returns the values of a tensor of any numeric or boolean dtype as float64, failing the
