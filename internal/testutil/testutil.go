@@ -63,6 +63,15 @@ func RandomTensor(seed uint64, dims ...int) *tensors.Tensor {
 	return NormalTensor(rand.New(rand.NewPCG(seed, 1)), dims...)
 }
 
+// Converted returns v's values converted to To, one by one.
+func Converted[To float32 | float64, From ~int8 | ~float32 | ~float64](v []From) []To {
+	out := make([]To, len(v))
+	for i, x := range v {
+		out[i] = To(x)
+	}
+	return out
+}
+
 // BroadcastIndex returns the flat index, in a keepdims array of dimensions sDims (each 1 or the
 // dims one), of the element broadcast to flat position i of dims: the scale of an element.
 func BroadcastIndex(i int, dims, sDims []int) int {

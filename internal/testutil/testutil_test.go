@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -87,5 +88,18 @@ func TestBroadcastIndex(t *testing.T) {
 	// dims (2, 3, 4) with a scale (2, 1, 4): element (1, 2, 3), flat 23, reads scale (1, 0, 3), flat 7.
 	if got := BroadcastIndex(23, []int{2, 3, 4}, []int{2, 1, 4}); got != 7 {
 		t.Errorf("BroadcastIndex(23, [2 3 4], [2 1 4]) = %d, want 7", got)
+	}
+}
+
+func TestConverted(t *testing.T) {
+	if got, want := Converted[float32]([]int8{-128, 0, 127}), []float32{-128, 0, 127}; !slices.Equal(got, want) {
+		t.Errorf("Converted[float32](int8) = %v, want %v", got, want)
+	}
+	// 0.1 is not a float32: the conversion rounds it to the nearest one.
+	if got, want := Converted[float32]([]float64{0.1, -2.5}), []float32{0.1, -2.5}; !slices.Equal(got, want) {
+		t.Errorf("Converted[float32](float64) = %v, want %v", got, want)
+	}
+	if got, want := Converted[float64]([]float32{0.1}), []float64{float64(float32(0.1))}; !slices.Equal(got, want) {
+		t.Errorf("Converted[float64](float32) = %v, want %v", got, want)
 	}
 }
