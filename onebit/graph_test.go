@@ -31,14 +31,6 @@ func packed(t *testing.T, l onebit.Packing, values []int8, dims []int, opts *one
 	return onebit.MustPack(tensor, opts)
 }
 
-func toF32(v []int8) []float32 {
-	out := make([]float32, len(v))
-	for i, x := range v {
-		out[i] = float32(x)
-	}
-	return out
-}
-
 // smallInts returns n small integer activations (exact in float32 sums).
 func smallInts(r *rand.Rand, n int) []float32 {
 	out := make([]float32, n)
@@ -62,7 +54,7 @@ func TestMaterialize(t *testing.T) {
 					t.Fatalf("materialized %s", got.Shape())
 				}
 				asF32 := testutil.Materialize(t, mustDType(t, a, dtypes.Float32))
-				if !slices.Equal(tensors.MustCopyFlatData[float32](asF32), toF32(v)) {
+				if !slices.Equal(tensors.MustCopyFlatData[float32](asF32), testutil.Converted[float32](v)) {
 					t.Fatalf("values differ")
 				}
 			})
@@ -143,7 +135,7 @@ func TestDotGeneralExact(t *testing.T) {
 			}
 			v := randomValues(r, l, product(c.wDims))
 			x := tensors.FromFlatDataAndDimensions(smallInts(r, product(c.xDims)), c.xDims...)
-			ref := tensors.FromFlatDataAndDimensions(toF32(v), c.wDims...)
+			ref := tensors.FromFlatDataAndDimensions(testutil.Converted[float32](v), c.wDims...)
 			for _, s := range []lowering.Strategy{lowering.Auto, lowering.SlicedSum, lowering.DecodeDot, lowering.Materialize} {
 				if s == lowering.SlicedSum && !packedAxisContracted(c) {
 					continue
@@ -188,7 +180,7 @@ func TestDotGeneralFusedSliced(t *testing.T) {
 			}
 			v := randomValues(r, l, product(c.wDims))
 			x := tensors.FromFlatDataAndDimensions(smallInts(r, product(c.xDims)), c.xDims...)
-			ref := tensors.FromFlatDataAndDimensions(toF32(v), c.wDims...)
+			ref := tensors.FromFlatDataAndDimensions(testutil.Converted[float32](v), c.wDims...)
 			t.Run(fmt.Sprintf("%s/%s", l, c.name), func(t *testing.T) {
 				w := withStrategy(packed(t, l, v, c.wDims, &onebit.Options{DType: dtypes.Int8}), lowering.SlicedSum)
 				implicitarray.ResetStats()
@@ -332,7 +324,7 @@ func TestHandlersAgainstDense(t *testing.T) {
 	for _, l := range []onebit.Packing{onebit.TwoBit, onebit.OneBit} {
 		dims := []int{16, 2, 8}
 		v := randomValues(r, l, product(dims))
-		ref := tensors.FromFlatDataAndDimensions(toF32(v), dims...)
+		ref := tensors.FromFlatDataAndDimensions(testutil.Converted[float32](v), dims...)
 		for _, scaled := range []bool{false, true} {
 			for _, c := range cases {
 				t.Run(fmt.Sprintf("%s/scaled=%v/%s", l, scaled, c.name), func(t *testing.T) {
@@ -475,7 +467,7 @@ func TestSharding(t *testing.T) {
 // (sharding.ScaleSpec).
 func TestComponentSpecs(t *testing.T) {
 	m := sharding.MustNewMesh([]string{"model", "data"}, []int{4, 2})
-	x := tensors.FromFlatDataAndDimensions(toF32(randomValues(rand.New(rand.NewSource(3)), onebit.TwoBit, 32*8)), 32, 8)
+	x := tensors.FromFlatDataAndDimensions(testutil.Converted[float32](randomValues(rand.New(rand.NewSource(3)), onebit.TwoBit, 32*8)), 32, 8)
 	type sharder interface {
 		ComponentSpecs(*sharding.Mesh, sharding.PartitionSpec) ([]sharding.PartitionSpec, error)
 	}
