@@ -15,7 +15,7 @@ func init() {
 	lowering.RegisterDotGeneral[*Array]("int8")
 	implicitarray.RegisterOps("int8", implicitarray.TypeOf[*Array](), map[implicitarray.Op]implicitarray.Handler{
 		implicitarray.OpTranspose: transposeHandler, implicitarray.OpBroadcastInDim: broadcastInDimHandler,
-		implicitarray.OpReshape: reshapeHandler, implicitarray.OpConvertDType: convertDTypeHandler})
+		implicitarray.OpReshape: reshapeHandler, implicitarray.OpConvertDType: qarray.ConvertFloatDType[*Array]})
 	implicitarray.Register(implicitarray.Rule{Op: implicitarray.OpGather,
 		Operands: []implicitarray.Match{implicitarray.TypeOf[*Array](), implicitarray.Dense}, Handler: gatherHandler, Name: "int8.gather"})
 }
@@ -98,15 +98,4 @@ func reshapeHandler(c *implicitarray.Call) implicitarray.Value {
 	b := quantizeNodeAs(c.MaterializeAndApply(), a.DType()).WithStrategy(a.Strategy())
 	return &Array{Base: qarray.WithPlacement(b.Base, qarray.Placement(&a.Base).Reshaped(a.Shape().Dimensions, b.Shape().Dimensions)),
 		axes: b.axes}
-}
-
-// convertDTypeHandler is lazy for a float target: a new Array that materializes as the new dtype
-// (the operand is not modified). Other targets materialize.
-func convertDTypeHandler(c *implicitarray.Call) implicitarray.Value {
-	a := c.Operands[0].(*Array)
-	dtype := c.Params.(*implicitarray.ConvertDTypeParams).DType
-	if !dtype.IsFloat() || dtype.IsComplex() {
-		return c.MaterializeAndApply()
-	}
-	return a.WithDType(dtype)
 }

@@ -82,10 +82,7 @@ func transpose(c *implicitarray.Call) implicitarray.Value {
 	if perm[0] != 0 {
 		return repack(c, w, scale, placement)
 	}
-	dims := make([]int, len(perm))
-	for i, a := range perm {
-		dims[i] = w.Shape().Dimensions[a]
-	}
+	dims := qarray.TransposedDims(w.Shape().Dimensions, perm)
 	return moved(c, w, graph.TransposeAllAxes(w.Packed().Node(), perm...), dims, scale, placement)
 }
 
