@@ -6,7 +6,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	ia "github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/qarray"
-	"github.com/quanta-ml/quanta/lowering"
 )
 
 // The handlers of the ops that keep a GGML array in its blocks: those that move whole rows of
@@ -15,13 +14,10 @@ import (
 // the file's values); every other op reaches implicitarray's generic fallback, which materializes
 // (warning once per op: FallbackWarn).
 func init() {
-	lowering.RegisterDotGeneral[*Array]("ggml")
-	t := ia.TypeOf[*Array]()
-	ia.RegisterOps("ggml", t, map[ia.Op]ia.Handler{ia.OpReshape: reshape, ia.OpTranspose: transpose,
-		ia.OpBroadcastInDim: broadcastInDim, ia.OpConvertDType: qarray.ConvertFloatDType[*Array]})
-	ia.Register(ia.Rule{Op: ia.OpConcatenate, Operands: []ia.Match{t, ia.Anything}, Variadic: true,
-		Handler: concatenate, Name: "ggml.concatenate"})
-	ia.Register(ia.Rule{Op: ia.OpGather, Operands: []ia.Match{t, ia.Dense}, Handler: gather, Name: "ggml.gather"})
+	qarray.Register[*Array]("ggml", qarray.Handlers{
+		Ops: map[ia.Op]ia.Handler{ia.OpReshape: reshape, ia.OpTranspose: transpose,
+			ia.OpBroadcastInDim: broadcastInDim, ia.OpConvertDType: qarray.ConvertFloatDType[*Array]},
+		Concatenate: concatenate, Gather: gather})
 }
 
 // gather keeps the blocks when the indices pick whole rows (they index leading axes, never the
@@ -30,13 +26,10 @@ func init() {
 // materializes.
 func gather(c *ia.Call) ia.Value {
 	a := c.Operands[0].(*Array)
-	indices := c.Operands[1].(*graph.Node)
-	if a.IsSharded() || indices.Rank() < 1 || indices.Shape().Dim(-1) >= a.Shape().Rank() {
+	indices, sorted, dims, rows := qarray.RowGather(c)
+	if a.IsSharded() || !rows {
 		return c.Next()
 	}
-	sorted := c.Params.(*ia.GatherParams).IndicesAreSorted
-	k := indices.Shape().Dim(-1)
-	dims := append(slices.Clone(indices.Shape().Dimensions[:indices.Rank()-1]), a.Shape().Dimensions[k:]...)
 	return a.withBlocks(graph.Gather(a.Blocks().Node(), indices, sorted), dims, qarray.Placement(&a.Base))
 }
 

@@ -6,19 +6,15 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	ia "github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/qarray"
-	"github.com/quanta-ml/quanta/lowering"
 )
 
 // The handlers of the ops that keep an NF4 array quantized; every other op reaches implicitarray's
 // generic fallback, which materializes (warning once per op: FallbackWarn).
 func init() {
-	lowering.RegisterDotGeneral[*Array]("nf4")
-	nf4 := ia.TypeOf[*Array]()
-	ia.RegisterOps("nf4", nf4, map[ia.Op]ia.Handler{ia.OpReshape: reshape, ia.OpTranspose: transpose,
-		ia.OpBroadcastInDim: broadcastInDim, ia.OpConvertDType: qarray.ConvertFloatDType[*Array]})
-	ia.Register(ia.Rule{Op: ia.OpConcatenate, Operands: []ia.Match{nf4, ia.Anything}, Variadic: true,
-		Handler: concatenate, Name: "nf4.concatenate"})
-	ia.Register(ia.Rule{Op: ia.OpGather, Operands: []ia.Match{nf4, ia.Dense}, Handler: gather, Name: "nf4.gather"})
+	qarray.Register[*Array]("nf4", qarray.Handlers{
+		Ops: map[ia.Op]ia.Handler{ia.OpReshape: reshape, ia.OpTranspose: transpose,
+			ia.OpBroadcastInDim: broadcastInDim, ia.OpConvertDType: qarray.ConvertFloatDType[*Array]},
+		Concatenate: concatenate, Gather: gather})
 }
 
 // gather keeps the array quantized when the indices pick whole rows (they index leading axes,
@@ -27,14 +23,10 @@ func init() {
 // run across rows, or a sharded array) the fallback materializes.
 func gather(c *ia.Call) ia.Value {
 	a := c.Operands[0].(*Array)
-	indices := c.Operands[1].(*graph.Node)
-	rank := a.Shape().Rank()
-	if a.flat || a.doubleQuant || a.IsSharded() || indices.Rank() < 1 || indices.Shape().Dim(-1) >= rank {
+	indices, sorted, dims, rows := qarray.RowGather(c)
+	if a.flat || a.doubleQuant || a.IsSharded() || !rows {
 		return c.Next()
 	}
-	sorted := c.Params.(*ia.GatherParams).IndicesAreSorted
-	k := indices.Shape().Dim(-1)
-	dims := append(slices.Clone(indices.Shape().Dimensions[:indices.Rank()-1]), a.Shape().Dimensions[k:]...)
 	return a.withNodes(graph.Gather(a.Packed().Node(), indices, sorted), graph.Gather(a.Absmax().Node(), indices, sorted), dims)
 }
 

@@ -17,10 +17,9 @@ func init() {
 }
 
 func registerHandlers[T packedArray](name string) {
-	lowering.RegisterDotGeneral[T](name)
-	implicitarray.RegisterOps(name, implicitarray.TypeOf[T](), map[implicitarray.Op]implicitarray.Handler{
+	qarray.Register[T](name, qarray.Handlers{Ops: map[implicitarray.Op]implicitarray.Handler{
 		implicitarray.OpTranspose: transpose, implicitarray.OpReshape: reshape,
-		implicitarray.OpBroadcastInDim: broadcastInDim, implicitarray.OpConvertDType: convertDType})
+		implicitarray.OpBroadcastInDim: broadcastInDim, implicitarray.OpConvertDType: convertDType}})
 }
 
 // convertDType is lazy: a new array with the new materialization dtype, same bytes; a dtype the
