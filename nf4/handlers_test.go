@@ -130,30 +130,7 @@ func TestRequantizingHandlers(t *testing.T) {
 // TestConvertDTypeIsLazy: convert_element_type returns a new NF4 array materializing in the new
 // dtype, and leaves the operand unchanged (eformer mutates it in place).
 func TestConvertDTypeIsLazy(t *testing.T) {
-	backend := testutil.Backend(t)
-	w := nf4.MustQuantize(testutil.RandomTensor(6, 8, 64), 64)
-	implicitarray.ResetStats()
-	e := implicitarray.MustNewExec(backend, func(w *nf4.Array) (implicitarray.Value, *nf4.Array) {
-		return implicitarray.ConvertDType(w, dtypes.BFloat16), w
-	})
-	defer e.Finalize()
-	out := e.MustCall(w)
-	conv, ok := out[0].(*nf4.Array)
-	if !ok || conv.DType() != dtypes.BFloat16 {
-		t.Fatalf("result %T, want *nf4.Array of bfloat16", out[0])
-	}
-	if w.DType() != dtypes.Float32 || out[1].(*nf4.Array).DType() != dtypes.Float32 {
-		t.Errorf("operand changed to %s", w.DType())
-	}
-	if st := implicitarray.CurrentStats(); st.Materializations["*nf4.Array"] != 0 {
-		t.Errorf("convert materialized: %+v", st)
-	}
-	want := testutil.Float32s(t, graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
-		return graph.ConvertDType(x, dtypes.BFloat16)
-	}, testutil.Materialize(t, w)))
-	if got := testutil.Float32s(t, testutil.Materialize(t, conv)); !slices.Equal(got, want) {
-		t.Errorf("bfloat16 materialization differs from converting the float32 one")
-	}
+	testutil.LazyConvertDType(t, nf4.MustQuantize(testutil.RandomTensor(6, 8, 64), 64))
 }
 
 // TestFallbackOps: element-wise ops, gathers of single elements and reductions have no NF4 handler: the generic

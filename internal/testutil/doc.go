@@ -5,5 +5,6 @@
 // GOMLX_BACKEND=go). Slow marks tests that only `make test-all` (QUANTA_TEST_ALL=1) runs.
 // RandomTensor, RandomValues, NormalTensor and Normals build inputs, Converted converts slices;
 // BroadcastIndex indexes keepdims scales; Materialize decodes an implicit array; Float64s,
-// Float32s, Close, SameBits, MaxAbsDiff and WantError check results.
+// Float32s, Close, SameBits, MaxAbsDiff and WantError check results; LazyConvertDType checks a
+// format's convert_element_type.
 package testutil

@@ -5,10 +5,13 @@ import (
 	"math/rand/v2"
 	"os"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/hostdata"
@@ -96,6 +99,40 @@ func Materialize(t testing.TB, a implicitarray.Array) *tensors.Tensor {
 		t.Fatalf("testutil.Materialize: %+v", err)
 	}
 	return dense
+}
+
+// LazyConvertDType checks that convert_element_type of a host-side array w, materializing in
+// float32, to bfloat16 is lazy: without a materialization it gives an array of w's type that
+// materializes in bfloat16 to the bfloat16 rounding of w's values, and leaves w in float32. It
+// returns that array, for the format's own checks.
+func LazyConvertDType[A interface {
+	implicitarray.Array
+	DType() dtypes.DType
+}](t *testing.T, w A) A {
+	t.Helper()
+	implicitarray.ResetStats()
+	e := implicitarray.MustNewExec(Backend(t), func(w A) (implicitarray.Value, A) {
+		return implicitarray.ConvertDType(w, dtypes.BFloat16), w
+	})
+	defer e.Finalize()
+	out := e.MustCall(w)
+	conv, ok := out[0].(A)
+	if !ok || conv.DType() != dtypes.BFloat16 {
+		t.Fatalf("result %T, want %T of bfloat16", out[0], w)
+	}
+	if w.DType() != dtypes.Float32 || out[1].(A).DType() != dtypes.Float32 {
+		t.Errorf("operand changed to %s", w.DType())
+	}
+	if st := implicitarray.CurrentStats(); st.Materializations[implicitarray.TypeName(w)] != 0 {
+		t.Errorf("convert materialized: %+v", st)
+	}
+	want := Float32s(t, graph.MustExecOnce(Backend(t), func(x *graph.Node) *graph.Node {
+		return graph.ConvertDType(x, dtypes.BFloat16)
+	}, Materialize(t, w)))
+	if got := Float32s(t, Materialize(t, conv)); !slices.Equal(got, want) {
+		t.Errorf("bfloat16 materialization differs from converting the float32 one")
+	}
+	return conv
 }
 
 // Float64s returns the values of a tensor of any numeric or boolean dtype as float64, failing the
