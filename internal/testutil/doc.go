@@ -6,5 +6,5 @@
 // RandomTensor, RandomValues, NormalTensor and Normals build inputs, Converted converts slices;
 // BroadcastIndex indexes keepdims scales; Materialize decodes an implicit array; Float64s,
 // Float32s, Close, SameBits, MaxAbsDiff and WantError check results; LazyConvertDType checks a
-// format's convert_element_type.
+// format's convert_element_type, TableProducts an embedding table's lookup and tied head.
 package testutil

@@ -135,6 +135,35 @@ func LazyConvertDType[A interface {
 	return conv
 }
 
+// TableProducts checks the two products of an embedding table of width dim whose dequantized
+// values are table: lookup, the rows ids, must be those rows of table bit for bit; head, the tied
+// head's x·tableᵀ for rows x of width dim, must be within 1e-4 of that product in float64.
+func TableProducts(t testing.TB, table []float32, dim int, ids []int32, lookup []float32, x, head []float64) {
+	t.Helper()
+	rows, n := len(table)/dim, len(x)/dim
+	if len(lookup) != len(ids)*dim || len(head) != n*rows {
+		t.Fatalf("%d looked-up values and %d head values; want %d and %d", len(lookup), len(head), len(ids)*dim, n*rows)
+		return
+	}
+	for i, id := range ids {
+		if !slices.Equal(lookup[i*dim:(i+1)*dim], table[int(id)*dim:(int(id)+1)*dim]) {
+			t.Errorf("row %d differs from the dequantized table's", id)
+		}
+	}
+	for r := range n {
+		for v := range rows {
+			ref := 0.0
+			for k := range dim {
+				ref += x[r*dim+k] * float64(table[v*dim+k])
+			}
+			if d := head[r*rows+v] - ref; d > 1e-4 || d < -1e-4 {
+				t.Fatalf("head[%d, %d] = %g; x·tableᵀ of the dequantized table %g", r, v, head[r*rows+v], ref)
+				return
+			}
+		}
+	}
+}
+
 // Float64s returns the values of a tensor of any numeric or boolean dtype as float64, failing the
 // test for another dtype.
 func Float64s(t testing.TB, x *tensors.Tensor) []float64 {

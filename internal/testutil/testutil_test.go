@@ -103,3 +103,22 @@ func TestConverted(t *testing.T) {
 		t.Errorf("Converted[float64](float32) = %v, want %v", got, want)
 	}
 }
+
+func TestTableProducts(t *testing.T) {
+	// table [[1, 2], [3, 4]]: row 1 is [3, 4]; x = [1, 1] gives x·tableᵀ = [3, 7].
+	table := []float32{1, 2, 3, 4}
+	for _, tc := range []struct {
+		head    []float64
+		failure string
+	}{
+		{[]float64{3, 7}, ""},
+		{[]float64{3, 7.5}, "head[0, 1] = 7.5; x·tableᵀ of the dequantized table 7"},
+		{[]float64{3}, "2 looked-up values and 1 head values; want 2 and 2"},
+	} {
+		r := &recorder{TB: t}
+		TableProducts(r, table, 2, []int32{1}, []float32{3, 4}, []float64{1, 1}, tc.head)
+		if r.failure != tc.failure {
+			t.Errorf("head %v: failure %q, want %q", tc.head, r.failure, tc.failure)
+		}
+	}
+}
