@@ -253,15 +253,7 @@ func denseProduct(t *testing.T, w lowering.Quantized, x *tensors.Tensor, c produ
 // runProduct builds lowering.DotGeneral in a graph and runs it, returning a panic as an error.
 func runProduct(t *testing.T, w lowering.Quantized, x *tensors.Tensor, c productCase) (got []float64, err error) {
 	t.Helper()
-	defer func() {
-		if r := recover(); r != nil {
-			e, ok := r.(error)
-			if !ok {
-				e = fmt.Errorf("%v", r)
-			}
-			err = e
-		}
-	}()
+	defer testutil.RecoverError(&err)
 	e := implicitarray.MustNewExec(testutil.Backend(t), func(x *graph.Node, w implicitarray.Array) *graph.Node {
 		return graph.ConvertDType(lowering.DotGeneral(x, w.(lowering.Quantized), c.axes), dtypes.Float64)
 	})

@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -161,6 +162,19 @@ func TableProducts(t testing.TB, table []float32, dim int, ids []int32, lookup [
 				return
 			}
 		}
+	}
+}
+
+// RecoverError, deferred by a function with a named error result (defer
+// testutil.RecoverError(&err)), turns a panic into that error: the panic's value if it is an
+// error, otherwise an error with its text.
+func RecoverError(err *error) {
+	if r := recover(); r != nil {
+		e, ok := r.(error)
+		if !ok {
+			e = fmt.Errorf("%v", r)
+		}
+		*err = e
 	}
 }
 

@@ -122,3 +122,23 @@ func TestTableProducts(t *testing.T) {
 		}
 	}
 }
+
+func TestRecoverError(t *testing.T) {
+	sentinel := errors.New("bad shape")
+	run := func(v any) (err error) {
+		defer RecoverError(&err)
+		if v != nil {
+			panic(v)
+		}
+		return nil
+	}
+	if err := run(nil); err != nil {
+		t.Errorf("no panic: %v", err)
+	}
+	if err := run(sentinel); err != sentinel {
+		t.Errorf("panic with an error: %v, want that error", err)
+	}
+	if err := run("bad axis"); err == nil || err.Error() != "bad axis" {
+		t.Errorf("panic with a string: %v, want its text", err)
+	}
+}
