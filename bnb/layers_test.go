@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -238,13 +239,7 @@ func reopen(t *testing.T, list []safetensors.Tensor) *safetensors.File {
 
 func drop(name string) func([]safetensors.Tensor) []safetensors.Tensor {
 	return func(list []safetensors.Tensor) []safetensors.Tensor {
-		var out []safetensors.Tensor
-		for _, x := range list {
-			if x.Name != name {
-				out = append(out, x)
-			}
-		}
-		return out
+		return slices.DeleteFunc(slices.Clone(list), func(x safetensors.Tensor) bool { return x.Name == name })
 	}
 }
 
