@@ -2,7 +2,6 @@ package models
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -56,7 +55,7 @@ func (q *Quantizer) KeepKernel(scope string, w implicitarray.Array) ([]Variable,
 	if err != nil {
 		return nil, errors.WithMessagef(err, "models.Quantizer.KeepKernel(%q)", scope)
 	}
-	q.record(scope, &quantizedKernel{layout: qlayers.OutIn, template: w, stored: entry.Format}, entry)
+	q.record(q.kernels, scope, &quantizedKernel{layout: qlayers.OutIn, template: w, stored: entry.Format}, entry)
 	return vars, nil
 }
 
@@ -71,12 +70,11 @@ func (q *Quantizer) KeepTable(scope string, table implicitarray.Array) ([]Variab
 		return nil, err
 	}
 	entry := qlayers.ReportEntry{Scope: scope, Shape: shape, FloatBytes: int64(shape.Memory())}
-	name := func(i int) string { return qlayers.TableComponentPrefix + strconv.Itoa(i) }
-	vars, err := keptVariables(scope, table, name, &entry)
+	vars, err := keptVariables(scope, table, tableComponentName, &entry)
 	if err != nil {
 		return nil, errors.WithMessagef(err, "models.Quantizer.KeepTable(%q)", scope)
 	}
-	q.recordTable(scope, &quantizedKernel{layout: qlayers.OutIn, template: table, stored: entry.Format}, entry)
+	q.record(q.tables, scope, &quantizedKernel{layout: qlayers.OutIn, template: table, stored: entry.Format}, entry)
 	return vars, nil
 }
 
