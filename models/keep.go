@@ -97,6 +97,17 @@ func (q *Quantizer) checkKept(op, scope string, a implicitarray.Array) (shapes.S
 // keptVariables returns a's components as variables of scope named by name, and fills the
 // entry's stored format and bytes.
 func keptVariables(scope string, a implicitarray.Array, name func(int) string, entry *qlayers.ReportEntry) ([]Variable, error) {
+	vars, err := componentVariables(scope, a, name, entry)
+	if err != nil {
+		return nil, err
+	}
+	entry.Quantized, entry.Format = true, StoredFormat(a)
+	return vars, nil
+}
+
+// componentVariables returns the components of the host-side array a as the variables name(0),
+// name(1), ... at scope, adding their bytes to entry.QuantizedBytes.
+func componentVariables(scope string, a implicitarray.Array, name func(int) string, entry *qlayers.ReportEntry) ([]Variable, error) {
 	var vars []Variable
 	for i, c := range a.Components() {
 		if !c.IsTensor() {
@@ -105,7 +116,6 @@ func keptVariables(scope string, a implicitarray.Array, name func(int) string, e
 		vars = append(vars, Variable{Scope: scope, Name: name(i), Value: c.Tensor()})
 		entry.QuantizedBytes += int64(c.Shape().Memory())
 	}
-	entry.Quantized, entry.Format = true, StoredFormat(a)
 	return vars, nil
 }
 

@@ -254,14 +254,9 @@ func (q *Quantizer) Kernel(scope string, kernel *tensors.Tensor) ([]Variable, er
 	if err != nil {
 		return nil, errors.WithMessagef(err, "models.Quantizer.Kernel(%q, layout %s)", scope, rule.Layout)
 	}
-	var vars []Variable
-	for i, c := range a.Components() {
-		if !c.IsTensor() {
-			return nil, errors.Errorf("models.Quantizer.Kernel(%q): the %s format has a nested component %s; accepted: formats whose components are tensors",
-				scope, rule.Config.Type, c)
-		}
-		vars = append(vars, Variable{Scope: entry.Scope, Name: componentName(i), Value: c.Tensor()})
-		entry.QuantizedBytes += int64(c.Shape().Memory())
+	vars, err := componentVariables(entry.Scope, a, componentName, &entry)
+	if err != nil {
+		return nil, errors.WithMessagef(err, "models.Quantizer.Kernel(%q), format %s", scope, rule.Config.Type)
 	}
 	entry.Quantized, entry.Config = true, rule.Config
 	q.record(q.kernels, scope, &quantizedKernel{cfg: rule.Config, layout: rule.Layout, template: a}, entry)
@@ -359,10 +354,9 @@ func (q *Quantizer) QuantizeTable(scope string, table *tensors.Tensor) ([]Variab
 	if err != nil {
 		return nil, errors.WithMessagef(err, "models.Quantizer.QuantizeTable(%q)", scope)
 	}
-	var vars []Variable
-	for i, c := range a.Components() {
-		vars = append(vars, Variable{Scope: scope, Name: tableComponentName(i), Value: c.Tensor()})
-		entry.QuantizedBytes += int64(c.Shape().Memory())
+	vars, err := componentVariables(scope, a, tableComponentName, &entry)
+	if err != nil {
+		return nil, errors.WithMessagef(err, "models.Quantizer.QuantizeTable(%q), format %s", scope, rule.Config.Type)
 	}
 	entry.Quantized, entry.Config = true, rule.Config
 	q.record(q.tables, scope, &quantizedKernel{cfg: rule.Config, layout: qlayers.OutIn, template: a}, entry)
