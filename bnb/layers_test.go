@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -144,10 +145,7 @@ func layerFiles(t *testing.T, kind string, check func(t *testing.T, c layerCase,
 func checkRead(t *testing.T, c layerCase, weight implicitarray.Array, bias *tensors.Tensor,
 	tensorsOf func(prefix string) ([]safetensors.Tensor, error), data []byte, dequantized func(got, want []float64)) {
 	t.Helper()
-	dense, err := implicitarray.MaterializeOnHost(testutil.Backend(t), weight)
-	if err != nil {
-		t.Fatalf("%+v", err)
-	}
+	dense := testutil.Materialize(t, weight)
 	dequantized(testutil.Float64s(t, dense), readFloats(t, c.DequantizedWeight))
 	x := readTensor(t, c.X, []int{4, c.InFeatures})
 	testutil.Close(t, "y", forward(t, x, weight, bias), readFloats(t, c.Y), testutil.Mixed(1e-5))
@@ -241,13 +239,7 @@ func reopen(t *testing.T, list []safetensors.Tensor) *safetensors.File {
 
 func drop(name string) func([]safetensors.Tensor) []safetensors.Tensor {
 	return func(list []safetensors.Tensor) []safetensors.Tensor {
-		var out []safetensors.Tensor
-		for _, x := range list {
-			if x.Name != name {
-				out = append(out, x)
-			}
-		}
-		return out
+		return slices.DeleteFunc(slices.Clone(list), func(x safetensors.Tensor) bool { return x.Name == name })
 	}
 }
 

@@ -48,16 +48,16 @@ func TestQuantize4bitMatchesBitsandbytes(t *testing.T) {
 			}
 			if !c.CompressStatistics {
 				absmax := tensors.MustCopyFlatData[float32](a.Absmax().Tensor())
-				equalFloats(t, "absmax", float32s(absmax), readFloats(t, c.Outputs["absmax"]))
+				equalFloats(t, "absmax", testutil.Converted[float64](absmax), readFloats(t, c.Outputs["absmax"]))
 			} else {
 				if got, want := componentBytes(t, a.Absmax()), readBytes(t, c.Outputs["absmax"]); !bytes.Equal(got, want) {
 					t.Errorf("absmax codes differ from bitsandbytes'")
 				}
 				nested := tensors.MustCopyFlatData[float32](a.NestedAbsmax().Tensor())
-				equalFloats(t, "nested absmax", float32s(nested), readFloats(t, c.Outputs["nested_absmax"]))
+				equalFloats(t, "nested absmax", testutil.Converted[float64](nested), readFloats(t, c.Outputs["nested_absmax"]))
 				offset := tensors.MustCopyFlatData[float32](a.Offset().Tensor())
-				equalFloats(t, "offset", float32s(offset), readFloats(t, c.Outputs["offset"]))
-				equalFloats(t, "nested quant map", float32s(mapSlice(nf4.DynamicMap())), readFloats(t, c.Outputs["nested_quant_map"]))
+				equalFloats(t, "offset", testutil.Converted[float64](offset), readFloats(t, c.Outputs["offset"]))
+				equalFloats(t, "nested quant map", testutil.Converted[float64](mapSlice(nf4.DynamicMap())), readFloats(t, c.Outputs["nested_quant_map"]))
 				decoded := graph.MustExecOnce(backend, func(codes, nested, offset *graph.Node) *graph.Node {
 					return lowering.NestedScales{Codes: codes, Absmax: nested, Offset: offset, Map: nf4.DynamicMap(),
 						BlockSize: nf4.NestedBlockSize}.Decode()
@@ -68,16 +68,10 @@ func TestQuantize4bitMatchesBitsandbytes(t *testing.T) {
 			if runtime.IsGo(backend) && c.DType != "float32" {
 				// The pure-Go backend truncates float32 to bfloat16 and has no float16 conversion:
 				// materialize in float32 and round to the dtype on the host (to nearest even, as torch).
-				dense, err := implicitarray.MaterializeOnHost(backend, a.WithDType(dtypes.Float32))
-				if err != nil {
-					t.Fatalf("%+v", err)
-				}
+				dense := testutil.Materialize(t, a.WithDType(dtypes.Float32))
 				got = roundTo(t, testutil.Float64s(t, dense), c.DType)
 			} else {
-				dense, err := implicitarray.MaterializeOnHost(backend, a)
-				if err != nil {
-					t.Fatalf("%+v", err)
-				}
+				dense := testutil.Materialize(t, a)
 				if dense.DType() != dtypeOf(t, c.DType) {
 					t.Errorf("materialized dtype %s, want %s", dense.DType(), c.DType)
 				}
@@ -96,18 +90,10 @@ func TestQuantize4bitMatchesBitsandbytes(t *testing.T) {
 // TestNF4CodebookIsBitsandbytes: bitsandbytes' NF4 quant_map is nf4.Codebook.
 func TestNF4CodebookIsBitsandbytes(t *testing.T) {
 	cb := nf4.Codebook()
-	equalFloats(t, "quant_map", float32s(cb[:]), readFloats(t, loadIndex(t).NF4QuantMap))
+	equalFloats(t, "quant_map", testutil.Converted[float64](cb[:]), readFloats(t, loadIndex(t).NF4QuantMap))
 }
 
 func mapSlice(m [256]float32) []float32 { return m[:] }
-
-func float32s(v []float32) []float64 {
-	out := make([]float64, len(v))
-	for i, x := range v {
-		out[i] = float64(x)
-	}
-	return out
-}
 
 // equalFloats fails unless got and want hold the same values bit for bit (as float64 widenings).
 func equalFloats(t *testing.T, what string, got, want []float64) {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/bnb"
-	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/nf4"
@@ -33,7 +32,6 @@ func codebookWeight(out, in int) *tensors.Tensor {
 // bitsandbytes, whose largest block size it is) quantizes as one short block, writes the state
 // dict bitsandbytes would (1000 codes, one absmax, blocksize 4096), reads back and decodes.
 func TestOneShortBlock(t *testing.T) {
-	backend := testutil.Backend(t)
 	for _, dims := range [][]int{{10, 100}, {1, 100}, {3, 7}} {
 		for _, dq := range []bool{false, true} {
 			w := codebookWeight(dims[0], dims[1])
@@ -77,10 +75,7 @@ func TestOneShortBlock(t *testing.T) {
 			if dq {
 				continue // the double-quantized absmax is 2 within the dynamic map's rounding
 			}
-			got, err := implicitarray.MaterializeOnHost(backend, l.Weight)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := testutil.Materialize(t, l.Weight)
 			if !reflect.DeepEqual(tensors.MustCopyFlatData[float32](got), tensors.MustCopyFlatData[float32](w)) {
 				t.Errorf("%v: the decoded weight differs from 2·codebook[i mod 16]", dims)
 			}

@@ -97,30 +97,6 @@ func (a *Array) Layout() lowering.Layout {
 // counts it.
 func (a *Array) Materialize() implicitarray.Value { return a.Layout().Dequantize(a.DType()) }
 
-// WithStrategy returns a copy whose products use strategy s (see package lowering); it is part
-// of Metadata, so Exec compiles one graph per strategy. An explicit strategy that cannot serve a
-// product panics when the graph is built.
-func (a *Array) WithStrategy(s lowering.Strategy) *Array {
-	return a.with(qarray.WithStrategy(a.Base, s))
-}
-
-// WithDType returns a copy that materializes in dtype, a float dtype (the buffers are shared).
-func (a *Array) WithDType(dtype dtypes.DType) *Array {
-	return a.with(qarray.WithFloatDType(a.Base, dtype, a))
-}
-
-// WithSharding returns a copy carrying sharding s (the zero sharding.Sharding{} clears it), kept
-// by the shape handlers; sharded execution (package mesh) places the blocks by ComponentSpecs.
-func (a *Array) WithSharding(s sharding.Sharding) *Array {
-	return a.with(qarray.WithSharding(a.Base, s))
-}
-
-// WithMeshAndAxis returns a copy sharded over m with the spec sharding.SpecFrom builds from axis,
-// checked at once against the block layout (ComponentSpecs).
-func (a *Array) WithMeshAndAxis(m *sharding.Mesh, axis any) (*Array, error) {
-	return qarray.WithMeshAndAxis(&a.Base, m, axis, a.ComponentSpecs, a.WithSharding)
-}
-
 // ComponentSpecs returns the spec of [blocks] when the logical array is sharded by logical over m:
 // leading axes keep their spec, a sharded last axis shards the block axis, and the byte axis is
 // replicated. A block must not straddle two shards: with the last axis in n shards, (last axis /

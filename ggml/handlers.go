@@ -6,7 +6,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	ia "github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/qarray"
-	"github.com/quanta-ml/quanta/lowering"
 )
 
 // The handlers of the ops that keep a GGML array in its blocks: those that move whole rows of
@@ -15,13 +14,10 @@ import (
 // the file's values); every other op reaches implicitarray's generic fallback, which materializes
 // (warning once per op: FallbackWarn).
 func init() {
-	lowering.RegisterDotGeneral[*Array]("ggml")
-	t := ia.TypeOf[*Array]()
-	ia.RegisterOps("ggml", t, map[ia.Op]ia.Handler{ia.OpReshape: reshape, ia.OpTranspose: transpose,
-		ia.OpBroadcastInDim: broadcastInDim, ia.OpConvertDType: convertDType})
-	ia.Register(ia.Rule{Op: ia.OpConcatenate, Operands: []ia.Match{t, ia.Anything}, Variadic: true,
-		Handler: concatenate, Name: "ggml.concatenate"})
-	ia.Register(ia.Rule{Op: ia.OpGather, Operands: []ia.Match{t, ia.Dense}, Handler: gather, Name: "ggml.gather"})
+	qarray.Register[*Array]("ggml", qarray.Handlers{
+		Ops: map[ia.Op]ia.Handler{ia.OpReshape: reshape, ia.OpTranspose: transpose,
+			ia.OpBroadcastInDim: broadcastInDim, ia.OpConvertDType: qarray.ConvertFloatDType[*Array]},
+		Concatenate: concatenate, Gather: gather})
 }
 
 // gather keeps the blocks when the indices pick whole rows (they index leading axes, never the
@@ -30,13 +26,10 @@ func init() {
 // materializes.
 func gather(c *ia.Call) ia.Value {
 	a := c.Operands[0].(*Array)
-	indices := c.Operands[1].(*graph.Node)
-	if a.IsSharded() || indices.Rank() < 1 || indices.Shape().Dim(-1) >= a.Shape().Rank() {
+	indices, sorted, dims, rows := qarray.RowGather(c)
+	if a.IsSharded() || !rows {
 		return c.Next()
 	}
-	sorted := c.Params.(*ia.GatherParams).IndicesAreSorted
-	k := indices.Shape().Dim(-1)
-	dims := append(slices.Clone(indices.Shape().Dimensions[:indices.Rank()-1]), a.Shape().Dimensions[k:]...)
 	return a.withBlocks(graph.Gather(a.Blocks().Node(), indices, sorted), dims, qarray.Placement(&a.Base))
 }
 
@@ -60,12 +53,8 @@ func transpose(c *ia.Call) ia.Value {
 	if perm[r-1] != r-1 {
 		return c.MaterializeAndApply()
 	}
-	dims := make([]int, r)
-	for i, p := range perm {
-		dims[i] = a.Shape().Dim(p)
-	}
 	blocks := graph.TransposeAllAxes(a.Blocks().Node(), append(slices.Clone(perm), r)...)
-	return a.withBlocks(blocks, dims, qarray.Placement(&a.Base).Transposed(perm))
+	return a.withBlocks(blocks, qarray.TransposedDims(a.Shape().Dimensions, perm), qarray.Placement(&a.Base).Transposed(perm))
 }
 
 // broadcastInDim keeps the blocks when the last axis maps, unbroadcast, to the last output axis
@@ -79,30 +68,8 @@ func broadcastInDim(c *ia.Call) ia.Value {
 	}
 	dims := append(slices.Clone(p.Dimensions[:outRank-1]), a.NumBlocks(), a.typ.BlockBytes())
 	axes := append(slices.Clone(p.BroadcastAxes[:r-1]), outRank-1, outRank)
-	var expanded []int
-	for i := range dims {
-		if !slices.Contains(axes, i) {
-			expanded = append(expanded, i)
-		}
-	}
-	var blocks *graph.Node
-	if len(expanded) == 0 {
-		blocks = graph.BroadcastToDims(a.Blocks().Node(), dims...)
-	} else {
-		blocks = graph.ExpandAndBroadcast(a.Blocks().Node(), dims, expanded)
-	}
+	blocks := qarray.BroadcastComponent(a.Blocks().Node(), dims, axes)
 	return a.withBlocks(blocks, p.Dimensions, qarray.Placement(&a.Base).Broadcasted(p.BroadcastAxes, outRank))
-}
-
-// convertDType is lazy for float targets: a new array that materializes in the new dtype (the
-// operand is not modified). Other targets materialize.
-func convertDType(c *ia.Call) ia.Value {
-	a := c.Operands[0].(*Array)
-	dt := c.Params.(*ia.ConvertDTypeParams).DType
-	if dt.IsFloat() && !dt.IsComplex() {
-		return a.WithDType(dt)
-	}
-	return c.MaterializeAndApply()
 }
 
 // concatenate keeps the blocks when every operand is a GGML array of the same type and dtype and
@@ -118,10 +85,5 @@ func concatenate(c *ia.Call) ia.Value {
 		}
 		blocks[i] = b.Blocks().Node()
 	}
-	dims := slices.Clone(first.Shape().Dimensions)
-	dims[axis] = 0
-	for _, v := range c.Operands {
-		dims[axis] += v.Shape().Dim(axis)
-	}
-	return first.withBlocks(graph.Concatenate(blocks, axis), dims, qarray.Placement(&first.Base).Concatenated(axis))
+	return first.withBlocks(graph.Concatenate(blocks, axis), qarray.ConcatenatedDims(c.Operands, axis), qarray.Placement(&first.Base).Concatenated(axis))
 }

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/ggml"
@@ -13,16 +12,6 @@ import (
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/sharding"
 )
-
-// denseOf materializes a host-side array to a tensor.
-func denseOf(t *testing.T, a *ggml.Array) *tensors.Tensor {
-	t.Helper()
-	d, err := implicitarray.MaterializeOnHost(testutil.Backend(t), a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
 
 // TestHandlersKeepBlocks: reshape, transpose, broadcast and concatenate that move whole rows of
 // blocks keep the array in its type without decoding, equal bit for bit to the dense op on the
@@ -33,7 +22,7 @@ func TestHandlersKeepBlocks(t *testing.T) {
 	shard := sharding.Sharding{Spec: sharding.PartitionSpec{{"model"}}}
 	w := ggml.MustQuantize(testutil.RandomTensor(3, 3, 4, 64), gguf.TypeQ4_1).WithSharding(shard)
 	other := ggml.MustQuantize(testutil.RandomTensor(4, 2, 4, 64), gguf.TypeQ4_1)
-	dense := map[*ggml.Array]*tensors.Tensor{w: denseOf(t, w), other: denseOf(t, other)}
+	dense := map[*ggml.Array]*tensors.Tensor{w: testutil.Materialize(t, w), other: testutil.Materialize(t, other)}
 	for _, tc := range []struct {
 		name string
 		kept bool // the result is still a ggml.Array
@@ -86,7 +75,7 @@ func TestHandlersKeepBlocks(t *testing.T) {
 				if a.Type() != gguf.TypeQ4_1 {
 					t.Errorf("type %s, want Q4_1", a.Type())
 				}
-				got = denseOf(t, a)
+				got = testutil.Materialize(t, a)
 			} else {
 				if tc.kept {
 					t.Fatalf("result %T: want a ggml.Array", out)
@@ -149,29 +138,9 @@ func TestGatherRows(t *testing.T) {
 // TestConvertDTypeIsLazy: convert_element_type returns a new array materializing in the new
 // dtype, leaving the operand unchanged, without decoding.
 func TestConvertDTypeIsLazy(t *testing.T) {
-	backend := testutil.Backend(t)
-	w := ggml.MustQuantize(testutil.RandomTensor(6, 8, 256), gguf.TypeQ6_K)
-	implicitarray.ResetStats()
-	e := implicitarray.MustNewExec(backend, func(w *ggml.Array) (implicitarray.Value, *ggml.Array) {
-		return implicitarray.ConvertDType(w, dtypes.BFloat16), w
-	})
-	defer e.Finalize()
-	out := e.MustCall(w)
-	conv, ok := out[0].(*ggml.Array)
-	if !ok || conv.DType() != dtypes.BFloat16 || conv.Type() != gguf.TypeQ6_K {
-		t.Fatalf("result %v, want a Q6_K ggml.Array of bfloat16", out[0])
-	}
-	if w.DType() != dtypes.Float32 || out[1].(*ggml.Array).DType() != dtypes.Float32 {
-		t.Errorf("operand changed to %s", w.DType())
-	}
-	if st := implicitarray.CurrentStats(); st.Materializations["*ggml.Array"] != 0 {
-		t.Errorf("convert materialized: %+v", st)
-	}
-	want := testutil.Float32s(t, graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
-		return graph.ConvertDType(x, dtypes.BFloat16)
-	}, denseOf(t, w)))
-	if got := testutil.Float32s(t, denseOf(t, conv)); !slices.Equal(got, want) {
-		t.Errorf("bfloat16 materialization differs from converting the float32 one")
+	conv := testutil.LazyConvertDType(t, ggml.MustQuantize(testutil.RandomTensor(6, 8, 256), gguf.TypeQ6_K))
+	if conv.Type() != gguf.TypeQ6_K {
+		t.Errorf("converted array of type %s, want Q6_K", conv.Type())
 	}
 }
 

@@ -243,15 +243,7 @@ func TestDotGeneral(t *testing.T) {
 // run builds the product with the weight in a graph and runs it, returning a panic as an error.
 func run(t *testing.T, p product, x *tensors.Tensor, w *ggml.Array, actDType dtypes.DType) (got []float64, err error) {
 	t.Helper()
-	defer func() {
-		if r := recover(); r != nil {
-			e, ok := r.(error)
-			if !ok {
-				e = fmt.Errorf("%v", r)
-			}
-			err = e
-		}
-	}()
+	defer testutil.RecoverError(&err)
 	e := implicitarray.MustNewExec(testutil.Backend(t), func(x *graph.Node, w *ggml.Array) *graph.Node {
 		out := p.op(graph.ConvertDType(x, actDType), w).(*graph.Node)
 		if out.DType() != actDType {

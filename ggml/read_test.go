@@ -44,7 +44,7 @@ func TestRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.SameBits(t, "Materialize", materialize(t, a), want)
+	testutil.SameBits(t, "Materialize", testutil.Float32s(t, testutil.Materialize(t, a)), want)
 	for _, tc := range []struct {
 		name string
 		is   error
@@ -83,7 +83,7 @@ func TestReadRealFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			testutil.SameBits(t, a.String(), materialize(t, a), want)
+			testutil.SameBits(t, a.String(), testutil.Float32s(t, testutil.Materialize(t, a)), want)
 		})
 	}
 }
@@ -142,5 +142,5 @@ func TestNew(t *testing.T) {
 		}
 		return implicitarray.Materialize(a)
 	}, w.Blocks().Tensor())
-	testutil.SameBits(t, "New(...).Materialize", testutil.Float32s(t, got), materialize(t, w))
+	testutil.SameBits(t, "New(...).Materialize", testutil.Float32s(t, got), testutil.Float32s(t, testutil.Materialize(t, w)))
 }

@@ -7,21 +7,9 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/ggml"
 	"github.com/quanta-ml/quanta/gguf"
-	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/refdata"
 	"github.com/quanta-ml/quanta/internal/testutil"
 )
-
-// materialize returns the dense float32 values of a host-side array, decoded in a graph on the
-// test's backend.
-func materialize(t testing.TB, a *ggml.Array) []float32 {
-	t.Helper()
-	dense, err := implicitarray.MaterializeOnHost(testutil.Backend(t), a)
-	if err != nil {
-		t.Fatalf("MaterializeOnHost: %+v", err)
-	}
-	return testutil.Float32s(t, dense)
-}
 
 // blockBytes returns the bytes of a host-side array's blocks.
 func blockBytes(t testing.TB, a *ggml.Array) []byte {
@@ -66,12 +54,12 @@ func TestMatchesGGML(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			testutil.SameBits(t, "Materialize of the quantized rows", materialize(t, q), v.Deq)
+			testutil.SameBits(t, "Materialize of the quantized rows", testutil.Float32s(t, testutil.Materialize(t, q)), v.Deq)
 			raw, err := ggml.FromBytes(typ, []int{v.RawRows, v.RowLen}, v.Raw)
 			if err != nil {
 				t.Fatal(err)
 			}
-			testutil.SameBits(t, "Materialize of random blocks", materialize(t, raw), v.RawDeq)
+			testutil.SameBits(t, "Materialize of random blocks", testutil.Float32s(t, testutil.Materialize(t, raw)), v.RawDeq)
 			if typ != gguf.TypeQ4_K && typ != gguf.TypeQ8_0 {
 				return // the layout's rank and the dtype do not depend on the type: two types suffice
 			}
@@ -79,8 +67,8 @@ func TestMatchesGGML(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			testutil.SameBits(t, "Materialize of random blocks, rank 3", materialize(t, raw3), v.RawDeq)
-			wide := materialize(t, raw.WithDType(dtypes.Float64))
+			testutil.SameBits(t, "Materialize of random blocks, rank 3", testutil.Float32s(t, testutil.Materialize(t, raw3)), v.RawDeq)
+			wide := testutil.Float32s(t, testutil.Materialize(t, raw.WithDType(dtypes.Float64)))
 			testutil.SameBits(t, "Materialize as float64", wide, v.RawDeq)
 		})
 	}

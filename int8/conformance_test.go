@@ -10,7 +10,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/conformance"
-	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/runtime"
@@ -82,10 +81,7 @@ func TestConformance(t *testing.T) {
 			if goBackend && dtype == dtypes.Float16 {
 				return // the pure-Go backend has no float16
 			}
-			m, err := implicitarray.MaterializeOnHost(backend, a)
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := testutil.Materialize(t, a)
 			if m.DType() != wantM.DType() {
 				t.Fatalf("materialized %s, want %s", m.Shape(), wantM.Shape())
 			}

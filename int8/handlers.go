@@ -6,18 +6,16 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/qarray"
-	"github.com/quanta-ml/quanta/lowering"
 )
 
 // The handlers of the ops that keep an int8 array quantized; every other op reaches implicitarray's
 // generic fallback, which materializes (warning once per op: FallbackWarn).
 func init() {
-	lowering.RegisterDotGeneral[*Array]("int8")
-	implicitarray.RegisterOps("int8", implicitarray.TypeOf[*Array](), map[implicitarray.Op]implicitarray.Handler{
-		implicitarray.OpTranspose: transposeHandler, implicitarray.OpBroadcastInDim: broadcastInDimHandler,
-		implicitarray.OpReshape: reshapeHandler, implicitarray.OpConvertDType: convertDTypeHandler})
-	implicitarray.Register(implicitarray.Rule{Op: implicitarray.OpGather,
-		Operands: []implicitarray.Match{implicitarray.TypeOf[*Array](), implicitarray.Dense}, Handler: gatherHandler, Name: "int8.gather"})
+	qarray.Register[*Array]("int8", qarray.Handlers{
+		Ops: map[implicitarray.Op]implicitarray.Handler{
+			implicitarray.OpTranspose: transposeHandler, implicitarray.OpBroadcastInDim: broadcastInDimHandler,
+			implicitarray.OpReshape: reshapeHandler, implicitarray.OpConvertDType: qarray.ConvertFloatDType[*Array]},
+		Gather: gatherHandler})
 }
 
 // gatherHandler keeps the array quantized when the indices pick slices along leading axes that
@@ -27,8 +25,8 @@ func init() {
 // fallback materializes.
 func gatherHandler(c *implicitarray.Call) implicitarray.Value {
 	a := c.Operands[0].(*Array)
-	indices := c.Operands[1].(*graph.Node)
-	if a.IsSharded() || indices.Rank() < 1 || indices.Shape().Dim(-1) >= a.Shape().Rank() {
+	indices, sorted, _, rows := qarray.RowGather(c)
+	if a.IsSharded() || !rows {
 		return c.Next()
 	}
 	k := indices.Shape().Dim(-1)
@@ -37,7 +35,6 @@ func gatherHandler(c *implicitarray.Call) implicitarray.Value {
 			return c.Next()
 		}
 	}
-	sorted := c.Params.(*implicitarray.GatherParams).IndicesAreSorted
 	lead := indices.Rank() - 1
 	weight := graph.Gather(a.Weight().Node(), indices, sorted)
 	scale := graph.Gather(a.Scale().Node(), indices, sorted)
@@ -98,15 +95,4 @@ func reshapeHandler(c *implicitarray.Call) implicitarray.Value {
 	b := quantizeNodeAs(c.MaterializeAndApply(), a.DType()).WithStrategy(a.Strategy())
 	return &Array{Base: qarray.WithPlacement(b.Base, qarray.Placement(&a.Base).Reshaped(a.Shape().Dimensions, b.Shape().Dimensions)),
 		axes: b.axes}
-}
-
-// convertDTypeHandler is lazy for a float target: a new Array that materializes as the new dtype
-// (the operand is not modified). Other targets materialize.
-func convertDTypeHandler(c *implicitarray.Call) implicitarray.Value {
-	a := c.Operands[0].(*Array)
-	dtype := c.Params.(*implicitarray.ConvertDTypeParams).DType
-	if !dtype.IsFloat() || dtype.IsComplex() {
-		return c.MaterializeAndApply()
-	}
-	return a.WithDType(dtype)
 }

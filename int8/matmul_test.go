@@ -64,10 +64,7 @@ func TestDotGeneral(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				w := qint8.MustQuantize(testutil.NormalTensor(rng, p.w...), p.axes...)
 				x := testutil.NormalTensor(rng, p.x...)
-				wDense, err := implicitarray.MaterializeOnHost(backend, w)
-				if err != nil {
-					t.Fatal(err)
-				}
+				wDense := testutil.Materialize(t, w)
 				ref := implicitarray.MustNewExec(backend, func(x, w *graph.Node) *graph.Node {
 					return p.op(graph.ConvertDType(graph.ConvertDType(x, actDType), dtypes.Float32), w).(*graph.Node)
 				}).MustCall1(x, wDense).(*tensors.Tensor)

@@ -79,10 +79,7 @@ func TestShapeOps(t *testing.T) {
 			if s, ok := b.Sharding(); !ok || !s.Spec.Equal(wantSpec) {
 				t.Errorf("sharding %v (%v), want %v", s, ok, wantSpec)
 			}
-			got, err := implicitarray.MaterializeOnHost(backend, b)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := testutil.Materialize(t, b)
 			g, w := testutil.Float64s(t, got), testutil.Float64s(t, ref)
 			scale := testutil.Float64s(t, b.Scale().Tensor())
 			maxScale := 0.0

@@ -136,7 +136,6 @@ func TestQuantizeBadInput(t *testing.T) {
 // TestQuantizeFuzz checks random shapes, axes and values against the format's definition computed
 // in float64 (references, not the code under test), and the backend's Materialize.
 func TestQuantizeFuzz(t *testing.T) {
-	backend := testutil.Backend(t)
 	rng := rand.New(rand.NewSource(42))
 	for iter := range 40 {
 		rank := 1 + rng.Intn(4)
@@ -169,10 +168,7 @@ func TestQuantizeFuzz(t *testing.T) {
 		}
 		q, scale := codes(t, a), testutil.Float64s(t, a.Scale().Tensor())
 		sDims := a.Scale().Shape().Dimensions
-		dense, err := implicitarray.MaterializeOnHost(backend, a)
-		if err != nil {
-			t.Fatal(err)
-		}
+		dense := testutil.Materialize(t, a)
 		got := tensors.MustCopyFlatData[float32](dense)
 		// amax per scale element, in float64.
 		amax := make([]float64, len(scale))
@@ -205,14 +201,10 @@ func TestQuantizeFuzz(t *testing.T) {
 }
 
 func TestQuantizeConstantRowExact(t *testing.T) {
-	backend := testutil.Backend(t)
 	// A constant row c: scale c/127 (+tiny), q = 127, and 127 * scale is c again.
 	x := tensors.FromValue([][]float32{{0.5, 0.5, 0.5}, {-3, -3, -3}, {0, 0, 0}})
 	a := qint8.MustQuantize(x)
-	dense, err := implicitarray.MaterializeOnHost(backend, a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dense := testutil.Materialize(t, a)
 	got := dense.Value().([][]float32)
 	want := x.Value().([][]float32)
 	for i := range want {
@@ -225,14 +217,10 @@ func TestQuantizeConstantRowExact(t *testing.T) {
 }
 
 func TestQuantizeBFloat16RoundTrip(t *testing.T) {
-	backend := testutil.Backend(t)
 	values := testutil.Normals(rand.New(rand.NewSource(7)), 16*32)
 	x := tensors.FromFlatDataAndDimensions(bf16s(values...), 16, 32)
 	a := qint8.MustQuantize(x)
-	dense, err := implicitarray.MaterializeOnHost(backend, a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dense := testutil.Materialize(t, a)
 	if dense.DType() != dtypes.BFloat16 {
 		t.Fatalf("materialized %s", dense.Shape())
 	}

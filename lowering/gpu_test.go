@@ -183,36 +183,17 @@ func TestBitField(t *testing.T) {
 // TestChooseAccelerators restates the policy's GPU and TPU rows, and checks that no CPU platform
 // ever gets a GPU formulation (TestChoose pins the CPU choices themselves).
 func TestChooseAccelerators(t *testing.T) {
-	g := graph.NewGraph(testutil.Backend(t), "choose")
-	param := func(name string, dtype dtypes.DType, dims ...int) *graph.Node {
-		return graph.Parameter(g, name, shapes.Make(dtype, dims...))
-	}
-	blockwise := lowering.Blockwise4{Packed: param("p", dtypes.Uint8, 16, 3, 2), Scales: param("s", dtypes.Float32, 16, 3), Dim: 12}
-	nested := lowering.NestedScales{Codes: param("sc", dtypes.Uint8, 16, 3), Absmax: param("na", dtypes.Float32, 1),
-		Offset: param("no", dtypes.Float32), Map: nf4.DynamicMap(), BlockSize: nf4.NestedBlockSize}
-	blockwiseDQ := lowering.Blockwise4DQ{Packed: param("pdq", dtypes.Uint8, 16, 3, 2), Scales: nested, Dim: 12}
-	flat := lowering.FlatBlockwise4{Packed: param("pf", dtypes.Uint8, 24, 4), Scales: param("sf", dtypes.Float32, 24), Dims: []int{16, 12}}
-	int8Rows := lowering.Int8{Codes: param("c", dtypes.Int8, 16, 12), Scale: param("sr", dtypes.Float32, 16, 1)}
-	signs := lowering.Signs{Packed: param("b", dtypes.Uint8, 4, 12), Bits: 2}
-	signs1 := lowering.Signs{Packed: param("b1", dtypes.Uint8, 2, 12), Scale: param("s1", dtypes.Float32, 1, 12), Bits: 1}
-	xW := lowering.Axes{XContracting: []int{1}, WContracting: []int{0}}
-	xWt := lowering.Axes{XContracting: []int{1}, WContracting: []int{1}}
+	f := newChooseFixture(t)
+	blockwise, blockwiseDQ, flat, int8Rows, signs, signs1 := f.blockwise, f.blockwiseDQ, f.flat, f.int8Rows, f.signs, f.signs1Scaled
+	xW, xWt := f.xW, f.xWt
 	batched := lowering.Axes{XContracting: []int{2}, XBatch: []int{0}, WContracting: []int{2}, WBatch: []int{0}}
-	rows := func(m, k int) shapes.Shape { return shapes.Make(dtypes.Float32, m, k) }
 	gpu, tpu := lowering.XLAGPU, lowering.XLATPU
-	for _, tc := range []struct {
-		name     string
-		platform lowering.Platform
-		w        lowering.Layout
-		x        shapes.Shape
-		axes     lowering.Axes
-		want     lowering.Strategy
-	}{
+	checkChoose(t, []chooseCase{
 		{"nf4 x@W m=1 gpu", gpu, blockwise, rows(1, 16), xW, lowering.MulReduce},
 		{"nf4 x@Wt m=15 gpu", gpu, blockwise, rows(15, 12), xWt, lowering.MulReduce},
 		{"nf4 x@Wt m=16 gpu", gpu, blockwise, rows(16, 12), xWt, lowering.PrologueDot},
 		{"nf4 x@W m=256 gpu", gpu, blockwise, rows(256, 16), xW, lowering.PrologueDot},
-		{"nf4 batched m=1 gpu", gpu, lowering.Blockwise4{Packed: param("p3", dtypes.Uint8, 2, 16, 3, 2), Scales: param("s3", dtypes.Float32, 2, 16, 3), Dim: 12},
+		{"nf4 batched m=1 gpu", gpu, f.blockwiseBatched,
 			shapes.Make(dtypes.Float32, 2, 1, 12), batched, lowering.PrologueDot},
 		{"nf4-dq x@W m=1 gpu", gpu, blockwiseDQ, rows(1, 16), xW, lowering.MulReduce},
 		{"nf4-dq x@W m=64 gpu", gpu, blockwiseDQ, rows(64, 16), xW, lowering.PrologueDot},
@@ -234,11 +215,7 @@ func TestChooseAccelerators(t *testing.T) {
 		{"nf4-flat x@W m=256 tpu", tpu, flat, rows(256, 16), xW, lowering.PrologueDot},
 		{"nf4 x@W m=1 other accelerator", lowering.XLAAccelerator, blockwise, rows(1, 16), xW, lowering.ProductTable},
 		{"nf4 x@W m=64 other backend", lowering.OtherBackend, blockwise, rows(64, 16), xW, lowering.DecodeDot},
-	} {
-		if got := lowering.Choose(tc.platform, tc.w, tc.x, tc.axes); got != tc.want {
-			t.Errorf("%s: Choose = %s, want %s", tc.name, got, tc.want)
-		}
-	}
+	})
 
 	cpus := []lowering.Platform{lowering.PureGo, lowering.XLACPU, lowering.XLACPUFusedLoops, lowering.XLACPU | lowering.Kernels,
 		lowering.XLACPUFusedLoops | lowering.Kernels}
@@ -328,10 +305,7 @@ func TestGPUProgram(t *testing.T) {
 		{"binary1", "signs1", onebit.MustQuantizeBinaryBits(testutil.NormalTensor(r, 72, 18), &onebit.Options{Scale: true, ScaleAxes: []int{0}}), xW, 72, lowering.SlicedSum},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dense, err := implicitarray.MaterializeOnHost(backend, tc.w)
-			if err != nil {
-				t.Fatal(err)
-			}
+			dense := testutil.Materialize(t, tc.w)
 			for _, m := range []int{1, 17} {
 				x := activations(t, r, []int{m, tc.k}, dtypes.BFloat16)
 				lowering.ResetBuilt()

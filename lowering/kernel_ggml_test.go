@@ -61,10 +61,7 @@ func TestGGMLKernel(t *testing.T) {
 		rank2: true}
 	for _, typ := range gguf.BlockTypes() {
 		w := ggml.MustQuantize(testutil.NormalTensor(r, n, k), typ)
-		dense, err := implicitarray.MaterializeOnHost(backend, w)
-		if err != nil {
-			t.Fatal(err)
-		}
+		dense := testutil.Materialize(t, w)
 		wf := testutil.Float64s(t, dense)
 		layout := "ggml-" + strings.ToLower(typ.String())
 		for _, m := range []int{1, 3, 17} {
@@ -132,10 +129,7 @@ func TestGGMLKernelGradient(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	w := ggml.MustQuantize(testutil.NormalTensor(r, 20, 256), gguf.TypeQ8_0)
 	x := testutil.NormalTensor(r, 3, 256)
-	dense, err := implicitarray.MaterializeOnHost(backend, w)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dense := testutil.Materialize(t, w)
 	lowering.ResetBuilt()
 	axes := lowering.Axes{XContracting: []int{1}, WContracting: []int{1}}
 	e := implicitarray.MustNewExec(backend, func(x *graph.Node, w implicitarray.Array, dense *graph.Node) (*graph.Node, *graph.Node) {

@@ -239,10 +239,7 @@ func activations(t *testing.T, r *rand.Rand, dims []int, dtype dtypes.DType) *te
 func denseProduct(t *testing.T, w lowering.Quantized, x *tensors.Tensor, c productCase) []float64 {
 	t.Helper()
 	backend := testutil.Backend(t)
-	dense, err := implicitarray.MaterializeOnHost(backend, w)
-	if err != nil {
-		t.Fatalf("%+v", err)
-	}
+	dense := testutil.Materialize(t, w)
 	out := graph.MustExecOnce(backend, func(x, w *graph.Node) *graph.Node {
 		x, w = graph.ConvertDType(x, dtypes.Float64), graph.ConvertDType(w, dtypes.Float64)
 		if c.axes.WeightOnLeft {
@@ -256,15 +253,7 @@ func denseProduct(t *testing.T, w lowering.Quantized, x *tensors.Tensor, c produ
 // runProduct builds lowering.DotGeneral in a graph and runs it, returning a panic as an error.
 func runProduct(t *testing.T, w lowering.Quantized, x *tensors.Tensor, c productCase) (got []float64, err error) {
 	t.Helper()
-	defer func() {
-		if r := recover(); r != nil {
-			e, ok := r.(error)
-			if !ok {
-				e = fmt.Errorf("%v", r)
-			}
-			err = e
-		}
-	}()
+	defer testutil.RecoverError(&err)
 	e := implicitarray.MustNewExec(testutil.Backend(t), func(x *graph.Node, w implicitarray.Array) *graph.Node {
 		return graph.ConvertDType(lowering.DotGeneral(x, w.(lowering.Quantized), c.axes), dtypes.Float64)
 	})
@@ -310,32 +299,63 @@ func TestSlabbed(t *testing.T) {
 	}
 }
 
-// TestChoose restates the policy table for each platform.
-func TestChoose(t *testing.T) {
+// chooseFixture holds the layouts, axes and activation shapes the tables of Choose use: parameters
+// of a graph that is never compiled (Choose reads shapes only).
+type chooseFixture struct {
+	blockwise, blockwiseBatched, blockwiseDQ, flat, int8Rows, signs, signs1, signs1Scaled, q4k lowering.Layout
+	xW, xWt                                                                                    lowering.Axes
+}
+
+func newChooseFixture(t *testing.T) chooseFixture {
 	g := graph.NewGraph(testutil.Backend(t), "choose")
 	param := func(name string, dtype dtypes.DType, dims ...int) *graph.Node {
 		return graph.Parameter(g, name, shapes.Make(dtype, dims...))
 	}
-	blockwise := lowering.Blockwise4{Packed: param("p", dtypes.Uint8, 16, 3, 2), Scales: param("s", dtypes.Float32, 16, 3), Dim: 12}
 	nested := lowering.NestedScales{Codes: param("sc", dtypes.Uint8, 16, 3), Absmax: param("na", dtypes.Float32, 1),
 		Offset: param("no", dtypes.Float32), Map: nf4.DynamicMap(), BlockSize: nf4.NestedBlockSize}
-	blockwiseDQ := lowering.Blockwise4DQ{Packed: param("pdq", dtypes.Uint8, 16, 3, 2), Scales: nested, Dim: 12}
-	flat := lowering.FlatBlockwise4{Packed: param("pf", dtypes.Uint8, 24, 4), Scales: param("sf", dtypes.Float32, 24), Dims: []int{16, 12}}
-	int8Rows := lowering.Int8{Codes: param("c", dtypes.Int8, 16, 12), Scale: param("sr", dtypes.Float32, 16, 1)}
-	signs := lowering.Signs{Packed: param("b", dtypes.Uint8, 4, 12), Bits: 2}
-	signs1 := lowering.Signs{Packed: param("b1", dtypes.Uint8, 2, 12), Bits: 1}
-	q4k := lowering.GGML{Blocks: param("g", dtypes.Uint8, 16, 2, gguf.TypeQ4_K.BlockBytes()), Type: gguf.TypeQ4_K}
-	xW := lowering.Axes{XContracting: []int{1}, WContracting: []int{0}}
-	xWt := lowering.Axes{XContracting: []int{1}, WContracting: []int{1}}
-	rows := func(m, k int) shapes.Shape { return shapes.Make(dtypes.Float32, m, k) }
-	for _, tc := range []struct {
-		name     string
-		platform lowering.Platform
-		w        lowering.Layout
-		x        shapes.Shape
-		axes     lowering.Axes
-		want     lowering.Strategy
-	}{
+	return chooseFixture{
+		blockwise:        lowering.Blockwise4{Packed: param("p", dtypes.Uint8, 16, 3, 2), Scales: param("s", dtypes.Float32, 16, 3), Dim: 12},
+		blockwiseBatched: lowering.Blockwise4{Packed: param("p3", dtypes.Uint8, 2, 16, 3, 2), Scales: param("s3", dtypes.Float32, 2, 16, 3), Dim: 12},
+		blockwiseDQ:      lowering.Blockwise4DQ{Packed: param("pdq", dtypes.Uint8, 16, 3, 2), Scales: nested, Dim: 12},
+		flat:             lowering.FlatBlockwise4{Packed: param("pf", dtypes.Uint8, 24, 4), Scales: param("sf", dtypes.Float32, 24), Dims: []int{16, 12}},
+		int8Rows:         lowering.Int8{Codes: param("c", dtypes.Int8, 16, 12), Scale: param("sr", dtypes.Float32, 16, 1)},
+		signs:            lowering.Signs{Packed: param("b", dtypes.Uint8, 4, 12), Bits: 2},
+		signs1:           lowering.Signs{Packed: param("b1", dtypes.Uint8, 2, 12), Bits: 1},
+		signs1Scaled:     lowering.Signs{Packed: param("b1s", dtypes.Uint8, 2, 12), Scale: param("s1", dtypes.Float32, 1, 12), Bits: 1},
+		q4k:              lowering.GGML{Blocks: param("g", dtypes.Uint8, 16, 2, gguf.TypeQ4_K.BlockBytes()), Type: gguf.TypeQ4_K},
+		xW:               lowering.Axes{XContracting: []int{1}, WContracting: []int{0}},
+		xWt:              lowering.Axes{XContracting: []int{1}, WContracting: []int{1}},
+	}
+}
+
+// rows is the shape of m float32 activation rows of width k.
+func rows(m, k int) shapes.Shape { return shapes.Make(dtypes.Float32, m, k) }
+
+// chooseCase is a row of a policy table: Choose(platform, w, x, axes) must be want.
+type chooseCase struct {
+	name     string
+	platform lowering.Platform
+	w        lowering.Layout
+	x        shapes.Shape
+	axes     lowering.Axes
+	want     lowering.Strategy
+}
+
+func checkChoose(t *testing.T, cases []chooseCase) {
+	t.Helper()
+	for _, tc := range cases {
+		if got := lowering.Choose(tc.platform, tc.w, tc.x, tc.axes); got != tc.want {
+			t.Errorf("%s: Choose = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestChoose restates the policy table for each platform.
+func TestChoose(t *testing.T) {
+	f := newChooseFixture(t)
+	blockwise, blockwiseDQ, flat, int8Rows, signs, signs1, q4k := f.blockwise, f.blockwiseDQ, f.flat, f.int8Rows, f.signs, f.signs1, f.q4k
+	xW, xWt := f.xW, f.xWt
+	checkChoose(t, []chooseCase{
 		{"nf4 x@W m=1 fused loops", lowering.XLACPUFusedLoops, blockwise, rows(1, 16), xW, lowering.SlicedSum},
 		{"nf4 x@W m=1 pure Go", lowering.PureGo, blockwise, rows(1, 16), xW, lowering.SlicedSum},
 		{"nf4 x@W m=1 library fusions", lowering.XLACPU, blockwise, rows(1, 16), xW, lowering.ProductTable},
@@ -373,11 +393,7 @@ func TestChoose(t *testing.T) {
 		{"ggml x@Wt m=513 kernels", lowering.XLACPU | lowering.Kernels, q4k, rows(513, 512), xWt, lowering.DecodeDot},
 		{"ggml x@W kernels", lowering.XLACPU | lowering.Kernels, q4k, rows(1, 16), xW, lowering.DecodeDot},
 		{"ggml x@Wt m=1 no kernels", lowering.XLACPUFusedLoops, q4k, rows(1, 512), xWt, lowering.DecodeDot},
-	} {
-		if got := lowering.Choose(tc.platform, tc.w, tc.x, tc.axes); got != tc.want {
-			t.Errorf("%s: Choose = %s, want %s", tc.name, got, tc.want)
-		}
-	}
+	})
 }
 
 // TestPlatformOf: the test backend is classified, and XLA_FLAGS decides between the XLA CPU
@@ -529,10 +545,7 @@ func TestKernelGradient(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			w := f.make(r, c.wDims, lowering.Auto)
 			x := activations(t, r, c.xDims, dtypes.Float32)
-			dense, err := implicitarray.MaterializeOnHost(backend, w)
-			if err != nil {
-				t.Fatal(err)
-			}
+			dense := testutil.Materialize(t, w)
 			dense = graph.MustExecOnce(backend, func(d *graph.Node) *graph.Node { return graph.ConvertDType(d, dtypes.Float32) }, dense)
 			lowering.ResetBuilt()
 			e := implicitarray.MustNewExec(backend, func(x *graph.Node, w implicitarray.Array, dense *graph.Node) (*graph.Node, *graph.Node) {

@@ -47,7 +47,7 @@ func multiDevice(t *testing.T) backends.Backend {
 	return backend
 }
 
-// iota fills a [rows, cols] float32 matrix with distinct values of moderate size.
+// matrix fills a [rows, cols] float32 matrix with distinct values of moderate size.
 func matrix(rows, cols int, seed float64) [][]float32 {
 	out := make([][]float32, rows)
 	for i := range out {

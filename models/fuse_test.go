@@ -126,10 +126,7 @@ func TestQuantizedTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := implicitarray.MaterializeOnHost(backend, dense)
-			if err != nil {
-				t.Fatal(err)
-			}
+			want := testutil.Materialize(t, dense)
 			vars, err := q.QuantizeTable("/emb", table)
 			if err != nil {
 				t.Fatal(err)
@@ -151,25 +148,8 @@ func TestQuantizedTable(t *testing.T) {
 			if fb := implicitarray.CurrentStats().Fallbacks; len(fb) != 0 {
 				t.Errorf("the lookup or the head materialized the table: %v", fb)
 			}
-			w := testutil.Float32s(t, want)
-			got := testutil.Float32s(t, outs[0])
-			for i, id := range ids[0] {
-				if !slices.Equal(got[i*dim:(i+1)*dim], w[int(id)*dim:(int(id)+1)*dim]) {
-					t.Errorf("row %d differs from the dequantized table's", id)
-				}
-			}
-			xs, head := testutil.Float64s(t, x), testutil.Float64s(t, outs[1])
-			for r := range 2 {
-				for v := range rows {
-					ref := 0.0
-					for k := range dim {
-						ref += xs[r*dim+k] * float64(w[v*dim+k])
-					}
-					if d := head[r*rows+v] - ref; d > 1e-4 || d < -1e-4 {
-						t.Fatalf("head[%d, %d] = %g; x·tableᵀ of the dequantized table %g", r, v, head[r*rows+v], ref)
-					}
-				}
-			}
+			testutil.TableProducts(t, testutil.Float32s(t, want), dim, ids[0], testutil.Float32s(t, outs[0]),
+				testutil.Float64s(t, x), testutil.Float64s(t, outs[1]))
 			if e := q.Report().Entries; len(e) != 1 || !e[0].Quantized || e[0].QuantizedBytes >= e[0].FloatBytes {
 				t.Errorf("report entries %+v; want the quantized table", e)
 			}

@@ -2,7 +2,6 @@ package models
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -56,7 +55,7 @@ func (q *Quantizer) KeepKernel(scope string, w implicitarray.Array) ([]Variable,
 	if err != nil {
 		return nil, errors.WithMessagef(err, "models.Quantizer.KeepKernel(%q)", scope)
 	}
-	q.record(scope, &quantizedKernel{layout: qlayers.OutIn, template: w, stored: entry.Format}, entry)
+	q.record(q.kernels, scope, &quantizedKernel{layout: qlayers.OutIn, template: w, stored: entry.Format}, entry)
 	return vars, nil
 }
 
@@ -71,12 +70,11 @@ func (q *Quantizer) KeepTable(scope string, table implicitarray.Array) ([]Variab
 		return nil, err
 	}
 	entry := qlayers.ReportEntry{Scope: scope, Shape: shape, FloatBytes: int64(shape.Memory())}
-	name := func(i int) string { return qlayers.TableComponentPrefix + strconv.Itoa(i) }
-	vars, err := keptVariables(scope, table, name, &entry)
+	vars, err := keptVariables(scope, table, tableComponentName, &entry)
 	if err != nil {
 		return nil, errors.WithMessagef(err, "models.Quantizer.KeepTable(%q)", scope)
 	}
-	q.recordTable(scope, &quantizedKernel{layout: qlayers.OutIn, template: table, stored: entry.Format}, entry)
+	q.record(q.tables, scope, &quantizedKernel{layout: qlayers.OutIn, template: table, stored: entry.Format}, entry)
 	return vars, nil
 }
 
@@ -99,6 +97,17 @@ func (q *Quantizer) checkKept(op, scope string, a implicitarray.Array) (shapes.S
 // keptVariables returns a's components as variables of scope named by name, and fills the
 // entry's stored format and bytes.
 func keptVariables(scope string, a implicitarray.Array, name func(int) string, entry *qlayers.ReportEntry) ([]Variable, error) {
+	vars, err := componentVariables(scope, a, name, entry)
+	if err != nil {
+		return nil, err
+	}
+	entry.Quantized, entry.Format = true, StoredFormat(a)
+	return vars, nil
+}
+
+// componentVariables returns the components of the host-side array a as the variables name(0),
+// name(1), ... at scope, adding their bytes to entry.QuantizedBytes.
+func componentVariables(scope string, a implicitarray.Array, name func(int) string, entry *qlayers.ReportEntry) ([]Variable, error) {
 	var vars []Variable
 	for i, c := range a.Components() {
 		if !c.IsTensor() {
@@ -107,7 +116,6 @@ func keptVariables(scope string, a implicitarray.Array, name func(int) string, e
 		vars = append(vars, Variable{Scope: scope, Name: name(i), Value: c.Tensor()})
 		entry.QuantizedBytes += int64(c.Shape().Memory())
 	}
-	entry.Quantized, entry.Format = true, StoredFormat(a)
 	return vars, nil
 }
 

@@ -88,6 +88,24 @@ func (k *quantizedKernel) format() string {
 	return k.cfg.Type.String()
 }
 
+// fromVariables rebuilds k's array from its component variables name(0), name(1), ... in ctx's
+// scope, as nodes of g. It panics, naming op, the scope and what the array is, when one is
+// missing or does not have its component's shape.
+func (k *quantizedKernel) fromVariables(ctx *context.Context, g *graph.Graph, name func(i int) string, op, what string) implicitarray.Array {
+	want := k.template.Components()
+	nodes := make([]implicitarray.Component, len(want))
+	for i, c := range want {
+		v := ctx.GetVariable(name(i))
+		if v == nil || !v.Shape().Equal(c.Shape()) {
+			panic(errors.Errorf("%s in scope %q: component %s is %v; the %s %s stored by this Quantizer needs %s (load the context through it)",
+				op, ctx.Scope(), name(i), variableShape(v), k.format(), what, c.Shape()))
+		}
+		v.SetTrainable(false)
+		nodes[i] = implicitarray.NodeComponent(v.ValueGraph(g))
+	}
+	return k.template.WithComponents(nodes)
+}
+
 // NewQuantizer returns a Quantizer for the rules, checking their patterns and configurations.
 func NewQuantizer(rules []Rule) (*Quantizer, error) {
 	q := &Quantizer{rules: rules, kernels: map[string]*quantizedKernel{}, tables: map[string]*quantizedKernel{}, fused: map[string]int{},
@@ -220,7 +238,7 @@ func (q *Quantizer) Kernel(scope string, kernel *tensors.Tensor) ([]Variable, er
 	entry := qlayers.ReportEntry{Scope: scope + "/" + DenseScope, Shape: shape, FloatBytes: int64(shape.Memory())}
 	rule := q.match(scope)
 	if rule == nil || rule.Keep {
-		q.record(scope, nil, entry)
+		q.record(q.kernels, scope, nil, entry)
 		return DenseKernel(scope, kernel)
 	}
 	if shape.Rank() != 2 || shape.DType != dtypes.Float32 {
@@ -236,29 +254,28 @@ func (q *Quantizer) Kernel(scope string, kernel *tensors.Tensor) ([]Variable, er
 	if err != nil {
 		return nil, errors.WithMessagef(err, "models.Quantizer.Kernel(%q, layout %s)", scope, rule.Layout)
 	}
-	var vars []Variable
-	for i, c := range a.Components() {
-		if !c.IsTensor() {
-			return nil, errors.Errorf("models.Quantizer.Kernel(%q): the %s format has a nested component %s; accepted: formats whose components are tensors",
-				scope, rule.Config.Type, c)
-		}
-		vars = append(vars, Variable{Scope: entry.Scope, Name: componentName(i), Value: c.Tensor()})
-		entry.QuantizedBytes += int64(c.Shape().Memory())
+	vars, err := componentVariables(entry.Scope, a, componentName, &entry)
+	if err != nil {
+		return nil, errors.WithMessagef(err, "models.Quantizer.Kernel(%q), format %s", scope, rule.Config.Type)
 	}
 	entry.Quantized, entry.Config = true, rule.Config
-	q.record(scope, &quantizedKernel{cfg: rule.Config, layout: rule.Layout, template: a}, entry)
+	q.record(q.kernels, scope, &quantizedKernel{cfg: rule.Config, layout: rule.Layout, template: a}, entry)
 	return vars, nil
 }
 
 func componentName(i int) string { return qlayers.ComponentPrefix + strconv.Itoa(i) }
 
-func (q *Quantizer) record(scope string, k *quantizedKernel, entry qlayers.ReportEntry) {
+func tableComponentName(i int) string { return qlayers.TableComponentPrefix + strconv.Itoa(i) }
+
+// record notes the report entry of the kernel or table at scope and, in stored (q.kernels or
+// q.tables), its quantized form k (nil: stored float).
+func (q *Quantizer) record(stored map[string]*quantizedKernel, scope string, k *quantizedKernel, entry qlayers.ReportEntry) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if k == nil {
-		delete(q.kernels, scope)
+		delete(stored, scope)
 	} else {
-		q.kernels[scope] = k
+		stored[scope] = k
 	}
 	q.entries[scope] = entry
 }
@@ -287,18 +304,7 @@ func (q *Quantizer) Projection(ctx *context.Context, name string, x *graph.Node,
 		panic(errors.Errorf("models.Quantizer.Projection in scope %q: input %s with %d outputs; the stored %s kernel (layout %s) needs float32 [..., %d] and %d outputs",
 			dctx.Scope(), shape, outDim, k.format(), k.layout, in, out))
 	}
-	want := k.template.Components()
-	nodes := make([]implicitarray.Component, len(want))
-	for i, c := range want {
-		v := dctx.GetVariable(componentName(i))
-		if v == nil || !v.Shape().Equal(c.Shape()) {
-			panic(errors.Errorf("models.Quantizer.Projection in scope %q: component %s is %v; the %s kernel stored by this Quantizer needs %s (load the context through it)",
-				dctx.Scope(), componentName(i), variableShape(v), k.format(), c.Shape()))
-		}
-		v.SetTrainable(false)
-		nodes[i] = implicitarray.NodeComponent(v.ValueGraph(g))
-	}
-	w := k.template.WithComponents(nodes)
+	w := k.fromVariables(dctx, g, componentName, "models.Quantizer.Projection", "kernel")
 	flat := x
 	if shape.Rank() != 2 {
 		flat = graph.Reshape(x, -1, in)
@@ -333,7 +339,7 @@ func (q *Quantizer) QuantizeTable(scope string, table *tensors.Tensor) ([]Variab
 	entry := qlayers.ReportEntry{Scope: scope, Shape: shape, FloatBytes: int64(shape.Memory())}
 	rule := q.match(scope)
 	if rule == nil || rule.Keep {
-		q.recordTable(scope, nil, entry)
+		q.record(q.tables, scope, nil, entry)
 		return DenseTableVariables(scope, table)
 	}
 	if shape.Rank() != 2 || shape.DType != dtypes.Float32 {
@@ -348,25 +354,13 @@ func (q *Quantizer) QuantizeTable(scope string, table *tensors.Tensor) ([]Variab
 	if err != nil {
 		return nil, errors.WithMessagef(err, "models.Quantizer.QuantizeTable(%q)", scope)
 	}
-	var vars []Variable
-	for i, c := range a.Components() {
-		vars = append(vars, Variable{Scope: scope, Name: qlayers.TableComponentPrefix + strconv.Itoa(i), Value: c.Tensor()})
-		entry.QuantizedBytes += int64(c.Shape().Memory())
+	vars, err := componentVariables(scope, a, tableComponentName, &entry)
+	if err != nil {
+		return nil, errors.WithMessagef(err, "models.Quantizer.QuantizeTable(%q), format %s", scope, rule.Config.Type)
 	}
 	entry.Quantized, entry.Config = true, rule.Config
-	q.recordTable(scope, &quantizedKernel{cfg: rule.Config, layout: qlayers.OutIn, template: a}, entry)
+	q.record(q.tables, scope, &quantizedKernel{cfg: rule.Config, layout: qlayers.OutIn, template: a}, entry)
 	return vars, nil
-}
-
-func (q *Quantizer) recordTable(scope string, k *quantizedKernel, entry qlayers.ReportEntry) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if k == nil {
-		delete(q.tables, scope)
-	} else {
-		q.tables[scope] = k
-	}
-	q.entries[scope] = entry
 }
 
 // Table is a Table: the embedding table called name in ctx as QuantizeTable stored it (an
@@ -384,19 +378,7 @@ func (q *Quantizer) Table(ctx *context.Context, name string, g *graph.Graph, row
 		panic(errors.Errorf("models.Quantizer.Table in scope %q: the stored %s table is %s; the model needs %s",
 			tctx.Scope(), k.format(), k.template.Shape(), want))
 	}
-	want := k.template.Components()
-	nodes := make([]implicitarray.Component, len(want))
-	for i, c := range want {
-		name := qlayers.TableComponentPrefix + strconv.Itoa(i)
-		v := tctx.GetVariable(name)
-		if v == nil || !v.Shape().Equal(c.Shape()) {
-			panic(errors.Errorf("models.Quantizer.Table in scope %q: component %s is %v; the %s table stored by this Quantizer needs %s",
-				tctx.Scope(), name, variableShape(v), k.format(), c.Shape()))
-		}
-		v.SetTrainable(false)
-		nodes[i] = implicitarray.NodeComponent(v.ValueGraph(g))
-	}
-	return k.template.WithComponents(nodes)
+	return k.fromVariables(tctx, g, tableComponentName, "models.Quantizer.Table", "table")
 }
 
 func variableShape(v *context.Variable) string {

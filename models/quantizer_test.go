@@ -1,7 +1,6 @@
 package models_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -204,11 +203,7 @@ func TestQuantizerProjectionErrors(t *testing.T) {
 }
 
 func catch(f func()) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
-		}
-	}()
+	defer testutil.RecoverError(&err)
 	f()
 	return nil
 }

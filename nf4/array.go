@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -104,31 +103,6 @@ func (a *Array) Layout() lowering.Layout {
 // code calls implicitarray.Materialize, which counts it.
 func (a *Array) Materialize() implicitarray.Value {
 	return a.Layout().Dequantize(a.DType())
-}
-
-// WithStrategy returns a copy whose products use strategy s (see package lowering); it is part
-// of Metadata, so Exec compiles one graph per strategy. An explicit strategy that cannot serve a
-// product panics when the graph is built.
-func (a *Array) WithStrategy(s lowering.Strategy) *Array {
-	return a.with(qarray.WithStrategy(a.Base, s))
-}
-
-// WithDType returns a copy that materializes in dtype, a float dtype (the buffers are shared).
-func (a *Array) WithDType(dtype dtypes.DType) *Array {
-	return a.with(qarray.WithFloatDType(a.Base, dtype, a))
-}
-
-// WithSharding returns a copy carrying sharding s (the zero sharding.Sharding{} clears it). The
-// sharding is static metadata, kept by the shape handlers (following the axes through a
-// transpose); sharded execution (package mesh) places the components by ComponentSpecs.
-func (a *Array) WithSharding(s sharding.Sharding) *Array {
-	return a.with(qarray.WithSharding(a.Base, s))
-}
-
-// WithMeshAndAxis returns a copy sharded over m with the spec sharding.SpecFrom builds from axis,
-// checked at once against the block layout (ComponentSpecs).
-func (a *Array) WithMeshAndAxis(m *sharding.Mesh, axis any) (*Array, error) {
-	return qarray.WithMeshAndAxis(&a.Base, m, axis, a.ComponentSpecs, a.WithSharding)
 }
 
 // ComponentSpecs returns the specs of [packed, absmax] when the logical array is sharded by logical

@@ -103,8 +103,8 @@ func TestDoubleQuantizeError(t *testing.T) {
 					t.Fatalf("format %s", a.Format())
 				}
 				nested := testutil.Float32s(t, a.NestedAbsmax().Tensor())
-				dense := materialize(t, a)
-				want := materialize(t, plain)
+				dense := testutil.Float32s(t, testutil.Materialize(t, a))
+				want := testutil.Float32s(t, testutil.Materialize(t, plain))
 				for i := range want {
 					block := i / 64
 					if len(dims) > 1 {
@@ -179,8 +179,8 @@ func TestDoubleQuantizedHandlers(t *testing.T) {
 			if tc.exact != (materialized == 0) {
 				t.Errorf("%d materializations; exact=%v", materialized, tc.exact)
 			}
-			want := graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node { return tc.op(x).(*graph.Node) }, denseOf(t, w))
-			got, ref := testutil.Float64s(t, denseOf(t, out)), testutil.Float64s(t, want)
+			want := graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node { return tc.op(x).(*graph.Node) }, testutil.Materialize(t, w))
+			got, ref := testutil.Float64s(t, testutil.Materialize(t, out)), testutil.Float64s(t, want)
 			if tc.exact && !slices.Equal(got, ref) {
 				t.Errorf("values differ from the dense op")
 			}
@@ -205,7 +205,7 @@ func TestFlatBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []float32{1, 1, 1, 1, 2, 0, 2, 2, 4}
-	if got := materialize(t, a); !slices.Equal(got, want) {
+	if got := testutil.Float32s(t, testutil.Materialize(t, a)); !slices.Equal(got, want) {
 		t.Errorf("materialized %v, want %v", got, want)
 	}
 	e := implicitarray.MustNewExec(backend, func(w *nf4.Array) implicitarray.Value { return implicitarray.Reshape(w, 9, 1) })
@@ -214,7 +214,7 @@ func TestFlatBlocks(t *testing.T) {
 	if !r.Format().FlatBlocks || !slices.Equal(r.Shape().Dimensions, []int{9, 1}) {
 		t.Errorf("reshaped to %s %s", r.Shape(), r.Format())
 	}
-	if got := materialize(t, r); !slices.Equal(got, want) {
+	if got := testutil.Float32s(t, testutil.Materialize(t, r)); !slices.Equal(got, want) {
 		t.Errorf("reshaped values %v, want %v", got, want)
 	}
 	m := sharding.MustNewMesh([]string{"model"}, []int{3})

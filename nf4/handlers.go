@@ -6,19 +6,15 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	ia "github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/qarray"
-	"github.com/quanta-ml/quanta/lowering"
 )
 
 // The handlers of the ops that keep an NF4 array quantized; every other op reaches implicitarray's
 // generic fallback, which materializes (warning once per op: FallbackWarn).
 func init() {
-	lowering.RegisterDotGeneral[*Array]("nf4")
-	nf4 := ia.TypeOf[*Array]()
-	ia.RegisterOps("nf4", nf4, map[ia.Op]ia.Handler{ia.OpReshape: reshape, ia.OpTranspose: transpose,
-		ia.OpBroadcastInDim: broadcastInDim, ia.OpConvertDType: convertDType})
-	ia.Register(ia.Rule{Op: ia.OpConcatenate, Operands: []ia.Match{nf4, ia.Anything}, Variadic: true,
-		Handler: concatenate, Name: "nf4.concatenate"})
-	ia.Register(ia.Rule{Op: ia.OpGather, Operands: []ia.Match{nf4, ia.Dense}, Handler: gather, Name: "nf4.gather"})
+	qarray.Register[*Array]("nf4", qarray.Handlers{
+		Ops: map[ia.Op]ia.Handler{ia.OpReshape: reshape, ia.OpTranspose: transpose,
+			ia.OpBroadcastInDim: broadcastInDim, ia.OpConvertDType: qarray.ConvertFloatDType[*Array]},
+		Concatenate: concatenate, Gather: gather})
 }
 
 // gather keeps the array quantized when the indices pick whole rows (they index leading axes,
@@ -27,14 +23,10 @@ func init() {
 // run across rows, or a sharded array) the fallback materializes.
 func gather(c *ia.Call) ia.Value {
 	a := c.Operands[0].(*Array)
-	indices := c.Operands[1].(*graph.Node)
-	rank := a.Shape().Rank()
-	if a.flat || a.doubleQuant || a.IsSharded() || indices.Rank() < 1 || indices.Shape().Dim(-1) >= rank {
+	indices, sorted, dims, rows := qarray.RowGather(c)
+	if a.flat || a.doubleQuant || a.IsSharded() || !rows {
 		return c.Next()
 	}
-	sorted := c.Params.(*ia.GatherParams).IndicesAreSorted
-	k := indices.Shape().Dim(-1)
-	dims := append(slices.Clone(indices.Shape().Dimensions[:indices.Rank()-1]), a.Shape().Dimensions[k:]...)
 	return a.withNodes(graph.Gather(a.Packed().Node(), indices, sorted), graph.Gather(a.Absmax().Node(), indices, sorted), dims)
 }
 
@@ -67,13 +59,9 @@ func transpose(c *ia.Call) ia.Value {
 	placement := qarray.Placement(&a.Base).Transposed(perm) // the sharding follows the axes
 	r := len(perm)
 	if perm[r-1] == r-1 {
-		dims := make([]int, r)
-		for i, p := range perm {
-			dims[i] = a.Shape().Dim(p)
-		}
 		packed := graph.TransposeAllAxes(a.Packed().Node(), append(slices.Clone(perm), r)...)
 		absmax := graph.TransposeAllAxes(a.Absmax().Node(), perm...)
-		return a.withNodes(packed, absmax, dims).withPlacement(placement)
+		return a.withNodes(packed, absmax, qarray.TransposedDims(a.Shape().Dimensions, perm)).withPlacement(placement)
 	}
 	return requantize(c.Dense(ia.Materialize(a)), a).withPlacement(placement)
 }
@@ -92,38 +80,13 @@ func broadcastInDim(c *ia.Call) ia.Value {
 	if p.BroadcastAxes[r-1] == outRank-1 && p.Dimensions[outRank-1] == a.Shape().Dim(-1) {
 		lead := p.Dimensions[:outRank-1]
 		axes := p.BroadcastAxes[:r-1]
-		packed := broadcastLeading(a.Packed().Node(), append(slices.Clone(lead), a.NumBlocks(), a.blockSize/2),
+		packed := qarray.BroadcastComponent(a.Packed().Node(), append(slices.Clone(lead), a.NumBlocks(), a.blockSize/2),
 			append(slices.Clone(axes), outRank-1, outRank))
-		absmax := broadcastLeading(a.Absmax().Node(), append(slices.Clone(lead), a.NumBlocks()),
+		absmax := qarray.BroadcastComponent(a.Absmax().Node(), append(slices.Clone(lead), a.NumBlocks()),
 			append(slices.Clone(axes), outRank-1))
 		return a.withNodes(packed, absmax, p.Dimensions).withPlacement(placement)
 	}
 	return requantize(c.Dense(ia.Materialize(a)), a).withPlacement(placement)
-}
-
-// broadcastLeading is broadcast_in_dim of a component (input axis i → output axis axes[i]).
-func broadcastLeading(x *graph.Node, dims, axes []int) *graph.Node {
-	var expanded []int
-	for i := range dims {
-		if !slices.Contains(axes, i) {
-			expanded = append(expanded, i)
-		}
-	}
-	if len(expanded) == 0 {
-		return graph.BroadcastToDims(x, dims...)
-	}
-	return graph.ExpandAndBroadcast(x, dims, expanded)
-}
-
-// convertDType is lazy for float targets: a new array that materializes in the new dtype (the
-// operand is not modified). Other targets materialize.
-func convertDType(c *ia.Call) ia.Value {
-	a := c.Operands[0].(*Array)
-	dt := c.Params.(*ia.ConvertDTypeParams).DType
-	if dt.IsFloat() && !dt.IsComplex() {
-		return a.WithDType(dt)
-	}
-	return c.MaterializeAndApply()
 }
 
 // concatenate keeps NF4 arrays quantized when all operands are NF4 with the same block size,
@@ -142,11 +105,6 @@ func concatenate(c *ia.Call) ia.Value {
 		}
 		packed[i], absmax[i] = b.Packed().Node(), b.Absmax().Node()
 	}
-	dims := slices.Clone(first.Shape().Dimensions)
-	dims[axis] = 0
-	for _, v := range c.Operands {
-		dims[axis] += v.Shape().Dim(axis)
-	}
-	out := first.withNodes(graph.Concatenate(packed, axis), graph.Concatenate(absmax, axis), dims)
+	out := first.withNodes(graph.Concatenate(packed, axis), graph.Concatenate(absmax, axis), qarray.ConcatenatedDims(c.Operands, axis))
 	return out.withPlacement(qarray.Placement(&first.Base).Concatenated(axis))
 }

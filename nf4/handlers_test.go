@@ -14,16 +14,6 @@ import (
 	"github.com/quanta-ml/quanta/sharding"
 )
 
-// denseOf materializes a host-side array to a tensor.
-func denseOf(t *testing.T, a *nf4.Array) *tensors.Tensor {
-	t.Helper()
-	d, err := implicitarray.MaterializeOnHost(testutil.Backend(t), a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 // TestLayoutHandlersExact: reshape, transpose, broadcast and concatenate that leave the block
 // (last) axis alone keep the array NF4 without re-quantizing, bitwise equal to the dense op on
 // the materialized value.
@@ -76,13 +66,13 @@ func TestLayoutHandlersExact(t *testing.T) {
 			if tc.name == "concatenate" {
 				wantDense = graph.MustExecOnce(backend, func(x, y *graph.Node) *graph.Node {
 					return graph.Concatenate([]*graph.Node{x, y}, 0)
-				}, denseOf(t, w), denseOf(t, other))
+				}, testutil.Materialize(t, w), testutil.Materialize(t, other))
 			} else {
 				wantDense = graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
 					return tc.op(x).(*graph.Node)
-				}, denseOf(t, w))
+				}, testutil.Materialize(t, w))
 			}
-			got := denseOf(t, out)
+			got := testutil.Materialize(t, out)
 			if !got.Shape().Equal(wantDense.Shape()) {
 				t.Fatalf("shape %s, want %s", got.Shape(), wantDense.Shape())
 			}
@@ -128,8 +118,8 @@ func TestRequantizingHandlers(t *testing.T) {
 			}
 			want := testutil.Float64s(t, graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
 				return tc.op(x).(*graph.Node)
-			}, denseOf(t, w)))
-			got := testutil.Float64s(t, denseOf(t, out))
+			}, testutil.Materialize(t, w)))
+			got := testutil.Float64s(t, testutil.Materialize(t, out))
 			if diff, scale := testutil.MaxAbsDiff(got, want); diff > nf4.MaxCodeGap()/2*scale {
 				t.Errorf("re-quantized values off by %g > bound %g", diff, nf4.MaxCodeGap()/2*scale)
 			}
@@ -140,30 +130,7 @@ func TestRequantizingHandlers(t *testing.T) {
 // TestConvertDTypeIsLazy: convert_element_type returns a new NF4 array materializing in the new
 // dtype, and leaves the operand unchanged (eformer mutates it in place).
 func TestConvertDTypeIsLazy(t *testing.T) {
-	backend := testutil.Backend(t)
-	w := nf4.MustQuantize(testutil.RandomTensor(6, 8, 64), 64)
-	implicitarray.ResetStats()
-	e := implicitarray.MustNewExec(backend, func(w *nf4.Array) (implicitarray.Value, *nf4.Array) {
-		return implicitarray.ConvertDType(w, dtypes.BFloat16), w
-	})
-	defer e.Finalize()
-	out := e.MustCall(w)
-	conv, ok := out[0].(*nf4.Array)
-	if !ok || conv.DType() != dtypes.BFloat16 {
-		t.Fatalf("result %T, want *nf4.Array of bfloat16", out[0])
-	}
-	if w.DType() != dtypes.Float32 || out[1].(*nf4.Array).DType() != dtypes.Float32 {
-		t.Errorf("operand changed to %s", w.DType())
-	}
-	if st := implicitarray.CurrentStats(); st.Materializations["*nf4.Array"] != 0 {
-		t.Errorf("convert materialized: %+v", st)
-	}
-	want := testutil.Float32s(t, graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
-		return graph.ConvertDType(x, dtypes.BFloat16)
-	}, denseOf(t, w)))
-	if got := testutil.Float32s(t, denseOf(t, conv)); !slices.Equal(got, want) {
-		t.Errorf("bfloat16 materialization differs from converting the float32 one")
-	}
+	testutil.LazyConvertDType(t, nf4.MustQuantize(testutil.RandomTensor(6, 8, 64), 64))
 }
 
 // TestFallbackOps: element-wise ops, gathers of single elements and reductions have no NF4 handler: the generic
@@ -199,7 +166,7 @@ func TestFallbackOps(t *testing.T) {
 			return implicitarray.Concatenate([]implicitarray.Value{w, y}, 1)
 		}},
 	}
-	wDense := denseOf(t, w)
+	wDense := testutil.Materialize(t, w)
 	for _, tc := range ops {
 		t.Run(tc.name, func(t *testing.T) {
 			implicitarray.ResetStats()
@@ -261,7 +228,7 @@ func TestGatherRows(t *testing.T) {
 			if !slices.Equal(got.Shape().Dimensions, tc.want) {
 				t.Errorf("shape %v, want %v", got.Shape().Dimensions, tc.want)
 			}
-			if g, r := materialize(t, got), testutil.Float32s(t, ref); !slices.Equal(g, r) {
+			if g, r := testutil.Float32s(t, testutil.Materialize(t, got)), testutil.Float32s(t, ref); !slices.Equal(g, r) {
 				t.Errorf("gathered rows differ from the rows of the materialized array")
 			}
 		})

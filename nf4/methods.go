@@ -9,6 +9,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/qarray"
 	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/sharding"
 )
@@ -46,3 +47,30 @@ func (a *Array) FallbackPolicy() implicitarray.Fallback { return a.Base.Fallback
 // its buffers (WithStrategy, WithDType, WithSharding), deleted: using any of them afterwards
 // is implicitarray.ErrDeleted. Deleting twice is a no-op.
 func (a *Array) Delete() { a.Base.Delete() }
+
+// The copies with new metadata (Array's with gives a copy holding a new qarray.Base).
+
+// WithStrategy returns a copy whose products use strategy s (see package lowering); it is part
+// of Metadata, so Exec compiles one graph per strategy. An explicit strategy that cannot serve a
+// product panics when the graph is built.
+func (a *Array) WithStrategy(s lowering.Strategy) *Array {
+	return a.with(qarray.WithStrategy(a.Base, s))
+}
+
+// WithDType returns a copy that materializes in dtype, a float dtype (the buffers are shared).
+func (a *Array) WithDType(dtype dtypes.DType) *Array {
+	return a.with(qarray.WithFloatDType(a.Base, dtype, a))
+}
+
+// WithSharding returns a copy carrying sharding s (the zero sharding.Sharding{} clears it). The
+// sharding is static metadata, kept by the shape handlers (following the axes through a
+// transpose); sharded execution (package mesh) places the components by ComponentSpecs.
+func (a *Array) WithSharding(s sharding.Sharding) *Array {
+	return a.with(qarray.WithSharding(a.Base, s))
+}
+
+// WithMeshAndAxis returns a copy sharded over m with the spec sharding.SpecFrom builds from axis,
+// checked at once against the array's shape and layout (ComponentSpecs).
+func (a *Array) WithMeshAndAxis(m *sharding.Mesh, axis any) (*Array, error) {
+	return qarray.WithMeshAndAxis(&a.Base, m, axis, a.ComponentSpecs, a.WithSharding)
+}

@@ -180,7 +180,7 @@ func TestRoundTrip(t *testing.T) {
 			if dtype == dtypes.Float16 && runtime.IsGo(testutil.Backend(t)) {
 				t.Skip("the pure-Go backend has no float16")
 			}
-			got := materialize(t, a)
+			got := testutil.Float32s(t, testutil.Materialize(t, a))
 			absmax := testutil.Float32s(t, a.Absmax().Tensor())
 			nb := (cols + bs - 1) / bs
 			half := nf4.MaxCodeGap() / 2

@@ -31,14 +31,6 @@ func packed(t *testing.T, l onebit.Packing, values []int8, dims []int, opts *one
 	return onebit.MustPack(tensor, opts)
 }
 
-func toF32(v []int8) []float32 {
-	out := make([]float32, len(v))
-	for i, x := range v {
-		out[i] = float32(x)
-	}
-	return out
-}
-
 // smallInts returns n small integer activations (exact in float32 sums).
 func smallInts(r *rand.Rand, n int) []float32 {
 	out := make([]float32, n)
@@ -49,7 +41,6 @@ func smallInts(r *rand.Rand, n int) []float32 {
 }
 
 func TestMaterialize(t *testing.T) {
-	backend := testutil.Backend(t)
 	r := rand.New(rand.NewSource(3))
 	for _, l := range []onebit.Packing{onebit.TwoBit, onebit.OneBit} {
 		for _, dtype := range []dtypes.DType{dtypes.Float32, dtypes.Int8, dtypes.BFloat16, dtypes.Float64, dtypes.Int32} {
@@ -58,18 +49,12 @@ func TestMaterialize(t *testing.T) {
 				v := randomValues(r, l, 48)
 				a := packed(t, l, v, dims, &onebit.Options{DType: dtype})
 				implicitarray.ResetStats()
-				got, err := implicitarray.MaterializeOnHost(backend, a)
-				if err != nil {
-					t.Fatal(err)
-				}
+				got := testutil.Materialize(t, a)
 				if got.DType() != dtype || !slices.Equal(got.Shape().Dimensions, dims) {
 					t.Fatalf("materialized %s", got.Shape())
 				}
-				asF32, err := implicitarray.MaterializeOnHost(backend, mustDType(t, a, dtypes.Float32))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !slices.Equal(tensors.MustCopyFlatData[float32](asF32), toF32(v)) {
+				asF32 := testutil.Materialize(t, mustDType(t, a, dtypes.Float32))
+				if !slices.Equal(tensors.MustCopyFlatData[float32](asF32), testutil.Converted[float32](v)) {
 					t.Fatalf("values differ")
 				}
 			})
@@ -150,7 +135,7 @@ func TestDotGeneralExact(t *testing.T) {
 			}
 			v := randomValues(r, l, product(c.wDims))
 			x := tensors.FromFlatDataAndDimensions(smallInts(r, product(c.xDims)), c.xDims...)
-			ref := tensors.FromFlatDataAndDimensions(toF32(v), c.wDims...)
+			ref := tensors.FromFlatDataAndDimensions(testutil.Converted[float32](v), c.wDims...)
 			for _, s := range []lowering.Strategy{lowering.Auto, lowering.SlicedSum, lowering.DecodeDot, lowering.Materialize} {
 				if s == lowering.SlicedSum && !packedAxisContracted(c) {
 					continue
@@ -195,7 +180,7 @@ func TestDotGeneralFusedSliced(t *testing.T) {
 			}
 			v := randomValues(r, l, product(c.wDims))
 			x := tensors.FromFlatDataAndDimensions(smallInts(r, product(c.xDims)), c.xDims...)
-			ref := tensors.FromFlatDataAndDimensions(toF32(v), c.wDims...)
+			ref := tensors.FromFlatDataAndDimensions(testutil.Converted[float32](v), c.wDims...)
 			t.Run(fmt.Sprintf("%s/%s", l, c.name), func(t *testing.T) {
 				w := withStrategy(packed(t, l, v, c.wDims, &onebit.Options{DType: dtypes.Int8}), lowering.SlicedSum)
 				implicitarray.ResetStats()
@@ -231,7 +216,6 @@ func TestDotGeneralScaled(t *testing.T) {
 			return onebit.MustQuantizeTernary(wt, &onebit.Options{Scale: true, ScaleAxes: []int{0}})
 		},
 	}
-	backend := testutil.Backend(t)
 	for name, q := range quants {
 		for _, s := range []lowering.Strategy{lowering.SlicedSum, lowering.DecodeDot} {
 			t.Run(name+"/"+s.String(), func(t *testing.T) {
@@ -250,10 +234,7 @@ func TestDotGeneralScaled(t *testing.T) {
 					}
 				}
 				// Materialize agrees with the host-side rebuild too.
-				m, err := implicitarray.MaterializeOnHost(backend, w)
-				if err != nil {
-					t.Fatal(err)
-				}
+				m := testutil.Materialize(t, w)
 				mv, rv := tensors.MustCopyFlatData[float32](m), tensors.MustCopyFlatData[float32](ref)
 				for i := range mv {
 					if mv[i] != rv[i] {
@@ -343,7 +324,7 @@ func TestHandlersAgainstDense(t *testing.T) {
 	for _, l := range []onebit.Packing{onebit.TwoBit, onebit.OneBit} {
 		dims := []int{16, 2, 8}
 		v := randomValues(r, l, product(dims))
-		ref := tensors.FromFlatDataAndDimensions(toF32(v), dims...)
+		ref := tensors.FromFlatDataAndDimensions(testutil.Converted[float32](v), dims...)
 		for _, scaled := range []bool{false, true} {
 			for _, c := range cases {
 				t.Run(fmt.Sprintf("%s/scaled=%v/%s", l, scaled, c.name), func(t *testing.T) {
@@ -486,7 +467,7 @@ func TestSharding(t *testing.T) {
 // (sharding.ScaleSpec).
 func TestComponentSpecs(t *testing.T) {
 	m := sharding.MustNewMesh([]string{"model", "data"}, []int{4, 2})
-	x := tensors.FromFlatDataAndDimensions(toF32(randomValues(rand.New(rand.NewSource(3)), onebit.TwoBit, 32*8)), 32, 8)
+	x := tensors.FromFlatDataAndDimensions(testutil.Converted[float32](randomValues(rand.New(rand.NewSource(3)), onebit.TwoBit, 32*8)), 32, 8)
 	type sharder interface {
 		ComponentSpecs(*sharding.Mesh, sharding.PartitionSpec) ([]sharding.PartitionSpec, error)
 	}

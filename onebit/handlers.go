@@ -17,10 +17,9 @@ func init() {
 }
 
 func registerHandlers[T packedArray](name string) {
-	lowering.RegisterDotGeneral[T](name)
-	implicitarray.RegisterOps(name, implicitarray.TypeOf[T](), map[implicitarray.Op]implicitarray.Handler{
+	qarray.Register[T](name, qarray.Handlers{Ops: map[implicitarray.Op]implicitarray.Handler{
 		implicitarray.OpTranspose: transpose, implicitarray.OpReshape: reshape,
-		implicitarray.OpBroadcastInDim: broadcastInDim, implicitarray.OpConvertDType: convertDType})
+		implicitarray.OpBroadcastInDim: broadcastInDim, implicitarray.OpConvertDType: convertDType}})
 }
 
 // convertDType is lazy: a new array with the new materialization dtype, same bytes; a dtype the
@@ -82,10 +81,7 @@ func transpose(c *implicitarray.Call) implicitarray.Value {
 	if perm[0] != 0 {
 		return repack(c, w, scale, placement)
 	}
-	dims := make([]int, len(perm))
-	for i, a := range perm {
-		dims[i] = w.Shape().Dimensions[a]
-	}
+	dims := qarray.TransposedDims(w.Shape().Dimensions, perm)
 	return moved(c, w, graph.TransposeAllAxes(w.Packed().Node(), perm...), dims, scale, placement)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/lowering"
 )
 
 const (
@@ -134,9 +135,15 @@ func floatKernel(ctx *context.Context, g *graph.Graph, shape shapes.Shape) *grap
 
 // storedComponents returns the quantized-kernel component variables of ctx's scope, in order.
 func storedComponents(ctx *context.Context) []*context.Variable {
+	return componentVariables(ctx, componentName)
+}
+
+// componentVariables returns the variables name(0), name(1), ... of ctx's scope, up to the first
+// missing one: the components of a quantized array, in order.
+func componentVariables(ctx *context.Context, name func(i int) string) []*context.Variable {
 	var vars []*context.Variable
 	for i := 0; ; i++ {
-		v := ctx.GetVariable(componentName(i))
+		v := ctx.GetVariable(name(i))
 		if v == nil {
 			return vars
 		}
@@ -168,27 +175,36 @@ func storedArray(ctx *context.Context, g *graph.Graph, stored []*context.Variabl
 		}
 		format = text
 	}
-	tmpl, err := baseTemplate(kernelShape, format, cfg.Strategy)
+	return arrayFromVariables(ctx, g, "qlayers.Dense", "kernel", stored, kernelShape, format, cfg.Strategy)
+}
+
+// arrayFromVariables rebuilds the implicit array of logical shape in format (FormatParam's form)
+// from its stored component variables, as nodes of g, with strategy s: each variable must have
+// its component's shape (panics name op, the scope and what the array is) and is made
+// non-trainable.
+func arrayFromVariables(ctx *context.Context, g *graph.Graph, op, what string, stored []*context.Variable, shape shapes.Shape,
+	format string, s lowering.Strategy) implicitarray.Array {
+	tmpl, err := baseTemplate(shape, format, s)
 	if err != nil {
-		panic(errors.WithMessagef(err, "qlayers.Dense in scope %q: kernel %s", ctx.Scope(), kernelShape))
+		panic(errors.WithMessagef(err, "%s in scope %q: %s %s", op, ctx.Scope(), what, shape))
 	}
 	want := tmpl.Components()
 	if len(want) != len(stored) {
-		panic(errors.Errorf("qlayers.Dense in scope %q: %d stored components for a %s kernel %s; accepted: %d (%s)",
-			ctx.Scope(), len(stored), format, kernelShape, len(want), describeComponents(want)))
+		panic(errors.Errorf("%s in scope %q: %d stored components for a %s %s %s; accepted: %d (%s)",
+			op, ctx.Scope(), len(stored), format, what, shape, len(want), describeComponents(want)))
 	}
 	nodes := make([]implicitarray.Component, len(stored))
 	for i, v := range stored {
 		if !v.Shape().Equal(want[i].Shape()) {
-			panic(errors.Errorf("qlayers.Dense in scope %q: component %q is %s; a %s kernel %s needs %s (%s)",
-				ctx.Scope(), v.Name(), v.Shape(), format, kernelShape, want[i].Shape(), describeComponents(want)))
+			panic(errors.Errorf("%s in scope %q: component %q is %s; a %s %s %s needs %s (%s)",
+				op, ctx.Scope(), v.Name(), v.Shape(), format, what, shape, want[i].Shape(), describeComponents(want)))
 		}
 		// Components loaded from a checkpoint into a fresh context come back trainable; an
 		// optimizer must never see these integer arrays.
 		v.SetTrainable(false)
 		nodes[i] = implicitarray.NodeComponent(v.ValueGraph(g))
 	}
-	// The template carries the strategy of cfg.
+	// The template carries the strategy.
 	return tmpl.WithComponents(nodes)
 }
 

@@ -155,10 +155,7 @@ func TestDenseInference(t *testing.T) {
 				t.Fatalf("kernel not quantized: %+v", report.Entries[0])
 			}
 			stored := storedArray(t, ctx, cfg)
-			dense, err := implicitarray.MaterializeOnHost(backend, stored)
-			if err != nil {
-				t.Fatal(err)
-			}
+			dense := testutil.Materialize(t, stored)
 			want := reference(x, flat(t, dense), values(2, outDim))
 			if ctx.GetVariableByScopeAndName(scope, qlayers.WeightsName) != nil {
 				t.Errorf("the float kernel was kept without Options.KeepFloat")

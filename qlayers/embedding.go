@@ -88,14 +88,7 @@ func TiedHead(x *graph.Node, table implicitarray.Value) *graph.Node {
 
 // tableComponents returns the quantized-table component variables of ctx's scope, in order.
 func tableComponents(ctx *context.Context) []*context.Variable {
-	var vars []*context.Variable
-	for i := 0; ; i++ {
-		v := ctx.GetVariable(tableComponentName(i))
-		if v == nil {
-			return vars
-		}
-		vars = append(vars, v)
-	}
+	return componentVariables(ctx, tableComponentName)
 }
 
 func tableComponentName(i int) string { return TableComponentPrefix + strconv.Itoa(i) }
@@ -108,23 +101,5 @@ func storedTable(ctx *context.Context, g *graph.Graph, stored []*context.Variabl
 		panic(errors.Errorf("qlayers.Embedding in scope %q: parameter %s=%v; accepted: the format QuantizeContext writes (\"int8\", \"nf4/64\")",
 			ctx.Scope(), FormatParam, text))
 	}
-	tmpl, err := baseTemplate(shape, format, lowering.Auto)
-	if err != nil {
-		panic(errors.WithMessagef(err, "qlayers.Embedding in scope %q: table %s", ctx.Scope(), shape))
-	}
-	want := tmpl.Components()
-	if len(want) != len(stored) {
-		panic(errors.Errorf("qlayers.Embedding in scope %q: %d stored components for a %s table %s; accepted: %d",
-			ctx.Scope(), len(stored), format, shape, len(want)))
-	}
-	nodes := make([]implicitarray.Component, len(stored))
-	for i, v := range stored {
-		if !v.Shape().Equal(want[i].Shape()) {
-			panic(errors.Errorf("qlayers.Embedding in scope %q: component %q is %s; a %s table %s needs %s",
-				ctx.Scope(), v.Name(), v.Shape(), format, shape, want[i].Shape()))
-		}
-		v.SetTrainable(false)
-		nodes[i] = implicitarray.NodeComponent(v.ValueGraph(g))
-	}
-	return tmpl.WithComponents(nodes)
+	return arrayFromVariables(ctx, g, "qlayers.Embedding", "table", stored, shape, format, lowering.Auto)
 }

@@ -1,7 +1,6 @@
 package qlayers_test
 
 import (
-	"slices"
 	"strings"
 	"testing"
 
@@ -44,10 +43,7 @@ func TestQuantizeContextTables(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dense, err := implicitarray.MaterializeOnHost(backend, a)
-			if err != nil {
-				t.Fatal(err)
-			}
+			dense := testutil.Materialize(t, a)
 			want := testutil.Float32s(t, dense)
 			ids := [][]int32{{39, 0, 7}}
 			x := tensors.FromValue(matrix(4, 2, dim))
@@ -60,24 +56,7 @@ func TestQuantizeContextTables(t *testing.T) {
 			if fb := implicitarray.CurrentStats().Fallbacks; len(fb) != 0 {
 				t.Errorf("the lookup or the head materialized the table: %v", fb)
 			}
-			got := testutil.Float32s(t, outs[0])
-			for i, id := range ids[0] {
-				if !slices.Equal(got[i*dim:(i+1)*dim], want[int(id)*dim:(int(id)+1)*dim]) {
-					t.Errorf("row %d differs from the dequantized table's", id)
-				}
-			}
-			xs, head := testutil.Float64s(t, x), testutil.Float64s(t, outs[1])
-			for r := range 2 {
-				for v := range vocab {
-					ref := 0.0
-					for k := range dim {
-						ref += xs[r*dim+k] * float64(want[v*dim+k])
-					}
-					if d := head[r*vocab+v] - ref; d > 1e-4 || d < -1e-4 {
-						t.Fatalf("head[%d, %d] = %g; x·tableᵀ %g", r, v, head[r*vocab+v], ref)
-					}
-				}
-			}
+			testutil.TableProducts(t, want, dim, ids[0], testutil.Float32s(t, outs[0]), testutil.Float64s(t, x), testutil.Float64s(t, outs[1]))
 		})
 	}
 	t.Run("tables-left-float", func(t *testing.T) {

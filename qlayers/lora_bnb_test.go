@@ -87,7 +87,7 @@ func TestQLoRAOnBitsandbytesLayer(t *testing.T) {
 	// The expected merged base: W + (α/r)·(A·B)ᵀ from the dense base, quantized by bitsandbytes' rule.
 	dense := ctx.In("proj").In(qlayers.Scope)
 	a, b := flat(t, dense.GetVariable(qlayers.LoRAAName).MustValue()), flat(t, dense.GetVariable(qlayers.LoRABName).MustValue())
-	w := flat(t, mustMaterialize(t, layer.Weight))
+	w := flat(t, testutil.Materialize(t, layer.Weight))
 	for o := range out {
 		for i := range in {
 			var d float32

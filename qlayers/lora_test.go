@@ -15,7 +15,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
 	"github.com/quanta-ml/quanta"
-	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/nf4"
@@ -62,11 +61,7 @@ func baseKernel(t *testing.T, ctx *context.Context) *tensors.Tensor {
 	if err != nil {
 		t.Fatalf("%+v", err)
 	}
-	dense, err := implicitarray.MaterializeOnHost(testutil.Backend(t), base)
-	if err != nil {
-		t.Fatalf("%+v", err)
-	}
-	return dense
+	return testutil.Materialize(t, base)
 }
 
 // TestLoRAGradients: with a quantized base (NF4-DQ, int8) or a float one, the gradients of
@@ -312,7 +307,7 @@ func TestLoRAMerge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, ref := flat(t, baseKernel(t, ctx)), flat(t, mustMaterialize(t, want))
+		got, ref := flat(t, baseKernel(t, ctx)), flat(t, testutil.Materialize(t, want))
 		// The merged weight is computed in float32 by the backend, in another summation order than
 		// the host's: a value on a rounding boundary may take the neighbouring code.
 		if differ := countDiffer(got, ref); differ > len(ref)/100 {
@@ -332,15 +327,6 @@ func TestLoRAMerge(t *testing.T) {
 			t.Errorf("re-quantizing a float base: %v", err)
 		}
 	})
-}
-
-func mustMaterialize(t *testing.T, a implicitarray.Array) *tensors.Tensor {
-	t.Helper()
-	d, err := implicitarray.MaterializeOnHost(testutil.Backend(t), a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
 }
 
 func maxAbs(v []float32) float64 {
@@ -437,10 +423,7 @@ func TestStoreBaseOutIn(t *testing.T) {
 	if d := maxDiff(viaDense, got); d != 0 {
 		t.Errorf("Dense on the stored torch-layout kernel differs from a fresh LoRADense by %g", d)
 	}
-	dense, err := implicitarray.MaterializeOnHost(backend, w)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dense := testutil.Materialize(t, w)
 	wv, bv := flat(t, dense), flat(t, bias)
 	for i := range 3 {
 		for j := range out {

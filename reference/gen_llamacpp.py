@@ -35,7 +35,6 @@ file itself (GREEDY_PROMPTS, BOS added, special tokens parsed). Everything runs 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import hashlib
 import os
 import sys
@@ -44,6 +43,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402
+from llamacpp_util import quantize  # noqa: E402
 import numpy as np  # noqa: E402
 
 N_IDS, WINDOW, STRIDE = 1024, 513, 512
@@ -64,20 +64,6 @@ def gemma_gguf() -> str:
 
 def quant_path(d: str, t: str) -> str:
     return os.path.join(d, f"SmolLM2-135M-Instruct.{t}.gguf")
-
-
-def quantize(src: str, dst: str, ftype: str, nthread: int = 1) -> None:
-    import llama_cpp
-
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.nthread = nthread
-    params.ftype = getattr(llama_cpp, ftype)
-    params.allow_requantize = True
-    tmp = dst + ".tmp"
-    rc = llama_cpp.llama_model_quantize(src.encode(), tmp.encode(), ctypes.byref(params))
-    if rc != 0:
-        raise RuntimeError(f"llama_model_quantize {src} -> {ftype} failed with {rc}")
-    os.replace(tmp, dst)
 
 
 def sha256(path: str) -> str:

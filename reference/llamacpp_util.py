@@ -28,21 +28,26 @@ def gguf_of_type(t: str, nthread: int = 2) -> str:
     src = common.require(common.smollm_gguf())
     if t == "Q4_1":
         return src
+    dst = os.path.join(cache_dir(), f"SmolLM2-135M-Instruct.{t}.gguf")
+    if not os.path.exists(dst):
+        quantize(src, dst, FTYPES[t], nthread)
+    return dst
+
+
+def quantize(src: str, dst: str, ftype: str, nthread: int = 1) -> None:
+    """Writes dst, the GGUF src converted to llama.cpp file type ftype (a ``LLAMA_FTYPE_*`` name)
+    by ``llama_cpp.llama_model_quantize``, re-quantizing quantized tensors (allow_requantize)."""
     import llama_cpp
 
-    dst = os.path.join(cache_dir(), f"SmolLM2-135M-Instruct.{t}.gguf")
-    if os.path.exists(dst):
-        return dst
     params = llama_cpp.llama_model_quantize_default_params()
     params.nthread = nthread
-    params.ftype = getattr(llama_cpp, FTYPES[t])
+    params.ftype = getattr(llama_cpp, ftype)
     params.allow_requantize = True
     tmp = dst + ".tmp"
     rc = llama_cpp.llama_model_quantize(src.encode(), tmp.encode(), ctypes.byref(params))
     if rc != 0:
-        raise RuntimeError(f"llama_model_quantize to {t} failed with {rc}")
+        raise RuntimeError(f"llama_model_quantize {src} -> {ftype} failed with {rc}")
     os.replace(tmp, dst)
-    return dst
 
 
 def window_nll(path: str, windows: list[tuple[list[int], int]], n_threads: int = 1) -> np.ndarray:

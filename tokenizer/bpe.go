@@ -327,18 +327,20 @@ type bigram struct {
 	rank        int
 }
 
-type bigramQueue []bigram
-
-func (q bigramQueue) Len() int { return len(q) }
-func (q bigramQueue) Less(i, j int) bool {
-	return q[i].rank < q[j].rank || (q[i].rank == q[j].rank && q[i].left < q[j].left)
+// mergeQueue is a priority queue of candidate merges, for container/heap: it pops first the item
+// that goes before every other by before.
+type mergeQueue[T any] struct {
+	items  []T
+	before func(a, b T) bool
 }
-func (q bigramQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *bigramQueue) Push(x any)   { *q = append(*q, x.(bigram)) }
-func (q *bigramQueue) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
+
+func (q *mergeQueue[T]) Len() int           { return len(q.items) }
+func (q *mergeQueue[T]) Less(i, j int) bool { return q.before(q.items[i], q.items[j]) }
+func (q *mergeQueue[T]) Swap(i, j int)      { q.items[i], q.items[j] = q.items[j], q.items[i] }
+func (q *mergeQueue[T]) Push(x any)         { q.items = append(q.items, x.(T)) }
+func (q *mergeQueue[T]) Pop() any {
+	x := q.items[len(q.items)-1]
+	q.items = q.items[:len(q.items)-1]
 	return x
 }
 
@@ -354,7 +356,8 @@ func (t *BPE) encodeWord(word string, out []int) []int {
 		i += n
 	}
 	syms[len(syms)-1].next = -1
-	q := &bigramQueue{}
+	// The lowest rank first, the leftmost among equal ranks.
+	q := &mergeQueue[bigram]{before: func(a, b bigram) bool { return a.rank < b.rank || (a.rank == b.rank && a.left < b.left) }}
 	add := func(left, right int) {
 		if left < 0 || right < 0 {
 			return

@@ -31,22 +31,6 @@ type spmBigram struct {
 	size        int
 }
 
-// spmQueue pops the highest score first, the leftmost among equal scores (llama.cpp's order).
-type spmQueue []spmBigram
-
-func (q spmQueue) Len() int { return len(q) }
-func (q spmQueue) Less(i, j int) bool {
-	return q[i].score > q[j].score || (q[i].score == q[j].score && q[i].left < q[j].left)
-}
-func (q spmQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *spmQueue) Push(x any)   { *q = append(*q, x.(spmBigram)) }
-func (q *spmQueue) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return x
-}
-
 // spmSymbol is a node of the list SentencePiece merges over: text[start:start+n] of the piece.
 type spmSymbol struct {
 	start, n   int
@@ -69,7 +53,10 @@ func (t *BPE) encodePieces(text string, out []int) []int {
 		off += n
 	}
 	syms[len(syms)-1].next = -1
-	q := &spmQueue{}
+	// The highest score first, the leftmost among equal scores (llama.cpp's order).
+	q := &mergeQueue[spmBigram]{before: func(a, b spmBigram) bool {
+		return a.score > b.score || (a.score == b.score && a.left < b.left)
+	}}
 	revMerge := map[string][2]int{}
 	add := func(left, right int) {
 		if left < 0 || right < 0 {

@@ -65,14 +65,7 @@ func tinyModel(t *testing.T, tensorType uint32, overrides ...ggufbuild.KV) strin
 		{Key: "tokenizer.ggml.eos_token_id", Value: uint32(257)},
 		{Key: "tokenizer.chat_template", Value: chatML},
 	}
-	for _, o := range overrides {
-		for i := range kvs {
-			if kvs[i].Key == o.Key {
-				kvs[i] = o
-			}
-		}
-	}
-	kvs = slicesDeleteNil(kvs)
+	kvs = ggufbuild.Override(kvs, overrides...)
 	seed := 0
 	tensor := func(name string, dims ...uint64) ggufbuild.Tensor {
 		seed++
@@ -102,16 +95,6 @@ func tinyModel(t *testing.T, tensorType uint32, overrides ...ggufbuild.KV) strin
 		t.Fatal(err)
 	}
 	return path
-}
-
-func slicesDeleteNil(kvs []ggufbuild.KV) []ggufbuild.KV {
-	var out []ggufbuild.KV
-	for _, kv := range kvs {
-		if kv.Value != nil {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 // runCmd runs quanta with args in this process and returns its exit code, stdout and stderr.

@@ -230,7 +230,7 @@ func TestGraphs(t *testing.T) {
 		name:  "chained",
 		fn:    func(x, z *graph.Node) *graph.Node { return axpby(axpby(x, z, 2, -3), z, 0.5, 1) },
 		args:  []any{x, z},
-		want:  ax(0.5, 1, func() []float32 { return toF32(ax(2, -3, x, z)) }(), z),
+		want:  ax(0.5, 1, func() []float32 { return testutil.Converted[float32](ax(2, -3, x, z)) }(), z),
 		tol:   1e-6,
 		calls: map[string]int64{ffitest.Axpby: 2},
 	}, {
@@ -281,14 +281,6 @@ func TestGraphs(t *testing.T) {
 			}
 		})
 	}
-}
-
-func toF32(v []float64) []float32 {
-	out := make([]float32, len(v))
-	for i, f := range v {
-		out[i] = float32(f)
-	}
-	return out
 }
 
 // TestAttributes checks that every attribute type reaches the handler.

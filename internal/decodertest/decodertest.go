@@ -2,10 +2,11 @@
 // share: small GGUF files written from values (Values, Metadata, Override, Tensor, Open), the
 // real ones (OpenFile) loaded through a preset's quantizer (Quantizer), the reference's arrays
 // (Reference), a model's logits (Forward, MaxAbsDiff, SameLogits) and scores (NLL), and the
-// checks every decoder passes: a failed load (WantLoadError), a fuzzed one (CheckFuzzed), a
-// chunked Step against Forward (StepMatchesForward) and greedy decoding against Forward
-// (GreedyMatchesForward). It is apart from internal/testutil, which the tests of the packages
-// below models use: it imports models and refdata.
+// checks every decoder passes: a failed load (WantLoadError), a fuzzed one (CheckFuzzed), an
+// invalid configuration (CheckInvalidConfigs), a chunked Step against Forward
+// (StepMatchesForward) and greedy decoding against Forward (GreedyMatchesForward). It is apart
+// from internal/testutil, which the tests of the packages below models use: it imports models and
+// refdata.
 package decodertest
 
 import (
@@ -207,6 +208,35 @@ func CheckFuzzed(t *testing.T, data []byte, config func(f *gguf.File) (Validator
 		if err := m.Validate(); err != nil {
 			t.Fatalf("LoadGGUF returned an invalid configuration: %v", err)
 		}
+	}
+}
+
+// InvalidConfig is a change that makes a valid configuration of type C invalid, and the text
+// its error must contain.
+type InvalidConfig[C any] struct {
+	Name   string
+	Modify func(c *C)
+	Want   string
+}
+
+// CheckInvalidConfigs checks, for each case, that valid changed by the case fails Validate with
+// an error containing the case's text, and that newModel (the package's New) refuses it.
+func CheckInvalidConfigs[C Validator](t *testing.T, valid C, newModel func(C) error, cases []InvalidConfig[C]) {
+	t.Helper()
+	if err := valid.Validate(); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			c := valid
+			tc.Modify(&c)
+			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.Want) {
+				t.Errorf("error %v; want one containing %q", err, tc.Want)
+			}
+			if err := newModel(c); err == nil {
+				t.Error("New accepted the configuration")
+			}
+		})
 	}
 }
 

@@ -100,12 +100,7 @@ func (v *Vars) Fuse(scope string, parts []string, outDims []int) {
 // names it as "table of <what>".
 func (v *Vars) AddTable(scope string, table *tensors.Tensor, what string) error {
 	tv, err := v.table(scope, table)
-	if err != nil {
-		_ = table.FinalizeAll()
-		return errors.WithMessage(err, "table of "+what)
-	}
-	v.list = append(v.list, tv...)
-	return models.Place(v.backend, tv)
+	return v.collect(tv, err, func() { _ = table.FinalizeAll() }, "table of "+what)
 }
 
 // KeepTable passes the embedding table [rows, dim] at scope, as its file stores it, to the
@@ -113,12 +108,7 @@ func (v *Vars) AddTable(scope string, table *tensors.Tensor, what string) error 
 // the array is deleted, names the table as "table of <what>".
 func (v *Vars) KeepTable(scope string, table *ggml.Array, what string) error {
 	tv, err := v.keep.KeepTable(scope, table)
-	if err != nil {
-		table.Delete()
-		return errors.WithMessage(err, "table of "+what)
-	}
-	v.list = append(v.list, tv...)
-	return models.Place(v.backend, tv)
+	return v.collect(tv, err, table.Delete, "table of "+what)
 }
 
 // KeepKernel passes the kernel [outDim, inDim] of the projection at scope, as its file stores it,
@@ -126,12 +116,7 @@ func (v *Vars) KeepTable(scope string, table *ggml.Array, what string) error {
 // which the array is deleted, names the kernel as "kernel of <what>".
 func (v *Vars) KeepKernel(scope string, w *ggml.Array, what string) error {
 	kv, err := v.keep.KeepKernel(scope, w)
-	if err != nil {
-		w.Delete()
-		return errors.WithMessage(err, "kernel of "+what)
-	}
-	v.list = append(v.list, kv...)
-	return models.Place(v.backend, kv)
+	return v.collect(kv, err, w.Delete, "kernel of "+what)
 }
 
 // keepPart reads the kept kernel p, a part of fusion fu, into its rows of the fusion's blocks
@@ -208,12 +193,19 @@ func (v *Vars) AddKernel(scope string, kernel *tensors.Tensor, what string) erro
 		scope, kernel, what = f.scope, fused, strings.Join(f.names, ", ")
 	}
 	kv, err := v.kernel(scope, kernel)
+	return v.collect(kv, err, func() { _ = kernel.FinalizeAll() }, "kernel of "+what)
+}
+
+// collect collects and places the variables a hook returned; after the hook's error, it calls
+// release (which frees the input the hook was given) and returns the error naming the input as
+// what.
+func (v *Vars) collect(vars []models.Variable, err error, release func(), what string) error {
 	if err != nil {
-		_ = kernel.FinalizeAll()
-		return errors.WithMessage(err, "kernel of "+what)
+		release()
+		return errors.WithMessage(err, what)
 	}
-	v.list = append(v.list, kv...)
-	return models.Place(v.backend, kv)
+	v.list = append(v.list, vars...)
+	return models.Place(v.backend, vars)
 }
 
 // Store stores the collected variables in ctx (models.Store).

@@ -6,6 +6,9 @@
 //
 // Arrays derived from one another without new components (WithStrategy, WithDType, WithSharding)
 // share their buffers, so they share one deletion flag: Delete on any of them deletes all.
+//
+// Each format package registers its handlers with Register; the steps its shape handlers share
+// (RowGather, TransposedDims, ConcatenatedDims, BroadcastComponent, ConvertFloatDType) live here.
 package qarray
 
 import (

@@ -1,15 +1,20 @@
 package testutil
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/runtime"
 )
@@ -62,6 +67,15 @@ func RandomTensor(seed uint64, dims ...int) *tensors.Tensor {
 	return NormalTensor(rand.New(rand.NewPCG(seed, 1)), dims...)
 }
 
+// Converted returns v's values converted to To, one by one.
+func Converted[To float32 | float64, From ~int8 | ~float32 | ~float64](v []From) []To {
+	out := make([]To, len(v))
+	for i, x := range v {
+		out[i] = To(x)
+	}
+	return out
+}
+
 // BroadcastIndex returns the flat index, in a keepdims array of dimensions sDims (each 1 or the
 // dims one), of the element broadcast to flat position i of dims: the scale of an element.
 func BroadcastIndex(i int, dims, sDims []int) int {
@@ -75,6 +89,93 @@ func BroadcastIndex(i int, dims, sDims []int) int {
 		stride *= sDims[a]
 	}
 	return si
+}
+
+// Materialize returns the dense value of a host-side implicit array, decoded in a graph on the
+// test's backend (implicitarray.MaterializeOnHost), failing the test on an error.
+func Materialize(t testing.TB, a implicitarray.Array) *tensors.Tensor {
+	t.Helper()
+	dense, err := implicitarray.MaterializeOnHost(Backend(t), a)
+	if err != nil {
+		t.Fatalf("testutil.Materialize: %+v", err)
+	}
+	return dense
+}
+
+// LazyConvertDType checks that convert_element_type of a host-side array w, materializing in
+// float32, to bfloat16 is lazy: without a materialization it gives an array of w's type that
+// materializes in bfloat16 to the bfloat16 rounding of w's values, and leaves w in float32. It
+// returns that array, for the format's own checks.
+func LazyConvertDType[A interface {
+	implicitarray.Array
+	DType() dtypes.DType
+}](t *testing.T, w A) A {
+	t.Helper()
+	implicitarray.ResetStats()
+	e := implicitarray.MustNewExec(Backend(t), func(w A) (implicitarray.Value, A) {
+		return implicitarray.ConvertDType(w, dtypes.BFloat16), w
+	})
+	defer e.Finalize()
+	out := e.MustCall(w)
+	conv, ok := out[0].(A)
+	if !ok || conv.DType() != dtypes.BFloat16 {
+		t.Fatalf("result %T, want %T of bfloat16", out[0], w)
+	}
+	if w.DType() != dtypes.Float32 || out[1].(A).DType() != dtypes.Float32 {
+		t.Errorf("operand changed to %s", w.DType())
+	}
+	if st := implicitarray.CurrentStats(); st.Materializations[implicitarray.TypeName(w)] != 0 {
+		t.Errorf("convert materialized: %+v", st)
+	}
+	want := Float32s(t, graph.MustExecOnce(Backend(t), func(x *graph.Node) *graph.Node {
+		return graph.ConvertDType(x, dtypes.BFloat16)
+	}, Materialize(t, w)))
+	if got := Float32s(t, Materialize(t, conv)); !slices.Equal(got, want) {
+		t.Errorf("bfloat16 materialization differs from converting the float32 one")
+	}
+	return conv
+}
+
+// TableProducts checks the two products of an embedding table of width dim whose dequantized
+// values are table: lookup, the rows ids, must be those rows of table bit for bit; head, the tied
+// head's x·tableᵀ for rows x of width dim, must be within 1e-4 of that product in float64.
+func TableProducts(t testing.TB, table []float32, dim int, ids []int32, lookup []float32, x, head []float64) {
+	t.Helper()
+	rows, n := len(table)/dim, len(x)/dim
+	if len(lookup) != len(ids)*dim || len(head) != n*rows {
+		t.Fatalf("%d looked-up values and %d head values; want %d and %d", len(lookup), len(head), len(ids)*dim, n*rows)
+		return
+	}
+	for i, id := range ids {
+		if !slices.Equal(lookup[i*dim:(i+1)*dim], table[int(id)*dim:(int(id)+1)*dim]) {
+			t.Errorf("row %d differs from the dequantized table's", id)
+		}
+	}
+	for r := range n {
+		for v := range rows {
+			ref := 0.0
+			for k := range dim {
+				ref += x[r*dim+k] * float64(table[v*dim+k])
+			}
+			if d := head[r*rows+v] - ref; d > 1e-4 || d < -1e-4 {
+				t.Fatalf("head[%d, %d] = %g; x·tableᵀ of the dequantized table %g", r, v, head[r*rows+v], ref)
+				return
+			}
+		}
+	}
+}
+
+// RecoverError, deferred by a function with a named error result (defer
+// testutil.RecoverError(&err)), turns a panic into that error: the panic's value if it is an
+// error, otherwise an error with its text.
+func RecoverError(err *error) {
+	if r := recover(); r != nil {
+		e, ok := r.(error)
+		if !ok {
+			e = fmt.Errorf("%v", r)
+		}
+		*err = e
+	}
 }
 
 // Float64s returns the values of a tensor of any numeric or boolean dtype as float64, failing the

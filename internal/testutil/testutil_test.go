@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -87,5 +88,57 @@ func TestBroadcastIndex(t *testing.T) {
 	// dims (2, 3, 4) with a scale (2, 1, 4): element (1, 2, 3), flat 23, reads scale (1, 0, 3), flat 7.
 	if got := BroadcastIndex(23, []int{2, 3, 4}, []int{2, 1, 4}); got != 7 {
 		t.Errorf("BroadcastIndex(23, [2 3 4], [2 1 4]) = %d, want 7", got)
+	}
+}
+
+func TestConverted(t *testing.T) {
+	if got, want := Converted[float32]([]int8{-128, 0, 127}), []float32{-128, 0, 127}; !slices.Equal(got, want) {
+		t.Errorf("Converted[float32](int8) = %v, want %v", got, want)
+	}
+	// 0.1 is not a float32: the conversion rounds it to the nearest one.
+	if got, want := Converted[float32]([]float64{0.1, -2.5}), []float32{0.1, -2.5}; !slices.Equal(got, want) {
+		t.Errorf("Converted[float32](float64) = %v, want %v", got, want)
+	}
+	if got, want := Converted[float64]([]float32{0.1}), []float64{float64(float32(0.1))}; !slices.Equal(got, want) {
+		t.Errorf("Converted[float64](float32) = %v, want %v", got, want)
+	}
+}
+
+func TestTableProducts(t *testing.T) {
+	// table [[1, 2], [3, 4]]: row 1 is [3, 4]; x = [1, 1] gives x·tableᵀ = [3, 7].
+	table := []float32{1, 2, 3, 4}
+	for _, tc := range []struct {
+		head    []float64
+		failure string
+	}{
+		{[]float64{3, 7}, ""},
+		{[]float64{3, 7.5}, "head[0, 1] = 7.5; x·tableᵀ of the dequantized table 7"},
+		{[]float64{3}, "2 looked-up values and 1 head values; want 2 and 2"},
+	} {
+		r := &recorder{TB: t}
+		TableProducts(r, table, 2, []int32{1}, []float32{3, 4}, []float64{1, 1}, tc.head)
+		if r.failure != tc.failure {
+			t.Errorf("head %v: failure %q, want %q", tc.head, r.failure, tc.failure)
+		}
+	}
+}
+
+func TestRecoverError(t *testing.T) {
+	sentinel := errors.New("bad shape")
+	run := func(v any) (err error) {
+		defer RecoverError(&err)
+		if v != nil {
+			panic(v)
+		}
+		return nil
+	}
+	if err := run(nil); err != nil {
+		t.Errorf("no panic: %v", err)
+	}
+	if err := run(sentinel); err != sentinel {
+		t.Errorf("panic with an error: %v, want that error", err)
+	}
+	if err := run("bad axis"); err == nil || err.Error() != "bad axis" {
+		t.Errorf("panic with a string: %v, want its text", err)
 	}
 }

@@ -2,7 +2,6 @@ package gemma3_test
 
 import (
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/quanta-ml/quanta/internal/decodertest"
@@ -85,31 +84,16 @@ func TestSoftcap(t *testing.T) {
 
 // TestConfigValidate: a Config built in code is checked, naming its fields.
 func TestConfigValidate(t *testing.T) {
-	if err := tiny.Validate(); err != nil {
-		t.Fatalf("tiny config: %v", err)
-	}
-	for _, tc := range []struct {
-		name   string
-		modify func(c *gemma3.Config)
-		want   string
-	}{
-		{"no heads", func(c *gemma3.Config) { c.Heads = 0 }, "Heads = 0; accepted: 1 to 2147483647"},
-		{"odd head width", func(c *gemma3.Config) { c.HeadDim = 3 }, "HeadDim = 3; accepted: an even width"},
-		{"kv heads", func(c *gemma3.Config) { c.KVHeads = 3 }, "2 query heads, 3 key/value heads"},
-		{"negative window", func(c *gemma3.Config) { c.SlidingWindow = -1 }, "SlidingWindow = -1; accepted: 0 to 2147483647"},
-		{"query scale", func(c *gemma3.Config) { c.QueryScale = 0 }, "QueryScale = 0; accepted: a finite number above 0"},
-		{"local base", func(c *gemma3.Config) { c.RoPEBaseLocal = 1 }, "RoPEBaseLocal = 1; accepted: a finite number above 1"},
-		{"softcap", func(c *gemma3.Config) { c.FinalSoftcap = -1 }, "FinalSoftcap = -1"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := tiny
-			tc.modify(&c)
-			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %v; want one containing %q", err, tc.want)
-			}
-			if _, err := gemma3.New(c); err == nil {
-				t.Error("New accepted the configuration")
-			}
-		})
-	}
+	decodertest.CheckInvalidConfigs(t, tiny, func(c gemma3.Config) error {
+		_, err := gemma3.New(c)
+		return err
+	}, []decodertest.InvalidConfig[gemma3.Config]{
+		{Name: "no heads", Modify: func(c *gemma3.Config) { c.Heads = 0 }, Want: "Heads = 0; accepted: 1 to 2147483647"},
+		{Name: "odd head width", Modify: func(c *gemma3.Config) { c.HeadDim = 3 }, Want: "HeadDim = 3; accepted: an even width"},
+		{Name: "kv heads", Modify: func(c *gemma3.Config) { c.KVHeads = 3 }, Want: "2 query heads, 3 key/value heads"},
+		{Name: "negative window", Modify: func(c *gemma3.Config) { c.SlidingWindow = -1 }, Want: "SlidingWindow = -1; accepted: 0 to 2147483647"},
+		{Name: "query scale", Modify: func(c *gemma3.Config) { c.QueryScale = 0 }, Want: "QueryScale = 0; accepted: a finite number above 0"},
+		{Name: "local base", Modify: func(c *gemma3.Config) { c.RoPEBaseLocal = 1 }, Want: "RoPEBaseLocal = 1; accepted: a finite number above 1"},
+		{Name: "softcap", Modify: func(c *gemma3.Config) { c.FinalSoftcap = -1 }, Want: "FinalSoftcap = -1"},
+	})
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/gguf"
-	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
@@ -166,10 +165,7 @@ func TestLoadQuantizedTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dequantized, err := implicitarray.MaterializeOnHost(backend, a)
-			if err != nil {
-				t.Fatal(err)
-			}
+			dequantized := testutil.Materialize(t, a)
 			table.MustSetValue(dequantized)
 			want, got := decodertest.Forward(t, backend, ctx, m, tokens), decodertest.Forward(t, backend, qctx, qm, tokens)
 			decodertest.SameLogits(t, "the quantized table's logits differ from the dequantized float table's", got, want)

@@ -77,32 +77,17 @@ func TestLoadGGUFHyperParameters(t *testing.T) {
 
 // TestConfigValidate: a Config built in code is checked the same way, naming its fields.
 func TestConfigValidate(t *testing.T) {
-	if err := tiny.Validate(); err != nil {
-		t.Fatalf("tiny config: %v", err)
-	}
-	for _, tc := range []struct {
-		name   string
-		modify func(c *llama.Config)
-		want   string
-	}{
-		{"NaN epsilon", func(c *llama.Config) { c.RMSNormEps = math.NaN() }, "RMSNormEps = NaN; accepted: a finite number above 0"},
-		{"Inf RoPE base", func(c *llama.Config) { c.RoPEBase = math.Inf(1) }, "RoPEBase = +Inf; accepted: a finite number above 1"},
-		{"no heads", func(c *llama.Config) { c.Heads = 0 }, "Heads = 0; accepted: 1 to 2147483647"},
-		{"odd head width", func(c *llama.Config) { c.HeadDim = 3 }, "HeadDim = 3; accepted: an even width"},
-		{"kv heads", func(c *llama.Config) { c.KVHeads = 3 }, "4 query heads, 3 key/value heads"},
-		{"negative context", func(c *llama.Config) { c.ContextLength = -1 }, "ContextLength = -1"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := tiny
-			tc.modify(&c)
-			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %v; want one containing %q", err, tc.want)
-			}
-			if _, err := llama.New(c); err == nil {
-				t.Error("New accepted the configuration")
-			}
-		})
-	}
+	decodertest.CheckInvalidConfigs(t, tiny, func(c llama.Config) error {
+		_, err := llama.New(c)
+		return err
+	}, []decodertest.InvalidConfig[llama.Config]{
+		{Name: "NaN epsilon", Modify: func(c *llama.Config) { c.RMSNormEps = math.NaN() }, Want: "RMSNormEps = NaN; accepted: a finite number above 0"},
+		{Name: "Inf RoPE base", Modify: func(c *llama.Config) { c.RoPEBase = math.Inf(1) }, Want: "RoPEBase = +Inf; accepted: a finite number above 1"},
+		{Name: "no heads", Modify: func(c *llama.Config) { c.Heads = 0 }, Want: "Heads = 0; accepted: 1 to 2147483647"},
+		{Name: "odd head width", Modify: func(c *llama.Config) { c.HeadDim = 3 }, Want: "HeadDim = 3; accepted: an even width"},
+		{Name: "kv heads", Modify: func(c *llama.Config) { c.KVHeads = 3 }, Want: "4 query heads, 3 key/value heads"},
+		{Name: "negative context", Modify: func(c *llama.Config) { c.ContextLength = -1 }, Want: "ContextLength = -1"},
+	})
 }
 
 // TestLoadGGUFNilContext: a nil context is an error, not a nil dereference.

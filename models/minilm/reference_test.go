@@ -87,14 +87,6 @@ func embed(t *testing.T, preset string, texts []string) (*context.Context, *mini
 	return ctx, m, v
 }
 
-func float64s(v []float32) []float64 {
-	out := make([]float64, len(v))
-	for i, x := range v {
-		out[i] = float64(x)
-	}
-	return out
-}
-
 // TestReferenceEmbeddings compares the float32 model with transformers: the last hidden state of
 // the first sentence and the 32 sentence embeddings, within tolerance.
 func TestReferenceEmbeddings(t *testing.T) {
@@ -106,7 +98,7 @@ func TestReferenceEmbeddings(t *testing.T) {
 	}
 	worst := 0.0
 	for i := range got {
-		diff, scale := testutil.MaxAbsDiff(float64s(got[i]), want.Row(i))
+		diff, scale := testutil.MaxAbsDiff(testutil.Converted[float64](got[i]), want.Row(i))
 		worst = max(worst, diff)
 		if diff > tolerance*scale {
 			t.Errorf("sentence %d (%.40q): max |diff| %.3g > %.3g", i, ref.texts[i], diff, tolerance*scale)

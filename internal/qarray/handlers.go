@@ -1,0 +1,106 @@
+package qarray
+
+import (
+	"slices"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/lowering"
+)
+
+// Handlers are the implicitarray handlers of a format's array type that keep it in its format
+// (Register). An op without one reaches implicitarray's generic fallback, which materializes.
+type Handlers struct {
+	// Ops are the handlers of the ops whose one operand is the array (reshape, transpose, ...).
+	Ops map[implicitarray.Op]implicitarray.Handler
+	// Concatenate, if not nil, handles a concatenation whose first operand is the array.
+	Concatenate implicitarray.Handler
+	// Gather, if not nil, handles a gather from the array with dense indices.
+	Gather implicitarray.Handler
+}
+
+// Register registers, for array type A of the format called name ("nf4", "onebit.BitArray"),
+// lowering's dot_general handlers and h; the rules are named after name. Format packages call it
+// from init().
+func Register[A lowering.Quantized](name string, h Handlers) {
+	lowering.RegisterDotGeneral[A](name)
+	t := implicitarray.TypeOf[A]()
+	implicitarray.RegisterOps(name, t, h.Ops)
+	if h.Concatenate != nil {
+		implicitarray.Register(implicitarray.Rule{Op: implicitarray.OpConcatenate, Operands: []implicitarray.Match{t, implicitarray.Anything},
+			Variadic: true, Handler: h.Concatenate, Name: name + ".concatenate"})
+	}
+	if h.Gather != nil {
+		implicitarray.Register(implicitarray.Rule{Op: implicitarray.OpGather, Operands: []implicitarray.Match{t, implicitarray.Dense},
+			Handler: h.Gather, Name: name + ".gather"})
+	}
+}
+
+// The steps the shape handlers of the format packages share: the logical dimensions a gather, a
+// transpose or a concatenation gives, and the broadcast of a component whose trailing axes stay
+// put.
+
+// RowGather reads a gather call from an array (operand 0) with dense indices (operand 1): when
+// the indices pick whole slices of leading axes (their last dimension, the number of axes they
+// index, is below the array's rank) it returns the indices, whether they are sorted and the
+// logical dimensions of the result; otherwise ok is false.
+func RowGather(c *implicitarray.Call) (indices *graph.Node, sorted bool, dims []int, ok bool) {
+	shape := c.Operands[0].Shape()
+	indices = c.Operands[1].(*graph.Node)
+	if indices.Rank() < 1 || indices.Shape().Dim(-1) >= shape.Rank() {
+		return nil, false, nil, false
+	}
+	k := indices.Shape().Dim(-1)
+	dims = append(slices.Clone(indices.Shape().Dimensions[:indices.Rank()-1]), shape.Dimensions[k:]...)
+	return indices, c.Params.(*implicitarray.GatherParams).IndicesAreSorted, dims, true
+}
+
+// ConvertFloatDType is the convert_element_type handler of an array type A that materializes in
+// any real float dtype: lazy for such a target (A's WithDType, sharing the buffers), a
+// materialization for any other.
+func ConvertFloatDType[A interface {
+	implicitarray.Value
+	WithDType(dtypes.DType) A
+}](c *implicitarray.Call) implicitarray.Value {
+	dtype := c.Params.(*implicitarray.ConvertDTypeParams).DType
+	if !dtype.IsFloat() || dtype.IsComplex() {
+		return c.MaterializeAndApply()
+	}
+	return c.Operands[0].(A).WithDType(dtype)
+}
+
+// TransposedDims returns the dimensions of dims transposed by perm: output axis i has dims[perm[i]].
+func TransposedDims(dims, perm []int) []int {
+	out := make([]int, len(perm))
+	for i, p := range perm {
+		out[i] = dims[p]
+	}
+	return out
+}
+
+// ConcatenatedDims returns the logical dimensions of operands concatenated along axis: the
+// first operand's, with the sum of all along axis.
+func ConcatenatedDims(operands []implicitarray.Value, axis int) []int {
+	dims := slices.Clone(operands[0].Shape().Dimensions)
+	dims[axis] = 0
+	for _, v := range operands {
+		dims[axis] += v.Shape().Dim(axis)
+	}
+	return dims
+}
+
+// BroadcastComponent is broadcast_in_dim of a stored component x to dims, input axis i going to
+// output axis axes[i] (axes increasing, the component's trailing axes among them).
+func BroadcastComponent(x *graph.Node, dims, axes []int) *graph.Node {
+	var expanded []int
+	for i := range dims {
+		if !slices.Contains(axes, i) {
+			expanded = append(expanded, i)
+		}
+	}
+	if len(expanded) == 0 {
+		return graph.BroadcastToDims(x, dims...)
+	}
+	return graph.ExpandAndBroadcast(x, dims, expanded)
+}
