@@ -145,9 +145,10 @@
 //
 // Beside the products, qk_attention.c runs grouped-query attention of a few query rows over a
 // key/value cache (the attention of a decoding step), one call a layer where XLA CPU would run
-// two small products, a mask and a softmax, each with its own dispatch cost. Each query row is
-// one pass (scores into the thread's chunk scratch, softmax, the weighted sum of the values),
-// computed by one thread in key order, so the result does not depend on the thread count; the
+// two small products, a mask and a softmax, each with its own dispatch cost. The query heads that
+// share a key/value head are one pass over its cache (scores into the thread's chunk scratch,
+// softmax, the weighted sum of the values), computed by one thread in a fixed order, so the
+// result does not depend on the thread count; the
 // calls read the first keys of a cache longer than the attended window, so that the cache goes
 // in whole, without a copy of the window. models.GroupedAttention emits it.
 //

@@ -1,94 +1,177 @@
 /* qk_attention.c: grouped-query attention of a few query rows over a key/value cache, one call a
  * layer (quanta_kernels.h's qk_attention). A decoding step's attention is a few small products
  * and a softmax, which XLA CPU runs as separate operations, each with its own dispatch cost; here
- * each query row is one pass: scores, softmax and the weighted sum of the values, the scores in
- * the thread's chunk scratch. The loops are plain C, compiled once for the baseline and once for
- * AVX2 + FMA (eight-lane accumulators that the compiler vectorizes); the lane sums are added in a
- * fixed order. */
+ * the query heads that share a key/value head are one pass over its keys and values (each row
+ * read once for the group): scores into the thread's chunk scratch, softmax, the weighted sum of
+ * the values. The loops are plain C, compiled once for the baseline and once for AVX2 + FMA
+ * (eight-lane accumulators that the compiler vectorizes, exp by a polynomial); the lane sums are
+ * added in a fixed order, and each output row is computed by one thread. */
 #include <math.h>
 
 #include "qk_internal.h"
 
 #define QK_LANES 8
 
-/* The body of one row, as a macro over the function attributes, so that the compiler builds it
- * for each instruction set. */
-#define QK_ATTENTION_ROW(NAME, ATTR)                                                                                    \
-  static ATTR void NAME(const float *q, const float *k, const float *v, const uint8_t *vis, int64_t n_keys,           \
-                        int64_t hd, float scale, float *scores, float *out) {                                          \
-    float best = -INFINITY;                                                                                            \
+/* exp_pass replaces each score s (-inf where masked) by exp(s - best) and returns their sum,
+ * added in eight lanes by index modulo 8, the lanes then in a fixed order. The portable path
+ * calls expf; the AVX2 path the polynomial below. */
+static float exp_pass_portable(float *scores, int64_t n, float best) {
+  float lane[QK_LANES] = {0};
+  for (int64_t t = 0; t < n; t++) {
+    scores[t] = expf(scores[t] - best);
+    lane[t % QK_LANES] += scores[t];
+  }
+  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
+#if QK_X86
+#include <immintrin.h>
+
+#define A256 static inline __attribute__((always_inline, target("avx2,fma")))
+
+/* exp8 is e^x for x <= 0 (Cephes' single-precision range reduction and degree-6 polynomial,
+ * within about 2 ulp of expf; below -87.3, where e^x is under float32's normal range, 0). */
+A256 __m256 exp8(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.33654f);
+  const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_max_ps(x, lo);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(scale)));
+}
+
+static __attribute__((target("avx2,fma"))) float exp_pass_avx2(float *scores, int64_t n, float best) {
+  const __m256 b = _mm256_set1_ps(best);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t t = 0;
+  for (; t + QK_LANES <= n; t += QK_LANES) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(scores + t), b));
+    _mm256_storeu_ps(scores + t, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  float lane[QK_LANES];
+  _mm256_storeu_ps(lane, acc);
+  if (t < n) {
+    float tail[QK_LANES];
+    for (int l = 0; l < QK_LANES; l++) {
+      tail[l] = t + l < n ? scores[t + l] - best : -INFINITY;
+    }
+    float e[QK_LANES];
+    _mm256_storeu_ps(e, exp8(_mm256_loadu_ps(tail)));
+    for (int l = 0; t + l < n; l++) {
+      scores[t + l] = e[l];
+      lane[l] += e[l];
+    }
+  }
+  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+#endif
+
+/* The body of a group of query rows that read one key/value head, as a macro over the function
+ * attributes and the exp pass, so that the compiler builds it for each instruction set: g rows of
+ * q (rows apart), their scores (n_keys apart in the scratch) and outputs; each key and value row
+ * is read once for the group. */
+#define QK_ATTENTION_ROWS(NAME, ATTR, EXP_PASS)                                                                        \
+  static ATTR void NAME(int g, const float *q, int64_t rows, const float *k, const float *v, const uint8_t *vis,      \
+                        int64_t n_keys, int64_t hd, float scale, float *scores, float *out) {                          \
+    float best[QK_ATTENTION_GROUP];                                                                                    \
+    for (int i = 0; i < g; i++) {                                                                                      \
+      best[i] = -INFINITY;                                                                                             \
+    }                                                                                                                  \
+    for (int64_t t = 0; t < n_keys; t++) {                                                                             \
+      if (!vis[t]) {                                                                                                   \
+        for (int i = 0; i < g; i++) {                                                                                  \
+          scores[i * n_keys + t] = -INFINITY;                                                                          \
+        }                                                                                                              \
+        continue;                                                                                                      \
+      }                                                                                                                \
+      const float *kt = k + t * hd;                                                                                    \
+      for (int i = 0; i < g; i++) {                                                                                    \
+        const float *qi = q + i * rows;                                                                                \
+        float acc[QK_LANES] = {0};                                                                                     \
+        int64_t d = 0;                                                                                                 \
+        for (; d + QK_LANES <= hd; d += QK_LANES) {                                                                    \
+          for (int l = 0; l < QK_LANES; l++) {                                                                         \
+            acc[l] += qi[d + l] * kt[d + l];                                                                           \
+          }                                                                                                            \
+        }                                                                                                              \
+        for (int l = 0; d < hd; d++, l++) {                                                                            \
+          acc[l] += qi[d] * kt[d];                                                                                     \
+        }                                                                                                              \
+        const float s = (((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))) * scale;   \
+        scores[i * n_keys + t] = s;                                                                                    \
+        best[i] = s > best[i] ? s : best[i];                                                                           \
+      }                                                                                                                \
+    }                                                                                                                  \
+    float inv[QK_ATTENTION_GROUP];                                                                                     \
+    for (int i = 0; i < g; i++) {                                                                                      \
+      float *oi = out + i * rows;                                                                                      \
+      const float fill = best[i] == -INFINITY ? NAN : 0; /* no key visible: the softmax of -inf */                     \
+      for (int64_t d = 0; d < hd; d++) {                                                                               \
+        oi[d] = fill;                                                                                                  \
+      }                                                                                                                \
+      inv[i] = best[i] == -INFINITY ? 0 : 1 / EXP_PASS(scores + i * n_keys, n_keys, best[i]);                          \
+    }                                                                                                                  \
     for (int64_t t = 0; t < n_keys; t++) {                                                                             \
       if (!vis[t]) {                                                                                                   \
         continue;                                                                                                      \
       }                                                                                                                \
-      const float *kt = k + t * hd;                                                                                    \
-      float acc[QK_LANES] = {0};                                                                                       \
-      int64_t d = 0;                                                                                                   \
-      for (; d + QK_LANES <= hd; d += QK_LANES) {                                                                      \
-        for (int l = 0; l < QK_LANES; l++) {                                                                           \
-          acc[l] += q[d + l] * kt[d + l];                                                                              \
+      const float *vt = v + t * hd;                                                                                    \
+      for (int i = 0; i < g; i++) {                                                                                    \
+        if (best[i] == -INFINITY) {                                                                                    \
+          continue;                                                                                                    \
         }                                                                                                              \
-      }                                                                                                                \
-      for (int l = 0; d < hd; d++, l++) {                                                                              \
-        acc[l] += q[d] * kt[d];                                                                                        \
-      }                                                                                                                \
-      const float s = (((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))) * scale;     \
-      scores[t] = s;                                                                                                   \
-      best = s > best ? s : best;                                                                                      \
-    }                                                                                                                  \
-    for (int64_t d = 0; d < hd; d++) {                                                                                 \
-      out[d] = 0;                                                                                                      \
-    }                                                                                                                  \
-    if (best == -INFINITY) { /* no key visible (or every score -inf): the softmax of -inf */                           \
-      for (int64_t d = 0; d < hd; d++) {                                                                               \
-        out[d] = NAN;                                                                                                  \
-      }                                                                                                                \
-      return;                                                                                                          \
-    }                                                                                                                  \
-    float total = 0;                                                                                                   \
-    for (int64_t t = 0; t < n_keys; t++) {                                                                             \
-      if (vis[t]) {                                                                                                    \
-        scores[t] = expf(scores[t] - best);                                                                            \
-        total += scores[t];                                                                                            \
-      }                                                                                                                \
-    }                                                                                                                  \
-    for (int64_t t = 0; t < n_keys; t++) {                                                                             \
-      if (vis[t]) {                                                                                                    \
-        const float p = scores[t] / total;                                                                             \
-        const float *vt = v + t * hd;                                                                                  \
+        const float p = scores[i * n_keys + t] * inv[i];                                                               \
+        float *oi = out + i * rows;                                                                                    \
         for (int64_t d = 0; d < hd; d++) {                                                                             \
-          out[d] += p * vt[d];                                                                                         \
+          oi[d] += p * vt[d];                                                                                          \
         }                                                                                                              \
       }                                                                                                                \
     }                                                                                                                  \
   }
 
-QK_ATTENTION_ROW(row_portable, )
+/* The most query rows one pass serves (the query heads that share a key/value head). */
+#define QK_ATTENTION_GROUP 8
+
+QK_ATTENTION_ROWS(rows_portable, , exp_pass_portable)
 #if QK_X86
-QK_ATTENTION_ROW(row_avx2, __attribute__((target("avx2,fma"))))
+QK_ATTENTION_ROWS(rows_avx2, __attribute__((target("avx2,fma"))), exp_pass_avx2)
 #endif
 
-typedef void (*qk_attention_row)(const float *, const float *, const float *, const uint8_t *, int64_t, int64_t,
-                                 float, float *, float *);
+typedef void (*qk_attention_rows)(int, const float *, int64_t, const float *, const float *, const uint8_t *, int64_t,
+                                  int64_t, float, float *, float *);
 
 typedef struct {
   const float *q, *k, *v;
   const uint8_t *vis;
-  int64_t heads, kv, seq, length, n_keys, hd;
+  int64_t heads, kv, seq, length, n_keys, hd, per; /* per: query rows a task serves */
   float scale;
   float *out;
-  qk_attention_row row;
+  qk_attention_rows rows;
 } attention_job;
 
-/* attention_task computes query row `chunk` (batch, head, position in order). */
+/* attention_task serves task `chunk`: up to `per` query heads of one key/value head at one
+ * position (batch, key/value head, head block, position in order). */
 static void attention_task(void *ctx, int64_t chunk, int slot, void *scratch) {
   (void)slot;
   const attention_job *j = (const attention_job *)ctx;
-  const int64_t s = chunk % j->seq, bh = chunk / j->seq, h = bh % j->heads, b = bh / j->heads;
-  const int64_t kvh = b * j->kv + h / (j->heads / j->kv);
-  const int64_t cache = kvh * j->length * j->hd;
-  j->row(j->q + chunk * j->hd, j->k + cache, j->v + cache, j->vis + s * j->n_keys, j->n_keys, j->hd, j->scale,
-         (float *)scratch, j->out + chunk * j->hd);
+  const int64_t groups = j->heads / j->kv, blocks = (groups + j->per - 1) / j->per;
+  const int64_t s = chunk % j->seq, rest = chunk / j->seq, blk = rest % blocks, bkv = rest / blocks;
+  const int64_t b = bkv / j->kv, h0 = (bkv % j->kv) * groups + blk * j->per;
+  const int g = (int)QK_MIN(j->per, groups - blk * j->per);
+  const int64_t cache = bkv * j->length * j->hd, row0 = ((b * j->heads + h0) * j->seq + s) * j->hd;
+  j->rows(g, j->q + row0, j->seq * j->hd, j->k + cache, j->v + cache, j->vis + s * j->n_keys, j->n_keys, j->hd,
+          j->scale, (float *)scratch, j->out + row0);
 }
 
 /* Below this many multiply-adds a call runs on the caller's thread: waking the pool costs more. */
@@ -108,12 +191,15 @@ int qk_attention(const float *q, const float *keys, const float *values, const u
   if (!q || !keys || !values || !visible || !out) {
     return QK_ERR_NULL;
   }
-  attention_job j = {q, keys, values, visible, heads, kv, seq, length, n_keys, hd, scale, out, row_portable};
+  const int64_t groups = heads / kv;
+  const int64_t per = QK_MIN(QK_MIN(groups, QK_ATTENTION_GROUP), (int64_t)(QK_CHUNK_SCRATCH / sizeof(float)) / n_keys);
+  attention_job j = {q, keys, values, visible, heads, kv, seq, length, n_keys, hd, per, scale, out, rows_portable};
 #if QK_X86
   if (qk_isa_active() >= QK_ISA_AVX2) {
-    j.row = row_avx2;
+    j.rows = rows_avx2;
   }
 #endif
-  const int threads = rows > 1 && 2 * rows * n_keys * hd >= QK_ATTENTION_SMALL ? qk_threads() : 1;
-  return qk_parallel(rows, threads, attention_task, &j);
+  const int64_t tasks = batch * kv * ((groups + per - 1) / per) * seq;
+  const int threads = tasks > 1 && 2 * rows * n_keys * hd >= QK_ATTENTION_SMALL ? qk_threads() : 1;
+  return qk_parallel(tasks, threads, attention_task, &j);
 }
