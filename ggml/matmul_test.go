@@ -125,8 +125,10 @@ func served(s lowering.Strategy, p product, kernels bool) bool {
 	return false // SlicedSum, ProductTable
 }
 
-// integerRoute lists the types whose kernels multiply 8-bit activations for a few rows.
-var integerRoute = []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K}
+// integerRoute lists the types whose kernels multiply 8-bit activations for a few rows (in groups
+// of one block).
+var integerRoute = []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeQ4_0, gguf.TypeQ4_1,
+	gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ8_0}
 
 // x8Bound returns, per output of the product eq, what quantizing the activations to 8 bits in
 // groups of g along their last axis (the kernels' integer route) may change it by: Σ |w|·amax/254
@@ -151,10 +153,9 @@ func x8Bound(eq string, x []float64, xDims []int, w []float64, wDims []int, g in
 
 // TestDotGeneral: for every block type, product and strategy, the product equals the host
 // product of gguf.Decode's values with the activations (as the backend rounds them), within
-// float32 accumulation, and for the kernels of Q4_K, Q5_K and Q6_K (x·Wᵀ on a backend with
+// float32 accumulation, and for the kernels of the types of integerRoute (x·Wᵀ on a backend with
 // quanta's kernels) within the change 8-bit activations may make; strategies that cannot serve
-// a GGML weight panic with
-// lowering.ErrUnsupported; only Materialize materializes. Q4_K runs every product, strategy and
+// a GGML weight panic with lowering.ErrUnsupported; only Materialize materializes. Q4_K runs every product, strategy and
 // activation dtype, the other types x·Wᵀ with Auto on float32 activations (their decode is what
 // differs); QUANTA_TEST_ALL=1 runs the whole table (each case compiles a graph).
 func TestDotGeneral(t *testing.T) {

@@ -23,7 +23,8 @@ import (
 // TestKernelDeterminism: a compiled product that a kernel serves returns the same bits on every
 // call, from one goroutine or from many at once, whatever the kernels' thread count — as XLA's
 // own dense product does. The weight (4608 × 264, or 264 × 4608 for GGUF's x·Wᵀ) is large enough
-// that the kernels split its rows at the smaller m.
+// that the kernels split its rows at the smaller m; at m = 2 the GGML types take their integer
+// route.
 func TestKernelDeterminism(t *testing.T) {
 	backend := testutil.Backend(t)
 	if lowering.PlatformOf(backend)&lowering.Kernels == 0 {
@@ -53,7 +54,7 @@ func TestKernelDeterminism(t *testing.T) {
 		e := implicitarray.MustNewExec(backend, func(x *graph.Node, w implicitarray.Array) *graph.Node {
 			return lowering.DotGeneral(x, w.(lowering.Quantized), wc.axes)
 		})
-		for _, m := range []int{17, 64, 300} {
+		for _, m := range []int{2, 17, 64, 300} {
 			t.Run(fmt.Sprintf("%s/m=%d", wc.name, m), func(t *testing.T) {
 				x := testutil.NormalTensor(r, m, k)
 				call := func() []float32 {

@@ -19,11 +19,12 @@ import (
 	"github.com/quanta-ml/quanta/lowering"
 )
 
-// integerRouteRows is the most activation rows for which the GGML kernels of Q4_K, Q5_K and Q6_K
-// multiply 8-bit activations (package cpukernels).
+// integerRouteRows is the most activation rows for which the GGML kernels of integerRouteTypes
+// may multiply 8-bit activations (package cpukernels; Q4_0 and Q8_0 only up to 2).
 const integerRouteRows = 8
 
-var integerRouteTypes = []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K}
+var integerRouteTypes = []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeQ4_0, gguf.TypeQ4_1,
+	gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ8_0}
 
 // x8Bound returns, per output of x (m×k) · Wᵀ (w n×k), what quantizing x to 8 bits in groups of g
 // may change it by: Σ_l |w[j][l]|·amax/254, amax the largest magnitude of x[i][l]'s group.
@@ -48,8 +49,8 @@ func x8Bound(x []float64, w []float64, m, k, n, g int) []float64 {
 // TestGGMLKernel: on a backend with quanta's kernels, x·Wᵀ of every GGML block type (GGUF's
 // linear weight, its block axis contracted) is the kernel's under Kernel and Auto, with float32
 // and bfloat16 activations, and equals the dense product of the materialized weight: within
-// float32 accumulation, and for Q4_K, Q5_K and Q6_K at up to 8 rows within what their 8-bit
-// activations may change. A product contracting another axis is not the kernel's.
+// float32 accumulation, and for the types of integerRouteTypes at up to 8 rows within what their
+// 8-bit activations may change. A product contracting another axis is not the kernel's.
 func TestGGMLKernel(t *testing.T) {
 	backend := testutil.Backend(t)
 	if lowering.PlatformOf(backend)&lowering.Kernels == 0 {

@@ -205,7 +205,7 @@ var benchFormats = []benchFormat{
 }
 
 // ggmlBenchTypes are the GGML block types benchmarked (x·Wᵀ, as GGUF stores a linear weight).
-var ggmlBenchTypes = []gguf.Type{gguf.TypeQ4_0, gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K}
+var ggmlBenchTypes = []gguf.Type{gguf.TypeQ4_0, gguf.TypeQ5_0, gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K}
 
 func init() {
 	for _, typ := range ggmlBenchTypes {

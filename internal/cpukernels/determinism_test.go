@@ -18,7 +18,8 @@ type detCase struct {
 
 // detCases returns every product at m rows, on weights big enough (k = 4608) that the plan splits
 // the stored rows into several stripes at small m; the GGML types cover both routes of the fused
-// kernels (integer: Q4_K, Q5_K, Q6_K; float: Q8_0, Q4_0) and the generic driver (Q3_K).
+// kernels (integer: Q4_K, Q5_K, Q6_K, and the types of 32 at a few rows; float: Q8_0 and Q4_0
+// from 3 rows) and the generic driver (Q3_K).
 func detCases(m int) []detCase {
 	const k, n = 4608, 264 // n: ragged in every column group
 	r := newRand(uint64(m))
@@ -43,7 +44,7 @@ func detCases(m int) []detCase {
 	}
 	return []detCase{
 		ggmlCase(gguf.TypeQ4_K), ggmlCase(gguf.TypeQ6_K), ggmlCase(gguf.TypeQ5_K), ggmlCase(gguf.TypeQ8_0),
-		ggmlCase(gguf.TypeQ4_0), ggmlCase(gguf.TypeQ3_K),
+		ggmlCase(gguf.TypeQ4_0), ggmlCase(gguf.TypeQ5_1), ggmlCase(gguf.TypeQ3_K),
 		{"nf4-kn", m, n, func(y []float32) error { return NF4KN(y, x.f32, nf4Packed, absmax.f32, m, k, n, 64) }},
 		{"nf4-kn-bf16", m, n, func(y []float32) error { return NF4KN(y, x.bf16, nf4Packed, absmax.bf16, m, k, n, 64) }},
 		{"nf4-nk", m, n, func(y []float32) error { return NF4NK(y, x.f32, nf4T, absmaxT.f32, m, k, n, 64) }},

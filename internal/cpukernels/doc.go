@@ -89,17 +89,18 @@
 // 16 lanes; Q2_K and Q3_K with the plain C decode everywhere), and have fused x @ Wᵀ kernels for
 // up to 8 activation rows (beyond, the generic driver over the decode is faster), of two kinds:
 //
-//   - the integer route, for Q4_K, Q5_K and Q6_K: the activations are quantized once per call to
-//     int8 in groups of one block (256), and each block's product is integer arithmetic on the
-//     codes as ggml stores them (vpmaddubsw, vpmaddwd: exact in int32), scaled to float once per
-//     block, as llama.cpp's CPU backend computes these types;
-//   - the float route, for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL: each weight decoded in
+//   - the integer route, for Q4_K, Q5_K, Q6_K, Q4_1, Q5_0 and Q5_1, and for Q4_0 and Q8_0 up to 2
+//     rows: the activations are quantized once per call to int8 in groups of one block (256 or
+//     32), and each block's product is integer arithmetic on the codes as ggml stores them
+//     (vpmaddubsw, vpmaddwd: exact in int32), scaled to float once per block, as llama.cpp's CPU
+//     backend computes these types (the blocks of 32 eight at a time: their scales gathered and
+//     converted together);
+//   - the float route, for IQ4_NL and for Q4_0 and Q8_0 beyond 2 rows: each weight decoded in
 //     registers to its float value (16 values of a 4-bit code looked up by vpermps on AVX-512,
 //     converted codes times the scales on AVX2) and multiplied into float accumulators.
 //
-// The integer route's instructions are 256-bit on both paths. For the types of 32 elements the
-// integer route measured no faster than the float one on AVX2 (its per-block work is as large),
-// so they keep the float route's contract.
+// The integer route's instructions are 256-bit on both paths. Each type takes the route that
+// measured the faster at each m (docs/ggml.md).
 //
 // These kernels keep their partial sums in the column order their decode produces (pairs,
 // stride-8 or stride-4 within a group, see qk_internal.h); the final reduction restores the
@@ -118,12 +119,13 @@
 // holds for ggml's block types on the float route and through the generic drivers, whose decode
 // gives ggml's values bit for bit.
 //
-// The integer route of the GGML kernels (Q4_K, Q5_K, Q6_K at up to 8 activation rows) has its own
-// contract: it multiplies x', the activations quantized in groups of 256 along k (each group's
-// amax = its largest magnitude; codes q = round-half-even(x·(127/amax)) in float32, 0 for an
-// all-zero group; x' = q·(amax/127)), with the weights' exact values d·sc·q + (−dmin·m) (which
-// the decode rounds once), and rounds only per block (tests: within (k+16)·2⁻²³·Σ|x'|·(|d·sc·q| +
-// |dmin·m|) of that product, from a Go reference of the quantization). It therefore differs from
+// The integer route of the GGML kernels (above) has its own contract: it multiplies x', the
+// activations quantized in groups of one block along k (each group's amax = its largest
+// magnitude; codes q = round-half-even(x·(127/amax)) in float32, 0 for an all-zero group; x' =
+// q·(amax/127)), with the weights' exact values f·q + g (d·sc·q − dmin·m for Q4_K and Q5_K, d·q +
+// m for Q4_1 and Q5_1, d·q − 8d and d·q − 16d for Q4_0 and Q5_0, which the decode rounds once),
+// and rounds only per block (tests: within (k+16)·2⁻²³·Σ|x'|·(|f·q| + |g|) of that product, from
+// a Go reference of the quantization). It therefore differs from
 // the float product by at most Σ_l |W[j][l]|·amax(l)/254 more, amax(l) that of l's group, as
 // llama.cpp's results do (docs/ggml.md has the difference on real weights). A product whose
 // activations hold an Inf or a NaN takes the generic driver instead, so non-finite values

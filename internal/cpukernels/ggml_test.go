@@ -171,9 +171,9 @@ func quantizeX8(x []float32, g int) []float64 {
 
 // k4Terms returns a Q4_K or Q5_K block's elements as f·q + g (gguf's decodeQ4_K and decodeQ5_K:
 // sub-block j = e/32 has f = d·scale_j, g = −dmin·min_j, ggml's get_scale_min_k4).
-func k4Terms(typ gguf.Type, blk []byte) (f, g [256]float32, q [256]int) {
-	half := func(b []byte) float32 { return float16.Frombits(binary.LittleEndian.Uint16(b)).Float32() }
-	d, dmin, s := half(blk), half(blk[2:]), blk[4:16]
+func k4Terms(typ gguf.Type, blk []byte) (f, g []float32, q []int) {
+	f, g, q = make([]float32, 256), make([]float32, 256), make([]int, 256)
+	d, dmin, s := halfAt(blk), halfAt(blk[2:]), blk[4:16]
 	for e := range 256 {
 		j := e / 32
 		var sc, mn byte
@@ -201,26 +201,66 @@ func k4Terms(typ gguf.Type, blk []byte) (f, g [256]float32, q [256]int) {
 	return f, g, q
 }
 
+// q32Terms returns a block of Q4_0, Q4_1, Q5_0 or Q5_1 as f·q + g (gguf's decoders: f = d; g = m
+// for Q4_1 and Q5_1, −8·d for Q4_0, −16·d for Q5_0; element e < 16 in the low nibble of code byte
+// e, e ≥ 16 in the high nibble of byte e − 16; the fifth bit of element e is bit e of the
+// little-endian word after the halves).
+func q32Terms(typ gguf.Type, blk []byte) (f, g []float32, q []int) {
+	f, g, q = make([]float32, 32), make([]float32, 32), make([]int, 32)
+	d := halfAt(blk)
+	var offset float32
+	var codes []byte
+	var fifth uint32
+	switch typ {
+	case gguf.TypeQ4_0:
+		offset, codes = -8*d, blk[2:18]
+	case gguf.TypeQ5_0:
+		offset, codes, fifth = -16*d, blk[6:22], binary.LittleEndian.Uint32(blk[2:])
+	case gguf.TypeQ4_1:
+		offset, codes = halfAt(blk[2:]), blk[4:20]
+	case gguf.TypeQ5_1:
+		offset, codes, fifth = halfAt(blk[2:]), blk[8:24], binary.LittleEndian.Uint32(blk[4:])
+	}
+	for e := range 32 {
+		f[e], g[e] = d, offset
+		q[e] = int(codes[e%16]&15) | int(fifth>>e&1)<<4
+		if e >= 16 {
+			q[e] = int(codes[e-16]>>4) | int(fifth>>e&1)<<4
+		}
+	}
+	return f, g, q
+}
+
+func halfAt(b []byte) float32 { return float16.Frombits(binary.LittleEndian.Uint16(b)).Float32() }
+
+// offsetTerms are the types whose integer route meets the offset g apart from the codes: their
+// elements as f·q + g, one block at a time.
+var offsetTerms = map[gguf.Type]func(typ gguf.Type, blk []byte) (f, g []float32, q []int){
+	gguf.TypeQ4_K: k4Terms, gguf.TypeQ5_K: k4Terms,
+	gguf.TypeQ4_0: q32Terms, gguf.TypeQ4_1: q32Terms, gguf.TypeQ5_0: q32Terms, gguf.TypeQ5_1: q32Terms,
+}
+
 // roundingMagnitudes returns, per element of the decoded weight w (n rows of k), the magnitude
-// that bounds the integer route's rounding: |f·q| + |g| for Q4_K and Q5_K (their mins cancel
-// against the codes in float), |w| otherwise. It checks that f·q + g is w's value.
+// that bounds the integer route's rounding: |f·q| + |g| for the types of offsetTerms (their
+// offsets cancel against the codes in float), |w| otherwise. It checks that f·q + g is w's value.
 func roundingMagnitudes(t *testing.T, typ gguf.Type, blocks []uint8, w []float32) []float64 {
 	mags := make([]float64, len(w))
 	for i, v := range w {
 		mags[i] = math.Abs(float64(v))
 	}
-	if typ != gguf.TypeQ4_K && typ != gguf.TypeQ5_K {
+	terms, ok := offsetTerms[typ]
+	if !ok {
 		return mags
 	}
-	bb := typ.BlockBytes()
+	bb, bs := typ.BlockBytes(), typ.BlockSize()
 	for b := 0; b < len(blocks)/bb; b++ {
-		f, g, q := k4Terms(typ, blocks[b*bb:(b+1)*bb])
-		for e := range 256 {
+		f, g, q := terms(typ, blocks[b*bb:(b+1)*bb])
+		for e := range bs {
 			v := float32(f[e]*float32(q[e]) + g[e])
-			if got := w[256*b+e]; math.Float32bits(v) != math.Float32bits(got) && !(v != v && got != got) {
+			if got := w[bs*b+e]; v != got && !(v != v && got != got) { // −0 and 0 alike
 				t.Fatalf("%s block %d element %d: f·q + g = %v, decoded %v", typ, b, e, v, got)
 			}
-			mags[256*b+e] = math.Abs(float64(f[e]*float32(q[e]))) + math.Abs(float64(g[e]))
+			mags[bs*b+e] = math.Abs(float64(f[e]*float32(q[e]))) + math.Abs(float64(g[e]))
 		}
 	}
 	return mags

@@ -561,7 +561,7 @@ func TestNonFinite(t *testing.T) {
 			product{"1bit", k, func(y []float32, x activations, m int) error {
 				return OneBitKN(y, x.bf16, p1, nil, ScaleNone, m, k, n)
 			}, func(l, j int) float32 { return oneBitValue(p1, k, n, l, j) }})
-		for _, typ := range []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ8_0} {
+		for _, typ := range []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ8_0, gguf.TypeQ5_1} {
 			k := 2 * typ.BlockSize()
 			blocks := ggmlWeight(r, typ, n, k, ordinaryHalf)
 			copy(blocks[:typ.BlockBytes()], make([]byte, typ.BlockBytes())) // zero weights in column 0's first block

@@ -341,9 +341,6 @@ GV_TILE(q4_k, 256, 144)
 GV_TILE(q5_k, 256, 176)
 GV_TILE(q6_k, 256, 210)
 GV_FLOAT_KERNEL(q4_0, 32, 18)
-GV_FLOAT_KERNEL(q4_1, 32, 20)
-GV_FLOAT_KERNEL(q5_0, 32, 22)
-GV_FLOAT_KERNEL(q5_1, 32, 24)
 GV_FLOAT_KERNEL(q8_0, 32, 34)
 GV_FLOAT_KERNEL(iq4_nl, 32, 18)
 
@@ -478,25 +475,9 @@ GV_INLINE void q6_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256
   }
 }
 
-/* GV_X8_KERNEL(T, BS, BB) defines T_x8_nk: the fused kernel of the integer route, activation rows
- * four at a time, each output row of the chunk one at a time. */
-#define GV_X8_KERNEL(T, BS, BB)                                                                                        \
-  GV_INLINE void T##_x8_rows(const int MR, const qk_prod *p, int64_t n0, int64_t n1, int64_t i0) {                     \
-    const int64_t nb = p->k / (BS);                                                                                    \
-    for (int64_t n = n0; n < n1; n++) {                                                                                \
-      const uint8_t *row = p->w + n * p->ldw;                                                                          \
-      __m256 acc[4];                                                                                                   \
-      GV_UNROLL for (int i = 0; i < MR; i++) { acc[i] = _mm256_setzero_ps(); }                                         \
-      for (int64_t b = 0; b < nb; b++) {                                                                               \
-        const uint8_t *blk = row + b * (BB);                                                                           \
-        GV_UNROLL for (int o = 0; o < (BB); o += 64) { _mm_prefetch((const char *)blk + GV_PFD + o, _MM_HINT_T0); }    \
-        x8_blk x[4];                                                                                                   \
-        GV_UNROLL for (int i = 0; i < MR; i++) { x[i] = x8_at(p, i0 + i, b, (BS)); }                                   \
-        T##_x8(MR, blk, x, acc);                                                                                       \
-      }                                                                                                                \
-      GV_UNROLL for (int i = 0; i < MR; i++) { p->y[(i0 + i) * p->n + n] = x8_hsum(acc[i]); }                          \
-    }                                                                                                                  \
-  }                                                                                                                    \
+/* GV_X8_NK(T) defines T_x8_nk, the chunk kernel over T_x8_rows(MR, ...): activation rows four
+ * at a time. */
+#define GV_X8_NK(T)                                                                                                    \
   static GV_FN void T##_x8_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {                               \
     (void)scratch;                                                                                                     \
     for (int64_t i0 = 0; i0 < p->m; i0 += 4) {                                                                         \
@@ -516,9 +497,184 @@ GV_INLINE void q6_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256
     }                                                                                                                  \
   }
 
+/* GV_X8_KERNEL(T, BS, BB) defines T_x8_nk: the fused kernel of the integer route, activation rows
+ * four at a time, each output row of the chunk one at a time. */
+#define GV_X8_KERNEL(T, BS, BB)                                                                                        \
+  GV_INLINE void T##_x8_rows(const int MR, const qk_prod *p, int64_t n0, int64_t n1, int64_t i0) {                     \
+    const int64_t nb = p->k / (BS);                                                                                    \
+    for (int64_t n = n0; n < n1; n++) {                                                                                \
+      const uint8_t *row = p->w + n * p->ldw;                                                                          \
+      __m256 acc[4];                                                                                                   \
+      GV_UNROLL for (int i = 0; i < MR; i++) { acc[i] = _mm256_setzero_ps(); }                                         \
+      for (int64_t b = 0; b < nb; b++) {                                                                               \
+        const uint8_t *blk = row + b * (BB);                                                                           \
+        GV_UNROLL for (int o = 0; o < (BB); o += 64) { _mm_prefetch((const char *)blk + GV_PFD + o, _MM_HINT_T0); }    \
+        x8_blk x[4];                                                                                                   \
+        GV_UNROLL for (int i = 0; i < MR; i++) { x[i] = x8_at(p, i0 + i, b, (BS)); }                                   \
+        T##_x8(MR, blk, x, acc);                                                                                       \
+      }                                                                                                                \
+      GV_UNROLL for (int i = 0; i < MR; i++) { p->y[(i0 + i) * p->n + n] = x8_hsum(acc[i]); }                          \
+    }                                                                                                                  \
+  }                                                                                                                    \
+  GV_X8_NK(T)
+
 GV_X8_KERNEL(q4_k, 256, 144)
 GV_X8_KERNEL(q5_k, 256, 176)
 GV_X8_KERNEL(q6_k, 256, 210)
+
+/* ---- the integer route of the blocks of 32 ----
+ *
+ * A block's 32 codes as bytes in element order meet the 32 activation codes of its group in one
+ * vpmaddubsw (unsigned times signed, in pairs) and one vpmaddwd (pairs again, to 8 int32 lanes);
+ * the signed codes of Q4_0, Q5_0 and Q8_0 go through vpmaddubsw as |c| times the activation codes
+ * with c's sign. Blocks go two a step, each with its own accumulators (per activation row, one
+ * for the even blocks of the row, one for the odd), so consecutive blocks' float work does not
+ * wait on one chain. The offset m of Q4_1 and Q5_1 meets the sum of the group's activation codes
+ * (its two sums of 16), m * d_x * sum, in a lane of its own per block parity. */
+
+/* nibbles32 returns the 32 4-bit codes of the 16 bytes at q: low nibbles (elements 0-15), then
+ * the high ones (16-31). */
+GV_INLINE __m256i nibbles32(const uint8_t *q) {
+  const __m128i v = _mm_loadu_si128((const __m128i *)q), low = _mm_set1_epi8(15);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low), _mm_and_si128(v, low));
+}
+
+/* fifth32 returns 16 in byte j where bit j of the little-endian 32 bits at p is set, else 0: the
+ * word broadcast, byte j taking its byte j/8, tested against bit j%8. */
+GV_INLINE __m256i fifth32(const uint8_t *p) {
+  uint32_t h;
+  memcpy(&h, p, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32((int32_t)h), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2,
+                                                      2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16));
+}
+
+/* The codes of a block of 32 for the integer route, as stored: unsigned for Q4_0, Q4_1, Q5_0 and
+ * Q5_1 (their offsets -8d, m, -16d, m apart), signed for Q8_0. The scale d is the half at 0, the
+ * offset m of Q4_1 and Q5_1 that at 2. */
+GV_INLINE __m256i q4_0_c32(const uint8_t *b) { return nibbles32(b + 2); }
+GV_INLINE __m256i q5_0_c32(const uint8_t *b) { return _mm256_or_si256(nibbles32(b + 6), fifth32(b + 2)); }
+GV_INLINE __m256i q8_0_c32(const uint8_t *b) { return x8_load(b + 2); }
+GV_INLINE __m256i q4_1_c32(const uint8_t *b) { return nibbles32(b + 4); }
+GV_INLINE __m256i q5_1_c32(const uint8_t *b) { return _mm256_or_si256(nibbles32(b + 8), fifth32(b + 4)); }
+
+/* dot32 returns the products of the codes c (signed if SIGNED; then mag = |c|) with the 32
+ * activation codes at xq, summed to 8 int32 lanes: exact (|c| <= 128, |code| <= 127, so no
+ * pair of vpmaddubsw saturates). */
+GV_INLINE __m256i dot32(const int SIGNED, __m256i c, __m256i mag, const int8_t *xq) {
+  const __m256i x = x8_load(xq);
+  const __m256i p = SIGNED ? _mm256_maddubs_epi16(mag, _mm256_sign_epi8(x, c)) : _mm256_maddubs_epi16(c, x);
+  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* halves8 returns the 8 halves in the low 16 bits of the lanes of h as floats, exactly and without
+ * float denormals (qk_f16_f32, 8 at a time): normal halves rebiased, Inf and NaN rebiased twice,
+ * subnormal ones (and zeros) converted from their integer mantissa times 2^-24. */
+GV_INLINE __m256 halves8(__m256i h) {
+  const __m256i mag = _mm256_and_si256(h, _mm256_set1_epi32(0x7fff));
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
+  const __m256i bias = _mm256_set1_epi32(112 << 23);
+  __m256i v = _mm256_add_epi32(_mm256_slli_epi32(mag, 13), bias);
+  v = _mm256_add_epi32(v, _mm256_and_si256(_mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7bff)), bias));
+  const __m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(mag), _mm256_set1_ps(0x1p-24f));
+  const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x400), mag);
+  const __m256 r = _mm256_blendv_ps(_mm256_castsi256_ps(v), sub, _mm256_castsi256_ps(small));
+  return _mm256_or_ps(r, _mm256_castsi256_ps(sign));
+}
+
+/* GV_X32_KERNEL(T, BB, OFF) defines T_x8_nk for a type of 32 (BB bytes a block; OFF the offset
+ * of its unsigned codes: 1 the stored m, -8 or -16 that many times d; 0 for signed codes, no
+ * offset): activation rows up to four at a time, each output row of
+ * the chunk one at a time, its blocks eight at a time (the last chunk shorter): their scales (and
+ * offsets) gathered and converted together, times the activations' scales (d * d_x per block and
+ * row), then the blocks two a step. */
+#define GV_X32_KERNEL(T, BB, OFF)                                                                                      \
+  GV_INLINE void T##_x8_pair(const int MR, const int TWO, const uint8_t *blk, int64_t b, const int8_t **xq,            \
+                             const float (*sc)[8], int j, __m256 (*acc)[2]) {                                          \
+    _mm_prefetch((const char *)blk + GV_PFD, _MM_HINT_T0);                                                             \
+    if (TWO && 2 * (BB) > 64) {                                                                                        \
+      _mm_prefetch((const char *)blk + GV_PFD + 64, _MM_HINT_T0);                                                      \
+    }                                                                                                                  \
+    const __m256i c0 = T##_c32(blk), c1 = TWO ? T##_c32(blk + (BB)) : c0;                                              \
+    const __m256i g0 = (OFF) ? c0 : _mm256_sign_epi8(c0, c0), g1 = (OFF) ? c1 : _mm256_sign_epi8(c1, c1);              \
+    GV_UNROLL for (int i = 0; i < MR; i++) {                                                                           \
+      const int8_t *q = xq[i] + 32 * b;                                                                                \
+      const __m256 p0 = _mm256_cvtepi32_ps(dot32(!(OFF), c0, g0, q));                                                  \
+      acc[i][0] = _mm256_fmadd_ps(p0, _mm256_broadcast_ss(&sc[i][j]), acc[i][0]);                                      \
+      if (TWO) {                                                                                                       \
+        const __m256 p1 = _mm256_cvtepi32_ps(dot32(!(OFF), c1, g1, q + 32));                                           \
+        acc[i][1] = _mm256_fmadd_ps(p1, _mm256_broadcast_ss(&sc[i][j + 1]), acc[i][1]);                                \
+      }                                                                                                                \
+    }                                                                                                                  \
+  }                                                                                                                    \
+  GV_INLINE void T##_x8_chunk(const int MR, const int CNT, int cnt, const uint8_t *blk, int64_t b,                     \
+                              const int8_t **xq, const float **xd, const float **xds, __m256 (*acc)[2], __m256 *accm) {\
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                                                    \
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(CNT ? CNT : cnt), lane);                                 \
+    const __m256i h = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)blk,                            \
+                                                  _mm256_mullo_epi32(lane, _mm256_set1_epi32(BB)), mask, 1);           \
+    const __m256 dw = halves8(h);                                                                                      \
+    const __m256 mw =                                                                                                  \
+        (OFF) == 1 ? halves8(_mm256_srli_epi32(h, 16)) : _mm256_mul_ps(dw, _mm256_set1_ps((float)(OFF)));              \
+    float sc[4][8] __attribute__((aligned(32)));                                                                       \
+    GV_UNROLL for (int i = 0; i < MR; i++) {                                                                           \
+      _mm256_store_ps(sc[i], _mm256_mul_ps(dw, _mm256_maskload_ps(xd[i] + b, mask)));                                  \
+      if (OFF) {                                                                                                       \
+        accm[i] = _mm256_fmadd_ps(mw, _mm256_maskload_ps(xds[i] + b, mask), accm[i]);                                  \
+      }                                                                                                                \
+    }                                                                                                                  \
+    gv_in_memory();                                                                                                    \
+    if (CNT) {                                                                                                         \
+      GV_UNROLL for (int j = 0; j < CNT; j += 2) { T##_x8_pair(MR, 1, blk + j * (BB), b + j, xq, sc, j, acc); }        \
+      return;                                                                                                          \
+    }                                                                                                                  \
+    int j = 0;                                                                                                         \
+    for (; j + 2 <= cnt; j += 2) {                                                                                     \
+      T##_x8_pair(MR, 1, blk + j * (BB), b + j, xq, sc, j, acc);                                                       \
+    }                                                                                                                  \
+    if (j < cnt) {                                                                                                     \
+      T##_x8_pair(MR, 0, blk + j * (BB), b + j, xq, sc, j, acc);                                                       \
+    }                                                                                                                  \
+  }                                                                                                                    \
+  GV_INLINE void T##_x8_rows(const int MR, const qk_prod *p, int64_t n0, int64_t n1, int64_t i0) {                     \
+    const int64_t nb = p->k / 32;                                                                                      \
+    const qk_x8 *a = &p->x8;                                                                                           \
+    const int8_t *xq[4];                                                                                               \
+    const float *xd[4], *xds[4];                                                                                       \
+    GV_UNROLL for (int i = 0; i < MR; i++) {                                                                           \
+      xq[i] = a->q + (i0 + i) * a->ldq;                                                                                \
+      xd[i] = a->d + (i0 + i) * a->ldd;                                                                                \
+      xds[i] = a->ds + (i0 + i) * a->ldd;                                                                              \
+    }                                                                                                                  \
+    for (int64_t n = n0; n < n1; n++) {                                                                                \
+      const uint8_t *row = p->w + n * p->ldw;                                                                          \
+      __m256 acc[4][2], accm[4];                                                                                       \
+      GV_UNROLL for (int i = 0; i < MR; i++) { acc[i][0] = acc[i][1] = accm[i] = _mm256_setzero_ps(); }                \
+      int64_t b = 0;                                                                                                   \
+      for (; b + 8 <= nb; b += 8) {                                                                                    \
+        T##_x8_chunk(MR, 8, 8, row + b * (BB), b, xq, xd, xds, acc, accm);                                             \
+      }                                                                                                                \
+      if (b < nb) {                                                                                                    \
+        T##_x8_chunk(MR, 0, (int)(nb - b), row + b * (BB), b, xq, xd, xds, acc, accm);                                 \
+      }                                                                                                                \
+      GV_UNROLL for (int i = 0; i < MR; i++) {                                                                         \
+        float y = x8_hsum(_mm256_add_ps(acc[i][0], acc[i][1]));                                                        \
+        if (OFF) {                                                                                                     \
+          y += x8_hsum(accm[i]);                                                                                       \
+        }                                                                                                              \
+        p->y[(i0 + i) * p->n + n] = y;                                                                                 \
+      }                                                                                                                \
+    }                                                                                                                  \
+  }                                                                                                                    \
+  GV_X8_NK(T)
+
+GV_X32_KERNEL(q4_0, 18, -8)
+GV_X32_KERNEL(q4_1, 20, 1)
+GV_X32_KERNEL(q5_0, 22, -16)
+GV_X32_KERNEL(q5_1, 24, 1)
+GV_X32_KERNEL(q8_0, 34, 0)
 
 /* The fused kernels serve up to GV_MAX_M activation rows by default (the ISA's file sets it). */
 #define GV_ROW(F, T)                                                                                                   \
@@ -526,11 +682,19 @@ GV_X8_KERNEL(q6_k, 256, 210)
 #define GV_ROW_X8(F, T, BS)                                                                                            \
   [F] = {.tile = T##_tile, .nk = {{.nk = T##_x8_nk, .max_m = GV_MAX_M, .cap_m = INT64_MAX, .x8 = (BS)}}}
 
-/* The GGML rows of the ISA's table: the integer route for the K-quants Q4_K, Q5_K and Q6_K, the
- * float route for the types of 32 (their per-block work leaves the integer route no faster); Q2_K
- * and Q3_K through the generic driver, with the plain C tile. */
+/* GV_ROW_X32(F, T, XM): a type of 32 by the integer route up to XM activation rows, by the float
+ * route beyond (each where it measured the faster, docs/ggml.md). */
+#define GV_ROW_X32(F, T, XM)                                                                                           \
+  [F] = {.tile = T##_tile,                                                                                             \
+         .nk = {{.nk = T##_x8_nk, .max_m = (XM), .cap_m = (XM), .x8 = 32},                                             \
+                {.nk = T##_nk, .max_m = GV_MAX_M, .cap_m = INT64_MAX}}}
+
+/* The GGML rows of the ISA's table: the integer route for the K-quants Q4_K, Q5_K and Q6_K and for
+ * Q4_1, Q5_0 and Q5_1; for Q4_0 and Q8_0 up to 2 rows, the float route beyond (their float route
+ * is the lighter, the integer one gains only from sharing the weights' decode among few rows);
+ * IQ4_NL by the float route; Q2_K and Q3_K through the generic driver, with the plain C tile. */
 #define GV_GGML_ROWS                                                                                                   \
-  GV_ROW(QK_FMT_Q4_0, q4_0), GV_ROW(QK_FMT_Q4_1, q4_1), GV_ROW(QK_FMT_Q5_0, q5_0), GV_ROW(QK_FMT_Q5_1, q5_1),  \
-      GV_ROW(QK_FMT_Q8_0, q8_0), [QK_FMT_Q2_K] = {.tile = qk_ggml_tile}, [QK_FMT_Q3_K] = {.tile = qk_ggml_tile},        \
-      GV_ROW_X8(QK_FMT_Q4_K, q4_k, 256), GV_ROW_X8(QK_FMT_Q5_K, q5_k, 256), GV_ROW_X8(QK_FMT_Q6_K, q6_k, 256),          \
-      GV_ROW(QK_FMT_IQ4_NL, iq4_nl)
+  GV_ROW_X32(QK_FMT_Q4_0, q4_0, 2), GV_ROW_X8(QK_FMT_Q4_1, q4_1, 32), GV_ROW_X8(QK_FMT_Q5_0, q5_0, 32),               \
+      GV_ROW_X8(QK_FMT_Q5_1, q5_1, 32), GV_ROW_X32(QK_FMT_Q8_0, q8_0, 2), [QK_FMT_Q2_K] = {.tile = qk_ggml_tile},      \
+      [QK_FMT_Q3_K] = {.tile = qk_ggml_tile}, GV_ROW_X8(QK_FMT_Q4_K, q4_k, 256), GV_ROW_X8(QK_FMT_Q5_K, q5_k, 256),    \
+      GV_ROW_X8(QK_FMT_Q6_K, q6_k, 256), GV_ROW(QK_FMT_IQ4_NL, iq4_nl)

@@ -164,11 +164,12 @@ typedef struct {
 /* The 8-bit activations of the fused kernels that take them (qk_fused.x8 > 0): row i of x in
  * groups of x8 elements, each stored as int8 codes q = round(x * (127 / amax)) (ties to even; amax
  * the group's largest magnitude, q = 0 if it is 0) and the group's scale d = amax / 127, so that
- * the kernel multiplies x' = d * q; and the sum of the codes of every 16 elements. Row i's codes
- * are at q + i*ldq, its scales at d + i*ldd, its sums at s + i*lds. */
+ * the kernel multiplies x' = d * q; the sum of the codes of every 16 elements; and the group's
+ * d * (sum of its codes), in float32 (the sum of its x'). Row i's codes are at q + i*ldq, its
+ * scales at d + i*ldd, its sums at s + i*lds, its d * sums at ds + i*ldd. */
 typedef struct {
   const int8_t *q;
-  const float *d;
+  const float *d, *ds;
   const int16_t *s;
   int64_t ldq, ldd, lds;
 } qk_x8;

@@ -187,8 +187,8 @@ static inline float round_even(float v) {
 }
 
 /* quantize_x8 writes the 8-bit activations (qk_x8) of the m x k activations a, in groups of g
- * elements (g divides k, a multiple of 16), into q, d and s (rows of k, k/g and k/16). */
-static void quantize_x8(const qk_prod *p, qk_acts a, int64_t g, int8_t *q, float *d, int16_t *s) {
+ * elements (g divides k, a multiple of 16), into q, d, s and ds (rows of k, k/g, k/16 and k/g). */
+static void quantize_x8(const qk_prod *p, qk_acts a, int64_t g, int8_t *q, float *d, int16_t *s, float *ds) {
   const int64_t k = p->k;
   float v[256];
   for (int64_t i = 0; i < p->m; i++) {
@@ -200,7 +200,8 @@ static void quantize_x8(const qk_prod *p, qk_acts a, int64_t g, int8_t *q, float
         amax = m > amax ? m : amax;
       }
       const float id = amax > 0 ? 127.0f / amax : 0.0f;
-      d[(i * k + c) / g] = amax / 127.0f;
+      const float dg = amax / 127.0f;
+      int total = 0;
       for (int64_t l = 0; l < g; l += 16) {
         int sum = 0;
         for (int64_t e = l; e < l + 16; e++) {
@@ -209,7 +210,10 @@ static void quantize_x8(const qk_prod *p, qk_acts a, int64_t g, int8_t *q, float
           sum += code;
         }
         s[(i * k + c + l) / 16] = (int16_t)sum;
+        total += sum;
       }
+      d[(i * k + c) / g] = dg;
+      ds[(i * k + c) / g] = dg * (float)total;
     }
   }
 }
@@ -254,8 +258,10 @@ static int prepare(qk_prod *p, qk_acts a, x_layout xl, int64_t part_floats, int6
   const int64_t xf = xl.ldx > 0 ? up16(p->m * xl.ldx) : 0;
   const int64_t kf = a.kscale != NULL ? up16(p->k) : 0;
   const int64_t cf = p->post.kind == QK_SCALE_N && p->post.dtype != QK_F32 ? up16(p->n) : 0;
-  /* codes (k bytes a row), scales (k/x8 floats), sums (k/16 int16), each area 64-byte aligned */
-  const int64_t qf = x8 > 0 ? up16(p->m * p->k / 4 + 1) + up16(p->m * p->k / x8) + up16(p->m * p->k / 32 + 1) : 0;
+  /* codes (k bytes a row), scales (k/x8 floats), sums (k/16 int16), scales times sums (k/x8
+   * floats), each area 64-byte aligned */
+  const int64_t qf =
+      x8 > 0 ? up16(p->m * p->k / 4 + 1) + 2 * up16(p->m * p->k / x8) + up16(p->m * p->k / 32 + 1) : 0;
   float *buf = (float *)qk_call_buffer((size_t)(xf + kf + cf + part_floats + qf) * sizeof(float) + 64);
   if (buf == NULL) {
     return QK_ERR_NOMEM;
@@ -265,9 +271,10 @@ static int prepare(qk_prod *p, qk_acts a, x_layout xl, int64_t part_floats, int6
   if (x8 > 0) {
     int8_t *q = (int8_t *)c.x8;
     float *d = c.x8 + up16(p->m * p->k / 4 + 1);
-    int16_t *s = (int16_t *)(d + up16(p->m * p->k / x8));
-    quantize_x8(p, a, x8, q, d, s);
-    p->x8 = (qk_x8){.q = q, .d = d, .s = s, .ldq = p->k, .ldd = p->k / x8, .lds = p->k / 16};
+    float *ds = d + up16(p->m * p->k / x8);
+    int16_t *s = (int16_t *)(ds + up16(p->m * p->k / x8));
+    quantize_x8(p, a, x8, q, d, s, ds);
+    p->x8 = (qk_x8){.q = q, .d = d, .ds = ds, .s = s, .ldq = p->k, .ldd = p->k / x8, .lds = p->k / 16};
   }
   const float *ks = NULL;
   if (kf > 0) {
