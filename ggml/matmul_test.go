@@ -128,7 +128,7 @@ func served(s lowering.Strategy, p product, kernels bool) bool {
 // integerRoute lists the types whose kernels multiply 8-bit activations for a few rows (in groups
 // of one block).
 var integerRoute = []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeQ4_0, gguf.TypeQ4_1,
-	gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ8_0}
+	gguf.TypeQ5_0, gguf.TypeQ5_1}
 
 // x8Bound returns, per output of the product eq, what quantizing the activations to 8 bits in
 // groups of g along their last axis (the kernels' integer route) may change it by: Σ |w|·amax/254

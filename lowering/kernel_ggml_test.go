@@ -20,11 +20,11 @@ import (
 )
 
 // integerRouteRows is the most activation rows for which the GGML kernels of integerRouteTypes
-// may multiply 8-bit activations (package cpukernels; Q4_0 and Q8_0 only up to 2).
+// may multiply 8-bit activations (package cpukernels; Q4_0 only up to 2).
 const integerRouteRows = 8
 
 var integerRouteTypes = []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeQ4_0, gguf.TypeQ4_1,
-	gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ8_0}
+	gguf.TypeQ5_0, gguf.TypeQ5_1}
 
 // x8Bound returns, per output of x (m×k) · Wᵀ (w n×k), what quantizing x to 8 bits in groups of g
 // may change it by: Σ_l |w[j][l]|·amax/254, amax the largest magnitude of x[i][l]'s group.

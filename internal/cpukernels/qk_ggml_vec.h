@@ -525,9 +525,10 @@ GV_X8_KERNEL(q6_k, 256, 210)
 /* ---- the integer route of the blocks of 32 ----
  *
  * A block's 32 codes as bytes in element order meet the 32 activation codes of its group in one
- * vpmaddubsw (unsigned times signed, in pairs) and one vpmaddwd (pairs again, to 8 int32 lanes);
- * the signed codes of Q4_0, Q5_0 and Q8_0 go through vpmaddubsw as |c| times the activation codes
- * with c's sign. Blocks go two a step, each with its own accumulators (per activation row, one
+ * vpmaddubsw (unsigned times signed, in pairs) and one vpmaddwd (pairs again, to 8 int32 lanes):
+ * the codes as stored, unsigned, their offset (Q4_0's -8d, Q5_0's -16d, Q4_1's and Q5_1's m) met
+ * apart. Q8_0 keeps the float route: it streams near the bandwidth limit there already, and its
+ * exact products keep a Q8_0 head's greedy choices. Blocks go two a step, each with its own accumulators (per activation row, one
  * for the even blocks of the row, one for the odd), so consecutive blocks' float work does not
  * wait on one chain. The offset m of Q4_1 and Q5_1 meets the sum of the group's activation codes
  * (its two sums of 16), m * d_x * sum, in a lane of its own per block parity. */
@@ -551,22 +552,18 @@ GV_INLINE __m256i fifth32(const uint8_t *p) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16));
 }
 
-/* The codes of a block of 32 for the integer route, as stored: unsigned for Q4_0, Q4_1, Q5_0 and
- * Q5_1 (their offsets -8d, m, -16d, m apart), signed for Q8_0. The scale d is the half at 0, the
- * offset m of Q4_1 and Q5_1 that at 2. */
+/* The codes of a block of 32 for the integer route, as stored, unsigned (the offsets -8d, m, -16d,
+ * m of Q4_0, Q4_1, Q5_0 and Q5_1 apart). The scale d is the half at 0, the offset m of Q4_1 and
+ * Q5_1 that at 2. */
 GV_INLINE __m256i q4_0_c32(const uint8_t *b) { return nibbles32(b + 2); }
 GV_INLINE __m256i q5_0_c32(const uint8_t *b) { return _mm256_or_si256(nibbles32(b + 6), fifth32(b + 2)); }
-GV_INLINE __m256i q8_0_c32(const uint8_t *b) { return x8_load(b + 2); }
 GV_INLINE __m256i q4_1_c32(const uint8_t *b) { return nibbles32(b + 4); }
 GV_INLINE __m256i q5_1_c32(const uint8_t *b) { return _mm256_or_si256(nibbles32(b + 8), fifth32(b + 4)); }
 
-/* dot32 returns the products of the codes c (signed if SIGNED; then mag = |c|) with the 32
- * activation codes at xq, summed to 8 int32 lanes: exact (|c| <= 128, |code| <= 127, so no
- * pair of vpmaddubsw saturates). */
-GV_INLINE __m256i dot32(const int SIGNED, __m256i c, __m256i mag, const int8_t *xq) {
-  const __m256i x = x8_load(xq);
-  const __m256i p = SIGNED ? _mm256_maddubs_epi16(mag, _mm256_sign_epi8(x, c)) : _mm256_maddubs_epi16(c, x);
-  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+/* dot32 returns the products of the unsigned codes c (< 32) with the 32 activation codes at xq,
+ * summed to 8 int32 lanes: exact (no pair of vpmaddubsw saturates). */
+GV_INLINE __m256i dot32(__m256i c, const int8_t *xq) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(c, x8_load(xq)), _mm256_set1_epi16(1));
 }
 
 /* halves8 returns the 8 halves in the low 16 bits of the lanes of h as floats, exactly and without
@@ -585,8 +582,7 @@ GV_INLINE __m256 halves8(__m256i h) {
 }
 
 /* GV_X32_KERNEL(T, BB, OFF) defines T_x8_nk for a type of 32 (BB bytes a block; OFF the offset
- * of its unsigned codes: 1 the stored m, -8 or -16 that many times d; 0 for signed codes, no
- * offset): activation rows up to four at a time, each output row of
+ * of its codes: 1 the stored m, -8 or -16 that many times d): activation rows up to four at a time, each output row of
  * the chunk one at a time, its blocks eight at a time (the last chunk shorter): their scales (and
  * offsets) gathered and converted together, times the activations' scales (d * d_x per block and
  * row), then the blocks two a step. */
@@ -598,13 +594,12 @@ GV_INLINE __m256 halves8(__m256i h) {
       _mm_prefetch((const char *)blk + GV_PFD + 64, _MM_HINT_T0);                                                      \
     }                                                                                                                  \
     const __m256i c0 = T##_c32(blk), c1 = TWO ? T##_c32(blk + (BB)) : c0;                                              \
-    const __m256i g0 = (OFF) ? c0 : _mm256_sign_epi8(c0, c0), g1 = (OFF) ? c1 : _mm256_sign_epi8(c1, c1);              \
     GV_UNROLL for (int i = 0; i < MR; i++) {                                                                           \
       const int8_t *q = xq[i] + 32 * b;                                                                                \
-      const __m256 p0 = _mm256_cvtepi32_ps(dot32(!(OFF), c0, g0, q));                                                  \
+      const __m256 p0 = _mm256_cvtepi32_ps(dot32(c0, q));                                                  \
       acc[i][0] = _mm256_fmadd_ps(p0, _mm256_broadcast_ss(&sc[i][j]), acc[i][0]);                                      \
       if (TWO) {                                                                                                       \
-        const __m256 p1 = _mm256_cvtepi32_ps(dot32(!(OFF), c1, g1, q + 32));                                           \
+        const __m256 p1 = _mm256_cvtepi32_ps(dot32(c1, q + 32));                                           \
         acc[i][1] = _mm256_fmadd_ps(p1, _mm256_broadcast_ss(&sc[i][j + 1]), acc[i][1]);                                \
       }                                                                                                                \
     }                                                                                                                  \
@@ -621,9 +616,7 @@ GV_INLINE __m256 halves8(__m256i h) {
     float sc[4][8] __attribute__((aligned(32)));                                                                       \
     GV_UNROLL for (int i = 0; i < MR; i++) {                                                                           \
       _mm256_store_ps(sc[i], _mm256_mul_ps(dw, _mm256_maskload_ps(xd[i] + b, mask)));                                  \
-      if (OFF) {                                                                                                       \
-        accm[i] = _mm256_fmadd_ps(mw, _mm256_maskload_ps(xds[i] + b, mask), accm[i]);                                  \
-      }                                                                                                                \
+      accm[i] = _mm256_fmadd_ps(mw, _mm256_maskload_ps(xds[i] + b, mask), accm[i]);                                    \
     }                                                                                                                  \
     gv_in_memory();                                                                                                    \
     if (CNT) {                                                                                                         \
@@ -660,11 +653,7 @@ GV_INLINE __m256 halves8(__m256i h) {
         T##_x8_chunk(MR, 0, (int)(nb - b), row + b * (BB), b, xq, xd, xds, acc, accm);                                 \
       }                                                                                                                \
       GV_UNROLL for (int i = 0; i < MR; i++) {                                                                         \
-        float y = x8_hsum(_mm256_add_ps(acc[i][0], acc[i][1]));                                                        \
-        if (OFF) {                                                                                                     \
-          y += x8_hsum(accm[i]);                                                                                       \
-        }                                                                                                              \
-        p->y[(i0 + i) * p->n + n] = y;                                                                                 \
+        p->y[(i0 + i) * p->n + n] = x8_hsum(_mm256_add_ps(acc[i][0], acc[i][1])) + x8_hsum(accm[i]);                 \
       }                                                                                                                \
     }                                                                                                                  \
   }                                                                                                                    \
@@ -674,7 +663,6 @@ GV_X32_KERNEL(q4_0, 18, -8)
 GV_X32_KERNEL(q4_1, 20, 1)
 GV_X32_KERNEL(q5_0, 22, -16)
 GV_X32_KERNEL(q5_1, 24, 1)
-GV_X32_KERNEL(q8_0, 34, 0)
 
 /* The fused kernels serve up to GV_MAX_M activation rows by default (the ISA's file sets it). */
 #define GV_ROW(F, T)                                                                                                   \
@@ -690,11 +678,12 @@ GV_X32_KERNEL(q8_0, 34, 0)
                 {.nk = T##_nk, .max_m = GV_MAX_M, .cap_m = INT64_MAX}}}
 
 /* The GGML rows of the ISA's table: the integer route for the K-quants Q4_K, Q5_K and Q6_K and for
- * Q4_1, Q5_0 and Q5_1; for Q4_0 and Q8_0 up to 2 rows, the float route beyond (their float route
- * is the lighter, the integer one gains only from sharing the weights' decode among few rows);
+ * Q4_1, Q5_0 and Q5_1; for Q4_0 up to 2 rows, the float route beyond (its float route is the
+ * lighter, the integer one gains only from sharing the weights' decode among few rows); Q8_0 by
+ * the float route;
  * IQ4_NL by the float route; Q2_K and Q3_K through the generic driver, with the plain C tile. */
 #define GV_GGML_ROWS                                                                                                   \
   GV_ROW_X32(QK_FMT_Q4_0, q4_0, 2), GV_ROW_X8(QK_FMT_Q4_1, q4_1, 32), GV_ROW_X8(QK_FMT_Q5_0, q5_0, 32),               \
-      GV_ROW_X8(QK_FMT_Q5_1, q5_1, 32), GV_ROW_X32(QK_FMT_Q8_0, q8_0, 2), [QK_FMT_Q2_K] = {.tile = qk_ggml_tile},      \
+      GV_ROW_X8(QK_FMT_Q5_1, q5_1, 32), GV_ROW(QK_FMT_Q8_0, q8_0), [QK_FMT_Q2_K] = {.tile = qk_ggml_tile},      \
       [QK_FMT_Q3_K] = {.tile = qk_ggml_tile}, GV_ROW_X8(QK_FMT_Q4_K, q4_k, 256), GV_ROW_X8(QK_FMT_Q5_K, q5_k, 256),    \
       GV_ROW_X8(QK_FMT_Q6_K, q6_k, 256), GV_ROW(QK_FMT_IQ4_NL, iq4_nl)
