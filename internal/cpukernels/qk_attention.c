@@ -12,6 +12,11 @@
 
 #define QK_LANES 8
 
+/* lanes_sum adds eight lanes in the one fixed order every sum of this file uses. */
+QK_INLINE float lanes_sum(const float *lane) {
+  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
 /* exp_pass replaces each score s (-inf where masked) by exp(s - best) and returns their sum,
  * added in eight lanes by index modulo 8, the lanes then in a fixed order. The portable path
  * calls expf; the AVX2 path the polynomial below. */
@@ -21,7 +26,7 @@ static float exp_pass_portable(float *scores, int64_t n, float best) {
     scores[t] = expf(scores[t] - best);
     lane[t % QK_LANES] += scores[t];
   }
-  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+  return lanes_sum(lane);
 }
 
 #if QK_X86
@@ -73,7 +78,7 @@ static __attribute__((target("avx2,fma"))) float exp_pass_avx2(float *scores, in
       lane[l] += e[l];
     }
   }
-  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+  return lanes_sum(lane);
 }
 #endif
 
@@ -108,7 +113,7 @@ static __attribute__((target("avx2,fma"))) float exp_pass_avx2(float *scores, in
         for (int l = 0; d < hd; d++, l++) {                                                                            \
           acc[l] += qi[d] * kt[d];                                                                                     \
         }                                                                                                              \
-        const float s = (((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))) * scale;   \
+        const float s = lanes_sum(acc) * scale;                                                                        \
         scores[i * n_keys + t] = s;                                                                                    \
         best[i] = s > best[i] ? s : best[i];                                                                           \
       }                                                                                                                \
