@@ -2,7 +2,7 @@
 // backend runs (a TPU or a GPU through its PJRT plugin, see package runtime), against the dense
 // computation on the same device.
 //
-// The suite is one test, TestAccelerator, with a subtest per check:
+// The suite is two tests, TestAccelerator and TestAcceleratorGGML, with a subtest per check:
 //
 //   - every format (NF4 with blocks of 64, int8, ternary and binary with a per-column scale),
 //     quantized on the host: its materialization on the device equals the one computed by
@@ -15,6 +15,10 @@
 //     each built (lowering.Built);
 //   - quanta.Quantize gives the same arrays as the format packages;
 //   - the straight-through estimator: the gradient of sum(StraightThrough(w)·c) is c, exactly;
+//   - the GGML block types of GGUF files (Q4_0 to Q8_0 and the K-quants Q2_K to Q6_K), each as a
+//     file holds a linear weight, (n, k) with the blocks along k, in TestAcceleratorGGML: its
+//     materialization equals the pure-Go backend's bit for bit, and the fused product x·Wᵀ
+//     matches the dense one on the device at 1 and 32 rows of float32 and bfloat16 activations;
 //   - a sharded product (mesh.NewExec, the weight column-parallel over 2 or 4 devices) equals the
 //     single-device one, when the backend has 2 devices or more.
 //

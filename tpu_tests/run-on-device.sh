@@ -21,6 +21,7 @@
 #   forms.md/.json  each GPU formulation forced (reduction and GEMM forms) on 4096x4096;
 #                   forms-gemm-v2.*: the GEMM forms under --xla_gpu_experimental_gemm_fusion_v2
 #   bnb.md/.json    bitsandbytes' NF4 beside dense bfloat16 (PyTorch), the same shapes and rows
+#   all.tgz         all of the above in one archive
 # Without an accelerator the steps that need one are skipped, each with a line saying so.
 # DRY_RUN=1 runs every step on whatever backend starts (XLA CPU), with tiny shapes and times: a
 # check of the script itself. Exit status: 0 when doctor and the suite pass; 1 when either fails;
@@ -264,4 +265,6 @@ XLA_FLAGS="${XLA_FLAGS:-} $gemm_v2" step "forms gemm-v2" 45 "$bin/bench" -dtype 
 	-stream-bytes "$stream" -max-layers "$layers" -min-time "$mintime" -json "$out/forms-gemm-v2.json" -markdown "$out/forms-gemm-v2.md" \
 	>"$out/forms-gemm-v2.txt" 2>&1
 note "total: $((SECONDS - start))s of ${budget}s"
+# Everything in one file too, for transports that bring back only a few files.
+tar -czf "$out.tgz" -C "$out" . && mv "$out.tgz" "$out/all.tgz"
 exit $status
