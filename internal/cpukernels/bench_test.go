@@ -28,7 +28,8 @@ import (
 //     x-dense-cpu: the same ratio of CPU times, steadier than x-dense on a loaded machine (it is
 //     the wall-time ratio an idle machine would show when both products keep all threads busy).
 //
-// By default only k=n=4096 runs; QUANTA_TEST_ALL=1 adds 4096×11008 and 11008×4096.
+// By default only k=n=4096 runs; QUANTA_TEST_ALL=1 adds 4096×11008 and 11008×4096, and
+// QUANTA_BENCH_SHAPES=KxN,... replaces them.
 // `go test -run '^$' -bench . ./internal/cpukernels/`.
 
 const benchStream = 128 << 20
@@ -38,13 +39,27 @@ var benchMs = []int{1, 4, 16, 64}
 type benchShape struct{ k, n int }
 
 func benchShapes() []benchShape {
+	if env := os.Getenv(benchShapesEnv); env != "" {
+		var shapes []benchShape
+		for _, f := range strings.Split(env, ",") {
+			var s benchShape
+			if _, err := fmt.Sscanf(f, "%dx%d", &s.k, &s.n); err != nil || s.k <= 0 || s.n <= 0 {
+				panic(fmt.Sprintf("%s=%q: %q is not KxN with positive K and N", benchShapesEnv, env, f))
+			}
+			shapes = append(shapes, s)
+		}
+		return shapes
+	}
 	shapes := []benchShape{{4096, 4096}}
 	if os.Getenv("QUANTA_TEST_ALL") == "1" { // testutil.TestAllEnv; testutil imports runtime, which imports this package
-
 		shapes = append(shapes, benchShape{4096, 11008}, benchShape{11008, 4096})
 	}
 	return shapes
 }
+
+// benchShapesEnv replaces the benchmarks' shapes: KxN,KxN,... (SmolLM2-135M's projections are
+// 576x960,576x576,576x3072,1536x576 with q/k/v and gate/up fused).
+const benchShapesEnv = "QUANTA_BENCH_SHAPES"
 
 var (
 	bwOnce sync.Once
@@ -98,6 +113,7 @@ type benchFormat struct {
 	bytes func(k, n int) int
 	make  func(r *rand.Rand, k, n int) any
 	run   func(w any, y, x []float32, m, k, n int) error
+	takes func(k, n int) bool // nil: every shape
 }
 
 type nf4Bench struct {
@@ -213,6 +229,7 @@ func init() {
 			name:  strings.ToLower(typ.String()) + "-nk",
 			bytes: func(k, n int) int { return n * k / typ.BlockSize() * typ.BlockBytes() },
 			make:  func(r *rand.Rand, k, n int) any { return ggmlWeight(r, typ, n, k, ordinaryHalf) },
+			takes: func(k, n int) bool { return k%typ.BlockSize() == 0 },
 			run: func(w any, y, x []float32, m, k, n int) error {
 				return GGMLNK(y, x, typ, w.([]uint8), m, k, n)
 			},
@@ -228,6 +245,9 @@ func BenchmarkProducts(b *testing.B) {
 	denseNs := map[string][2]float64{} // wall and CPU time per call
 	for _, s := range benchShapes() {
 		for _, f := range benchFormats {
+			if f.takes != nil && !f.takes(s.k, s.n) {
+				continue
+			}
 			perW := f.bytes(s.k, s.n)
 			count := max(1, ceilDiv(benchStream, perW))
 			var weights []any
@@ -303,6 +323,9 @@ func BenchmarkBestOfM1(b *testing.B) {
 		b.Run(fmt.Sprintf("k=%d/n=%d", s.k, s.n), func(b *testing.B) {
 			var cells []*cell
 			for _, f := range benchFormats {
+				if f.takes != nil && !f.takes(s.k, s.n) {
+					continue
+				}
 				perW := f.bytes(s.k, s.n)
 				count := max(1, ceilDiv(benchStream, perW))
 				cells = append(cells, &cell{f: f, weights: weightSet(f, s, count), bytes: perW * count, best: math.Inf(1)})
