@@ -155,8 +155,8 @@ func x8Bound(eq string, x []float64, xDims []int, w []float64, wDims []int, g in
 // product of gguf.Decode's values with the activations (as the backend rounds them), within
 // float32 accumulation, and for the kernels of the types of integerRoute (x·Wᵀ on a backend with
 // quanta's kernels) within the change 8-bit activations may make; strategies that cannot serve
-// a GGML weight panic with lowering.ErrUnsupported; only Materialize materializes. Q4_K runs every product, strategy and
-// activation dtype, the other types x·Wᵀ with Auto on float32 activations (their decode is what
+// a GGML weight panic with lowering.ErrUnsupported; only Materialize materializes. Q4_K runs
+// every product, strategy and activation dtype, the other types x·Wᵀ with Auto on float32 activations (their decode is what
 // differs); QUANTA_TEST_ALL=1 runs the whole table (each case compiles a graph).
 func TestDotGeneral(t *testing.T) {
 	kernels := lowering.PlatformOf(testutil.Backend(t))&lowering.Kernels != 0

@@ -36,9 +36,9 @@ const (
 
 // Tolerances of max|got - want| / max|want| between two products on one device: float32 products
 // run in TF32 on GPUs (10-bit mantissa: up to 2.9e-3 from the float64 product at k = 256 on an
-// H100); bfloat16 outputs are rounded to 8 bits, and some
-// backends (the pure-Go one) also accumulate in bfloat16, which reaches 2-3% at k = 256. Layout or
-// scale bugs give errors of order 1.
+// H100); bfloat16 outputs are rounded to 8 bits, and some backends (the pure-Go one) also
+// accumulate in bfloat16, which reaches 2-3% at k = 256. Layout or scale bugs give errors of
+// order 1.
 var productTolerance = map[dtypes.DType]float64{dtypes.Float32: 1e-2, dtypes.BFloat16: 5e-2}
 
 // format quantizes a host tensor in one of quanta's formats.
@@ -152,17 +152,25 @@ func callExec(t *testing.T, backend backends.Backend, fn any, args ...any) *tens
 	return out[0].(*tensors.Tensor)
 }
 
+// referenceBackend starts GoMLX's pure-Go backend, the reference the device's results are compared
+// with; it is finalized when the test ends.
+func referenceBackend(t *testing.T) backends.Backend {
+	t.Helper()
+	reference, err := simplego.New("")
+	if err != nil {
+		t.Fatalf("starting the pure-Go reference backend: %+v", err)
+	}
+	t.Cleanup(reference.Finalize)
+	return reference
+}
+
 func materialize(w implicitarray.Value) *graph.Node {
 	return graph.ConvertDType(implicitarray.Materialize(w), dtypes.Float32)
 }
 
 func TestAccelerator(t *testing.T) {
 	backend := accelerator(t)
-	reference, err := simplego.New("")
-	if err != nil {
-		t.Fatalf("starting the pure-Go reference backend: %+v", err)
-	}
-	defer reference.Finalize()
+	reference := referenceBackend(t)
 	x := matrix(m, k, 1)
 	weight := matrix(k, n, 2)
 
@@ -324,11 +332,7 @@ var ggmlTypes = []gguf.Type{gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_0, gguf.Ty
 // of float32 and bfloat16 activations, without the materialize fallback.
 func TestAcceleratorGGML(t *testing.T) {
 	backend := accelerator(t)
-	reference, err := simplego.New("")
-	if err != nil {
-		t.Fatalf("starting the pure-Go reference backend: %+v", err)
-	}
-	defer reference.Finalize()
+	reference := referenceBackend(t)
 	const eq = "mk,nk->mn"
 	for _, typ := range ggmlTypes {
 		w, err := ggml.Quantize(matrix(n, k, 2), typ)

@@ -38,6 +38,17 @@ var benchMs = []int{1, 4, 16, 64}
 
 type benchShape struct{ k, n int }
 
+// formats returns the benchmarked formats that take the shape.
+func (s benchShape) formats() []benchFormat {
+	var taken []benchFormat
+	for _, f := range benchFormats {
+		if f.takes == nil || f.takes(s.k, s.n) {
+			taken = append(taken, f)
+		}
+	}
+	return taken
+}
+
 func benchShapes() []benchShape {
 	if env := os.Getenv(benchShapesEnv); env != "" {
 		var shapes []benchShape
@@ -244,10 +255,7 @@ func BenchmarkProducts(b *testing.B) {
 	fmt.Fprintf(os.Stderr, "cpukernels: streaming read bandwidth %.1f GB/s (%d threads, %s)\n", bw, Threads(), ActiveISA())
 	denseNs := map[string][2]float64{} // wall and CPU time per call
 	for _, s := range benchShapes() {
-		for _, f := range benchFormats {
-			if f.takes != nil && !f.takes(s.k, s.n) {
-				continue
-			}
+		for _, f := range s.formats() {
 			perW := f.bytes(s.k, s.n)
 			count := max(1, ceilDiv(benchStream, perW))
 			var weights []any
@@ -322,10 +330,7 @@ func BenchmarkBestOfM1(b *testing.B) {
 	for _, s := range benchShapes() {
 		b.Run(fmt.Sprintf("k=%d/n=%d", s.k, s.n), func(b *testing.B) {
 			var cells []*cell
-			for _, f := range benchFormats {
-				if f.takes != nil && !f.takes(s.k, s.n) {
-					continue
-				}
+			for _, f := range s.formats() {
 				perW := f.bytes(s.k, s.n)
 				count := max(1, ceilDiv(benchStream, perW))
 				cells = append(cells, &cell{f: f, weights: weightSet(f, s, count), bytes: perW * count, best: math.Inf(1)})

@@ -89,8 +89,9 @@
 // 16 lanes; Q2_K and Q3_K with the plain C decode everywhere), and have fused x @ Wᵀ kernels for
 // up to 8 activation rows (beyond, the generic driver over the decode is faster), of two kinds:
 //
-//   - the integer route, for Q4_K, Q5_K, Q6_K, Q4_1, Q5_0 and Q5_1, and for Q4_0 up to 2 rows: the activations are quantized once per call to int8 in groups of one block (256 or
-//     32), and each block's product is integer arithmetic on the codes as ggml stores them
+//   - the integer route, for Q4_K, Q5_K, Q6_K, Q4_1, Q5_0 and Q5_1, and for Q4_0 up to 2 rows:
+//     the activations are quantized once per call to int8 in groups of one block (256 or 32),
+//     and each block's product is integer arithmetic on the codes as ggml stores them
 //     (vpmaddubsw, vpmaddwd: exact in int32), scaled to float once per block, as llama.cpp's CPU
 //     backend computes these types (the blocks of 32 eight at a time: their scales gathered and
 //     converted together);

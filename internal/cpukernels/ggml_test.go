@@ -223,10 +223,11 @@ func q32Terms(typ gguf.Type, blk []byte) (f, g []float32, q []int) {
 	}
 	for e := range 32 {
 		f[e], g[e] = d, offset
-		q[e] = int(codes[e%16]&15) | int(fifth>>e&1)<<4
+		nibble := codes[e%16] & 15
 		if e >= 16 {
-			q[e] = int(codes[e-16]>>4) | int(fifth>>e&1)<<4
+			nibble = codes[e-16] >> 4
 		}
+		q[e] = int(nibble) | int(fifth>>e&1)<<4
 	}
 	return f, g, q
 }
