@@ -84,3 +84,32 @@ func TestQuantizeErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestQuantizeSplitInvariant checks that quantizing many blocks in one call (split over
+// goroutines) gives the bytes of quantizing them one block at a time.
+func TestQuantizeSplitInvariant(t *testing.T) {
+	for _, typ := range []gguf.Type{gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ8_0,
+		gguf.TypeQ2_K, gguf.TypeQ3_K, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeIQ4_NL} {
+		t.Run(typ.String(), func(t *testing.T) {
+			bs, bb := typ.BlockSize(), typ.BlockBytes()
+			const blocks = 2048
+			src := make([]float32, blocks*bs)
+			for i := range src {
+				src[i] = float32(math.Sin(float64(i)*0.37) * math.Exp(float64(i%bs)/float64(bs)*3-1.5))
+			}
+			whole := make([]byte, blocks*bb)
+			if err := gguf.Quantize(typ, src, whole); err != nil {
+				t.Fatal(err)
+			}
+			one := make([]byte, bb)
+			for b := range blocks {
+				if err := gguf.Quantize(typ, src[b*bs:(b+1)*bs], one); err != nil {
+					t.Fatal(err)
+				}
+				if string(one) != string(whole[b*bb:(b+1)*bb]) {
+					t.Fatalf("block %d: one call gives % x, block by block % x", b, whole[b*bb:(b+1)*bb], one)
+				}
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/parallel"
 )
 
 // Quantize encodes src, len(src) float32 values, as type t into dst, bit-identical to ggml's
@@ -30,7 +31,11 @@ func Quantize(t Type, src []float32, dst []byte) error {
 			return errors.Errorf("gguf.Quantize: %s: element %d is %v; accepted: finite values", t, i, v)
 		}
 	}
-	traits[t].quantize(src, dst)
+	// Blocks are quantized independently: the bytes do not depend on the split.
+	blocks := len(src) / bs
+	parallel.Chunks(blocks, parallel.Workers(blocks, 256), func(from, to int) {
+		traits[t].quantize(src[from*bs:to*bs], dst[from*bb:to*bb])
+	})
 	return nil
 }
 

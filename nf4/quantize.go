@@ -2,7 +2,6 @@ package nf4
 
 import (
 	"math"
-	"runtime"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
@@ -245,7 +244,7 @@ func quantizeHost[E any, F float32 | float64, A arith[E, F]](flat []E, shape sha
 		codes := p.([]uint8)
 		accessErr = absmax.MutableFlatData(func(a any) {
 			scales := a.([]E)
-			parallel.Chunks(rows*nb, workers(rows*nb), func(from, to int) {
+			parallel.Chunks(rows*nb, parallel.Workers(rows*nb, 64), func(from, to int) {
 				for b := from; b < to; b++ {
 					row, col := b/nb, (b%nb)*blockSize
 					src := flat[row*dim+col : row*dim+min(col+blockSize, dim)]
@@ -290,12 +289,4 @@ func nearest[F float32 | float64](v F, cb *[16]F) uint8 {
 		}
 	}
 	return uint8(best)
-}
-
-// workers is the number of goroutines quantizing n blocks: GOMAXPROCS, one for fewer than 64.
-func workers(n int) int {
-	if n < 64 {
-		return 1
-	}
-	return min(runtime.GOMAXPROCS(0), n)
 }

@@ -2,7 +2,6 @@ package onebit
 
 import (
 	"math"
-	"runtime"
 	"slices"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -322,7 +321,7 @@ func run[E any](flat []E, toF64 func(E) float64, job *quantizeJob) error {
 	bits := job.packing.bitsPerValue()
 	// One goroutine per 2^14 bytes, GOMAXPROCS at most.
 	n := len(job.packed)
-	parallel.Chunks(n, min(runtime.GOMAXPROCS(0), n/(1<<14)+1), func(from, to int) {
+	parallel.Chunks(n, parallel.Workers(n, 1<<14), func(from, to int) {
 		for k := from; k < to; k++ {
 			var b uint8
 			for g := range groups {

@@ -1,7 +1,10 @@
 // Package parallel splits the host quantizers' loops over goroutines.
 package parallel
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+)
 
 // Chunks runs fn over [0, n) split in contiguous chunks across up to workers goroutines, and
 // returns when every chunk is done. With workers <= 1, fn(0, n) runs on the calling goroutine.
@@ -20,4 +23,10 @@ func Chunks(n, workers int, fn func(from, to int)) {
 		}(from, min(from+chunk, n))
 	}
 	wg.Wait()
+}
+
+// Workers is the number of goroutines for n independent items of which each goroutine should get
+// at least minPerWorker: one for small inputs, at most GOMAXPROCS.
+func Workers(n, minPerWorker int) int {
+	return max(1, min(runtime.GOMAXPROCS(0), n/max(1, minPerWorker)))
 }
