@@ -66,7 +66,7 @@ var formats = []format{
 
 // accelerator returns the process-wide backend, or skips the test with a one-line reason when it
 // is not an accelerator (unless QUANTA_ACCEL_ANY=1).
-func accelerator(t *testing.T) backends.Backend {
+func accelerator(t testing.TB) backends.Backend {
 	t.Helper()
 	backend, err := runtime.Backend()
 	if err != nil {

@@ -22,6 +22,9 @@
 //   - a sharded product (mesh.NewExec, the weight column-parallel over 2 or 4 devices) equals the
 //     single-device one, when the backend has 2 devices or more.
 //
+// BenchmarkAcceleratorCall separates what a call of a product graph costs on the device from its
+// products, and times copying a result to the host.
+//
 // Without an accelerator (XLA CPU, the pure-Go backend) the test is skipped with a one-line
 // reason, so `make test` runs it everywhere. QUANTA_ACCEL_ANY=1 runs it on any backend, to check
 // the suite itself on a machine without an accelerator.

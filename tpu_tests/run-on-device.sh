@@ -11,6 +11,8 @@
 #   doctor.txt      `quanta doctor`: backend, plugin and PJRT API, XLA_FLAGS, devices, memory
 #   device.txt      nvidia-smi's description of the GPU (name, memory, clocks, driver)
 #   tests.txt       the accelerator suite, verbose (each format's strategies at 1 and 32 rows)
+#   call.txt        BenchmarkAcceleratorCall: a call's own cost against its products', and the
+#                   cost of copying a result to the host
 #   hlo/M<m>/       XLA's HLO of each format's product (Auto) at M = 1, 8, 64 on 4096x4096 weights
 #                   with bfloat16 activations, before and after optimization (hlo/M64-gemm-v2/: at
 #                   M = 64 under --xla_gpu_experimental_gemm_fusion_v2=true); hlo/summary.md: per
@@ -165,12 +167,15 @@ if [[ $code -ne 0 ]]; then
 	status=1
 fi
 grep -E '^(--- |ok|PASS|FAIL)|no accelerator' "$out/tests.txt" | head -40
+if [[ $accelerator == yes ]]; then
+	step call 60 "$bin/tpu_tests.test" -test.run '^$' -test.bench AcceleratorCall -test.benchtime 1s >"$out/call.txt" 2>&1
+fi
 
 # The sizes of the measurements; DRY_RUN shrinks them to check the steps themselves.
 shapes=4096x4096,4096x11008,8192x8192
 hlo_shape=4096x4096
 rows=1,16,256
-stream=$((96 << 20))
+stream=$((128 << 20))
 mintime=200ms
 layers=2048
 if [[ $dry == 1 ]]; then

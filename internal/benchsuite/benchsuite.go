@@ -6,6 +6,7 @@ package benchsuite
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -18,9 +19,12 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/ggml"
+	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/benchflags"
+	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/onebit"
@@ -58,8 +62,50 @@ var quantizers = map[string]func(*tensors.Tensor, lowering.Strategy) (implicitar
 	},
 }
 
-// QuantizedNames lists the quantized formats: nf4, int8, ternary (2-bit), binary1 (1-bit).
+// ggmlTypes are the GGML block formats by name: stored as a GGUF file stores a linear weight,
+// (N, K) with the blocks along K, so their products are x·Wᵀ.
+var ggmlTypes = map[string]gguf.Type{
+	"q4_0": gguf.TypeQ4_0, "q4_1": gguf.TypeQ4_1, "q5_0": gguf.TypeQ5_0, "q5_1": gguf.TypeQ5_1,
+	"q8_0": gguf.TypeQ8_0, "q2_k": gguf.TypeQ2_K, "q3_k": gguf.TypeQ3_K, "q4_k": gguf.TypeQ4_K,
+	"q5_k": gguf.TypeQ5_K, "q6_k": gguf.TypeQ6_K,
+}
+
+// quantizeGGML stores the (K, N) weight t transposed, in typ, materializing in t's dtype.
+func quantizeGGML(typ gguf.Type) func(*tensors.Tensor, lowering.Strategy) (implicitarray.Array, error) {
+	return func(t *tensors.Tensor, s lowering.Strategy) (implicitarray.Array, error) {
+		values, ok := hostdata.Float32s(t)
+		if !ok || t.Rank() != 2 {
+			return nil, fmt.Errorf("benchsuite: GGML weights are float matrices, got %s", t.Shape())
+		}
+		k, n := t.Shape().Dim(0), t.Shape().Dim(1)
+		transposed := tensors.FromShape(shapes.Make(dtypes.Float32, n, k))
+		defer func() { _ = transposed.FinalizeAll() }()
+		transposed.MustMutableFlatData(func(flat any) {
+			out := flat.([]float32)
+			for i := range k {
+				for j := range n {
+					out[j*k+i] = values[i*n+j]
+				}
+			}
+		})
+		a, err := ggml.Quantize(transposed, typ)
+		if err != nil {
+			return nil, err
+		}
+		return a.WithDType(t.DType()).WithStrategy(s), nil
+	}
+}
+
+// QuantizedNames lists the quantized formats measured by default: nf4, int8, ternary (2-bit),
+// binary1 (1-bit).
 func QuantizedNames() []string { return []string{"nf4", "int8", "ternary", "binary1"} }
+
+// GGMLNames lists the GGML block formats (q4_0 … q6_k), measured when named.
+func GGMLNames() []string {
+	names := slices.Collect(maps.Keys(ggmlTypes))
+	slices.Sort(names)
+	return names
+}
 
 // ParseFormat reads "name" or "name@strategy" (a lowering.Strategy name), or Dense.
 func ParseFormat(s string) (Format, error) {
@@ -69,9 +115,12 @@ func ParseFormat(s string) (Format, error) {
 	}
 	base, strategy, forced := strings.Cut(s, "@")
 	quantize, ok := quantizers[base]
+	if typ, isGGML := ggmlTypes[base]; isGGML {
+		quantize, ok = quantizeGGML(typ), true
+	}
 	if !ok {
 		return Format{}, fmt.Errorf("unknown format %q; accepted: %s, each with an optional @strategy",
-			s, strings.Join(QuantizedNames(), ", "))
+			s, strings.Join(append(QuantizedNames(), GGMLNames()...), ", "))
 	}
 	f := Format{Name: s, Quantize: quantize}
 	if forced {
@@ -104,6 +153,8 @@ func (w *Weights) WithStrategy(s lowering.Strategy) *Weights {
 		case *onebit.Array:
 			v = a.WithStrategy(s)
 		case *onebit.BitArray:
+			v = a.WithStrategy(s)
+		case *ggml.Array:
 			v = a.WithStrategy(s)
 		}
 		out.Values[i] = v
@@ -195,6 +246,9 @@ const (
 // Graph returns the graph function of a context.
 func Graph(context string) func(x *graph.Node, ws []implicitarray.Value) *graph.Node {
 	product := func(x *graph.Node, w implicitarray.Value) *graph.Node {
+		if _, transposed := w.(*ggml.Array); transposed {
+			return implicitarray.Materialize(implicitarray.Einsum("mk,nk->mn", x, w))
+		}
 		return implicitarray.Materialize(implicitarray.MatMul(x, w))
 	}
 	if context == Chain {
