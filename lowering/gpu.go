@@ -37,7 +37,9 @@ func chooseAccelerator(p *product, w Layout) (Strategy, bool) {
 			if _, signs := w.(Signs); signs && w.serves(SlicedSum, p) {
 				return SlicedSum, true
 			}
-			if p.rank2() && prologueServes(w, p) {
+			// int8's GEMM form converts the codes next to the dot: it streams them as fast as
+			// a reduction at one row (docs/performance.md, GPU measurements).
+			if _, int8 := w.(Int8); !int8 && p.rank2() && prologueServes(w, p) {
 				return MulReduce, true
 			}
 		}

@@ -199,7 +199,8 @@ func TestChooseAccelerators(t *testing.T) {
 		{"nf4-dq x@W m=64 gpu", gpu, blockwiseDQ, rows(64, 16), xW, lowering.PrologueDot},
 		{"nf4-flat x@Wt m=8 gpu", gpu, flat, rows(8, 12), xWt, lowering.MulReduce},
 		{"nf4-flat x@Wt m=16 gpu", gpu, flat, rows(16, 12), xWt, lowering.PrologueDot},
-		{"int8 x@W m=1 gpu", gpu, int8Rows, rows(1, 16), xW, lowering.MulReduce},
+		{"int8 x@W m=1 gpu", gpu, int8Rows, rows(1, 16), xW, lowering.PrologueDot},
+		{"int8 x@Wt m=8 gpu", gpu, int8Rows, rows(8, 12), xWt, lowering.PrologueDot},
 		{"int8 x@Wt m=16 gpu", gpu, int8Rows, rows(16, 12), xWt, lowering.PrologueDot},
 		{"signs x@W m=1 gpu", gpu, signs, rows(1, 16), xW, lowering.SlicedSum},
 		{"signs x@W m=15 gpu", gpu, signs, rows(15, 16), xW, lowering.SlicedSum},
@@ -284,7 +285,7 @@ func TestPrologueInfiniteActivations(t *testing.T) {
 }
 
 // TestGPUProgram builds products as for a GPU on the test backend: Auto gives a reduction to one
-// activation row and PrologueDot to 17, and PrologueDot with bfloat16 activations multiplies
+// activation row (int8 its GEMM form) and PrologueDot to 17, and PrologueDot with bfloat16 activations multiplies
 // bfloat16 operands (as a GPU's dense bfloat16 product does), within twice the error of the dense
 // bfloat16 product of the materialized weight, plus the output's rounding.
 func TestGPUProgram(t *testing.T) {
@@ -297,10 +298,10 @@ func TestGPUProgram(t *testing.T) {
 		w            implicitarray.Array
 		axes         lowering.Axes
 		k            int
-		reduction    lowering.Strategy
+		fewRows      lowering.Strategy
 	}{
 		{"nf4", "blockwise4", nf4.MustQuantize(testutil.NormalTensor(r, 24, 200), 64), xWt, 200, lowering.MulReduce},
-		{"int8/per-column", "int8", qint8.MustQuantize(testutil.NormalTensor(r, 40, 72), 0), xWt, 72, lowering.MulReduce},
+		{"int8/per-column", "int8", qint8.MustQuantize(testutil.NormalTensor(r, 40, 72), 0), xWt, 72, lowering.PrologueDot},
 		{"ternary/per-row", "signs2", onebit.MustQuantizeTernary(testutil.NormalTensor(r, 52, 30), &onebit.Options{Scale: true, ScaleAxes: []int{1}}), xW, 52, lowering.SlicedSum},
 		{"binary1", "signs1", onebit.MustQuantizeBinaryBits(testutil.NormalTensor(r, 72, 18), &onebit.Options{Scale: true, ScaleAxes: []int{0}}), xW, 72, lowering.SlicedSum},
 	} {
@@ -320,7 +321,7 @@ func TestGPUProgram(t *testing.T) {
 				e.Finalize()
 				want := lowering.PrologueDot
 				if m < 16 {
-					want = tc.reduction
+					want = tc.fewRows
 				}
 				if lowering.Built()[lowering.Choice{Layout: tc.layout, Strategy: want}] != 1 {
 					t.Fatalf("m=%d: Built() = %v, want one %s/%s", m, lowering.Built(), tc.layout, want)

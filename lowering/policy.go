@@ -21,7 +21,7 @@ const (
 //	layout      condition                                              strategy
 //	any         M <= 512, platform with Kernels, a kernel serves       Kernel
 //	Signs       GPU, M < 16, contracted on the packed axis, float x    SlicedSum
-//	any         GPU, M < 16, rank 2, PrologueDot serves                MulReduce
+//	not Int8    GPU, M < 16, rank 2, PrologueDot serves                MulReduce
 //	any         GPU or TPU, PrologueDot serves                         PrologueDot
 //	Blockwise4  M = 1, x·W (blocks free), pure Go or XLA CPU fused loops   SlicedSum
 //	Blockwise4  M = 1, rank 2                                            ProductTable
