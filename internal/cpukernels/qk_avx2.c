@@ -302,68 +302,89 @@ static T256 void nf4_kn(const qk_prod *p, int64_t s0, int64_t s1, int64_t c0, in
   }
 }
 
-/* The codebook values of the 8 codes in the 4 bytes at src, nibble j of the little-endian word in
- * lane j: elements 1, 0, 3, 2, 5, 4, 7, 6 (the first element of a byte is its high nibble). The
- * word is broadcast and shifted per lane, so no lane-crossing widening is needed: vpermps reads
- * the low 3 bits of each index, the blend bit 3 moved to the sign. */
-I256 __m256 nf4_values8_paired(const uint8_t *src, __m256 lo, __m256 hi) {
-  uint32_t u;
-  memcpy(&u, src, 4);
-  const __m256i v = _mm256_set1_epi32((int32_t)u);
-  const __m256i idx = _mm256_srlv_epi32(v, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
-  const __m256i sel = _mm256_sllv_epi32(v, _mm256_setr_epi32(28, 24, 20, 16, 12, 8, 4, 0));
-  return _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, idx), _mm256_permutevar8x32_ps(hi, idx), _mm256_castsi256_ps(sel));
-}
-
-/* NF4 x @ W^T, one stored row at a time. The activations of the whole 16-element groups are first
- * copied into the chunk scratch in nf4_values8_paired's order (each pair swapped), once per chunk
- * for all its rows; the last 16-element group of a row is decoded from a zero-padded copy in
- * natural order and the activations past k masked. */
-static T256 void nf4_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {
-  const qk_nf4w *w = &p->nf4;
-  const __m256 cb_lo = _mm256_loadu_ps(qk_nf4_codebook), cb_hi = _mm256_loadu_ps(qk_nf4_codebook + 8);
-  const int64_t K = p->k, full = K / 16 * 16;
-  float *xs = (float *)scratch;
-  const int paired = xs != NULL && full * (int64_t)sizeof(float) <= (int64_t)QK_CHUNK_SCRATCH;
-  if (paired) {
-    for (int64_t i = 0; i < full; i++) {
-      xs[i] = p->x[i ^ 1];
+/* Byte j of each of the 16 codebook values, in both 128-bit lanes: vpshufb tables. */
+I256 void nf4_planes(__m256i plane[4]) {
+  uint8_t bytes[4][16];
+  for (int v = 0; v < 16; v++) {
+    uint32_t u;
+    memcpy(&u, &qk_nf4_codebook[v], 4);
+    for (int j = 0; j < 4; j++) {
+      bytes[j][v] = (uint8_t)(u >> (8 * j));
     }
   }
+  for (int j = 0; j < 4; j++) {
+    plane[j] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bytes[j]));
+  }
+}
+
+/* The codebook values (unscaled) of the 32 codes in the 16 bytes at src, by four byte lookups and
+ * two interleaves: the low lane looks up the high nibbles (the even elements), the high lane the
+ * low ones, so vector q holds elements 8q + 0, 2, 4, 6, 1, 3, 5, 7 of the group (nf4_xorder). */
+I256 void nf4_values32(const uint8_t *src, const __m256i plane[4], __m256 v[4]) {
+  const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)src));
+  const __m256i idx =
+      _mm256_and_si256(_mm256_srlv_epi32(b, _mm256_setr_epi32(4, 4, 4, 4, 0, 0, 0, 0)), _mm256_set1_epi8(0x0F));
+  const __m256i p0 = _mm256_shuffle_epi8(plane[0], idx), p1 = _mm256_shuffle_epi8(plane[1], idx);
+  const __m256i p2 = _mm256_shuffle_epi8(plane[2], idx), p3 = _mm256_shuffle_epi8(plane[3], idx);
+  const __m256i l01 = _mm256_unpacklo_epi8(p0, p1), h01 = _mm256_unpackhi_epi8(p0, p1);
+  const __m256i l23 = _mm256_unpacklo_epi8(p2, p3), h23 = _mm256_unpackhi_epi8(p2, p3);
+  v[0] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(l01, l23));
+  v[1] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(l01, l23));
+  v[2] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(h01, h23));
+  v[3] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(h01, h23));
+}
+
+/* The element of a group of 8 that lane j of nf4_values32's vectors holds. */
+static const int nf4_xorder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+
+/* NF4 x @ W^T, one stored row at a time, for blocks of a multiple of 32 elements. The activations
+ * of the whole 32-element groups are first copied into the chunk scratch in nf4_values32's order,
+ * once per chunk for all its rows (without scratch each vector is permuted as it is loaded). A
+ * block's products are summed unscaled and then scaled; the elements past the last whole group
+ * (fewer than 32) are added one by one. */
+static T256 void nf4_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {
+  const qk_nf4w *w = &p->nf4;
+  const int64_t K = p->k, full = K / 32 * 32;
+  __m256i plane[4];
+  nf4_planes(plane);
+  float *xs = (float *)scratch;
+  const int ordered = xs != NULL && full * (int64_t)sizeof(float) <= (int64_t)QK_CHUNK_SCRATCH;
+  if (ordered) {
+    for (int64_t i = 0; i < full; i++) {
+      xs[i] = p->x[(i & ~(int64_t)7) + nf4_xorder[i & 7]];
+    }
+  }
+  const __m256i xorder = _mm256_loadu_si256((const __m256i *)nf4_xorder);
   for (int64_t n = n0; n < n1; n++) {
     const uint8_t *row = w->packed + n * w->row_bytes;
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    for (int64_t b = 0; b * w->bs < K; b++) {
-      const __m256 sc = _mm256_set1_ps(qk_nf4_scale(w, n, b));
-      const __m256 lo = _mm256_mul_ps(cb_lo, sc), hi = _mm256_mul_ps(cb_hi, sc);
+    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b * w->bs < full; b++) {
+      __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
       const int64_t end = QK_MIN((b + 1) * w->bs, full);
-      if (paired) {
-        for (int64_t c = b * w->bs; c < end; c += 16) {
-          a0 = _mm256_fmadd_ps(_mm256_loadu_ps(xs + c), nf4_values8_paired(row + c / 2, lo, hi), a0);
-          a1 = _mm256_fmadd_ps(_mm256_loadu_ps(xs + c + 8), nf4_values8_paired(row + c / 2 + 4, lo, hi), a1);
-        }
-      } else {
-        for (int64_t c = b * w->bs; c < end; c += 16) {
-          __m256 w0, w1;
-          nf4_values16(row + c / 2, lo, hi, &w0, &w1);
-          a0 = _mm256_fmadd_ps(_mm256_loadu_ps(p->x + c), w0, a0);
-          a1 = _mm256_fmadd_ps(_mm256_loadu_ps(p->x + c + 8), w1, a1);
+      for (int64_t c = b * w->bs; c < end; c += 32) {
+        __m256 v[4];
+        nf4_values32(row + c / 2, plane, v);
+        for (int q = 0; q < 4; q++) {
+          const __m256 xv = ordered ? _mm256_loadu_ps(xs + c + 8 * q)
+                                    : _mm256_permutevar8x32_ps(_mm256_loadu_ps(p->x + c + 8 * q), xorder);
+          s[q] = _mm256_fmadd_ps(xv, v[q], s[q]);
         }
       }
-      if (full < K && full < (b + 1) * w->bs) { /* the tail group lies in this block */
-        uint8_t tmp[8] = {0};
-        memcpy(tmp, row + full / 2, (size_t)(K - full + 1) / 2);
-        __m256 w0, w1;
-        nf4_values16(tmp, lo, hi, &w0, &w1);
-        const int64_t r = K - full;
-        a0 = _mm256_fmadd_ps(_mm256_maskload_ps(p->x + full, lanes(QK_MIN(r, 8))), _mm256_and_ps(w0, _mm256_castsi256_ps(lanes(QK_MIN(r, 8)))), a0);
-        if (r > 8) {
-          a1 = _mm256_fmadd_ps(_mm256_maskload_ps(p->x + full + 8, lanes(r - 8)),
-                               _mm256_and_ps(w1, _mm256_castsi256_ps(lanes(r - 8))), a1);
-        }
+      const __m256 sc = _mm256_set1_ps(qk_nf4_scale(w, n, b));
+      for (int q = 0; q < 4; q++) {
+        a[q] = _mm256_fmadd_ps(s[q], sc, a[q]);
       }
     }
-    p->y[n] = hsum(_mm256_add_ps(a0, a1));
+    float y = hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
+    if (full < K) {
+      float tail = 0;
+      for (int64_t e = full; e < K; e++) {
+        const uint8_t byte = row[e / 2];
+        tail += p->x[e] * qk_nf4_codebook[(e & 1) ? byte & 15 : byte >> 4];
+      }
+      y += tail * qk_nf4_scale(w, n, full / w->bs);
+    }
+    p->y[n] = y;
   }
 }
 
@@ -460,6 +481,7 @@ static T256 void i8_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) 
 
 /* The fused kernels take one activation row. */
 static int nf4_bs16(const qk_prod *p) { return p->nf4.bs % 16 == 0; }
+static int nf4_bs32(const qk_prod *p) { return p->nf4.bs % 32 == 0; }
 
 const qk_ops qk_ops_avx2 = {
     .isa = QK_ISA_AVX2,
@@ -470,7 +492,7 @@ const qk_ops qk_ops_avx2 = {
             [QK_FMT_F32] = {.tile = qk_f32_tile},
             [QK_FMT_NF4] = {.tile = nf4_tile,
                             .kn = {{.kn = nf4_kn, .max_m = 1, .cap_m = 1, .takes = nf4_bs16}},
-                            .nk = {{.nk = nf4_nk, .max_m = 1, .cap_m = 1, .takes = nf4_bs16}}},
+                            .nk = {{.nk = nf4_nk, .max_m = 1, .cap_m = 1, .takes = nf4_bs32}}},
             [QK_FMT_I8] = {.tile = i8_tile,
                            .kn = {{.kn = i8_kn, .max_m = 1, .cap_m = 1}},
                            .nk = {{.nk = i8_nk, .max_m = 1, .cap_m = 1}}},
