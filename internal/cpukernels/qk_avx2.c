@@ -280,28 +280,6 @@ static T256 void tb_tile(const qk_prod *p, int64_t p0, int64_t np, int64_t c0, i
 /* ---- fused kernels for one activation row (the tiled drivers pay a store and a reload of every
  * decoded weight, which one row cannot amortize) ---- */
 
-/* NF4 x @ W, one stored row at a time (sequential reads), natural column order; needs bs % 16 == 0.
- * The table is x[k] * absmax * codebook, so each 16 weights cost one add per 8 lanes. */
-static T256 void nf4_kn(const qk_prod *p, int64_t s0, int64_t s1, int64_t c0, int64_t c1, float *part,
-                        void *scratch) {
-  (void)scratch;
-  const qk_nf4w *w = &p->nf4;
-  const __m256 cb_lo = _mm256_loadu_ps(qk_nf4_codebook), cb_hi = _mm256_loadu_ps(qk_nf4_codebook + 8);
-  for (int64_t k = s0; k < s1; k++) {
-    const uint8_t *row = w->packed + k * w->row_bytes;
-    for (int64_t b = c0 / w->bs; b * w->bs < c1; b++) {
-      const __m256 sc = _mm256_set1_ps(p->x[k] * qk_nf4_scale(w, k, b));
-      const __m256 lo = _mm256_mul_ps(cb_lo, sc), hi = _mm256_mul_ps(cb_hi, sc);
-      for (int64_t c = b * w->bs; c < (b + 1) * w->bs; c += 16) {
-        __m256 w0, w1;
-        nf4_values16(row + c / 2, lo, hi, &w0, &w1);
-        _mm256_storeu_ps(part + c, _mm256_add_ps(_mm256_loadu_ps(part + c), w0));
-        _mm256_storeu_ps(part + c + 8, _mm256_add_ps(_mm256_loadu_ps(part + c + 8), w1));
-      }
-    }
-  }
-}
-
 /* Byte j of each of the 16 codebook values, in both 128-bit lanes: vpshufb tables. */
 I256 void nf4_planes(__m256i plane[4]) {
   uint8_t bytes[4][16];
@@ -319,7 +297,7 @@ I256 void nf4_planes(__m256i plane[4]) {
 
 /* The codebook values (unscaled) of the 32 codes in the 16 bytes at src, by four byte lookups and
  * two interleaves: the low lane looks up the high nibbles (the even elements), the high lane the
- * low ones, so vector q holds elements 8q + 0, 2, 4, 6, 1, 3, 5, 7 of the group (nf4_xorder). */
+ * low ones, so the vectors hold the elements in QK_ORDER_PAIRS8. */
 I256 void nf4_values32(const uint8_t *src, const __m256i plane[4], __m256 v[4]) {
   const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)src));
   const __m256i idx =
@@ -334,40 +312,50 @@ I256 void nf4_values32(const uint8_t *src, const __m256i plane[4], __m256 v[4]) 
   v[3] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(h01, h23));
 }
 
-/* The element of a group of 8 that lane j of nf4_values32's vectors holds. */
-static const int nf4_xorder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+/* The fused NF4 kernels (one activation row, blocks of a multiple of 32) read whole groups of 32
+ * codes, the stored rows' padding included: the driver lays the activations (nk) and the partial
+ * sums (kn) out in QK_ORDER_PAIRS8, zero past k. */
 
-/* NF4 x @ W^T, one stored row at a time, for blocks of a multiple of 32 elements. The activations
- * of the whole 32-element groups are first copied into the chunk scratch in nf4_values32's order,
- * once per chunk for all its rows (without scratch each vector is permuted as it is loaded). A
- * block's products are summed unscaled and then scaled; the elements past the last whole group
- * (fewer than 32) are added one by one. */
-static T256 void nf4_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {
+/* NF4 x @ W, one stored row at a time (sequential reads): part += x[k] * scale * codebook. */
+static T256 void nf4_kn(const qk_prod *p, int64_t s0, int64_t s1, int64_t c0, int64_t c1, float *part,
+                        void *scratch) {
+  (void)scratch;
   const qk_nf4w *w = &p->nf4;
-  const int64_t K = p->k, full = K / 32 * 32;
   __m256i plane[4];
   nf4_planes(plane);
-  float *xs = (float *)scratch;
-  const int ordered = xs != NULL && full * (int64_t)sizeof(float) <= (int64_t)QK_CHUNK_SCRATCH;
-  if (ordered) {
-    for (int64_t i = 0; i < full; i++) {
-      xs[i] = p->x[(i & ~(int64_t)7) + nf4_xorder[i & 7]];
+  for (int64_t k = s0; k < s1; k++) {
+    const uint8_t *row = w->packed + k * w->row_bytes;
+    for (int64_t b = c0 / w->bs; b * w->bs < c1; b++) {
+      const __m256 sc = _mm256_set1_ps(p->x[k] * qk_nf4_scale(w, k, b));
+      for (int64_t c = b * w->bs; c < (b + 1) * w->bs; c += 32) {
+        __m256 v[4];
+        nf4_values32(row + c / 2, plane, v);
+        for (int q = 0; q < 4; q++) {
+          _mm256_storeu_ps(part + c + 8 * q, _mm256_fmadd_ps(v[q], sc, _mm256_loadu_ps(part + c + 8 * q)));
+        }
+      }
     }
   }
-  const __m256i xorder = _mm256_loadu_si256((const __m256i *)nf4_xorder);
+}
+
+/* NF4 x @ W^T, one stored row at a time: a block's products summed unscaled, then scaled. */
+static T256 void nf4_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {
+  (void)scratch;
+  const qk_nf4w *w = &p->nf4;
+  const int64_t K = (p->k + 31) / 32 * 32;
+  __m256i plane[4];
+  nf4_planes(plane);
   for (int64_t n = n0; n < n1; n++) {
     const uint8_t *row = w->packed + n * w->row_bytes;
     __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t b = 0; b * w->bs < full; b++) {
+    for (int64_t b = 0; b * w->bs < K; b++) {
       __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-      const int64_t end = QK_MIN((b + 1) * w->bs, full);
+      const int64_t end = QK_MIN((b + 1) * w->bs, K);
       for (int64_t c = b * w->bs; c < end; c += 32) {
         __m256 v[4];
         nf4_values32(row + c / 2, plane, v);
         for (int q = 0; q < 4; q++) {
-          const __m256 xv = ordered ? _mm256_loadu_ps(xs + c + 8 * q)
-                                    : _mm256_permutevar8x32_ps(_mm256_loadu_ps(p->x + c + 8 * q), xorder);
-          s[q] = _mm256_fmadd_ps(xv, v[q], s[q]);
+          s[q] = _mm256_fmadd_ps(_mm256_loadu_ps(p->x + c + 8 * q), v[q], s[q]);
         }
       }
       const __m256 sc = _mm256_set1_ps(qk_nf4_scale(w, n, b));
@@ -375,16 +363,7 @@ static T256 void nf4_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch)
         a[q] = _mm256_fmadd_ps(s[q], sc, a[q]);
       }
     }
-    float y = hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
-    if (full < K) {
-      float tail = 0;
-      for (int64_t e = full; e < K; e++) {
-        const uint8_t byte = row[e / 2];
-        tail += p->x[e] * qk_nf4_codebook[(e & 1) ? byte & 15 : byte >> 4];
-      }
-      y += tail * qk_nf4_scale(w, n, full / w->bs);
-    }
-    p->y[n] = y;
+    p->y[n] = hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
   }
 }
 
@@ -480,7 +459,6 @@ static T256 void i8_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) 
 #include "qk_ggml_vec.h"
 
 /* The fused kernels take one activation row. */
-static int nf4_bs16(const qk_prod *p) { return p->nf4.bs % 16 == 0; }
 static int nf4_bs32(const qk_prod *p) { return p->nf4.bs % 32 == 0; }
 
 const qk_ops qk_ops_avx2 = {
@@ -491,8 +469,8 @@ const qk_ops qk_ops_avx2 = {
         {
             [QK_FMT_F32] = {.tile = qk_f32_tile},
             [QK_FMT_NF4] = {.tile = nf4_tile,
-                            .kn = {{.kn = nf4_kn, .max_m = 1, .cap_m = 1, .takes = nf4_bs16}},
-                            .nk = {{.nk = nf4_nk, .max_m = 1, .cap_m = 1, .takes = nf4_bs32}}},
+                            .kn = {{.kn = nf4_kn, .max_m = 1, .cap_m = 1, .order = QK_ORDER_PAIRS8, .takes = nf4_bs32}},
+                            .nk = {{.nk = nf4_nk, .max_m = 1, .cap_m = 1, .order = QK_ORDER_PAIRS8, .takes = nf4_bs32}}},
             [QK_FMT_I8] = {.tile = i8_tile,
                            .kn = {{.kn = i8_kn, .max_m = 1, .cap_m = 1}},
                            .nk = {{.nk = i8_nk, .max_m = 1, .cap_m = 1}}},

@@ -122,13 +122,16 @@ enum {
  *   QK_ORDER_STRIDE8: 16*((c%8)^1) + c/8 (nibble s of the sixteen 32-bit words of 64 bytes, s =
  *   0..7, holds columns c%8 == s^1);
  *   QK_ORDER_STRIDE4: 16*(c%4) + c/4 (byte b of the sixteen 32-bit words of 64 bytes holds
- *   columns c%4 == b). */
-enum { QK_ORDER_NATURAL, QK_ORDER_PAIRS, QK_ORDER_STRIDE8, QK_ORDER_STRIDE4 };
+ *   columns c%4 == b);
+ *   QK_ORDER_PAIRS8: 8*(c/8) + 4*(c%2) + (c%8)/2 (within each 8 the even columns, then the odd:
+ *   16 bytes' nibbles looked up a byte at a time and interleaved back to floats). */
+enum { QK_ORDER_NATURAL, QK_ORDER_PAIRS, QK_ORDER_STRIDE8, QK_ORDER_STRIDE4, QK_ORDER_PAIRS8 };
 
 /* qk_order_group returns the size of the column groups an order permutes within (1: none). */
 QK_INLINE int64_t qk_order_group(int order) {
   switch (order) {
   case QK_ORDER_PAIRS:
+  case QK_ORDER_PAIRS8:
     return 32;
   case QK_ORDER_STRIDE8:
     return 128;
@@ -147,6 +150,8 @@ QK_INLINE int64_t qk_order_pos(int order, int64_t j) {
     return (j & ~(int64_t)127) + (((j & 7) ^ 1) << 4) + ((j & 127) >> 3);
   case QK_ORDER_STRIDE4:
     return (j & ~(int64_t)63) + ((j & 3) << 4) + ((j & 63) >> 2);
+  case QK_ORDER_PAIRS8:
+    return (j & ~(int64_t)7) + ((j & 1) << 2) + ((j & 7) >> 1);
   }
   return j;
 }
