@@ -218,7 +218,7 @@ func evalSmolLM2Format(backend backends.Backend, f *gguf.File, ids []int, window
 	if err != nil {
 		return SmolLM2{}, err
 	}
-	headRule, err := models.TableRule("/"+llama.EmbeddingScope, head)
+	headRule, err := models.TableRule("/"+models.EmbeddingScope, head)
 	if err != nil {
 		return SmolLM2{}, err
 	}
@@ -248,7 +248,7 @@ func evalSmolLM2Format(backend backends.Backend, f *gguf.File, ids []int, window
 	ppl := models.Perplexity(nll)
 	var projections int64
 	for _, e := range q.Report().Entries {
-		if e.Scope != "/"+llama.EmbeddingScope {
+		if e.Scope != "/"+models.EmbeddingScope {
 			projections += e.BytesAfter()
 		}
 	}

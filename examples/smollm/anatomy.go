@@ -152,7 +152,7 @@ func anatomy() error {
 	report := l.quantizer.Report()
 	var projBytes, tableBytes int64
 	for _, e := range report.Entries {
-		if e.Scope == "/"+llama.EmbeddingScope {
+		if e.Scope == "/"+models.EmbeddingScope {
 			tableBytes = e.BytesAfter()
 		} else {
 			projBytes += e.BytesAfter()
@@ -259,23 +259,23 @@ func projections(ctx *context.Context, m *llama.Model, x *Node) *Node {
 	project := m.Projection
 	q, kv := m.Heads*m.HeadDim, m.KVHeads*m.HeadDim
 	for i := range m.Layers {
-		lctx := ctx.In(llama.LayerScope(i))
+		lctx := ctx.In(models.LayerScope(i))
 		var qOut, kOut, vOut, gate, up *Node
 		if m.FusedQKV {
-			qkv := project(lctx, llama.AttnQKV, x, q+2*kv, false)
+			qkv := project(lctx, models.AttnQKV, x, q+2*kv, false)
 			qOut, kOut, vOut = SliceAxis(qkv, -1, AxisRange(0, q)), SliceAxis(qkv, -1, AxisRange(q, q+kv)), SliceAxis(qkv, -1, AxisRange(q+kv, q+2*kv))
 		} else {
-			qOut, kOut, vOut = project(lctx, llama.AttnQ, x, q, false), project(lctx, llama.AttnK, x, kv, false), project(lctx, llama.AttnV, x, kv, false)
+			qOut, kOut, vOut = project(lctx, models.AttnQ, x, q, false), project(lctx, models.AttnK, x, kv, false), project(lctx, models.AttnV, x, kv, false)
 		}
 		qOut = Add(qOut, ExpandAxes(Add(ReduceSum(kOut, -1), ReduceSum(vOut, -1)), -1))
-		x = Add(x, project(lctx, llama.AttnOutput, qOut, m.Dim, false))
+		x = Add(x, project(lctx, models.AttnOutput, qOut, m.Dim, false))
 		if m.FusedGateUp {
-			gu := project(lctx, llama.FFNGateUp, x, 2*m.FFNDim, false)
+			gu := project(lctx, models.FFNGateUp, x, 2*m.FFNDim, false)
 			gate, up = SliceAxis(gu, -1, AxisRange(0, m.FFNDim)), SliceAxis(gu, -1, AxisRange(m.FFNDim, 2*m.FFNDim))
 		} else {
-			gate, up = project(lctx, llama.FFNGate, x, m.FFNDim, false), project(lctx, llama.FFNUp, x, m.FFNDim, false)
+			gate, up = project(lctx, models.FFNGate, x, m.FFNDim, false), project(lctx, models.FFNUp, x, m.FFNDim, false)
 		}
-		x = Add(x, project(lctx, llama.FFNDown, Mul(Mul(gate, Sigmoid(gate)), up), m.Dim, false))
+		x = Add(x, project(lctx, models.FFNDown, Mul(Mul(gate, Sigmoid(gate)), up), m.Dim, false))
 	}
 	return x
 }

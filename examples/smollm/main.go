@@ -126,7 +126,7 @@ func load() (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	head, err := models.TableRule("/"+llama.EmbeddingScope, headFormat())
+	head, err := models.TableRule("/"+models.EmbeddingScope, headFormat())
 	if err != nil {
 		return nil, err
 	}

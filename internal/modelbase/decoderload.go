@@ -39,18 +39,18 @@ func CheckCache(op string, cache *models.KVCache, layers int) {
 	}
 }
 
-// OuterTensors plans the tensors of decoder d outside its blocks, in the scopes every decoder
-// package names EmbeddingScope, OutputNorm and HeadName: the embedding table (/token_embd), the
-// final norm (/output_norm) and, unless the embeddings are tied, the output kernel (/lm_head).
+// OuterTensors plans the tensors of decoder d outside its blocks: the embedding table
+// (models.EmbeddingScope), the final norm (models.OutputNorm) and, unless the embeddings are
+// tied, the output kernel (models.HeadName).
 // arch prefixes the keys that the shapes derive from, for errors.
 func OuterTensors(arch string, d Decoder) []Tensor {
 	vocab, width := "vocabulary size", arch+".embedding_length"
 	plan := []Tensor{
-		{Name: "token_embd.weight", Kind: Table, Scope: "/token_embd", Shape: []int{d.VocabSize, d.Dim}, From: vocab + ", " + width},
-		{Name: "output_norm.weight", Scope: "/output_norm/rms_norm", VarName: "scale", Shape: []int{d.Dim}, From: width},
+		{Name: "token_embd.weight", Kind: Table, Scope: "/" + models.EmbeddingScope, Shape: []int{d.VocabSize, d.Dim}, From: vocab + ", " + width},
+		{Name: "output_norm.weight", Scope: "/" + models.OutputNorm + "/rms_norm", VarName: "scale", Shape: []int{d.Dim}, From: width},
 	}
 	if !d.TiedEmbeddings {
-		plan = append(plan, Tensor{Name: "output.weight", Kind: Kernel, Scope: "/lm_head", In: d.Dim, Out: d.VocabSize,
+		plan = append(plan, Tensor{Name: "output.weight", Kind: Kernel, Scope: "/" + models.HeadName, In: d.Dim, Out: d.VocabSize,
 			From: vocab + ", " + width})
 	}
 	return plan

@@ -7,6 +7,7 @@ import (
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/internal/modelbase"
+	"github.com/quanta-ml/quanta/models"
 )
 
 // Config holds the hyper-parameters of a Gemma-3 decoder.
@@ -114,8 +115,8 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 
 // layerTensors returns the names of the GGUF tensors of decoder block i.
 func layerTensors(i int) []string {
-	return modelbase.LayerTensorNames(i, AttnNorm, AttnQ, AttnK, AttnV, AttnQNorm, AttnKNorm, AttnOutput, PostAttnNorm,
-		FFNNorm, FFNGate, FFNUp, FFNDown, PostFFNNorm)
+	return modelbase.LayerTensorNames(i, models.AttnNorm, models.AttnQ, models.AttnK, models.AttnV, AttnQNorm, AttnKNorm,
+		models.AttnOutput, PostAttnNorm, models.FFNNorm, models.FFNGate, models.FFNUp, models.FFNDown, PostFFNNorm)
 }
 
 const (

@@ -29,7 +29,7 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts models.LoadOptions) (*Mod
 		return nil, err
 	}
 	m := &Model{Config: cfg}
-	m.FusedQKV, m.FusedGateUp, err = modelbase.LoadDecoder(ctx, f, "gemma3.LoadGGUF", opts, cfg.decoder(), planTensors(cfg), LayerScope, nil)
+	m.FusedQKV, m.FusedGateUp, err = modelbase.LoadDecoder(ctx, f, "gemma3.LoadGGUF", opts, cfg.decoder(), planTensors(cfg), models.LayerScope, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -51,11 +51,11 @@ func planTensors(cfg Config) []modelbase.Tensor {
 	plan := modelbase.OuterTensors(Architecture, d)
 	const head = "the head width (" + keyKeyLen + ")"
 	for i := range cfg.Layers {
-		b := modelbase.BlockTensors{Arch: Architecture, D: d, I: i, Scope: "/" + LayerScope(i)}
-		plan = append(plan, b.WidthNorm(AttnNorm), b.Projection(AttnQ), b.Projection(AttnK), b.Projection(AttnV),
-			b.Norm(AttnQNorm, cfg.HeadDim, head), b.Norm(AttnKNorm, cfg.HeadDim, head), b.Projection(AttnOutput),
-			b.WidthNorm(PostAttnNorm), b.WidthNorm(FFNNorm), b.Projection(FFNGate), b.Projection(FFNUp), b.Projection(FFNDown),
-			b.WidthNorm(PostFFNNorm))
+		b := modelbase.BlockTensors{Arch: Architecture, D: d, I: i, Scope: "/" + models.LayerScope(i)}
+		plan = append(plan, b.WidthNorm(models.AttnNorm), b.Projection(models.AttnQ), b.Projection(models.AttnK),
+			b.Projection(models.AttnV), b.Norm(AttnQNorm, cfg.HeadDim, head), b.Norm(AttnKNorm, cfg.HeadDim, head),
+			b.Projection(models.AttnOutput), b.WidthNorm(PostAttnNorm), b.WidthNorm(models.FFNNorm),
+			b.Projection(models.FFNGate), b.Projection(models.FFNUp), b.Projection(models.FFNDown), b.WidthNorm(PostFFNNorm))
 	}
 	return plan
 }

@@ -1,7 +1,6 @@
 package gemma3
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -18,36 +17,13 @@ import (
 // Architecture is the "general.architecture" of the GGUF files this package loads.
 const Architecture = "gemma3"
 
-// Scopes and names of the model's variables (see the package documentation).
+// The names of the norms of a Gemma-3 block beyond those every decoder has (models.AttnNorm,
+// models.FFNNorm), as named in its scope and in GGUF's blk.N.<name>.weight.
 const (
-	EmbeddingScope = "token_embd"
-	EmbeddingName  = models.TableName
-	OutputNorm     = "output_norm"
-	HeadName       = "lm_head"
-)
-
-// LayerScope returns the scope of decoder block i: "layer_<i>".
-func LayerScope(i int) string { return fmt.Sprintf("layer_%d", i) }
-
-// The projections and norms of a decoder block, as named in its scope (and in GGUF's
-// blk.N.<name>.weight), and the fused projections that LoadGGUF may store instead of q/k/v and
-// gate/up (models.LoadOptions.Fuse).
-const (
-	AttnQ        = "attn_q"
-	AttnK        = "attn_k"
-	AttnV        = "attn_v"
-	AttnOutput   = "attn_output"
-	FFNGate      = "ffn_gate"
-	FFNUp        = "ffn_up"
-	FFNDown      = "ffn_down"
-	AttnNorm     = "attn_norm"
 	AttnQNorm    = "attn_q_norm"
 	AttnKNorm    = "attn_k_norm"
 	PostAttnNorm = "post_attention_norm"
-	FFNNorm      = "ffn_norm"
 	PostFFNNorm  = "post_ffw_norm"
-	AttnQKV      = "attn_qkv"
-	FFNGateUp    = "ffn_gate_up"
 )
 
 // Model is a Gemma-3 decoder: the configuration and the hooks its linear layers and its
@@ -103,7 +79,7 @@ func (m *Model) Embed(ctx *context.Context, tokens *Node) *Node {
 // [..., VocabSize]: with tied embeddings, the product with the embedding table (never
 // transposed in memory); otherwise the "lm_head" projection; then the soft cap, if any.
 func (m *Model) Logits(ctx *context.Context, hidden *Node) *Node {
-	h := m.rmsNorm(ctx.In(OutputNorm), hidden)
+	h := m.rmsNorm(ctx.In(models.OutputNorm), hidden)
 	logits := modelbase.Head(m.Projection, m.Table, ctx, h, m.TiedEmbeddings, m.VocabSize, m.Dim)
 	if m.FinalSoftcap > 0 {
 		logits = MulScalar(Tanh(DivScalar(logits, m.FinalSoftcap)), m.FinalSoftcap)
@@ -126,7 +102,7 @@ func (m *Model) Forward(ctx *context.Context, tokens *Node) *Node {
 		return models.SlidingCausalMask(positions, seq, window)
 	})
 	for i := 0; i < m.Layers; i++ {
-		x = m.Block(ctx.In(LayerScope(i)), x, positions, masks[i], nil, i)
+		x = m.Block(ctx.In(models.LayerScope(i)), x, positions, masks[i], nil, i)
 	}
 	return m.Logits(ctx, x)
 }
@@ -169,7 +145,7 @@ func (m *Model) Step(ctx *context.Context, tokens, last *Node, cache *models.KVC
 	})
 	x := m.Embed(ctx, tokens)
 	for i := 0; i < m.Layers; i++ {
-		x = m.Block(ctx.In(LayerScope(i)), x, positions, masks[i], cache, i)
+		x = m.Block(ctx.In(models.LayerScope(i)), x, positions, masks[i], cache, i)
 	}
 	return m.Logits(ctx, modelbase.PickRow(x, last))
 }
@@ -180,12 +156,12 @@ func (m *Model) Step(ctx *context.Context, tokens, last *Node, cache *models.KVC
 // keys are this block's own; with one, this step's keys and values are written into the layer's
 // cache and the attention runs over the cache's window.
 func (m *Model) Block(ctx *context.Context, x, positions, mask *Node, cache *models.KVCache, layer int) *Node {
-	h := m.rmsNorm(ctx.In(AttnNorm), x)
+	h := m.rmsNorm(ctx.In(models.AttnNorm), x)
 	a := m.Attention(ctx, h, positions, mask, cache, layer)
 	x = Add(x, m.rmsNorm(ctx.In(PostAttnNorm), a))
-	h = m.rmsNorm(ctx.In(FFNNorm), x)
-	gateUp := modelbase.ProjectSplit(m.Projection, ctx, m.FusedGateUp, FFNGateUp, []string{FFNGate, FFNUp}, h, m.FFNDim, m.FFNDim)
-	f := m.project(ctx, FFNDown, Mul(activations.GeluApproximate(gateUp[0]), gateUp[1]), m.Dim)
+	h = m.rmsNorm(ctx.In(models.FFNNorm), x)
+	gateUp := modelbase.ProjectSplit(m.Projection, ctx, m.FusedGateUp, models.FFNGateUp, []string{models.FFNGate, models.FFNUp}, h, m.FFNDim, m.FFNDim)
+	f := m.project(ctx, models.FFNDown, Mul(activations.GeluApproximate(gateUp[0]), gateUp[1]), m.Dim)
 	return Add(x, m.rmsNorm(ctx.In(PostFFNNorm), f))
 }
 
@@ -194,7 +170,7 @@ func (m *Model) Block(ctx *context.Context, x, positions, mask *Node, cache *mod
 // queries scaled by QueryScale; see Block for the other arguments.
 func (m *Model) Attention(ctx *context.Context, x, positions, mask *Node, cache *models.KVCache, layer int) *Node {
 	hd := m.HeadDim
-	qkv := modelbase.ProjectSplit(m.Projection, ctx, m.FusedQKV, AttnQKV, []string{AttnQ, AttnK, AttnV}, x, m.Heads*hd, m.KVHeads*hd, m.KVHeads*hd)
+	qkv := modelbase.ProjectSplit(m.Projection, ctx, m.FusedQKV, models.AttnQKV, []string{models.AttnQ, models.AttnK, models.AttnV}, x, m.Heads*hd, m.KVHeads*hd, m.KVHeads*hd)
 	q := m.rmsNorm(ctx.In(AttnQNorm), modelbase.SplitHeads(qkv[0], m.Heads, hd))
 	k := m.rmsNorm(ctx.In(AttnKNorm), modelbase.SplitHeads(qkv[1], m.KVHeads, hd))
 	v := modelbase.SplitHeads(qkv[2], m.KVHeads, hd)
@@ -211,5 +187,5 @@ func (m *Model) Attention(ctx *context.Context, x, positions, mask *Node, cache 
 		k, v = cache.Update(layer, k, v)
 	}
 	out := models.GroupedAttention(q, k, v, mask, 1)
-	return m.project(ctx, AttnOutput, modelbase.MergeHeads(out), m.Dim)
+	return m.project(ctx, models.AttnOutput, modelbase.MergeHeads(out), m.Dim)
 }

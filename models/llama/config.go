@@ -4,6 +4,7 @@ import (
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/modelbase"
+	"github.com/quanta-ml/quanta/models"
 )
 
 // Config holds the hyper-parameters of a Llama-architecture decoder.
@@ -60,7 +61,8 @@ const architecture = "llama"
 
 // layerTensors returns the names of the GGUF tensors of decoder block i.
 func layerTensors(i int) []string {
-	return modelbase.LayerTensorNames(i, AttnNorm, AttnQ, AttnK, AttnV, AttnOutput, FFNNorm, FFNGate, FFNUp, FFNDown)
+	return modelbase.LayerTensorNames(i, models.AttnNorm, models.AttnQ, models.AttnK, models.AttnV, models.AttnOutput,
+		models.FFNNorm, models.FFNGate, models.FFNUp, models.FFNDown)
 }
 
 func configFromGGUF(f *gguf.File) (Config, error) {

@@ -69,7 +69,7 @@ func TestLoadFused(t *testing.T) {
 			if fm.FusedQKV != tc.fuses || fm.FusedGateUp != tc.fuses || m.FusedQKV || m.FusedGateUp {
 				t.Fatalf("fused qkv %v, gate/up %v (unfused load %v, %v); want %v", fm.FusedQKV, fm.FusedGateUp, m.FusedQKV, m.FusedGateUp, tc.fuses)
 			}
-			if fused := fctx.In("layer_1").In(llama.AttnQKV).In("dense"); tc.fuses && len(variablesIn(fctx, fused.Scope())) == 0 {
+			if fused := fctx.In("layer_1").In(models.AttnQKV).In("dense"); tc.fuses && len(variablesIn(fctx, fused.Scope())) == 0 {
 				t.Errorf("no variable in %s", fused.Scope())
 			}
 			if !tc.fuses {

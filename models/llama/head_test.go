@@ -31,7 +31,7 @@ func TestQuantizedHeadPerplexity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			head, err := models.TableRule("/"+EmbeddingScope, "int8")
+			head, err := models.TableRule("/"+models.EmbeddingScope, "int8")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -54,11 +54,11 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, err
 			if err := vars.Load(f, plan[1:]); err != nil { // the table is read for the head too
 				return err
 			}
-			return untieHead(f, vars, ctx.In(EmbeddingScope).Scope(), ctx.In(HeadName).Scope(), cfg)
+			return untieHead(f, vars, ctx.In(models.EmbeddingScope).Scope(), ctx.In(models.HeadName).Scope(), cfg)
 		}
 		m.TiedEmbeddings = false
 	}
-	m.FusedQKV, m.FusedGateUp, err = modelbase.LoadDecoder(ctx, f, "llama.LoadGGUF", opts.LoadOptions, cfg.decoder(), plan, LayerScope, read)
+	m.FusedQKV, m.FusedGateUp, err = modelbase.LoadDecoder(ctx, f, "llama.LoadGGUF", opts.LoadOptions, cfg.decoder(), plan, models.LayerScope, read)
 	if err != nil {
 		return nil, err
 	}
@@ -110,13 +110,13 @@ func planTensors(cfg Config, rotateAdjacent bool) []modelbase.Tensor {
 	d := cfg.decoder()
 	plan := modelbase.OuterTensors(architecture, d)
 	for i := range cfg.Layers {
-		b := modelbase.BlockTensors{Arch: architecture, D: d, I: i, Scope: "/" + LayerScope(i)}
-		q, k := b.Projection(AttnQ), b.Projection(AttnK)
+		b := modelbase.BlockTensors{Arch: architecture, D: d, I: i, Scope: "/" + models.LayerScope(i)}
+		q, k := b.Projection(models.AttnQ), b.Projection(models.AttnK)
 		if !rotateAdjacent {
 			q.UnpermuteHeads, k.UnpermuteHeads = cfg.Heads, cfg.KVHeads
 		}
-		plan = append(plan, b.WidthNorm(AttnNorm), q, k, b.Projection(AttnV), b.Projection(AttnOutput), b.WidthNorm(FFNNorm),
-			b.Projection(FFNGate), b.Projection(FFNUp), b.Projection(FFNDown))
+		plan = append(plan, b.WidthNorm(models.AttnNorm), q, k, b.Projection(models.AttnV), b.Projection(models.AttnOutput), b.WidthNorm(models.FFNNorm),
+			b.Projection(models.FFNGate), b.Projection(models.FFNUp), b.Projection(models.FFNDown))
 	}
 	return plan
 }

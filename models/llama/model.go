@@ -1,7 +1,6 @@
 package llama
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -12,33 +11,6 @@ import (
 	"github.com/quanta-ml/quanta/internal/modelbase"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/qlayers"
-)
-
-// Scopes and names of the model's variables (see the package documentation).
-const (
-	EmbeddingScope = "token_embd"
-	EmbeddingName  = models.TableName
-	OutputNorm     = "output_norm"
-	HeadName       = "lm_head"
-)
-
-// LayerScope returns the scope of decoder block i: "layer_<i>".
-func LayerScope(i int) string { return fmt.Sprintf("layer_%d", i) }
-
-// The projections of a decoder block, as named in its scope (and in GGUF's blk.N.<name>.weight),
-// and the fused projections that LoadGGUF may store instead of q/k/v and gate/up (LoadOptions.Fuse).
-const (
-	AttnQ      = "attn_q"
-	AttnK      = "attn_k"
-	AttnV      = "attn_v"
-	AttnOutput = "attn_output"
-	FFNGate    = "ffn_gate"
-	FFNUp      = "ffn_up"
-	FFNDown    = "ffn_down"
-	AttnNorm   = "attn_norm"
-	FFNNorm    = "ffn_norm"
-	AttnQKV    = "attn_qkv"
-	FFNGateUp  = "ffn_gate_up"
 )
 
 // Model is a Llama-architecture decoder: the configuration and the hooks its linear layers and
@@ -91,7 +63,7 @@ func (m *Model) Embed(ctx *context.Context, tokens *Node) *Node {
 // [..., VocabSize]: with tied embeddings, the product with the embedding table (never
 // transposed in memory); otherwise the "lm_head" projection.
 func (m *Model) Logits(ctx *context.Context, hidden *Node) *Node {
-	h := m.rmsNorm(ctx.In(OutputNorm), hidden)
+	h := m.rmsNorm(ctx.In(models.OutputNorm), hidden)
 	return modelbase.Head(m.Projection, m.Table, ctx, h, m.TiedEmbeddings, m.VocabSize, m.Dim)
 }
 
@@ -109,7 +81,7 @@ func (m *Model) Forward(ctx *context.Context, tokens *Node) *Node {
 	positions := Iota(g, shapes.Make(dtypes.Int32, seq), 0)
 	mask := models.CausalMask(positions, seq)
 	for i := 0; i < m.Layers; i++ {
-		x = m.Block(ctx.In(LayerScope(i)), x, positions, mask, nil, i)
+		x = m.Block(ctx.In(models.LayerScope(i)), x, positions, mask, nil, i)
 	}
 	return m.Logits(ctx, x)
 }
@@ -127,7 +99,7 @@ func (m *Model) Step(ctx *context.Context, tokens, last *Node, cache *models.KVC
 	mask := cache.Mask(seq)
 	x := m.Embed(ctx, tokens)
 	for i := 0; i < m.Layers; i++ {
-		x = m.Block(ctx.In(LayerScope(i)), x, positions, mask, cache, i)
+		x = m.Block(ctx.In(models.LayerScope(i)), x, positions, mask, cache, i)
 	}
 	return m.Logits(ctx, modelbase.PickRow(x, last))
 }
@@ -138,19 +110,19 @@ func (m *Model) Step(ctx *context.Context, tokens, last *Node, cache *models.KVC
 // step's keys and values are written into the layer's cache and the attention runs over the
 // cache's window.
 func (m *Model) Block(ctx *context.Context, x, positions, mask *Node, cache *models.KVCache, layer int) *Node {
-	h := m.rmsNorm(ctx.In(AttnNorm), x)
+	h := m.rmsNorm(ctx.In(models.AttnNorm), x)
 	x = Add(x, m.Attention(ctx, h, positions, mask, cache, layer))
-	h = m.rmsNorm(ctx.In(FFNNorm), x)
-	gateUp := modelbase.ProjectSplit(m.Projection, ctx, m.FusedGateUp, FFNGateUp, []string{FFNGate, FFNUp}, h, m.FFNDim, m.FFNDim)
+	h = m.rmsNorm(ctx.In(models.FFNNorm), x)
+	gateUp := modelbase.ProjectSplit(m.Projection, ctx, m.FusedGateUp, models.FFNGateUp, []string{models.FFNGate, models.FFNUp}, h, m.FFNDim, m.FFNDim)
 	gate, up := gateUp[0], gateUp[1]
-	return Add(x, m.project(ctx, FFNDown, Mul(Mul(gate, Sigmoid(gate)), up), m.Dim))
+	return Add(x, m.project(ctx, models.FFNDown, Mul(Mul(gate, Sigmoid(gate)), up), m.Dim))
 }
 
 // Attention is grouped-query self-attention with rotary position embeddings over x
 // [batch, seq, Dim]; see Block for the other arguments.
 func (m *Model) Attention(ctx *context.Context, x, positions, mask *Node, cache *models.KVCache, layer int) *Node {
 	hd := m.HeadDim
-	qkv := modelbase.ProjectSplit(m.Projection, ctx, m.FusedQKV, AttnQKV, []string{AttnQ, AttnK, AttnV}, x, m.Heads*hd, m.KVHeads*hd, m.KVHeads*hd)
+	qkv := modelbase.ProjectSplit(m.Projection, ctx, m.FusedQKV, models.AttnQKV, []string{models.AttnQ, models.AttnK, models.AttnV}, x, m.Heads*hd, m.KVHeads*hd, m.KVHeads*hd)
 	q, k, v := modelbase.SplitHeads(qkv[0], m.Heads, hd), modelbase.SplitHeads(qkv[1], m.KVHeads, hd), modelbase.SplitHeads(qkv[2], m.KVHeads, hd)
 	cos, sin := models.RoPETables(positions, hd, m.RoPEBase)
 	q = models.ApplyRoPE(q, cos, sin, m.RotateAdjacent)
@@ -159,5 +131,5 @@ func (m *Model) Attention(ctx *context.Context, x, positions, mask *Node, cache 
 		k, v = cache.Update(layer, k, v)
 	}
 	ctxv := models.GroupedAttention(q, k, v, mask, 1/math.Sqrt(float64(hd)))
-	return m.project(ctx, AttnOutput, modelbase.MergeHeads(ctxv), m.Dim)
+	return m.project(ctx, models.AttnOutput, modelbase.MergeHeads(ctxv), m.Dim)
 }

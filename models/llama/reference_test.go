@@ -103,7 +103,7 @@ func TestReferenceLogits(t *testing.T) {
 		g := tokens.Graph()
 		x := m.Embed(ctx, tokens)
 		mask := graph.LessOrEqual(graph.Iota(g, shapes.Make(dtypes.Int32, seq, seq), 1), graph.Iota(g, shapes.Make(dtypes.Int32, seq, seq), 0))
-		h0 := m.Block(ctx.In(LayerScope(0)), x, graph.Iota(g, shapes.Make(dtypes.Int32, seq), 0), mask, nil, 0)
+		h0 := m.Block(ctx.In(models.LayerScope(0)), x, graph.Iota(g, shapes.Make(dtypes.Int32, seq), 0), mask, nil, 0)
 		return []*graph.Node{x, h0, m.Forward(ctx, tokens)}
 	}, [][]int32{tokens})
 	t.Logf("%d tokens in %s", seq, time.Since(start))
