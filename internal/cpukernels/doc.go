@@ -71,8 +71,10 @@
 // 128×64 float32 for more than 4 activation rows) is decoded into the executing thread's scratch,
 // where it stays in L1/L2 while the path's float32 micro-kernel sweeps all activation rows over
 // it (register-blocked, 4 or 6 rows at a time). The AVX2 path adds kernels for one activation row
-// that decode NF4 (two 8-entry vpermps and a blend) and int8 in registers; the AVX-512 path adds
-// kernels that decode in registers:
+// that decode int8 and NF4 in registers, NF4 a byte at a time (blocks of a multiple of 32): the
+// nibbles of 16 bytes index four 16-byte vpshufb tables, byte j of each codebook value, and two
+// rounds of interleaving make the 32 floats (in the column order QK_ORDER_PAIRS8); the AVX-512
+// path adds kernels that decode in registers:
 //
 //   - NF4 by vpermps over the 16 codebook values: for one activation row, 64 bytes are read as
 //     sixteen 32-bit words and each nibble, shifted down, indexes the codebook in place (no
@@ -110,7 +112,8 @@
 // # Numerics
 //
 // Accumulation is float32. NF4 weights are codebook[code] × absmax rounded once (the dense
-// weight's value), except in the single-row kernels, which multiply x × absmax first. An int8
+// weight's value), except in the single-row kernels, which multiply x × absmax first (AVX2's x·Wᵀ
+// sums a block's x × codebook and scales the sum). An int8
 // per-k scale multiplies the activations before the product, a per-n or per-tensor scale (int8,
 // 2-bit, 1-bit) the outputs. 2-bit and 1-bit table entries are sums of exact products. So an Inf
 // activation gives ±Inf where the dense product does and NaN where the dense weight is 0 (Inf·0)
