@@ -39,7 +39,7 @@ var (
 	flagM           = flag.String("m", benchflags.DefaultRows, "comma-separated activation rows M")
 	flagPairs       = flag.String("shapes", defaultPairs, "comma-separated weight shapes KxN; the add context also measures each transposed (NxK), the chain alternates them")
 	flagContexts    = flag.String("contexts", "chain,add", "graph contexts: chain (relu between products) and/or add (products feeding an add)")
-	flagFormats     = flag.String("formats", "nf4,int8,ternary,binary1", "formats measured against dense: nf4, int8, ternary (2-bit), binary1 (1-bit); FORMAT@STRATEGY forces a lowering.Strategy")
+	flagFormats     = flag.String("formats", "nf4,int8,ternary,binary1", "formats measured against dense: nf4, int8, ternary (2-bit), binary1 (1-bit), and the GGML block types q4_0 ... q6_k (stored as a GGUF file stores a linear weight, products x·Wᵀ); FORMAT@STRATEGY forces a lowering.Strategy")
 	flagDType       = flag.String("dtype", "float32", "activation dtype: float32 or bfloat16 (dense weights take it too)")
 	flagStreamBytes = flag.Int64("stream-bytes", 128<<20, "stored weight bytes each call streams, at least, in every format")
 	flagMaxLayers   = flag.Int("max-layers", 2048, "most distinct weights per call (bounds the graph size for tiny layers)")
