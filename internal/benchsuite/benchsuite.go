@@ -41,15 +41,18 @@ type Format struct {
 	Strategy lowering.Strategy
 }
 
-func viaConfig(cfg quanta.Config) func(*tensors.Tensor, lowering.Strategy) (implicitarray.Array, error) {
+func viaConfig(cfg quanta.Config) quantizer {
 	return func(t *tensors.Tensor, s lowering.Strategy) (implicitarray.Array, error) {
 		cfg.Strategy = s
 		return quanta.Quantize(t, cfg)
 	}
 }
 
-// quantizers are the quantized formats, by name.
-var quantizers = map[string]func(*tensors.Tensor, lowering.Strategy) (implicitarray.Array, error){
+// quantizer stores a float weight in a format, its products built by the strategy.
+type quantizer = func(*tensors.Tensor, lowering.Strategy) (implicitarray.Array, error)
+
+// quantizers are the quantized formats, by name: those below and the GGML block types.
+var quantizers = withGGML(map[string]quantizer{
 	"nf4":     viaConfig(quanta.Config{Type: quanta.NF4}),
 	"int8":    viaConfig(quanta.Config{Type: quanta.Int8}),
 	"ternary": viaConfig(quanta.Config{Type: quanta.Ternary}),
@@ -60,7 +63,7 @@ var quantizers = map[string]func(*tensors.Tensor, lowering.Strategy) (implicitar
 		}
 		return a.WithStrategy(s), nil
 	},
-}
+})
 
 // ggmlTypes are the GGML block formats by name: stored as a GGUF file stores a linear weight,
 // (N, K) with the blocks along K, so their products are x·Wᵀ.
@@ -70,8 +73,16 @@ var ggmlTypes = map[string]gguf.Type{
 	"q5_k": gguf.TypeQ5_K, "q6_k": gguf.TypeQ6_K,
 }
 
+// withGGML adds the GGML block types to quantizers.
+func withGGML(quantizers map[string]quantizer) map[string]quantizer {
+	for name, typ := range ggmlTypes {
+		quantizers[name] = quantizeGGML(typ)
+	}
+	return quantizers
+}
+
 // quantizeGGML stores the (K, N) weight t transposed, in typ, materializing in t's dtype.
-func quantizeGGML(typ gguf.Type) func(*tensors.Tensor, lowering.Strategy) (implicitarray.Array, error) {
+func quantizeGGML(typ gguf.Type) quantizer {
 	return func(t *tensors.Tensor, s lowering.Strategy) (implicitarray.Array, error) {
 		values, ok := hostdata.Float32s(t)
 		if !ok || t.Rank() != 2 {
@@ -80,14 +91,7 @@ func quantizeGGML(typ gguf.Type) func(*tensors.Tensor, lowering.Strategy) (impli
 		k, n := t.Shape().Dim(0), t.Shape().Dim(1)
 		transposed := tensors.FromShape(shapes.Make(dtypes.Float32, n, k))
 		defer func() { _ = transposed.FinalizeAll() }()
-		transposed.MustMutableFlatData(func(flat any) {
-			out := flat.([]float32)
-			for i := range k {
-				for j := range n {
-					out[j*k+i] = values[i*n+j]
-				}
-			}
-		})
+		tensors.MustMutableFlatData(transposed, func(out []float32) { hostdata.Transpose(values, out, k, n, nil) })
 		a, err := ggml.Quantize(transposed, typ)
 		if err != nil {
 			return nil, err
@@ -115,9 +119,6 @@ func ParseFormat(s string) (Format, error) {
 	}
 	base, strategy, forced := strings.Cut(s, "@")
 	quantize, ok := quantizers[base]
-	if typ, isGGML := ggmlTypes[base]; isGGML {
-		quantize, ok = quantizeGGML(typ), true
-	}
 	if !ok {
 		return Format{}, fmt.Errorf("unknown format %q; accepted: %s, each with an optional @strategy",
 			s, strings.Join(append(QuantizedNames(), GGMLNames()...), ", "))
