@@ -92,11 +92,15 @@ func run(backend backends.Backend, cfg config) (*report, error) {
 		for _, set := range shapeSets(context, cfg.pairs) {
 			name := shapeName(set)
 			for _, f := range cfg.formats {
+				start := time.Now()
 				w, err := benchsuite.Prepare(backend, f, set, cfg.dtype, *flagStreamBytes, *flagMaxLayers)
 				if err != nil {
 					return nil, fmt.Errorf("%s %s %s: %w", context, name, f.Name, err)
 				}
+				fmt.Fprintf(os.Stderr, "bench: %-5s %-24s %-16s %d layers prepared in %.1f s\n", context, name, f.Name,
+					len(w.Values), time.Since(start).Seconds())
 				for _, m := range cfg.rows {
+					start = time.Now()
 					d, err := measure(backend, context, w, m, set[0].K, cfg.dtype)
 					if err != nil {
 						w.Release()
@@ -106,8 +110,8 @@ func run(backend backends.Backend, cfg config) (*report, error) {
 						MsPerProduct: d.Seconds() * 1e3, BytesPerProduct: w.Bytes}
 					r.LimitFraction = w.Bytes / d.Seconds() / (rep.LimitGBps * 1e9)
 					rep.Results = append(rep.Results, r)
-					fmt.Fprintf(os.Stderr, "bench: %-5s %-24s %-16s m=%-4d %4d layers %9.4f ms/product %5.1f%% of the limit\n",
-						context, name, f.Name, m, len(w.Values), r.MsPerProduct, 100*r.LimitFraction)
+					fmt.Fprintf(os.Stderr, "bench: %-5s %-24s %-16s m=%-4d %4d layers %9.4f ms/product %5.1f%% of the limit (%.1f s with compiling)\n",
+						context, name, f.Name, m, len(w.Values), r.MsPerProduct, 100*r.LimitFraction, time.Since(start).Seconds())
 				}
 				w.Release()
 			}

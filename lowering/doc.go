@@ -51,8 +51,10 @@
 // fusion takes any element-wise decode (MulReduce; SlicedSum for Signs contracted on their packed
 // axis, which reads each byte once for all its values), and a product of 16 rows or more to
 // PrologueDot, the GEMM form: the weight decoded by ops XLA fuses into its Triton GEMM as the
-// dot's operand prologue. On a TPU, Auto gives every product PrologueDot. The CPU rows of the
-// policy never see these platforms, nor these strategies.
+// dot's operand prologue. Int8 takes PrologueDot at every row count (its convert fuses into the
+// GEMM), and a GGML weight, which has no GEMM form, takes MulReduce at one row (one reduction
+// over its blocks) and DecodeDot beyond. On a TPU, Auto gives every product PrologueDot. The CPU
+// rows of the policy never see these platforms, nor these strategies.
 //
 // PrologueDot per layout (file gpu.go):
 //

@@ -28,11 +28,19 @@ const SubchannelDequantizationFlag = "--xla_gpu_experimental_enable_subchannel_d
 // GEMM's rows is full. tpu_tests/run-on-device.sh measures both forms on each side of it.
 const gemmMinRows = 16
 
+// ggmlReduceMaxRows is the number of activation rows up to which Choose gives a GGML product on a
+// GPU to MulReduce: one reduction fusion reading the blocks, 2-4x faster there than DecodeDot's
+// float32 weight and GEMM at one row, slower from four rows on (docs/performance.md).
+const ggmlReduceMaxRows = 1
+
 // chooseAccelerator is the policy's GPU and TPU rows (see Choose); ok is false on other platforms
 // and for layouts it has no row for.
 func chooseAccelerator(p *product, w Layout) (Strategy, bool) {
 	switch p.platform.base() {
 	case XLAGPU:
+		if _, ggml := w.(GGML); ggml && p.rows() <= ggmlReduceMaxRows && p.rank2() && !p.kMajor() {
+			return MulReduce, true
+		}
 		if p.rows() < gemmMinRows {
 			if _, signs := w.(Signs); signs && w.serves(SlicedSum, p) {
 				return SlicedSum, true

@@ -13,6 +13,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/bnb"
+	"github.com/quanta-ml/quanta/ggml"
+	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/testutil"
@@ -210,6 +212,10 @@ func TestChooseAccelerators(t *testing.T) {
 		{"1-bit signs x@W m=256 gpu", gpu, signs1, rows(256, 16), xW, lowering.PrologueDot},
 		{"signs integer x m=1 gpu", gpu, signs, shapes.Make(dtypes.Int32, 1, 16), xW, lowering.DecodeDot},
 		{"signs integer x m=16 gpu", gpu, signs, shapes.Make(dtypes.Int32, 16, 16), xW, lowering.DecodeDot},
+		{"q4_k x@Wt m=1 gpu", gpu, f.q4k, rows(1, 512), xWt, lowering.MulReduce},
+		{"q4_k x@Wt m=2 gpu", gpu, f.q4k, rows(2, 512), xWt, lowering.DecodeDot},
+		{"q4_k x@W m=1 gpu", gpu, f.q4k, rows(1, 16), xW, lowering.DecodeDot},
+		{"q4_k x@Wt m=1 tpu", tpu, f.q4k, rows(1, 512), xWt, lowering.DecodeDot},
 		{"nf4 x@W m=1 tpu", tpu, blockwise, rows(1, 16), xW, lowering.PrologueDot},
 		{"int8 x@Wt m=1 tpu", tpu, int8Rows, rows(1, 12), xWt, lowering.PrologueDot},
 		{"signs x@W m=1 tpu", tpu, signs, rows(1, 16), xW, lowering.PrologueDot},
@@ -298,12 +304,14 @@ func TestGPUProgram(t *testing.T) {
 		w            implicitarray.Array
 		axes         lowering.Axes
 		k            int
-		fewRows      lowering.Strategy
+		fewRows      lowering.Strategy // below 16 rows (m = 1)
+		manyRows     lowering.Strategy // from 16 (m = 17)
 	}{
-		{"nf4", "blockwise4", nf4.MustQuantize(testutil.NormalTensor(r, 24, 200), 64), xWt, 200, lowering.MulReduce},
-		{"int8/per-column", "int8", qint8.MustQuantize(testutil.NormalTensor(r, 40, 72), 0), xWt, 72, lowering.PrologueDot},
-		{"ternary/per-row", "signs2", onebit.MustQuantizeTernary(testutil.NormalTensor(r, 52, 30), &onebit.Options{Scale: true, ScaleAxes: []int{1}}), xW, 52, lowering.SlicedSum},
-		{"binary1", "signs1", onebit.MustQuantizeBinaryBits(testutil.NormalTensor(r, 72, 18), &onebit.Options{Scale: true, ScaleAxes: []int{0}}), xW, 72, lowering.SlicedSum},
+		{"nf4", "blockwise4", nf4.MustQuantize(testutil.NormalTensor(r, 24, 200), 64), xWt, 200, lowering.MulReduce, lowering.PrologueDot},
+		{"int8/per-column", "int8", qint8.MustQuantize(testutil.NormalTensor(r, 40, 72), 0), xWt, 72, lowering.PrologueDot, lowering.PrologueDot},
+		{"ternary/per-row", "signs2", onebit.MustQuantizeTernary(testutil.NormalTensor(r, 52, 30), &onebit.Options{Scale: true, ScaleAxes: []int{1}}), xW, 52, lowering.SlicedSum, lowering.PrologueDot},
+		{"binary1", "signs1", onebit.MustQuantizeBinaryBits(testutil.NormalTensor(r, 72, 18), &onebit.Options{Scale: true, ScaleAxes: []int{0}}), xW, 72, lowering.SlicedSum, lowering.PrologueDot},
+		{"q4_k", "ggml-q4_k", ggml.MustQuantize(testutil.NormalTensor(r, 20, 512), gguf.TypeQ4_K).WithDType(dtypes.BFloat16), xWt, 512, lowering.MulReduce, lowering.DecodeDot},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dense := testutil.Materialize(t, tc.w)
@@ -319,7 +327,7 @@ func TestGPUProgram(t *testing.T) {
 				})
 				out := e.MustCall(x, tc.w, dense)
 				e.Finalize()
-				want := lowering.PrologueDot
+				want := tc.manyRows
 				if m < 16 {
 					want = tc.fewRows
 				}

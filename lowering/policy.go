@@ -21,6 +21,7 @@ const (
 //	layout      condition                                              strategy
 //	any         M <= 512, platform with Kernels, a kernel serves       Kernel
 //	Signs       GPU, M < 16, contracted on the packed axis, float x    SlicedSum
+//	GGML        GPU, M = 1, rank 2 contracted on its block axis (x·Wᵀ)  MulReduce
 //	not Int8    GPU, M < 16, rank 2, PrologueDot serves                MulReduce
 //	any         GPU or TPU, PrologueDot serves                         PrologueDot
 //	Blockwise4  M = 1, x·W (blocks free), pure Go or XLA CPU fused loops   SlicedSum
@@ -30,7 +31,7 @@ const (
 //	Signs       M <= 16, contracted on the packed axis, float x          SlicedSum
 //	any         otherwise                                                DecodeDot
 //
-// GPU means XLAGPU and TPU XLATPU: the three rows that name them are theirs, and the rows below
+// GPU means XLAGPU and TPU XLATPU: the four rows that name them are theirs, and the rows below
 // are those of the CPUs (pure Go, XLA CPU) and of other backends. There, a Blockwise4DQ weight is
 // chosen for as the Blockwise4 of its decoded scales; a FlatBlockwise4, and a GGML weight that no
 // kernel serves (without kernels, or contracted on another axis than its block axis), take

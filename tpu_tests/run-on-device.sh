@@ -25,6 +25,9 @@
 #   bnb.md/.json    bitsandbytes' NF4 beside dense bfloat16 (PyTorch), the same shapes and rows
 #   all.tgz         all of the above in one archive
 # Without an accelerator the steps that need one are skipped, each with a line saying so.
+# STEPS (comma-separated; default all) picks among plugins, device, tests, call, hlo, bench, bnb
+# and forms, for a second run on what the first left out; doctor always runs. BENCH_SHAPES and
+# BENCH_FORMATS override the bench's shapes (KxN,...) and formats (those of bench -formats).
 # DRY_RUN=1 runs every step on whatever backend starts (XLA CPU), with tiny shapes and times: a
 # check of the script itself. Exit status: 0 when doctor and the suite pass; 1 when either fails;
 # 2 on a usage error or missing binaries. Benchmarks, dumps and bitsandbytes are recorded in
@@ -50,6 +53,10 @@ note() { echo "$*" | tee -a "$summary"; }
 step() {
 	local name=$1 limit=$2
 	shift 2
+	if [[ $name != doctor && ,${STEPS:-$name}, != *,${name%% *},* ]]; then
+		note "$name: skipped: not in STEPS=$STEPS"
+		return 98
+	fi
 	local left=$((budget - (SECONDS - start) - 10))
 	((left < limit)) && limit=$left
 	if ((limit < 5)); then
@@ -163,7 +170,7 @@ any=0
 [[ $dry == 1 ]] && any=1
 QUANTA_ACCEL_ANY=$any step tests 150 "$bin/tpu_tests.test" -test.v -test.count=1 -test.timeout=20m >"$out/tests.txt" 2>&1
 code=$?
-if [[ $code -ne 0 ]]; then
+if [[ $code -ne 0 && $code -ne 98 ]]; then
 	status=1
 fi
 grep -E '^(--- |ok|PASS|FAIL)|no accelerator' "$out/tests.txt" | head -40
@@ -172,7 +179,7 @@ if [[ $accelerator == yes ]]; then
 fi
 
 # The sizes of the measurements; DRY_RUN shrinks them to check the steps themselves.
-shapes=4096x4096,4096x11008,8192x8192
+shapes=${BENCH_SHAPES:-4096x4096,4096x11008,8192x8192}
 hlo_shape=4096x4096
 rows=1,16,256
 stream=$((128 << 20))
@@ -199,7 +206,7 @@ hlo() { # hlo DIR M [XLA flags...]: bench's products, dumped
 	shift 2
 	# Only the products' programs (implicitarray's), as HLO text.
 	XLA_FLAGS="${XLA_FLAGS:-} $* --xla_dump_to=$out/hlo/$dir --xla_dump_hlo_as_text --xla_dump_hlo_module_re=^implicit" \
-		"$bin/bench" -dtype bfloat16 -shapes "$hlo_shape" -m "$m" -contexts add -formats nf4,int8,ternary,binary1 \
+		"$bin/bench" -dtype bfloat16 -shapes "$hlo_shape" -m "$m" -contexts add -formats nf4,int8,ternary,binary1,q4_0,q8_0,q4_k,q6_k \
 		-stream-bytes 1 -max-layers 2 -min-time 1ms
 	local code=$?
 	find "$out/hlo/$dir" -type f ! -name '*optimizations.txt' -delete 2>/dev/null
@@ -241,8 +248,8 @@ fi
 
 # The benchmark: every format against dense bfloat16 in the same run, stored bytes per second
 # against the peak.
-step bench 200 "$bin/bench" -dtype bfloat16 -peak-gbps "$peak" -contexts add -shapes "$shapes" -m "$rows" \
-	-stream-bytes "$stream" -max-layers "$layers" -min-time "$mintime" -json "$out/bench.json" -markdown "$out/bench.md" >"$out/bench.txt" 2>&1
+step bench 300 "$bin/bench" -dtype bfloat16 -peak-gbps "$peak" -contexts add -shapes "$shapes" -m "$rows" \
+	${BENCH_FORMATS:+-formats "$BENCH_FORMATS"} -stream-bytes "$stream" -max-layers "$layers" -min-time "$mintime" -json "$out/bench.json" -markdown "$out/bench.md" >"$out/bench.txt" 2>&1
 [[ -f $out/bench.md ]] && cat "$out/bench.md"
 
 # bitsandbytes' NF4 beside dense bfloat16 in PyTorch, from the wheel that travelled with the binaries.

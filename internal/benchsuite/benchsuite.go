@@ -25,6 +25,7 @@ import (
 	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/benchflags"
 	"github.com/quanta-ml/quanta/internal/hostdata"
+	"github.com/quanta-ml/quanta/internal/parallel"
 	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/onebit"
@@ -175,16 +176,24 @@ func (w *Weights) Release() {
 	}
 }
 
-// RandomWeight is a (K, N) weight of uniform values with variance 2/K (He's, so a relu chain
-// keeps its scale), seeded by its shape and index: the same in every run.
-func RandomWeight(s benchflags.Shape, index int) *tensors.Tensor {
-	rng := rand.New(rand.NewPCG(uint64(s.K)<<32|uint64(s.N), uint64(index)))
+// randomWeight is a (K, N) weight of uniform values with variance 2/K (He's, so a relu chain
+// keeps its scale), seeded by its shape, index and stretch of randomBlock values: the same in
+// every run, whatever the number of goroutines filling it.
+func randomWeight(s benchflags.Shape, index int) *tensors.Tensor {
+	const randomBlock = 1 << 16
 	bound := float32(math.Sqrt(6 / float64(s.K)))
 	t := tensors.FromShape(shapes.Make(dtypes.Float32, s.K, s.N))
 	t.MustMutableFlatData(func(flat any) {
-		for j, f := 0, flat.([]float32); j < len(f); j++ {
-			f[j] = bound * (2*rng.Float32() - 1)
-		}
+		f := flat.([]float32)
+		blocks := (len(f) + randomBlock - 1) / randomBlock
+		parallel.Chunks(blocks, parallel.Workers(blocks, 16), func(from, to int) {
+			for b := from; b < to; b++ {
+				rng := rand.New(rand.NewPCG(uint64(s.K)<<32|uint64(s.N), uint64(index)<<32|uint64(b)))
+				for j := b * randomBlock; j < min(len(f), (b+1)*randomBlock); j++ {
+					f[j] = bound * (2*rng.Float32() - 1)
+				}
+			}
+		})
 	})
 	return t
 }
@@ -195,22 +204,24 @@ func RandomWeight(s benchflags.Shape, index int) *tensors.Tensor {
 func Prepare(backend backends.Backend, f Format, shapes []benchflags.Shape, dtype dtypes.DType, streamBytes int64,
 	maxLayers int) (*Weights, error) {
 	w := &Weights{}
+	convert := converter(backend, dtype)
+	defer convert.Finalize()
 	var total float64
 	for i := 0; i < maxLayers && (total < float64(streamBytes) || i%len(shapes) != 0 || i < 2); i++ {
 		s := shapes[i%len(shapes)]
-		float := RandomWeight(s, i/len(shapes))
+		float := randomWeight(s, i/len(shapes))
 		var v implicitarray.Value
 		var bytes int64
 		if f.Quantize == nil {
 			v, bytes = float, int64(s.K*s.N*dtype.Size())
 			if dtype != dtypes.Float32 {
-				v = ConvertOnHost(backend, float, dtype)
+				v = convert.MustExec1(float)
 				_ = float.FinalizeAll()
 			}
 		} else {
 			if dtype != dtypes.Float32 {
 				// A bfloat16 model stores (and quantizes) bfloat16 weights.
-				half := ConvertOnHost(backend, float, dtype)
+				half := convert.MustExec1(float)
 				_ = float.FinalizeAll()
 				float = half
 			}
@@ -229,11 +240,10 @@ func Prepare(backend backends.Backend, f Format, shapes []benchflags.Shape, dtyp
 	return w, nil
 }
 
-// ConvertOnHost converts a host tensor to dtype.
-func ConvertOnHost(backend backends.Backend, x *tensors.Tensor, dtype dtypes.DType) *tensors.Tensor {
-	e := graph.MustNewExec(backend, func(x *graph.Node) *graph.Node { return graph.ConvertDType(x, dtype) })
-	defer e.Finalize()
-	return e.MustExec1(x)
+// converter returns an executable converting tensors to dtype, compiled once per shape (a
+// compilation per weight costs an accelerator's preparation more than the weights themselves).
+func converter(backend backends.Backend, dtype dtypes.DType) *graph.Exec {
+	return graph.MustNewExec(backend, func(x *graph.Node) *graph.Node { return graph.ConvertDType(x, dtype) })
 }
 
 // The graph contexts of real models.
@@ -283,7 +293,9 @@ func Activations(backend backends.Backend, m, k int, dtype dtypes.DType) *tensor
 		}
 	})
 	if dtype != dtypes.Float32 {
-		x = ConvertOnHost(backend, x, dtype)
+		convert := converter(backend, dtype)
+		defer convert.Finalize()
+		x = convert.MustExec1(x)
 	}
 	return x
 }

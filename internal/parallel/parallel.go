@@ -1,4 +1,4 @@
-// Package parallel splits the host quantizers' loops over goroutines.
+// Package parallel splits host loops (the quantizers', the benchmarks' weights) over goroutines.
 package parallel
 
 import (
