@@ -38,7 +38,7 @@ const (
 	Auto ISA = C.QK_ISA_AUTO
 	// Portable is plain C, on any architecture.
 	Portable ISA = C.QK_ISA_PORTABLE
-	// AVX2 needs AVX2 and FMA (x86-64).
+	// AVX2 needs AVX2, FMA and F16C (x86-64).
 	AVX2 ISA = C.QK_ISA_AVX2
 	// AVX512 needs AVX-512 F, BW, VL and DQ (x86-64).
 	AVX512 ISA = C.QK_ISA_AVX512

@@ -1,4 +1,4 @@
-/* qk_avx2.c: AVX2 + FMA kernels (x86-64 CPUs without AVX-512).
+/* qk_avx2.c: AVX2 + FMA + F16C kernels (x86-64 CPUs without AVX-512).
  *
  * Every function carries its own target attribute, so this file builds with the compiler's
  * baseline flags. Products decode a small tile to float32 and run the micro-kernels below over
@@ -9,8 +9,8 @@
 #if QK_X86
 #include <immintrin.h>
 
-#define T256 __attribute__((target("avx2,fma")))
-#define I256 static inline __attribute__((always_inline, target("avx2,fma")))
+#define T256 __attribute__((target("avx2,fma,f16c")))
+#define I256 static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 #define UNROLL _Pragma("GCC unroll 16")
 
 /* lane mask of the first r (< 8) lanes, for maskload/maskstore */

@@ -73,7 +73,7 @@ int qk_isa_supported(int isa) {
 #if QK_X86
   case QK_ISA_AVX2:
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   case QK_ISA_AVX512:
 #ifdef QK_SIMDE
     return 1; /* emulated (qk_avx512.c) */

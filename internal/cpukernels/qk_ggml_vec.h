@@ -55,6 +55,19 @@ GV_INLINE GV_F lut_affine(float f, float g) { return gv_fma(gv_cvt(gv_iota()), g
  * load) rather than from registers (a shuffle, on the ports the widening loads need). */
 #define gv_in_memory() __asm__ volatile("" ::: "memory")
 
+/* half_at returns the little-endian half at p, as stored. */
+GV_INLINE short half_at(const uint8_t *p) {
+  uint16_t h;
+  memcpy(&h, p, 2);
+  return (short)h;
+}
+
+/* gv_half is qk_half by F16C: exact for every half, subnormal ones converted to normal floats,
+ * so a caller's DAZ mode has nothing to flush. */
+GV_INLINE float gv_half(const uint8_t *p) {
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128((uint16_t)half_at(p))));
+}
+
 /* bytes_times writes the 8 bytes of u (first byte first) times d into out[0..8). */
 GV_INLINE void bytes_times(uint64_t u, float d, float *out) {
   const __m128i b = _mm_cvtsi64_si128((long long)u);
@@ -79,15 +92,15 @@ GV_INLINE void k4_bytes(const uint8_t *blk, uint64_t *sc, uint64_t *mn) {
 GV_INLINE void k4_factors(const uint8_t *blk, float f[8], float g[8]) {
   uint64_t sc, mn;
   k4_bytes(blk, &sc, &mn);
-  bytes_times(sc, qk_half(blk), f);
-  bytes_times(mn, -qk_half(blk + 2), g); /* -(dmin * m), exactly */
+  bytes_times(sc, gv_half(blk), f);
+  bytes_times(mn, -gv_half(blk + 2), g); /* -(dmin * m), exactly */
   gv_in_memory();
 }
 
 /* q6k_factors is qk_q6k_factors, four scales at a time. */
 GV_INLINE void q6k_factors(const uint8_t *blk, float f[16]) {
   const __m128i s = _mm_loadu_si128((const __m128i *)(blk + 192));
-  const __m128 d = _mm_set1_ps(qk_half(blk + 208));
+  const __m128 d = _mm_set1_ps(gv_half(blk + 208));
   _mm_storeu_ps(f, _mm_mul_ps(_mm_cvtepi32_ps(_mm_cvtepi8_epi32(s)), d));
   _mm_storeu_ps(f + 4, _mm_mul_ps(_mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_srli_si128(s, 4))), d));
   _mm_storeu_ps(f + 8, _mm_mul_ps(_mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_srli_si128(s, 8))), d));
@@ -99,7 +112,7 @@ GV_INLINE void q6k_factors(const uint8_t *blk, float f[16]) {
 
 /* Q4_0 (d at 0, nibbles at 2): (q - 8) * d. */
 GV_INLINE void q4_0_block(GV_BLOCK_ARGS) {
-  const float d = qk_half(blk);
+  const float d = gv_half(blk);
 #ifdef GV_LUT16
   const GV_F t = gv_mul(gv_cvt(gv_isub(gv_iota(), gv_iset1(8))), gv_set1(d));
   const GV_I v = gv_u8(blk + 2);
@@ -117,7 +130,7 @@ GV_INLINE void q4_0_block(GV_BLOCK_ARGS) {
 
 /* Q4_1 (d at 0, m at 2, nibbles at 4): q * d + m. */
 GV_INLINE void q4_1_block(GV_BLOCK_ARGS) {
-  const float d = qk_half(blk), m = qk_half(blk + 2);
+  const float d = gv_half(blk), m = gv_half(blk + 2);
 #ifdef GV_LUT16
   const GV_F t = lut_affine(d, m);
   const GV_I v = gv_u8(blk + 4);
@@ -140,7 +153,7 @@ GV_INLINE GV_I fifth(GV_I qh, int first) {
 
 /* Q5_0 (d at 0, fifth bits at 2, nibbles at 6): (q - 16) * d. */
 GV_INLINE void q5_0_block(GV_BLOCK_ARGS) {
-  const GV_F dv = gv_set1(qk_half(blk));
+  const GV_F dv = gv_set1(gv_half(blk));
   uint32_t h;
   memcpy(&h, blk + 2, 4);
   const GV_I qh = gv_iset1((int32_t)h);
@@ -154,7 +167,7 @@ GV_INLINE void q5_0_block(GV_BLOCK_ARGS) {
 
 /* Q5_1 (d at 0, m at 2, fifth bits at 4, nibbles at 8): q * d + m. */
 GV_INLINE void q5_1_block(GV_BLOCK_ARGS) {
-  const GV_F dv = gv_set1(qk_half(blk)), mv = gv_set1(qk_half(blk + 2));
+  const GV_F dv = gv_set1(gv_half(blk)), mv = gv_set1(gv_half(blk + 2));
   uint32_t h;
   memcpy(&h, blk + 4, 4);
   const GV_I qh = gv_iset1((int32_t)h);
@@ -167,13 +180,13 @@ GV_INLINE void q5_1_block(GV_BLOCK_ARGS) {
 
 /* Q8_0 (d at 0, int8 at 2): q * d. */
 GV_INLINE void q8_0_block(GV_BLOCK_ARGS) {
-  const GV_F dv = gv_set1(qk_half(blk));
+  const GV_F dv = gv_set1(gv_half(blk));
   GV_UNROLL for (int l = 0; l < 32; l += GV_N) { put(gv_mul(gv_cvt(gv_s8(blk + 2 + l)), dv), l, GV_PASS); }
 }
 
 /* IQ4_NL (d at 0, nibbles at 2): d * value[q]. */
 GV_INLINE void iq4_nl_block(GV_BLOCK_ARGS) {
-  const float d = qk_half(blk);
+  const float d = gv_half(blk);
 #ifdef GV_LUT16
   const GV_F t = gv_mul(gv_cvt(gv_s8x(_mm_loadu_si128((const __m128i *)qk_iq4nl_values))), gv_set1(d));
   const GV_I v = gv_u8(blk + 2);
@@ -387,7 +400,7 @@ GV_INLINE __m256 x8_end(__m256 acc, __m256i sums, float factor) {
 GV_INLINE void q4_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256 *acc) {
   uint64_t sc, mn;
   k4_bytes(blk, &sc, &mn);
-  const float d = qk_half(blk), dmin = qk_half(blk + 2);
+  const float d = gv_half(blk), dmin = gv_half(blk + 2);
   const __m128i mb = _mm_cvtsi64_si128((long long)mn);
   const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb)), low = _mm256_set1_epi8(15);
   __m256i is[4];
@@ -416,7 +429,7 @@ GV_INLINE __m256i x8_shl(__m256i v, const int s) { return s >= 0 ? _mm256_slli_e
 GV_INLINE void q5_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256 *acc) {
   uint64_t sc, mn;
   k4_bytes(blk, &sc, &mn);
-  const float d = qk_half(blk), dmin = qk_half(blk + 2);
+  const float d = gv_half(blk), dmin = gv_half(blk + 2);
   const __m128i mb = _mm_cvtsi64_si128((long long)mn);
   const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb)), low = _mm256_set1_epi8(15);
   const __m256i qh = x8_load(blk + 16), bit4 = _mm256_set1_epi8(16);
@@ -445,7 +458,7 @@ GV_INLINE void q5_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256
  * scales t and t+1, broadcast, then split by a byte shuffle); minus 32 times the scales times the
  * sums of the activation codes. */
 GV_INLINE void q6_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256 *acc) {
-  const float d = qk_half(blk + 208);
+  const float d = gv_half(blk + 208);
   const __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
   const __m256i split = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
                                          2, 3, 2, 3, 2, 3);
@@ -566,19 +579,21 @@ GV_INLINE __m256i dot32(__m256i c, const int8_t *xq) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(c, x8_load(xq)), _mm256_set1_epi16(1));
 }
 
-/* halves8 returns the 8 halves in the low 16 bits of the lanes of h as floats, exactly and without
- * float denormals (qk_f16_f32, 8 at a time): normal halves rebiased, Inf and NaN rebiased twice,
- * subnormal ones (and zeros) converted from their integer mantissa times 2^-24. */
-GV_INLINE __m256 halves8(__m256i h) {
-  const __m256i mag = _mm256_and_si256(h, _mm256_set1_epi32(0x7fff));
-  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
-  const __m256i bias = _mm256_set1_epi32(112 << 23);
-  __m256i v = _mm256_add_epi32(_mm256_slli_epi32(mag, 13), bias);
-  v = _mm256_add_epi32(v, _mm256_and_si256(_mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7bff)), bias));
-  const __m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(mag), _mm256_set1_ps(0x1p-24f));
-  const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x400), mag);
-  const __m256 r = _mm256_blendv_ps(_mm256_castsi256_ps(v), sub, _mm256_castsi256_ps(small));
-  return _mm256_or_ps(r, _mm256_castsi256_ps(sign));
+/* halves_at returns the halves at p, p + BB, ..., of cnt (up to 8) consecutive blocks of BB bytes
+ * as floats, zeros beyond cnt: F16C converts them exactly, subnormal halves to normal floats, so
+ * a caller's DAZ mode has nothing to flush. Full chunks load them into lanes directly (a gather is
+ * slower on AMD's cores, and half stores read back as one vector stall the store forwarding). */
+GV_INLINE __m256 halves_at(const uint8_t *p, const int BB, int cnt) {
+  if (cnt == 8) {
+    return _mm256_cvtph_ps(_mm_setr_epi16(half_at(p), half_at(p + BB), half_at(p + 2 * BB), half_at(p + 3 * BB),
+                                          half_at(p + 4 * BB), half_at(p + 5 * BB), half_at(p + 6 * BB),
+                                          half_at(p + 7 * BB)));
+  }
+  __m128i h = _mm_setzero_si128();
+  for (int j = cnt - 1; j >= 0; j--) { /* the last block first: each shift moves the others up a lane */
+    h = _mm_insert_epi16(_mm_bslli_si128(h, 2), half_at(p + j * BB), 0);
+  }
+  return _mm256_cvtph_ps(h);
 }
 
 /* GV_X32_KERNEL(T, BB, OFF) defines T_x8_nk for a type of 32 (BB bytes a block; OFF the offset
@@ -608,11 +623,9 @@ GV_INLINE __m256 halves8(__m256i h) {
                               const int8_t **xq, const float **xd, const float **xds, __m256 (*acc)[2], __m256 *accm) {\
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                                                    \
     const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(CNT ? CNT : cnt), lane);                                 \
-    const __m256i h = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)blk,                            \
-                                                  _mm256_mullo_epi32(lane, _mm256_set1_epi32(BB)), mask, 1);           \
-    const __m256 dw = halves8(h);                                                                                      \
+    const __m256 dw = halves_at(blk, (BB), CNT ? CNT : cnt);                                                           \
     const __m256 mw =                                                                                                  \
-        (OFF) == 1 ? halves8(_mm256_srli_epi32(h, 16)) : _mm256_mul_ps(dw, _mm256_set1_ps((float)(OFF)));              \
+        (OFF) == 1 ? halves_at(blk + 2, (BB), CNT ? CNT : cnt) : _mm256_mul_ps(dw, _mm256_set1_ps((float)(OFF)));      \
     float sc[4][8] __attribute__((aligned(32)));                                                                       \
     GV_UNROLL for (int i = 0; i < MR; i++) {                                                                           \
       _mm256_store_ps(sc[i], _mm256_mul_ps(dw, _mm256_maskload_ps(xd[i] + b, mask)));                                  \

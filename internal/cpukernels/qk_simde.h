@@ -5,6 +5,7 @@
 #define QK_SIMDE_H
 
 #include <simde/x86/avx512.h>
+#include <simde/x86/f16c.h>
 
 typedef simde__mmask8 __mmask8;
 
