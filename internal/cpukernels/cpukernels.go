@@ -441,6 +441,16 @@ func ggmlX8(typ gguf.Type, m int) int {
 	return int(C.qk_nk_x8(f, C.int64_t(m)))
 }
 
+// x8Quantize returns the 8-bit activations of the float32 m×k activations x in groups of g as the
+// active path prepares them for the integer route (tests, bit for bit across paths): codes,
+// scales, sums of 16 codes, scales times their group's sum. The caller checks the sizes.
+func x8Quantize(x []float32, m, k, g int) (q []int8, d []float32, s []int16, ds []float32) {
+	q, d, s, ds = make([]int8, m*k), make([]float32, m*k/g), make([]int16, m*k/16), make([]float32, m*k/g)
+	C.qk_x8_quantize((*C.float)(ptr(x)), C.int64_t(m), C.int64_t(k), C.int64_t(g), (*C.int8_t)(ptr(q)),
+		(*C.float)(ptr(d)), (*C.int16_t)(ptr(s)), (*C.float)(ptr(ds)))
+	return q, d, s, ds
+}
+
 // rawNF4KN calls the C entry point without the Go-side checks (tests of the C checks).
 func rawNF4KN(x, packed, absmax unsafe.Pointer, xdt, adt, m, k, n, bs int, y unsafe.Pointer) int {
 	return int(C.qk_nf4_kn(x, C.int(xdt), (*C.uint8_t)(packed), absmax, C.int(adt), C.int64_t(m), C.int64_t(k),

@@ -169,6 +169,128 @@ func quantizeX8(x []float32, g int) []float64 {
 	return out
 }
 
+// TestX8Quantize checks the 8-bit activations each path prepares against quantizeX8's
+// definition, bit for bit: codes, scales, sums of 16 and scales times sums, on groups of 32 and
+// 256 with ties after scaling, zeros, signed zeros, subnormals beside 2^-119 and wide ranges.
+func TestX8Quantize(t *testing.T) {
+	defer func() { _ = ForceISA(Auto) }()
+	r := rand.New(rand.NewPCG(7, 8))
+	const k = 512
+	ties := make([]float32, k) // amax 127 in every group: the codes are the values, ties included
+	for l := range ties {
+		ties[l] = float32(l%255-127) + 0.5*float32(l%2)
+	}
+	for l := 0; l < k; l += 32 {
+		ties[l] = 127
+	}
+	cases := []struct {
+		name string
+		x    []float32
+	}{
+		{"normal", randF32(r, 3*k)},
+		{"ties", ties},
+		{"zeros", make([]float32, k)},
+		{"signed zeros and subnormals", func() []float32 {
+			x := make([]float32, k)
+			for l := range x {
+				x[l] = math.Float32frombits(uint32(l) | uint32(l%2)<<31)
+			}
+			x[0] = float32(math.Copysign(0, -1))
+			for l := 1; l < k; l += 32 {
+				x[l] = 0x1p-119 // the smallest largest magnitude the integer route quantizes
+			}
+			return x
+		}()},
+		{"wide", func() []float32 {
+			x := randF32(r, k)
+			for l := range x {
+				x[l] *= float32(math.Pow(10, float64(l%60-30)))
+			}
+			return x
+		}()},
+	}
+	for _, isa := range ISAs() {
+		if !isa.Supported() {
+			continue
+		}
+		if err := ForceISA(isa); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cases {
+			for _, g := range []int{32, 256} {
+				m := len(c.x) / k
+				q, d, s, ds := x8Quantize(c.x, m, k, g)
+				for grp := 0; grp < m*k/g; grp++ {
+					x := c.x[grp*g : (grp+1)*g]
+					var amax float32
+					for _, v := range x {
+						amax = max(amax, float32(math.Abs(float64(v))))
+					}
+					var id float32
+					if amax > 0 {
+						id = 127 / amax
+					}
+					total := 0
+					for l, v := range x {
+						code := int(math.RoundToEven(float64(v * id)))
+						if int(q[grp*g+l]) != code {
+							t.Fatalf("%s %s g=%d: code %d of group %d = %d, want %d", isa, c.name, g, l, grp, q[grp*g+l], code)
+						}
+						total += code
+						if l%16 == 15 {
+							sum := 0
+							for _, c := range q[grp*g+l-15 : grp*g+l+1] {
+								sum += int(c)
+							}
+							if int(s[(grp*g+l)/16]) != sum {
+								t.Fatalf("%s %s g=%d: sum %d = %d, want %d", isa, c.name, g, (grp*g+l)/16, s[(grp*g+l)/16], sum)
+							}
+						}
+					}
+					dg := amax / 127
+					if math.Float32bits(d[grp]) != math.Float32bits(dg) || math.Float32bits(ds[grp]) != math.Float32bits(dg*float32(total)) {
+						t.Fatalf("%s %s g=%d: group %d scale %g and %g, want %g and %g", isa, c.name, g, grp, d[grp], ds[grp], dg, dg*float32(total))
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestX8TinyGroups checks that a group of activations too small to quantize (largest magnitude
+// below 2^-119: 127/amax would overflow) sends the product to the float route: with every other
+// activation zero, the outputs are that group's exact contributions, not zeros.
+func TestX8TinyGroups(t *testing.T) {
+	const k, n = 64, 16
+	r := newRand(5)
+	for _, typ := range []gguf.Type{gguf.TypeQ4_0, gguf.TypeQ5_1, gguf.TypeQ4_K} {
+		k := max(k, typ.BlockSize())
+		w := ggmlWeight(r, typ, n, k, ordinaryHalf)
+		dense := make([]float32, n*k)
+		if err := gguf.Decode(typ, w, dense); err != nil {
+			t.Fatal(err)
+		}
+		x := make([]float32, k)
+		for l := range typ.BlockSize() {
+			x[l] = float32(l+1) * 0x1p-130 // at most 2^-122
+		}
+		y := make([]float32, n)
+		if err := GGMLNK(y, x, typ, w, 1, k, n); err != nil {
+			t.Fatal(err)
+		}
+		for j := range n {
+			var want, mag float64
+			for l := range k {
+				want += float64(x[l]) * float64(dense[j*k+l])
+				mag += math.Abs(float64(x[l]) * float64(dense[j*k+l]))
+			}
+			if math.Abs(float64(y[j])-want) > 1e-5*mag || (mag > 0 && y[j] == 0) {
+				t.Fatalf("%s: y[%d] = %g, want %g", typ, j, y[j], want)
+			}
+		}
+	}
+}
+
 // k4Terms returns a Q4_K or Q5_K block's elements as f·q + g (gguf's decodeQ4_K and decodeQ5_K:
 // sub-block j = e/32 has f = d·scale_j, g = −dmin·min_j, ggml's get_scale_min_k4).
 func k4Terms(typ gguf.Type, blk []byte) (f, g []float32, q []int) {

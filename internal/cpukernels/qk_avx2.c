@@ -465,6 +465,7 @@ const qk_ops qk_ops_avx2 = {
     .isa = QK_ISA_AVX2,
     .mk_kn = mk_kn,
     .mk_nk = mk_nk,
+    .quantize_x8 = gv_quantize_x8,
     .fmt =
         {
             [QK_FMT_F32] = {.tile = qk_f32_tile},

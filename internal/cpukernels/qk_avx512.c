@@ -1088,6 +1088,7 @@ const qk_ops qk_ops_avx512 = {
     .isa = QK_ISA_AVX512,
     .mk_kn = mk_kn,
     .mk_nk = mk_nk,
+    .quantize_x8 = gv_quantize_x8,
     .fmt =
         {
             [QK_FMT_F32] = {.tile = qk_f32_tile},

@@ -390,6 +390,48 @@ GV_INLINE float x8_hsum(__m256 v) {
   return _mm_cvtss_f32(t);
 }
 
+/* gv_quantize_x8 is qk_run.c's quantize_x8 for float32 activations, eight lanes at a time: the
+ * same codes (x·(127/amax) rounded to nearest even by vroundps, as round_even does), scales and
+ * sums, bit for bit. It runs on the calling thread before the product's threads start, once per
+ * product: a decoding step of a small model calls it a hundred times. */
+static GV_FN void gv_quantize_x8(const float *x, int64_t m, int64_t k, int64_t g, int8_t *q, float *d, int16_t *s, float *ds) {
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t i = 0; i < m; i++) {
+    for (int64_t c = 0; c < k; c += g) {
+      const float *v = x + i * k + c;
+      __m256 mx = _mm256_setzero_ps();
+      for (int64_t l = 0; l < g; l += 8) {
+        mx = _mm256_max_ps(mx, _mm256_and_ps(_mm256_loadu_ps(v + l), magnitude));
+      }
+      __m128 t = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+      t = _mm_max_ps(t, _mm_movehl_ps(t, t));
+      const float amax = _mm_cvtss_f32(_mm_max_ss(t, _mm_movehdup_ps(t)));
+      const __m256 id = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+      int total = 0;
+      for (int64_t l = 0; l < g; l += 16) {
+        const __m256i a = _mm256_cvtps_epi32(
+            _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(v + l), id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        const __m256i b = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(v + l + 8), id),
+                                                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        /* int32 to int16 packs per 128-bit lane (a0-3 b0-3 a4-7 b4-7); the permute restores order */
+        const __m256i h = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xd8);
+        _mm_storeu_si128((__m128i *)(q + i * k + c + l),
+                         _mm_packs_epi16(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+        __m128i u = _mm_add_epi32(_mm256_castsi256_si128(_mm256_add_epi32(a, b)),
+                                  _mm256_extracti128_si256(_mm256_add_epi32(a, b), 1));
+        u = _mm_add_epi32(u, _mm_shuffle_epi32(u, 0x4e));
+        u = _mm_add_epi32(u, _mm_shuffle_epi32(u, 0xb1));
+        const int sum = _mm_cvtsi128_si32(u);
+        s[(i * k + c + l) / 16] = (int16_t)sum;
+        total += sum;
+      }
+      const float dg = amax / 127.0f;
+      d[(i * k + c) / g] = dg;
+      ds[(i * k + c) / g] = dg * (float)total;
+    }
+  }
+}
+
 /* x8_end adds the block's integer sums times factor into acc. */
 GV_INLINE __m256 x8_end(__m256 acc, __m256i sums, float factor) {
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(factor), acc);

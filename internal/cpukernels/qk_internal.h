@@ -250,6 +250,8 @@ typedef struct qk_ops {
   /* C[i][r] += sum_l A[i][l] * B[r][l] for i < M, r < R, l < kb. */
   void (*mk_nk)(int64_t M, int64_t R, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
                 int64_t ldc);
+  /* Optional: the 8-bit activations of float32 ones (qk_run.c's quantize_x8, the same bits). */
+  void (*quantize_x8)(const float *x, int64_t m, int64_t k, int64_t g, int8_t *q, float *d, int16_t *s, float *ds);
   qk_format fmt[QK_NFMT];
 } qk_ops;
 
@@ -289,6 +291,10 @@ int qk_run_nk(qk_prod *p, qk_acts a);
 /* qk_nk_x8 returns the group of the 8-bit activations the nk product of format fmt with m rows
  * would run with on the active ISA (finite activations), or 0 if it runs on float activations. */
 int qk_nk_x8(int fmt, int64_t m);
+/* qk_x8_quantize writes the 8-bit activations of the float32 m x k activations x in groups of g
+ * (as a product's preparation does, on the active ISA) into q (m*k), d and ds (m*k/g), s (m*k/16):
+ * for tests, bit for bit across the ISAs. */
+void qk_x8_quantize(const float *x, int64_t m, int64_t k, int64_t g, int8_t *q, float *d, int16_t *s, float *ds);
 
 /* ---- CPU and threads (qk_cpu.c, qk_pool.c) ---- */
 const qk_ops *qk_active_ops(void);

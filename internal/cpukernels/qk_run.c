@@ -10,6 +10,7 @@
  * depend on the panel it is in, since panel bounds are multiples of every kernel's column group
  * (128) and the kernels' tails fall only at the end of the columns. An n x k product writes each
  * output from one chunk, whose bounds are multiples of the kernels' output groups (16). */
+#include <float.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -153,20 +154,21 @@ static void prep_x(const qk_prod *p, qk_acts a, const float *kscale, int mode, i
   }
 }
 
-/* all_finite reports whether all n activations are finite. */
-static int all_finite(qk_acts a, int64_t n) {
-  if (a.dtype == QK_BF16) {
-    const uint16_t *x = (const uint16_t *)a.x;
-    for (int64_t i = 0; i < n; i++) {
-      if ((x[i] & 0x7f80) == 0x7f80) {
+/* x8_fits reports whether the integer route can quantize the m x k activations in groups of g:
+ * every activation finite (a quantized group would lose its infinities and NaNs), and every group
+ * all zeros or with its largest magnitude at least 2^-119, so that 127/amax and amax/127 are
+ * finite, normal floats. Otherwise the product takes the float route. */
+static int x8_fits(qk_acts a, int64_t m, int64_t k, int64_t g) {
+  for (int64_t c = 0; c < m * k; c += g) {
+    float amax = 0;
+    for (int64_t l = c; l < c + g; l++) {
+      const float v = qk_load_scalar(a.x, a.dtype, l), mag = v < 0 ? -v : v;
+      if (!(mag <= FLT_MAX)) {
         return 0;
       }
+      amax = mag > amax ? mag : amax;
     }
-    return 1;
-  }
-  const uint32_t *x = (const uint32_t *)a.x;
-  for (int64_t i = 0; i < n; i++) {
-    if ((x[i] & 0x7f800000u) == 0x7f800000u) {
+    if (amax > 0 && amax < 0x1p-119f) {
       return 0;
     }
   }
@@ -189,6 +191,11 @@ static inline float round_even(float v) {
 /* quantize_x8 writes the 8-bit activations (qk_x8) of the m x k activations a, in groups of g
  * elements (g divides k, a multiple of 16), into q, d, s and ds (rows of k, k/g, k/16 and k/g). */
 static void quantize_x8(const qk_prod *p, qk_acts a, int64_t g, int8_t *q, float *d, int16_t *s, float *ds) {
+  const qk_ops *ops = qk_active_ops();
+  if (a.dtype == QK_F32 && ops->quantize_x8 != NULL) {
+    ops->quantize_x8((const float *)a.x, p->m, p->k, g, q, d, s, ds);
+    return;
+  }
   const int64_t k = p->k;
   float v[256];
   for (int64_t i = 0; i < p->m; i++) {
@@ -216,6 +223,11 @@ static void quantize_x8(const qk_prod *p, qk_acts a, int64_t g, int8_t *q, float
       ds[(i * k + c) / g] = dg * (float)total;
     }
   }
+}
+
+void qk_x8_quantize(const float *x, int64_t m, int64_t k, int64_t g, int8_t *q, float *d, int16_t *s, float *ds) {
+  const qk_prod p = {.m = m, .k = k};
+  quantize_x8(&p, (qk_acts){.x = x, .dtype = QK_F32}, g, q, d, s, ds);
 }
 
 /* layout says how the chosen kernel wants the activations: the mode, and a stride (0: x as given,
@@ -508,8 +520,8 @@ int qk_nk_x8(int fmt, int64_t m) {
 int qk_run_nk(qk_prod *p, qk_acts a) {
   const qk_ops *ops = qk_active_ops();
   const qk_fused *f = choose(ops->fmt[p->fmt].nk, p);
-  if (f != NULL && f->x8 > 0 && !all_finite(a, p->m * p->k)) {
-    f = NULL; /* a quantized group would lose its infinities and NaNs: the float product */
+  if (f != NULL && f->x8 > 0 && !x8_fits(a, p->m, p->k, f->x8)) {
+    f = NULL;
   }
   p->order = f != NULL ? f->order : QK_ORDER_NATURAL;
   const int64_t total = p->srows * p->row_bytes;

@@ -9,6 +9,10 @@
 
 typedef simde__mmask8 __mmask8;
 
+#ifndef _MM_FROUND_NO_EXC
+#define _MM_FROUND_NO_EXC SIMDE_MM_FROUND_NO_EXC
+#endif
+
 static inline simde__m512i qk_simde_cvtepu8_epi32(simde__m128i a) {
   uint8_t b[16];
   int32_t r[16];
