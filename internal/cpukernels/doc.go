@@ -62,9 +62,9 @@
 //
 // # Instruction-set paths
 //
-// Portable (plain C), AVX2 (AVX2, FMA, F16C) and AVX512 (F, BW, VL, DQ), chosen at first use as the best
-// the CPU supports (cpuid through __builtin_cpu_supports, which also checks that the OS saves the
-// AVX-512 state). ForceISA (qk_isa_force) switches paths for tests and benchmarks; ActiveISA
+// Portable (plain C), AVX2 (AVX2, FMA, F16C) and AVX512 (F, BW, VL, DQ, with FMA and F16C),
+// chosen at first use as the best the CPU supports (cpuid through __builtin_cpu_supports, which
+// also checks that the OS saves the AVX-512 state). ForceISA (qk_isa_force) switches paths for tests and benchmarks; ActiveISA
 // reports the one in use.
 //
 // Every path runs every product through generic tiled drivers: a tile of the weight (32×128, or

@@ -81,7 +81,8 @@ int qk_isa_supported(int isa) {
     __builtin_cpu_init();
     /* libgcc's check includes the OS's XSAVE support of the AVX-512 state. */
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
 #endif
   }
   return 0;

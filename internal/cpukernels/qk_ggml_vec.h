@@ -392,7 +392,8 @@ GV_INLINE float x8_hsum(__m256 v) {
 
 /* gv_quantize_x8 is qk_run.c's quantize_x8 for float32 activations, eight lanes at a time: the
  * same codes (x·(127/amax) rounded to nearest even by vroundps, as round_even does), scales and
- * sums, bit for bit. It runs on the calling thread before the product's threads start, once per
+ * sums, bit for bit, for the finite activations x8_fits admits (a NaN would reach amax here, not
+ * there). It runs on the calling thread before the product's threads start, once per
  * product: a decoding step of a small model calls it a hundred times. */
 static GV_FN void gv_quantize_x8(const float *x, int64_t m, int64_t k, int64_t g, int8_t *q, float *d, int16_t *s, float *ds) {
   const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));

@@ -54,7 +54,7 @@ enum {
   QK_ISA_AUTO = 0, /* for qk_isa_force: the best path the CPU supports */
   QK_ISA_PORTABLE = 1,
   QK_ISA_AVX2 = 2,   /* AVX2 + FMA + F16C */
-  QK_ISA_AVX512 = 3, /* AVX-512 F/BW/VL/DQ */
+  QK_ISA_AVX512 = 3, /* AVX-512 F/BW/VL/DQ + FMA + F16C */
 };
 
 /* qk_isa_active returns the path the products use now. */
