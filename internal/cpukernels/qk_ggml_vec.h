@@ -418,8 +418,8 @@ static GV_FN void gv_quantize_x8(const float *x, int64_t m, int64_t k, int64_t g
         const __m256i h = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xd8);
         _mm_storeu_si128((__m128i *)(q + i * k + c + l),
                          _mm_packs_epi16(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
-        __m128i u = _mm_add_epi32(_mm256_castsi256_si128(_mm256_add_epi32(a, b)),
-                                  _mm256_extracti128_si256(_mm256_add_epi32(a, b), 1));
+        const __m256i ab = _mm256_add_epi32(a, b);
+        __m128i u = _mm_add_epi32(_mm256_castsi256_si128(ab), _mm256_extracti128_si256(ab, 1));
         u = _mm_add_epi32(u, _mm_shuffle_epi32(u, 0x4e));
         u = _mm_add_epi32(u, _mm_shuffle_epi32(u, 0xb1));
         const int sum = _mm_cvtsi128_si32(u);
