@@ -175,8 +175,10 @@
 // delays at most its current task, and a worker that wakes after the job ended finds nothing to
 // claim. Products below a small amount of work run on the caller alone, and a caller that finds
 // the pool busy with another thread's product runs its tasks alone instead of waiting: the same
-// stripes, so the same bits. Idle workers block on a condition variable (spinning first was
-// slower on a machine shared with other work). The count is read once from
+// stripes, so the same bits. A thread out of work (an idle worker, a caller waiting for the
+// others' tasks) lingers for 200 µs, yielding its CPU between looks, before it blocks on a
+// condition variable: waking a blocked thread costs tens of microseconds on a virtual machine,
+// as much as one product of a small model's layer. The count is read once from
 // QUANTA_KERNEL_THREADS (ThreadsEnv: a decimal in [1, MaxThreads]; an invalid value is ignored
 // and a value out of range clamped, either way with a ConfigNote), else the online CPUs, and can
 // be changed with SetThreads. Different instruction sets (ForceISA) give different roundings.

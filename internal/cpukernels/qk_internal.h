@@ -319,7 +319,7 @@ void *qk_call_buffer(size_t bytes);
 
 /* ---- tuning (tests and benchmarks) ---- */
 enum {
-  QK_TUNE_SPIN_NS = 0,     /* idle workers spin this long before blocking (ns) */
+  QK_TUNE_SPIN_NS = 0,     /* threads out of work linger this long before blocking (ns) */
   QK_TUNE_SMALL_WORK = 1,  /* below this much weighted work (bytes), a product runs on the caller */
   QK_TUNE_CHUNK_BYTES = 2, /* weight bytes per stripe (kn) or chunk (nk); 0: automatic */
   QK_TUNE_FUSED_MAX_M = 3, /* the fused kernels serve m up to this; -1: their default; 0 also turns off

@@ -5,23 +5,18 @@
  * the generation, so a worker that wakes late (descheduled on a loaded machine) finds nothing of
  * a finished job to claim and never touches its context; the caller only waits for chunks that
  * were claimed. A caller that finds the pool busy (another thread's product in flight) runs its
- * chunks alone instead of waiting. Idle workers block on a condition variable (optionally after
- * spinning, QK_TUNE_SPIN_NS). */
+ * chunks alone instead of waiting. A thread out of work (an idle worker, a caller whose chunks are
+ * all claimed) first lingers, yielding its CPU between looks, for QK_TUNE_SPIN_NS, then blocks on a
+ * condition variable. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "qk_internal.h"
-
-#if QK_X86
-#include <immintrin.h>
-#define QK_PAUSE() _mm_pause()
-#else
-#define QK_PAUSE() ((void)0)
-#endif
 
 /* ---- per-thread buffers ---- */
 
@@ -100,16 +95,39 @@ static struct {
     .busy = ATOMIC_FLAG_INIT,
 };
 
-/* How long an idle worker spins before blocking, in nanoseconds (qk_tune). Off by default: on a
- * machine shared with other work, spinning took time from the threads that had work (back-to-back
- * products of 1-bit weights ran slower with 30 or 200 us of spin than with none). */
-static _Atomic int64_t spin_ns = 0;
+/* How long a thread out of work lingers before it blocks, in nanoseconds (qk_tune). A blocked
+ * thread takes tens of microseconds to wake on a virtual machine, as long as a product of a small
+ * model's layer takes: lingering lets a decoding step's products, which come every few tens of
+ * microseconds, find both threads awake (docs/performance.md). Lingering yields the CPU between
+ * looks, so a thread with work on the same CPU runs meanwhile. */
+static _Atomic int64_t spin_ns = 200000;
 
 static int64_t now_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
+
+/* linger returns whether ready(arg) came true within spin_ns, the CPU yielded between looks. */
+static int linger(int (*ready)(int64_t), int64_t arg) {
+  if (ready(arg)) {
+    return 1;
+  }
+  const int64_t limit = atomic_load_explicit(&spin_ns, memory_order_relaxed), start = now_ns();
+  while (now_ns() - start < limit) {
+    sched_yield();
+    if (ready(arg)) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* posted_after: a job newer than generation seen was published. */
+static int posted_after(int64_t seen) { return atomic_load_explicit(&pool.gen, memory_order_acquire) != (uint32_t)seen; }
+
+/* finished_all: n chunks of the current job have finished. */
+static int finished_all(int64_t n) { return atomic_load_explicit(&pool.finished, memory_order_acquire) >= n; }
 
 static void run_chunks(uint32_t gen, qk_task task, void *ctx, int64_t nchunks, int slot, void *scratch) {
   for (;;) {
@@ -141,16 +159,7 @@ static void *worker(void *arg) {
     return NULL; /* the others claim everything */
   }
   for (;;) {
-    int64_t limit = atomic_load_explicit(&spin_ns, memory_order_relaxed);
-    if (limit > 0) {
-      int64_t start = now_ns();
-      for (int i = 1; atomic_load_explicit(&pool.gen, memory_order_acquire) == seen; i++) {
-        QK_PAUSE();
-        if ((i & 63) == 0 && now_ns() - start > limit) {
-          break;
-        }
-      }
-    }
+    (void)linger(posted_after, seen);
     pthread_mutex_lock(&pool.mu);
     while (atomic_load_explicit(&pool.gen, memory_order_relaxed) == seen) {
       pthread_cond_wait(&pool.wake, &pool.mu);
@@ -231,9 +240,9 @@ int qk_parallel(int64_t nchunks, int nthreads, qk_task task, void *ctx) {
 
   run_chunks(gen, task, ctx, nchunks, 0, scratch);
 
-  if (atomic_load_explicit(&pool.finished, memory_order_acquire) < nchunks) {
+  if (!linger(finished_all, nchunks)) {
     pthread_mutex_lock(&pool.mu);
-    while (atomic_load_explicit(&pool.finished, memory_order_acquire) < nchunks) {
+    while (!finished_all(nchunks)) {
       pthread_cond_wait(&pool.done, &pool.mu);
     }
     pthread_mutex_unlock(&pool.mu);
