@@ -121,6 +121,13 @@ func TestDeterministic(t *testing.T) {
 							}
 						}
 						SetThreads(2)
+						oldSpin := tune(tuneSpinNs, 0) // threads block at once between tasks and jobs
+						y := make([]float32, c.m*c.n)
+						if err := c.run(y); err != nil {
+							t.Fatal(err)
+						}
+						tune(tuneSpinNs, oldSpin)
+						check("threads=2, blocking without lingering", y)
 						var wg sync.WaitGroup
 						results := make([][]float32, goroutines*calls)
 						errs := make([]error, len(results))

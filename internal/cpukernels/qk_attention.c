@@ -197,11 +197,13 @@ int qk_attention(const float *q, const float *keys, const float *values, const u
     return QK_ERR_NULL;
   }
   /* A task serves up to per query heads of one key/value head: as many as fit its scratch and
-   * QK_ATTENTION_GROUP, and few enough that the tasks are at least twice the threads (a decoding
-   * step has one task per key/value head otherwise: one for Gemma-3's single head). A row's sums
-   * do not depend on the rows beside it, so the bits do not depend on per. */
-  const int64_t groups = heads / kv, threads = qk_threads(), lanes = batch * kv * seq;
-  const int64_t split = lanes >= 2 * threads ? 1 : (2 * threads + lanes - 1) / lanes;
+   * QK_ATTENTION_GROUP, and, when the call runs on several threads, few enough that the tasks
+   * come to about twice the threads where the heads allow (a decoding step has one task per
+   * key/value head otherwise: one for Gemma-3's single head). A row's sums do not depend on the
+   * rows beside it, so the bits do not depend on per. */
+  const int64_t lanes = batch * kv * seq, groups = heads / kv;
+  const int64_t threads = 2 * rows * n_keys * hd >= QK_ATTENTION_SMALL ? qk_threads() : 1;
+  const int64_t split = threads == 1 || lanes >= 2 * threads ? 1 : (2 * threads + lanes - 1) / lanes;
   const int64_t per = QK_MAX(1, QK_MIN(QK_MIN((groups + split - 1) / split, QK_ATTENTION_GROUP),
                                        (int64_t)(QK_CHUNK_SCRATCH / sizeof(float)) / n_keys));
   attention_job j = {q, keys, values, visible, heads, kv, seq, length, n_keys, hd, per, scale, out, rows_portable};
@@ -211,5 +213,5 @@ int qk_attention(const float *q, const float *keys, const float *values, const u
   }
 #endif
   const int64_t tasks = batch * kv * ((groups + per - 1) / per) * seq;
-  return qk_parallel(tasks, tasks > 1 && 2 * rows * n_keys * hd >= QK_ATTENTION_SMALL ? (int)threads : 1, attention_task, &j);
+  return qk_parallel(tasks, tasks > 1 ? (int)threads : 1, attention_task, &j);
 }
