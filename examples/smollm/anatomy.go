@@ -8,7 +8,8 @@ package main
 //   - empty step: a program with the step's inputs and outputs and no work (logits of zeros,
 //     caches passed through): launch, argument and output handling;
 //   - projections: the blocks' products alone (q/k/v or the fused qkv, output, gate/up or the
-//     fused gate_up, down), chained through the residual as in the blocks;
+//     fused gate_up, down), chained through the residual as in the blocks, each block's input
+//     scaled to unit RMS as its norms do;
 //   - attention and cache: every layer's RoPE, cache write and attention over the window, on
 //     keys and values taken from the input (no product);
 //   - cache writes: every layer's key and value write alone;
@@ -261,23 +262,30 @@ func projections(ctx *context.Context, m *llama.Model, x *Node) *Node {
 	for i := range m.Layers {
 		lctx := ctx.In(models.LayerScope(i))
 		var qOut, kOut, vOut, gate, up *Node
+		h := unitRMS(x) // as the blocks' norms do: without them the residual grows past float32 over the layers
 		if m.FusedQKV {
-			qkv := project(lctx, models.AttnQKV, x, q+2*kv, false)
+			qkv := project(lctx, models.AttnQKV, h, q+2*kv, false)
 			qOut, kOut, vOut = SliceAxis(qkv, -1, AxisRange(0, q)), SliceAxis(qkv, -1, AxisRange(q, q+kv)), SliceAxis(qkv, -1, AxisRange(q+kv, q+2*kv))
 		} else {
-			qOut, kOut, vOut = project(lctx, models.AttnQ, x, q, false), project(lctx, models.AttnK, x, kv, false), project(lctx, models.AttnV, x, kv, false)
+			qOut, kOut, vOut = project(lctx, models.AttnQ, h, q, false), project(lctx, models.AttnK, h, kv, false), project(lctx, models.AttnV, h, kv, false)
 		}
 		qOut = Add(qOut, ExpandAxes(Add(ReduceSum(kOut, -1), ReduceSum(vOut, -1)), -1))
 		x = Add(x, project(lctx, models.AttnOutput, qOut, m.Dim, false))
+		h = unitRMS(x)
 		if m.FusedGateUp {
-			gu := project(lctx, models.FFNGateUp, x, 2*m.FFNDim, false)
+			gu := project(lctx, models.FFNGateUp, h, 2*m.FFNDim, false)
 			gate, up = SliceAxis(gu, -1, AxisRange(0, m.FFNDim)), SliceAxis(gu, -1, AxisRange(m.FFNDim, 2*m.FFNDim))
 		} else {
-			gate, up = project(lctx, models.FFNGate, x, m.FFNDim, false), project(lctx, models.FFNUp, x, m.FFNDim, false)
+			gate, up = project(lctx, models.FFNGate, h, m.FFNDim, false), project(lctx, models.FFNUp, h, m.FFNDim, false)
 		}
 		x = Add(x, project(lctx, models.FFNDown, Mul(Mul(gate, Sigmoid(gate)), up), m.Dim, false))
 	}
 	return x
+}
+
+// unitRMS scales each row of x to a root mean square of 1, the blocks' norms without their weights.
+func unitRMS(x *Node) *Node {
+	return Mul(x, Rsqrt(AddScalar(ReduceAndKeep(Mul(x, x), ReduceMean, -1), 1e-6)))
 }
 
 // attentionOnly runs every layer's RoPE, cache write and attention with queries, keys and values
