@@ -8,8 +8,7 @@ package main
 //   - empty step: a program with the step's inputs and outputs and no work (logits of zeros,
 //     caches passed through): launch, argument and output handling;
 //   - projections: the blocks' products alone (q/k/v or the fused qkv, output, gate/up or the
-//     fused gate_up, down), chained through the residual as in the blocks, each block's input
-//     scaled to unit RMS as its norms do;
+//     fused gate_up, down) and the blocks' norms, chained through the residual as in the blocks;
 //   - attention and cache: every layer's RoPE, cache write and attention over the window, on
 //     keys and values taken from the input (no product);
 //   - cache writes: every layer's key and value write alone;
@@ -39,6 +38,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/internal/customcall"
 	"github.com/quanta-ml/quanta/models"
@@ -262,7 +262,7 @@ func projections(ctx *context.Context, m *llama.Model, x *Node) *Node {
 	for i := range m.Layers {
 		lctx := ctx.In(models.LayerScope(i))
 		var qOut, kOut, vOut, gate, up *Node
-		h := unitRMS(x) // as the blocks' norms do: without them the residual grows past float32 over the layers
+		h := layers.RMSNorm(lctx.In(models.AttnNorm), x).WithEpsilon(m.RMSNormEps).Done() // without the norms the residual outgrows float32
 		if m.FusedQKV {
 			qkv := project(lctx, models.AttnQKV, h, q+2*kv, false)
 			qOut, kOut, vOut = SliceAxis(qkv, -1, AxisRange(0, q)), SliceAxis(qkv, -1, AxisRange(q, q+kv)), SliceAxis(qkv, -1, AxisRange(q+kv, q+2*kv))
@@ -271,7 +271,7 @@ func projections(ctx *context.Context, m *llama.Model, x *Node) *Node {
 		}
 		qOut = Add(qOut, ExpandAxes(Add(ReduceSum(kOut, -1), ReduceSum(vOut, -1)), -1))
 		x = Add(x, project(lctx, models.AttnOutput, qOut, m.Dim, false))
-		h = unitRMS(x)
+		h = layers.RMSNorm(lctx.In(models.FFNNorm), x).WithEpsilon(m.RMSNormEps).Done()
 		if m.FusedGateUp {
 			gu := project(lctx, models.FFNGateUp, h, 2*m.FFNDim, false)
 			gate, up = SliceAxis(gu, -1, AxisRange(0, m.FFNDim)), SliceAxis(gu, -1, AxisRange(m.FFNDim, 2*m.FFNDim))
@@ -281,11 +281,6 @@ func projections(ctx *context.Context, m *llama.Model, x *Node) *Node {
 		x = Add(x, project(lctx, models.FFNDown, Mul(Mul(gate, Sigmoid(gate)), up), m.Dim, false))
 	}
 	return x
-}
-
-// unitRMS scales each row of x to a root mean square of 1, the blocks' norms without their weights.
-func unitRMS(x *Node) *Node {
-	return Mul(x, Rsqrt(AddScalar(ReduceAndKeep(Mul(x, x), ReduceMean, -1), 1e-6)))
 }
 
 // attentionOnly runs every layer's RoPE, cache write and attention with queries, keys and values

@@ -201,9 +201,9 @@ int qk_attention(const float *q, const float *keys, const float *values, const u
    * come to about twice the threads where the heads allow (a decoding step has one task per
    * key/value head otherwise: one for Gemma-3's single head). A row's sums do not depend on the
    * rows beside it, so the bits do not depend on per. */
-  const int64_t lanes = batch * kv * seq, groups = heads / kv;
+  const int64_t kv_rows = batch * kv * seq, groups = heads / kv; /* (batch, key/value head, position) */
   const int64_t threads = 2 * rows * n_keys * hd >= QK_ATTENTION_SMALL ? qk_threads() : 1;
-  const int64_t split = threads == 1 || lanes >= 2 * threads ? 1 : (2 * threads + lanes - 1) / lanes;
+  const int64_t split = threads == 1 || kv_rows >= 2 * threads ? 1 : (2 * threads + kv_rows - 1) / kv_rows;
   const int64_t per = QK_MAX(1, QK_MIN(QK_MIN((groups + split - 1) / split, QK_ATTENTION_GROUP),
                                        (int64_t)(QK_CHUNK_SCRATCH / sizeof(float)) / n_keys));
   attention_job j = {q, keys, values, visible, heads, kv, seq, length, n_keys, hd, per, scale, out, rows_portable};
