@@ -152,8 +152,9 @@
 // key/value cache (the attention of a decoding step), one call a layer where XLA CPU would run
 // two small products, a mask and a softmax, each with its own dispatch cost. The query heads that
 // share a key/value head are one pass over its cache (scores into the thread's chunk scratch,
-// softmax, the weighted sum of the values), computed by one thread in a fixed order, so the
-// result does not depend on the thread count; the
+// four keys at a time on AVX2, softmax, the weighted sum of the values with each output's sums in
+// registers over blocks of keys), computed by one thread in a fixed order, so the result does not
+// depend on the thread count; the
 // calls read the first keys of a cache longer than the attended window, so that the cache goes
 // in whole, without a copy of the window. models.GroupedAttention emits it.
 //

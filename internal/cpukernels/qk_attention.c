@@ -4,8 +4,10 @@
  * the query heads that share a key/value head are one pass over its keys and values (each row
  * read once for the group): scores into the thread's chunk scratch, softmax, the weighted sum of
  * the values. The loops are plain C, compiled once for the baseline and once for AVX2 + FMA
- * (eight-lane accumulators that the compiler vectorizes, exp by a polynomial); the lane sums are
- * added in a fixed order, and each output row is computed by one thread. */
+ * (eight-lane accumulators that the compiler vectorizes, exp by a polynomial), but for two AVX2
+ * steps written with intrinsics (four keys' scores at once, the values' sums in registers) that
+ * keep the plain loops' operations and order; the lane sums are added in a fixed order, and each
+ * output row is computed by one thread. */
 #include <math.h>
 
 #include "qk_internal.h"
@@ -27,6 +29,40 @@ static float exp_pass_portable(float *scores, int64_t n, float best) {
     lane[t % QK_LANES] += scores[t];
   }
   return lanes_sum(lane);
+}
+
+/* dots4 writes the dot products of qi with the four key rows kt[0..3] (hd elements each), each
+ * summed in eight lanes by index modulo 8, the lanes then in the fixed order. */
+static inline void dots4_portable(const float *qi, const float *const kt[4], int64_t hd, float dot[4]) {
+  for (int j = 0; j < 4; j++) {
+    float acc[QK_LANES] = {0};
+    for (int64_t d = 0; d < hd; d++) {
+      acc[d % QK_LANES] += qi[d] * kt[j][d];
+    }
+    dot[j] = lanes_sum(acc);
+  }
+}
+
+/* mix adds into each output row i that sees a key (best[i] > -inf; out rows apart) the visible
+ * value rows weighted by their probabilities scores·inv[i], in key order: out[d] += p·v_t[d]. */
+static inline void mix_portable(int g, const float *v, const uint8_t *vis, int64_t n_keys, int64_t hd,
+                                const float *scores, const float *inv, const float *best, float *out, int64_t rows) {
+  for (int64_t t = 0; t < n_keys; t++) {
+    if (!vis[t]) {
+      continue;
+    }
+    const float *vt = v + t * hd;
+    for (int i = 0; i < g; i++) {
+      if (best[i] == -INFINITY) {
+        continue;
+      }
+      const float p = scores[i * n_keys + t] * inv[i];
+      float *oi = out + i * rows;
+      for (int64_t d = 0; d < hd; d++) {
+        oi[d] += p * vt[d];
+      }
+    }
+  }
 }
 
 #if QK_X86
@@ -53,6 +89,96 @@ A256 __m256 exp8(__m256 x) {
   p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
   const __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(scale)));
+}
+
+/* dots4_avx2 is dots4 with the four keys' lanes in four registers: independent chains of
+ * multiply-adds, where one key at a time waits on each add. The same fused multiply-adds in the
+ * same order as the one-key loop compiled for AVX2, so the same bits. */
+static inline __attribute__((always_inline, target("avx2,fma"))) void dots4_avx2(const float *qi,
+                                                                                   const float *const kt[4], int64_t hd,
+                                                                                   float dot[4]) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+  int64_t d = 0;
+  for (; d + QK_LANES <= hd; d += QK_LANES) {
+    const __m256 x = _mm256_loadu_ps(qi + d);
+    a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(kt[0] + d), a0);
+    a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(kt[1] + d), a1);
+    a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(kt[2] + d), a2);
+    a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(kt[3] + d), a3);
+  }
+  float lane[4][QK_LANES];
+  _mm256_storeu_ps(lane[0], a0);
+  _mm256_storeu_ps(lane[1], a1);
+  _mm256_storeu_ps(lane[2], a2);
+  _mm256_storeu_ps(lane[3], a3);
+  for (int l = 0; d < hd; d++, l++) {
+    for (int j = 0; j < 4; j++) {
+      lane[j][l] = fmaf(qi[d], kt[j][d], lane[j][l]);
+    }
+  }
+  for (int j = 0; j < 4; j++) {
+    dot[j] = lanes_sum(lane[j]);
+  }
+}
+
+/* The keys mix_avx2 takes per pass over a block of an output row: their value rows (32 x hd
+ * floats) stay in the L2 cache for the next block and the next row. */
+#define QK_MIX_KEYS 32
+
+/* MIX_BLOCK(R) adds keys [t0, t1) into the R vectors of out row i at d, held in registers. */
+#define MIX_BLOCK(R)                                                                                                   \
+  do {                                                                                                                 \
+    __m256 a[R];                                                                                                       \
+    for (int r = 0; r < (R); r++) {                                                                                    \
+      a[r] = _mm256_loadu_ps(oi + d + 8 * r);                                                                          \
+    }                                                                                                                  \
+    for (int64_t t = t0; t < t1; t++) {                                                                                \
+      if (vis[t]) {                                                                                                    \
+        const __m256 p = _mm256_set1_ps(scores[i * n_keys + t] * inv[i]);                                              \
+        const float *vt = v + t * hd + d;                                                                              \
+        for (int r = 0; r < (R); r++) {                                                                                \
+          a[r] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vt + 8 * r), a[r]);                                                \
+        }                                                                                                              \
+      }                                                                                                                \
+    }                                                                                                                  \
+    for (int r = 0; r < (R); r++) {                                                                                    \
+      _mm256_storeu_ps(oi + d + 8 * r, a[r]);                                                                          \
+    }                                                                                                                  \
+  } while (0)
+
+/* mix_avx2 is mix with each output row's sums in registers, 64 elements at a time, over blocks of
+ * QK_MIX_KEYS keys (where mix loads and stores them for every key): each element gets the same
+ * fused multiply-adds in the same key order as mix compiled for AVX2, so the same bits. */
+static inline __attribute__((always_inline, target("avx2,fma"))) void mix_avx2(int g, const float *v,
+                                                                                 const uint8_t *vis, int64_t n_keys,
+                                                                                 int64_t hd, const float *scores,
+                                                                                 const float *inv, const float *best,
+                                                                                 float *out, int64_t rows) {
+  for (int64_t t0 = 0; t0 < n_keys; t0 += QK_MIX_KEYS) {
+    const int64_t t1 = QK_MIN(t0 + QK_MIX_KEYS, n_keys);
+    for (int i = 0; i < g; i++) {
+      if (best[i] == -INFINITY) {
+        continue;
+      }
+      float *oi = out + i * rows;
+      int64_t d = 0;
+      for (; d + 64 <= hd; d += 64) {
+        MIX_BLOCK(8);
+      }
+      for (; d + 8 <= hd; d += 8) {
+        MIX_BLOCK(1);
+      }
+      for (; d < hd; d++) {
+        float a = oi[d];
+        for (int64_t t = t0; t < t1; t++) {
+          if (vis[t]) {
+            a = fmaf(scores[i * n_keys + t] * inv[i], v[t * hd + d], a);
+          }
+        }
+        oi[d] = a;
+      }
+    }
+  }
 }
 
 static __attribute__((target("avx2,fma"))) float exp_pass_avx2(float *scores, int64_t n, float best) {
@@ -83,10 +209,10 @@ static __attribute__((target("avx2,fma"))) float exp_pass_avx2(float *scores, in
 #endif
 
 /* The body of a group of query rows that read one key/value head, as a macro over the function
- * attributes and the exp pass, so that the compiler builds it for each instruction set: g rows of
- * q (rows apart), their scores (n_keys apart in the scratch) and outputs; each key and value row
- * is read once for the group. */
-#define QK_ATTENTION_ROWS(NAME, ATTR, EXP_PASS)                                                                        \
+ * attributes, the exp pass, the four-key scores and the mix of the values, so that the compiler
+ * builds it for each instruction set: g rows of q (rows apart), their scores (n_keys apart in the
+ * scratch) and outputs; each key row is read once for the group. */
+#define QK_ATTENTION_ROWS(NAME, ATTR, EXP_PASS, DOTS4, MIX)                                                            \
   static ATTR void NAME(int g, const float *q, int64_t rows, const float *k, const float *v, const uint8_t *vis,      \
                         int64_t n_keys, int64_t hd, float scale, float *scores, float *out) {                          \
     float best[QK_ATTENTION_GROUP];                                                                                    \
@@ -94,6 +220,20 @@ static __attribute__((target("avx2,fma"))) float exp_pass_avx2(float *scores, in
       best[i] = -INFINITY;                                                                                             \
     }                                                                                                                  \
     for (int64_t t = 0; t < n_keys; t++) {                                                                             \
+      if (t + 4 <= n_keys && vis[t] && vis[t + 1] && vis[t + 2] && vis[t + 3]) { /* four visible keys at once */       \
+        const float *const k4[4] = {k + t * hd, k + (t + 1) * hd, k + (t + 2) * hd, k + (t + 3) * hd};                 \
+        for (int i = 0; i < g; i++) {                                                                                  \
+          float dot[4];                                                                                                \
+          DOTS4(q + i * rows, k4, hd, dot);                                                                            \
+          for (int j = 0; j < 4; j++) {                                                                                \
+            const float s = dot[j] * scale;                                                                            \
+            scores[i * n_keys + t + j] = s;                                                                            \
+            best[i] = s > best[i] ? s : best[i];                                                                       \
+          }                                                                                                            \
+        }                                                                                                              \
+        t += 3;                                                                                                        \
+        continue;                                                                                                      \
+      }                                                                                                                \
       if (!vis[t]) {                                                                                                   \
         for (int i = 0; i < g; i++) {                                                                                  \
           scores[i * n_keys + t] = -INFINITY;                                                                          \
@@ -127,30 +267,15 @@ static __attribute__((target("avx2,fma"))) float exp_pass_avx2(float *scores, in
       }                                                                                                                \
       inv[i] = best[i] == -INFINITY ? 0 : 1 / EXP_PASS(scores + i * n_keys, n_keys, best[i]);                          \
     }                                                                                                                  \
-    for (int64_t t = 0; t < n_keys; t++) {                                                                             \
-      if (!vis[t]) {                                                                                                   \
-        continue;                                                                                                      \
-      }                                                                                                                \
-      const float *vt = v + t * hd;                                                                                    \
-      for (int i = 0; i < g; i++) {                                                                                    \
-        if (best[i] == -INFINITY) {                                                                                    \
-          continue;                                                                                                    \
-        }                                                                                                              \
-        const float p = scores[i * n_keys + t] * inv[i];                                                               \
-        float *oi = out + i * rows;                                                                                    \
-        for (int64_t d = 0; d < hd; d++) {                                                                             \
-          oi[d] += p * vt[d];                                                                                          \
-        }                                                                                                              \
-      }                                                                                                                \
-    }                                                                                                                  \
+    MIX(g, v, vis, n_keys, hd, scores, inv, best, out, rows);                                                          \
   }
 
 /* The most query rows one pass serves (the query heads that share a key/value head). */
 #define QK_ATTENTION_GROUP 8
 
-QK_ATTENTION_ROWS(rows_portable, , exp_pass_portable)
+QK_ATTENTION_ROWS(rows_portable, , exp_pass_portable, dots4_portable, mix_portable)
 #if QK_X86
-QK_ATTENTION_ROWS(rows_avx2, __attribute__((target("avx2,fma"))), exp_pass_avx2)
+QK_ATTENTION_ROWS(rows_avx2, __attribute__((target("avx2,fma"))), exp_pass_avx2, dots4_avx2, mix_avx2)
 #endif
 
 typedef void (*qk_attention_rows)(int, const float *, int64_t, const float *, const float *, const uint8_t *, int64_t,
@@ -198,12 +323,14 @@ int qk_attention(const float *q, const float *keys, const float *values, const u
   }
   /* A task serves up to per query heads of one key/value head: as many as fit its scratch and
    * QK_ATTENTION_GROUP, and, when the call runs on several threads, few enough that the tasks
-   * come to about twice the threads where the heads allow (a decoding step has one task per
-   * key/value head otherwise: one for Gemma-3's single head). A row's sums do not depend on the
-   * rows beside it, so the bits do not depend on per. */
+   * come to about the threads where the key/value heads are fewer (a decoding step has one task
+   * per key/value head otherwise: one for Gemma-3's single head). Each task reads its key/value
+   * head's rows, so more tasks than threads read them more often than they balance the work (at
+   * 640 keys from memory, two tasks a thread measured slower than one: docs/performance.md). A
+   * row's sums do not depend on the rows beside it, so the bits do not depend on per. */
   const int64_t kv_rows = batch * kv * seq, groups = heads / kv; /* (batch, key/value head, position) */
   const int64_t threads = 2 * rows * n_keys * hd >= QK_ATTENTION_SMALL ? qk_threads() : 1;
-  const int64_t split = threads == 1 || kv_rows >= 2 * threads ? 1 : (2 * threads + kv_rows - 1) / kv_rows;
+  const int64_t split = threads == 1 || kv_rows >= threads ? 1 : (threads + kv_rows - 1) / kv_rows;
   const int64_t per = QK_MAX(1, QK_MIN(QK_MIN((groups + split - 1) / split, QK_ATTENTION_GROUP),
                                        (int64_t)(QK_CHUNK_SCRATCH / sizeof(float)) / n_keys));
   attention_job j = {q, keys, values, visible, heads, kv, seq, length, n_keys, hd, per, scale, out, rows_portable};
