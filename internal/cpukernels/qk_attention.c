@@ -31,15 +31,31 @@ static float exp_pass_portable(float *scores, int64_t n, float best) {
   return lanes_sum(lane);
 }
 
-/* dots4 writes the dot products of qi with the four key rows kt[0..3] (hd elements each), each
- * summed in eight lanes by index modulo 8, the lanes then in the fixed order. */
+/* QK_ATTENTION_DOT(NAME, ATTR) defines NAME(qi, kt, hd), the dot product of a query row and a key
+ * row of hd elements: summed in eight lanes by index modulo 8, the lanes then in the fixed order
+ * (eight-lane accumulators that the compiler vectorizes for the instruction set of ATTR). */
+#define QK_ATTENTION_DOT(NAME, ATTR)                                                                                   \
+  static inline ATTR float NAME(const float *qi, const float *kt, int64_t hd) {                                       \
+    float acc[QK_LANES] = {0};                                                                                         \
+    int64_t d = 0;                                                                                                     \
+    for (; d + QK_LANES <= hd; d += QK_LANES) {                                                                        \
+      for (int l = 0; l < QK_LANES; l++) {                                                                             \
+        acc[l] += qi[d + l] * kt[d + l];                                                                               \
+      }                                                                                                                \
+    }                                                                                                                  \
+    for (int l = 0; d < hd; d++, l++) {                                                                                \
+      acc[l] += qi[d] * kt[d];                                                                                         \
+    }                                                                                                                  \
+    return lanes_sum(acc);                                                                                             \
+  }
+
+QK_ATTENTION_DOT(dot_portable, )
+
+/* dots4 writes the dot products of qi with the four key rows kt[0..3], each as the one-key dot
+ * computes it. */
 static inline void dots4_portable(const float *qi, const float *const kt[4], int64_t hd, float dot[4]) {
   for (int j = 0; j < 4; j++) {
-    float acc[QK_LANES] = {0};
-    for (int64_t d = 0; d < hd; d++) {
-      acc[d % QK_LANES] += qi[d] * kt[j][d];
-    }
-    dot[j] = lanes_sum(acc);
+    dot[j] = dot_portable(qi, kt[j], hd);
   }
 }
 
@@ -91,9 +107,11 @@ A256 __m256 exp8(__m256 x) {
   return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(scale)));
 }
 
+QK_ATTENTION_DOT(dot_avx2, __attribute__((target("avx2,fma"))))
+
 /* dots4_avx2 is dots4 with the four keys' lanes in four registers: independent chains of
  * multiply-adds, where one key at a time waits on each add. The same fused multiply-adds in the
- * same order as the one-key loop compiled for AVX2, so the same bits. */
+ * same order as dot_avx2, so the same bits. */
 static inline __attribute__((always_inline, target("avx2,fma"))) void dots4_avx2(const float *qi,
                                                                                    const float *const kt[4], int64_t hd,
                                                                                    float dot[4]) {
@@ -209,10 +227,10 @@ static __attribute__((target("avx2,fma"))) float exp_pass_avx2(float *scores, in
 #endif
 
 /* The body of a group of query rows that read one key/value head, as a macro over the function
- * attributes, the exp pass, the four-key scores and the mix of the values, so that the compiler
- * builds it for each instruction set: g rows of q (rows apart), their scores (n_keys apart in the
- * scratch) and outputs; each key row is read once for the group. */
-#define QK_ATTENTION_ROWS(NAME, ATTR, EXP_PASS, DOTS4, MIX)                                                            \
+ * attributes, the exp pass, the one-key and four-key scores and the mix of the values, so that the
+ * compiler builds it for each instruction set: g rows of q (rows apart), their scores (n_keys apart
+ * in the scratch) and outputs; each key row is read once for the group. */
+#define QK_ATTENTION_ROWS(NAME, ATTR, EXP_PASS, DOT, DOTS4, MIX)                                                       \
   static ATTR void NAME(int g, const float *q, int64_t rows, const float *k, const float *v, const uint8_t *vis,      \
                         int64_t n_keys, int64_t hd, float scale, float *scores, float *out) {                          \
     float best[QK_ATTENTION_GROUP];                                                                                    \
@@ -242,18 +260,7 @@ static __attribute__((target("avx2,fma"))) float exp_pass_avx2(float *scores, in
       }                                                                                                                \
       const float *kt = k + t * hd;                                                                                    \
       for (int i = 0; i < g; i++) {                                                                                    \
-        const float *qi = q + i * rows;                                                                                \
-        float acc[QK_LANES] = {0};                                                                                     \
-        int64_t d = 0;                                                                                                 \
-        for (; d + QK_LANES <= hd; d += QK_LANES) {                                                                    \
-          for (int l = 0; l < QK_LANES; l++) {                                                                         \
-            acc[l] += qi[d + l] * kt[d + l];                                                                           \
-          }                                                                                                            \
-        }                                                                                                              \
-        for (int l = 0; d < hd; d++, l++) {                                                                            \
-          acc[l] += qi[d] * kt[d];                                                                                     \
-        }                                                                                                              \
-        const float s = lanes_sum(acc) * scale;                                                                        \
+        const float s = DOT(q + i * rows, kt, hd) * scale;                                                             \
         scores[i * n_keys + t] = s;                                                                                    \
         best[i] = s > best[i] ? s : best[i];                                                                           \
       }                                                                                                                \
@@ -273,9 +280,9 @@ static __attribute__((target("avx2,fma"))) float exp_pass_avx2(float *scores, in
 /* The most query rows one pass serves (the query heads that share a key/value head). */
 #define QK_ATTENTION_GROUP 8
 
-QK_ATTENTION_ROWS(rows_portable, , exp_pass_portable, dots4_portable, mix_portable)
+QK_ATTENTION_ROWS(rows_portable, , exp_pass_portable, dot_portable, dots4_portable, mix_portable)
 #if QK_X86
-QK_ATTENTION_ROWS(rows_avx2, __attribute__((target("avx2,fma"))), exp_pass_avx2, dots4_avx2, mix_avx2)
+QK_ATTENTION_ROWS(rows_avx2, __attribute__((target("avx2,fma"))), exp_pass_avx2, dot_avx2, dots4_avx2, mix_avx2)
 #endif
 
 typedef void (*qk_attention_rows)(int, const float *, int64_t, const float *, const float *, const uint8_t *, int64_t,
