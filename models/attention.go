@@ -12,7 +12,8 @@ import (
 )
 
 // KVCache is a key/value cache as the graph of one decoding step sees it: for each layer a keys
-// and a values tensor [batch, kvHeads, length, headDim] (float32) holding the positions before
+// and a values tensor [batch, kvHeads, length, headDim] (float32, or float16 to read half the
+// bytes a step, as llama.cpp keeps its cache by default) holding the positions before
 // Start, the step's chunk written at Start.. by Update, and attention over the first Window
 // positions only, so that a step's cost follows the filled part of the cache, not its length.
 // A Generator builds it; a model's Step reads it.
@@ -24,15 +25,15 @@ type KVCache struct {
 
 // NewKVCache returns the cache view of one step: start is the scalar position of the step's
 // first token, caches holds each layer's keys then values [batch, kvHeads, length, headDim]
-// float32 (all of one shape), and window (1..length) is the number of leading positions the
+// float32 or float16 (all of one shape and dtype), and window (1..length) is the number of leading positions the
 // step attends over. It panics, naming the shapes, when they do not fit.
 func NewKVCache(start *Node, window int, caches []*Node) *KVCache {
 	if len(caches) == 0 || len(caches)%2 != 0 {
 		panic(errors.Errorf("models.NewKVCache: %d cache tensors; accepted: keys and values for each layer (an even, positive count)", len(caches)))
 	}
 	want := caches[0].Shape()
-	if want.Rank() != 4 || want.DType != dtypes.Float32 {
-		panic(errors.Errorf("models.NewKVCache: cache %s; accepted: float32 [batch, kvHeads, length, headDim]", want))
+	if want.Rank() != 4 || (want.DType != dtypes.Float32 && want.DType != dtypes.Float16) {
+		panic(errors.Errorf("models.NewKVCache: cache %s; accepted: float32 or float16 [batch, kvHeads, length, headDim]", want))
 	}
 	for _, c := range caches {
 		if !c.Shape().Equal(want) {
@@ -75,8 +76,8 @@ func (c *KVCache) SlidingMask(seq, window int) *Node {
 	return SlidingCausalMask(c.Positions(seq), c.window, window)
 }
 
-// Update writes the chunk's keys and values [batch, kvHeads, seq, headDim] into layer's cache at
-// Start.. and returns both caches, whose first Window positions the attention reads
+// Update writes the chunk's keys and values [batch, kvHeads, seq, headDim] (float32; rounded to
+// the nearest half for a float16 cache) into layer's cache at Start.. and returns both caches, whose first Window positions the attention reads
 // (GroupedAttention with a mask of Window keys: Mask, SlidingMask). The caller keeps Start+seq
 // within the cache's length (a Generator does).
 func (c *KVCache) Update(layer int, keys, values *Node) (windowKeys, windowValues *Node) {
@@ -91,8 +92,8 @@ func (c *KVCache) Update(layer int, keys, values *Node) (windowKeys, windowValue
 				keys.Shape(), values.Shape(), cache, cache.Dim(0), cache.Dim(1), cache.Dim(2), cache.Dim(3)))
 		}
 	}
-	c.caches[2*layer] = writeCache(c.caches[2*layer], keys, c.start)
-	c.caches[2*layer+1] = writeCache(c.caches[2*layer+1], values, c.start)
+	c.caches[2*layer] = writeCache(c.caches[2*layer], ConvertDType(keys, cache.DType), c.start)
+	c.caches[2*layer+1] = writeCache(c.caches[2*layer+1], ConvertDType(values, cache.DType), c.start)
 	return c.caches[2*layer], c.caches[2*layer+1]
 }
 
@@ -111,7 +112,7 @@ func writeCache(cache, update, start *Node) *Node {
 	}
 	length, seq := cache.Shape().Dim(2), update.Shape().Dim(2)
 	target := Add(Iota(g, shapes.Make(dtypes.Int32, seq), 0), start)
-	oneHot := ConvertDType(Equal(Iota(g, shapes.Make(dtypes.Int32, length, seq), 0), ExpandAxes(target, 0)), dtypes.Float32)
+	oneHot := ConvertDType(Equal(Iota(g, shapes.Make(dtypes.Int32, length, seq), 0), ExpandAxes(target, 0)), cache.DType())
 	placed := Einsum("ts,bksd->bktd", oneHot, update)
 	kept := Reshape(OneMinus(ReduceSum(oneHot, -1)), 1, 1, length, 1)
 	return Add(Mul(cache, kept), placed)
@@ -140,8 +141,8 @@ func SlidingCausalMask(positions *Node, keys, window int) *Node {
 }
 
 // GroupedAttention is the scaled dot-product attention of grouped-query heads: queries q
-// [batch, heads, seq, headDim] over keys k and values v [batch, kvHeads, length, headDim], query
-// head h reading key/value head h/(heads/kvHeads) (Hugging Face's repeat_kv order), the scores
+// [batch, heads, seq, headDim] over keys k and values v [batch, kvHeads, length, headDim] (q's
+// dtype, or both float16: a half cache, read as its float32 values), query head h reading key/value head h/(heads/kvHeads) (Hugging Face's repeat_kv order), the scores
 // multiplied by scale and masked where visible [seq, keys] is false, softmax over the keys. Only
 // the first keys (<= length) positions of k and v are read: a key/value cache goes in whole,
 // attended over its filled window. It returns [batch, heads, seq, headDim]; it panics, naming the
@@ -152,11 +153,12 @@ func SlidingCausalMask(positions *Node, keys, window int) *Node {
 func GroupedAttention(q, k, v, visible *Node, scale float64) *Node {
 	qs, ks := q.Shape(), k.Shape()
 	vs := visible.Shape()
-	if qs.Rank() != 4 || ks.Rank() != 4 || !v.Shape().Equal(ks) || qs.Dim(0) != ks.Dim(0) || qs.Dim(3) != ks.Dim(3) ||
+	if qs.Rank() != 4 || ks.Rank() != 4 || !v.Shape().Equal(ks) || (ks.DType != qs.DType && ks.DType != dtypes.Float16) ||
+		qs.Dim(0) != ks.Dim(0) || qs.Dim(3) != ks.Dim(3) ||
 		ks.Dim(1) < 1 || qs.Dim(1)%ks.Dim(1) != 0 || vs.DType != dtypes.Bool || vs.Rank() != 2 || vs.Dim(0) != qs.Dim(2) ||
 		vs.Dim(1) < 1 || vs.Dim(1) > ks.Dim(2) {
 		panic(errors.Errorf("models.GroupedAttention: q %s, k %s, v %s, visible %s; accepted: q [batch, heads, seq, headDim], k and v "+
-			"[batch, kvHeads, length, headDim] with kvHeads dividing heads, visible bool [seq, keys] with 1 <= keys <= length",
+			"[batch, kvHeads, length, headDim] (q's dtype or float16) with kvHeads dividing heads, visible bool [seq, keys] with 1 <= keys <= length",
 			qs, ks, v.Shape(), vs))
 	}
 	batch, heads, seq, hd := qs.Dim(0), qs.Dim(1), qs.Dim(2), qs.Dim(3)
@@ -167,6 +169,7 @@ func GroupedAttention(q, k, v, visible *Node, scale float64) *Node {
 	if keys < ks.Dim(2) {
 		k, v = SliceAxis(k, 2, AxisRange(0, keys)), SliceAxis(v, 2, AxisRange(0, keys))
 	}
+	k, v = ConvertDType(k, qs.DType), ConvertDType(v, qs.DType)
 	qg := Reshape(q, batch, kvHeads, groups, seq, hd)
 	scores := Einsum("bkgsd,bktd->bkgst", qg, k)
 	scores = MulScalar(scores, scale)
@@ -192,7 +195,7 @@ const AttentionKernelMaxSeq = 16
 // runs: another backend, no kernels, other dtypes, more than AttentionKernelMaxSeq queries, or
 // more keys than the kernel takes.
 func attentionKernels(q, k, v *Node, keys int) *kernelreg.Kernels {
-	if q.DType() != dtypes.Float32 || k.DType() != dtypes.Float32 || v.DType() != dtypes.Float32 ||
+	if q.DType() != dtypes.Float32 || (k.DType() != dtypes.Float32 && k.DType() != dtypes.Float16) ||
 		q.Shape().Dim(2) > AttentionKernelMaxSeq || keys > kernelreg.AttentionMaxKeys {
 		return nil
 	}

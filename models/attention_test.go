@@ -13,6 +13,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/runtime"
+	"github.com/x448/float16"
 )
 
 // TestApplyRoPE checks one rotation by hand: head width 4, base 100, position 1, so the angles
@@ -97,12 +99,20 @@ func TestSlidingCausalMask(t *testing.T) {
 // TestGroupedAttention checks the attention against its definition in float64, over caches
 // longer than the attended keys (their tail NaN, so reading it would show): decoding rows (the
 // CPU kernel where the backend has it) and a chunk longer than AttentionKernelMaxSeq (XLA's
-// products).
+// products), with a float32 cache and with a float16 one (its values the halves nearest the
+// drawn ones, which the definition then reads).
 func TestGroupedAttention(t *testing.T) {
 	backend := testutil.Backend(t)
 	const batch, heads, kvHeads, length, hd = 1, 6, 2, 40, 8
-	for _, seq := range []int{1, 4, models.AttentionKernelMaxSeq + 3} {
-		t.Run(fmt.Sprintf("seq=%d", seq), func(t *testing.T) {
+	for _, tc := range []struct {
+		seq  int
+		half bool
+	}{{1, false}, {4, false}, {models.AttentionKernelMaxSeq + 3, false}, {1, true}, {models.AttentionKernelMaxSeq + 3, true}} {
+		seq := tc.seq
+		t.Run(fmt.Sprintf("seq=%d/half=%v", seq, tc.half), func(t *testing.T) {
+			if tc.half && runtime.IsGo(backend) {
+				t.Skipf("backend %s has no float16", backend.Name())
+			}
 			keys := seq + 9
 			r := rand.New(rand.NewPCG(uint64(seq), 5))
 			draw := func(n int, tail func(i int) bool) []float32 {
@@ -118,11 +128,14 @@ func TestGroupedAttention(t *testing.T) {
 			unfilled := func(i int) bool { return (i/hd)%length >= keys }
 			q := draw(batch*heads*seq*hd, nil)
 			k, v := draw(batch*kvHeads*length*hd, unfilled), draw(batch*kvHeads*length*hd, unfilled)
+			kt, vt := tensorOf(k, batch, kvHeads, length, hd), tensorOf(v, batch, kvHeads, length, hd)
+			if tc.half {
+				kt, vt = halvesOf(k, batch, kvHeads, length, hd), halvesOf(v, batch, kvHeads, length, hd)
+			}
 			start := keys - seq
 			out := graph.MustExecOnce(backend, func(q, k, v, pos *graph.Node) *graph.Node {
 				return models.GroupedAttention(q, k, v, models.CausalMask(pos, keys), 0.3)
-			}, tensorOf(q, batch, heads, seq, hd), tensorOf(k, batch, kvHeads, length, hd), tensorOf(v, batch, kvHeads, length, hd),
-				iotaFrom(start, seq))
+			}, tensorOf(q, batch, heads, seq, hd), kt, vt, iotaFrom(start, seq))
 			got := tensors.MustCopyFlatData[float32](out)
 			for h := range heads {
 				kv := h / (heads / kvHeads)
@@ -157,6 +170,16 @@ func TestGroupedAttention(t *testing.T) {
 
 func tensorOf(v []float32, dims ...int) *tensors.Tensor {
 	return tensors.FromFlatDataAndDimensions(v, dims...)
+}
+
+// halvesOf rounds v to the nearest halves in place and returns them as a float16 tensor.
+func halvesOf(v []float32, dims ...int) *tensors.Tensor {
+	h := make([]float16.Float16, len(v))
+	for i, x := range v {
+		h[i] = float16.Fromfloat32(x)
+		v[i] = h[i].Float32()
+	}
+	return tensors.FromFlatDataAndDimensions(h, dims...)
 }
 
 func iotaFrom(start, n int) []int32 {

@@ -110,7 +110,9 @@
 // window. The windows double from GeneratorOptions.MinWindow (64) to MaxLen, so a step's cost
 // follows the filled positions; the cache tensors either grow with the window (GrowCache, the
 // default: memory follows the filled positions too) or hold MaxLen positions from the start
-// (FullCache). Generate returns the tokens, Stream yields them as they are chosen; Sampling
+// (FullCache); they hold float32, or float16 (GeneratorOptions.CacheDType, llama.cpp's default
+// cache type), which halves the bytes each step's attention reads and rounds each key and value
+// to the nearest half. Generate returns the tokens, Stream yields them as they are chosen; Sampling
 // picks them (greedy by default; temperature, top-k, top-p, repetition penalty and a seed, the
 // same seed giving the same tokens) and GenerateOptions stop at a token (EOS) or a count. Stats
 // gives the prompt and decoding rates with the compilations timed apart.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/backends/xla"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -74,6 +75,18 @@ func ParseCacheMode(s string) (CacheMode, error) {
 	return 0, errors.Errorf("models.ParseCacheMode(%q): accepted: grow, full", s)
 }
 
+// ParseCacheDType returns the cache element type (GeneratorOptions.CacheDType) named "float32"
+// or "float16" (also "f32", "f16").
+func ParseCacheDType(s string) (dtypes.DType, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "float32", "f32":
+		return dtypes.Float32, nil
+	case "float16", "f16":
+		return dtypes.Float16, nil
+	}
+	return dtypes.InvalidDType, errors.Errorf("models.ParseCacheDType(%q): accepted: float32 (f32), float16 (f16)", s)
+}
+
 // DefaultMinWindow is the smallest attention window of a Generator unless GeneratorOptions say.
 const DefaultMinWindow = 64
 
@@ -86,6 +99,10 @@ type GeneratorOptions struct {
 	MinWindow int
 	// Cache is how the cache is kept (the zero value: GrowCache).
 	Cache CacheMode
+	// CacheDType is the cache's element type: dtypes.Float32 (the zero value) or dtypes.Float16
+	// (on a backend that has it: XLA), which halves the bytes a step's attention reads (llama.cpp's
+	// default cache type) and rounds each key and value to the nearest half.
+	CacheDType dtypes.DType
 }
 
 // GenerateOptions are the options of Generate and Stream.
@@ -160,6 +177,16 @@ func NewGenerator(backend backends.Backend, ctx *context.Context, model Decoder,
 	if opts.Cache != GrowCache && opts.Cache != FullCache {
 		return nil, errors.Errorf("models.NewGenerator: Cache %s; accepted: GrowCache, FullCache", opts.Cache)
 	}
+	if opts.CacheDType == dtypes.InvalidDType {
+		opts.CacheDType = dtypes.Float32
+	}
+	if opts.CacheDType != dtypes.Float32 && opts.CacheDType != dtypes.Float16 {
+		return nil, errors.Errorf("models.NewGenerator: CacheDType %s; accepted: Float32 (the zero value), Float16", opts.CacheDType)
+	}
+	if !hasDType(backend, opts.CacheDType) {
+		return nil, errors.Errorf("models.NewGenerator: CacheDType %s on backend %s, which has no %s; accepted: Float32",
+			opts.CacheDType, backend.Name(), opts.CacheDType)
+	}
 	g := &Generator{backend: backend, ctx: ctx.Reuse(), model: model, spec: spec, opts: opts,
 		steps: map[int]*context.Exec{}, grows: map[int]*graph.Exec{}, compiled: map[[3]int]bool{}}
 	for w := opts.MinWindow; w < opts.MaxLen; w *= 2 {
@@ -167,6 +194,13 @@ func NewGenerator(backend backends.Backend, ctx *context.Context, model Decoder,
 	}
 	g.windows = append(g.windows, opts.MaxLen)
 	return g, nil
+}
+
+// hasDType reports whether backend runs dtype: its capabilities say so, or it is XLA, which runs
+// float16 though GoMLX's capabilities omit it.
+func hasDType(backend backends.Backend, dtype dtypes.DType) bool {
+	_, isXLA := backend.(*xla.Backend)
+	return backend.Capabilities().DTypes[dtype] || (isXLA && dtype == dtypes.Float16)
 }
 
 // MaxLen returns the longest sequence (prompt and generated tokens) the generator holds.
@@ -263,7 +297,7 @@ func (g *Generator) stream(prompt []int, opts GenerateOptions, yield func(int, e
 	}
 	st.caches = make([]*tensors.Tensor, 2*g.spec.Layers)
 	for i := range st.caches {
-		st.caches[i] = tensors.FromShape(shapes.Make(dtypes.Float32, 1, g.spec.KVHeads, length, g.spec.HeadDim))
+		st.caches[i] = tensors.FromShape(shapes.Make(g.opts.CacheDType, 1, g.spec.KVHeads, length, g.spec.HeadDim))
 	}
 	tokens := make([]int32, bucket)
 	for i, id := range prompt {

@@ -12,6 +12,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/runtime"
 )
 
 // sumDecoder is a decoder whose next token is the sum of the sequence's ids plus one, modulo its
@@ -37,6 +38,7 @@ func (d sumDecoder) Step(ctx *context.Context, tokens, last *Node, cache *models
 	for layer := range cache.Layers() {
 		keys, values := cache.Update(layer, x, Neg(x))
 		keys, values = SliceAxis(keys, 2, AxisRange(0, cache.Window())), SliceAxis(values, 2, AxisRange(0, cache.Window()))
+		keys, values = ConvertDType(keys, dtypes.Float32), ConvertDType(values, dtypes.Float32)          // a float16 cache
 		s := Sub(ReduceAllSum(Mul(Reshape(keys, -1), row)), ReduceAllSum(Mul(Reshape(values, -1), row))) // 2·sum
 		if sum == nil {
 			sum = s
@@ -65,13 +67,18 @@ func sumContinuation(prompt []int, vocab, n int) []int {
 	return out
 }
 
-// TestGenerator drives sumDecoder through both cache modes, windows that grow during the
-// generation, a prompt longer than the smallest window and one that fills a padded bucket.
+// TestGenerator drives sumDecoder through both cache modes and both cache dtypes (its ids are
+// exact in float16), windows that grow during the generation, a prompt longer than the smallest
+// window and one that fills a padded bucket.
 func TestGenerator(t *testing.T) {
 	backend := testutil.Backend(t)
 	const vocab = 97
 	d := sumDecoder{vocab: vocab, contextLength: 200}
-	for _, mode := range []models.CacheMode{models.GrowCache, models.FullCache} {
+	for _, mc := range []struct {
+		mode  models.CacheMode
+		dtype dtypes.DType
+	}{{models.GrowCache, dtypes.Float32}, {models.FullCache, dtypes.Float32}, {models.GrowCache, dtypes.Float16}} {
+		mode := mc.mode
 		for _, tc := range []struct {
 			prompt, maxLen, minWindow, newTokens int
 		}{
@@ -79,8 +86,12 @@ func TestGenerator(t *testing.T) {
 			{20, 60, 8, 40}, // prompt bucket 32 in window 32, then 60
 			{5, 5 + 1, 0, 1},
 		} {
-			t.Run(fmt.Sprintf("%s/prompt=%d/maxlen=%d", mode, tc.prompt, tc.maxLen), func(t *testing.T) {
-				gen, err := models.NewGenerator(backend, context.New(), d, models.GeneratorOptions{MaxLen: tc.maxLen, MinWindow: tc.minWindow, Cache: mode})
+			t.Run(fmt.Sprintf("%s/%s/prompt=%d/maxlen=%d", mode, mc.dtype, tc.prompt, tc.maxLen), func(t *testing.T) {
+				if mc.dtype == dtypes.Float16 && runtime.IsGo(backend) {
+					t.Skipf("backend %s has no %s", backend.Name(), mc.dtype)
+				}
+				gen, err := models.NewGenerator(backend, context.New(), d,
+					models.GeneratorOptions{MaxLen: tc.maxLen, MinWindow: tc.minWindow, Cache: mode, CacheDType: mc.dtype})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -155,7 +166,7 @@ func TestGeneratorOptions(t *testing.T) {
 func TestGeneratorErrors(t *testing.T) {
 	backend := testutil.Backend(t)
 	d := sumDecoder{vocab: 11, contextLength: 64}
-	for _, tc := range []struct {
+	cases := []struct {
 		opts models.GeneratorOptions
 		want string
 	}{
@@ -163,7 +174,15 @@ func TestGeneratorErrors(t *testing.T) {
 		{models.GeneratorOptions{MaxLen: 65}, "MaxLen 65"},
 		{models.GeneratorOptions{MaxLen: 8, MinWindow: -1}, "MinWindow -1"},
 		{models.GeneratorOptions{MaxLen: 8, Cache: models.CacheMode(7)}, "Cache"},
-	} {
+		{models.GeneratorOptions{MaxLen: 8, CacheDType: dtypes.BFloat16}, "CacheDType BFloat16"},
+	}
+	if runtime.IsGo(backend) { // no float16
+		cases = append(cases, struct {
+			opts models.GeneratorOptions
+			want string
+		}{models.GeneratorOptions{MaxLen: 8, CacheDType: dtypes.Float16}, "has no Float16"})
+	}
+	for _, tc := range cases {
 		if _, err := models.NewGenerator(backend, context.New(), d, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v; want one naming %q", tc.opts, err, tc.want)
 		}

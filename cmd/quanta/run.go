@@ -36,11 +36,11 @@ flags:
 
 // runOptions are the flags of quanta run.
 type runOptions struct {
-	format, head, system, cache string
-	maxNew, maxLen              int
-	raw, fuse                   bool
-	sampling                    models.Sampling
-	seed                        int64
+	format, head, system, cache, cacheDType string
+	maxNew, maxLen                          int
+	raw, fuse                               bool
+	sampling                                models.Sampling
+	seed                                    int64
 }
 
 // cmdRun is quanta run.
@@ -67,6 +67,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.raw, "raw", false, "send the prompt as it is, without the chat template")
 	fs.BoolVar(&o.fuse, "fuse", true, "store q/k/v and gate/up as one product each where the format allows it exactly")
 	fs.StringVar(&o.cache, "cache", "grow", "the key/value cache: grow (as long as the attended window) or full (-maxlen from the start)")
+	fs.StringVar(&o.cacheDType, "cache-dtype", "float32", "the key/value cache's element type: float32, or float16 (half the bytes a step reads, as llama.cpp's default cache)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -129,6 +130,10 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 		return err
 	}
 	mode, err := models.ParseCacheMode(o.cache)
+	if err != nil {
+		return err
+	}
+	cacheDType, err := models.ParseCacheDType(o.cacheDType)
 	if err != nil {
 		return err
 	}
@@ -210,7 +215,7 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	if maxLen == 0 || len(ids)+1 > maxLen {
 		return fmt.Errorf("the prompt is %d tokens; -maxlen %d (context length %d) leaves no room for an answer", len(ids), maxLen, spec.ContextLength)
 	}
-	gen, err := models.NewGenerator(backend, ctx, m, models.GeneratorOptions{MaxLen: maxLen, Cache: mode})
+	gen, err := models.NewGenerator(backend, ctx, m, models.GeneratorOptions{MaxLen: maxLen, Cache: mode, CacheDType: cacheDType})
 	if err != nil {
 		return err
 	}

@@ -187,12 +187,19 @@ func TestRunSmolLM2(t *testing.T) {
 	if testutil.Backend(t).String() == simplego.BackendName {
 		testutil.Slow(t) // minutes on the pure-Go backend
 	}
-	code, stdout, stderr := runCmd("run", "-max", "8", "-temp", "0", path, "What is the capital of France?")
-	t.Logf("stdout %q\nstderr:\n%s", stdout, stderr)
-	if code != exitOK || !strings.Contains(stdout, "Paris") {
-		t.Errorf("exit code %d, answer %q; want 0 and an answer naming Paris", code, stdout)
-	}
-	if !strings.Contains(stderr, "decoding") {
-		t.Errorf("stderr does not report the decoding speed")
+	for _, cacheDType := range []string{"float32", "float16"} {
+		t.Run(cacheDType, func(t *testing.T) {
+			if cacheDType == "float16" && testutil.Backend(t).String() == simplego.BackendName {
+				t.Skip("the pure-Go backend has no float16")
+			}
+			code, stdout, stderr := runCmd("run", "-max", "8", "-temp", "0", "-cache-dtype", cacheDType, path, "What is the capital of France?")
+			t.Logf("stdout %q\nstderr:\n%s", stdout, stderr)
+			if code != exitOK || !strings.Contains(stdout, "Paris") {
+				t.Errorf("exit code %d, answer %q; want 0 and an answer naming Paris", code, stdout)
+			}
+			if !strings.Contains(stderr, "decoding") {
+				t.Errorf("stderr does not report the decoding speed")
+			}
+		})
 	}
 }

@@ -77,7 +77,11 @@ func anatomy() error {
 		return errors.Errorf("-anatomy-window %d, context length %d, %d heads of %d for a width of %d: accepted: a window within the context, heads filling the width",
 			window, m.ContextLength, m.Heads, m.HeadDim, m.Dim)
 	}
-	cacheShape := shapes.Make(dtypes.Float32, 1, m.KVHeads, window, m.HeadDim)
+	cacheDType, err := models.ParseCacheDType(*flagCacheDType)
+	if err != nil {
+		return err
+	}
+	cacheShape := shapes.Make(cacheDType, 1, m.KVHeads, window, m.HeadDim)
 	newCaches := func() []*tensors.Tensor {
 		out := make([]*tensors.Tensor, 2*m.Layers)
 		for i := range out {
@@ -159,7 +163,7 @@ func anatomy() error {
 			projBytes += e.BytesAfter()
 		}
 	}
-	cacheBytes := int64(2*m.Layers) * int64(m.KVHeads*(window/2+1)*m.HeadDim*4) // the filled positions
+	cacheBytes := int64(2*m.Layers) * int64(m.KVHeads*(window/2+1)*m.HeadDim*cacheDType.Size()) // the filled positions
 	var parts []part
 	add := func(p part, err error) error {
 		if err == nil {
@@ -351,6 +355,10 @@ type rateOf struct {
 func decodeRates(l *loaded, window int) ([]rateOf, error) {
 	first := l.tok.Encode("The", tokenizer.EncodeOptions{})
 	maxLen := min(*flagMaxLen, l.model.DecodeSpec().ContextLength)
+	cacheDType, err := models.ParseCacheDType(*flagCacheDType)
+	if err != nil {
+		return nil, err
+	}
 	tokens := *flagAnatomyTokens
 	var configs []rateOf
 	for _, ml := range []int{maxLen, window} {
@@ -363,7 +371,7 @@ func decodeRates(l *loaded, window int) ([]rateOf, error) {
 	}
 	gens := make([]*models.Generator, len(configs))
 	for i, c := range configs {
-		g, err := models.NewGenerator(l.backend, l.ctx, l.model, models.GeneratorOptions{MaxLen: c.maxLen, MinWindow: *flagWindow, Cache: c.mode})
+		g, err := models.NewGenerator(l.backend, l.ctx, l.model, models.GeneratorOptions{MaxLen: c.maxLen, MinWindow: *flagWindow, Cache: c.mode, CacheDType: cacheDType})
 		if err != nil {
 			return nil, err
 		}

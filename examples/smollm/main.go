@@ -69,9 +69,10 @@ var (
 	flagMaxLen = flag.Int("maxlen", 1024, "the longest sequence (prompt and answer): the size of the key/value cache")
 	flagHead   = flag.String("head", "auto", "the token-embedding table and tied head: auto (file for -format file, f32 for -format f32, "+
 		"else int8), "+strings.Join(models.TableFormats(), ", "))
-	flagFuse   = flag.Bool("fuse", true, "store q/k/v and gate/up as one product each where the format allows it exactly")
-	flagCache  = flag.String("cache", "grow", "the key/value cache: grow (tensors as long as the attended window) or full (-maxlen from the start)")
-	flagWindow = flag.Int("minwindow", models.DefaultMinWindow, "the smallest attention window (windows double from it up to -maxlen)")
+	flagFuse       = flag.Bool("fuse", true, "store q/k/v and gate/up as one product each where the format allows it exactly")
+	flagCache      = flag.String("cache", "grow", "the key/value cache: grow (tensors as long as the attended window) or full (-maxlen from the start)")
+	flagCacheDType = flag.String("cache-dtype", "float32", "the key/value cache's element type: float32, or float16 (half the bytes a step reads, as llama.cpp's default cache)")
+	flagWindow     = flag.Int("minwindow", models.DefaultMinWindow, "the smallest attention window (windows double from it up to -maxlen)")
 
 	flagBench       = flag.Bool("bench", false, "measure prompt and decode tokens/s as reference/llamacpp_speed.py does; print one JSON line")
 	flagBenchText   = flag.String("bench-text", "/usr/share/common-licenses/GPL-3", "the text whose first tokens are the -bench prompt")
@@ -166,14 +167,18 @@ func (l *loaded) weights() string {
 	return fmt.Sprintf("weights %.1f MB (projections and table %.1f MB)", float64(l.ctx.Memory())/1e6, float64(l.quantizer.Report().BytesAfter())/1e6)
 }
 
-// generator returns a generator of the flags' cache mode and smallest window for sequences of up
-// to maxLen tokens.
+// generator returns a generator of the flags' cache mode, cache dtype and smallest window for
+// sequences of up to maxLen tokens.
 func (l *loaded) generator(maxLen int) (*models.Generator, error) {
 	mode, err := models.ParseCacheMode(*flagCache)
 	if err != nil {
 		return nil, err
 	}
-	return models.NewGenerator(l.backend, l.ctx, l.model, models.GeneratorOptions{MaxLen: maxLen, MinWindow: *flagWindow, Cache: mode})
+	dtype, err := models.ParseCacheDType(*flagCacheDType)
+	if err != nil {
+		return nil, err
+	}
+	return models.NewGenerator(l.backend, l.ctx, l.model, models.GeneratorOptions{MaxLen: maxLen, MinWindow: *flagWindow, Cache: mode, CacheDType: dtype})
 }
 
 func generate() error {
@@ -217,6 +222,7 @@ type BenchResult struct {
 	Head         string  `json:"head,omitempty"`
 	Fused        bool    `json:"fused,omitempty"`
 	Cache        string  `json:"cache,omitempty"`
+	CacheDType   string  `json:"cache_dtype,omitempty"`
 	Backend      string  `json:"backend"`
 	Environment  string  `json:"environment,omitempty"`
 	WeightBytes  int64   `json:"weight_bytes"`
@@ -260,7 +266,7 @@ func bench() error {
 	}
 	prompt = prompt[:*flagBenchPrompt]
 	first := l.tok.Encode("The", tokenizer.EncodeOptions{})
-	res := BenchResult{Engine: "quanta", Type: *flagFormat, GGUF: filepath.Base(*flagGGUF), Head: headFormat(), Fused: fused(l.model), Cache: *flagCache,
+	res := BenchResult{Engine: "quanta", Type: *flagFormat, GGUF: filepath.Base(*flagGGUF), Head: headFormat(), Fused: fused(l.model), Cache: *flagCache, CacheDType: *flagCacheDType,
 		Backend: l.backend.Name(), Environment: runtime.MustEnvironment(), WeightBytes: int64(l.ctx.Memory()),
 		PromptTokens: len(prompt), DecodeTokens: *flagBenchDecode, Reps: *flagReps, LoadSeconds: l.seconds, LoadRSS: l.loadRSS, LoadPeak: l.loadPeak}
 

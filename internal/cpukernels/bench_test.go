@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quanta-ml/quanta/gguf"
+	"github.com/x448/float16"
 )
 
 // The benchmarks time every format on real layer shapes, cycling through enough distinct weights
@@ -366,4 +367,68 @@ func BenchmarkBestOfM1(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkAttention times one decoding step's attention of one layer (one query row a head) over
+// a cache of keys positions, in float32 and in float16, for the heads of SmolLM2-135M (9 query
+// heads on 3 key/value heads of 64) and Gemma-3-270M (4 on 1 of 256). The calls cycle through
+// enough layers' caches that each iteration streams benchStream bytes, so that each call reads
+// its cache from memory, as a model's step does between its weights. MB/s counts the cache bytes
+// read.
+func BenchmarkAttention(b *testing.B) {
+	for _, arch := range []struct {
+		name          string
+		heads, kv, hd int
+	}{{"smollm2", 9, 3, 64}, {"gemma3", 4, 1, 256}} {
+		for _, keys := range []int{128, 640} {
+			c := attnCase{"", 1, arch.heads, arch.kv, 1, keys, keys, arch.hd, causalFrom(keys - 1)}
+			q, k0, v0, visible := attnInputs(c, 1)
+			out := make([]float32, len(q))
+			for _, half := range []bool{false, true} {
+				elem, dtype := 4, "float32"
+				if half {
+					elem, dtype = 2, "float16"
+				}
+				bytes := 2 * c.kv * keys * c.hd * elem
+				layers := max(8, benchStream/bytes)
+				b.Run(fmt.Sprintf("%s/keys=%d/%s", arch.name, keys, dtype), func(b *testing.B) {
+					var call func(layer int) error
+					if half {
+						ks, vs := make([][]uint16, layers), make([][]uint16, layers)
+						for i := range layers {
+							ks[i], vs[i] = halvesOf(k0), halvesOf(v0)
+						}
+						call = func(l int) error {
+							return attention(out, q, ks[l], vs[l], visible, 1, c.heads, c.kv, 1, keys, keys, c.hd, 0.125)
+						}
+					} else {
+						ks, vs := make([][]float32, layers), make([][]float32, layers)
+						for i := range layers {
+							ks[i], vs[i] = append([]float32(nil), k0...), append([]float32(nil), v0...)
+						}
+						call = func(l int) error {
+							return attention(out, q, ks[l], vs[l], visible, 1, c.heads, c.kv, 1, keys, keys, c.hd, 0.125)
+						}
+					}
+					b.SetBytes(int64(bytes))
+					layer := 0
+					for b.Loop() {
+						if err := call(layer); err != nil {
+							b.Fatal(err)
+						}
+						layer = (layer + 1) % layers
+					}
+				})
+			}
+		}
+	}
+}
+
+// halvesOf returns the IEEE halves nearest f.
+func halvesOf(f []float32) []uint16 {
+	h := make([]uint16, len(f))
+	for i, v := range f {
+		h[i] = float16.Fromfloat32(v).Bits()
+	}
+	return h
 }

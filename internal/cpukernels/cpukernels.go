@@ -458,9 +458,13 @@ func rawNF4KN(x, packed, absmax unsafe.Pointer, xdt, adt, m, k, n, bs int, y uns
 }
 
 // attention runs qk_attention (tests): q (batch, heads, seq, hd), keys and values (batch, kv,
-// length, hd), visible (seq, nKeys) as 0/1 bytes, out like q; the caller checks the lengths.
-func attention(out, q, keys, values []float32, visible []uint8, batch, heads, kv, seq, length, nKeys, hd int, scale float32) error {
-	return statusError("cpukernels.attention", C.qk_attention((*C.float)(ptr(q)), (*C.float)(ptr(keys)),
-		(*C.float)(ptr(values)), (*C.uint8_t)(ptr(visible)), C.int64_t(batch), C.int64_t(heads), C.int64_t(kv),
+// length, hd) as float32 ([]float32) or as IEEE halves ([]uint16), visible (seq, nKeys) as 0/1
+// bytes, out like q; the caller checks the lengths.
+func attention[KV float32 | uint16](out, q []float32, keys, values []KV, visible []uint8, batch, heads, kv, seq, length, nKeys, hd int, scale float32) error {
+	dtype := C.int(C.QK_F32)
+	if _, half := any(keys).([]uint16); half {
+		dtype = C.QK_F16
+	}
+	return statusError("cpukernels.attention", C.qk_attention((*C.float)(ptr(q)), ptr(keys), ptr(values), dtype, (*C.uint8_t)(ptr(visible)), C.int64_t(batch), C.int64_t(heads), C.int64_t(kv),
 		C.int64_t(seq), C.int64_t(length), C.int64_t(nKeys), C.int64_t(hd), C.float(scale), (*C.float)(ptr(out))))
 }

@@ -154,9 +154,11 @@
 // share a key/value head are one pass over its cache (scores into the thread's chunk scratch,
 // four keys at a time on AVX2, softmax, the weighted sum of the values with each output's sums in
 // registers over blocks of keys), computed by one thread in a fixed order, so the result does not
-// depend on the thread count; the
-// calls read the first keys of a cache longer than the attended window, so that the cache goes
-// in whole, without a copy of the window. models.GroupedAttention emits it.
+// depend on the thread count; the calls read the first keys of a cache longer than the attended
+// window, so that the cache goes in whole, without a copy of the window. The cache is float32 or
+// float16 (qk_attention_kv.h, compiled once per type): a half is converted exactly as it is read,
+// so a float16 cache gives the bits of a float32 cache holding the same values, at half the bytes.
+// models.GroupedAttention emits it.
 //
 // # Threads and determinism
 //

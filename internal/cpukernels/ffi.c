@@ -214,9 +214,9 @@ QFFI_HANDLER(quanta_ggml_nk, ggml_nk)
 
 _Static_assert(QK_ATTENTION_MAX_KEYS == QK_ATTENTION_MAX_KEYS_TABLE, "one bound on an attention call's keys");
 
-/* attention runs grouped-query attention: args q (batch, heads, seq, hd), keys and values (batch,
- * kv, length, hd) float32, visible (seq, keys) bool (the first keys positions are read); attribute
- * scale. */
+/* attention runs grouped-query attention: args q (batch, heads, seq, hd) float32, keys and values
+ * (batch, kv, length, hd) both float32 or both float16, visible (seq, keys) bool (the first keys
+ * positions are read); attribute scale. */
 static qffi_error* attention(qffi_frame* frame) {
   qffi_buffer q = {0}, k = {0}, v = {0}, vis = {0}, out = {0};
   double scale = 0;
@@ -224,9 +224,9 @@ static qffi_error* attention(qffi_frame* frame) {
   if ((err = qffi_arg(frame, 0, &q)) || (err = qffi_arg(frame, QK_ARG_ATTENTION_KEYS, &k)) ||
       (err = qffi_arg(frame, QK_ARG_ATTENTION_VALUES, &v)) || (err = qffi_arg(frame, QK_ARG_ATTENTION_VISIBLE, &vis)) ||
       (err = qffi_ret(frame, 0, &out)) || (err = qffi_expect(frame, &q, "q", QFFI_F32, 4)) ||
-      (err = qffi_expect(frame, &k, "keys", QFFI_F32, 4)) || (err = qffi_expect(frame, &v, "values", QFFI_F32, 4)) ||
-      (err = qffi_expect(frame, &vis, "visible", QFFI_PRED, 2)) || (err = qffi_expect(frame, &out, "out", QFFI_F32, 4)) ||
-      (err = qffi_attr_float(frame, QK_ATTR_SCALE, &scale))) {
+      (err = qffi_expect(frame, &k, "keys", k.dtype == QFFI_F16 ? QFFI_F16 : QFFI_F32, 4)) ||
+      (err = qffi_expect(frame, &v, "values", k.dtype, 4)) || (err = qffi_expect(frame, &vis, "visible", QFFI_PRED, 2)) ||
+      (err = qffi_expect(frame, &out, "out", QFFI_F32, 4)) || (err = qffi_attr_float(frame, QK_ATTR_SCALE, &scale))) {
     return err;
   }
   const int64_t batch = q.dims[0], heads = q.dims[1], seq = q.dims[2], hd = q.dims[3], kv = k.dims[1];
@@ -238,10 +238,10 @@ static qffi_error* attention(qffi_frame* frame) {
     same = same && v.dims[i] == k.dims[i] && out.dims[i] == q.dims[i];
   }
   if (!same) {
-    return bad_shapes(frame, "q (batch, heads, seq, hd), keys and values float32 (batch, kv, length, hd) with kv dividing "
-                             "heads, visible bool (seq, keys) with 1 <= keys <= min(length, 2^18)");
+    return bad_shapes(frame, "q (batch, heads, seq, hd), keys and values float32 or float16 (batch, kv, length, hd) with "
+                             "kv dividing heads, visible bool (seq, keys) with 1 <= keys <= min(length, 2^18)");
   }
-  int st = qk_attention(q.data, k.data, v.data, vis.data, batch, heads, kv, seq, length, keys, hd, (float)scale, out.data);
+  int st = qk_attention(q.data, k.data, v.data, qk_dtype(k.dtype), vis.data, batch, heads, kv, seq, length, keys, hd, (float)scale, out.data);
   return st == QK_OK ? NULL : kernel_error(frame, st);
 }
 QK_HANDLER(quanta_attention, attention)

@@ -3,11 +3,12 @@
  * and a softmax, which XLA CPU runs as separate operations, each with its own dispatch cost; here
  * the query heads that share a key/value head are one pass over its keys and values (each row
  * read once for the group): scores into the thread's chunk scratch, softmax, the weighted sum of
- * the values. The loops are plain C, compiled once for the baseline and once for AVX2 + FMA
- * (eight-lane accumulators that the compiler vectorizes, exp by a polynomial), but for two AVX2
- * steps written with intrinsics (four keys' scores at once, the values' sums in registers) that
- * keep the plain loops' operations and order; the lane sums are added in a fixed order, and each
- * output row is computed by one thread. */
+ * the values. The cache is float32 or float16, each half converted exactly as it is read
+ * (qk_attention_kv.h holds the code that reads it, once per type). The loops are plain C,
+ * compiled once for the baseline and once for AVX2 + FMA (eight-lane accumulators that the
+ * compiler vectorizes, exp by a polynomial), but for two AVX2 steps written with intrinsics (four
+ * keys' scores at once, the values' sums in registers) that keep the plain loops' operations and
+ * order; the lane sums are added in a fixed order, and each output row is computed by one thread. */
 #include <math.h>
 
 #include "qk_internal.h"
@@ -31,60 +32,59 @@ static float exp_pass_portable(float *scores, int64_t n, float best) {
   return lanes_sum(lane);
 }
 
-/* QK_ATTENTION_DOT(NAME, ATTR) defines NAME(qi, kt, hd), the dot product of a query row and a key
- * row of hd elements: summed in eight lanes by index modulo 8, the lanes then in the fixed order
- * (eight-lane accumulators that the compiler vectorizes for the instruction set of ATTR). */
-#define QK_ATTENTION_DOT(NAME, ATTR)                                                                                   \
-  static inline ATTR float NAME(const float *qi, const float *kt, int64_t hd) {                                       \
+/* QK_ATTENTION_DOT(NAME, ATTR, T, F32) defines NAME(qi, kt, hd), the dot product of a query row and
+ * a key row of hd elements of type T (F32 converts one to float, exactly): summed in eight lanes by
+ * index modulo 8, the lanes then in the fixed order (eight-lane accumulators that the compiler
+ * vectorizes for the instruction set of ATTR). */
+#define QK_ATTENTION_DOT(NAME, ATTR, T, F32)                                                                           \
+  static inline ATTR float NAME(const float *qi, const T *kt, int64_t hd) {                                           \
     float acc[QK_LANES] = {0};                                                                                         \
     int64_t d = 0;                                                                                                     \
     for (; d + QK_LANES <= hd; d += QK_LANES) {                                                                        \
       for (int l = 0; l < QK_LANES; l++) {                                                                             \
-        acc[l] += qi[d + l] * kt[d + l];                                                                               \
+        acc[l] += qi[d + l] * F32(kt[d + l]);                                                                          \
       }                                                                                                                \
     }                                                                                                                  \
     for (int l = 0; d < hd; d++, l++) {                                                                                \
-      acc[l] += qi[d] * kt[d];                                                                                         \
+      acc[l] += qi[d] * F32(kt[d]);                                                                                    \
     }                                                                                                                  \
     return lanes_sum(acc);                                                                                             \
   }
-
-QK_ATTENTION_DOT(dot_portable, )
-
-/* dots4 writes the dot products of qi with the four key rows kt[0..3], each as the one-key dot
- * computes it. */
-static inline void dots4_portable(const float *qi, const float *const kt[4], int64_t hd, float dot[4]) {
-  for (int j = 0; j < 4; j++) {
-    dot[j] = dot_portable(qi, kt[j], hd);
-  }
-}
-
-/* mix adds into each output row i that sees a key (best[i] > -inf; out rows apart) the visible
- * value rows weighted by their probabilities scores·inv[i], in key order: out[d] += p·v_t[d]. */
-static inline void mix_portable(int g, const float *v, const uint8_t *vis, int64_t n_keys, int64_t hd,
-                                const float *scores, const float *inv, const float *best, float *out, int64_t rows) {
-  for (int64_t t = 0; t < n_keys; t++) {
-    if (!vis[t]) {
-      continue;
-    }
-    const float *vt = v + t * hd;
-    for (int i = 0; i < g; i++) {
-      if (best[i] == -INFINITY) {
-        continue;
-      }
-      const float p = scores[i * n_keys + t] * inv[i];
-      float *oi = out + i * rows;
-      for (int64_t d = 0; d < hd; d++) {
-        oi[d] += p * vt[d];
-      }
-    }
-  }
-}
 
 #if QK_X86
 #include <immintrin.h>
 
 #define A256 static inline __attribute__((always_inline, target("avx2,fma")))
+
+/* The AVX2 parts that read the cache also convert halves (F16C, part of quanta's AVX2 level). */
+#define QK_ATTENTION_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+/* The keys mix_avx2 takes per pass over a block of an output row: their value rows (32 x hd
+ * elements) stay in the L2 cache for the next block and the next row. */
+#define QK_MIX_KEYS 32
+
+/* MIX_BLOCK(R) adds keys [t0, t1) into the R vectors of out row i at d, held in registers
+ * (KV_T and KV_LOAD8: qk_attention_kv.h). */
+#define MIX_BLOCK(R)                                                                                                   \
+  do {                                                                                                                 \
+    __m256 a[R];                                                                                                       \
+    for (int r = 0; r < (R); r++) {                                                                                    \
+      a[r] = _mm256_loadu_ps(oi + d + 8 * r);                                                                          \
+    }                                                                                                                  \
+    for (int64_t t = t0; t < t1; t++) {                                                                                \
+      if (vis[t]) {                                                                                                    \
+        const __m256 p = _mm256_set1_ps(scores[i * n_keys + t] * inv[i]);                                              \
+        const KV_T *vt = v + t * hd + d;                                                                               \
+        for (int r = 0; r < (R); r++) {                                                                                \
+          a[r] = _mm256_fmadd_ps(p, KV_LOAD8(vt + 8 * r), a[r]);                                                        \
+        }                                                                                                              \
+      }                                                                                                                \
+    }                                                                                                                  \
+    for (int r = 0; r < (R); r++) {                                                                                    \
+      _mm256_storeu_ps(oi + d + 8 * r, a[r]);                                                                          \
+    }                                                                                                                  \
+  } while (0)
+
 
 /* exp8 is e^x for x <= 0 (Cephes' single-precision range reduction and degree-6 polynomial,
  * within about 2 ulp of expf; below -87.3, where e^x is under float32's normal range, 0). */
@@ -105,98 +105,6 @@ A256 __m256 exp8(__m256 x) {
   p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
   const __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(scale)));
-}
-
-QK_ATTENTION_DOT(dot_avx2, __attribute__((target("avx2,fma"))))
-
-/* dots4_avx2 is dots4 with the four keys' lanes in four registers: independent chains of
- * multiply-adds, where one key at a time waits on each add. The same fused multiply-adds in the
- * same order as dot_avx2, so the same bits. */
-static inline __attribute__((always_inline, target("avx2,fma"))) void dots4_avx2(const float *qi,
-                                                                                   const float *const kt[4], int64_t hd,
-                                                                                   float dot[4]) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-  int64_t d = 0;
-  for (; d + QK_LANES <= hd; d += QK_LANES) {
-    const __m256 x = _mm256_loadu_ps(qi + d);
-    a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(kt[0] + d), a0);
-    a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(kt[1] + d), a1);
-    a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(kt[2] + d), a2);
-    a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(kt[3] + d), a3);
-  }
-  float lane[4][QK_LANES];
-  _mm256_storeu_ps(lane[0], a0);
-  _mm256_storeu_ps(lane[1], a1);
-  _mm256_storeu_ps(lane[2], a2);
-  _mm256_storeu_ps(lane[3], a3);
-  for (int l = 0; d < hd; d++, l++) {
-    for (int j = 0; j < 4; j++) {
-      lane[j][l] = fmaf(qi[d], kt[j][d], lane[j][l]);
-    }
-  }
-  for (int j = 0; j < 4; j++) {
-    dot[j] = lanes_sum(lane[j]);
-  }
-}
-
-/* The keys mix_avx2 takes per pass over a block of an output row: their value rows (32 x hd
- * floats) stay in the L2 cache for the next block and the next row. */
-#define QK_MIX_KEYS 32
-
-/* MIX_BLOCK(R) adds keys [t0, t1) into the R vectors of out row i at d, held in registers. */
-#define MIX_BLOCK(R)                                                                                                   \
-  do {                                                                                                                 \
-    __m256 a[R];                                                                                                       \
-    for (int r = 0; r < (R); r++) {                                                                                    \
-      a[r] = _mm256_loadu_ps(oi + d + 8 * r);                                                                          \
-    }                                                                                                                  \
-    for (int64_t t = t0; t < t1; t++) {                                                                                \
-      if (vis[t]) {                                                                                                    \
-        const __m256 p = _mm256_set1_ps(scores[i * n_keys + t] * inv[i]);                                              \
-        const float *vt = v + t * hd + d;                                                                              \
-        for (int r = 0; r < (R); r++) {                                                                                \
-          a[r] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vt + 8 * r), a[r]);                                                \
-        }                                                                                                              \
-      }                                                                                                                \
-    }                                                                                                                  \
-    for (int r = 0; r < (R); r++) {                                                                                    \
-      _mm256_storeu_ps(oi + d + 8 * r, a[r]);                                                                          \
-    }                                                                                                                  \
-  } while (0)
-
-/* mix_avx2 is mix with each output row's sums in registers, 64 elements at a time, over blocks of
- * QK_MIX_KEYS keys (where mix loads and stores them for every key): each element gets the same
- * fused multiply-adds in the same key order as mix compiled for AVX2, so the same bits. */
-static inline __attribute__((always_inline, target("avx2,fma"))) void mix_avx2(int g, const float *v,
-                                                                                 const uint8_t *vis, int64_t n_keys,
-                                                                                 int64_t hd, const float *scores,
-                                                                                 const float *inv, const float *best,
-                                                                                 float *out, int64_t rows) {
-  for (int64_t t0 = 0; t0 < n_keys; t0 += QK_MIX_KEYS) {
-    const int64_t t1 = QK_MIN(t0 + QK_MIX_KEYS, n_keys);
-    for (int i = 0; i < g; i++) {
-      if (best[i] == -INFINITY) {
-        continue;
-      }
-      float *oi = out + i * rows;
-      int64_t d = 0;
-      for (; d + 64 <= hd; d += 64) {
-        MIX_BLOCK(8);
-      }
-      for (; d + 8 <= hd; d += 8) {
-        MIX_BLOCK(1);
-      }
-      for (; d < hd; d++) {
-        float a = oi[d];
-        for (int64_t t = t0; t < t1; t++) {
-          if (vis[t]) {
-            a = fmaf(scores[i * n_keys + t] * inv[i], v[t * hd + d], a);
-          }
-        }
-        oi[d] = a;
-      }
-    }
-  }
 }
 
 static __attribute__((target("avx2,fma"))) float exp_pass_avx2(float *scores, int64_t n, float best) {
@@ -230,16 +138,17 @@ static __attribute__((target("avx2,fma"))) float exp_pass_avx2(float *scores, in
  * attributes, the exp pass, the one-key and four-key scores and the mix of the values, so that the
  * compiler builds it for each instruction set: g rows of q (rows apart), their scores (n_keys apart
  * in the scratch) and outputs; each key row is read once for the group. */
-#define QK_ATTENTION_ROWS(NAME, ATTR, EXP_PASS, DOT, DOTS4, MIX)                                                       \
-  static ATTR void NAME(int g, const float *q, int64_t rows, const float *k, const float *v, const uint8_t *vis,      \
+#define QK_ATTENTION_ROWS(NAME, ATTR, T, EXP_PASS, DOT, DOTS4, MIX)                                                    \
+  static ATTR void NAME(int g, const float *q, int64_t rows, const void *keys, const void *values, const uint8_t *vis, \
                         int64_t n_keys, int64_t hd, float scale, float *scores, float *out) {                          \
+    const T *k = (const T *)keys, *v = (const T *)values;                                                              \
     float best[QK_ATTENTION_GROUP];                                                                                    \
     for (int i = 0; i < g; i++) {                                                                                      \
       best[i] = -INFINITY;                                                                                             \
     }                                                                                                                  \
     for (int64_t t = 0; t < n_keys; t++) {                                                                             \
       if (t + 4 <= n_keys && vis[t] && vis[t + 1] && vis[t + 2] && vis[t + 3]) { /* four visible keys at once */       \
-        const float *const k4[4] = {k + t * hd, k + (t + 1) * hd, k + (t + 2) * hd, k + (t + 3) * hd};                 \
+        const T *const k4[4] = {k + t * hd, k + (t + 1) * hd, k + (t + 2) * hd, k + (t + 3) * hd};                     \
         for (int i = 0; i < g; i++) {                                                                                  \
           float dot[4];                                                                                                \
           DOTS4(q + i * rows, k4, hd, dot);                                                                            \
@@ -258,7 +167,7 @@ static __attribute__((target("avx2,fma"))) float exp_pass_avx2(float *scores, in
         }                                                                                                              \
         continue;                                                                                                      \
       }                                                                                                                \
-      const float *kt = k + t * hd;                                                                                    \
+      const T *kt = k + t * hd;                                                                                        \
       for (int i = 0; i < g; i++) {                                                                                    \
         const float s = DOT(q + i * rows, kt, hd) * scale;                                                             \
         scores[i * n_keys + t] = s;                                                                                    \
@@ -280,17 +189,41 @@ static __attribute__((target("avx2,fma"))) float exp_pass_avx2(float *scores, in
 /* The most query rows one pass serves (the query heads that share a key/value head). */
 #define QK_ATTENTION_GROUP 8
 
-QK_ATTENTION_ROWS(rows_portable, , exp_pass_portable, dot_portable, dots4_portable, mix_portable)
-#if QK_X86
-QK_ATTENTION_ROWS(rows_avx2, __attribute__((target("avx2,fma"))), exp_pass_avx2, dot_avx2, dots4_avx2, mix_avx2)
-#endif
+#define KV_NAME_(name, suffix) name##_##suffix
+#define KV_NAME_SUFFIX(name, suffix) KV_NAME_(name, suffix)
+#define KV_NAME(name) KV_NAME_SUFFIX(name, KV_SUFFIX)
 
-typedef void (*qk_attention_rows)(int, const float *, int64_t, const float *, const float *, const uint8_t *, int64_t,
+/* A float32 cache: rows_portable_f32, rows_avx2_f32. */
+#define KV_T float
+#define KV_SUFFIX f32
+#define KV_F32(x) (x)
+#define KV_LOAD8(p) _mm256_loadu_ps(p)
+#include "qk_attention_kv.h"
+#undef KV_T
+#undef KV_SUFFIX
+#undef KV_F32
+#undef KV_LOAD8
+
+/* A float16 cache (IEEE halves), converted exactly as it is read: rows_portable_f16,
+ * rows_avx2_f16. */
+#define KV_T uint16_t
+#define KV_SUFFIX f16
+#define KV_F32(x) qk_f16_f32(x)
+#define KV_LOAD8(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#include "qk_attention_kv.h"
+#undef KV_T
+#undef KV_SUFFIX
+#undef KV_F32
+#undef KV_LOAD8
+
+typedef void (*qk_attention_rows)(int, const float *, int64_t, const void *, const void *, const uint8_t *, int64_t,
                                   int64_t, float, float *, float *);
 
 typedef struct {
-  const float *q, *k, *v;
+  const float *q;
+  const char *k, *v; /* the caches, elem bytes an element */
   const uint8_t *vis;
+  int64_t elem;
   int64_t heads, kv, seq, length, n_keys, hd, per; /* per: query rows a task serves */
   float scale;
   float *out;
@@ -307,16 +240,19 @@ static void attention_task(void *ctx, int64_t chunk, int slot, void *scratch) {
   const int64_t b = bkv / j->kv, h0 = (bkv % j->kv) * groups + blk * j->per;
   const int g = (int)QK_MIN(j->per, groups - blk * j->per);
   const int64_t cache = bkv * j->length * j->hd, row0 = ((b * j->heads + h0) * j->seq + s) * j->hd;
-  j->rows(g, j->q + row0, j->seq * j->hd, j->k + cache, j->v + cache, j->vis + s * j->n_keys, j->n_keys, j->hd,
+  j->rows(g, j->q + row0, j->seq * j->hd, j->k + cache * j->elem, j->v + cache * j->elem, j->vis + s * j->n_keys, j->n_keys, j->hd,
           j->scale, (float *)scratch, j->out + row0);
 }
 
 /* Below this many multiply-adds a call runs on the caller's thread: waking the pool costs more. */
 #define QK_ATTENTION_SMALL (1 << 17)
 
-int qk_attention(const float *q, const float *keys, const float *values, const uint8_t *visible, int64_t batch,
-                 int64_t heads, int64_t kv, int64_t seq, int64_t length, int64_t n_keys, int64_t hd, float scale,
-                 float *out) {
+int qk_attention(const float *q, const void *keys, const void *values, int kv_dtype, const uint8_t *visible,
+                 int64_t batch, int64_t heads, int64_t kv, int64_t seq, int64_t length, int64_t n_keys, int64_t hd,
+                 float scale, float *out) {
+  if (kv_dtype != QK_F32 && kv_dtype != QK_F16) {
+    return QK_ERR_DTYPE;
+  }
   if (batch < 0 || heads < 0 || kv < 1 || seq < 0 || n_keys < 1 || length < n_keys || hd < 0 ||
       n_keys > QK_ATTENTION_MAX_KEYS || heads % kv != 0 || hd > (INT64_MAX / 4) / length) {
     return QK_ERR_SIZE;
@@ -340,10 +276,12 @@ int qk_attention(const float *q, const float *keys, const float *values, const u
   const int64_t split = threads == 1 || kv_rows >= threads ? 1 : (threads + kv_rows - 1) / kv_rows;
   const int64_t per = QK_MAX(1, QK_MIN(QK_MIN((groups + split - 1) / split, QK_ATTENTION_GROUP),
                                        (int64_t)(QK_CHUNK_SCRATCH / sizeof(float)) / n_keys));
-  attention_job j = {q, keys, values, visible, heads, kv, seq, length, n_keys, hd, per, scale, out, rows_portable};
+  const int half = kv_dtype == QK_F16;
+  attention_job j = {q, keys, values, visible, half ? 2 : 4, heads, kv, seq, length,
+                     n_keys, hd, per, scale, out, half ? rows_portable_f16 : rows_portable_f32};
 #if QK_X86
   if (qk_isa_active() >= QK_ISA_AVX2) {
-    j.rows = rows_avx2;
+    j.rows = half ? rows_avx2_f16 : rows_avx2_f32;
   }
 #endif
   const int64_t tasks = batch * kv * ((groups + per - 1) / per) * seq;

@@ -48,7 +48,7 @@ enum {
 enum {
   QK_ARG_GGML_NK_BLOCKS = 1,
 };
-/* quanta_attention: q float32 (batch, heads, seq, headDim), keys and values float32 (batch, kvHeads, length, headDim), visible bool (seq, keys ≤ length): grouped-query attention over the first keys positions (batch, heads, seq, headDim) */
+/* quanta_attention: q float32 (batch, heads, seq, headDim), keys and values both float32 or both float16 (batch, kvHeads, length, headDim), visible bool (seq, keys ≤ length): grouped-query attention over the first keys positions (batch, heads, seq, headDim) */
 enum {
   QK_ARG_ATTENTION_KEYS = 1,
   QK_ARG_ATTENTION_VALUES = 2,

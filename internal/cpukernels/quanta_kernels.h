@@ -160,8 +160,8 @@ int qk_ggml_nk(const void *x, int x_dtype, int type, const uint8_t *blocks, int6
                float *y);
 
 /*
- * Grouped-query attention, float32: q (batch, heads, seq, hd), keys and values (batch, kv,
- * length, hd) with kv dividing heads (query head h reads key/value head h / (heads/kv)), of which
+ * Grouped-query attention: q (batch, heads, seq, hd) float32, keys and values (batch, kv, length,
+ * hd) of kv_dtype QK_F32 or QK_F16 (read as their exact float32 values) with kv dividing heads (query head h reads key/value head h / (heads/kv)), of which
  * the first n_keys <= length positions are read, visible (seq, n_keys) bytes (0: masked). For
  * each query row, scores s_t = (q · keys_t)·scale over the visible
  * t, p = softmax(s) (exp(s_t − max) times the inverse of their sum, added in eight lanes in a fixed order;
@@ -171,9 +171,9 @@ int qk_ggml_nk(const void *x, int x_dtype, int type, const uint8_t *blocks, int6
  * n_keys <= QK_ATTENTION_MAX_KEYS (the scores of a row live in a thread's scratch).
  */
 #define QK_ATTENTION_MAX_KEYS (1 << 18)
-int qk_attention(const float *q, const float *keys, const float *values, const uint8_t *visible, int64_t batch,
-                 int64_t heads, int64_t kv, int64_t seq, int64_t length, int64_t n_keys, int64_t hd, float scale,
-                 float *out);
+int qk_attention(const float *q, const void *keys, const void *values, int kv_dtype, const uint8_t *visible,
+                 int64_t batch, int64_t heads, int64_t kv, int64_t seq, int64_t length, int64_t n_keys, int64_t hd,
+                 float scale, float *out);
 
 /* Dense float32 baseline: y = x @ w with w k x n float32 (for benchmarks). */
 int qk_f32_kn(const float *x, const float *w, int64_t m, int64_t k, int64_t n, float *y);

@@ -49,7 +49,7 @@ var targets = []Target{
 		Contract: "blocks uint8 (N, K/bs·blockBytes), N rows of K/bs blocks of the ggml type ggml_type: x·Wᵀ"},
 	{Name: AttentionTarget, Operands: []string{"keys", "values", "visible"}, FloatAttributes: []string{"scale"},
 		First:    "q float32 (batch, heads, seq, headDim)",
-		Contract: "keys and values float32 (batch, kvHeads, length, headDim), visible bool (seq, keys ≤ length): grouped-query attention over the first keys positions (batch, heads, seq, headDim)"},
+		Contract: "keys and values both float32 or both float16 (batch, kvHeads, length, headDim), visible bool (seq, keys ≤ length): grouped-query attention over the first keys positions (batch, heads, seq, headDim)"},
 }
 
 // AttentionTarget is the custom call of grouped-query attention over a key/value cache (C:

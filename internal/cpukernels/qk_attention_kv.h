@@ -1,0 +1,114 @@
+/* qk_attention_kv.h: the parts of qk_attention.c that read the key/value cache, written once over
+ * the cache's element type. qk_attention.c includes it once per type, with
+ *   KV_T        the element type (float, or uint16_t holding IEEE halves),
+ *   KV_NAME(n)  n with the type's suffix,
+ *   KV_F32(x)   one element as float, exactly,
+ *   KV_LOAD8(p) eight elements at p as a __m256, exactly (x86 only).
+ * Each function converts an element where the float32 one loads it and does nothing else
+ * differently, so a half cache gives the bits of a float32 cache holding the same values. */
+
+QK_ATTENTION_DOT(KV_NAME(dot_portable), , KV_T, KV_F32)
+
+/* dots4 writes the dot products of qi with the four key rows kt[0..3], each as the one-key dot
+ * computes it. */
+static inline void KV_NAME(dots4_portable)(const float *qi, const KV_T *const kt[4], int64_t hd, float dot[4]) {
+  for (int j = 0; j < 4; j++) {
+    dot[j] = KV_NAME(dot_portable)(qi, kt[j], hd);
+  }
+}
+
+/* mix adds into each output row i that sees a key (best[i] > -inf; out rows apart) the visible
+ * value rows weighted by their probabilities scores·inv[i], in key order: out[d] += p·v_t[d]. */
+static inline void KV_NAME(mix_portable)(int g, const KV_T *v, const uint8_t *vis, int64_t n_keys, int64_t hd,
+                                         const float *scores, const float *inv, const float *best, float *out,
+                                         int64_t rows) {
+  for (int64_t t = 0; t < n_keys; t++) {
+    if (!vis[t]) {
+      continue;
+    }
+    const KV_T *vt = v + t * hd;
+    for (int i = 0; i < g; i++) {
+      if (best[i] == -INFINITY) {
+        continue;
+      }
+      const float p = scores[i * n_keys + t] * inv[i];
+      float *oi = out + i * rows;
+      for (int64_t d = 0; d < hd; d++) {
+        oi[d] += p * KV_F32(vt[d]);
+      }
+    }
+  }
+}
+
+QK_ATTENTION_ROWS(KV_NAME(rows_portable), , KV_T, exp_pass_portable, KV_NAME(dot_portable), KV_NAME(dots4_portable),
+                  KV_NAME(mix_portable))
+
+#if QK_X86
+QK_ATTENTION_DOT(KV_NAME(dot_avx2), QK_ATTENTION_AVX2, KV_T, KV_F32)
+
+/* dots4_avx2 is dots4 with the four keys' lanes in four registers: independent chains of
+ * multiply-adds, where one key at a time waits on each add. The same fused multiply-adds in the
+ * same order as dot_avx2, so the same bits. */
+static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(dots4_avx2)(const float *qi,
+                                                                                      const KV_T *const kt[4],
+                                                                                      int64_t hd, float dot[4]) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+  int64_t d = 0;
+  for (; d + QK_LANES <= hd; d += QK_LANES) {
+    const __m256 x = _mm256_loadu_ps(qi + d);
+    a0 = _mm256_fmadd_ps(x, KV_LOAD8(kt[0] + d), a0);
+    a1 = _mm256_fmadd_ps(x, KV_LOAD8(kt[1] + d), a1);
+    a2 = _mm256_fmadd_ps(x, KV_LOAD8(kt[2] + d), a2);
+    a3 = _mm256_fmadd_ps(x, KV_LOAD8(kt[3] + d), a3);
+  }
+  float lane[4][QK_LANES];
+  _mm256_storeu_ps(lane[0], a0);
+  _mm256_storeu_ps(lane[1], a1);
+  _mm256_storeu_ps(lane[2], a2);
+  _mm256_storeu_ps(lane[3], a3);
+  for (int l = 0; d < hd; d++, l++) {
+    for (int j = 0; j < 4; j++) {
+      lane[j][l] = fmaf(qi[d], KV_F32(kt[j][d]), lane[j][l]);
+    }
+  }
+  for (int j = 0; j < 4; j++) {
+    dot[j] = lanes_sum(lane[j]);
+  }
+}
+
+/* mix_avx2 is mix with each output row's sums in registers, 64 elements at a time, over blocks of
+ * QK_MIX_KEYS keys (where mix loads and stores them for every key): each element gets the same
+ * fused multiply-adds in the same key order as mix compiled for AVX2, so the same bits. */
+static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(mix_avx2)(
+    int g, const KV_T *v, const uint8_t *vis, int64_t n_keys, int64_t hd, const float *scores, const float *inv,
+    const float *best, float *out, int64_t rows) {
+  for (int64_t t0 = 0; t0 < n_keys; t0 += QK_MIX_KEYS) {
+    const int64_t t1 = QK_MIN(t0 + QK_MIX_KEYS, n_keys);
+    for (int i = 0; i < g; i++) {
+      if (best[i] == -INFINITY) {
+        continue;
+      }
+      float *oi = out + i * rows;
+      int64_t d = 0;
+      for (; d + 64 <= hd; d += 64) {
+        MIX_BLOCK(8);
+      }
+      for (; d + 8 <= hd; d += 8) {
+        MIX_BLOCK(1);
+      }
+      for (; d < hd; d++) {
+        float a = oi[d];
+        for (int64_t t = t0; t < t1; t++) {
+          if (vis[t]) {
+            a = fmaf(scores[i * n_keys + t] * inv[i], KV_F32(v[t * hd + d]), a);
+          }
+        }
+        oi[d] = a;
+      }
+    }
+  }
+}
+
+QK_ATTENTION_ROWS(KV_NAME(rows_avx2), QK_ATTENTION_AVX2, KV_T, exp_pass_avx2, KV_NAME(dot_avx2),
+                  KV_NAME(dots4_avx2), KV_NAME(mix_avx2))
+#endif
