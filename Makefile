@@ -104,6 +104,9 @@ bench-peer: setup ## eformer (JAX CPU) vs quanta (XLA CPU) on the same shapes: a
 #   make bench-llamacpp SPEED_FLAGS='-reps 1 -bench-prompt 16 -bench-decode 8' LLAMACPP_FLAGS='--quick --types F32,Q4_1'
 SPEED_FORMATS ?= f32 nf4 nf4-out int8
 SPEED_FLAGS ?=
+# quanta's key/value cache type in the speed tables: llama.cpp's default (f16), so that both
+# engines read the same cache bytes a token.
+BENCH_CACHE_DTYPE ?= float16
 LLAMACPP_FLAGS ?= --types F32,Q8_0,Q4_0,Q4_1 --threads 2
 REFERENCE_RUN ?= reference/llamacpp.sh
 SPEED_OUT ?= $(or $(TMPDIR),/tmp)/quanta-smollm-speed
@@ -113,7 +116,7 @@ SPEED_OUT ?= $(or $(TMPDIR),/tmp)/quanta-smollm-speed
 bench-llamacpp: setup ## SmolLM2 prompt and decode tokens/s: quanta per format (f32, nf4, int8) beside llama.cpp, one table
 	@test -x $(REFERENCE_RUN) || { echo "bench-llamacpp: $(REFERENCE_RUN) not found (the reference harness; set REFERENCE_RUN)" >&2; exit 2; }
 	rm -f $(SPEED_OUT).quanta.jsonl $(SPEED_OUT).llamacpp.jsonl
-	for f in $(SPEED_FORMATS); do $(GO) run ./examples/smollm -bench -format $$f $(SPEED_FLAGS) | tee -a $(SPEED_OUT).quanta.jsonl; done
+	for f in $(SPEED_FORMATS); do $(GO) run ./examples/smollm -bench -format $$f -cache-dtype $(BENCH_CACHE_DTYPE) $(SPEED_FLAGS) | tee -a $(SPEED_OUT).quanta.jsonl; done
 	$(REFERENCE_RUN) speed $(LLAMACPP_FLAGS) | tee $(SPEED_OUT).llamacpp.jsonl
 	$(GO) run ./examples/smollm -speed-table $(SPEED_OUT).quanta.jsonl $(SPEED_OUT).llamacpp.jsonl | tee $(SPEED_OUT).md
 
@@ -131,7 +134,7 @@ space := $(empty) $(empty)
 .PHONY: bench-gguf
 bench-gguf: setup ## prompt and decode tokens/s of each GGUF file as it is stored, quanta beside llama.cpp, one table
 	rm -f $(GGUF_OUT).quanta.jsonl $(GGUF_OUT).llamacpp.jsonl
-	for f in $(GGUF_FILES); do $(GO) run ./examples/smollm -bench -gguf $$f $(SPEED_FLAGS) | tee -a $(GGUF_OUT).quanta.jsonl; done
+	for f in $(GGUF_FILES); do $(GO) run ./examples/smollm -bench -gguf $$f -cache-dtype $(BENCH_CACHE_DTYPE) $(SPEED_FLAGS) | tee -a $(GGUF_OUT).quanta.jsonl; done
 	reference/llamacpp.sh speed --files $(subst $(space),$(comma),$(strip $(GGUF_FILES))) $(GGUF_LLAMACPP_FLAGS) | tee $(GGUF_OUT).llamacpp.jsonl
 	$(GO) run ./examples/smollm -speed-table $(GGUF_OUT).quanta.jsonl $(GGUF_OUT).llamacpp.jsonl | tee $(GGUF_OUT).md
 

@@ -456,6 +456,9 @@ func speedTable(files []string) error {
 				if r.Head != "" {
 					weights += ", head " + r.Head
 				}
+				if r.CacheDType != "" {
+					weights += ", cache " + r.CacheDType
+				}
 			}
 			if r.ReadGBs > 0 {
 				bandwidths = append(bandwidths, r.ReadGBs)

@@ -25,6 +25,7 @@ var attnCases = []attnCase{
 	{"one kv head, ragged head width", 1, 8, 1, 3, 17, 17, 5, causalFrom(14)},
 	{"sliding window", 1, 4, 2, 2, 64, 64, 16, func(s, t int) bool { return t <= 60+s && t > 60+s-8 }},
 	{"long window, pooled", 1, 16, 4, 1, 4096, 3000, 64, causalFrom(2999)},
+	{"sliding window past whole key blocks", 1, 4, 2, 3, 256, 200, 16, func(s, t int) bool { return t <= 190+s && t > 190+s-8 }},
 }
 
 // attnInputs draws q, keys and values and builds the mask of c.
@@ -173,19 +174,21 @@ func TestAttentionHalfCache(t *testing.T) {
 }
 
 // TestAttentionNoKeyVisible: a row that sees no key is NaN, as the softmax over -inf of the
-// formulation; the other rows are unaffected.
+// formulation; the other rows are unaffected, within one block of keys and over several.
 func TestAttentionNoKeyVisible(t *testing.T) {
-	c := attnCase{"", 1, 2, 1, 2, 4, 4, 3, func(s, t int) bool { return s == 1 }}
-	q, keys, values, visible := attnInputs(c, 3)
-	out := make([]float32, len(q))
-	if err := attention(out, q, keys, values, visible, c.batch, c.heads, c.kv, c.seq, c.length, c.nKeys, c.hd, 1); err != nil {
-		t.Fatal(err)
-	}
-	for h := range c.heads {
-		for s := range c.seq {
-			for d := range c.hd {
-				if v := out[(h*c.seq+s)*c.hd+d]; math.IsNaN(float64(v)) != (s == 0) {
-					t.Errorf("head %d row %d element %d = %g; want NaN only in the row that sees nothing", h, s, d, v)
+	for _, keys := range []int{4, 130} {
+		c := attnCase{"", 1, 2, 1, 2, keys, keys, 3, func(s, t int) bool { return s == 1 }}
+		q, k, v, visible := attnInputs(c, 3)
+		out := make([]float32, len(q))
+		if err := attention(out, q, k, v, visible, c.batch, c.heads, c.kv, c.seq, c.length, c.nKeys, c.hd, 1); err != nil {
+			t.Fatal(err)
+		}
+		for h := range c.heads {
+			for s := range c.seq {
+				for d := range c.hd {
+					if x := out[(h*c.seq+s)*c.hd+d]; math.IsNaN(float64(x)) != (s == 0) {
+						t.Errorf("%d keys: head %d row %d element %d = %g; want NaN only in the row that sees nothing", keys, h, s, d, x)
+					}
 				}
 			}
 		}

@@ -158,6 +158,9 @@
 // window, so that the cache goes in whole, without a copy of the window. The cache is float32 or
 // float16 (qk_attention_kv.h, compiled once per type): a half is converted exactly as it is read,
 // so a float16 cache gives the bits of a float32 cache holding the same values, at half the bytes.
+// A window of more than 64 keys is split into blocks of 64, one task each over all the query
+// heads of its key/value head, merged in order on the calling thread, so that the threads share
+// the keys of a model with one key/value head; the blocks follow from the key count alone.
 // models.GroupedAttention emits it.
 //
 // # Threads and determinism

@@ -137,10 +137,13 @@ static __attribute__((target("avx2,fma"))) float exp_pass_avx2(float *scores, in
 /* The body of a group of query rows that read one key/value head, as a macro over the function
  * attributes, the exp pass, the one-key and four-key scores and the mix of the values, so that the
  * compiler builds it for each instruction set: g rows of q (rows apart), their scores (n_keys apart
- * in the scratch) and outputs; each key row is read once for the group. */
+ * in the scratch) and outputs; each key row is read once for the group. With best_out non-NULL
+ * it also stores each row's largest score and its sum of exponentials there (apart by bstride),
+ * for the merge of a key block's rows (merge_key_blocks). */
 #define QK_ATTENTION_ROWS(NAME, ATTR, T, EXP_PASS, DOT, DOTS4, MIX)                                                    \
   static ATTR void NAME(int g, const float *q, int64_t rows, const void *keys, const void *values, const uint8_t *vis, \
-                        int64_t n_keys, int64_t hd, float scale, float *scores, float *out) {                          \
+                        int64_t n_keys, int64_t hd, float scale, float *scores, float *out, float *best_out,           \
+                        float *sum_out, int64_t bstride) {                                                             \
     const T *k = (const T *)keys, *v = (const T *)values;                                                              \
     float best[QK_ATTENTION_GROUP];                                                                                    \
     for (int i = 0; i < g; i++) {                                                                                      \
@@ -181,7 +184,12 @@ static __attribute__((target("avx2,fma"))) float exp_pass_avx2(float *scores, in
       for (int64_t d = 0; d < hd; d++) {                                                                               \
         oi[d] = fill;                                                                                                  \
       }                                                                                                                \
-      inv[i] = best[i] == -INFINITY ? 0 : 1 / EXP_PASS(scores + i * n_keys, n_keys, best[i]);                          \
+      const float sum = best[i] == -INFINITY ? 0 : EXP_PASS(scores + i * n_keys, n_keys, best[i]);                     \
+      inv[i] = best[i] == -INFINITY ? 0 : 1 / sum;                                                                     \
+      if (best_out) {                                                                                                  \
+        best_out[i * bstride] = best[i];                                                                               \
+        sum_out[i * bstride] = sum;                                                                                    \
+      }                                                                                                                \
     }                                                                                                                  \
     MIX(g, v, vis, n_keys, hd, scores, inv, best, out, rows);                                                          \
   }
@@ -217,7 +225,13 @@ static __attribute__((target("avx2,fma"))) float exp_pass_avx2(float *scores, in
 #undef KV_LOAD8
 
 typedef void (*qk_attention_rows)(int, const float *, int64_t, const void *, const void *, const uint8_t *, int64_t,
-                                  int64_t, float, float *, float *);
+                                  int64_t, float, float *, float *, float *, float *, int64_t);
+
+/* The keys of one task: a longer window is split into blocks of this many keys, each attended by
+ * its own task into partial rows that merge_key_blocks then combines, so that the threads share
+ * the keys of a few key/value heads (Gemma-3 has one) and each key is read once. The blocks
+ * follow from the key count alone, so the result does not depend on the threads. */
+#define QK_ATTENTION_KEY_BLOCK 64
 
 typedef struct {
   const float *q;
@@ -228,20 +242,73 @@ typedef struct {
   float scale;
   float *out;
   qk_attention_rows rows;
+  int64_t blocks, all_rows; /* key blocks (1: the tasks write out), output rows of the call */
+  float *part, *best, *sum; /* blocks > 1: each block's rows, largest scores and sums */
 } attention_job;
 
 /* attention_task serves task `chunk`: up to `per` query heads of one key/value head at one
- * position (batch, key/value head, head block, position in order). */
+ * position over one block of keys (batch, key/value head, head block, position, key block in
+ * order). */
 static void attention_task(void *ctx, int64_t chunk, int slot, void *scratch) {
   (void)slot;
   const attention_job *j = (const attention_job *)ctx;
-  const int64_t groups = j->heads / j->kv, blocks = (groups + j->per - 1) / j->per;
-  const int64_t s = chunk % j->seq, rest = chunk / j->seq, blk = rest % blocks, bkv = rest / blocks;
+  const int64_t groups = j->heads / j->kv, hblocks = (groups + j->per - 1) / j->per;
+  const int64_t kb = chunk % j->blocks, rest0 = chunk / j->blocks;
+  const int64_t s = rest0 % j->seq, rest = rest0 / j->seq, blk = rest % hblocks, bkv = rest / hblocks;
   const int64_t b = bkv / j->kv, h0 = (bkv % j->kv) * groups + blk * j->per;
   const int g = (int)QK_MIN(j->per, groups - blk * j->per);
-  const int64_t cache = bkv * j->length * j->hd, row0 = ((b * j->heads + h0) * j->seq + s) * j->hd;
-  j->rows(g, j->q + row0, j->seq * j->hd, j->k + cache * j->elem, j->v + cache * j->elem, j->vis + s * j->n_keys, j->n_keys, j->hd,
-          j->scale, (float *)scratch, j->out + row0);
+  const int64_t t0 = kb * QK_ATTENTION_KEY_BLOCK, n = QK_MIN(QK_ATTENTION_KEY_BLOCK, j->n_keys - t0);
+  const int64_t cache = (bkv * j->length + t0) * j->hd, r0 = (b * j->heads + h0) * j->seq + s, row0 = r0 * j->hd;
+  const int64_t rows = j->seq * j->hd; /* between the query heads' rows */
+  const void *k = j->k + cache * j->elem, *v = j->v + cache * j->elem;
+  const uint8_t *vis = j->vis + s * j->n_keys + t0;
+  if (j->blocks == 1) {
+    j->rows(g, j->q + row0, rows, k, v, vis, n, j->hd, j->scale, (float *)scratch, j->out + row0, NULL, NULL, 0);
+    return;
+  }
+  const int64_t all = j->all_rows;
+  j->rows(g, j->q + row0, rows, k, v, vis, n, j->hd, j->scale, (float *)scratch, j->part + kb * all * j->hd + row0,
+          j->best + kb * all + r0, j->sum + kb * all + r0, j->seq);
+}
+
+/* merge_key_blocks writes each of the rows of out from its blocks' partial rows: with m the
+ * largest of the blocks' largest scores and w_j = exp(best_j − m)·sum_j, out = Σ_j (w_j / Σ w)·part_j
+ * over the blocks in order (a block where the row sees no key has no weight; a row that sees no
+ * key at all is NaN, as the formulation's softmax over -inf). */
+static void merge_key_blocks(int64_t blocks, int64_t rows, int64_t hd, const float *part, const float *best,
+                             const float *sum, float *out) {
+  for (int64_t r = 0; r < rows; r++) {
+    float m = -INFINITY;
+    for (int64_t j = 0; j < blocks; j++) {
+      m = best[j * rows + r] > m ? best[j * rows + r] : m;
+    }
+    float *o = out + r * hd;
+    if (m == -INFINITY) {
+      for (int64_t d = 0; d < hd; d++) {
+        o[d] = NAN;
+      }
+      continue;
+    }
+    float total = 0;
+    for (int64_t j = 0; j < blocks; j++) {
+      if (best[j * rows + r] != -INFINITY) {
+        total += expf(best[j * rows + r] - m) * sum[j * rows + r];
+      }
+    }
+    for (int64_t d = 0; d < hd; d++) {
+      o[d] = 0;
+    }
+    for (int64_t j = 0; j < blocks; j++) {
+      if (best[j * rows + r] == -INFINITY) {
+        continue;
+      }
+      const float w = expf(best[j * rows + r] - m) * sum[j * rows + r] / total;
+      const float *pj = part + (j * rows + r) * hd;
+      for (int64_t d = 0; d < hd; d++) {
+        o[d] += w * pj[d];
+      }
+    }
+  }
 }
 
 /* Below this many multiply-adds a call runs on the caller's thread: waking the pool costs more. */
@@ -264,26 +331,45 @@ int qk_attention(const float *q, const void *keys, const void *values, int kv_dt
   if (!q || !keys || !values || !visible || !out) {
     return QK_ERR_NULL;
   }
-  /* A task serves up to per query heads of one key/value head: as many as fit its scratch and
-   * QK_ATTENTION_GROUP, and, when the call runs on several threads, few enough that the tasks
-   * come to about the threads where the key/value heads are fewer (a decoding step has one task
-   * per key/value head otherwise: one for Gemma-3's single head). Each task reads its key/value
-   * head's rows, so more tasks than threads read them more often than they balance the work (at
-   * 640 keys from memory, two tasks a thread measured slower than one: docs/performance.md). A
-   * row's sums do not depend on the rows beside it, so the bits do not depend on per. */
-  const int64_t kv_rows = batch * kv * seq, groups = heads / kv; /* (batch, key/value head, position) */
+  /* A task serves up to per query heads of one key/value head over one block of keys: as many
+   * heads as fit QK_ATTENTION_GROUP, and, when the call runs on several threads, few enough that
+   * the tasks come to about the threads where the key/value heads and key blocks are fewer. Each
+   * task reads its block of its key/value head's rows, so more tasks than threads read them more
+   * often than they balance the work (at 640 keys from memory, two tasks a thread measured slower
+   * than one: docs/performance.md). A row's sums do not depend on the rows beside it, so the bits
+   * do not depend on per. */
+  const int64_t blocks = (n_keys + QK_ATTENTION_KEY_BLOCK - 1) / QK_ATTENTION_KEY_BLOCK;
+  const int64_t units = batch * kv * seq * blocks, groups = heads / kv; /* (batch, kv head, position, key block) */
   const int64_t threads = 2 * rows * n_keys * hd >= QK_ATTENTION_SMALL ? qk_threads() : 1;
-  const int64_t split = threads == 1 || kv_rows >= threads ? 1 : (threads + kv_rows - 1) / kv_rows;
+  const int64_t split = threads == 1 || units >= threads ? 1 : (threads + units - 1) / units;
   const int64_t per = QK_MAX(1, QK_MIN(QK_MIN((groups + split - 1) / split, QK_ATTENTION_GROUP),
-                                       (int64_t)(QK_CHUNK_SCRATCH / sizeof(float)) / n_keys));
+                                       (int64_t)(QK_CHUNK_SCRATCH / sizeof(float)) / QK_MIN(n_keys, QK_ATTENTION_KEY_BLOCK)));
   const int half = kv_dtype == QK_F16;
-  attention_job j = {q, keys, values, visible, half ? 2 : 4, heads, kv, seq, length,
-                     n_keys, hd, per, scale, out, half ? rows_portable_f16 : rows_portable_f32};
+  attention_job j = {.q = q, .k = keys, .v = values, .vis = visible, .elem = half ? 2 : 4, .heads = heads, .kv = kv,
+                     .seq = seq, .length = length, .n_keys = n_keys, .hd = hd, .per = per, .scale = scale,
+                     .out = out, .rows = half ? rows_portable_f16 : rows_portable_f32, .blocks = blocks,
+                     .all_rows = rows};
 #if QK_X86
   if (qk_isa_active() >= QK_ISA_AVX2) {
     j.rows = half ? rows_avx2_f16 : rows_avx2_f32;
   }
 #endif
-  const int64_t tasks = batch * kv * ((groups + per - 1) / per) * seq;
-  return qk_parallel(tasks, tasks > 1 ? (int)threads : 1, attention_task, &j);
+  if (blocks > 1) {
+    if (rows > (INT64_MAX / 8) / blocks / (hd + 2)) {
+      return QK_ERR_SIZE;
+    }
+    float *buf = (float *)qk_call_buffer((size_t)(blocks * rows * (hd + 2)) * sizeof(float));
+    if (buf == NULL) {
+      return QK_ERR_NOMEM;
+    }
+    j.part = buf;
+    j.best = buf + blocks * rows * hd;
+    j.sum = j.best + blocks * rows;
+  }
+  const int64_t tasks = batch * kv * ((groups + per - 1) / per) * seq * blocks;
+  const int st = qk_parallel(tasks, tasks > 1 ? (int)threads : 1, attention_task, &j);
+  if (st == QK_OK && blocks > 1) {
+    merge_key_blocks(blocks, rows, hd, j.part, j.best, j.sum, out);
+  }
+  return st;
 }

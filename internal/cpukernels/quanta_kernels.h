@@ -161,14 +161,16 @@ int qk_ggml_nk(const void *x, int x_dtype, int type, const uint8_t *blocks, int6
 
 /*
  * Grouped-query attention: q (batch, heads, seq, hd) float32, keys and values (batch, kv, length,
- * hd) of kv_dtype QK_F32 or QK_F16 (read as their exact float32 values) with kv dividing heads (query head h reads key/value head h / (heads/kv)), of which
- * the first n_keys <= length positions are read, visible (seq, n_keys) bytes (0: masked). For
- * each query row, scores s_t = (q · keys_t)·scale over the visible
- * t, p = softmax(s) (exp(s_t − max) times the inverse of their sum, added in eight lanes in a fixed order;
- * the AVX2 path computes exp with a polynomial), out = sum_t p_t·values_t (t
- * in order); a row that sees no key is NaN, as the formulation's softmax over -inf. Each row is
- * computed by one thread, in one order: the result does not depend on the thread count.
- * n_keys <= QK_ATTENTION_MAX_KEYS (the scores of a row live in a thread's scratch).
+ * hd) of kv_dtype QK_F32 or QK_F16 (read as their exact float32 values) with kv dividing heads
+ * (query head h reads key/value head h / (heads/kv)), of which the first n_keys <= length
+ * positions are read, visible (seq, n_keys) bytes (0: masked). For each query row, scores
+ * s_t = (q · keys_t)·scale over the visible t, p = softmax(s) (exp(s_t − max) times the inverse of
+ * their sum, added in eight lanes in a fixed order; the AVX2 path computes exp with a
+ * polynomial), out = sum_t p_t·values_t (t in order); a row that sees no key is NaN, as the
+ * formulation's softmax over -inf. Over more than 64 keys the softmax and sum run per block of 64
+ * keys and the blocks' rows are combined in order, weighted by their share of the exponentials.
+ * Each block of a row is computed by one thread, in one order: the result does not depend on the
+ * thread count. n_keys <= QK_ATTENTION_MAX_KEYS.
  */
 #define QK_ATTENTION_MAX_KEYS (1 << 18)
 int qk_attention(const float *q, const void *keys, const void *values, int kv_dtype, const uint8_t *visible,
