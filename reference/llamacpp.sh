@@ -34,6 +34,11 @@ PY_CANDIDATES=(python3.11 python3.12 python3.13 python3)
 PY_NEED="Python 3.10-3.13 (set PYTHON=/path/to/python3)"
 VENV_INSTALL_NOTE=" (first time: llama.cpp build, ~10 min)"
 VENV_PIP_ENV=(CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}")
+# ggml's native build (-march=native) runs AMX tiles where the CPU reports them; some virtual
+# machines report AMX without enabling it, and its first tilezero then stops llama.cpp with
+# SIGILL. Built without AMX, llama.cpp runs its AVX-512 or AVX2 kernels (an explicit -mno-amx-*
+# outranks -march=native).
+VENV_BUILD=(CFLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" CXXFLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16")
 # shellcheck source=../scripts/venv.sh
 source "$ROOT/scripts/venv.sh"
 

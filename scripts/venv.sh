@@ -9,7 +9,9 @@
 #   PY_CANDIDATES   an array of interpreters to try after $PYTHON
 #   PY_NEED         what the error says is needed when none fits
 # and may set VENV_INSTALL_NOTE (added to the install message), VENV_PIP_ENV (an array of VAR=value
-# for pip).
+# for pip) and VENV_BUILD (an array of VAR=value, the build options of packages built from source,
+# also passed to pip: part of what the virtualenv is kept in step with, and never served from
+# pip's cache of wheels built with other options).
 
 py_ok() { "$1" -c "import sys; sys.exit(0 if (3, $PY_MIN) <= sys.version_info[:2] < (3, $((PY_MAX + 1))) else 1)" 2>/dev/null; }
 
@@ -25,7 +27,11 @@ find_python() {
 
 ensure_venv() {
   local stamp=$VENV/.quanta-requirements want py
-  want=$(sha256sum "$REQ" | cut -d' ' -f1)
+  local -a fresh=()
+  if [ -n "${VENV_BUILD[*]:-}" ]; then
+    fresh=(--no-cache-dir --force-reinstall)
+  fi
+  want=$({ cat "$REQ"; if [ ${#fresh[@]} -gt 0 ]; then printf '%s\n' "${VENV_BUILD[@]}"; fi; } | sha256sum | cut -d' ' -f1)
   if [ -x "$VENV/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null || true)" = "$want" ]; then
     return 0
   fi
@@ -37,7 +43,7 @@ ensure_venv() {
     "$py" -m venv "$VENV"
   fi
   echo "$VENV_NAME: installing ${REQ#"$ROOT"/} into $VENV${VENV_INSTALL_NOTE:-}" >&2
-  env ${VENV_PIP_ENV[@]+"${VENV_PIP_ENV[@]}"} \
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r "$REQ"
+  env ${VENV_PIP_ENV[@]+"${VENV_PIP_ENV[@]}"} ${VENV_BUILD[@]+"${VENV_BUILD[@]}"} \
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps ${fresh[@]+"${fresh[@]}"} -r "$REQ"
   echo "$want" >"$stamp"
 }
