@@ -25,7 +25,8 @@ type KVCache struct {
 
 // NewKVCache returns the cache view of one step: start is the scalar position of the step's
 // first token, caches holds each layer's keys then values [batch, kvHeads, length, headDim]
-// float32 or float16 (all of one shape and dtype), and window (1..length) is the number of leading positions the
+// float32 or float16 (all of one shape and dtype), and window (1..length) is the number of
+// leading positions the
 // step attends over. It panics, naming the shapes, when they do not fit.
 func NewKVCache(start *Node, window int, caches []*Node) *KVCache {
 	if len(caches) == 0 || len(caches)%2 != 0 {
@@ -77,7 +78,8 @@ func (c *KVCache) SlidingMask(seq, window int) *Node {
 }
 
 // Update writes the chunk's keys and values [batch, kvHeads, seq, headDim] (float32; rounded to
-// the nearest half for a float16 cache) into layer's cache at Start.. and returns both caches, whose first Window positions the attention reads
+// the nearest half for a float16 cache) into layer's cache at Start.. and returns both caches,
+// whose first Window positions the attention reads
 // (GroupedAttention with a mask of Window keys: Mask, SlidingMask). The caller keeps Start+seq
 // within the cache's length (a Generator does).
 func (c *KVCache) Update(layer int, keys, values *Node) (windowKeys, windowValues *Node) {
@@ -142,7 +144,8 @@ func SlidingCausalMask(positions *Node, keys, window int) *Node {
 
 // GroupedAttention is the scaled dot-product attention of grouped-query heads: queries q
 // [batch, heads, seq, headDim] over keys k and values v [batch, kvHeads, length, headDim] (q's
-// dtype, or both float16: a half cache, read as its float32 values), query head h reading key/value head h/(heads/kvHeads) (Hugging Face's repeat_kv order), the scores
+// dtype, or both float16: a half cache, read as its float32 values), query head h reading
+// key/value head h/(heads/kvHeads) (Hugging Face's repeat_kv order), the scores
 // multiplied by scale and masked where visible [seq, keys] is false, softmax over the keys. Only
 // the first keys (<= length) positions of k and v are read: a key/value cache goes in whole,
 // attended over its filled window. It returns [batch, heads, seq, headDim]; it panics, naming the

@@ -77,10 +77,11 @@ func anatomy() error {
 		return errors.Errorf("-anatomy-window %d, context length %d, %d heads of %d for a width of %d: accepted: a window within the context, heads filling the width",
 			window, m.ContextLength, m.Heads, m.HeadDim, m.Dim)
 	}
-	cacheDType, err := models.ParseCacheDType(*flagCacheDType)
+	opts, err := generatorOptions(window)
 	if err != nil {
 		return err
 	}
+	cacheDType := opts.CacheDType
 	cacheShape := shapes.Make(cacheDType, 1, m.KVHeads, window, m.HeadDim)
 	newCaches := func() []*tensors.Tensor {
 		out := make([]*tensors.Tensor, 2*m.Layers)
@@ -355,7 +356,7 @@ type rateOf struct {
 func decodeRates(l *loaded, window int) ([]rateOf, error) {
 	first := l.tok.Encode("The", tokenizer.EncodeOptions{})
 	maxLen := min(*flagMaxLen, l.model.DecodeSpec().ContextLength)
-	cacheDType, err := models.ParseCacheDType(*flagCacheDType)
+	opts, err := generatorOptions(maxLen)
 	if err != nil {
 		return nil, err
 	}
@@ -371,7 +372,8 @@ func decodeRates(l *loaded, window int) ([]rateOf, error) {
 	}
 	gens := make([]*models.Generator, len(configs))
 	for i, c := range configs {
-		g, err := models.NewGenerator(l.backend, l.ctx, l.model, models.GeneratorOptions{MaxLen: c.maxLen, MinWindow: *flagWindow, Cache: c.mode, CacheDType: cacheDType})
+		opts.MaxLen, opts.Cache = c.maxLen, c.mode
+		g, err := models.NewGenerator(l.backend, l.ctx, l.model, opts)
 		if err != nil {
 			return nil, err
 		}

@@ -167,18 +167,27 @@ func (l *loaded) weights() string {
 	return fmt.Sprintf("weights %.1f MB (projections and table %.1f MB)", float64(l.ctx.Memory())/1e6, float64(l.quantizer.Report().BytesAfter())/1e6)
 }
 
-// generator returns a generator of the flags' cache mode, cache dtype and smallest window for
-// sequences of up to maxLen tokens.
-func (l *loaded) generator(maxLen int) (*models.Generator, error) {
+// generatorOptions returns the generator options the flags give (cache mode and dtype, smallest
+// window) for sequences of up to maxLen tokens.
+func generatorOptions(maxLen int) (models.GeneratorOptions, error) {
 	mode, err := models.ParseCacheMode(*flagCache)
 	if err != nil {
-		return nil, err
+		return models.GeneratorOptions{}, err
 	}
 	dtype, err := models.ParseCacheDType(*flagCacheDType)
 	if err != nil {
+		return models.GeneratorOptions{}, err
+	}
+	return models.GeneratorOptions{MaxLen: maxLen, MinWindow: *flagWindow, Cache: mode, CacheDType: dtype}, nil
+}
+
+// generator returns a generator of the flags' options for sequences of up to maxLen tokens.
+func (l *loaded) generator(maxLen int) (*models.Generator, error) {
+	opts, err := generatorOptions(maxLen)
+	if err != nil {
 		return nil, err
 	}
-	return models.NewGenerator(l.backend, l.ctx, l.model, models.GeneratorOptions{MaxLen: maxLen, MinWindow: *flagWindow, Cache: mode, CacheDType: dtype})
+	return models.NewGenerator(l.backend, l.ctx, l.model, opts)
 }
 
 func generate() error {

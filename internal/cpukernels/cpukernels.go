@@ -465,6 +465,7 @@ func attention[KV float32 | uint16](out, q []float32, keys, values []KV, visible
 	if _, half := any(keys).([]uint16); half {
 		dtype = C.QK_F16
 	}
-	return statusError("cpukernels.attention", C.qk_attention((*C.float)(ptr(q)), ptr(keys), ptr(values), dtype, (*C.uint8_t)(ptr(visible)), C.int64_t(batch), C.int64_t(heads), C.int64_t(kv),
+	return statusError("cpukernels.attention", C.qk_attention((*C.float)(ptr(q)), ptr(keys), ptr(values), dtype,
+		(*C.uint8_t)(ptr(visible)), C.int64_t(batch), C.int64_t(heads), C.int64_t(kv),
 		C.int64_t(seq), C.int64_t(length), C.int64_t(nKeys), C.int64_t(hd), C.float(scale), (*C.float)(ptr(out))))
 }

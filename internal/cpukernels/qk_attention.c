@@ -266,9 +266,9 @@ static void attention_task(void *ctx, int64_t chunk, int slot, void *scratch) {
     j->rows(g, j->q + row0, rows, k, v, vis, n, j->hd, j->scale, (float *)scratch, j->out + row0, NULL, NULL, 0);
     return;
   }
-  const int64_t all = j->all_rows;
-  j->rows(g, j->q + row0, rows, k, v, vis, n, j->hd, j->scale, (float *)scratch, j->part + kb * all * j->hd + row0,
-          j->best + kb * all + r0, j->sum + kb * all + r0, j->seq);
+  const int64_t all = j->all_rows, at = kb * all; /* block kb's rows */
+  j->rows(g, j->q + row0, rows, k, v, vis, n, j->hd, j->scale, (float *)scratch, j->part + at * j->hd + row0,
+          j->best + at + r0, j->sum + at + r0, j->seq);
 }
 
 /* merge_key_blocks writes each of the rows of out from its blocks' partial rows: with m the
