@@ -38,7 +38,8 @@
  *     sizes the stride-8 kernels do not take): one row at a time reads sequentially, which beat
  *     interleaving several rows.
  *   QK_I8R1, QK_I8NKR1: int8 rows per pass for one activation row: several rows in registers beat
- *     the sequential order there.
+ *     the sequential order there, with the next pass's bytes prefetched (on an Intel Xeon the
+ *     hardware prefetchers did not follow the interleaved rows).
  *   QK_R4, QK_I8R4: rows per pass for more activation rows.
  *   S8R, LUT_R1: weight rows per pass of the single-row NF4 x @ W and 2/1-bit kernels, which load
  *     and store a panel of partial sums once per pass: two NF4 rows ran faster from cache and no
@@ -754,6 +755,10 @@ I512 void i8_kn_rows(const int MR, const int R, const qk_prod *p, int64_t k0, in
   }
   int64_t c = c0;
   for (; c + 32 <= c1; c += 32) {
+    if (MR == 1 && ((c - c0) & 63) == 0) {
+      /* the next pass reads the same columns of the R rows that follow */
+      UNROLL for (int r = 0; r < R; r++) { _mm_prefetch((const char *)(rows[r] + R * N + c), _MM_HINT_T0); }
+    }
     __m512 a0[8], a1[8];
     UNROLL for (int i = 0; i < MR; i++) {
       a0[i] = _mm512_loadu_ps(part + i * ldp + c);
@@ -809,6 +814,10 @@ I512 void i8_nk_rows(const int MR, const int R, const qk_prod *p, int64_t n0, in
     UNROLL for (int i = 0; i < MR; i++) {
       xa[i] = _mm512_loadu_ps(x + i * ldx + l);
       xb[i] = _mm512_loadu_ps(x + i * ldx + l + 16);
+    }
+    if (MR == 1) {
+      /* the R rows are consecutive: ask for the next group's bytes at the pace this group is read */
+      UNROLL for (int o = 0; o < 32 * R; o += 64) { _mm_prefetch((const char *)rows[0] + R * K + l * R + o, _MM_HINT_T0); }
     }
     UNROLL for (int r = 0; r < R; r++) {
       const __m512 qa = load_i8x16(rows[r] + l), qb = load_i8x16(rows[r] + l + 16);
