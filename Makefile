@@ -98,16 +98,19 @@ conformance-random: setup ## N (5000) seeded random inputs through eformer and q
 bench-peer: setup ## eformer (JAX CPU) vs quanta (XLA CPU) on the same shapes: a table of ratios
 	$(GO) run ./conformance/peer
 
-# SmolLM2 speed beside llama.cpp, in one sitting: examples/smollm -bench once per format (one
-# process each, so each line's peak RSS is its own), then reference/llamacpp.sh speed
-# (llama-cpp-python in its own virtualenv, no torch), then one table. Run it on a quiet machine. A smoke run:
-#   make bench-llamacpp SPEED_FLAGS='-reps 1 -bench-prompt 16 -bench-decode 8' LLAMACPP_FLAGS='--quick --types F32,Q4_1'
-SPEED_FORMATS ?= f32 nf4 nf4-out int8
+# SmolLM2 speed beside llama.cpp, in one sitting: per pair, examples/smollm -bench in one format
+# (one process, so each line's peak RSS is its own), then reference/llamacpp.sh speed on the
+# llama.cpp types it is compared with (llama-cpp-python in its own virtualenv, no torch); then one
+# table. The pairs alternate the engines so that both meet the same load on a shared machine. Run
+# it on a quiet machine. A smoke run:
+#   make bench-llamacpp SPEED_PAIRS='f32:F32 nf4:Q4_1' SPEED_FLAGS='-reps 1 -bench-prompt 16 -bench-decode 8' LLAMACPP_FLAGS='--quick'
+# SPEED_PAIRS: quanta format:llama.cpp types (comma-separated; none after the colon: quanta alone).
+SPEED_PAIRS ?= f32:F32 int8:Q8_0 nf4:Q4_0,Q4_1 nf4-out:
 SPEED_FLAGS ?=
 # quanta's key/value cache type in the speed tables: llama.cpp's default (f16), so that both
 # engines read the same cache bytes a token.
 BENCH_CACHE_DTYPE ?= float16
-LLAMACPP_FLAGS ?= --types F32,Q8_0,Q4_0,Q4_1 --threads 2
+LLAMACPP_FLAGS ?= --threads 2
 REFERENCE_RUN ?= reference/llamacpp.sh
 SPEED_OUT ?= $(or $(TMPDIR),/tmp)/quanta-smollm-speed
 
@@ -116,37 +119,41 @@ SPEED_OUT ?= $(or $(TMPDIR),/tmp)/quanta-smollm-speed
 bench-llamacpp: setup ## SmolLM2 prompt and decode tokens/s: quanta per format (f32, nf4, int8) beside llama.cpp, one table
 	@test -x $(REFERENCE_RUN) || { echo "bench-llamacpp: $(REFERENCE_RUN) not found (the reference harness; set REFERENCE_RUN)" >&2; exit 2; }
 	rm -f $(SPEED_OUT).quanta.jsonl $(SPEED_OUT).llamacpp.jsonl
-	for f in $(SPEED_FORMATS); do $(GO) run ./examples/smollm -bench -format $$f -cache-dtype $(BENCH_CACHE_DTYPE) $(SPEED_FLAGS) | tee -a $(SPEED_OUT).quanta.jsonl; done
-	$(REFERENCE_RUN) speed $(LLAMACPP_FLAGS) | tee $(SPEED_OUT).llamacpp.jsonl
+	for p in $(SPEED_PAIRS); do \
+	  $(GO) run ./examples/smollm -bench -format $${p%%:*} -cache-dtype $(BENCH_CACHE_DTYPE) $(SPEED_FLAGS) | tee -a $(SPEED_OUT).quanta.jsonl; \
+	  if [ -n "$${p#*:}" ]; then $(REFERENCE_RUN) speed --types $${p#*:} $(LLAMACPP_FLAGS) | tee -a $(SPEED_OUT).llamacpp.jsonl; fi; \
+	done
 	$(GO) run ./examples/smollm -speed-table $(SPEED_OUT).quanta.jsonl $(SPEED_OUT).llamacpp.jsonl | tee $(SPEED_OUT).md
 
-# The GGUF files as they are (-format file), quanta beside llama.cpp on the same files: SmolLM2 in
-# its shipped Q4_1 and in llama.cpp's types (make assets-quants), Gemma-3 in Q4_K_M. Run it on a
-# quiet machine; llama.cpp runs from reference/llamacpp.sh's virtualenv (no torch).
+# The GGUF files as they are (-format file), quanta beside llama.cpp on the same files, file by
+# file: SmolLM2 in its shipped Q4_1 and in llama.cpp's types (make assets-quants), Gemma-3 in
+# Q4_K_M. Run it on a quiet machine; llama.cpp runs from reference/llamacpp.sh's virtualenv (no
+# torch).
 GGUF_FILES ?= $(QUANTA_ASSETS)/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf $(wildcard $(QUANTA_ASSETS)/smollm2-quants/*.gguf) \
 	$(QUANTA_ASSETS)/gemma3/gemma-3-270m-q4_k_m.gguf
 GGUF_OUT ?= $(or $(TMPDIR),/tmp)/quanta-gguf-speed
 GGUF_LLAMACPP_FLAGS ?= --threads 2
 QUANTA_ASSETS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/quanta/assets
-comma := ,
-space := $(empty) $(empty)
 
 .PHONY: bench-gguf
 bench-gguf: setup ## prompt and decode tokens/s of each GGUF file as it is stored, quanta beside llama.cpp, one table
 	rm -f $(GGUF_OUT).quanta.jsonl $(GGUF_OUT).llamacpp.jsonl
-	for f in $(GGUF_FILES); do $(GO) run ./examples/smollm -bench -gguf $$f -cache-dtype $(BENCH_CACHE_DTYPE) $(SPEED_FLAGS) | tee -a $(GGUF_OUT).quanta.jsonl; done
-	reference/llamacpp.sh speed --files $(subst $(space),$(comma),$(strip $(GGUF_FILES))) $(GGUF_LLAMACPP_FLAGS) | tee $(GGUF_OUT).llamacpp.jsonl
+	for f in $(GGUF_FILES); do \
+	  $(GO) run ./examples/smollm -bench -gguf $$f -cache-dtype $(BENCH_CACHE_DTYPE) $(SPEED_FLAGS) | tee -a $(GGUF_OUT).quanta.jsonl; \
+	  reference/llamacpp.sh speed --files $$f $(GGUF_LLAMACPP_FLAGS) | tee -a $(GGUF_OUT).llamacpp.jsonl; \
+	done
 	$(GO) run ./examples/smollm -speed-table $(GGUF_OUT).quanta.jsonl $(GGUF_OUT).llamacpp.jsonl | tee $(GGUF_OUT).md
 
 # Where a SmolLM2 decoding step's time goes, per format: examples/smollm -anatomy (the step, its
 # parts compiled alone, the host's pick, the decoding rate in both cache modes), one process per
 # format. Run it on a quiet machine; ANATOMY_FLAGS adds flags (e.g. -fuse=false -head f32).
 ANATOMY_FLAGS ?=
+ANATOMY_FORMATS ?= f32 nf4 nf4-out int8
 
 .PHONY: decode-anatomy
 
 decode-anatomy: setup ## SmolLM2: time the parts of a decoding step per format (markdown tables)
-	for f in $(SPEED_FORMATS); do $(GO) run ./examples/smollm -anatomy -format $$f $(ANATOMY_FLAGS); done
+	for f in $(ANATOMY_FORMATS); do $(GO) run ./examples/smollm -anatomy -format $$f $(ANATOMY_FLAGS); done
 
 .PHONY: accel-test accel-binaries
 
