@@ -38,6 +38,11 @@
 // serves. Every built product is counted per layout and strategy (Built), so tests can prove
 // which formulation a graph holds.
 //
+// DenseMatMul is the product of a dense float weight, as the models' and qlayers' float
+// projections build it outside training: with kernels registered, up to 16 rows of float32 go to
+// quanta's float32 kernel, which streams the weight faster than XLA's dot there; the rest is
+// XLA's dot. It is also the dense baseline of the benchmarks.
+//
 // With kernels registered, Auto gives a rank-2 product of up to 512 activation rows to the
 // kernel, which beats DecodeDot there in every format on the benchmark shapes; beyond it XLA's
 // blocked dense product amortizes the decode. Without kernels, the dense-op formulations

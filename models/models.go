@@ -2,11 +2,14 @@ package models
 
 import (
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/lowering"
 )
 
 // Projection computes the linear layer called name, y = x·W (+ b) over the last axis of x with
@@ -15,9 +18,26 @@ import (
 type Projection func(ctx *context.Context, name string, x *graph.Node, outDim int, useBias bool) *graph.Node
 
 // Dense is the default Projection: layers.Dense in ctx.In(name), whose variables are
-// "dense/weights" (inDim, outDim) and "dense/biases" (outDim).
+// "dense/weights" (inDim, outDim) and "dense/biases" (outDim). Outside training, a float32 x
+// with its stored float32 weights takes lowering.DenseMatMul, which gives few rows to quanta's
+// float32 kernel where the backend has it.
 func Dense(ctx *context.Context, name string, x *graph.Node, outDim int, useBias bool) *graph.Node {
-	return layers.Dense(ctx.In(name), x, useBias, outDim)
+	g := x.Graph()
+	dctx := ctx.In(name).In(DenseScope)
+	shape := x.Shape()
+	w, b := dctx.GetVariable(DenseWeights), dctx.GetVariable(DenseBiases)
+	if ctx.IsTraining(g) || w == nil || shape.Rank() < 1 || shape.DType != dtypes.Float32 ||
+		!w.Shape().Equal(shapes.Make(dtypes.Float32, shape.Dim(-1), outDim)) ||
+		useBias && (b == nil || !b.Shape().Equal(shapes.Make(dtypes.Float32, outDim))) {
+		return layers.Dense(ctx.In(name), x, useBias, outDim)
+	}
+	flat := graph.Reshape(x, -1, shape.Dim(-1))
+	y := lowering.DenseMatMul(flat, w.ValueGraph(g))
+	y = graph.Reshape(y, append(shape.Clone().Dimensions[:shape.Rank()-1], outDim)...)
+	if useBias {
+		y = graph.Add(y, graph.ExpandLeftToRank(b.ValueGraph(g), y.Rank()))
+	}
+	return y
 }
 
 // DenseScope and DenseWeights are where Dense keeps a kernel: variable DenseWeights in

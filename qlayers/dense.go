@@ -52,7 +52,8 @@ const (
 //     is quantized in the graph (quanta.QuantizeNode, the stored format) and the product runs on
 //     that array;
 //   - inference with only the float kernel: the fake-quantized forward, the same value training
-//     sees.
+//     sees, multiplied by lowering.DenseMatMul (quanta's float32 kernel for a few rows where the
+//     backend has it).
 //
 // x must be a float tensor of rank >= 1; the kernel and biases take its dtype. Dense panics if
 // cfg is invalid, if x is not accepted, if stored components do not fit the format and shapes, or
@@ -81,7 +82,7 @@ func Dense(ctx *context.Context, x *graph.Node, useBias bool, outDim int, cfg qu
 	case len(stored) > 0:
 		y = quantizedProduct(ctx, flat, stored, kernelShape, cfg)
 	default:
-		y = graph.Dot(flat, fakeQuantize(floatKernel(ctx, g, kernelShape), cfg))
+		y = lowering.DenseMatMul(flat, fakeQuantize(floatKernel(ctx, g, kernelShape), cfg))
 	}
 	y = unflattenRows(y, shape)
 	if useBias {

@@ -257,6 +257,9 @@ const (
 // Graph returns the graph function of a context.
 func Graph(context string) func(x *graph.Node, ws []implicitarray.Value) *graph.Node {
 	product := func(x *graph.Node, w implicitarray.Value) *graph.Node {
+		if dense, ok := w.(*graph.Node); ok {
+			return lowering.DenseMatMul(x, dense) // the dense product a model's float projection gets
+		}
 		if _, transposed := w.(*ggml.Array); transposed {
 			return implicitarray.Materialize(implicitarray.Einsum("mk,nk->mn", x, w))
 		}

@@ -394,7 +394,8 @@ func GGMLNK[X Activation](y []float32, x []X, typ gguf.Type, blocks []uint8, m, 
 		C.int64_t(k), C.int64_t(n), (*C.float)(ptr(y))))
 }
 
-// DenseKN computes y = x · w for a float32 w (k×n): the in-package baseline of the benchmarks.
+// DenseKN computes y = x · w for a float32 w (k×n): the kernel of the quanta_f32_kn custom call
+// and the in-package baseline of the benchmarks.
 func DenseKN(y, x, w []float32, m, k, n int) error {
 	const op = "cpukernels.DenseKN"
 	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},

@@ -44,7 +44,9 @@
 //     (32, or 256 for the K-quants). Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
 //     and IQ4_NL, named by ggml's type ids (gguf.Type's values); W's values are ggml's
 //     dequantize_row_* bit for bit.
-//   - DenseKN: a float32 product, the in-package baseline of the benchmarks.
+//   - DenseKN (qk_f32_kn, the custom call quanta_f32_kn): a dense float32 w (k×n), which
+//     lowering.DenseMatMul gives products of a few rows (it streams the weight faster than XLA's
+//     dot there), and the in-package baseline of the benchmarks.
 //
 // # The C API
 //

@@ -212,6 +212,23 @@ static qffi_error* ggml_nk(qffi_frame* frame) {
 }
 QFFI_HANDLER(quanta_ggml_nk, ggml_nk)
 
+/* f32_kn runs x @ W of a dense weight: args x (M, K) float32, w (K, N) float32. */
+static qffi_error* f32_kn(qffi_frame* frame) {
+  qffi_buffer x = {0}, w = {0}, y = {0};
+  qffi_error* err;
+  if ((err = activations(frame, &x, &y)) || (err = qffi_arg(frame, QK_ARG_F32_KN_W, &w)) ||
+      (err = qffi_expect(frame, &w, "w", QFFI_F32, 2))) {
+    return err;
+  }
+  const int64_t m = x.dims[0], k = x.dims[1], n = y.dims[1];
+  if (qffi_num_args(frame) != QK_ARG_F32_KN_W + 1 || x.dtype != QFFI_F32 || w.dims[0] != k || w.dims[1] != n) {
+    return bad_shapes(frame, "x (M, K) float32, w float32 (K, N)");
+  }
+  int st = qk_f32_kn(x.data, w.data, m, k, n, y.data);
+  return st == QK_OK ? NULL : kernel_error(frame, st);
+}
+QK_HANDLER(quanta_f32_kn, f32_kn)
+
 _Static_assert(QK_ATTENTION_MAX_KEYS == QK_ATTENTION_MAX_KEYS_TABLE, "one bound on an attention call's keys");
 
 /* attention runs grouped-query attention: args q (batch, heads, seq, hd) float32, keys and values

@@ -483,6 +483,45 @@ func TestDenseKN(t *testing.T) {
 	})
 }
 
+// TestDenseKNColumnsApart: a column's sum does not depend on the other columns, so the product of
+// weights side by side gives each weight's product bit for bit (the models' fused projections).
+func TestDenseKNColumnsApart(t *testing.T) {
+	const k = 1000 // several stripes of stored rows
+	r := rand.New(rand.NewPCG(31, 32))
+	for _, m := range []int{1, 3, 16} {
+		x := randActivations(r, m*k, false).f32
+		parts := []int{48, 16, 300}
+		n := 0
+		for _, p := range parts {
+			n += p
+		}
+		w := randActivations(r, k*n, false).f32
+		y := make([]float32, m*n)
+		if err := DenseKN(y, x, w, m, k, n); err != nil {
+			t.Fatal(err)
+		}
+		c0 := 0
+		for _, p := range parts {
+			wp := make([]float32, k*p)
+			for l := range k {
+				copy(wp[l*p:(l+1)*p], w[l*n+c0:l*n+c0+p])
+			}
+			yp := make([]float32, m*p)
+			if err := DenseKN(yp, x, wp, m, k, p); err != nil {
+				t.Fatal(err)
+			}
+			for i := range m {
+				for j := range p {
+					if got, want := math.Float32bits(yp[i*p+j]), math.Float32bits(y[i*n+c0+j]); got != want {
+						t.Fatalf("m=%d: column %d alone %v, beside the others %v", m, c0+j, yp[i*p+j], y[i*n+c0+j])
+					}
+				}
+			}
+			c0 += p
+		}
+	}
+}
+
 // ---- non-finite activations ----
 
 // specialActivations returns m×k activations with an Inf, a -Inf and +Inf pair, and a NaN in the

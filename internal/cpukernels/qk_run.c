@@ -409,6 +409,9 @@ static int64_t gcd(int64_t a, int64_t b) {
   return a;
 }
 
+/* Stored rows per stripe of a float32 weight. */
+#define F32_STRIPE_ROWS 256
+
 /* The column alignment of panels: the largest column group of any kernel (128), and the NF4 block
  * for kernels that walk whole blocks. */
 #define PANEL_ALIGN 128
@@ -440,6 +443,10 @@ int qk_run_kn(qk_prod *p, qk_acts a) {
   int64_t nst;
   if (tuned_bytes > 0) {
     nst = (total + tuned_bytes - 1) / tuned_bytes;
+  } else if (p->fmt == QK_FMT_F32) {
+    /* by the rows alone: a column's sum is then the same whatever the other columns, so a
+     * product of weights side by side (fused projections) gives each one's bits */
+    nst = (p->srows + F32_STRIPE_ROWS - 1) / F32_STRIPE_ROWS;
   } else {
     const int64_t target = QK_MAX(total / 16, INT64_C(32) << 10);
     const int64_t partial_bytes = p->m * p->ldp * (int64_t)sizeof(float);

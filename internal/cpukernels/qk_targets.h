@@ -12,6 +12,7 @@
   X(quanta_twobit_kn) \
   X(quanta_onebit_kn) \
   X(quanta_ggml_nk) \
+  X(quanta_f32_kn) \
   X(quanta_attention)
 
 /* quanta_nf4_kn: x (M, K), packed uint8 (K, ceil(N/bs), bs/2), absmax float (K, ceil(N/bs)): x·W */
@@ -47,6 +48,10 @@ enum {
 /* quanta_ggml_nk: x (M, K), blocks uint8 (N, K/bs·blockBytes), N rows of K/bs blocks of the ggml type ggml_type: x·Wᵀ */
 enum {
   QK_ARG_GGML_NK_BLOCKS = 1,
+};
+/* quanta_f32_kn: x (M, K), w float32 (K, N): x·W of a dense weight */
+enum {
+  QK_ARG_F32_KN_W = 1,
 };
 /* quanta_attention: q float32 (batch, heads, seq, headDim), keys and values both float32 or both float16 (batch, kvHeads, length, headDim), visible bool (seq, keys ≤ length): grouped-query attention over the first keys positions (batch, heads, seq, headDim) */
 enum {

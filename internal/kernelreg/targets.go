@@ -47,6 +47,8 @@ var targets = []Target{
 		Contract: "packed uint8 (K/8, N), scale float32 (1 or N values): x·W"},
 	{Name: "quanta_ggml_nk", Operands: []string{"blocks"}, Attributes: []string{"ggml_type"},
 		Contract: "blocks uint8 (N, K/bs·blockBytes), N rows of K/bs blocks of the ggml type ggml_type: x·Wᵀ"},
+	{Name: "quanta_f32_kn", Operands: []string{"w"},
+		Contract: "w float32 (K, N): x·W of a dense weight"},
 	{Name: AttentionTarget, Operands: []string{"keys", "values", "visible"}, FloatAttributes: []string{"scale"},
 		First:    "q float32 (batch, heads, seq, headDim)",
 		Contract: "keys and values both float32 or both float16 (batch, kvHeads, length, headDim), visible bool (seq, keys ≤ length): grouped-query attention over the first keys positions (batch, heads, seq, headDim)"},
