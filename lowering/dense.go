@@ -34,7 +34,7 @@ func DenseMatMul(x, w *graph.Node) *graph.Node {
 		panic(errors.Errorf("%s: x %s, w %s; accepted: x (M, K) and w (K, N) of one float dtype", op, xs, ws))
 	}
 	y := graph.Dot(x, w)
-	if !denseKernelServes(x, w) {
+	if !denseKernelServes(x) {
 		stats.record(denseLayout, Materialize)
 		return y
 	}
@@ -45,8 +45,8 @@ func DenseMatMul(x, w *graph.Node) *graph.Node {
 	return y
 }
 
-// denseKernelServes reports whether the float32 kernel serves x·w (see DenseMatMul).
-func denseKernelServes(x, w *graph.Node) bool {
+// denseKernelServes reports whether the float32 kernel serves activations x (see DenseMatMul).
+func denseKernelServes(x *graph.Node) bool {
 	if x.DType() != dtypes.Float32 || x.Shape().Dim(0) > denseKernelMaxRows ||
 		x.Graph().DistributedStrategy() != distributed.None {
 		return false
