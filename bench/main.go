@@ -1,7 +1,8 @@
 // Command bench measures quanta's quantized products against the dense float product (what a
 // model's float projection gets: lowering.DenseMatMul, quanta's float32 kernel up to 16 rows on a
-// backend with the kernels, XLA's dot beyond), in one run on one backend, on a suite of real layer shapes and in two graph contexts, and writes the
-// tables `make bench` prints (markdown), the figures as JSON and a PNG chart of the speed-ups.
+// backend with the kernels, XLA's dot beyond), in one run on one backend, on a suite of real
+// layer shapes and in two graph contexts, and writes the tables `make bench` prints (markdown),
+// the figures as JSON and a PNG chart of the speed-ups.
 //
 // Shapes (K×N): Llama-7B 4096×4096, 4096×11008, 11008×4096; Qwen2.5-0.5B-like 2048×8192,
 // 8192×2048 and 896×4864, 4864×896; SmolLM2-135M 576×1536, 1536×576. Contexts:

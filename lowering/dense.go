@@ -5,6 +5,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/kernelreg"
 )
 
 // denseKernelMaxRows is the most activation rows for which DenseMatMul calls quanta's float32
@@ -12,8 +13,8 @@ import (
 // (docs/performance.md); beyond, XLA's blocked product reuses each weight load for more rows.
 const denseKernelMaxRows = 16
 
-// denseTarget is the float32 kernel's custom call (the kernel table, internal/kernelreg).
-const denseTarget = "quanta_f32_kn"
+// denseTarget is the float32 kernel's custom call, as the kernel table declares it.
+var denseTarget = kernelreg.TargetNamed("quanta_f32_kn")
 
 // denseLayout is the layout name Built counts DenseMatMul's products under.
 const denseLayout = "dense"
@@ -38,8 +39,9 @@ func DenseMatMul(x, w *graph.Node) *graph.Node {
 		stats.record(denseLayout, Materialize)
 		return y
 	}
-	if err := kernelsOf(x).Emit(y, denseTarget, []*graph.Node{x, w}, nil); err != nil {
-		panic(errors.WithMessagef(err, "%s: emitting the %s kernel for x %s, w %s", op, denseTarget, xs, ws))
+	operands := append([]*graph.Node{x}, denseTarget.Args(map[string]*graph.Node{"w": w})...)
+	if err := kernelsOf(x).Emit(y, denseTarget.Name, operands, nil); err != nil {
+		panic(errors.WithMessagef(err, "%s: emitting the %s kernel for x %s, w %s", op, denseTarget.Name, xs, ws))
 	}
 	stats.record(denseLayout, Kernel)
 	return y
@@ -52,5 +54,5 @@ func denseKernelServes(x *graph.Node) bool {
 		return false
 	}
 	k := kernelsOf(x)
-	return k != nil && k.Targets[denseTarget]
+	return k != nil && k.Targets[denseTarget.Name]
 }
