@@ -14,9 +14,13 @@
 
 int64_t qk_kn_tile_rows(int64_t m) { return m > 4 ? 128 : 32; }
 /* nk tiles: NK_ROWS output columns by up to NK_KB contracted elements (or all of k for few
- * activation rows, so each stored row streams once from start to end). */
+ * activation rows, so each stored row streams once from start to end). The activation rows go
+ * over the tiles in blocks whose panel (rows × tile elements) is at most NK_PANEL_BYTES, so it
+ * stays in L2 while the tiles stream past it: at 512 rows the whole panel (2 MiB) fell out of it
+ * and the products ran 1.1-1.9x slower than in blocks (docs/performance.md). */
 #define NK_ROWS 4
 #define NK_KB 1024
+#define NK_PANEL_BYTES (1 << 20)
 
 void qk_f32_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t c0, int64_t cnt, float *out, int64_t ldo) {
   for (int64_t r = 0; r < nr; r++) {
@@ -104,12 +108,21 @@ void qk_nk_generic(const qk_ops *ops, const qk_prod *p, int64_t n0, int64_t n1, 
   for (int64_t i = 0; i < M; i++) {
     memset(p->y + i * N + n0, 0, (size_t)(n1 - n0) * sizeof(float));
   }
-  for (int64_t k0 = 0; k0 < K; k0 += KB) {
-    const int64_t kc = QK_MIN(KB, K - k0);
-    for (int64_t r = n0; r < n1; r += NK_ROWS) {
-      const int64_t nr = QK_MIN(NK_ROWS, n1 - r);
-      tile_fn(p, r, nr, k0, kc, tile, KB);
-      ops->mk_nk(M, nr, kc, p->x + k0, p->ldx, tile, KB, p->y + r, N);
+  /* a row's sum is the same in any block: the micro-kernel keeps one set of sums per row */
+  const int64_t most = QK_MAX(4, NK_PANEL_BYTES / (QK_MIN(KB, K) * (int64_t)sizeof(float)));
+  const int64_t blocks = (M + most - 1) / most;
+  const int64_t MB = ((M + blocks - 1) / blocks + 3) / 4 * 4; /* even blocks of whole micro-tiles */
+  for (int64_t i0 = 0; i0 < M; i0 += MB) {
+    const int64_t mb = QK_MIN(MB, M - i0);
+    const float *x = p->x + i0 * p->ldx;
+    float *y = p->y + i0 * N;
+    for (int64_t k0 = 0; k0 < K; k0 += KB) {
+      const int64_t kc = QK_MIN(KB, K - k0);
+      for (int64_t r = n0; r < n1; r += NK_ROWS) {
+        const int64_t nr = QK_MIN(NK_ROWS, n1 - r);
+        tile_fn(p, r, nr, k0, kc, tile, KB);
+        ops->mk_nk(mb, nr, kc, x + k0, p->ldx, tile, KB, y + r, N);
+      }
     }
   }
 }
