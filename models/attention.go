@@ -151,8 +151,10 @@ func SlidingCausalMask(positions *Node, keys, window int) *Node {
 // attended over its filled window. It returns [batch, heads, seq, headDim]; it panics, naming the
 // shapes, when they do not fit.
 //
-// On XLA CPU with quanta's kernels (package kernels), up to AttentionKernelMaxSeq query rows run
-// as one call of the attention kernel, which reads the cache in place.
+// On XLA CPU with quanta's kernels (package kernels), float32 queries run as one call of the
+// attention kernel, which reads the cache in place: a decoding step's few rows as one pass over
+// the keys per row, a prompt's as products of blocks of positions by the keys they see (faster
+// than XLA's products and softmax at every length measured, docs/performance.md).
 func GroupedAttention(q, k, v, visible *Node, scale float64) *Node {
 	qs, ks := q.Shape(), k.Shape()
 	vs := visible.Shape()
@@ -188,18 +190,11 @@ func GroupedAttention(q, k, v, visible *Node, scale float64) *Node {
 	return out
 }
 
-// AttentionKernelMaxSeq is the most query rows a GroupedAttention call hands to quanta's CPU
-// attention kernel (where the backend has it): a decoding step's few rows, which XLA runs as
-// small products and a softmax with a dispatch cost each; longer chunks (a prompt) keep XLA's
-// products, which use every core well.
-const AttentionKernelMaxSeq = 16
-
 // attentionKernels returns the kernels that run this attention, or nil where the formulation
-// runs: another backend, no kernels, other dtypes, more than AttentionKernelMaxSeq queries, or
-// more keys than the kernel takes.
+// runs: another backend, no kernels, other dtypes, or more keys than the kernel takes.
 func attentionKernels(q, k, v *Node, keys int) *kernelreg.Kernels {
 	if q.DType() != dtypes.Float32 || (k.DType() != dtypes.Float32 && k.DType() != dtypes.Float16) ||
-		q.Shape().Dim(2) > AttentionKernelMaxSeq || keys > kernelreg.AttentionMaxKeys {
+		keys > kernelreg.AttentionMaxKeys {
 		return nil
 	}
 	kernels := kernelreg.For(q.Graph().Backend())

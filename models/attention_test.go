@@ -98,16 +98,16 @@ func TestSlidingCausalMask(t *testing.T) {
 
 // TestGroupedAttention checks the attention against its definition in float64, over caches
 // longer than the attended keys (their tail NaN, so reading it would show): decoding rows (the
-// CPU kernel where the backend has it) and a chunk longer than AttentionKernelMaxSeq (XLA's
-// products), with a float32 cache and with a float16 one (its values the halves nearest the
+// CPU kernel where the backend has it) and a prompt's chunk (the kernel's prompt path), with a
+// float32 cache and with a float16 one (its values the halves nearest the
 // drawn ones, which the definition then reads).
 func TestGroupedAttention(t *testing.T) {
 	backend := testutil.Backend(t)
-	const batch, heads, kvHeads, length, hd = 1, 6, 2, 40, 8
+	const batch, heads, kvHeads, length, hd = 1, 6, 2, 64, 8
 	for _, tc := range []struct {
 		seq  int
 		half bool
-	}{{1, false}, {4, false}, {models.AttentionKernelMaxSeq + 3, false}, {1, true}, {models.AttentionKernelMaxSeq + 3, true}} {
+	}{{1, false}, {4, false}, {19, false}, {40, false}, {1, true}, {40, true}} {
 		seq := tc.seq
 		t.Run(fmt.Sprintf("seq=%d/half=%v", seq, tc.half), func(t *testing.T) {
 			if tc.half && runtime.IsGo(backend) {

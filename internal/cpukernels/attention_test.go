@@ -26,6 +26,11 @@ var attnCases = []attnCase{
 	{"sliding window", 1, 4, 2, 2, 64, 64, 16, func(s, t int) bool { return t <= 60+s && t > 60+s-8 }},
 	{"long window, pooled", 1, 16, 4, 1, 4096, 3000, 64, causalFrom(2999)},
 	{"sliding window past whole key blocks", 1, 4, 2, 3, 256, 200, 16, func(s, t int) bool { return t <= 190+s && t > 190+s-8 }},
+	// from QK_ATTENTION_MANY (32) positions on: the prompt path
+	{"prompt, SmolLM2 heads", 1, 9, 3, 100, 128, 100, 64, causalFrom(0)},
+	{"prompt after a cached prefix, two batches", 2, 4, 2, 70, 160, 150, 16, causalFrom(80)},
+	{"prompt, one kv head, ragged head width", 1, 3, 1, 33, 40, 40, 5, causalFrom(7)},
+	{"prompt, sliding window", 1, 4, 2, 130, 200, 130, 8, func(s, t int) bool { return t <= s && t > s-40 }},
 }
 
 // attnInputs draws q, keys and values and builds the mask of c.
@@ -174,10 +179,14 @@ func TestAttentionHalfCache(t *testing.T) {
 }
 
 // TestAttentionNoKeyVisible: a row that sees no key is NaN, as the softmax over -inf of the
-// formulation; the other rows are unaffected, within one block of keys and over several.
+// formulation; the other rows are unaffected, within one block of keys and over several, and on
+// the prompt path for one row and for a whole block of positions.
 func TestAttentionNoKeyVisible(t *testing.T) {
-	for _, keys := range []int{4, 130} {
-		c := attnCase{"", 1, 2, 1, 2, keys, keys, 3, func(s, t int) bool { return s == 1 }}
+	for _, tc := range []struct{ keys, seq, blind int }{
+		{4, 2, 1}, {130, 2, 1}, // per-row path, one and several key blocks
+		{130, 40, 1}, {100, 70, 64}, // prompt path: one row; a whole block of positions
+	} {
+		c := attnCase{"", 1, 2, 1, tc.seq, tc.keys, tc.keys, 3, func(s, t int) bool { return s >= tc.blind }}
 		q, k, v, visible := attnInputs(c, 3)
 		out := make([]float32, len(q))
 		if err := attention(out, q, k, v, visible, c.batch, c.heads, c.kv, c.seq, c.length, c.nKeys, c.hd, 1); err != nil {
@@ -186,8 +195,8 @@ func TestAttentionNoKeyVisible(t *testing.T) {
 		for h := range c.heads {
 			for s := range c.seq {
 				for d := range c.hd {
-					if x := out[(h*c.seq+s)*c.hd+d]; math.IsNaN(float64(x)) != (s == 0) {
-						t.Errorf("%d keys: head %d row %d element %d = %g; want NaN only in the row that sees nothing", keys, h, s, d, x)
+					if x := out[(h*c.seq+s)*c.hd+d]; math.IsNaN(float64(x)) != (s < tc.blind) {
+						t.Errorf("%+v: head %d row %d element %d = %g; want NaN only in the rows that see nothing", tc, h, s, d, x)
 					}
 				}
 			}

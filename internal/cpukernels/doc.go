@@ -163,7 +163,18 @@
 // A window of more than 64 keys is split into blocks of 64, one task each over all the query
 // heads of its key/value head, merged in order on the calling thread, so that the threads share
 // the keys of a model with one key/value head; the blocks follow from the key count alone.
-// models.GroupedAttention emits it.
+//
+// From 32 query positions on (a prompt) the same call takes another route: the attended keys and
+// values are converted once to float32 (keys transposed), and each task takes a block of 64
+// positions of one key/value head and runs, per query head, the scores of the block over the keys
+// it sees and then the weighted sum of the values as two products of the float32 micro-kernel of
+// the tiled drivers, with the softmax per row between them; the per-row route would read each
+// key once per position with a horizontal sum per score. The keys a block sees run from the
+// first any of its rows sees to the last, so a masked key inside that range enters the values'
+// product as 0·v (an Inf or NaN value there gives NaN, as in the formulation's product of the
+// probabilities and the values). Blocks follow from the key count and positions alone, one task
+// each: the bits do not depend on the threads. models.GroupedAttention emits the call at every
+// query count.
 //
 // # Threads and determinism
 //

@@ -311,6 +311,156 @@ static void merge_key_blocks(int64_t blocks, int64_t rows, int64_t hd, const flo
   }
 }
 
+/* ---- many query positions (a prompt) ----
+ * From QK_ATTENTION_MANY positions on, a call goes through the float32 micro-kernel of the
+ * products (qk_ops.mk_kn), which keeps a block of positions' sums in registers while it sweeps the
+ * keys: first the read keys and values of each key/value head are converted once to float32 (the
+ * keys transposed, hd rows of n_keys), then each task takes a block of positions of one key/value
+ * head and, for each of its query heads, computes the block's scores Q·Kᵀ as one product over
+ * the keys the block sees (from the first key any of its rows sees to the last), the softmax per
+ * row (the masked keys' scores -inf, exp_pass), and out = (p·V) times the inverse of the sum as a
+ * second product. The per-row path above reads each key once per position; a prompt's positions
+ * then cost a dot product and a horizontal sum each. */
+#define QK_ATTENTION_MANY 32
+/* Positions per prompt task: the scores of a block (positions × keys) fit the chunk scratch. */
+#define QK_ATTENTION_MANY_BLOCK 64
+/* Keys per conversion task. */
+#define QK_ATTENTION_CONVERT_KEYS 256
+
+typedef struct {
+  const char *k, *v; /* the caches, elem bytes an element */
+  int64_t elem, length, n_keys, hd;
+  float *kt, *vf; /* per (batch, key/value head): hd rows of n_keys keys; n_keys rows of hd */
+} convert_job;
+
+static void convert_task(void *ctx, int64_t chunk, int slot, void *scratch) {
+  (void)slot;
+  (void)scratch;
+  const convert_job *j = (const convert_job *)ctx;
+  const int64_t blocks = (j->n_keys + QK_ATTENTION_CONVERT_KEYS - 1) / QK_ATTENTION_CONVERT_KEYS;
+  const int64_t bkv = chunk / blocks, t0 = chunk % blocks * QK_ATTENTION_CONVERT_KEYS;
+  const int64_t t1 = QK_MIN(t0 + QK_ATTENTION_CONVERT_KEYS, j->n_keys), hd = j->hd;
+  float *kt = j->kt + bkv * hd * j->n_keys, *vf = j->vf + bkv * j->n_keys * hd;
+  const int64_t cache = bkv * j->length * hd;
+  for (int64_t t = t0; t < t1; t++) {
+    const int64_t at = cache + t * hd;
+    if (j->elem == 4) {
+      const float *kr = (const float *)j->k + at;
+      for (int64_t d = 0; d < hd; d++) {
+        kt[d * j->n_keys + t] = kr[d];
+      }
+      memcpy(vf + t * hd, (const float *)j->v + at, (size_t)hd * sizeof(float));
+    } else {
+      const uint16_t *kr = (const uint16_t *)j->k + at, *vr = (const uint16_t *)j->v + at;
+      for (int64_t d = 0; d < hd; d++) {
+        kt[d * j->n_keys + t] = qk_f16_f32(kr[d]);
+        vf[t * hd + d] = qk_f16_f32(vr[d]);
+      }
+    }
+  }
+}
+
+typedef struct {
+  const qk_ops *ops;
+  const float *q;
+  const uint8_t *vis;
+  int64_t heads, kv, seq, n_keys, hd, block;
+  float scale;
+  const float *kt, *vf;
+  float *out;
+  float (*exp_pass)(float *, int64_t, float);
+} many_job;
+
+/* many_task serves one block of positions of one (batch, key/value head): every query head of
+ * the group over the keys the block's rows see. */
+static void many_task(void *ctx, int64_t chunk, int slot, void *scratch) {
+  (void)slot;
+  const many_job *j = (const many_job *)ctx;
+  const int64_t pblocks = (j->seq + j->block - 1) / j->block;
+  const int64_t bkv = chunk / pblocks, s0 = chunk % pblocks * j->block, rows = QK_MIN(j->block, j->seq - s0);
+  const int64_t groups = j->heads / j->kv, b = bkv / j->kv, hd = j->hd, n_keys = j->n_keys;
+  int64_t lo = n_keys, hi = 0; /* the keys any row of the block sees */
+  for (int64_t i = 0; i < rows; i++) {
+    const uint8_t *vis = j->vis + (s0 + i) * n_keys;
+    int64_t t = 0;
+    while (t < lo && !vis[t]) {
+      t++;
+    }
+    lo = t < lo ? t : lo;
+    t = n_keys;
+    while (t > hi && !vis[t - 1]) {
+      t--;
+    }
+    hi = t > hi ? t : hi;
+  }
+  const int64_t n = hi > lo ? hi - lo : 0;
+  const float *kt = j->kt + bkv * hd * n_keys + lo, *vf = j->vf + (bkv * n_keys + lo) * hd;
+  float *scores = (float *)scratch;
+  float inv[QK_ATTENTION_MANY_BLOCK];
+  for (int64_t g = 0; g < groups; g++) {
+    const int64_t row0 = ((b * j->heads + (bkv % j->kv) * groups + g) * j->seq + s0) * hd;
+    float *out = j->out + row0;
+    memset(out, 0, (size_t)(rows * hd) * sizeof(float));
+    if (n > 0) {
+      memset(scores, 0, (size_t)(rows * n) * sizeof(float));
+      j->ops->mk_kn(rows, hd, n, j->q + row0, hd, kt, n_keys, scores, n);
+    }
+    for (int64_t i = 0; i < rows; i++) {
+      float *si = scores + i * n;
+      const uint8_t *vis = j->vis + (s0 + i) * n_keys + lo;
+      float best = -INFINITY;
+      for (int64_t t = 0; t < n; t++) {
+        si[t] = vis[t] ? si[t] * j->scale : -INFINITY;
+        best = si[t] > best ? si[t] : best;
+      }
+      inv[i] = best == -INFINITY ? NAN : 1 / j->exp_pass(si, n, best); /* no key visible: the softmax of -inf */
+      if (best == -INFINITY) {
+        memset(si, 0, (size_t)n * sizeof(float));
+      }
+    }
+    if (n > 0) {
+      j->ops->mk_kn(rows, n, hd, scores, n, vf, hd, out, hd);
+    }
+    for (int64_t i = 0; i < rows; i++) {
+      for (int64_t d = 0; d < hd; d++) {
+        out[i * hd + d] *= inv[i];
+      }
+    }
+  }
+}
+
+/* attention_many runs a call of many positions as above; QK_ERR_SIZE if its block of scores or
+ * the converted keys and values would not fit (the caller then takes the per-row path). */
+static int attention_many(const float *q, const void *keys, const void *values, int half, const uint8_t *visible,
+                          int64_t batch, int64_t heads, int64_t kv, int64_t seq, int64_t length, int64_t n_keys,
+                          int64_t hd, float scale, float *out) {
+  const int64_t block = QK_MIN(QK_ATTENTION_MANY_BLOCK, (int64_t)(QK_CHUNK_SCRATCH / sizeof(float)) / n_keys);
+  if (block < QK_ATTENTION_MANY / 2 || batch * kv > (INT64_MAX / 8) / n_keys / hd / 2) {
+    return QK_ERR_SIZE;
+  }
+  float *buf = (float *)qk_call_buffer((size_t)(batch * kv * n_keys * hd * 2) * sizeof(float));
+  if (buf == NULL) {
+    return QK_ERR_NOMEM;
+  }
+  const int threads = qk_threads();
+  convert_job c = {.k = (const char *)keys, .v = (const char *)values, .elem = half ? 2 : 4, .length = length,
+                   .n_keys = n_keys, .hd = hd, .kt = buf, .vf = buf + batch * kv * n_keys * hd};
+  int st = qk_parallel(batch * kv * ((n_keys + QK_ATTENTION_CONVERT_KEYS - 1) / QK_ATTENTION_CONVERT_KEYS), threads,
+                       convert_task, &c);
+  if (st != QK_OK) {
+    return st;
+  }
+  many_job j = {.ops = qk_active_ops(), .q = q, .vis = visible, .heads = heads, .kv = kv, .seq = seq,
+                .n_keys = n_keys, .hd = hd, .block = block, .scale = scale, .kt = c.kt, .vf = c.vf, .out = out,
+                .exp_pass = exp_pass_portable};
+#if QK_X86
+  if (qk_isa_active() >= QK_ISA_AVX2) {
+    j.exp_pass = exp_pass_avx2;
+  }
+#endif
+  return qk_parallel(batch * kv * ((seq + block - 1) / block), threads, many_task, &j);
+}
+
 /* Below this many multiply-adds a call runs on the caller's thread: waking the pool costs more. */
 #define QK_ATTENTION_SMALL (1 << 17)
 
@@ -330,6 +480,13 @@ int qk_attention(const float *q, const void *keys, const void *values, int kv_dt
   }
   if (!q || !keys || !values || !visible || !out) {
     return QK_ERR_NULL;
+  }
+  if (seq >= QK_ATTENTION_MANY) {
+    const int st = attention_many(q, keys, values, kv_dtype == QK_F16, visible, batch, heads, kv, seq, length,
+                                  n_keys, hd, scale, out);
+    if (st != QK_ERR_SIZE) {
+      return st;
+    }
   }
   /* A task serves up to per query heads of one key/value head over one block of keys: as many
    * heads as fit QK_ATTENTION_GROUP, and, when the call runs on several threads, few enough that

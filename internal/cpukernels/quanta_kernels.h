@@ -169,7 +169,10 @@ int qk_ggml_nk(const void *x, int x_dtype, int type, const uint8_t *blocks, int6
  * polynomial), out = sum_t p_t·values_t (t in order); a row that sees no key is NaN, as the
  * formulation's softmax over -inf. Over more than 64 keys the softmax and sum run per block of 64
  * keys and the blocks' rows are combined in order, weighted by their share of the exponentials.
- * Each block of a row is computed by one thread, in one order: the result does not depend on the
+ * From 32 positions on (seq >= 32, with n_keys <= 16384), blocks of up to 64 positions instead
+ * take the keys from the first any of their rows sees to the last as one softmax per row, their
+ * scores and weighted values as float32 products; a masked key in that range adds 0·value. Each
+ * block of a row is computed by one thread, in one order: the result does not depend on the
  * thread count. n_keys <= QK_ATTENTION_MAX_KEYS.
  */
 #define QK_ATTENTION_MAX_KEYS (1 << 18)
