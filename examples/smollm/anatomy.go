@@ -2,7 +2,9 @@ package main
 
 // -anatomy: where a decoding step's time goes. Each part of the step is compiled as its own XLA
 // program on the loaded model (-format, -head, -fuse) at one token, with a cache window of
-// -anatomy-window positions, and timed alone (median of -anatomy-reps runs after a warm-up):
+// -anatomy-window positions, and timed alone (median of -anatomy-reps runs after a warm-up).
+// -anatomy-positions P times the step, the projections, the attention and the cache writes at P
+// positions from position 0 instead (a prompt's chunk: the window must hold them):
 //
 //   - step: the whole decoding step, as the generator runs it (caches donated);
 //   - empty step: a program with the step's inputs and outputs and no work (logits of zeros,
@@ -13,7 +15,7 @@ package main
 //     keys and values taken from the input (no product);
 //   - cache writes: every layer's key and value write alone;
 //   - head: the final norm and the output head (the tied table's product);
-//   - lookup: the embedding of one token;
+//   - lookup: the embedding of the step's tokens;
 //   - read bandwidth: a sum over a 256 MB float32 array, the limit the parts are set against;
 //
 // and on the host, per token: copying the logits out is inside the step; greedy and sampled
@@ -41,15 +43,17 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/internal/customcall"
+	"github.com/quanta-ml/quanta/internal/modelbase"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/llama"
 	"github.com/quanta-ml/quanta/tokenizer"
 )
 
 var (
-	flagAnatomyWindow = flag.Int("anatomy-window", 256, "-anatomy: the attended cache window of the timed step (its position is window/2)")
-	flagAnatomyReps   = flag.Int("anatomy-reps", 50, "-anatomy: timed runs of each part (median)")
-	flagAnatomyTokens = flag.Int("anatomy-tokens", 64, "-anatomy: tokens decoded per generator run (cache modes and -maxlen)")
+	flagAnatomyWindow    = flag.Int("anatomy-window", 256, "-anatomy: the attended cache window of the timed step (its position is window/2)")
+	flagAnatomyReps      = flag.Int("anatomy-reps", 50, "-anatomy: timed runs of each part (median)")
+	flagAnatomyTokens    = flag.Int("anatomy-tokens", 64, "-anatomy: tokens decoded per generator run (cache modes and -maxlen)")
+	flagAnatomyPositions = flag.Int("anatomy-positions", 1, "-anatomy: positions of the timed step and its parts (more than 1: a prompt's chunk from position 0)")
 )
 
 // part is one timed program.
@@ -60,9 +64,9 @@ type part struct {
 }
 
 func anatomy() error {
-	window, reps := *flagAnatomyWindow, *flagAnatomyReps
-	if window < 2 || reps < 1 || *flagAnatomyTokens < 1 {
-		return errors.New("-anatomy-window must be at least 2, -anatomy-reps and -anatomy-tokens positive")
+	window, reps, positions := *flagAnatomyWindow, *flagAnatomyReps, *flagAnatomyPositions
+	if window < 2 || reps < 1 || *flagAnatomyTokens < 1 || positions < 1 || positions > window {
+		return errors.New("-anatomy-window must be at least 2, -anatomy-reps and -anatomy-tokens positive, -anatomy-positions from 1 to the window")
 	}
 	l, err := load()
 	if err != nil {
@@ -91,12 +95,23 @@ func anatomy() error {
 		return out
 	}
 	pos := int32(window / 2)
-	x := tensors.FromShape(shapes.Make(dtypes.Float32, 1, 1, m.Dim))
-	tensors.MustMutableFlatData(x, func(v []float32) {
-		for i := range v {
-			v[i] = float32(math.Sin(float64(i))) // a hidden state of unit scale
-		}
-	})
+	tokens := [][]int32{make([]int32, positions)}
+	for i := range tokens[0] {
+		tokens[0][i] = int32(42 + i)
+	}
+	if positions > 1 {
+		pos = 0
+	}
+	hidden := func(rows int) *tensors.Tensor {
+		x := tensors.FromShape(shapes.Make(dtypes.Float32, 1, rows, m.Dim))
+		tensors.MustMutableFlatData(x, func(v []float32) {
+			for i := range v {
+				v[i] = float32(math.Sin(float64(i))) // hidden states of unit scale
+			}
+		})
+		return x
+	}
+	x, x1 := hidden(positions), hidden(1)
 
 	// timeWithCaches times a program whose inputs are head... then the caches, donated, and whose
 	// outputs end with the caches (nOut outputs before them).
@@ -164,7 +179,7 @@ func anatomy() error {
 			projBytes += e.BytesAfter()
 		}
 	}
-	cacheBytes := int64(2*m.Layers) * int64(m.KVHeads*(window/2+1)*m.HeadDim*cacheDType.Size()) // the filled positions
+	cacheBytes := int64(2*m.Layers) * int64(m.KVHeads*(int(pos)+positions)*m.HeadDim*cacheDType.Size()) // the filled positions
 	var parts []part
 	add := func(p part, err error) error {
 		if err == nil {
@@ -176,13 +191,13 @@ func anatomy() error {
 	if err := add(timeWithCaches("step", projBytes+tableBytes+cacheBytes, 1, func(ctx *context.Context, in []*Node) []*Node {
 		cache := models.NewKVCache(in[1], window, in[3:])
 		return append([]*Node{m.Step(ctx, in[0], in[2], cache)}, cache.Caches()...)
-	}, [][]int32{{42}}, pos, int32(0))); err != nil {
+	}, tokens, pos, int32(positions-1))); err != nil {
 		return err
 	}
 	if err := add(timeWithCaches("empty step", 0, 1, func(ctx *context.Context, in []*Node) []*Node {
 		logits := Zeros(in[0].Graph(), shapes.Make(dtypes.Float32, 1, m.VocabSize))
 		return append([]*Node{logits}, in[3:]...)
-	}, [][]int32{{42}}, pos, int32(0))); err != nil {
+	}, tokens, pos, int32(positions-1))); err != nil {
 		return err
 	}
 	if err := add(timeOnce("projections", projBytes, func(ctx *context.Context, x *Node) *Node {
@@ -198,7 +213,7 @@ func anatomy() error {
 	}
 	if err := add(timeWithCaches("cache writes", 0, 1, func(ctx *context.Context, in []*Node) []*Node {
 		cache := models.NewKVCache(in[1], window, in[2:])
-		kv := Reshape(SliceAxis(in[0], -1, AxisRange(0, m.KVHeads*m.HeadDim)), 1, m.KVHeads, 1, m.HeadDim)
+		kv := modelbase.SplitHeads(SliceAxis(in[0], -1, AxisRange(0, m.KVHeads*m.HeadDim)), m.KVHeads, m.HeadDim)
 		for i := range m.Layers {
 			cache.Update(i, kv, kv)
 		}
@@ -208,12 +223,12 @@ func anatomy() error {
 	}
 	if err := add(timeOnce("head", tableBytes, func(ctx *context.Context, x *Node) *Node {
 		return m.Logits(ctx, Reshape(x, 1, m.Dim))
-	}, x)); err != nil {
+	}, x1)); err != nil {
 		return err
 	}
 	if err := add(timeOnce("lookup", 0, func(ctx *context.Context, tokens *Node) *Node {
 		return m.Embed(ctx, tokens)
-	}, [][]int32{{42}})); err != nil {
+	}, tokens)); err != nil {
 		return err
 	}
 	big := tensors.FromShape(shapes.Make(dtypes.Float32, 64<<20)) // 256 MB
@@ -234,9 +249,9 @@ func anatomy() error {
 		return err
 	}
 
-	fmt.Printf("Decode anatomy: %s, format %s, head %s, fused %v, one token at position %d, window %d, %d layers (median of %d runs; read bandwidth %.1f GB/s, a 256 MB sum)\n\n",
-		l.backend.Name(), *flagFormat, headFormat(), m.FusedQKV || m.FusedGateUp, pos, window, m.Layers, reps, gbps)
-	fmt.Println("| part | ms per token | bytes read | at bandwidth (ms) | share of the step |")
+	fmt.Printf("Decode anatomy: %s, format %s, head %s, fused %v, %d position(s) from position %d, window %d, %d layers (median of %d runs; read bandwidth %.1f GB/s, a 256 MB sum)\n\n",
+		l.backend.Name(), *flagFormat, headFormat(), m.FusedQKV || m.FusedGateUp, positions, pos, window, m.Layers, reps, gbps)
+	fmt.Println("| part | ms per step | bytes read | at bandwidth (ms) | share of the step |")
 	fmt.Println("|---|---|---|---|---|")
 	step := parts[0].ms
 	for _, p := range parts {
@@ -289,18 +304,18 @@ func projections(ctx *context.Context, m *llama.Model, x *Node) *Node {
 }
 
 // attentionOnly runs every layer's RoPE, cache write and attention with queries, keys and values
-// taken from x [1, 1, Dim] (Heads·HeadDim = Dim), chaining the layers through x.
+// taken from x [1, positions, Dim] (Heads·HeadDim = Dim), chaining the layers through x.
 func attentionOnly(m *llama.Model, x *Node, cache *models.KVCache) *Node {
-	hd := m.HeadDim
-	mask := cache.Mask(1)
-	cos, sin := models.RoPETables(cache.Positions(1), hd, m.RoPEBase)
+	hd, positions := m.HeadDim, x.Shape().Dim(1)
+	mask := cache.Mask(positions)
+	cos, sin := models.RoPETables(cache.Positions(positions), hd, m.RoPEBase)
 	for i := range m.Layers {
-		q := Reshape(x, 1, m.Heads, 1, hd)
-		k := Reshape(SliceAxis(x, -1, AxisRange(0, m.KVHeads*hd)), 1, m.KVHeads, 1, hd)
+		q := modelbase.SplitHeads(x, m.Heads, hd)
+		k := modelbase.SplitHeads(SliceAxis(x, -1, AxisRange(0, m.KVHeads*hd)), m.KVHeads, hd)
 		q, k = models.ApplyRoPE(q, cos, sin, false), models.ApplyRoPE(k, cos, sin, false)
 		wk, wv := cache.Update(i, k, k)
 		out := models.GroupedAttention(q, wk, wv, mask, 1/math.Sqrt(float64(hd)))
-		x = Add(x, Reshape(out, 1, 1, m.Dim))
+		x = Add(x, modelbase.MergeHeads(out))
 	}
 	return x
 }
