@@ -21,8 +21,8 @@ import (
 )
 
 // TestKernelDeterminism: a compiled product that a kernel serves returns the same bits on every
-// call, from one goroutine or from many at once, whatever the kernels' thread count — as XLA's
-// own dense product does. The weight (4608 × 264, or 264 × 4608 for GGUF's x·Wᵀ) is large enough
+// call, from one goroutine or from many at once, whatever the kernels' thread count and whether
+// they run on quanta's pool or on XLA's — as XLA's own dense product does. The weight (4608 × 264, or 264 × 4608 for GGUF's x·Wᵀ) is large enough
 // that the kernels split its rows at the smaller m; at m = 2 the GGML types take their integer
 // route.
 func TestKernelDeterminism(t *testing.T) {
@@ -31,6 +31,7 @@ func TestKernelDeterminism(t *testing.T) {
 		t.Skipf("no kernels on %s", backend.Name())
 	}
 	defer cpukernels.SetThreads(0)
+	defer cpukernels.SetXLAPool(cpukernels.SetXLAPool(false))
 	const k, n = 4608, 264
 	r := rand.New(rand.NewPCG(23, 1))
 	weight := testutil.NormalTensor(r, k, n)
@@ -84,6 +85,9 @@ func TestKernelDeterminism(t *testing.T) {
 						check(fmt.Sprintf("%d kernel threads, call %d", cpukernels.Threads(), c), call())
 					}
 				}
+				cpukernels.SetXLAPool(true)
+				check("on XLA's pool", call())
+				cpukernels.SetXLAPool(false)
 				results := make([][]float32, 16*4)
 				var wg sync.WaitGroup
 				for g := range 16 {

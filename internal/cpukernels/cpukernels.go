@@ -81,6 +81,17 @@ func SetThreads(n int) int {
 	return int(C.qk_set_threads(C.int(n)))
 }
 
+// SetXLAPool makes the kernels that XLA calls run on XLA's intra-op pool (on) or on quanta's
+// (off) and returns the previous setting; the default is quanta's, or XLA's where
+// QUANTA_KERNEL_POOL=xla. A product's bits do not depend on it.
+func SetXLAPool(on bool) bool {
+	v := int64(0)
+	if on {
+		v = 1
+	}
+	return tune(C.QK_TUNE_XLA_POOL, v) != 0
+}
+
 // MaxThreads bounds the thread count.
 const MaxThreads = C.QK_MAX_THREADS
 
