@@ -1,7 +1,9 @@
-/* qk_attention.c: grouped-query attention of a few query rows over a key/value cache, one call a
- * layer (quanta_kernels.h's qk_attention). A decoding step's attention is a few small products
- * and a softmax, which XLA CPU runs as separate operations, each with its own dispatch cost; here
- * the query heads that share a key/value head are one pass over its keys and values (each row
+/* qk_attention.c: grouped-query attention over a key/value cache, one call a layer
+ * (quanta_kernels.h's qk_attention): a decoding step's few query rows by the per-row route below,
+ * a prompt's many positions by products (the route further down, "many query positions"). A
+ * decoding step's attention is a few small products and a softmax, which XLA CPU runs as separate
+ * operations, each with its own dispatch cost; here the query heads that share a key/value head
+ * are one pass over its keys and values (each row
  * read once for the group): scores into the thread's chunk scratch, softmax, the weighted sum of
  * the values. The cache is float32 or float16, each half converted exactly as it is read
  * (qk_attention_kv.h holds the code that reads it, once per type). The loops are plain C,
