@@ -3,14 +3,14 @@
  * a prompt's many positions by products (the route further down, "many query positions"). A
  * decoding step's attention is a few small products and a softmax, which XLA CPU runs as separate
  * operations, each with its own dispatch cost; here the query heads that share a key/value head
- * are one pass over its keys and values (each row
- * read once for the group): scores into the thread's chunk scratch, softmax, the weighted sum of
- * the values. The cache is float32 or float16, each half converted exactly as it is read
- * (qk_attention_kv.h holds the code that reads it, once per type). The loops are plain C,
- * compiled once for the baseline and once for AVX2 + FMA (eight-lane accumulators that the
- * compiler vectorizes, exp by a polynomial), but for two AVX2 steps written with intrinsics (four
- * keys' scores at once, the values' sums in registers) that keep the plain loops' operations and
- * order; the lane sums are added in a fixed order, and each output row is computed by one thread. */
+ * are one pass over its keys and values (each row read once for the group): scores into the
+ * thread's chunk scratch, softmax, the weighted sum of the values. The cache is float32 or
+ * float16, each half converted exactly as it is read (qk_attention_kv.h holds the code that reads
+ * it, once per type). The loops are plain C, compiled once for the baseline and once for AVX2 +
+ * FMA (eight-lane accumulators that the compiler vectorizes, exp by a polynomial), but for two
+ * AVX2 steps written with intrinsics (four keys' scores at once, the values' sums in registers)
+ * that keep the plain loops' operations and order; the lane sums are added in a fixed order, and
+ * each output row is computed by one thread. */
 #include <math.h>
 
 #include "qk_internal.h"
