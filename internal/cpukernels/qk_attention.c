@@ -431,13 +431,16 @@ static void many_task(void *ctx, int64_t chunk, int slot, void *scratch) {
   }
 }
 
+/* The most bytes of converted keys and values a call holds (the thread's call buffer). */
+#define QK_ATTENTION_MANY_BYTES (INT64_C(256) << 20)
+
 /* attention_many runs a call of many positions as above; QK_ERR_SIZE if its block of scores or
  * the converted keys and values would not fit (the caller then takes the per-row path). */
 static int attention_many(const float *q, const void *keys, const void *values, int half, const uint8_t *visible,
                           int64_t batch, int64_t heads, int64_t kv, int64_t seq, int64_t length, int64_t n_keys,
                           int64_t hd, float scale, float *out) {
   const int64_t block = QK_MIN(QK_ATTENTION_MANY_BLOCK, (int64_t)(QK_CHUNK_SCRATCH / sizeof(float)) / n_keys);
-  if (block < QK_ATTENTION_MANY / 2 || batch * kv > (INT64_MAX / 8) / n_keys / hd / 2) {
+  if (block < QK_ATTENTION_MANY / 2 || batch * kv > QK_ATTENTION_MANY_BYTES / 8 / n_keys / hd) {
     return QK_ERR_SIZE;
   }
   float *buf = (float *)qk_call_buffer((size_t)(batch * kv * n_keys * hd * 2) * sizeof(float));

@@ -164,16 +164,17 @@ int qk_ggml_nk(const void *x, int x_dtype, int type, const uint8_t *blocks, int6
  * hd) of kv_dtype QK_F32 or QK_F16 (read as their exact float32 values) with kv dividing heads
  * (query head h reads key/value head h / (heads/kv)), of which the first n_keys <= length
  * positions are read, visible (seq, n_keys) bytes (0: masked). For each query row, scores
- * s_t = (q · keys_t)·scale over the visible t, p = softmax(s) (exp(s_t − max) times the inverse of
- * their sum, added in eight lanes in a fixed order; the AVX2 path computes exp with a
- * polynomial), out = sum_t p_t·values_t (t in order); a row that sees no key is NaN, as the
- * formulation's softmax over -inf. Over more than 64 keys the softmax and sum run per block of 64
- * keys and the blocks' rows are combined in order, weighted by their share of the exponentials.
- * From 32 positions on (seq >= 32, with n_keys <= 16384), blocks of up to 64 positions instead
- * take the keys from the first any of their rows sees to the last as one softmax per row, their
- * scores and weighted values as float32 products; a masked key in that range adds 0·value. Each
- * block of a row is computed by one thread, in one order: the result does not depend on the
- * thread count. n_keys <= QK_ATTENTION_MAX_KEYS.
+ * s_t = (q · keys_t)·scale over the visible t, p = softmax(s) (exp(s_t − max) times the inverse of their
+ * sum, added in eight lanes in a fixed order; the AVX2 path computes exp with a polynomial), out =
+ * sum_t p_t·values_t (t in order); a row that sees no key is NaN, as the formulation's softmax
+ * over -inf. Over more than 64 keys the softmax and sum run per block of 64 keys and the blocks'
+ * rows are combined in order, weighted by their share of the exponentials. From 32 positions on
+ * (seq >= 32, n_keys <= 16384, the converted keys and values of the call (batch·kv·n_keys·hd·8
+ * bytes) at most 256 MiB), blocks of up to 64 positions instead take the keys from the first any
+ * of their rows sees to the last as one softmax per row, their scores and weighted values as
+ * float32 products; a masked key in that range adds 0·value. Each block of a row is computed by
+ * one thread, in one order: the result does not depend on the thread count.
+ * n_keys <= QK_ATTENTION_MAX_KEYS.
  */
 #define QK_ATTENTION_MAX_KEYS (1 << 18)
 int qk_attention(const float *q, const void *keys, const void *values, int kv_dtype, const uint8_t *visible,
