@@ -166,8 +166,8 @@
 //
 // From 32 query positions on (a prompt) the same call takes another route, where the call's
 // attended keys and values, converted once to float32 (keys transposed), fit 256 MiB and a block
-// of 16 positions' scores the chunk scratch (up to 16384 keys): each task takes a block of 64
-// positions of one key/value head and runs, per query head, the scores of the block over the keys
+// of 16 positions' scores the chunk scratch (up to 16384 keys): each task takes a block of up to
+// 64 positions of one key/value head and runs, per query head, the scores of the block over the keys
 // it sees and then the weighted sum of the values as two products of the float32 micro-kernel of
 // the tiled drivers, with the softmax per row between them; the per-row route would read each
 // key once per position with a horizontal sum per score. The keys a block sees run from the
