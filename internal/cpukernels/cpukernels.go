@@ -89,7 +89,7 @@ func SetXLAPool(on bool) bool {
 	if on {
 		v = 1
 	}
-	return tune(C.QK_TUNE_XLA_POOL, v) != 0
+	return tune(tuneXLAPool, v) != 0
 }
 
 // MaxThreads bounds the thread count.
@@ -430,6 +430,7 @@ const (
 	tuneChunkBytes = C.QK_TUNE_CHUNK_BYTES
 	tuneFusedMaxM  = C.QK_TUNE_FUSED_MAX_M
 	tunePanels     = C.QK_TUNE_PANELS
+	tuneXLAPool    = C.QK_TUNE_XLA_POOL
 )
 
 // tune sets a knob and returns its previous value.
