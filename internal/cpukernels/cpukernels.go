@@ -436,6 +436,14 @@ const (
 // tune sets a knob and returns its previous value.
 func tune(knob int, value int64) int64 { return int64(C.qk_tune(C.int(knob), C.int64_t(value))) }
 
+// nf4Decode decodes an NF4 weight of rows stored rows of span elements (either layout) with the
+// active path's decode (tests of the decode, bit for bit); the caller checks the lengths.
+func nf4Decode[S Scale](packed []uint8, absmax []S, rows, span, blockSize int) ([]float32, error) {
+	out := make([]float32, rows*span)
+	return out, statusError("cpukernels.nf4Decode", C.qk_nf4_decode((*C.uint8_t)(ptr(packed)), ptr(absmax), scaleDType(absmax),
+		C.int64_t(rows), C.int64_t(span), C.int64_t(blockSize), (*C.float)(ptr(out))))
+}
+
 // ggmlDecode decodes rows×k elements of typ with the active path's tile decode (tests of the
 // decode, bit for bit); the caller checks the lengths.
 func ggmlDecode(typ gguf.Type, blocks []uint8, rows, k int) ([]float32, error) {

@@ -44,6 +44,10 @@
 //     (32, or 256 for the K-quants). Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
 //     and IQ4_NL, named by ggml's type ids (gguf.Type's values); W's values are ggml's
 //     dequantize_row_* bit for bit.
+//   - The weight decodes (qk_nf4_decode and qk_ggml_decode, the custom calls quanta_nf4_decode
+//     and quanta_ggml_decode): an NF4 weight of either layout, or a GGML one, written as float32
+//     (its stored rows, each of its span), the values the products multiply bit for bit; package
+//     lowering's DecodeDot hands the result to XLA's dense product for many activation rows.
 //   - DenseKN (qk_f32_kn, the custom call quanta_f32_kn): a dense float32 w (k×n), which
 //     lowering.DenseMatMul gives products of a few rows (it streams the weight faster than XLA's
 //     dot there), and the in-package baseline of the benchmarks.
@@ -51,8 +55,8 @@
 // # The C API
 //
 // quanta_kernels.h declares qk_nf4_kn, qk_nf4_nk, qk_int8_kn, qk_int8_nk, qk_twobit_kn,
-// qk_onebit_kn, qk_ggml_nk (with qk_ggml_block_info and the QK_GGML_* type ids) and qk_f32_kn
-// with the element types (QK_F32, QK_BF16, QK_F16), scale kinds
+// qk_onebit_kn, qk_ggml_nk (with qk_ggml_block_info and the QK_GGML_* type ids), qk_f32_kn and
+// the weight decodes qk_nf4_decode and qk_ggml_decode, with the element types (QK_F32, QK_BF16, QK_F16), scale kinds
 // (QK_SCALE_NONE, _TENSOR, _K, _N) and statuses (QK_OK, QK_ERR_*), plus the ISA and thread
 // controls and qk_read_probe. The contract: sizes m, k, n are int64 and non-negative, products of
 // sizes must stay below 2^58, a pointer may be NULL only if its buffer is empty, an empty y is a

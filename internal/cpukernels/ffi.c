@@ -187,6 +187,18 @@ static qffi_error* onebit_kn(qffi_frame* frame) { return signs(frame, 8); }
 QK_HANDLER(quanta_twobit_kn, twobit_kn)
 QK_HANDLER(quanta_onebit_kn, onebit_kn)
 
+/* ggml_type reads the ggml_type attribute and its block's elements and bytes. */
+static qffi_error* ggml_type(qffi_frame* frame, int64_t* type, int64_t* bs, int64_t* bb) {
+  qffi_error* err = qffi_attr_int(frame, QK_ATTR_GGML_TYPE, type);
+  if (err) return err;
+  if (*type < 0 || *type > 255 || qk_ggml_block_info((int)*type, bs, bb) != QK_OK) {
+    return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "%s: ggml_type %lld; accepted: Q4_0 (2), Q4_1 (3), Q5_0 (6), Q5_1 (7), "
+                       "Q8_0 (8), Q2_K (10), Q3_K (11), Q4_K (12), Q5_K (13), Q6_K (14), IQ4_NL (20)", qffi_target(),
+                       (long long)*type);
+  }
+  return NULL;
+}
+
 /* ggml_nk runs x @ W^T of a GGML block type: args x, blocks (N, K/bs*blockBytes) uint8; attribute
  * ggml_type (ggml's type id). */
 static qffi_error* ggml_nk(qffi_frame* frame) {
@@ -194,13 +206,8 @@ static qffi_error* ggml_nk(qffi_frame* frame) {
   int64_t type = -1, bs, bb;
   qffi_error* err;
   if ((err = activations(frame, &x, &y)) || (err = qffi_arg(frame, QK_ARG_GGML_NK_BLOCKS, &blocks)) ||
-      (err = qffi_expect(frame, &blocks, "blocks", QFFI_U8, 2)) || (err = qffi_attr_int(frame, QK_ATTR_GGML_TYPE, &type))) {
+      (err = qffi_expect(frame, &blocks, "blocks", QFFI_U8, 2)) || (err = ggml_type(frame, &type, &bs, &bb))) {
     return err;
-  }
-  if (type < 0 || type > 255 || qk_ggml_block_info((int)type, &bs, &bb) != QK_OK) {
-    return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "%s: ggml_type %lld; accepted: Q4_0 (2), Q4_1 (3), Q5_0 (6), Q5_1 (7), "
-                       "Q8_0 (8), Q2_K (10), Q3_K (11), Q4_K (12), Q5_K (13), Q6_K (14), IQ4_NL (20)", qffi_target(),
-                       (long long)type);
   }
   const int64_t m = x.dims[0], k = x.dims[1], n = y.dims[1];
   if (qffi_num_args(frame) != QK_ARG_GGML_NK_BLOCKS + 1 || k % bs != 0 || blocks.dims[0] != n || blocks.dims[1] != k / bs * bb) {
@@ -211,6 +218,49 @@ static qffi_error* ggml_nk(qffi_frame* frame) {
   return st == QK_OK ? NULL : kernel_error(frame, st);
 }
 QFFI_HANDLER(quanta_ggml_nk, ggml_nk)
+
+/* nf4_decode writes an NF4 weight in float32: args packed (rows, nb, bs/2), absmax (rows, nb);
+ * result (rows, span) float32. */
+static qffi_error* nf4_decode(qffi_frame* frame) {
+  qffi_buffer packed = {0}, absmax = {0}, out = {0};
+  qffi_error* err;
+  if ((err = qffi_arg(frame, 0, &packed)) || (err = qffi_arg(frame, QK_ARG_NF4_DECODE_ABSMAX, &absmax)) ||
+      (err = qffi_ret(frame, 0, &out)) || (err = qffi_expect(frame, &packed, "packed", QFFI_U8, 3)) ||
+      (err = qffi_expect(frame, &out, "out", QFFI_F32, 2))) {
+    return err;
+  }
+  const int64_t rows = out.dims[0], span = out.dims[1], bs = 2 * packed.dims[2];
+  const int ad = qk_dtype(absmax.dtype);
+  if (qffi_num_args(frame) != QK_ARG_NF4_DECODE_ABSMAX + 1 || ad < 0 || absmax.rank != 2 || packed.dims[0] != rows ||
+      absmax.dims[0] != rows || bs <= 0 || absmax.dims[1] != packed.dims[1] || packed.dims[1] != (span + bs - 1) / bs) {
+    return bad_shapes(frame, "packed uint8 (rows, ceil(span/bs), bs/2), absmax float (rows, ceil(span/bs)), result float32 "
+                             "(rows, span)");
+  }
+  int st = qk_nf4_decode(packed.data, absmax.data, ad, rows, span, bs, out.data);
+  return st == QK_OK ? NULL : kernel_error(frame, st);
+}
+QK_HANDLER(quanta_nf4_decode, nf4_decode)
+
+/* ggml_decode writes a GGML weight in float32: args blocks (rows, K/bs*blockBytes) uint8;
+ * attribute ggml_type; result (rows, K) float32. */
+static qffi_error* ggml_decode(qffi_frame* frame) {
+  qffi_buffer blocks = {0}, out = {0};
+  int64_t type = -1, bs, bb;
+  qffi_error* err;
+  if ((err = qffi_arg(frame, 0, &blocks)) || (err = qffi_ret(frame, 0, &out)) ||
+      (err = qffi_expect(frame, &blocks, "blocks", QFFI_U8, 2)) || (err = qffi_expect(frame, &out, "out", QFFI_F32, 2)) ||
+      (err = ggml_type(frame, &type, &bs, &bb))) {
+    return err;
+  }
+  const int64_t rows = out.dims[0], k = out.dims[1];
+  if (qffi_num_args(frame) != 1 || k % bs != 0 || blocks.dims[0] != rows || blocks.dims[1] != k / bs * bb) {
+    return bad_shapes(frame, "blocks uint8 (rows, K/bs*blockBytes), result float32 (rows, K) with K a multiple of the "
+                             "type's block size bs (blockBytes bytes a block)");
+  }
+  int st = qk_ggml_decode((int)type, blocks.data, rows, k, out.data);
+  return st == QK_OK ? NULL : kernel_error(frame, st);
+}
+QK_HANDLER(quanta_ggml_decode, ggml_decode)
 
 /* f32_kn runs x @ W of a dense weight: args x (M, K) float32, w (K, N) float32. */
 static qffi_error* f32_kn(qffi_frame* frame) {

@@ -1,6 +1,7 @@
 package cpukernels
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -280,6 +281,51 @@ func testNF4(t *testing.T, blocksFree bool) {
 
 func TestNF4KN(t *testing.T) { testNF4(t, true) }
 func TestNF4NK(t *testing.T) { testNF4(t, false) }
+
+// TestNF4Decode: on every ISA path and thread count, the weight decode (qk_nf4_decode, DecodeDot's
+// weight on XLA CPU) gives codebook value × block scale in float32 bit for bit, for every scale
+// dtype, rows longer than one task's span, and a padded last block.
+func TestNF4Decode(t *testing.T) {
+	forEachConfig(t, func(t *testing.T) {
+		for si, s := range []struct{ rows, span, bs int }{{3, 64, 64}, {9, 4500, 64}, {17, 130, 6}, {5, 9000, 4096}, {1, 1, 2}} {
+			r := rand.New(rand.NewPCG(uint64(si), 2))
+			packed, absmax, nb := nf4Weight(r, s.rows, s.span, s.bs)
+			want := make([]float32, s.rows*s.span)
+			for row := range s.rows {
+				for e := range s.span {
+					want[row*s.span+e] = nf4Codebook[nf4Code(packed, nb*s.bs/2, row, e)] * absmax.f32[row*nb+e/s.bs]
+				}
+			}
+			for _, dt := range []string{"f32", "bf16", "f16"} {
+				t.Run(fmt.Sprintf("rows=%d/span=%d/bs=%d/%s", s.rows, s.span, s.bs, dt), func(t *testing.T) {
+					var got []float32
+					var err error
+					switch dt {
+					case "f32":
+						got, err = nf4Decode(packed, absmax.f32, s.rows, s.span, s.bs)
+					case "bf16":
+						got, err = nf4Decode(packed, absmax.bf16, s.rows, s.span, s.bs)
+					case "f16":
+						got, err = nf4Decode(packed, absmax.f16, s.rows, s.span, s.bs)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("element %d (row %d, index %d): %v, want %v", i, i/s.span, i%s.span, got[i], want[i])
+						}
+					}
+				})
+			}
+		}
+	})
+	for _, bs := range []int{0, 33, -2} {
+		if _, err := nf4Decode(make([]uint8, 64), make([]float32, 4), 2, 64, bs); !errors.Is(err, ErrArgument) {
+			t.Errorf("block size %d: %v, want an error wrapping ErrArgument", bs, err)
+		}
+	}
+}
 
 // ---- int8 ----
 

@@ -86,20 +86,19 @@ static qk_acts no_kscale(const void *x, int x_dtype) { return (qk_acts){.x = x, 
 
 /* ---- NF4 ---- */
 
-/* nf4 runs both NF4 layouts: rows stored rows of elems elements in blocks of bs. */
-static int nf4(int kn, const void *x, int x_dtype, const uint8_t *packed, const void *absmax, int absmax_dtype,
-               int64_t m, int64_t k, int64_t n, int64_t bs, float *y) {
-  int st = check_common(x, x_dtype, m, k, n, y);
-  if (st != QK_OK) {
-    return st;
-  }
+/* nf4_weight checks an NF4 weight of rows stored rows of elems elements in blocks of bs and
+ * describes it in p (format, weight and its sizes). */
+static int nf4_weight(const uint8_t *packed, const void *absmax, int absmax_dtype, int64_t rows, int64_t elems,
+                      int64_t bs, qk_prod *p) {
   if (bs <= 0 || bs % 2 != 0 || bs > QK_MAX_ELEMS) {
     return QK_ERR_BLOCK;
   }
   if (!scale_dtype_ok(absmax_dtype)) {
     return QK_ERR_DTYPE;
   }
-  const int64_t rows = kn ? k : n, elems = kn ? n : k;
+  if (rows < 0 || elems < 0 || elems > QK_MAX_ELEMS) {
+    return QK_ERR_SIZE;
+  }
   const int64_t nb = (elems + bs - 1) / bs;
   int64_t pk, am;
   if (!mul3(rows, nb, bs / 2, &pk) || !mul(rows, nb, &am)) {
@@ -108,16 +107,44 @@ static int nf4(int kn, const void *x, int x_dtype, const uint8_t *packed, const 
   if (!need(packed, pk) || !need(absmax, am)) {
     return QK_ERR_NULL;
   }
+  *p = (qk_prod){.fmt = QK_FMT_NF4, .w = packed, .srows = rows, .rps = 1, .elem_bits = 4};
+  p->nf4 = (qk_nf4w){.packed = packed, .row_bytes = nb * bs / 2, .bs = bs, .nb = nb, .absmax = absmax,
+                     .absmax_dtype = absmax_dtype};
+  p->ldw = p->nf4.row_bytes;
+  p->row_bytes = p->ldw + nb * (absmax_dtype == QK_F32 ? 4 : 2);
+  return QK_OK;
+}
+
+/* nf4 runs both NF4 layouts: the weight's stored rows are k (kn) or n (nk). */
+static int nf4(int kn, const void *x, int x_dtype, const uint8_t *packed, const void *absmax, int absmax_dtype,
+               int64_t m, int64_t k, int64_t n, int64_t bs, float *y) {
+  int st = check_common(x, x_dtype, m, k, n, y);
+  qk_prod p;
+  if (st != QK_OK || (st = nf4_weight(packed, absmax, absmax_dtype, kn ? k : n, kn ? n : k, bs, &p)) != QK_OK) {
+    return st;
+  }
   if (trivial(m, k, n, y)) {
     return QK_OK;
   }
-  qk_prod p = {.fmt = QK_FMT_NF4, .m = m, .k = k, .n = n, .w = packed, .srows = rows, .rps = 1, .elem_bits = 4,
-               .y = y};
-  p.nf4 = (qk_nf4w){.packed = packed, .row_bytes = nb * bs / 2, .bs = bs, .nb = nb, .absmax = absmax,
-                    .absmax_dtype = absmax_dtype};
-  p.ldw = p.nf4.row_bytes;
-  p.row_bytes = p.ldw + nb * (absmax_dtype == QK_F32 ? 4 : 2);
+  p.m = m, p.k = k, p.n = n, p.y = y;
   return kn ? qk_run_kn(&p, no_kscale(x, x_dtype)) : qk_run_nk(&p, no_kscale(x, x_dtype));
+}
+
+int qk_nf4_decode(const uint8_t *packed, const void *absmax, int absmax_dtype, int64_t rows, int64_t span,
+                  int64_t block_size, float *out) {
+  qk_prod p;
+  int64_t elems;
+  if (!mul(rows, span, &elems)) {
+    return QK_ERR_SIZE;
+  }
+  int st = nf4_weight(packed, absmax, absmax_dtype, rows, span, block_size, &p);
+  if (st != QK_OK) {
+    return st;
+  }
+  if (!need(out, elems)) {
+    return QK_ERR_NULL;
+  }
+  return qk_run_decode(&p, span, out);
 }
 
 int qk_nf4_kn(const void *x, int x_dtype, const uint8_t *packed, const void *absmax, int absmax_dtype, int64_t m,
@@ -251,12 +278,15 @@ int qk_ggml_decode(int type, const uint8_t *blocks, int64_t rows, int64_t k, flo
     return QK_ERR_TYPE;
   }
   const qk_ggml_block *t = qk_ggml_of(fmt);
-  if (rows < 0 || k < 0 || k % t->bs != 0) {
+  int64_t bytes, elems;
+  if (k < 0 || k % t->bs != 0 || !mul3(rows, k / t->bs, t->bytes, &bytes) || !mul(rows, k, &elems)) {
     return QK_ERR_SIZE;
   }
-  const qk_prod p = {.fmt = fmt, .k = k, .n = rows, .w = blocks, .srows = rows, .ldw = k / t->bs * t->bytes};
-  qk_active_ops()->fmt[fmt].tile(&p, 0, rows, 0, k, out, k);
-  return QK_OK;
+  if (!need(blocks, bytes) || !need(out, elems)) {
+    return QK_ERR_NULL;
+  }
+  const qk_prod p = {.fmt = fmt, .k = k, .n = rows, .w = blocks, .srows = rows, .ldw = k / t->bs * t->bytes, .rps = 1};
+  return qk_run_decode(&p, k, out);
 }
 
 /* ---- dense ---- */

@@ -30,9 +30,6 @@ QK_INLINE const qk_ggml_block *qk_ggml_of(int fmt) { return &qk_ggml_blocks[fmt 
 /* qk_ggml_fmt returns the format of ggml type id type, or -1 if it is not a block type here. */
 int qk_ggml_fmt(int type);
 
-/* qk_ggml_decode decodes rows x k elements of ggml type `type` with the active ISA's tile decode
- * into out (rows of k floats): the tests' view of the decode. */
-int qk_ggml_decode(int type, const uint8_t *blocks, int64_t rows, int64_t k, float *out);
 
 /* The tile decode of every block type, plain C (columns c0 and cnt whole blocks). */
 void qk_ggml_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t c0, int64_t cnt, float *out, int64_t ldo);

@@ -288,6 +288,9 @@ typedef struct {
  * partial sums into y. */
 int qk_run_kn(qk_prod *p, qk_acts a);
 int qk_run_nk(qk_prod *p, qk_acts a);
+/* qk_run_decode writes the validated weight of p (srows stored rows of span elements each, rps 1)
+ * as float32 rows of span into out, with the format's tile decode, on the pool. */
+int qk_run_decode(const qk_prod *p, int64_t span, float *out);
 /* qk_nk_x8 returns the group of the 8-bit activations the nk product of format fmt with m rows
  * would run with on the active ISA (finite activations), or 0 if it runs on float activations. */
 int qk_nk_x8(int fmt, int64_t m);

@@ -542,3 +542,36 @@ int qk_run_nk(qk_prod *p, qk_acts a) {
   }
   return qk_parallel((p->srows + j.rows - 1) / j.rows, T, nk_task, &j);
 }
+
+/* ---- decode ---- */
+
+/* A decode task writes DECODE_ROWS stored rows, DECODE_COLS elements (whole K-quant super-blocks)
+ * at a time. Each element is decoded on its own, so the bits do not depend on the tasks. */
+#define DECODE_ROWS 4
+#define DECODE_COLS 4096
+
+typedef struct {
+  qk_tile_fn tile;
+  const qk_prod *p;
+  int64_t span;
+  float *out;
+} decode_job;
+
+static void decode_task(void *ctx, int64_t c, int slot, void *scratch) {
+  (void)slot;
+  (void)scratch;
+  const decode_job *j = (const decode_job *)ctx;
+  const int64_t r0 = c * DECODE_ROWS, nr = QK_MIN(DECODE_ROWS, j->p->srows - r0);
+  for (int64_t c0 = 0; c0 < j->span; c0 += DECODE_COLS) {
+    j->tile(j->p, r0, nr, c0, QK_MIN(DECODE_COLS, j->span - c0), j->out + r0 * j->span + c0, j->span);
+  }
+}
+
+int qk_run_decode(const qk_prod *p, int64_t span, float *out) {
+  if (p->srows == 0 || span == 0) {
+    return QK_OK;
+  }
+  const decode_job j = {.tile = qk_active_ops()->fmt[p->fmt].tile, .p = p, .span = span, .out = out};
+  const int T = threads_for(p->srows * span * (int64_t)sizeof(float), 0);
+  return qk_parallel((p->srows + DECODE_ROWS - 1) / DECODE_ROWS, T, decode_task, (void *)&j);
+}

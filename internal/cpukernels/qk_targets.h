@@ -12,6 +12,8 @@
   X(quanta_twobit_kn) \
   X(quanta_onebit_kn) \
   X(quanta_ggml_nk) \
+  X(quanta_nf4_decode) \
+  X(quanta_ggml_decode) \
   X(quanta_f32_kn) \
   X(quanta_attention)
 
@@ -49,6 +51,11 @@ enum {
 enum {
   QK_ARG_GGML_NK_BLOCKS = 1,
 };
+/* quanta_nf4_decode: packed uint8 (rows, ceil(span/bs), bs/2), absmax float (rows, ceil(span/bs)): the weight float32 (rows, span) of either NF4 layout */
+enum {
+  QK_ARG_NF4_DECODE_ABSMAX = 1,
+};
+/* quanta_ggml_decode: blocks uint8 (rows, K/bs·blockBytes), rows of K/bs blocks of the ggml type ggml_type: the weight float32 (rows, K) */
 /* quanta_f32_kn: x (M, K), w float32 (K, N): x·W of a dense weight */
 enum {
   QK_ARG_F32_KN_W = 1,

@@ -106,6 +106,15 @@ int qk_nf4_nk(const void *x, int x_dtype, const uint8_t *packed, const void *abs
               int64_t m, int64_t k, int64_t n, int64_t block_size, float *y);
 
 /*
+ * The weight of either NF4 layout in float32: rows stored rows (k of qk_nf4_kn's, n of
+ * qk_nf4_nk's) of span elements, packed (rows, ceil(span/bs), bs/2) and absmax (rows,
+ * ceil(span/bs)); out[r][l] = codebook[code(r, l)] * absmax[r][l / bs], bit for bit the value the
+ * products multiply. For XLA's dense product of many activation rows.
+ */
+int qk_nf4_decode(const uint8_t *packed, const void *absmax, int absmax_dtype, int64_t rows, int64_t span,
+                  int64_t block_size, float *out);
+
+/*
  * int8 codes with float scales. qk_int8_kn: w is k x n (x @ W); qk_int8_nk: w is n x k
  * (x @ W^T, bitsandbytes' Linear8bitLt). W = w * scale, with scale_kind QK_SCALE_NONE, _TENSOR,
  * _K (k values: a per-row scale of the k x n layout) or _N (n values: per column of k x n, per
@@ -158,6 +167,10 @@ int qk_ggml_block_info(int type, int64_t *block_size, int64_t *block_bytes);
  */
 int qk_ggml_nk(const void *x, int x_dtype, int type, const uint8_t *blocks, int64_t m, int64_t k, int64_t n,
                float *y);
+
+/* The weight of qk_ggml_nk's layout in float32: rows rows of k elements (ggml's dequantize_row_*
+ * values) into out (rows x k). */
+int qk_ggml_decode(int type, const uint8_t *blocks, int64_t rows, int64_t k, float *out);
 
 /*
  * Grouped-query attention: q (batch, heads, seq, hd) float32, keys and values (batch, kv, length,

@@ -29,7 +29,8 @@ type Target struct {
 }
 
 // The activations x (M, K), float32 or bfloat16, are every product's first operand, and the
-// result y (M, N) float32 its only one; the attention's first operand is the queries. The scale_kind attribute says how a scale is laid out (the
+// result y (M, N) float32 its only one; the attention's first operand is the queries, and a
+// weight decode's the stored weight, its result the weight in float32. The scale_kind attribute says how a scale is laid out (the
 // ScaleKind constants); ggml_type names a GGML block type by ggml's type id (gguf.Type's value),
 // whose block size bs and bytes blockBytes the handler checks the operands against.
 var targets = []Target{
@@ -47,6 +48,12 @@ var targets = []Target{
 		Contract: "packed uint8 (K/8, N), scale float32 (1 or N values): x·W"},
 	{Name: "quanta_ggml_nk", Operands: []string{"blocks"}, Attributes: []string{"ggml_type"},
 		Contract: "blocks uint8 (N, K/bs·blockBytes), N rows of K/bs blocks of the ggml type ggml_type: x·Wᵀ"},
+	{Name: "quanta_nf4_decode", Operands: []string{"absmax"},
+		First:    "packed uint8 (rows, ceil(span/bs), bs/2)",
+		Contract: "absmax float (rows, ceil(span/bs)): the weight float32 (rows, span) of either NF4 layout"},
+	{Name: "quanta_ggml_decode", Attributes: []string{"ggml_type"},
+		First:    "blocks uint8 (rows, K/bs·blockBytes)",
+		Contract: "rows of K/bs blocks of the ggml type ggml_type: the weight float32 (rows, K)"},
 	{Name: "quanta_f32_kn", Operands: []string{"w"},
 		Contract: "w float32 (K, N): x·W of a dense weight"},
 	{Name: AttentionTarget, Operands: []string{"keys", "values", "visible"}, FloatAttributes: []string{"scale"},
@@ -143,7 +150,11 @@ func CHeader() string {
 	}
 	sb.WriteString("\n\n")
 	for _, t := range targets {
-		fmt.Fprintf(&sb, "/* %s: %s, %s */\nenum {\n", t.Name, t.first(), t.Contract)
+		fmt.Fprintf(&sb, "/* %s: %s, %s */\n", t.Name, t.first(), t.Contract)
+		if len(t.Operands) == 0 {
+			continue
+		}
+		sb.WriteString("enum {\n")
 		for i, op := range t.Operands {
 			fmt.Fprintf(&sb, "  %s = %d,\n", cName(t.Name, op), i+1)
 		}
