@@ -13,6 +13,9 @@ var (
 	PluginPlatform = pluginPlatform
 )
 
+// DecodeKernels returns how many decode kernels DecodeDot has emitted.
+func DecodeKernels() int64 { return decodeKernels.Load() }
+
 // DotGeneralAs builds DotGeneral as for platform (without Kernels): a GPU's or a TPU's program on
 // the test backend.
 func DotGeneralAs(platform Platform, x *graph.Node, a Quantized, axes Axes) *graph.Node {

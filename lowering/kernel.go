@@ -1,6 +1,8 @@
 package lowering
 
 import (
+	"sync/atomic"
+
 	"github.com/gomlx/gomlx/pkg/core/distributed"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -13,9 +15,9 @@ import (
 // handlers (internal/cpukernels) read them in that order.
 
 // kernelMaxRows is the largest number of activation rows for which Auto calls a kernel. Its
-// alternative there is DecodeDot (decode the weight in the graph, then XLA's dense product), which
-// every kernel beats up to 512 rows, ties at 1024 and overtakes at 2048, where XLA's blocked
-// dense product amortizes the decode (docs/performance.md has the sweep).
+// alternative there is DecodeDot (decode the weight, then XLA's dense product), which every
+// kernel beats up to 512 rows and which overtakes them beyond, where XLA's blocked dense product
+// amortizes the decode (docs/performance.md has the sweeps).
 const kernelMaxRows = 512
 
 // kernelCall is the custom call of the kernel serving a product: its operands after the
@@ -150,6 +152,57 @@ func kernelProduct(p *product, w Layout, c kernelCall) *graph.Node {
 		panic(errors.WithMessagef(err, "lowering.DotGeneral: emitting the %s kernel for %s", c.target.Name, w))
 	}
 	return p.finish(p.fromMN(mn))
+}
+
+// decodeCall is the custom call that writes a weight's dense float32 values (rows, span): its
+// operands, the stored weight's components first.
+type decodeCall struct {
+	target   kernelreg.Target
+	operands []*graph.Node
+	attrs    map[string]any
+}
+
+// decodeFor returns the decode kernel that serves DecodeDot's weight for p, if any: on a backend
+// with the kernels, in float32, a rank-2 NF4-codebook or GGML weight in an unsharded graph. The
+// operands are built here, before the decode node they will replace.
+func decodeFor(p *product, w Layout) (decodeCall, bool) {
+	if p.platform&Kernels == 0 || p.kernels == nil || p.x == nil || p.cdt != dtypes.Float32 || len(p.wDims) != 2 ||
+		p.x.Graph().DistributedStrategy() != distributed.None {
+		return decodeCall{}, false
+	}
+	var c decodeCall
+	switch w := w.(type) {
+	case Blockwise4:
+		if p.kernels.Codebook4 != w.Codebook || !floatScale(w.Scales.DType()) {
+			return decodeCall{}, false
+		}
+		c = decodeCall{target: kernelreg.TargetNamed("quanta_nf4_decode"), operands: []*graph.Node{w.Packed, w.Scales}}
+	case GGML:
+		bs := w.Blocks.Shape()
+		c = decodeCall{target: kernelreg.TargetNamed("quanta_ggml_decode"),
+			operands: []*graph.Node{graph.Reshape(w.Blocks, bs.Dim(0), bs.Dim(1)*bs.Dim(2))},
+			attrs:    map[string]any{"ggml_type": int(w.Type)}}
+	default:
+		return decodeCall{}, false
+	}
+	return c, p.kernels.Targets[c.target.Name]
+}
+
+// decodeKernels counts the decode kernels emitted (the tests' evidence that DecodeDot took one).
+var decodeKernels atomic.Int64
+
+// kernelDecode returns w's dense weight for p with the decode kernel emitted in place of the
+// graph's decode, when one serves (decodeFor); the graph's decode otherwise.
+func kernelDecode(p *product, w Layout, unit bool) *graph.Node {
+	c, ok := decodeFor(p, w)
+	dense := w.decode(p, unit)
+	if ok {
+		if err := p.kernels.Emit(dense, c.target.Name, c.operands, c.attrs); err != nil {
+			panic(errors.WithMessagef(err, "lowering.DotGeneral: emitting the %s kernel for %s", c.target.Name, w))
+		}
+		decodeKernels.Add(1)
+	}
+	return dense
 }
 
 // kernelsOf returns the kernels of the backend the graph of node runs on, or nil.

@@ -89,7 +89,7 @@ func decodeDot(p *product, w Layout) *graph.Node {
 	if size, ok := slabSize(p, w); ok {
 		return output(slabbedDot(p, w, xf, unit, size))
 	}
-	return output(p.dot(xf, w.decode(p, unit)))
+	return output(p.dot(xf, kernelDecode(p, w, unit)))
 }
 
 // slabSize returns the number of indices of the weight's first contracting axis per slab, when
