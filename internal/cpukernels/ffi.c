@@ -217,7 +217,7 @@ static qffi_error* ggml_nk(qffi_frame* frame) {
   int st = qk_ggml_nk(x.data, qk_dtype(x.dtype), (int)type, blocks.data, m, k, n, y.data);
   return st == QK_OK ? NULL : kernel_error(frame, st);
 }
-QFFI_HANDLER(quanta_ggml_nk, ggml_nk)
+QK_HANDLER(quanta_ggml_nk, ggml_nk)
 
 /* nf4_decode writes an NF4 weight in float32: args packed (rows, nb, bs/2), absmax (rows, nb);
  * result (rows, span) float32. */
