@@ -22,11 +22,11 @@ func identity(n int) *tensors.Tensor {
 	return tensors.FromFlatDataAndDimensions(v, n, n)
 }
 
-// TestDecodeKernel: on a backend with quanta's kernels, DecodeDot decodes NF4 weights (both
-// layouts) and GGML weights with the decode kernel (DecodeDot forced: Auto takes it beyond the
-// product kernels' rows), whose values are the materialized weight's bit
-// for bit: the product with the identity (each output one weight times 1, plus zeros) returns
-// their values exactly (a zero's sign aside; package cpukernels checks the decode's bits).
+// TestDecodeKernel: on a backend with quanta's kernels, DecodeDot (forced: Auto takes it beyond
+// the product kernels' rows) decodes NF4 weights (both layouts) and GGML weights with the decode
+// kernel, whose values are the materialized weight's: the product with the identity (each output
+// one weight times 1, plus zeros) returns them exactly (a zero's sign aside; package cpukernels
+// checks the decode's bits).
 func TestDecodeKernel(t *testing.T) {
 	backend := testutil.Backend(t)
 	if lowering.PlatformOf(backend)&lowering.Kernels == 0 {

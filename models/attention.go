@@ -7,7 +7,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX's house style for graph code
 	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/internal/kernelreg"
 )
@@ -217,17 +216,12 @@ func RoPETables(positions *Node, headDim int, base float64) (cos, sin *Node) {
 	return computedOnce(Cos(angles)), computedOnce(Sin(angles))
 }
 
-// computedOnce returns the table t [..., n] times the n×n identity, the same values: XLA computes
-// a dot once, where it fuses an element-wise table into every fusion that reads it and
-// recomputes it per element there (SmolLM2's 30 layers at 512 positions: 240 sines and 120
-// cosines in the optimized program, 70 ms of RoPE against 11 ms with the tables computed once).
+// computedOnce returns the table t [..., n] times the n×n identity: the same values, which XLA
+// computes once, where it fuses an element-wise table into every fusion that reads it and computes
+// it again per element there (docs/performance.md, "The rotary tables computed once").
 func computedOnce(t *Node) *Node {
 	n := t.Shape().Dim(-1)
-	identity := make([]float32, n*n)
-	for i := range n {
-		identity[i*n+i] = 1
-	}
-	return DotGeneral(t, []int{t.Rank() - 1}, nil, Const(t.Graph(), tensors.FromFlatDataAndDimensions(identity, n, n)), []int{0}, nil)
+	return DotGeneral(t, []int{t.Rank() - 1}, nil, DiagonalWithValue(ScalarOne(t.Graph(), t.DType()), n), []int{0}, nil)
 }
 
 // ApplyRoPE rotates x [batch, heads, seq, headDim] by the angles whose cos and sin

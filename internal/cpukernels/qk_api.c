@@ -126,7 +126,10 @@ static int nf4(int kn, const void *x, int x_dtype, const uint8_t *packed, const 
   if (trivial(m, k, n, y)) {
     return QK_OK;
   }
-  p.m = m, p.k = k, p.n = n, p.y = y;
+  p.m = m;
+  p.k = k;
+  p.n = n;
+  p.y = y;
   return kn ? qk_run_kn(&p, no_kscale(x, x_dtype)) : qk_run_nk(&p, no_kscale(x, x_dtype));
 }
 

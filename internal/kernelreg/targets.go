@@ -30,9 +30,10 @@ type Target struct {
 
 // The activations x (M, K), float32 or bfloat16, are every product's first operand, and the
 // result y (M, N) float32 its only one; the attention's first operand is the queries, and a
-// weight decode's the stored weight, its result the weight in float32. The scale_kind attribute says how a scale is laid out (the
-// ScaleKind constants); ggml_type names a GGML block type by ggml's type id (gguf.Type's value),
-// whose block size bs and bytes blockBytes the handler checks the operands against.
+// weight decode's the stored weight, its result the weight in float32. The scale_kind attribute
+// says how a scale is laid out (the ScaleKind constants); ggml_type names a GGML block type by
+// ggml's type id (gguf.Type's value), whose block size bs and bytes blockBytes the handler checks
+// the operands against.
 var targets = []Target{
 	{Name: "quanta_nf4_kn", Operands: []string{"packed", "absmax"},
 		Contract: "packed uint8 (K, ceil(N/bs), bs/2), absmax float (K, ceil(N/bs)): x·W"},
