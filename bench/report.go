@@ -32,6 +32,8 @@ type result struct {
 	SpeedupVsDense float64 `json:"speedup_vs_dense"`
 	// LimitFraction is the stored bytes per second over the bandwidth limit.
 	LimitFraction float64 `json:"bandwidth_limit_fraction"`
+	// Built names the formulations the products were built with ("layout/strategy×count").
+	Built string `json:"built"`
 }
 
 type report struct {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/benchflags"
 	"github.com/quanta-ml/quanta/internal/benchsuite"
+	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/runtime"
 )
 
@@ -29,11 +31,14 @@ func parseFormats(s string) ([]benchsuite.Format, error) {
 	return out, nil
 }
 
-// measure compiles the context's graph for m rows and returns the median time per product.
-func measure(backend backends.Backend, context string, w *benchsuite.Weights, m, k int, dtype dtypes.DType) (time.Duration, error) {
+// measure compiles the context's graph for m rows and returns the median time per product and
+// the formulations its products were built with (lowering.Built), so that a cell served by
+// another formulation than the expected one says so.
+func measure(backend backends.Backend, context string, w *benchsuite.Weights, m, k int, dtype dtypes.DType) (time.Duration, string, error) {
+	lowering.ResetBuilt()
 	e, err := implicitarray.NewExec(backend, benchsuite.Graph(context))
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	defer e.Finalize()
 	x := benchsuite.Activations(backend, m, k, dtype)
@@ -47,9 +52,20 @@ func measure(backend backends.Backend, context string, w *benchsuite.Weights, m,
 		return out.(*tensors.Tensor).FinalizeAll()
 	})
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	return times / time.Duration(len(w.Values)), nil
+	return times / time.Duration(len(w.Values)), builtNames(), nil
+}
+
+// builtNames lists lowering.Built's choices, sorted: "layout/strategy" with the number of
+// products built, e.g. "blockwise4/kernel×48".
+func builtNames() string {
+	var names []string
+	for c, n := range lowering.Built() {
+		names = append(names, fmt.Sprintf("%s×%d", c, n))
+	}
+	slices.Sort(names)
+	return strings.Join(names, " ")
 }
 
 // shapeSets returns, per context, the weight shapes of each measurement: the chain alternates a
@@ -101,17 +117,17 @@ func run(backend backends.Backend, cfg config) (*report, error) {
 					len(w.Values), time.Since(start).Seconds())
 				for _, m := range cfg.rows {
 					start = time.Now()
-					d, err := measure(backend, context, w, m, set[0].K, cfg.dtype)
+					d, built, err := measure(backend, context, w, m, set[0].K, cfg.dtype)
 					if err != nil {
 						w.Release()
 						return nil, fmt.Errorf("%s %s %s m=%d: %w", context, name, f.Name, m, err)
 					}
 					r := result{Context: context, Shape: name, Format: f.Name, M: m, Layers: len(w.Values),
-						MsPerProduct: d.Seconds() * 1e3, BytesPerProduct: w.Bytes}
+						MsPerProduct: d.Seconds() * 1e3, BytesPerProduct: w.Bytes, Built: built}
 					r.LimitFraction = w.Bytes / d.Seconds() / (rep.LimitGBps * 1e9)
 					rep.Results = append(rep.Results, r)
-					fmt.Fprintf(os.Stderr, "bench: %-5s %-24s %-16s m=%-4d %4d layers %9.4f ms/product %5.1f%% of the limit (%.1f s with compiling)\n",
-						context, name, f.Name, m, len(w.Values), r.MsPerProduct, 100*r.LimitFraction, time.Since(start).Seconds())
+					fmt.Fprintf(os.Stderr, "bench: %-5s %-24s %-16s m=%-4d %4d layers %9.4f ms/product %5.1f%% of the limit (%.1f s with compiling) %s\n",
+						context, name, f.Name, m, len(w.Values), r.MsPerProduct, 100*r.LimitFraction, time.Since(start).Seconds(), built)
 				}
 				w.Release()
 			}

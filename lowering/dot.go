@@ -150,7 +150,8 @@ func (b *builtCounts) record(layout string, strategy Strategy) {
 }
 
 // Built returns how many products each (layout, strategy) built since the start or the last
-// ResetBuilt: tests use it to prove which formulation a graph holds.
+// ResetBuilt: which formulations a graph holds (the benchmark suite records it per cell, tests
+// assert it).
 func Built() map[Choice]int {
 	stats.mu.Lock()
 	defer stats.mu.Unlock()
