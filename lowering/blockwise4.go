@@ -160,18 +160,7 @@ func (w Blockwise4) tableDecode(cdt dtypes.DType) *graph.Node {
 	return w.scaleAndFlatten(decodePairs(w.Packed, w.Codebook, cdt), cdt)
 }
 
-// Unpack returns the 4-bit codes of packed (..., numBlocks, blockSize/2) as uint8
-// (..., numBlocks, blockSize), in element order (high nibble first). It uses integer division and
-// bitwise-and, which every backend implements (the pure-Go backend lacks logical shifts).
-func Unpack(packed *graph.Node) *graph.Node {
-	g := packed.Graph()
-	hi := graph.Div(packed, graph.Scalar(g, dtypes.Uint8, 16))
-	lo := graph.BitwiseAnd(packed, graph.Scalar(g, dtypes.Uint8, 15))
-	ps := packed.Shape()
-	return graph.Reshape(graph.Stack([]*graph.Node{hi, lo}, -1), append(slices.Clone(ps.Dimensions[:ps.Rank()-1]), 2*ps.Dim(-1))...)
-}
-
-// Pack is the inverse of Unpack: codes uint8 (..., numBlocks, blockSize) in [0, 16) become
+// Pack packs 4-bit codes: codes uint8 (..., numBlocks, blockSize) in [0, 16) become
 // (..., numBlocks, blockSize/2) bytes, the even element in the high nibble.
 func Pack(codes *graph.Node) *graph.Node {
 	cs := codes.Shape()
