@@ -7,9 +7,9 @@
  * thread's chunk scratch, softmax, the weighted sum of the values. The cache is float32 or
  * float16, each half converted exactly as it is read (qk_attention_kv.h holds the code that reads
  * it, once per type). The loops are plain C, compiled once for the baseline and once for AVX2 +
- * FMA (eight-lane accumulators that the compiler vectorizes, exp by a polynomial), but for two
- * AVX2 steps written with intrinsics (four keys' scores at once, the values' sums in registers)
- * that keep the plain loops' operations and order; the lane sums are added in a fixed order, and
+ * FMA (eight-lane accumulators that the compiler vectorizes, exp by a polynomial), but for the
+ * AVX2 steps written with intrinsics (four keys' scores at once, the values' sums in registers, a
+ * prompt's mask and its conversion of halves) that keep the plain loops' operations and order; the lane sums are added in a fixed order, and
  * each output row is computed by one thread. */
 #include <math.h>
 
@@ -32,6 +32,18 @@ static float exp_pass_portable(float *scores, int64_t n, float best) {
     lane[t % QK_LANES] += scores[t];
   }
   return lanes_sum(lane);
+}
+
+/* mask_pass scales each score a row sees, sets the others to -inf and returns the largest: only
+ * products and comparisons, so every path returns the plain loop's values (the largest may differ
+ * in the sign of a zero, which no later step can tell: exp(s - best) is the same). */
+static float mask_pass_portable(float *scores, const uint8_t *vis, int64_t n, float scale) {
+  float best = -INFINITY;
+  for (int64_t t = 0; t < n; t++) {
+    scores[t] = vis[t] ? scores[t] * scale : -INFINITY;
+    best = scores[t] > best ? scores[t] : best;
+  }
+  return best;
 }
 
 /* QK_ATTENTION_DOT(NAME, ATTR, T, F32) defines NAME(qi, kt, hd), the dot product of a query row and
@@ -135,6 +147,28 @@ static __attribute__((target("avx2,fma"))) float exp_pass_avx2(float *scores, in
   return lanes_sum(lane);
 }
 #endif
+
+static __attribute__((target("avx2,fma"))) float mask_pass_avx2(float *scores, const uint8_t *vis, int64_t n,
+                                                                 float scale) {
+  const __m256 sc = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
+  __m256 best8 = ninf;
+  int64_t t = 0;
+  for (; t + QK_LANES <= n; t += QK_LANES) {
+    const __m256i seen = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(vis + t)));
+    const __m256 hidden = _mm256_castsi256_ps(_mm256_cmpeq_epi32(seen, _mm256_setzero_si256()));
+    const __m256 x = _mm256_blendv_ps(_mm256_mul_ps(_mm256_loadu_ps(scores + t), sc), ninf, hidden);
+    _mm256_storeu_ps(scores + t, x);
+    best8 = _mm256_max_ps(x, best8); /* x > best8 ? x : best8, as the plain loop (a NaN x is passed over) */
+  }
+  float lane[QK_LANES];
+  _mm256_storeu_ps(lane, best8);
+  float best = -INFINITY;
+  for (int l = 0; l < QK_LANES; l++) {
+    best = lane[l] > best ? lane[l] : best;
+  }
+  const float rest = mask_pass_portable(scores + t, vis + t, n - t, scale);
+  return rest > best ? rest : best;
+}
 
 /* The body of a group of query rows that read one key/value head, as a macro over the function
  * attributes, the exp pass, the one-key and four-key scores and the mix of the values, so that the
@@ -329,10 +363,37 @@ static void merge_key_blocks(int64_t blocks, int64_t rows, int64_t hd, const flo
 /* Keys per conversion task. */
 #define QK_ATTENTION_CONVERT_KEYS 256
 
+/* halves_row converts a key's and a value's row of hd halves exactly: the key into a column of kt
+ * (n_keys apart), the value into a row of vf. */
+static void halves_row_portable(const uint16_t *kr, const uint16_t *vr, int64_t hd, int64_t n_keys, float *kt,
+                                float *vf) {
+  for (int64_t d = 0; d < hd; d++) {
+    kt[d * n_keys] = qk_f16_f32(kr[d]);
+    vf[d] = qk_f16_f32(vr[d]);
+  }
+}
+
+#if QK_X86
+static QK_ATTENTION_AVX2 void halves_row_avx2(const uint16_t *kr, const uint16_t *vr, int64_t hd, int64_t n_keys,
+                                              float *kt, float *vf) {
+  int64_t d = 0;
+  for (; d + QK_LANES <= hd; d += QK_LANES) {
+    _mm256_storeu_ps(vf + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vr + d))));
+    float k8[QK_LANES];
+    _mm256_storeu_ps(k8, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(kr + d))));
+    for (int l = 0; l < QK_LANES; l++) {
+      kt[(d + l) * n_keys] = k8[l];
+    }
+  }
+  halves_row_portable(kr + d, vr + d, hd - d, n_keys, kt + d * n_keys, vf + d);
+}
+#endif
+
 typedef struct {
   const char *k, *v; /* the caches, elem bytes an element */
   int64_t elem, length, n_keys, hd;
   float *kt, *vf; /* per (batch, key/value head): hd rows of n_keys keys; n_keys rows of hd */
+  void (*halves_row)(const uint16_t *, const uint16_t *, int64_t, int64_t, float *, float *);
 } convert_job;
 
 static void convert_task(void *ctx, int64_t chunk, int slot, void *scratch) {
@@ -353,11 +414,7 @@ static void convert_task(void *ctx, int64_t chunk, int slot, void *scratch) {
       }
       memcpy(vf + t * hd, (const float *)j->v + at, (size_t)hd * sizeof(float));
     } else {
-      const uint16_t *kr = (const uint16_t *)j->k + at, *vr = (const uint16_t *)j->v + at;
-      for (int64_t d = 0; d < hd; d++) {
-        kt[d * j->n_keys + t] = qk_f16_f32(kr[d]);
-        vf[t * hd + d] = qk_f16_f32(vr[d]);
-      }
+      j->halves_row((const uint16_t *)j->k + at, (const uint16_t *)j->v + at, hd, j->n_keys, kt + t, vf + t * hd);
     }
   }
 }
@@ -370,6 +427,7 @@ typedef struct {
   float scale;
   const float *kt, *vf;
   float *out;
+  float (*mask_pass)(float *, const uint8_t *, int64_t, float);
   float (*exp_pass)(float *, int64_t, float);
 } many_job;
 
@@ -410,11 +468,7 @@ static void many_task(void *ctx, int64_t chunk, int slot, void *scratch) {
     for (int64_t i = 0; i < rows; i++) {
       float *si = scores + i * n;
       const uint8_t *vis = j->vis + (s0 + i) * n_keys + lo;
-      float best = -INFINITY;
-      for (int64_t t = 0; t < n; t++) {
-        si[t] = vis[t] ? si[t] * j->scale : -INFINITY;
-        best = si[t] > best ? si[t] : best;
-      }
+      const float best = j->mask_pass(si, vis, n, j->scale);
       inv[i] = best == -INFINITY ? NAN : 1 / j->exp_pass(si, n, best); /* no key visible: the softmax of -inf */
       if (best == -INFINITY) {
         memset(si, 0, (size_t)n * sizeof(float));
@@ -449,7 +503,13 @@ static int attention_many(const float *q, const void *keys, const void *values, 
   }
   const int threads = qk_threads();
   convert_job c = {.k = (const char *)keys, .v = (const char *)values, .elem = half ? 2 : 4, .length = length,
-                   .n_keys = n_keys, .hd = hd, .kt = buf, .vf = buf + batch * kv * n_keys * hd};
+                   .n_keys = n_keys, .hd = hd, .kt = buf, .vf = buf + batch * kv * n_keys * hd,
+                   .halves_row = halves_row_portable};
+#if QK_X86
+  if (qk_isa_active() >= QK_ISA_AVX2) {
+    c.halves_row = halves_row_avx2;
+  }
+#endif
   int st = qk_parallel(batch * kv * ((n_keys + QK_ATTENTION_CONVERT_KEYS - 1) / QK_ATTENTION_CONVERT_KEYS), threads,
                        convert_task, &c);
   if (st != QK_OK) {
@@ -457,9 +517,10 @@ static int attention_many(const float *q, const void *keys, const void *values, 
   }
   many_job j = {.ops = qk_active_ops(), .q = q, .vis = visible, .heads = heads, .kv = kv, .seq = seq,
                 .n_keys = n_keys, .hd = hd, .block = block, .scale = scale, .kt = c.kt, .vf = c.vf, .out = out,
-                .exp_pass = exp_pass_portable};
+                .mask_pass = mask_pass_portable, .exp_pass = exp_pass_portable};
 #if QK_X86
   if (qk_isa_active() >= QK_ISA_AVX2) {
+    j.mask_pass = mask_pass_avx2;
     j.exp_pass = exp_pass_avx2;
   }
 #endif
