@@ -1,8 +1,6 @@
 package ggml
 
 import (
-	"slices"
-
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	ia "github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/qarray"
@@ -37,11 +35,10 @@ func gather(c *ia.Call) ia.Value {
 func reshape(c *ia.Call) ia.Value {
 	dims := c.Params.(*ia.ReshapeParams).Dimensions
 	a := c.Operands[0].(*Array)
-	if len(dims) == 0 || dims[len(dims)-1] != a.Shape().Dim(-1) {
+	if !qarray.ReshapeKeepsRows(a.Shape().Dimensions, dims) {
 		return c.MaterializeAndApply()
 	}
-	lead := dims[:len(dims)-1]
-	blocks := graph.Reshape(a.Blocks().Node(), append(slices.Clone(lead), a.NumBlocks(), a.typ.BlockBytes())...)
+	blocks := qarray.ReshapeRows(a.Blocks().Node(), a.Shape().Rank(), dims)
 	return a.withBlocks(blocks, dims, qarray.Placement(&a.Base).Reshaped(a.Shape().Dimensions, dims))
 }
 
@@ -49,11 +46,10 @@ func reshape(c *ia.Call) ia.Value {
 func transpose(c *ia.Call) ia.Value {
 	perm := c.Params.(*ia.TransposeParams).Permutation
 	a := c.Operands[0].(*Array)
-	r := len(perm)
-	if perm[r-1] != r-1 {
+	if !qarray.TransposeKeepsRows(perm) {
 		return c.MaterializeAndApply()
 	}
-	blocks := graph.TransposeAllAxes(a.Blocks().Node(), append(slices.Clone(perm), r)...)
+	blocks := qarray.TransposeRows(a.Blocks().Node(), perm)
 	return a.withBlocks(blocks, qarray.TransposedDims(a.Shape().Dimensions, perm), qarray.Placement(&a.Base).Transposed(perm))
 }
 
@@ -62,14 +58,11 @@ func transpose(c *ia.Call) ia.Value {
 func broadcastInDim(c *ia.Call) ia.Value {
 	p := c.Params.(*ia.BroadcastInDimParams)
 	a := c.Operands[0].(*Array)
-	r, outRank := a.Shape().Rank(), len(p.Dimensions)
-	if p.BroadcastAxes[r-1] != outRank-1 || p.Dimensions[outRank-1] != a.Shape().Dim(-1) {
+	if !qarray.BroadcastKeepsRows(p, a.Shape().Dim(-1)) {
 		return c.MaterializeAndApply()
 	}
-	dims := append(slices.Clone(p.Dimensions[:outRank-1]), a.NumBlocks(), a.typ.BlockBytes())
-	axes := append(slices.Clone(p.BroadcastAxes[:r-1]), outRank-1, outRank)
-	blocks := qarray.BroadcastComponent(a.Blocks().Node(), dims, axes)
-	return a.withBlocks(blocks, p.Dimensions, qarray.Placement(&a.Base).Broadcasted(p.BroadcastAxes, outRank))
+	blocks := qarray.BroadcastRows(a.Blocks().Node(), a.Shape().Rank(), p)
+	return a.withBlocks(blocks, p.Dimensions, qarray.Placement(&a.Base).Broadcasted(p.BroadcastAxes, len(p.Dimensions)))
 }
 
 // concatenate keeps the blocks when every operand is a GGML array of the same type and dtype and

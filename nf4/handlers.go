@@ -1,8 +1,6 @@
 package nf4
 
 import (
-	"slices"
-
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	ia "github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/qarray"
@@ -39,10 +37,8 @@ func reshape(c *ia.Call) ia.Value {
 		return reshapeStored(c, a, dims)
 	}
 	placement := qarray.Placement(&a.Base).Reshaped(a.Shape().Dimensions, dims)
-	if len(dims) > 0 && dims[len(dims)-1] == a.Shape().Dim(-1) {
-		lead := dims[:len(dims)-1]
-		packed := graph.Reshape(a.Packed().Node(), append(slices.Clone(lead), a.NumBlocks(), a.blockSize/2)...)
-		absmax := graph.Reshape(a.Absmax().Node(), append(slices.Clone(lead), a.NumBlocks())...)
+	if r := a.Shape().Rank(); qarray.ReshapeKeepsRows(a.Shape().Dimensions, dims) {
+		packed, absmax := qarray.ReshapeRows(a.Packed().Node(), r, dims), qarray.ReshapeRows(a.Absmax().Node(), r, dims)
 		return a.withNodes(packed, absmax, dims).withPlacement(placement)
 	}
 	return requantize(c.Dense(ia.Materialize(a)), a).withPlacement(placement)
@@ -57,10 +53,8 @@ func transpose(c *ia.Call) ia.Value {
 		return transposeStored(c, a, perm)
 	}
 	placement := qarray.Placement(&a.Base).Transposed(perm) // the sharding follows the axes
-	r := len(perm)
-	if perm[r-1] == r-1 {
-		packed := graph.TransposeAllAxes(a.Packed().Node(), append(slices.Clone(perm), r)...)
-		absmax := graph.TransposeAllAxes(a.Absmax().Node(), perm...)
+	if qarray.TransposeKeepsRows(perm) {
+		packed, absmax := qarray.TransposeRows(a.Packed().Node(), perm), qarray.TransposeRows(a.Absmax().Node(), perm)
 		return a.withNodes(packed, absmax, qarray.TransposedDims(a.Shape().Dimensions, perm)).withPlacement(placement)
 	}
 	return requantize(c.Dense(ia.Materialize(a)), a).withPlacement(placement)
@@ -73,17 +67,11 @@ func broadcastInDim(c *ia.Call) ia.Value {
 	p := c.Params.(*ia.BroadcastInDimParams)
 	a := c.Operands[0].(*Array)
 	placement := qarray.Placement(&a.Base).Broadcasted(p.BroadcastAxes, len(p.Dimensions)) // the sharding follows the axes
-	r, outRank := a.Shape().Rank(), len(p.Dimensions)
 	if a.flat || a.doubleQuant {
 		return requantizeStored(c.Dense(ia.Materialize(a)), a).withPlacement(placement)
 	}
-	if p.BroadcastAxes[r-1] == outRank-1 && p.Dimensions[outRank-1] == a.Shape().Dim(-1) {
-		lead := p.Dimensions[:outRank-1]
-		axes := p.BroadcastAxes[:r-1]
-		packed := qarray.BroadcastComponent(a.Packed().Node(), append(slices.Clone(lead), a.NumBlocks(), a.blockSize/2),
-			append(slices.Clone(axes), outRank-1, outRank))
-		absmax := qarray.BroadcastComponent(a.Absmax().Node(), append(slices.Clone(lead), a.NumBlocks()),
-			append(slices.Clone(axes), outRank-1))
+	if r := a.Shape().Rank(); qarray.BroadcastKeepsRows(p, a.Shape().Dim(-1)) {
+		packed, absmax := qarray.BroadcastRows(a.Packed().Node(), r, p), qarray.BroadcastRows(a.Absmax().Node(), r, p)
 		return a.withNodes(packed, absmax, p.Dimensions).withPlacement(placement)
 	}
 	return requantize(c.Dense(ia.Materialize(a)), a).withPlacement(placement)

@@ -25,11 +25,10 @@ func reshapeStored(c *ia.Call, a *Array, dims []int) ia.Value {
 	if a.flat {
 		return a.with(qarray.WithComponents(a.Base, slices.Clone(dims), a.Components()...)).withPlacement(placement)
 	}
-	if len(dims) > 0 && dims[len(dims)-1] == a.Shape().Dim(-1) {
-		lead := dims[:len(dims)-1]
+	if r := a.Shape().Rank(); qarray.ReshapeKeepsRows(a.Shape().Dimensions, dims) {
 		cs := a.Components()
-		cs[packedIndex] = ia.NodeComponent(graph.Reshape(cs[packedIndex].Node(), append(slices.Clone(lead), a.NumBlocks(), a.blockSize/2)...))
-		cs[absmaxIndex] = ia.NodeComponent(graph.Reshape(cs[absmaxIndex].Node(), append(slices.Clone(lead), a.NumBlocks())...))
+		cs[packedIndex] = ia.NodeComponent(qarray.ReshapeRows(cs[packedIndex].Node(), r, dims))
+		cs[absmaxIndex] = ia.NodeComponent(qarray.ReshapeRows(cs[absmaxIndex].Node(), r, dims))
 		return a.with(qarray.WithComponents(a.Base, slices.Clone(dims), cs...)).withPlacement(placement)
 	}
 	return requantizeStored(c.Dense(ia.Materialize(a)), a).withPlacement(placement)

@@ -104,3 +104,52 @@ func BroadcastComponent(x *graph.Node, dims, axes []int) *graph.Node {
 	}
 	return graph.ExpandAndBroadcast(x, dims, expanded)
 }
+
+// The ops that move whole rows of a blocked format (nf4, ggml): each row of the last axis is
+// stored as blocks, so a component holds the logical leading axes, then its per-row block axes
+// (rank-1 of them leading). A reshape, transpose or broadcast that leaves the last axis in place
+// is that op on each component, the block axes carried along: exact.
+
+// ReshapeKeepsRows reports whether the reshape of logical dimensions from to dims leaves the last
+// axis unchanged.
+func ReshapeKeepsRows(from, dims []int) bool {
+	return len(dims) > 0 && dims[len(dims)-1] == from[len(from)-1]
+}
+
+// ReshapeRows reshapes component x of an array of the given logical rank to the logical dims
+// (ReshapeKeepsRows).
+func ReshapeRows(x *graph.Node, rank int, dims []int) *graph.Node {
+	return graph.Reshape(x, append(slices.Clone(dims[:len(dims)-1]), x.Shape().Dimensions[rank-1:]...)...)
+}
+
+// TransposeKeepsRows reports whether the transpose by perm leaves the last axis last.
+func TransposeKeepsRows(perm []int) bool { return perm[len(perm)-1] == len(perm)-1 }
+
+// TransposeRows transposes component x by the logical perm (TransposeKeepsRows).
+func TransposeRows(x *graph.Node, perm []int) *graph.Node {
+	full := slices.Clone(perm)
+	for i := len(perm); i < x.Rank(); i++ {
+		full = append(full, i)
+	}
+	return graph.TransposeAllAxes(x, full...)
+}
+
+// BroadcastKeepsRows reports whether the broadcast p of an array whose last axis has size last
+// maps that axis, unbroadcast, to the last output axis (new and broadcast leading axes copy whole
+// rows).
+func BroadcastKeepsRows(p *implicitarray.BroadcastInDimParams, last int) bool {
+	outRank := len(p.Dimensions)
+	return p.BroadcastAxes[len(p.BroadcastAxes)-1] == outRank-1 && p.Dimensions[outRank-1] == last
+}
+
+// BroadcastRows broadcasts component x of an array of the given logical rank by the logical p
+// (BroadcastKeepsRows).
+func BroadcastRows(x *graph.Node, rank int, p *implicitarray.BroadcastInDimParams) *graph.Node {
+	outRank := len(p.Dimensions)
+	dims := append(slices.Clone(p.Dimensions[:outRank-1]), x.Shape().Dimensions[rank-1:]...)
+	axes := slices.Clone(p.BroadcastAxes[:rank-1])
+	for i := range x.Rank() - rank + 1 {
+		axes = append(axes, outRank-1+i)
+	}
+	return BroadcastComponent(x, dims, axes)
+}
