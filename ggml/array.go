@@ -106,14 +106,10 @@ func (a *Array) ComponentSpecs(m *sharding.Mesh, logical sharding.PartitionSpec)
 	if err := sharding.Validate(m, logical, shape); err != nil {
 		return nil, errors.WithMessage(err, "ggml.Array.ComponentSpecs")
 	}
-	rank := shape.Rank()
-	n, _ := sharding.NumShards(m, logical, rank)
-	if f, shards, bs := shape.Dim(-1), n[rank-1], a.typ.BlockSize(); shards > 1 && (f/shards)%bs != 0 {
-		return nil, errors.Errorf("ggml.Array.ComponentSpecs: spec %s, shape %s, mesh %s: the last axis (size %d) in %d shards gives "+
-			"%d elements per shard, not a multiple of the %s block size %d; accepted: (last axis / shards) a multiple of %d",
-			logical, shape, m, f, shards, f/shards, a.typ, bs, bs)
+	if err := qarray.CheckWholeBlocks(&a.Base, m, logical, a.typ.BlockSize(), a.typ.String()+" block size"); err != nil {
+		return nil, err
 	}
-	return []sharding.PartitionSpec{append(logical.Padded(rank), nil)}, nil
+	return []sharding.PartitionSpec{append(logical.Padded(shape.Rank()), nil)}, nil
 }
 
 // String describes the array, e.g. "ggml.Array(Float32)[640 2048] Q4_K".

@@ -118,15 +118,11 @@ func (a *Array) ComponentSpecs(m *sharding.Mesh, logical sharding.PartitionSpec)
 	if a.flat || a.doubleQuant {
 		return a.storedComponentSpecs(m, logical)
 	}
-	rank := shape.Rank()
-	n, _ := sharding.NumShards(m, logical, rank)
-	if f, shards := shape.Dim(-1), n[rank-1]; shards > 1 && (f/shards)%a.blockSize != 0 {
-		return nil, errors.Errorf("nf4.Array.ComponentSpecs: spec %s, shape %s, mesh %s: the last axis (size %d) in %d shards gives %d "+
-			"elements per shard, not a multiple of the block size %d, so blocks would straddle shards; accepted: (last axis / shards) "+
-			"a multiple of the block size", logical, shape, m, f, shards, f/shards, a.blockSize)
+	if err := qarray.CheckWholeBlocks(&a.Base, m, logical, a.blockSize, "block size"); err != nil {
+		return nil, err
 	}
-	absmax := logical.Padded(rank)
-	return []sharding.PartitionSpec{append(logical.Padded(rank), nil), absmax}, nil
+	rank := shape.Rank()
+	return []sharding.PartitionSpec{append(logical.Padded(rank), nil), logical.Padded(rank)}, nil
 }
 
 // String describes the array, e.g. "nf4.Array(Float32)[128 256] block 64".

@@ -233,3 +233,18 @@ func WithMeshAndAxis[A any](b *Base, m *sharding.Mesh, axis any,
 	}
 	return withSharding(s), nil
 }
+
+// CheckWholeBlocks is the sharding rule of a format with blocks along the last axis (nf4, ggml):
+// a block must not straddle two shards, so with the last axis in n shards, (last axis / n) must
+// be a multiple of blockSize. block names the block size in the error ("block size", "Q4_K block
+// size").
+func CheckWholeBlocks(b *Base, m *sharding.Mesh, logical sharding.PartitionSpec, blockSize int, block string) error {
+	rank := b.shape.Rank()
+	n, _ := sharding.NumShards(m, logical, rank)
+	if f, shards := b.shape.Dim(-1), n[rank-1]; shards > 1 && (f/shards)%blockSize != 0 {
+		return errors.Errorf("%s.ComponentSpecs: spec %s, shape %s, mesh %s: the last axis (size %d) in %d shards gives %d "+
+			"elements per shard, not a multiple of the %s %d, so blocks would straddle shards; accepted: (last axis / shards) "+
+			"a multiple of the %s", b.typeName, logical, b.shape, m, f, shards, f/shards, block, blockSize, block)
+	}
+	return nil
+}
