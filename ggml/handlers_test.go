@@ -23,24 +23,19 @@ func TestHandlersKeepBlocks(t *testing.T) {
 	w := ggml.MustQuantize(testutil.RandomTensor(3, 3, 4, 64), gguf.TypeQ4_1).WithSharding(shard)
 	other := ggml.MustQuantize(testutil.RandomTensor(4, 2, 4, 64), gguf.TypeQ4_1)
 	dense := map[*ggml.Array]*tensors.Tensor{w: testutil.Materialize(t, w), other: testutil.Materialize(t, other)}
-	for _, tc := range []struct {
+	type handlerCase struct {
 		name string
 		kept bool // the result is still a ggml.Array
 		op   func(implicitarray.Value) implicitarray.Value
 		// with: the op concatenates the operand with this array along axis.
 		with *ggml.Array
 		axis int
-	}{
-		{name: "reshape", kept: true, op: func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 12, 64) }},
-		{name: "reshape-split", kept: true, op: func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 2, 6, 1, 64) }},
-		{name: "transpose", kept: true, op: func(v implicitarray.Value) implicitarray.Value { return implicitarray.TransposeAllAxes(v, 1, 0, 2) }},
-		{name: "broadcast", kept: true, op: func(v implicitarray.Value) implicitarray.Value {
-			return implicitarray.BroadcastInDim(v, []int{2, 3, 4, 64}, []int{1, 2, 3})
-		}},
-		{name: "broadcast-size1", kept: true, op: func(v implicitarray.Value) implicitarray.Value {
-			r := implicitarray.Reshape(v, 3, 1, 4, 64)
-			return implicitarray.BroadcastInDim(r, []int{3, 5, 4, 64}, []int{0, 1, 2, 3})
-		}},
+	}
+	var cases []handlerCase
+	for _, r := range testutil.RowOps(64) {
+		cases = append(cases, handlerCase{name: r.Name, kept: true, op: r.Op})
+	}
+	for _, tc := range append(cases, []handlerCase{
 		{name: "concatenate", kept: true, with: other, axis: 0},
 		{name: "reshape-last-axis", op: func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 3, 8, 32) }},
 		{name: "transpose-last-axis", op: func(v implicitarray.Value) implicitarray.Value { return implicitarray.Transpose(v, 1, 2) }},
@@ -48,7 +43,7 @@ func TestHandlersKeepBlocks(t *testing.T) {
 			return implicitarray.BroadcastInDim(v, []int{3, 4, 64, 2}, []int{0, 1, 2})
 		}},
 		{name: "concatenate-last-axis", with: w, axis: 2},
-	} {
+	}...) {
 		if tc.with != nil {
 			with, withDense, axis := tc.with, dense[tc.with], tc.axis
 			tc.op = func(v implicitarray.Value) implicitarray.Value {

@@ -22,28 +22,14 @@ func TestLayoutHandlersExact(t *testing.T) {
 	shard := sharding.Sharding{Spec: sharding.PartitionSpec{{"model"}}}
 	w := nf4.MustQuantize(testutil.RandomTensor(3, 3, 4, 40), 16).WithSharding(shard)
 	other := nf4.MustQuantize(testutil.RandomTensor(4, 2, 4, 40), 16)
-	for _, tc := range []struct {
-		name string
-		op   func(implicitarray.Value) implicitarray.Value
-	}{
-		{"reshape", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 12, 40) }},
-		{"reshape-split", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 2, 6, 1, 40) }},
-		{"transpose", func(v implicitarray.Value) implicitarray.Value { return implicitarray.TransposeAllAxes(v, 1, 0, 2) }},
-		{"broadcast", func(v implicitarray.Value) implicitarray.Value {
-			return implicitarray.BroadcastInDim(v, []int{2, 3, 4, 40}, []int{1, 2, 3})
-		}},
-		{"broadcast-size1", func(v implicitarray.Value) implicitarray.Value {
-			r := implicitarray.Reshape(v, 3, 1, 4, 40)
-			return implicitarray.BroadcastInDim(r, []int{3, 5, 4, 40}, []int{0, 1, 2, 3})
-		}},
-		{"concatenate", func(v implicitarray.Value) implicitarray.Value {
-			o := implicitarray.OnGraph(v.(*nf4.Array).Packed().Node().Graph(), other)
-			return implicitarray.Concatenate([]implicitarray.Value{v, o}, 0)
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	concatenate := testutil.RowOp{Name: "concatenate", Op: func(v implicitarray.Value) implicitarray.Value {
+		o := implicitarray.OnGraph(v.(*nf4.Array).Packed().Node().Graph(), other)
+		return implicitarray.Concatenate([]implicitarray.Value{v, o}, 0)
+	}}
+	for _, tc := range append(testutil.RowOps(40), concatenate) {
+		t.Run(tc.Name, func(t *testing.T) {
 			implicitarray.ResetStats()
-			e := implicitarray.MustNewExec(backend, func(w *nf4.Array) implicitarray.Value { return tc.op(w) })
+			e := implicitarray.MustNewExec(backend, func(w *nf4.Array) implicitarray.Value { return tc.Op(w) })
 			defer e.Finalize()
 			out, ok := e.MustCall1(w).(*nf4.Array)
 			if !ok {
@@ -55,7 +41,7 @@ func TestLayoutHandlersExact(t *testing.T) {
 			// The sharding follows the axes: a transpose or a broadcast moves its entries; a reshape
 			// that changes the (sharded) first axis, or a concatenation along it, replicates it.
 			wantSpec := map[string]sharding.PartitionSpec{"transpose": {nil, {"model"}}, "broadcast": {nil, {"model"}},
-				"reshape": {}, "reshape-split": {}, "concatenate": {}}[tc.name]
+				"reshape": {}, "reshape-split": {}, "concatenate": {}}[tc.Name]
 			if wantSpec == nil {
 				wantSpec = shard.Spec
 			}
@@ -63,13 +49,13 @@ func TestLayoutHandlersExact(t *testing.T) {
 				t.Errorf("sharding %v (%v), block %d: want %v, block 16", s, ok, out.BlockSize(), wantSpec)
 			}
 			var wantDense *tensors.Tensor
-			if tc.name == "concatenate" {
+			if tc.Name == "concatenate" {
 				wantDense = graph.MustExecOnce(backend, func(x, y *graph.Node) *graph.Node {
 					return graph.Concatenate([]*graph.Node{x, y}, 0)
 				}, testutil.Materialize(t, w), testutil.Materialize(t, other))
 			} else {
 				wantDense = graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
-					return tc.op(x).(*graph.Node)
+					return tc.Op(x).(*graph.Node)
 				}, testutil.Materialize(t, w))
 			}
 			got := testutil.Materialize(t, out)

@@ -6,6 +6,7 @@
 // RandomTensor, RandomValues, NormalTensor and Normals build inputs, Converted converts slices;
 // BroadcastIndex indexes keepdims scales; Materialize decodes an implicit array; Float64s,
 // Float32s, Close, SameBits, MaxAbsDiff and WantError check results; LazyConvertDType checks a
-// format's convert_element_type, TableProducts an embedding table's lookup and tied head;
-// RecoverError turns a graph builder's panic into an error.
+// format's convert_element_type, TableProducts an embedding table's lookup and tied head; RowOps
+// are the shape ops that keep a blocked format's rows; RecoverError turns a graph builder's panic
+// into an error.
 package testutil

@@ -136,6 +136,29 @@ func LazyConvertDType[A interface {
 	return conv
 }
 
+// RowOp is a named shape op on an implicit array (RowOps).
+type RowOp struct {
+	Name string
+	Op   func(implicitarray.Value) implicitarray.Value
+}
+
+// RowOps are the reshapes, transpose and broadcasts of a [3, 3, 4, last] array that leave its
+// last axis in place: the moves a format with blocks along the last axis keeps exact.
+func RowOps(last int) []RowOp {
+	return []RowOp{
+		{"reshape", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 12, last) }},
+		{"reshape-split", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 2, 6, 1, last) }},
+		{"transpose", func(v implicitarray.Value) implicitarray.Value { return implicitarray.TransposeAllAxes(v, 1, 0, 2) }},
+		{"broadcast", func(v implicitarray.Value) implicitarray.Value {
+			return implicitarray.BroadcastInDim(v, []int{2, 3, 4, last}, []int{1, 2, 3})
+		}},
+		{"broadcast-size1", func(v implicitarray.Value) implicitarray.Value {
+			r := implicitarray.Reshape(v, 3, 1, 4, last)
+			return implicitarray.BroadcastInDim(r, []int{3, 5, 4, last}, []int{0, 1, 2, 3})
+		}},
+	}
+}
+
 // TableProducts checks the two products of an embedding table of width dim whose dequantized
 // values are table: lookup, the rows ids, must be those rows of table bit for bit; head, the tied
 // head's x·tableᵀ for rows x of width dim, must be within 1e-4 of that product in float64.
