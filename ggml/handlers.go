@@ -25,7 +25,7 @@ func init() {
 func gather(c *ia.Call) ia.Value {
 	a := c.Operands[0].(*Array)
 	indices, sorted, dims, rows := qarray.RowGather(c)
-	if a.IsSharded() || !rows {
+	if !rows {
 		return c.Next()
 	}
 	return a.withBlocks(graph.Gather(a.Blocks().Node(), indices, sorted), dims, qarray.Placement(&a.Base))

@@ -26,7 +26,7 @@ func init() {
 func gatherHandler(c *implicitarray.Call) implicitarray.Value {
 	a := c.Operands[0].(*Array)
 	indices, sorted, _, rows := qarray.RowGather(c)
-	if a.IsSharded() || !rows {
+	if !rows {
 		return c.Next()
 	}
 	k := indices.Shape().Dim(-1)

@@ -22,7 +22,7 @@ func init() {
 func gather(c *ia.Call) ia.Value {
 	a := c.Operands[0].(*Array)
 	indices, sorted, dims, rows := qarray.RowGather(c)
-	if a.flat || a.doubleQuant || a.IsSharded() || !rows {
+	if a.flat || a.doubleQuant || !rows {
 		return c.Next()
 	}
 	return a.withNodes(graph.Gather(a.Packed().Node(), indices, sorted), graph.Gather(a.Absmax().Node(), indices, sorted), dims)

@@ -42,10 +42,14 @@ func Register[A lowering.Quantized](name string, h Handlers) {
 // put.
 
 // RowGather reads a gather call from an array (operand 0) with dense indices (operand 1): when
-// the indices pick whole slices of leading axes (their last dimension, the number of axes they
-// index, is below the array's rank) it returns the indices, whether they are sorted and the
-// logical dimensions of the result; otherwise ok is false.
+// the array is not sharded and the indices pick whole slices of leading axes (their last
+// dimension, the number of axes they index, is below the array's rank) it returns the indices,
+// whether they are sorted and the logical dimensions of the result; otherwise ok is false (the
+// fallback gathers a sharded array).
 func RowGather(c *implicitarray.Call) (indices *graph.Node, sorted bool, dims []int, ok bool) {
+	if a, isArray := c.Operands[0].(interface{ IsSharded() bool }); isArray && a.IsSharded() {
+		return nil, false, nil, false
+	}
 	shape := c.Operands[0].Shape()
 	indices = c.Operands[1].(*graph.Node)
 	if indices.Rank() < 1 || indices.Shape().Dim(-1) >= shape.Rank() {
