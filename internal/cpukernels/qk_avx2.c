@@ -48,26 +48,7 @@ I256 void mk_kn_tile(const int MR, const int V, const int TAIL, __m256i tm, int6
   }
 }
 
-#define MK_KN_CASES(V, TAIL)                                                                                           \
-  switch (mr) {                                                                                                        \
-  case 1:                                                                                                              \
-    mk_kn_tile(1, V, TAIL, tm, kb, a, lda, B + j, ldb, c + j, ldc);                                                    \
-    break;                                                                                                             \
-  case 2:                                                                                                              \
-    mk_kn_tile(2, V, TAIL, tm, kb, a, lda, B + j, ldb, c + j, ldc);                                                    \
-    break;                                                                                                             \
-  case 3:                                                                                                              \
-    mk_kn_tile(3, V, TAIL, tm, kb, a, lda, B + j, ldb, c + j, ldc);                                                    \
-    break;                                                                                                             \
-  case 4:                                                                                                              \
-    mk_kn_tile(4, V, TAIL, tm, kb, a, lda, B + j, ldb, c + j, ldc);                                                    \
-    break;                                                                                                             \
-  case 5:                                                                                                              \
-    mk_kn_tile(5, V, TAIL, tm, kb, a, lda, B + j, ldb, c + j, ldc);                                                    \
-    break;                                                                                                             \
-  default:                                                                                                             \
-    mk_kn_tile(6, V, TAIL, tm, kb, a, lda, B + j, ldb, c + j, ldc);                                                    \
-  }
+#define MK_KN_CASES(V, TAIL) QK_SWITCH6(mr, mk_kn_tile, V, TAIL, tm, kb, a, lda, B + j, ldb, c + j, ldc)
 
 /* At least 8 accumulators in flight (FMA latency 4, two per cycle): 1 row x 8 vectors, 2 x 4, or
  * up to 6 x 2. */
@@ -139,6 +120,12 @@ I256 void mk_nk_tile(const int MR, const int RR, int64_t kb, const float *A, int
   }
 }
 
+/* mk_nk_tile for mr (1 to 4) activation rows. */
+I256 void mk_nk_rows(const int RR, int mr, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb,
+                     float *C, int64_t ldc) {
+  QK_SWITCH4(mr, mk_nk_tile, RR, kb, A, lda, B, ldb, C, ldc)
+}
+
 static T256 void mk_nk(int64_t M, int64_t R, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb,
                        float *C, int64_t ldc) {
   for (int64_t i0 = 0; i0 < M; i0 += 4) {
@@ -147,26 +134,11 @@ static T256 void mk_nk(int64_t M, int64_t R, int64_t kb, const float *A, int64_t
       const int rr = (int)QK_MIN(2, R - r0);
       const float *a = A + i0 * lda, *b = B + r0 * ldb;
       float *c = C + i0 * ldc + r0;
-#define NK_R(MRv)                                                                                                      \
-  if (rr == 1) {                                                                                                       \
-    mk_nk_tile(MRv, 1, kb, a, lda, b, ldb, c, ldc);                                                                    \
-  } else {                                                                                                             \
-    mk_nk_tile(MRv, 2, kb, a, lda, b, ldb, c, ldc);                                                                    \
-  }
-      switch (mr) {
-      case 1:
-        NK_R(1);
-        break;
-      case 2:
-        NK_R(2);
-        break;
-      case 3:
-        NK_R(3);
-        break;
-      default:
-        NK_R(4);
+      if (rr == 1) {
+        mk_nk_rows(1, mr, kb, a, lda, b, ldb, c, ldc);
+      } else {
+        mk_nk_rows(2, mr, kb, a, lda, b, ldb, c, ldc);
       }
-#undef NK_R
     }
   }
 }

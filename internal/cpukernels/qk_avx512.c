@@ -155,20 +155,7 @@ I512 void mk_kn_tile(const int MR, const int V, __mmask16 last, int64_t kb, cons
   }
 }
 
-#define MK_KN_CASES(V, last)                                                                                           \
-  switch (mr) {                                                                                                        \
-  case 1:                                                                                                              \
-    mk_kn_tile(1, V, last, kb, a, lda, B + j, ldb, c + j, ldc);                                                        \
-    break;                                                                                                             \
-  case 2:                                                                                                              \
-    mk_kn_tile(2, V, last, kb, a, lda, B + j, ldb, c + j, ldc);                                                        \
-    break;                                                                                                             \
-  case 3:                                                                                                              \
-    mk_kn_tile(3, V, last, kb, a, lda, B + j, ldb, c + j, ldc);                                                        \
-    break;                                                                                                             \
-  default:                                                                                                             \
-    mk_kn_tile(4, V, last, kb, a, lda, B + j, ldb, c + j, ldc);                                                        \
-  }
+#define MK_KN_CASES(V, last) QK_SWITCH4(mr, mk_kn_tile, V, last, kb, a, lda, B + j, ldb, c + j, ldc)
 
 static T512 void mk_kn(int64_t M, int64_t kb, int64_t P, const float *A, int64_t lda, const float *B, int64_t ldb,
                        float *C, int64_t ldc) {
@@ -219,6 +206,12 @@ I512 void mk_nk_tile(const int MR, const int RR, int64_t kb, const float *A, int
   }
 }
 
+/* mk_nk_tile for mr (1 to 4) activation rows. */
+I512 void mk_nk_rows(const int RR, int mr, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb,
+                     float *C, int64_t ldc) {
+  QK_SWITCH4(mr, mk_nk_tile, RR, kb, A, lda, B, ldb, C, ldc)
+}
+
 static T512 void mk_nk(int64_t M, int64_t R, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb,
                        float *C, int64_t ldc) {
   for (int64_t i0 = 0; i0 < M; i0 += 4) {
@@ -227,34 +220,7 @@ static T512 void mk_nk(int64_t M, int64_t R, int64_t kb, const float *A, int64_t
       const int rr = (int)QK_MIN(4, R - r0);
       const float *a = A + i0 * lda, *b = B + r0 * ldb;
       float *c = C + i0 * ldc + r0;
-#define NK_R(MRv)                                                                                                      \
-  switch (rr) {                                                                                                        \
-  case 1:                                                                                                              \
-    mk_nk_tile(MRv, 1, kb, a, lda, b, ldb, c, ldc);                                                                    \
-    break;                                                                                                             \
-  case 2:                                                                                                              \
-    mk_nk_tile(MRv, 2, kb, a, lda, b, ldb, c, ldc);                                                                    \
-    break;                                                                                                             \
-  case 3:                                                                                                              \
-    mk_nk_tile(MRv, 3, kb, a, lda, b, ldb, c, ldc);                                                                    \
-    break;                                                                                                             \
-  default:                                                                                                             \
-    mk_nk_tile(MRv, 4, kb, a, lda, b, ldb, c, ldc);                                                                    \
-  }
-      switch (mr) {
-      case 1:
-        NK_R(1);
-        break;
-      case 2:
-        NK_R(2);
-        break;
-      case 3:
-        NK_R(3);
-        break;
-      default:
-        NK_R(4);
-      }
-#undef NK_R
+      QK_SWITCH4(rr, mk_nk_rows, mr, kb, a, lda, b, ldb, c, ldc)
     }
   }
 }
@@ -381,50 +347,6 @@ I512 void nf4_kn_rows(const int MR, const int R, const qk_prod *p, int64_t k0, i
   }
 }
 
-/* F(MR, R, args) for MR = mr in 1..8 */
-#define MR_SWITCH8(mr, F, R, ...)                                                                                      \
-  switch (mr) {                                                                                                        \
-  case 1:                                                                                                              \
-    F(1, R, __VA_ARGS__);                                                                                              \
-    break;                                                                                                             \
-  case 2:                                                                                                              \
-    F(2, R, __VA_ARGS__);                                                                                              \
-    break;                                                                                                             \
-  case 3:                                                                                                              \
-    F(3, R, __VA_ARGS__);                                                                                              \
-    break;                                                                                                             \
-  case 4:                                                                                                              \
-    F(4, R, __VA_ARGS__);                                                                                              \
-    break;                                                                                                             \
-  case 5:                                                                                                              \
-    F(5, R, __VA_ARGS__);                                                                                              \
-    break;                                                                                                             \
-  case 6:                                                                                                              \
-    F(6, R, __VA_ARGS__);                                                                                              \
-    break;                                                                                                             \
-  case 7:                                                                                                              \
-    F(7, R, __VA_ARGS__);                                                                                              \
-    break;                                                                                                             \
-  default:                                                                                                             \
-    F(8, R, __VA_ARGS__);                                                                                              \
-  }
-
-/* F(MR, R, args) for MR = mr in 1..4 */
-#define MR_SWITCH4(mr, F, R, ...)                                                                                      \
-  switch (mr) {                                                                                                        \
-  case 1:                                                                                                              \
-    F(1, R, __VA_ARGS__);                                                                                              \
-    break;                                                                                                             \
-  case 2:                                                                                                              \
-    F(2, R, __VA_ARGS__);                                                                                              \
-    break;                                                                                                             \
-  case 3:                                                                                                              \
-    F(3, R, __VA_ARGS__);                                                                                              \
-    break;                                                                                                             \
-  default:                                                                                                             \
-    F(4, R, __VA_ARGS__);                                                                                              \
-  }
-
 /* KN_PASSES runs a kn chunk through ROWS(MR, R, p, k, i0, c0, c1, part): one activation row takes
  * R1 weight rows per pass; more take RM rows per pass for m-tiles of 8, so the partial sums are
  * loaded and stored once per RM rows and each tile decodes the rows again from L1; the rows left
@@ -440,13 +362,13 @@ I512 void nf4_kn_rows(const int MR, const int R, const qk_prod *p, int64_t k0, i
     } else {                                                                                                           \
       for (; k_ + (RM) <= (s1); k_ += (RM)) {                                                                          \
         for (int64_t i0 = 0; i0 < M_; i0 += 8) {                                                                       \
-          MR_SWITCH8(QK_MIN(8, M_ - i0), ROWS, RM, p, k_, i0, c0, c1, part)                                            \
+          QK_SWITCH8(QK_MIN(8, M_ - i0), ROWS, RM, p, k_, i0, c0, c1, part)                                            \
         }                                                                                                              \
       }                                                                                                                \
     }                                                                                                                  \
     for (; k_ < (s1); k_++) {                                                                                          \
       for (int64_t i0 = 0; i0 < M_; i0 += 8) {                                                                         \
-        MR_SWITCH8(QK_MIN(8, M_ - i0), ROWS, 1, p, k_, i0, c0, c1, part)                                               \
+        QK_SWITCH8(QK_MIN(8, M_ - i0), ROWS, 1, p, k_, i0, c0, c1, part)                                               \
       }                                                                                                                \
     }                                                                                                                  \
   } while (0)
@@ -682,13 +604,13 @@ static T512 void nf4_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch)
   } else {
     for (; n + 2 <= n1; n += 2) {
       for (int64_t i0 = 0; i0 < M; i0 += 4) {
-        MR_SWITCH4(QK_MIN(4, M - i0), nf4_nk_rows, 2, p, n, i0, me, mo)
+        QK_SWITCH4(QK_MIN(4, M - i0), nf4_nk_rows, 2, p, n, i0, me, mo)
       }
     }
   }
   for (; n < n1; n++) {
     for (int64_t i0 = 0; i0 < M; i0 += 4) {
-      MR_SWITCH4(QK_MIN(4, M - i0), nf4_nk_rows, 1, p, n, i0, me, mo)
+      QK_SWITCH4(QK_MIN(4, M - i0), nf4_nk_rows, 1, p, n, i0, me, mo)
     }
   }
 }
@@ -853,13 +775,13 @@ static T512 void i8_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) 
   } else {
     for (; n + 2 <= n1; n += 2) {
       for (int64_t i0 = 0; i0 < M; i0 += 4) {
-        MR_SWITCH4(QK_MIN(4, M - i0), i8_nk_rows, 2, p, n, i0)
+        QK_SWITCH4(QK_MIN(4, M - i0), i8_nk_rows, 2, p, n, i0)
       }
     }
   }
   for (; n < n1; n++) {
     for (int64_t i0 = 0; i0 < M; i0 += 4) {
-      MR_SWITCH4(QK_MIN(4, M - i0), i8_nk_rows, 1, p, n, i0)
+      QK_SWITCH4(QK_MIN(4, M - i0), i8_nk_rows, 1, p, n, i0)
     }
   }
 }
@@ -877,8 +799,9 @@ static T512 void i8_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) 
 /* Columns [c0, c1) of stored rows [pg, pe) for activation rows i0..i0+MR: acc += T_lo[low nibble]
  * + T_hi[high nibble]. tab points at the tables of (pg, i0); tables of one stored row are M*32
  * floats apart. */
-I512 void lut_tile(const int MR, const int V, const qk_prod *p, int64_t pg, int64_t pe, int64_t c0, int64_t c1,
-                   const float *tab, float *part) {
+I512 void lut_tile(const int MR, const qk_prod *p, int64_t pg, int64_t pe, int64_t c0, int64_t c1, const float *tab,
+                   float *part) {
+  const int V = MR <= 2 ? 4 : 2; /* vectors of columns a pass: up to 16 accumulators */
   const int64_t N = p->n, ldp = p->ldp, tstride = p->m * 32;
   int64_t c = c0;
   for (; c + 16 * V <= c1; c += 16 * V) {
@@ -977,31 +900,7 @@ static T512 void tb_lut(const qk_prod *p, int64_t s0, int64_t s1, int64_t c0, in
     for (int64_t i0 = 0; i0 < M; i0 += 8) {
       const float *t = tab + ((pg - s0) * M + i0) * 32;
       float *pt = part + i0 * p->ldp;
-      switch (QK_MIN(8, M - i0)) {
-      case 1:
-        lut_tile(1, 4, p, pg, pe, c0, c1, t, pt);
-        break;
-      case 2:
-        lut_tile(2, 4, p, pg, pe, c0, c1, t, pt);
-        break;
-      case 3:
-        lut_tile(3, 2, p, pg, pe, c0, c1, t, pt);
-        break;
-      case 4:
-        lut_tile(4, 2, p, pg, pe, c0, c1, t, pt);
-        break;
-      case 5:
-        lut_tile(5, 2, p, pg, pe, c0, c1, t, pt);
-        break;
-      case 6:
-        lut_tile(6, 2, p, pg, pe, c0, c1, t, pt);
-        break;
-      case 7:
-        lut_tile(7, 2, p, pg, pe, c0, c1, t, pt);
-        break;
-      default:
-        lut_tile(8, 2, p, pg, pe, c0, c1, t, pt);
-      }
+      QK_SWITCH8(QK_MIN(8, M - i0), lut_tile, p, pg, pe, c0, c1, t, pt)
     }
   }
 }

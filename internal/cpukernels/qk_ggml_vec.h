@@ -308,7 +308,8 @@ GV_INLINE float gv_sum(const int NA, GV_F *a) {
 /* GV_FLOAT_KERNEL(T, BS, BB) defines T_nk, the fused kernel of the float route: activation rows
  * four at a time, each output row of the chunk one at a time, all of k. */
 #define GV_FLOAT_KERNEL(T, BS, BB)                                                                                     \
-  GV_INLINE void T##_rows(const int MR, const int NA, const qk_prod *p, int64_t n0, int64_t n1, int64_t i0) {          \
+  GV_INLINE void T##_rows(const int MR, const qk_prod *p, int64_t n0, int64_t n1, int64_t i0) {                        \
+    const int NA = MR <= 2 ? 4 : 2; /* sums per activation row: more chains when rows are few */                       \
     const int64_t nb = p->k / (BS);                                                                                    \
     const float *x = p->x + i0 * p->ldx;                                                                               \
     for (int64_t n = n0; n < n1; n++) {                                                                                \
@@ -328,19 +329,7 @@ GV_INLINE float gv_sum(const int NA, GV_F *a) {
   static GV_FN void T##_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {                                  \
     (void)scratch;                                                                                                     \
     for (int64_t i0 = 0; i0 < p->m; i0 += 4) {                                                                         \
-      switch (QK_MIN(4, p->m - i0)) {                                                                                  \
-      case 1:                                                                                                          \
-        T##_rows(1, 4, p, n0, n1, i0);                                                                                 \
-        break;                                                                                                         \
-      case 2:                                                                                                          \
-        T##_rows(2, 4, p, n0, n1, i0);                                                                                 \
-        break;                                                                                                         \
-      case 3:                                                                                                          \
-        T##_rows(3, 2, p, n0, n1, i0);                                                                                 \
-        break;                                                                                                         \
-      default:                                                                                                         \
-        T##_rows(4, 2, p, n0, n1, i0);                                                                                 \
-      }                                                                                                                \
+      QK_SWITCH4(QK_MIN(4, p->m - i0), T##_rows, p, n0, n1, i0)                                                        \
     }                                                                                                                  \
   }
 
@@ -537,19 +526,7 @@ GV_INLINE void q6_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256
   static GV_FN void T##_x8_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {                               \
     (void)scratch;                                                                                                     \
     for (int64_t i0 = 0; i0 < p->m; i0 += 4) {                                                                         \
-      switch (QK_MIN(4, p->m - i0)) {                                                                                  \
-      case 1:                                                                                                          \
-        T##_x8_rows(1, p, n0, n1, i0);                                                                                 \
-        break;                                                                                                         \
-      case 2:                                                                                                          \
-        T##_x8_rows(2, p, n0, n1, i0);                                                                                 \
-        break;                                                                                                         \
-      case 3:                                                                                                          \
-        T##_x8_rows(3, p, n0, n1, i0);                                                                                 \
-        break;                                                                                                         \
-      default:                                                                                                         \
-        T##_x8_rows(4, p, n0, n1, i0);                                                                                 \
-      }                                                                                                                \
+      QK_SWITCH4(QK_MIN(4, p->m - i0), T##_x8_rows, p, n0, n1, i0)                                                     \
     }                                                                                                                  \
   }
 

@@ -25,6 +25,34 @@
 #define QK_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define QK_MAX(a, b) ((a) > (b) ? (a) : (b))
 
+/* QK_SWITCHn(v, F, ...) calls F(c, ...) with c the constant 1, 2, ... for v = c, and n for any
+ * other v: the kernels take their tile sizes as const int parameters of always-inline functions,
+ * so each case compiles to its own unrolled copy. */
+#define QK_CASE(c, F, ...)                                                                                             \
+  case c:                                                                                                              \
+    F(c, __VA_ARGS__);                                                                                                 \
+    break;
+#define QK_CASES3(F, ...) QK_CASE(1, F, __VA_ARGS__) QK_CASE(2, F, __VA_ARGS__) QK_CASE(3, F, __VA_ARGS__)
+#define QK_SWITCH4(v, F, ...)                                                                                          \
+  switch (v) {                                                                                                         \
+    QK_CASES3(F, __VA_ARGS__)                                                                                          \
+  default:                                                                                                             \
+    F(4, __VA_ARGS__);                                                                                                 \
+  }
+#define QK_SWITCH6(v, F, ...)                                                                                          \
+  switch (v) {                                                                                                         \
+    QK_CASES3(F, __VA_ARGS__) QK_CASE(4, F, __VA_ARGS__) QK_CASE(5, F, __VA_ARGS__)                                    \
+  default:                                                                                                             \
+    F(6, __VA_ARGS__);                                                                                                 \
+  }
+#define QK_SWITCH8(v, F, ...)                                                                                          \
+  switch (v) {                                                                                                         \
+    QK_CASES3(F, __VA_ARGS__) QK_CASE(4, F, __VA_ARGS__) QK_CASE(5, F, __VA_ARGS__) QK_CASE(6, F, __VA_ARGS__)         \
+    QK_CASE(7, F, __VA_ARGS__)                                                                                         \
+  default:                                                                                                             \
+    F(8, __VA_ARGS__);                                                                                                 \
+  }
+
 /* Scratch each executing thread may use inside one chunk (decode tiles, LUT tables, x staging).
  * Drivers size their tiles to fit it. */
 #define QK_CHUNK_SCRATCH (1u << 20)
