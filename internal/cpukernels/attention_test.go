@@ -95,14 +95,14 @@ func attnWant(c attnCase, q, keys, values []float32, visible []uint8, scale floa
 }
 
 // onEachISA runs test as the subtest name/ISA on each instruction set the CPU has, that set
-// forced; the caller restores Auto.
+// forced; the caller restores autoISA.
 func onEachISA(t *testing.T, name string, test func(t *testing.T)) {
-	for _, isa := range ISAs() {
+	for _, isa := range isas() {
 		if !isa.Supported() {
 			continue
 		}
 		t.Run(fmt.Sprintf("%s/%s", name, isa), func(t *testing.T) {
-			if err := ForceISA(isa); err != nil {
+			if err := forceISA(isa); err != nil {
 				t.Fatal(err)
 			}
 			test(t)
@@ -113,7 +113,7 @@ func onEachISA(t *testing.T, name string, test func(t *testing.T)) {
 // TestAttention checks the kernel on every path against the definition in float64, with keys
 // past nKeys (a cache's unfilled part) set to NaN so that reading them would show.
 func TestAttention(t *testing.T) {
-	defer func() { _ = ForceISA(Auto) }()
+	defer func() { _ = forceISA(autoISA) }()
 	for _, c := range attnCases {
 		q, keys, values, visible := attnInputs(c, uint64(len(c.name)))
 		for b := range c.batch * c.kv {
@@ -143,7 +143,7 @@ func TestAttention(t *testing.T) {
 // the same values (each half converted exactly as it is read), for random halves and for the
 // halves at the ends of the range (subnormals, the largest finite).
 func TestAttentionHalfCache(t *testing.T) {
-	defer func() { _ = ForceISA(Auto) }()
+	defer func() { _ = forceISA(autoISA) }()
 	extremes := []float16.Float16{0x0001, 0x8001, 0x03ff, 0x0400, 0x7bff, 0xfbff, 0x8000}
 	for _, c := range attnCases {
 		q, keys, values, visible := attnInputs(c, uint64(len(c.name))+11)

@@ -167,7 +167,7 @@ var benchFormats = []benchFormat{
 		bytes: func(k, n int) int { return 4 * k * n },
 		make:  func(r *rand.Rand, k, n int) any { return randF32(r, k*n) },
 		run: func(w any, y, x []float32, m, k, n int) error {
-			return DenseKN(y, x, w.([]float32), m, k, n)
+			return denseKN(y, x, w.([]float32), m, k, n)
 		},
 	},
 	{
@@ -179,7 +179,7 @@ var benchFormats = []benchFormat{
 		},
 		run: func(w any, y, x []float32, m, k, n int) error {
 			q := w.(nf4Bench)
-			return NF4KN(y, x, q.packed, q.absmax, m, k, n, benchBlock)
+			return nf4KN(y, x, q.packed, q.absmax, m, k, n, benchBlock)
 		},
 	},
 	{
@@ -191,7 +191,7 @@ var benchFormats = []benchFormat{
 		},
 		run: func(w any, y, x []float32, m, k, n int) error {
 			q := w.(nf4Bench)
-			return NF4NK(y, x, q.packed, q.absmax, m, k, n, benchBlock)
+			return nf4NK(y, x, q.packed, q.absmax, m, k, n, benchBlock)
 		},
 	},
 	{
@@ -200,7 +200,7 @@ var benchFormats = []benchFormat{
 		make:  func(r *rand.Rand, k, n int) any { return int8Bench{randI8(r, k*n), randF32(r, k)} },
 		run: func(w any, y, x []float32, m, k, n int) error {
 			q := w.(int8Bench)
-			return Int8KN(y, x, q.w, q.scale, ScaleK, m, k, n)
+			return int8KN(y, x, q.w, q.scale, ScaleK, m, k, n)
 		},
 	},
 	{
@@ -209,7 +209,7 @@ var benchFormats = []benchFormat{
 		make:  func(r *rand.Rand, k, n int) any { return int8Bench{randI8(r, k*n), randF32(r, n)} },
 		run: func(w any, y, x []float32, m, k, n int) error {
 			q := w.(int8Bench)
-			return Int8NK(y, x, q.w, q.scale, ScaleN, m, k, n)
+			return int8NK(y, x, q.w, q.scale, ScaleN, m, k, n)
 		},
 	},
 	{
@@ -218,7 +218,7 @@ var benchFormats = []benchFormat{
 		make:  func(r *rand.Rand, k, n int) any { return tbBench{randBytes(r, k/4*n), randF32(r, n)} },
 		run: func(w any, y, x []float32, m, k, n int) error {
 			q := w.(tbBench)
-			return TwoBitKN(y, x, q.packed, q.scale, ScaleN, m, k, n)
+			return twoBitKN(y, x, q.packed, q.scale, ScaleN, m, k, n)
 		},
 	},
 	{
@@ -227,7 +227,7 @@ var benchFormats = []benchFormat{
 		make:  func(r *rand.Rand, k, n int) any { return tbBench{randBytes(r, k/8*n), randF32(r, n)} },
 		run: func(w any, y, x []float32, m, k, n int) error {
 			q := w.(tbBench)
-			return OneBitKN(y, x, q.packed, q.scale, ScaleN, m, k, n)
+			return oneBitKN(y, x, q.packed, q.scale, ScaleN, m, k, n)
 		},
 	},
 }
@@ -243,7 +243,7 @@ func init() {
 			make:  func(r *rand.Rand, k, n int) any { return ggmlWeight(r, typ, n, k, ordinaryHalf) },
 			takes: func(k, n int) bool { return k%typ.BlockSize() == 0 },
 			run: func(w any, y, x []float32, m, k, n int) error {
-				return GGMLNK(y, x, typ, w.([]uint8), m, k, n)
+				return ggmlNK(y, x, typ, w.([]uint8), m, k, n)
 			},
 		})
 	}

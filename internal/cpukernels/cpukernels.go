@@ -34,8 +34,8 @@ var (
 type ISA int
 
 const (
-	// Auto stands for the best path the CPU supports (for ForceISA).
-	Auto ISA = C.QK_ISA_AUTO
+	// autoISA stands for the best path the CPU supports (for forceISA).
+	autoISA ISA = C.QK_ISA_AUTO
 	// Portable is plain C, on any architecture.
 	Portable ISA = C.QK_ISA_PORTABLE
 	// AVX2 needs AVX2, FMA and F16C (x86-64).
@@ -44,8 +44,8 @@ const (
 	AVX512 ISA = C.QK_ISA_AVX512
 )
 
-// ISAs lists every path, best last.
-func ISAs() []ISA { return []ISA{Portable, AVX2, AVX512} }
+// isas lists every path, best last.
+func isas() []ISA { return []ISA{Portable, AVX2, AVX512} }
 
 // String returns "portable", "avx2", "avx512" or "auto".
 func (i ISA) String() string { return C.GoString(C.qk_isa_name(C.int(i))) }
@@ -56,15 +56,15 @@ func (i ISA) Supported() bool { return C.qk_isa_supported(C.int(i)) != 0 }
 // ActiveISA returns the path the products use now.
 func ActiveISA() ISA { return ISA(C.qk_isa_active()) }
 
-// BestISA returns the best path this CPU supports: the one used unless ForceISA says otherwise.
-func BestISA() ISA { return ISA(C.qk_isa_best()) }
+// bestISA returns the best path this CPU supports: the one used unless forceISA says otherwise.
+func bestISA() ISA { return ISA(C.qk_isa_best()) }
 
-// ForceISA makes every later product use path i (Auto: the best). It is meant for tests and
+// forceISA makes every later product use path i (autoISA: the best). It is meant for tests and
 // benchmarks and must not race with products in flight. It returns an error wrapping
 // ErrUnsupported if the CPU cannot run i.
-func ForceISA(i ISA) error {
+func forceISA(i ISA) error {
 	if st := C.qk_isa_force(C.int(i)); st != C.QK_OK {
-		return errors.Wrapf(ErrUnsupported, "cpukernels.ForceISA(%s)", i)
+		return errors.Wrapf(ErrUnsupported, "cpukernels.forceISA(%s)", i)
 	}
 	return nil
 }
@@ -72,7 +72,7 @@ func ForceISA(i ISA) error {
 // Threads returns the number of threads a product may use, the caller's included.
 func Threads() int { return int(C.qk_threads()) }
 
-// SetThreads sets the number of threads (clamped to [1, MaxThreads]); n <= 0 restores the default
+// SetThreads sets the number of threads (clamped to [1, maxThreads]); n <= 0 restores the default
 // (QUANTA_KERNEL_THREADS, else the online CPUs). It returns the new count.
 func SetThreads(n int) int {
 	if n > math.MaxInt32 {
@@ -92,11 +92,11 @@ func SetXLAPool(on bool) bool {
 	return tune(tuneXLAPool, v) != 0
 }
 
-// MaxThreads bounds the thread count.
-const MaxThreads = C.QK_MAX_THREADS
+// maxThreads bounds the thread count.
+const maxThreads = C.QK_MAX_THREADS
 
-// ThreadsEnv names the environment variable read for the default thread count.
-const ThreadsEnv = "QUANTA_KERNEL_THREADS"
+// threadsEnv names the environment variable read for the default thread count.
+const threadsEnv = "QUANTA_KERNEL_THREADS"
 
 // ConfigNote returns a sentence about an ignored or clamped QUANTA_KERNEL_THREADS, or "".
 func ConfigNote() string {
@@ -236,11 +236,11 @@ func checkBlock(op string, blockSize int) error {
 	return nil
 }
 
-// NF4KN computes y = x · W (m×n) for W (k×n) stored as NF4 with blocks along n: packed holds
+// nf4KN computes y = x · W (m×n) for W (k×n) stored as NF4 with blocks along n: packed holds
 // k × ceil(n/blockSize) × blockSize/2 bytes, two codes a byte with the even element in the high
 // nibble, and absmax one scale per block (k × ceil(n/blockSize)). x is m×k row-major.
-func NF4KN[X Activation, S Scale](y []float32, x []X, packed []uint8, absmax []S, m, k, n, blockSize int) error {
-	const op = "cpukernels.NF4KN"
+func nf4KN[X Activation, S Scale](y []float32, x []X, packed []uint8, absmax []S, m, k, n, blockSize int) error {
+	const op = "cpukernels.nf4KN"
 	if err := checkBlock(op, blockSize); err != nil {
 		return err
 	}
@@ -254,11 +254,11 @@ func NF4KN[X Activation, S Scale](y []float32, x []X, packed []uint8, absmax []S
 		C.int64_t(m), C.int64_t(k), C.int64_t(n), C.int64_t(blockSize), (*C.float)(ptr(y))))
 }
 
-// NF4NK computes y = x · Wᵀ (m×n) for W (n×k) stored as NF4 with blocks along k (the contracted
+// nf4NK computes y = x · Wᵀ (m×n) for W (n×k) stored as NF4 with blocks along k (the contracted
 // axis): packed holds n × ceil(k/blockSize) × blockSize/2 bytes and absmax n × ceil(k/blockSize)
 // scales.
-func NF4NK[X Activation, S Scale](y []float32, x []X, packed []uint8, absmax []S, m, k, n, blockSize int) error {
-	const op = "cpukernels.NF4NK"
+func nf4NK[X Activation, S Scale](y []float32, x []X, packed []uint8, absmax []S, m, k, n, blockSize int) error {
+	const op = "cpukernels.nf4NK"
 	if err := checkBlock(op, blockSize); err != nil {
 		return err
 	}
@@ -300,10 +300,10 @@ func checkScale(op string, kind ScaleKind, got, want int) error {
 	return nil
 }
 
-// Int8KN computes y = x · W for W (k×n) = w × scale, w int8 k×n row-major; kind says how scale
+// int8KN computes y = x · W for W (k×n) = w × scale, w int8 k×n row-major; kind says how scale
 // is laid out (ScaleK: one per row of w, eformer's default; ScaleN: one per column).
-func Int8KN[X Activation, S Scale](y []float32, x []X, w []int8, scale []S, kind ScaleKind, m, k, n int) error {
-	const op = "cpukernels.Int8KN"
+func int8KN[X Activation, S Scale](y []float32, x []X, w []int8, scale []S, kind ScaleKind, m, k, n int) error {
+	const op = "cpukernels.int8KN"
 	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
 		lengthCheck{"w", len(w), product(k, n)}); err != nil {
 		return err
@@ -315,10 +315,10 @@ func Int8KN[X Activation, S Scale](y []float32, x []X, w []int8, scale []S, kind
 		C.int(kind), C.int64_t(m), C.int64_t(k), C.int64_t(n), (*C.float)(ptr(y))))
 }
 
-// Int8NK computes y = x · Wᵀ for W (n×k) = w × scale, w int8 n×k row-major (bitsandbytes'
+// int8NK computes y = x · Wᵀ for W (n×k) = w × scale, w int8 n×k row-major (bitsandbytes'
 // Linear8bitLt); ScaleN is one scale per row of w, ScaleK one per column.
-func Int8NK[X Activation, S Scale](y []float32, x []X, w []int8, scale []S, kind ScaleKind, m, k, n int) error {
-	const op = "cpukernels.Int8NK"
+func int8NK[X Activation, S Scale](y []float32, x []X, w []int8, scale []S, kind ScaleKind, m, k, n int) error {
+	const op = "cpukernels.int8NK"
 	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
 		lengthCheck{"w", len(w), product(n, k)}); err != nil {
 		return err
@@ -337,11 +337,11 @@ func checkPacked(op string, k, per int) error {
 	return nil
 }
 
-// TwoBitKN computes y = x · W for W (k×n) with values in {-1, 0, +1} stored in eformer's 2-bit
+// twoBitKN computes y = x · W for W (k×n) with values in {-1, 0, +1} stored in eformer's 2-bit
 // layout: packed (k/4)×n, code value+1, quarter-strided along k (see the package
 // documentation). scale (float32) is ScaleNone, ScaleTensor or ScaleN.
-func TwoBitKN[X Activation](y []float32, x []X, packed []uint8, scale []float32, kind ScaleKind, m, k, n int) error {
-	const op = "cpukernels.TwoBitKN"
+func twoBitKN[X Activation](y []float32, x []X, packed []uint8, scale []float32, kind ScaleKind, m, k, n int) error {
+	const op = "cpukernels.twoBitKN"
 	if err := checkPacked(op, k, 4); err != nil {
 		return err
 	}
@@ -356,10 +356,10 @@ func TwoBitKN[X Activation](y []float32, x []X, packed []uint8, scale []float32,
 		C.int(kind), C.int64_t(m), C.int64_t(k), C.int64_t(n), (*C.float)(ptr(y))))
 }
 
-// OneBitKN computes y = x · W for W (k×n) with values in {-1, +1} stored one bit each: packed
-// (k/8)×n, eighth-strided along k, bit 1 for +1. scale as for TwoBitKN.
-func OneBitKN[X Activation](y []float32, x []X, packed []uint8, scale []float32, kind ScaleKind, m, k, n int) error {
-	const op = "cpukernels.OneBitKN"
+// oneBitKN computes y = x · W for W (k×n) with values in {-1, +1} stored one bit each: packed
+// (k/8)×n, eighth-strided along k, bit 1 for +1. scale as for twoBitKN.
+func oneBitKN[X Activation](y []float32, x []X, packed []uint8, scale []float32, kind ScaleKind, m, k, n int) error {
+	const op = "cpukernels.oneBitKN"
 	if err := checkPacked(op, k, 8); err != nil {
 		return err
 	}
@@ -384,12 +384,12 @@ func GGMLBlock(typ gguf.Type) (size, bytes int, ok bool) {
 	return int(bs), int(bb), true
 }
 
-// GGMLNK computes y = x · Wᵀ (m×n) for W (n×k) stored in one of ggml's block types as a GGUF file
+// ggmlNK computes y = x · Wᵀ (m×n) for W (n×k) stored in one of ggml's block types as a GGUF file
 // stores a linear weight: blocks holds n rows of k/blockSize blocks of typ, byte for byte, and k
 // is a multiple of the block size. W's values are those of ggml's dequantize_row_* bit for bit
 // (gguf.Decode's); the product accumulates in float32.
-func GGMLNK[X Activation](y []float32, x []X, typ gguf.Type, blocks []uint8, m, k, n int) error {
-	const op = "cpukernels.GGMLNK"
+func ggmlNK[X Activation](y []float32, x []X, typ gguf.Type, blocks []uint8, m, k, n int) error {
+	const op = "cpukernels.ggmlNK"
 	bs, bb, ok := GGMLBlock(typ)
 	if !ok {
 		return errors.Wrapf(ErrArgument, "%s: type %s; accepted: %v", op, typ, gguf.BlockTypes())
@@ -405,10 +405,10 @@ func GGMLNK[X Activation](y []float32, x []X, typ gguf.Type, blocks []uint8, m, 
 		C.int64_t(k), C.int64_t(n), (*C.float)(ptr(y))))
 }
 
-// DenseKN computes y = x · w for a float32 w (k×n): the kernel of the quanta_f32_kn custom call
+// denseKN computes y = x · w for a float32 w (k×n): the kernel of the quanta_f32_kn custom call
 // and the in-package baseline of the benchmarks.
-func DenseKN(y, x, w []float32, m, k, n int) error {
-	const op = "cpukernels.DenseKN"
+func denseKN(y, x, w []float32, m, k, n int) error {
+	const op = "cpukernels.denseKN"
 	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
 		lengthCheck{"w", len(w), product(k, n)}); err != nil {
 		return err

@@ -40,20 +40,20 @@ func detCases(m int) []detCase {
 	}
 	ggmlCase := func(typ gguf.Type) detCase {
 		blocks := ggmlWeight(r, typ, n, k, ordinaryHalf)
-		return detCase{"ggml-" + typ.String(), m, n, func(y []float32) error { return GGMLNK(y, x.f32, typ, blocks, m, k, n) }}
+		return detCase{"ggml-" + typ.String(), m, n, func(y []float32) error { return ggmlNK(y, x.f32, typ, blocks, m, k, n) }}
 	}
 	return []detCase{
 		ggmlCase(gguf.TypeQ4_K), ggmlCase(gguf.TypeQ6_K), ggmlCase(gguf.TypeQ5_K), ggmlCase(gguf.TypeQ8_0),
 		ggmlCase(gguf.TypeQ4_0), ggmlCase(gguf.TypeQ5_1), ggmlCase(gguf.TypeQ3_K),
-		{"nf4-kn", m, n, func(y []float32) error { return NF4KN(y, x.f32, nf4Packed, absmax.f32, m, k, n, 64) }},
-		{"nf4-kn-bf16", m, n, func(y []float32) error { return NF4KN(y, x.bf16, nf4Packed, absmax.bf16, m, k, n, 64) }},
-		{"nf4-nk", m, n, func(y []float32) error { return NF4NK(y, x.f32, nf4T, absmaxT.f32, m, k, n, 64) }},
-		{"int8-kn-per-n", m, n, func(y []float32) error { return Int8KN(y, x.f32, codes, colScale.f32, ScaleN, m, k, n) }},
-		{"int8-kn-per-k", m, n, func(y []float32) error { return Int8KN(y, x.f32, codes, kScale.f16, ScaleK, m, k, n) }},
-		{"int8-nk", m, n, func(y []float32) error { return Int8NK(y, x.f32, codes, colScale.f32, ScaleN, m, k, n) }},
-		{"2-bit", m, n, func(y []float32) error { return TwoBitKN(y, x.f32, two, colScale.f32, ScaleN, m, k, n) }},
-		{"1-bit", m, n, func(y []float32) error { return OneBitKN(y, x.f32, one, colScale.f32, ScaleN, m, k, n) }},
-		{"dense", m, n, func(y []float32) error { return DenseKN(y, x.f32, dense, m, k, n) }},
+		{"nf4-kn", m, n, func(y []float32) error { return nf4KN(y, x.f32, nf4Packed, absmax.f32, m, k, n, 64) }},
+		{"nf4-kn-bf16", m, n, func(y []float32) error { return nf4KN(y, x.bf16, nf4Packed, absmax.bf16, m, k, n, 64) }},
+		{"nf4-nk", m, n, func(y []float32) error { return nf4NK(y, x.f32, nf4T, absmaxT.f32, m, k, n, 64) }},
+		{"int8-kn-per-n", m, n, func(y []float32) error { return int8KN(y, x.f32, codes, colScale.f32, ScaleN, m, k, n) }},
+		{"int8-kn-per-k", m, n, func(y []float32) error { return int8KN(y, x.f32, codes, kScale.f16, ScaleK, m, k, n) }},
+		{"int8-nk", m, n, func(y []float32) error { return int8NK(y, x.f32, codes, colScale.f32, ScaleN, m, k, n) }},
+		{"2-bit", m, n, func(y []float32) error { return twoBitKN(y, x.f32, two, colScale.f32, ScaleN, m, k, n) }},
+		{"1-bit", m, n, func(y []float32) error { return oneBitKN(y, x.f32, one, colScale.f32, ScaleN, m, k, n) }},
+		{"dense", m, n, func(y []float32) error { return denseKN(y, x.f32, dense, m, k, n) }},
 	}
 }
 
@@ -74,15 +74,15 @@ func TestDeterministic(t *testing.T) {
 	defer SetThreads(0)
 	oldSmall := tune(tuneSmallWork, 0) // the threads even on small products
 	defer tune(tuneSmallWork, oldSmall)
-	for _, isa := range ISAs() {
+	for _, isa := range isas() {
 		if !isa.Supported() {
 			continue
 		}
 		t.Run(isa.String(), func(t *testing.T) {
-			if err := ForceISA(isa); err != nil {
+			if err := forceISA(isa); err != nil {
 				t.Fatal(err)
 			}
-			defer func() { _ = ForceISA(Auto) }()
+			defer func() { _ = forceISA(autoISA) }()
 			ms := []int{1, 3, 17, 64, 300}
 			if testing.Short() { // the emulated AVX-512 run of make test
 				ms = ms[:3]

@@ -1,10 +1,10 @@
 // Package cpukernels holds quanta's CPU kernels for products of float activations with quantized
 // weights (NF4, int8, 2-bit ternary and 1-bit binary, ggml's block types), as a small C library
-// with Go wrappers. The
-// kernels read the packed weight once per call and never build a dense weight, so that a
-// quantized product moves fewer bytes than the dense float32 one and, at few activation rows,
-// runs faster by about the ratio of the bytes. They are meant to be called from XLA as typed FFI
-// custom calls (package runtime registers them; lowering emits the calls); this package knows
+// whose Go wrappers of the products (nf4KN and the others below) serve this package's tests and
+// benchmarks. The kernels read the packed weight once per call and never build a dense weight, so
+// that a quantized product moves fewer bytes than the dense float32 one and, at few activation
+// rows, runs faster by about the ratio of the bytes. They are meant to be called from XLA as typed
+// FFI custom calls (package runtime registers them; lowering emits the calls); this package knows
 // nothing of XLA.
 //
 // # Why C
@@ -22,23 +22,23 @@
 // Every product computes y (m×n, float32, row-major) = x (m×k, row-major) · W with W logically
 // k×n, accumulating in float32; x is float32 or bfloat16.
 //
-//   - NF4, blocks along n (NF4KN, qk_nf4_kn; eformer's x @ W): packed uint8 (k, nb, bs/2) with
+//   - NF4, blocks along n (nf4KN, qk_nf4_kn; eformer's x @ W): packed uint8 (k, nb, bs/2) with
 //     nb = ceil(n/bs), two codes a byte, the even element in the high nibble; absmax (k, nb) in
 //     float32, bfloat16 or float16; W[i][j] = codebook[code] × absmax[i][j/bs]. Codes past n in
 //     the last block are ignored.
-//   - NF4, blocks contracted (NF4NK, qk_nf4_nk; x @ Wᵀ with W stored n×k, bitsandbytes'
+//   - NF4, blocks contracted (nf4NK, qk_nf4_nk; x @ Wᵀ with W stored n×k, bitsandbytes'
 //     Linear4bit): packed (n, ceil(k/bs), bs/2), absmax (n, ceil(k/bs)); codes past k ignored.
-//   - int8 (Int8KN / Int8NK): codes int8, W stored k×n or n×k, times a float scale that is per
+//   - int8 (int8KN / int8NK): codes int8, W stored k×n or n×k, times a float scale that is per
 //     tensor, per contracted index (ScaleK: the per-row scale of the k×n layout, eformer's
 //     default) or per output column (ScaleN: per column of k×n, per row of n×k as in
 //     bitsandbytes' Linear8bitLt).
-//   - 2-bit (TwoBitKN; eformer's Array1B): packed (k/4, n), value v ∈ {-1, 0, +1} stored as code
+//   - 2-bit (twoBitKN; eformer's Array1B): packed (k/4, n), value v ∈ {-1, 0, +1} stored as code
 //     v+1, quarter-strided along k: with q = k/4, packed[p][j] holds rows p, q+p, 2q+p, 3q+p of
 //     column j in bits 0-1, 2-3, 4-5, 6-7; code 3 reads as +2. Optional float32 scale per output
 //     column or per tensor.
-//   - 1-bit (OneBitKN): packed (k/8, n), bit 1 = +1, bit 0 = -1, eighth-strided: row i is bit
+//   - 1-bit (oneBitKN): packed (k/8, n), bit 1 = +1, bit 0 = -1, eighth-strided: row i is bit
 //     i div (k/8) of packed row i mod (k/8). Scale as for 2-bit.
-//   - ggml's block types (GGMLNK, qk_ggml_nk; x @ Wᵀ with W stored n×k as a GGUF file stores a
+//   - ggml's block types (ggmlNK, qk_ggml_nk; x @ Wᵀ with W stored n×k as a GGUF file stores a
 //     linear weight): blocks uint8, n rows of k/bs blocks of the type, byte for byte the file's
 //     (ggml-common.h's layouts, which package gguf documents), k a multiple of the block size bs
 //     (32, or 256 for the K-quants). Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
@@ -48,7 +48,7 @@
 //     and quanta_ggml_decode): an NF4 weight of either layout, or a GGML one, written as float32
 //     (its stored rows, each of its span), the values the products multiply bit for bit; package
 //     lowering's DecodeDot hands the result to XLA's dense product for many activation rows.
-//   - DenseKN (qk_f32_kn, the custom call quanta_f32_kn): a dense float32 w (k×n), which
+//   - denseKN (qk_f32_kn, the custom call quanta_f32_kn): a dense float32 w (k×n), which
 //     lowering.DenseMatMul gives products of a few rows (it streams the weight faster than XLA's
 //     dot there), and the in-package baseline of the benchmarks.
 //
@@ -70,8 +70,8 @@
 //
 // Portable (plain C), AVX2 (AVX2, FMA, F16C) and AVX512 (F, BW, VL, DQ, with FMA and F16C),
 // chosen at first use as the best the CPU supports (cpuid through __builtin_cpu_supports, which
-// also checks that the OS saves the AVX-512 state). ForceISA (qk_isa_force) switches paths for tests and benchmarks; ActiveISA
-// reports the one in use.
+// also checks that the OS saves the AVX-512 state). forceISA (qk_isa_force) switches paths for
+// tests and benchmarks; ActiveISA reports the one in use.
 //
 // Every path runs every product through generic tiled drivers: a tile of the weight (32×128, or
 // 128×64 float32 for more than 4 activation rows) is decoded into the executing thread's scratch,
@@ -203,9 +203,9 @@
 // others' tasks) lingers for 200 µs, yielding its CPU between looks, before it blocks on a
 // condition variable: waking a blocked thread costs tens of microseconds on a virtual machine,
 // as much as one product of a small model's layer. The count is read once from
-// QUANTA_KERNEL_THREADS (ThreadsEnv: a decimal in [1, MaxThreads]; an invalid value is ignored
+// QUANTA_KERNEL_THREADS (threadsEnv: a decimal in [1, maxThreads]; an invalid value is ignored
 // and a value out of range clamped, either way with a ConfigNote), else the online CPUs, and can
-// be changed with SetThreads. Different instruction sets (ForceISA) give different roundings.
+// be changed with SetThreads. Different instruction sets (forceISA) give different roundings.
 //
 // Scratch memory is per thread: 1 MiB of chunk scratch for each executing thread, and a per-call
 // buffer on the calling thread for the prepared activations, the scale vectors and the stripes'
@@ -214,7 +214,7 @@
 // # Errors
 //
 // The Go functions return errors wrapping ErrArgument (a size, length, element type, block size
-// or scale kind not accepted; nothing is written), ErrUnsupported (ForceISA of a path the CPU
+// or scale kind not accepted; nothing is written), ErrUnsupported (forceISA of a path the CPU
 // lacks) or ErrNoMemory.
 //
 // # Tests and benchmarks

@@ -99,15 +99,15 @@ func TestGGMLBlocks(t *testing.T) {
 // TestGGMLDecode: on every ISA path, the tile decode of every block type gives gguf.Decode's
 // values bit for bit (a NaN matches any NaN), with ordinary and special scales.
 func TestGGMLDecode(t *testing.T) {
-	for _, isa := range ISAs() {
+	for _, isa := range isas() {
 		t.Run(isa.String(), func(t *testing.T) {
 			if !isa.Supported() {
 				t.Skipf("%s not supported on this CPU", isa)
 			}
-			if err := ForceISA(isa); err != nil {
+			if err := forceISA(isa); err != nil {
 				t.Fatal(err)
 			}
-			defer func() { _ = ForceISA(Auto) }()
+			defer func() { _ = forceISA(autoISA) }()
 			for ti, typ := range gguf.BlockTypes() {
 				r := newRand(uint64(ti))
 				const rows = 48
@@ -176,7 +176,7 @@ func quantizeX8(x []float32, g int) []float64 {
 // definition, bit for bit: codes, scales, sums of 16 and scales times sums, on groups of 32 and
 // 256 with ties after scaling, zeros, signed zeros, subnormals beside 2^-119 and wide ranges.
 func TestX8Quantize(t *testing.T) {
-	defer func() { _ = ForceISA(Auto) }()
+	defer func() { _ = forceISA(autoISA) }()
 	r := rand.New(rand.NewPCG(7, 8))
 	const k = 512
 	ties := make([]float32, k) // amax 127 in every group: the codes are the values, ties included
@@ -212,11 +212,11 @@ func TestX8Quantize(t *testing.T) {
 			return x
 		}()},
 	}
-	for _, isa := range ISAs() {
+	for _, isa := range isas() {
 		if !isa.Supported() {
 			continue
 		}
-		if err := ForceISA(isa); err != nil {
+		if err := forceISA(isa); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range cases {
@@ -281,7 +281,7 @@ func TestX8TinyGroups(t *testing.T) {
 			x[l] = float32(l+1) * 0x1p-130 // at most 2^-122
 		}
 		y := make([]float32, n)
-		if err := GGMLNK(y, x, typ, w, 1, k, n); err != nil {
+		if err := ggmlNK(y, x, typ, w, 1, k, n); err != nil {
 			t.Fatal(err)
 		}
 		for j := range n {
@@ -460,9 +460,9 @@ func TestGGMLNK(t *testing.T) {
 					y := make([]float32, c.m*c.n)
 					var err error
 					if dt == "f32" {
-						err = GGMLNK(y, c.x.f32, c.typ, c.blocks, c.m, c.k, c.n)
+						err = ggmlNK(y, c.x.f32, c.typ, c.blocks, c.m, c.k, c.n)
 					} else {
-						err = GGMLNK(y, c.x.bf16, c.typ, c.blocks, c.m, c.k, c.n)
+						err = ggmlNK(y, c.x.bf16, c.typ, c.blocks, c.m, c.k, c.n)
 					}
 					if err != nil {
 						t.Fatal(err)
@@ -491,15 +491,15 @@ func TestGGMLArguments(t *testing.T) {
 		name string
 		call func(y []float32) error
 	}{
-		{"short blocks", func(y []float32) error { return GGMLNK(y, x, gguf.TypeQ4_K, q4k[1:], m, k, n) }},
-		{"long blocks", func(y []float32) error { return GGMLNK(y, x, gguf.TypeQ4_K, append(q4k, 0), m, k, n) }},
+		{"short blocks", func(y []float32) error { return ggmlNK(y, x, gguf.TypeQ4_K, q4k[1:], m, k, n) }},
+		{"long blocks", func(y []float32) error { return ggmlNK(y, x, gguf.TypeQ4_K, append(q4k, 0), m, k, n) }},
 		{"k not whole blocks", func(y []float32) error {
-			return GGMLNK(y, x[:m*(k-32)], gguf.TypeQ4_K, q4k, m, k-32, n)
+			return ggmlNK(y, x[:m*(k-32)], gguf.TypeQ4_K, q4k, m, k-32, n)
 		}},
-		{"not a block type", func(y []float32) error { return GGMLNK(y, x, gguf.TypeF16, q4k, m, k, n) }},
-		{"Q8_K", func(y []float32) error { return GGMLNK(y, x, gguf.TypeQ8_K, q4k, m, k, n) }},
-		{"short x", func(y []float32) error { return GGMLNK(y, x[1:], gguf.TypeQ4_K, q4k, m, k, n) }},
-		{"negative n", func(y []float32) error { return GGMLNK(y[:0], x, gguf.TypeQ4_K, q4k, m, k, -1) }},
+		{"not a block type", func(y []float32) error { return ggmlNK(y, x, gguf.TypeF16, q4k, m, k, n) }},
+		{"Q8_K", func(y []float32) error { return ggmlNK(y, x, gguf.TypeQ8_K, q4k, m, k, n) }},
+		{"short x", func(y []float32) error { return ggmlNK(y, x[1:], gguf.TypeQ4_K, q4k, m, k, n) }},
+		{"negative n", func(y []float32) error { return ggmlNK(y[:0], x, gguf.TypeQ4_K, q4k, m, k, -1) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -178,15 +178,15 @@ var configs = []config{
 }
 
 func forEachConfig(t *testing.T, f func(t *testing.T)) {
-	for _, isa := range ISAs() {
+	for _, isa := range isas() {
 		t.Run(isa.String(), func(t *testing.T) {
 			if !isa.Supported() {
 				t.Skipf("%s not supported on this CPU", isa)
 			}
-			if err := ForceISA(isa); err != nil {
+			if err := forceISA(isa); err != nil {
 				t.Fatal(err)
 			}
-			defer func() { _ = ForceISA(Auto) }()
+			defer func() { _ = forceISA(autoISA) }()
 			for _, c := range configs {
 				t.Run(c.name, func(t *testing.T) {
 					SetThreads(c.threads)
@@ -233,9 +233,9 @@ func nf4Weight(r *rand.Rand, rows, elems, bs int) ([]uint8, scales, int) {
 
 func runNF4[X Activation, S Scale](blocksFree bool, y []float32, x []X, packed []uint8, absmax []S, s nf4Shape) error {
 	if blocksFree {
-		return NF4KN(y, x, packed, absmax, s.m, s.k, s.n, s.bs)
+		return nf4KN(y, x, packed, absmax, s.m, s.k, s.n, s.bs)
 	}
-	return NF4NK(y, x, packed, absmax, s.m, s.k, s.n, s.bs)
+	return nf4NK(y, x, packed, absmax, s.m, s.k, s.n, s.bs)
 }
 
 func testNF4(t *testing.T, blocksFree bool) {
@@ -376,24 +376,24 @@ func testInt8(t *testing.T, kn bool) {
 					for _, dt := range []string{"f32/f32", "bf16/bf16", "f32/f16"} {
 						t.Run(name+"/"+dt, func(t *testing.T) {
 							y := make([]float32, s.m*s.n)
-							f := Int8NK[float32, float32]
+							f := int8NK[float32, float32]
 							var err error
 							switch dt {
 							case "f32/f32":
 								if kn {
-									f = Int8KN[float32, float32]
+									f = int8KN[float32, float32]
 								}
 								err = f(y, x.f32, w, sc.f32, kind, s.m, s.k, s.n)
 							case "bf16/bf16":
-								f := Int8NK[bfloat16.BFloat16, bfloat16.BFloat16]
+								f := int8NK[bfloat16.BFloat16, bfloat16.BFloat16]
 								if kn {
-									f = Int8KN[bfloat16.BFloat16, bfloat16.BFloat16]
+									f = int8KN[bfloat16.BFloat16, bfloat16.BFloat16]
 								}
 								err = f(y, x.bf16, w, sc.bf16, kind, s.m, s.k, s.n)
 							case "f32/f16":
-								f := Int8NK[float32, float16.Float16]
+								f := int8NK[float32, float16.Float16]
 								if kn {
-									f = Int8KN[float32, float16.Float16]
+									f = int8KN[float32, float16.Float16]
 								}
 								err = f(y, x.f32, w, sc.f16, kind, s.m, s.k, s.n)
 							}
@@ -482,15 +482,15 @@ func testTB(t *testing.T, bits int) {
 							y := make([]float32, s.m*s.n)
 							var err error
 							if dt == "f32" {
-								f := TwoBitKN[float32]
+								f := twoBitKN[float32]
 								if bits == 1 {
-									f = OneBitKN[float32]
+									f = oneBitKN[float32]
 								}
 								err = f(y, x.f32, packed, sc.f32, kind, s.m, s.k, s.n)
 							} else {
-								f := TwoBitKN[bfloat16.BFloat16]
+								f := twoBitKN[bfloat16.BFloat16]
 								if bits == 1 {
-									f = OneBitKN[bfloat16.BFloat16]
+									f = oneBitKN[bfloat16.BFloat16]
 								}
 								err = f(y, x.bf16, packed, sc.f32, kind, s.m, s.k, s.n)
 							}
@@ -520,7 +520,7 @@ func TestDenseKN(t *testing.T) {
 			ref, mag := refProduct(x.f32, s.m, s.k, s.n, func(l, j int) float32 { return w[l*s.n+j] })
 			t.Run(s.String(), func(t *testing.T) {
 				y := make([]float32, s.m*s.n)
-				if err := DenseKN(y, x.f32, w, s.m, s.k, s.n); err != nil {
+				if err := denseKN(y, x.f32, w, s.m, s.k, s.n); err != nil {
 					t.Fatal(err)
 				}
 				checkClose(t, y, ref, mag, s.k, false)
@@ -543,7 +543,7 @@ func TestDenseKNColumnsApart(t *testing.T) {
 		}
 		w := randActivations(r, k*n, false).f32
 		y := make([]float32, m*n)
-		if err := DenseKN(y, x, w, m, k, n); err != nil {
+		if err := denseKN(y, x, w, m, k, n); err != nil {
 			t.Fatal(err)
 		}
 		c0 := 0
@@ -553,7 +553,7 @@ func TestDenseKNColumnsApart(t *testing.T) {
 				copy(wp[l*p:(l+1)*p], w[l*n+c0:l*n+c0+p])
 			}
 			yp := make([]float32, m*p)
-			if err := DenseKN(yp, x, wp, m, k, p); err != nil {
+			if err := denseKN(yp, x, wp, m, k, p); err != nil {
 				t.Fatal(err)
 			}
 			for i := range m {
@@ -607,12 +607,12 @@ func TestNonFinite(t *testing.T) {
 		packedNK, absNK, nbNK := nf4Weight(r, n, k, bs)
 		products = append(products,
 			product{"nf4-kn", k, func(y []float32, x activations, m int) error {
-				return NF4KN(y, x.f32, packedKN, absKN.f32, m, k, n, bs)
+				return nf4KN(y, x.f32, packedKN, absKN.f32, m, k, n, bs)
 			}, func(l, j int) float32 {
 				return nf4Codebook[nf4Code(packedKN, nbKN*bs/2, l, j)] * absKN.f32[l*nbKN+j/bs]
 			}},
 			product{"nf4-nk", k, func(y []float32, x activations, m int) error {
-				return NF4NK(y, x.bf16, packedNK, absNK.bf16, m, k, n, bs)
+				return nf4NK(y, x.bf16, packedNK, absNK.bf16, m, k, n, bs)
 			}, func(l, j int) float32 {
 				return nf4Codebook[nf4Code(packedNK, nbNK*bs/2, j, l)] * absNK.f32[j*nbNK+l/bs]
 			}})
@@ -626,13 +626,13 @@ func TestNonFinite(t *testing.T) {
 		sk, sn := randScales(r, k, false), randScales(r, n, false)
 		products = append(products,
 			product{"int8-kn-k", k, func(y []float32, x activations, m int) error {
-				return Int8KN(y, x.f32, w, sk.f32, ScaleK, m, k, n)
+				return int8KN(y, x.f32, w, sk.f32, ScaleK, m, k, n)
 			}, func(l, j int) float32 { return float32(w[l*n+j]) * sk.f32[l] }},
 			product{"int8-kn-n", k, func(y []float32, x activations, m int) error {
-				return Int8KN(y, x.f32, w, sn.f32, ScaleN, m, k, n)
+				return int8KN(y, x.f32, w, sn.f32, ScaleN, m, k, n)
 			}, func(l, j int) float32 { return float32(w[l*n+j]) * sn.f32[j] }},
 			product{"int8-nk-n", k, func(y []float32, x activations, m int) error {
-				return Int8NK(y, x.bf16, w, sn.f16, ScaleN, m, k, n)
+				return int8NK(y, x.bf16, w, sn.f16, ScaleN, m, k, n)
 			}, func(l, j int) float32 { return float32(w[j*k+l]) * sn.f32[j] }})
 	}
 	{
@@ -641,10 +641,10 @@ func TestNonFinite(t *testing.T) {
 		sn := randScales(r, n, false)
 		products = append(products,
 			product{"2bit", k, func(y []float32, x activations, m int) error {
-				return TwoBitKN(y, x.f32, p2, sn.f32, ScaleN, m, k, n)
+				return twoBitKN(y, x.f32, p2, sn.f32, ScaleN, m, k, n)
 			}, func(l, j int) float32 { return twoBitValue(p2, k, n, l, j) * sn.f32[j] }},
 			product{"1bit", k, func(y []float32, x activations, m int) error {
-				return OneBitKN(y, x.bf16, p1, nil, ScaleNone, m, k, n)
+				return oneBitKN(y, x.bf16, p1, nil, ScaleNone, m, k, n)
 			}, func(l, j int) float32 { return oneBitValue(p1, k, n, l, j) }})
 		for _, typ := range []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ8_0, gguf.TypeQ5_1} {
 			k := 2 * typ.BlockSize()
@@ -655,13 +655,13 @@ func TestNonFinite(t *testing.T) {
 				t.Fatal(err)
 			}
 			products = append(products, product{"ggml-" + typ.String(), k, func(y []float32, x activations, m int) error {
-				return GGMLNK(y, x.bf16, typ, blocks, m, k, n)
+				return ggmlNK(y, x.bf16, typ, blocks, m, k, n)
 			}, func(l, j int) float32 { return w[j*k+l] }})
 		}
 		wd := randF32(r, k*n)
 		wd[3*n] = 0
 		products = append(products, product{"dense", k, func(y []float32, x activations, m int) error {
-			return DenseKN(y, x.f32, wd, m, k, n)
+			return denseKN(y, x.f32, wd, m, k, n)
 		}, func(l, j int) float32 { return wd[l*n+j] }})
 	}
 	forEachConfig(t, func(t *testing.T) {

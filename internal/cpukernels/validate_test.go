@@ -27,28 +27,28 @@ func TestArgumentErrors(t *testing.T) {
 		name string
 		call func(y []float32) error
 	}{
-		{"nf4-kn short x", func(y []float32) error { return NF4KN(y, x[1:], packed, absmax, m, k, n, bs) }},
-		{"nf4-kn short packed", func(y []float32) error { return NF4KN(y, x, packed[1:], absmax, m, k, n, bs) }},
+		{"nf4-kn short x", func(y []float32) error { return nf4KN(y, x[1:], packed, absmax, m, k, n, bs) }},
+		{"nf4-kn short packed", func(y []float32) error { return nf4KN(y, x, packed[1:], absmax, m, k, n, bs) }},
 		{"nf4-kn long absmax", func(y []float32) error {
-			return NF4KN(y, x, packed, append(absmax, 1), m, k, n, bs)
+			return nf4KN(y, x, packed, append(absmax, 1), m, k, n, bs)
 		}},
-		{"nf4-kn odd block", func(y []float32) error { return NF4KN(y, x, packed, absmax, m, k, n, 33) }},
-		{"nf4-kn zero block", func(y []float32) error { return NF4KN(y, x, packed, absmax, m, k, n, 0) }},
-		{"nf4-kn negative m", func(y []float32) error { return NF4KN(y, x, packed, absmax, -1, k, n, bs) }},
-		{"nf4-nk packed for kn", func(y []float32) error { return NF4NK(y, x, packed, absmax, m, k, n, bs) }},
-		{"nf4-kn huge", func(y []float32) error { return NF4KN(y, x, packed, absmax, 1<<40, 1<<40, n, bs) }},
-		{"int8-kn short w", func(y []float32) error { return Int8KN(y, x, w8[1:], []float32{1}, ScaleTensor, m, k, n) }},
-		{"int8-kn scale len", func(y []float32) error { return Int8KN(y, x, w8, []float32{1, 2}, ScaleTensor, m, k, n) }},
-		{"int8-nk scale kind", func(y []float32) error { return Int8NK(y, x, w8, []float32{1}, ScaleKind(9), m, k, n) }},
+		{"nf4-kn odd block", func(y []float32) error { return nf4KN(y, x, packed, absmax, m, k, n, 33) }},
+		{"nf4-kn zero block", func(y []float32) error { return nf4KN(y, x, packed, absmax, m, k, n, 0) }},
+		{"nf4-kn negative m", func(y []float32) error { return nf4KN(y, x, packed, absmax, -1, k, n, bs) }},
+		{"nf4-nk packed for kn", func(y []float32) error { return nf4NK(y, x, packed, absmax, m, k, n, bs) }},
+		{"nf4-kn huge", func(y []float32) error { return nf4KN(y, x, packed, absmax, 1<<40, 1<<40, n, bs) }},
+		{"int8-kn short w", func(y []float32) error { return int8KN(y, x, w8[1:], []float32{1}, ScaleTensor, m, k, n) }},
+		{"int8-kn scale len", func(y []float32) error { return int8KN(y, x, w8, []float32{1, 2}, ScaleTensor, m, k, n) }},
+		{"int8-nk scale kind", func(y []float32) error { return int8NK(y, x, w8, []float32{1}, ScaleKind(9), m, k, n) }},
 		{"int8-nk per-k len", func(y []float32) error {
-			return Int8NK(y, x, w8, make([]float16.Float16, n), ScaleK, m, k, n)
+			return int8NK(y, x, w8, make([]float16.Float16, n), ScaleK, m, k, n)
 		}},
-		{"2bit k%4", func(y []float32) error { return TwoBitKN(y, x[:m*(k-2)], p2, nil, ScaleNone, m, k-2, n) }},
-		{"2bit per-k", func(y []float32) error { return TwoBitKN(y, x, p2, make([]float32, k), ScaleK, m, k, n) }},
-		{"1bit k%8", func(y []float32) error { return OneBitKN(y, x[:m*(k-4)], p1, nil, ScaleNone, m, k-4, n) }},
-		{"1bit short packed", func(y []float32) error { return OneBitKN(y, x, p1[:len(p1)-1], nil, ScaleNone, m, k, n) }},
-		{"dense short w", func(y []float32) error { return DenseKN(y, x, make([]float32, k*n-1), m, k, n) }},
-		{"short y", func(y []float32) error { return DenseKN(y[1:], x, make([]float32, k*n), m, k, n) }},
+		{"2bit k%4", func(y []float32) error { return twoBitKN(y, x[:m*(k-2)], p2, nil, ScaleNone, m, k-2, n) }},
+		{"2bit per-k", func(y []float32) error { return twoBitKN(y, x, p2, make([]float32, k), ScaleK, m, k, n) }},
+		{"1bit k%8", func(y []float32) error { return oneBitKN(y, x[:m*(k-4)], p1, nil, ScaleNone, m, k-4, n) }},
+		{"1bit short packed", func(y []float32) error { return oneBitKN(y, x, p1[:len(p1)-1], nil, ScaleNone, m, k, n) }},
+		{"dense short w", func(y []float32) error { return denseKN(y, x, make([]float32, k*n-1), m, k, n) }},
+		{"short y", func(y []float32) error { return denseKN(y[1:], x, make([]float32, k*n), m, k, n) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -106,21 +106,21 @@ func TestCStatuses(t *testing.T) {
 }
 
 func TestForceISA(t *testing.T) {
-	defer func() { _ = ForceISA(Auto) }()
-	if err := ForceISA(ISA(99)); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("ForceISA(99) = %v, want ErrUnsupported", err)
+	defer func() { _ = forceISA(autoISA) }()
+	if err := forceISA(ISA(99)); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("forceISA(99) = %v, want ErrUnsupported", err)
 	}
-	for _, isa := range ISAs() {
-		err := ForceISA(isa)
+	for _, isa := range isas() {
+		err := forceISA(isa)
 		if isa.Supported() != (err == nil) {
-			t.Errorf("ForceISA(%s) = %v but Supported() = %v", isa, err, isa.Supported())
+			t.Errorf("forceISA(%s) = %v but Supported() = %v", isa, err, isa.Supported())
 		}
 		if err == nil && ActiveISA() != isa {
-			t.Errorf("after ForceISA(%s), ActiveISA() = %s", isa, ActiveISA())
+			t.Errorf("after forceISA(%s), ActiveISA() = %s", isa, ActiveISA())
 		}
 	}
-	if err := ForceISA(Auto); err != nil || ActiveISA() != BestISA() {
-		t.Errorf("ForceISA(Auto) = %v, active %s, best %s", err, ActiveISA(), BestISA())
+	if err := forceISA(autoISA); err != nil || ActiveISA() != bestISA() {
+		t.Errorf("forceISA(autoISA) = %v, active %s, best %s", err, ActiveISA(), bestISA())
 	}
 }
 
@@ -135,7 +135,7 @@ func TestThreadsEnv(t *testing.T) {
 		t.Helper()
 		cmd := exec.Command(os.Args[0], "-test.run=^TestThreadsEnv$", "-test.count=1")
 		cmd.Env = append(os.Environ(), "QK_THREADS_CHILD=1")
-		cmd.Env = append(cmd.Env, ThreadsEnv+"="+env)
+		cmd.Env = append(cmd.Env, threadsEnv+"="+env)
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("child: %v\n%s", err, out)
@@ -160,17 +160,17 @@ func TestThreadsEnv(t *testing.T) {
 		env  string
 		want int
 		note bool
-	}{{"3", 3, false}, {"1", 1, false}, {"abc", def, true}, {"2x", def, true}, {"0", 1, true}, {"100000", MaxThreads, true}} {
+	}{{"3", 3, false}, {"1", 1, false}, {"abc", def, true}, {"2x", def, true}, {"0", 1, true}, {"100000", maxThreads, true}} {
 		got, note := child(c.env)
 		if got != c.want || (note != "") != c.note {
-			t.Errorf("%s=%q: %d threads, note %q; want %d threads, note %v", ThreadsEnv, c.env, got, note, c.want, c.note)
+			t.Errorf("%s=%q: %d threads, note %q; want %d threads, note %v", threadsEnv, c.env, got, note, c.want, c.note)
 		}
 	}
 	if got := SetThreads(5); got != 5 || Threads() != 5 {
 		t.Errorf("SetThreads(5) = %d, Threads() = %d", got, Threads())
 	}
-	if got := SetThreads(1 << 20); got != MaxThreads {
-		t.Errorf("SetThreads(1<<20) = %d, want %d", got, MaxThreads)
+	if got := SetThreads(1 << 20); got != maxThreads {
+		t.Errorf("SetThreads(1<<20) = %d, want %d", got, maxThreads)
 	}
 	SetThreads(0)
 }
@@ -178,7 +178,7 @@ func TestThreadsEnv(t *testing.T) {
 // TestConcurrentCallers runs products from several goroutines at once: one holds the pool, the
 // others run alone on their threads; every result must still be right.
 func TestConcurrentCallers(t *testing.T) {
-	defer func() { _ = ForceISA(Auto) }()
+	defer func() { _ = forceISA(autoISA) }()
 	oldSmall, oldChunk := tune(tuneSmallWork, 0), tune(tuneChunkBytes, 2048)
 	defer func() { tune(tuneSmallWork, oldSmall); tune(tuneChunkBytes, oldChunk) }()
 	SetThreads(3)
@@ -198,7 +198,7 @@ func TestConcurrentCallers(t *testing.T) {
 			})
 			for range 30 {
 				y := make([]float32, m*n)
-				if err := NF4KN(y, x.f32, packed, absmax.f32, m, k, n, bs); err != nil {
+				if err := nf4KN(y, x.f32, packed, absmax.f32, m, k, n, bs); err != nil {
 					t.Error(err)
 					return
 				}
