@@ -2,7 +2,6 @@ package cpukernels
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"testing"
 
@@ -94,26 +93,9 @@ func attnWant(c attnCase, q, keys, values []float32, visible []uint8, scale floa
 	return out
 }
 
-// onEachISA runs test as the subtest name/ISA on each instruction set the CPU has, that set
-// forced; the caller restores autoISA.
-func onEachISA(t *testing.T, name string, test func(t *testing.T)) {
-	for _, isa := range isas() {
-		if !isa.Supported() {
-			continue
-		}
-		t.Run(fmt.Sprintf("%s/%s", name, isa), func(t *testing.T) {
-			if err := forceISA(isa); err != nil {
-				t.Fatal(err)
-			}
-			test(t)
-		})
-	}
-}
-
 // TestAttention checks the kernel on every path against the definition in float64, with keys
 // past nKeys (a cache's unfilled part) set to NaN so that reading them would show.
 func TestAttention(t *testing.T) {
-	defer func() { _ = forceISA(autoISA) }()
 	for _, c := range attnCases {
 		q, keys, values, visible := attnInputs(c, uint64(len(c.name)))
 		for b := range c.batch * c.kv {
@@ -125,16 +107,18 @@ func TestAttention(t *testing.T) {
 		}
 		scale := 1 / math.Sqrt(float64(c.hd))
 		want := attnWant(c, q, keys, values, visible, scale)
-		onEachISA(t, c.name, func(t *testing.T) {
-			out := make([]float32, len(q))
-			if err := attention(out, q, keys, values, visible, c.batch, c.heads, c.kv, c.seq, c.length, c.nKeys, c.hd, float32(scale)); err != nil {
-				t.Fatal(err)
-			}
-			for i, w := range want {
-				if d := math.Abs(float64(out[i]) - w); !(d <= 1e-5*(1+math.Abs(w))) {
-					t.Fatalf("element %d = %g, want %g", i, out[i], w)
+		t.Run(c.name, func(t *testing.T) {
+			forEachISA(t, func(t *testing.T) {
+				out := make([]float32, len(q))
+				if err := attention(out, q, keys, values, visible, c.batch, c.heads, c.kv, c.seq, c.length, c.nKeys, c.hd, float32(scale)); err != nil {
+					t.Fatal(err)
 				}
-			}
+				for i, w := range want {
+					if d := math.Abs(float64(out[i]) - w); !(d <= 1e-5*(1+math.Abs(w))) {
+						t.Fatalf("element %d = %g, want %g", i, out[i], w)
+					}
+				}
+			})
 		})
 	}
 }
@@ -143,7 +127,6 @@ func TestAttention(t *testing.T) {
 // the same values (each half converted exactly as it is read), for random halves and for the
 // halves at the ends of the range (subnormals, the largest finite).
 func TestAttentionHalfCache(t *testing.T) {
-	defer func() { _ = forceISA(autoISA) }()
 	extremes := []float16.Float16{0x0001, 0x8001, 0x03ff, 0x0400, 0x7bff, 0xfbff, 0x8000}
 	for _, c := range attnCases {
 		q, keys, values, visible := attnInputs(c, uint64(len(c.name))+11)
@@ -161,19 +144,21 @@ func TestAttentionHalfCache(t *testing.T) {
 		hk, fk := halves(keys)
 		hv, fv := halves(values)
 		scale := float32(1 / math.Sqrt(float64(c.hd)))
-		onEachISA(t, c.name, func(t *testing.T) {
-			want, got := make([]float32, len(q)), make([]float32, len(q))
-			if err := attention(want, q, fk, fv, visible, c.batch, c.heads, c.kv, c.seq, c.length, c.nKeys, c.hd, scale); err != nil {
-				t.Fatal(err)
-			}
-			if err := attention(got, q, hk, hv, visible, c.batch, c.heads, c.kv, c.seq, c.length, c.nKeys, c.hd, scale); err != nil {
-				t.Fatal(err)
-			}
-			for i := range want {
-				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-					t.Fatalf("element %d = %g from halves, %g from their float32 values", i, got[i], want[i])
+		t.Run(c.name, func(t *testing.T) {
+			forEachISA(t, func(t *testing.T) {
+				want, got := make([]float32, len(q)), make([]float32, len(q))
+				if err := attention(want, q, fk, fv, visible, c.batch, c.heads, c.kv, c.seq, c.length, c.nKeys, c.hd, scale); err != nil {
+					t.Fatal(err)
 				}
-			}
+				if err := attention(got, q, hk, hv, visible, c.batch, c.heads, c.kv, c.seq, c.length, c.nKeys, c.hd, scale); err != nil {
+					t.Fatal(err)
+				}
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("element %d = %g from halves, %g from their float32 values", i, got[i], want[i])
+					}
+				}
+			})
 		})
 	}
 }

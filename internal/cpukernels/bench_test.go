@@ -161,6 +161,63 @@ func randI8(r *rand.Rand, size int) []int8 {
 
 const benchBlock = 64
 
+// layoutKN and layoutNK give the stored rows and their span of a k×n weight stored as such (x·W)
+// or transposed (x·Wᵀ).
+func layoutKN(k, n int) (rows, span int) { return k, n }
+func layoutNK(k, n int) (rows, span int) { return n, k }
+
+// nf4Format benchmarks an NF4 weight stored as layout says, blocks of benchBlock along its rows.
+func nf4Format(name string, layout func(k, n int) (int, int),
+	product func(y, x []float32, packed []uint8, absmax []float32, m, k, n, blockSize int) error) benchFormat {
+	blocks := func(k, n int) (rows, nb int) {
+		rows, span := layout(k, n)
+		return rows, ceilDiv(span, benchBlock)
+	}
+	return benchFormat{
+		name:  name,
+		bytes: func(k, n int) int { rows, nb := blocks(k, n); return rows*nb*benchBlock/2 + 4*rows*nb },
+		make: func(r *rand.Rand, k, n int) any {
+			rows, nb := blocks(k, n)
+			return nf4Bench{randBytes(r, rows*nb*benchBlock/2), randF32(r, rows*nb)}
+		},
+		run: func(w any, y, x []float32, m, k, n int) error {
+			q := w.(nf4Bench)
+			return product(y, x, q.packed, q.absmax, m, k, n, benchBlock)
+		},
+	}
+}
+
+// int8Format benchmarks an int8 weight stored as layout says, one scale per stored row (kind).
+func int8Format(name string, layout func(k, n int) (int, int), kind ScaleKind,
+	product func(y, x []float32, w []int8, scale []float32, kind ScaleKind, m, k, n int) error) benchFormat {
+	return benchFormat{
+		name:  name,
+		bytes: func(k, n int) int { rows, _ := layout(k, n); return k*n + 4*rows },
+		make: func(r *rand.Rand, k, n int) any {
+			rows, _ := layout(k, n)
+			return int8Bench{randI8(r, k*n), randF32(r, rows)}
+		},
+		run: func(w any, y, x []float32, m, k, n int) error {
+			q := w.(int8Bench)
+			return product(y, x, q.w, q.scale, kind, m, k, n)
+		},
+	}
+}
+
+// tbFormat benchmarks a 2-bit or 1-bit weight, per values a byte, one scale per column.
+func tbFormat(name string, per int,
+	product func(y, x []float32, packed []uint8, scale []float32, kind ScaleKind, m, k, n int) error) benchFormat {
+	return benchFormat{
+		name:  name,
+		bytes: func(k, n int) int { return k/per*n + 4*n },
+		make:  func(r *rand.Rand, k, n int) any { return tbBench{randBytes(r, k/per*n), randF32(r, n)} },
+		run: func(w any, y, x []float32, m, k, n int) error {
+			q := w.(tbBench)
+			return product(y, x, q.packed, q.scale, ScaleN, m, k, n)
+		},
+	}
+}
+
 var benchFormats = []benchFormat{
 	{
 		name:  "dense",
@@ -170,66 +227,12 @@ var benchFormats = []benchFormat{
 			return denseKN(y, x, w.([]float32), m, k, n)
 		},
 	},
-	{
-		name:  "nf4-kn",
-		bytes: func(k, n int) int { nb := ceilDiv(n, benchBlock); return k*nb*benchBlock/2 + 4*k*nb },
-		make: func(r *rand.Rand, k, n int) any {
-			nb := ceilDiv(n, benchBlock)
-			return nf4Bench{randBytes(r, k*nb*benchBlock/2), randF32(r, k*nb)}
-		},
-		run: func(w any, y, x []float32, m, k, n int) error {
-			q := w.(nf4Bench)
-			return nf4KN(y, x, q.packed, q.absmax, m, k, n, benchBlock)
-		},
-	},
-	{
-		name:  "nf4-nk",
-		bytes: func(k, n int) int { nb := ceilDiv(k, benchBlock); return n*nb*benchBlock/2 + 4*n*nb },
-		make: func(r *rand.Rand, k, n int) any {
-			nb := ceilDiv(k, benchBlock)
-			return nf4Bench{randBytes(r, n*nb*benchBlock/2), randF32(r, n*nb)}
-		},
-		run: func(w any, y, x []float32, m, k, n int) error {
-			q := w.(nf4Bench)
-			return nf4NK(y, x, q.packed, q.absmax, m, k, n, benchBlock)
-		},
-	},
-	{
-		name:  "int8-kn",
-		bytes: func(k, n int) int { return k*n + 4*k },
-		make:  func(r *rand.Rand, k, n int) any { return int8Bench{randI8(r, k*n), randF32(r, k)} },
-		run: func(w any, y, x []float32, m, k, n int) error {
-			q := w.(int8Bench)
-			return int8KN(y, x, q.w, q.scale, ScaleK, m, k, n)
-		},
-	},
-	{
-		name:  "int8-nk",
-		bytes: func(k, n int) int { return k*n + 4*n },
-		make:  func(r *rand.Rand, k, n int) any { return int8Bench{randI8(r, k*n), randF32(r, n)} },
-		run: func(w any, y, x []float32, m, k, n int) error {
-			q := w.(int8Bench)
-			return int8NK(y, x, q.w, q.scale, ScaleN, m, k, n)
-		},
-	},
-	{
-		name:  "2bit",
-		bytes: func(k, n int) int { return k/4*n + 4*n },
-		make:  func(r *rand.Rand, k, n int) any { return tbBench{randBytes(r, k/4*n), randF32(r, n)} },
-		run: func(w any, y, x []float32, m, k, n int) error {
-			q := w.(tbBench)
-			return twoBitKN(y, x, q.packed, q.scale, ScaleN, m, k, n)
-		},
-	},
-	{
-		name:  "1bit",
-		bytes: func(k, n int) int { return k/8*n + 4*n },
-		make:  func(r *rand.Rand, k, n int) any { return tbBench{randBytes(r, k/8*n), randF32(r, n)} },
-		run: func(w any, y, x []float32, m, k, n int) error {
-			q := w.(tbBench)
-			return oneBitKN(y, x, q.packed, q.scale, ScaleN, m, k, n)
-		},
-	},
+	nf4Format("nf4-kn", layoutKN, nf4KN[float32, float32]),
+	nf4Format("nf4-nk", layoutNK, nf4NK[float32, float32]),
+	int8Format("int8-kn", layoutKN, ScaleK, int8KN[float32, float32]),
+	int8Format("int8-nk", layoutNK, ScaleN, int8NK[float32, float32]),
+	tbFormat("2bit", 4, twoBitKN[float32]),
+	tbFormat("1bit", 8, oneBitKN[float32]),
 }
 
 // ggmlBenchTypes are the GGML block types benchmarked (x·Wᵀ, as GGUF stores a linear weight).

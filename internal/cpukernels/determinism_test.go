@@ -74,82 +74,73 @@ func TestDeterministic(t *testing.T) {
 	defer SetThreads(0)
 	oldSmall := tune(tuneSmallWork, 0) // the threads even on small products
 	defer tune(tuneSmallWork, oldSmall)
-	for _, isa := range isas() {
-		if !isa.Supported() {
-			continue
+	forEachISA(t, func(t *testing.T) {
+		ms := []int{1, 3, 17, 64, 300}
+		if testing.Short() { // the emulated AVX-512 run of make test
+			ms = ms[:3]
 		}
-		t.Run(isa.String(), func(t *testing.T) {
-			if err := forceISA(isa); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = forceISA(autoISA) }()
-			ms := []int{1, 3, 17, 64, 300}
-			if testing.Short() { // the emulated AVX-512 run of make test
-				ms = ms[:3]
-			}
-			for _, m := range ms {
-				for _, c := range detCases(m) {
-					t.Run(fmt.Sprintf("%s/m=%d", c.name, m), func(t *testing.T) {
-						SetThreads(1)
-						want := make([]float32, c.m*c.n)
-						if err := c.run(want); err != nil {
-							t.Fatal(err)
+		for _, m := range ms {
+			for _, c := range detCases(m) {
+				t.Run(fmt.Sprintf("%s/m=%d", c.name, m), func(t *testing.T) {
+					SetThreads(1)
+					want := make([]float32, c.m*c.n)
+					if err := c.run(want); err != nil {
+						t.Fatal(err)
+					}
+					check := func(what string, y []float32) {
+						t.Helper()
+						if i, ok := sameBits(y, want); !ok {
+							t.Errorf("%s: y[%d] = %v (%08x), with one thread %v (%08x)", what, i, y[i],
+								math.Float32bits(y[i]), want[i], math.Float32bits(want[i]))
 						}
-						check := func(what string, y []float32) {
-							t.Helper()
-							if i, ok := sameBits(y, want); !ok {
-								t.Errorf("%s: y[%d] = %v (%08x), with one thread %v (%08x)", what, i, y[i],
-									math.Float32bits(y[i]), want[i], math.Float32bits(want[i]))
-							}
-						}
-						threadCounts, panelCounts, calls, goroutines := []int{2, 3, 8}, []int64{0, 1, 5}, 3, 8
-						if m >= 64 { // compute-bound: fewer runs
-							threadCounts, panelCounts, calls, goroutines = []int{3, 8}, []int64{0}, 1, 4
-						}
-						for _, threads := range threadCounts {
-							for _, panels := range panelCounts {
-								SetThreads(threads)
-								old := tune(tunePanels, panels)
-								for call := range calls {
-									y := make([]float32, c.m*c.n)
-									if err := c.run(y); err != nil {
-										t.Fatal(err)
-									}
-									check(fmt.Sprintf("threads=%d panels=%d call %d", threads, panels, call), y)
+					}
+					threadCounts, panelCounts, calls, goroutines := []int{2, 3, 8}, []int64{0, 1, 5}, 3, 8
+					if m >= 64 { // compute-bound: fewer runs
+						threadCounts, panelCounts, calls, goroutines = []int{3, 8}, []int64{0}, 1, 4
+					}
+					for _, threads := range threadCounts {
+						for _, panels := range panelCounts {
+							SetThreads(threads)
+							old := tune(tunePanels, panels)
+							for call := range calls {
+								y := make([]float32, c.m*c.n)
+								if err := c.run(y); err != nil {
+									t.Fatal(err)
 								}
-								tune(tunePanels, old)
+								check(fmt.Sprintf("threads=%d panels=%d call %d", threads, panels, call), y)
 							}
+							tune(tunePanels, old)
 						}
-						SetThreads(2)
-						oldSpin := tune(tuneSpinNs, 0) // threads block at once between tasks and jobs
-						y := make([]float32, c.m*c.n)
-						if err := c.run(y); err != nil {
-							t.Fatal(err)
-						}
-						tune(tuneSpinNs, oldSpin)
-						check("threads=2, blocking without lingering", y)
-						var wg sync.WaitGroup
-						results := make([][]float32, goroutines*calls)
-						errs := make([]error, len(results))
-						for g := range goroutines {
-							wg.Go(func() {
-								for call := range calls {
-									i := calls*g + call
-									results[i] = make([]float32, c.m*c.n)
-									errs[i] = c.run(results[i])
-								}
-							})
-						}
-						wg.Wait()
-						for i, y := range results {
-							if errs[i] != nil {
-								t.Fatal(errs[i])
+					}
+					SetThreads(2)
+					oldSpin := tune(tuneSpinNs, 0) // threads block at once between tasks and jobs
+					y := make([]float32, c.m*c.n)
+					if err := c.run(y); err != nil {
+						t.Fatal(err)
+					}
+					tune(tuneSpinNs, oldSpin)
+					check("threads=2, blocking without lingering", y)
+					var wg sync.WaitGroup
+					results := make([][]float32, goroutines*calls)
+					errs := make([]error, len(results))
+					for g := range goroutines {
+						wg.Go(func() {
+							for call := range calls {
+								i := calls*g + call
+								results[i] = make([]float32, c.m*c.n)
+								errs[i] = c.run(results[i])
 							}
-							check(fmt.Sprintf("goroutine %d call %d", i/calls, i%calls), y)
+						})
+					}
+					wg.Wait()
+					for i, y := range results {
+						if errs[i] != nil {
+							t.Fatal(errs[i])
 						}
-					})
-				}
+						check(fmt.Sprintf("goroutine %d call %d", i/calls, i%calls), y)
+					}
+				})
 			}
-		})
-	}
+		}
+	})
 }

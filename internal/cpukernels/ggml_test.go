@@ -99,55 +99,46 @@ func TestGGMLBlocks(t *testing.T) {
 // TestGGMLDecode: on every ISA path, the tile decode of every block type gives gguf.Decode's
 // values bit for bit (a NaN matches any NaN), with ordinary and special scales.
 func TestGGMLDecode(t *testing.T) {
-	for _, isa := range isas() {
-		t.Run(isa.String(), func(t *testing.T) {
-			if !isa.Supported() {
-				t.Skipf("%s not supported on this CPU", isa)
+	forEachISA(t, func(t *testing.T) {
+		for ti, typ := range gguf.BlockTypes() {
+			r := newRand(uint64(ti))
+			const rows = 48
+			k := 2 * typ.BlockSize()
+			if ti%2 == 1 {
+				k = 4096 + 2*typ.BlockSize() // rows longer than one decode task's columns
 			}
-			if err := forceISA(isa); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = forceISA(autoISA) }()
-			for ti, typ := range gguf.BlockTypes() {
-				r := newRand(uint64(ti))
-				const rows = 48
-				k := 2 * typ.BlockSize()
-				if ti%2 == 1 {
-					k = 4096 + 2*typ.BlockSize() // rows longer than one decode task's columns
+			special := func(r *rand.Rand) uint16 {
+				if r.IntN(2) == 0 {
+					return specialHalves[r.IntN(len(specialHalves))]
 				}
-				special := func(r *rand.Rand) uint16 {
-					if r.IntN(2) == 0 {
-						return specialHalves[r.IntN(len(specialHalves))]
+				return uint16(r.Uint32()) // any half
+			}
+			for name, half := range map[string]func(*rand.Rand) uint16{"ordinary": ordinaryHalf, "special": special} {
+				t.Run(typ.String()+"/"+name, func(t *testing.T) {
+					blocks := ggmlWeight(r, typ, rows, k, half)
+					want := decodeRef(t, typ, blocks, rows, k)
+					got, err := ggmlDecode(typ, blocks, rows, k)
+					if err != nil {
+						t.Fatal(err)
 					}
-					return uint16(r.Uint32()) // any half
-				}
-				for name, half := range map[string]func(*rand.Rand) uint16{"ordinary": ordinaryHalf, "special": special} {
-					t.Run(typ.String()+"/"+name, func(t *testing.T) {
-						blocks := ggmlWeight(r, typ, rows, k, half)
-						want := decodeRef(t, typ, blocks, rows, k)
-						got, err := ggmlDecode(typ, blocks, rows, k)
-						if err != nil {
-							t.Fatal(err)
-						}
-						bad := 0
-						for i := range want {
-							g, w := got[i], want[i]
-							if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
-								if bad < 5 {
-									t.Errorf("element %d (row %d, block %d, index %d): %v (%08x), want %v (%08x)", i, i/k,
-										i%k/typ.BlockSize(), i%typ.BlockSize(), g, math.Float32bits(g), w, math.Float32bits(w))
-								}
-								bad++
+					bad := 0
+					for i := range want {
+						g, w := got[i], want[i]
+						if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
+							if bad < 5 {
+								t.Errorf("element %d (row %d, block %d, index %d): %v (%08x), want %v (%08x)", i, i/k,
+									i%k/typ.BlockSize(), i%typ.BlockSize(), g, math.Float32bits(g), w, math.Float32bits(w))
 							}
+							bad++
 						}
-						if bad > 0 {
-							t.Errorf("%d of %d values differ", bad, len(want))
-						}
-					})
-				}
+					}
+					if bad > 0 {
+						t.Errorf("%d of %d values differ", bad, len(want))
+					}
+				})
 			}
-		})
-	}
+		}
+	})
 }
 
 // quantizeX8 returns the activations x as the integer route multiplies them (qk_x8, its

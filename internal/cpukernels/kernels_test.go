@@ -177,7 +177,9 @@ var configs = []config{
 	{"fused", 2, true, 1000, 2}, // the fused kernels wherever they apply
 }
 
-func forEachConfig(t *testing.T, f func(t *testing.T)) {
+// forEachISA runs test as a subtest on each instruction-set path, that path forced (one the CPU
+// cannot run is skipped), and the best path back in force after.
+func forEachISA(t *testing.T, test func(t *testing.T)) {
 	for _, isa := range isas() {
 		t.Run(isa.String(), func(t *testing.T) {
 			if !isa.Supported() {
@@ -187,27 +189,33 @@ func forEachConfig(t *testing.T, f func(t *testing.T)) {
 				t.Fatal(err)
 			}
 			defer func() { _ = forceISA(autoISA) }()
-			for _, c := range configs {
-				t.Run(c.name, func(t *testing.T) {
-					SetThreads(c.threads)
-					defer SetThreads(0)
-					if c.split {
-						oldSmall, oldChunk := tune(tuneSmallWork, 0), tune(tuneChunkBytes, 512)
-						defer func() { tune(tuneSmallWork, oldSmall); tune(tuneChunkBytes, oldChunk) }()
-					}
-					if c.fused != 0 {
-						old := tune(tuneFusedMaxM, int64(max(c.fused, 0)))
-						defer tune(tuneFusedMaxM, old)
-					}
-					if c.panels != 0 {
-						old := tune(tunePanels, int64(c.panels))
-						defer tune(tunePanels, old)
-					}
-					f(t)
-				})
-			}
+			test(t)
 		})
 	}
+}
+
+func forEachConfig(t *testing.T, f func(t *testing.T)) {
+	forEachISA(t, func(t *testing.T) {
+		for _, c := range configs {
+			t.Run(c.name, func(t *testing.T) {
+				SetThreads(c.threads)
+				defer SetThreads(0)
+				if c.split {
+					oldSmall, oldChunk := tune(tuneSmallWork, 0), tune(tuneChunkBytes, 512)
+					defer func() { tune(tuneSmallWork, oldSmall); tune(tuneChunkBytes, oldChunk) }()
+				}
+				if c.fused != 0 {
+					old := tune(tuneFusedMaxM, int64(max(c.fused, 0)))
+					defer tune(tuneFusedMaxM, old)
+				}
+				if c.panels != 0 {
+					old := tune(tunePanels, int64(c.panels))
+					defer tune(tunePanels, old)
+				}
+				f(t)
+			})
+		}
+	})
 }
 
 // ---- NF4 ----
