@@ -427,51 +427,29 @@ GV_INLINE __m256 x8_end(__m256 acc, __m256i sums, float factor) {
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(factor), acc);
 }
 
-/* Q4_K: chunk j's 32 bytes give sub-block 2j (low nibbles) and 2j+1 (high); the mins meet the
- * sums of the activation codes, two sums of 16 per sub-block. */
-GV_INLINE void q4_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256 *acc) {
-  uint64_t sc, mn;
-  k4_bytes(blk, &sc, &mn);
-  const float d = gv_half(blk), dmin = gv_half(blk + 2);
-  const __m128i mb = _mm_cvtsi64_si128((long long)mn);
-  const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb)), low = _mm256_set1_epi8(15);
-  __m256i is[4];
-  GV_UNROLL for (int i = 0; i < MR; i++) { is[i] = _mm256_setzero_si256(); }
-  GV_UNROLL for (int j = 0; j < 4; j++) {
-    const __m256i v = x8_load(blk + 16 + 32 * j);
-    const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-    const __m256i sa = _mm256_set1_epi16((short)(sc >> (16 * j) & 0xff));
-    const __m256i sb = _mm256_set1_epi16((short)(sc >> (16 * j + 8) & 0xff));
-    GV_UNROLL for (int i = 0; i < MR; i++) {
-      is[i] = _mm256_add_epi32(is[i], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x8_load(x[i].q + 64 * j)), sa));
-      is[i] = _mm256_add_epi32(is[i], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x8_load(x[i].q + 64 * j + 32)), sb));
-    }
-  }
-  GV_UNROLL for (int i = 0; i < MR; i++) {
-    acc[i] = x8_end(acc[i], is[i], d * x[i].d);
-    acc[i] = x8_end(acc[i], _mm256_madd_epi16(x8_load(x[i].s), mins), -(dmin * x[i].d));
-  }
-}
-
 /* x8_shl shifts the 16-bit lanes of v left by s bits (right by -s). */
 GV_INLINE __m256i x8_shl(__m256i v, const int s) { return s >= 0 ? _mm256_slli_epi16(v, s) : _mm256_srli_epi16(v, -s); }
 
-/* Q5_K: Q4_K's nibbles with bit 2j (low) or 2j+1 (high) of the fifth-bit bytes moved to bit 4
- * (16-bit shifts of at most 4 bits, masked per byte: no bit crosses into the other byte's bit 4). */
-GV_INLINE void q5_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256 *acc) {
+/* Q4_K (Q5 = 0): chunk j's 32 bytes give sub-block 2j (low nibbles) and 2j+1 (high); the mins
+ * meet the sums of the activation codes, two sums of 16 per sub-block. Q5_K (Q5 = 1): those
+ * nibbles with bit 2j (low) or 2j+1 (high) of the fifth-bit bytes moved to bit 4 (16-bit shifts
+ * of at most 4 bits, masked per byte: no bit crosses into the other byte's bit 4). */
+GV_INLINE void k45_x8(const int MR, const int Q5, const uint8_t *blk, const x8_blk *x, __m256 *acc) {
   uint64_t sc, mn;
   k4_bytes(blk, &sc, &mn);
   const float d = gv_half(blk), dmin = gv_half(blk + 2);
   const __m128i mb = _mm_cvtsi64_si128((long long)mn);
   const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb)), low = _mm256_set1_epi8(15);
-  const __m256i qh = x8_load(blk + 16), bit4 = _mm256_set1_epi8(16);
+  const __m256i qh = x8_load(blk + 16), bit4 = _mm256_set1_epi8(16); /* Q5 only */
   __m256i is[4];
   GV_UNROLL for (int i = 0; i < MR; i++) { is[i] = _mm256_setzero_si256(); }
   GV_UNROLL for (int j = 0; j < 4; j++) {
-    const __m256i v = x8_load(blk + 48 + 32 * j);
-    const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, low), _mm256_and_si256(x8_shl(qh, 4 - 2 * j), bit4));
-    const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low),
-                                       _mm256_and_si256(x8_shl(qh, 3 - 2 * j), bit4));
+    const __m256i v = x8_load(blk + (Q5 ? 48 : 16) + 32 * j);
+    __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+    if (Q5) {
+      lo = _mm256_or_si256(lo, _mm256_and_si256(x8_shl(qh, 4 - 2 * j), bit4));
+      hi = _mm256_or_si256(hi, _mm256_and_si256(x8_shl(qh, 3 - 2 * j), bit4));
+    }
     const __m256i sa = _mm256_set1_epi16((short)(sc >> (16 * j) & 0xff));
     const __m256i sb = _mm256_set1_epi16((short)(sc >> (16 * j + 8) & 0xff));
     GV_UNROLL for (int i = 0; i < MR; i++) {
@@ -484,6 +462,8 @@ GV_INLINE void q5_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256
     acc[i] = x8_end(acc[i], _mm256_madd_epi16(x8_load(x[i].s), mins), -(dmin * x[i].d));
   }
 }
+GV_INLINE void q4_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256 *acc) { k45_x8(MR, 0, blk, x, acc); }
+GV_INLINE void q5_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256 *acc) { k45_x8(MR, 1, blk, x, acc); }
 
 /* Q6_K: the 6-bit codes unsigned (q + 32, as stored), times the activation codes, times the scale
  * of each 16 (lanes 0-7 of a product take sub-block t, lanes 8-15 t+1: the 32-bit lane holding
