@@ -13,57 +13,49 @@ typedef simde__mmask8 __mmask8;
 #define _MM_FROUND_NO_EXC SIMDE_MM_FROUND_NO_EXC
 #endif
 
-static inline simde__m512i qk_simde_cvtepu8_epi32(simde__m128i a) {
+/* qk_simde_widen8 widens the 16 bytes of a, signed or not, to 32-bit lanes. */
+static inline simde__m512i qk_simde_widen8(simde__m128i a, int is_signed) {
   uint8_t b[16];
   int32_t r[16];
   memcpy(b, &a, 16);
   for (int i = 0; i < 16; i++) {
-    r[i] = b[i];
+    r[i] = is_signed ? (int8_t)b[i] : b[i];
   }
   return simde_mm512_loadu_si512(r);
 }
+static inline simde__m512i qk_simde_cvtepu8_epi32(simde__m128i a) { return qk_simde_widen8(a, 0); }
+static inline simde__m512i qk_simde_cvtepi8_epi32(simde__m128i a) { return qk_simde_widen8(a, 1); }
 #define _mm512_cvtepu8_epi32 qk_simde_cvtepu8_epi32
-
-static inline simde__m512i qk_simde_cvtepi8_epi32(simde__m128i a) {
-  int8_t b[16];
-  int32_t r[16];
-  memcpy(b, &a, 16);
-  for (int i = 0; i < 16; i++) {
-    r[i] = b[i];
-  }
-  return simde_mm512_loadu_si512(r);
-}
 #define _mm512_cvtepi8_epi32 qk_simde_cvtepi8_epi32
 
-static inline simde__m128i qk_simde_mm_maskz_loadu_epi8(simde__mmask16 k, const void *p) {
-  uint8_t b[16] = {0};
-  for (int i = 0; i < 16; i++) {
+/* qk_simde_maskz copies the n lanes of size bytes at p whose bit of k is set into out, zeroing the
+ * others: a masked load's lanes. */
+static inline void qk_simde_maskz(uint64_t k, const void *p, void *out, int n, size_t size) {
+  memset(out, 0, (size_t)n * size);
+  for (int i = 0; i < n; i++) {
     if ((k >> i) & 1) {
-      b[i] = ((const uint8_t *)p)[i];
+      memcpy((char *)out + i * size, (const char *)p + i * size, size);
     }
   }
+}
+
+static inline simde__m128i qk_simde_mm_maskz_loadu_epi8(simde__mmask16 k, const void *p) {
+  uint8_t b[16];
+  qk_simde_maskz(k, p, b, 16, 1);
   return simde_mm_loadu_si128(b);
 }
 #define _mm_maskz_loadu_epi8 qk_simde_mm_maskz_loadu_epi8
 
 static inline simde__m512i qk_simde_mm512_maskz_loadu_epi8(simde__mmask64 k, const void *p) {
-  uint8_t b[64] = {0};
-  for (int i = 0; i < 64; i++) {
-    if ((k >> i) & 1) {
-      b[i] = ((const uint8_t *)p)[i];
-    }
-  }
+  uint8_t b[64];
+  qk_simde_maskz(k, p, b, 64, 1);
   return simde_mm512_loadu_si512(b);
 }
 #define _mm512_maskz_loadu_epi8 qk_simde_mm512_maskz_loadu_epi8
 
 static inline simde__m128 qk_simde_mm_maskz_loadu_ps(simde__mmask8 k, const float *p) {
-  float f[4] = {0};
-  for (int i = 0; i < 4; i++) {
-    if ((k >> i) & 1) {
-      f[i] = p[i];
-    }
-  }
+  float f[4];
+  qk_simde_maskz(k, p, f, 4, sizeof(float));
   return simde_mm_loadu_ps(f);
 }
 #define _mm_maskz_loadu_ps qk_simde_mm_maskz_loadu_ps
