@@ -240,36 +240,38 @@ func checkBlock(op string, blockSize int) error {
 // k × ceil(n/blockSize) × blockSize/2 bytes, two codes a byte with the even element in the high
 // nibble, and absmax one scale per block (k × ceil(n/blockSize)). x is m×k row-major.
 func nf4KN[X Activation, S Scale](y []float32, x []X, packed []uint8, absmax []S, m, k, n, blockSize int) error {
-	const op = "cpukernels.nf4KN"
-	if err := checkBlock(op, blockSize); err != nil {
-		return err
-	}
-	nb := ceilDiv(n, blockSize)
-	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
-		lengthCheck{"packed", len(packed), product(k, nb, blockSize/2)},
-		lengthCheck{"absmax", len(absmax), product(k, nb)}); err != nil {
-		return err
-	}
-	return statusError(op, C.qk_nf4_kn(ptr(x), xDType(x), (*C.uint8_t)(ptr(packed)), ptr(absmax), scaleDType(absmax),
-		C.int64_t(m), C.int64_t(k), C.int64_t(n), C.int64_t(blockSize), (*C.float)(ptr(y))))
+	return nf4Product(true, y, x, packed, absmax, m, k, n, blockSize)
 }
 
 // nf4NK computes y = x · Wᵀ (m×n) for W (n×k) stored as NF4 with blocks along k (the contracted
 // axis): packed holds n × ceil(k/blockSize) × blockSize/2 bytes and absmax n × ceil(k/blockSize)
 // scales.
 func nf4NK[X Activation, S Scale](y []float32, x []X, packed []uint8, absmax []S, m, k, n, blockSize int) error {
-	const op = "cpukernels.nf4NK"
+	return nf4Product(false, y, x, packed, absmax, m, k, n, blockSize)
+}
+
+// nf4Product runs nf4KN (kn: k stored rows of n) or nf4NK (n stored rows of k).
+func nf4Product[X Activation, S Scale](kn bool, y []float32, x []X, packed []uint8, absmax []S, m, k, n,
+	blockSize int) error {
+	op, rows, span := "cpukernels.nf4NK", n, k
+	if kn {
+		op, rows, span = "cpukernels.nf4KN", k, n
+	}
 	if err := checkBlock(op, blockSize); err != nil {
 		return err
 	}
-	nb := ceilDiv(k, blockSize)
+	nb := ceilDiv(span, blockSize)
 	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
-		lengthCheck{"packed", len(packed), product(n, nb, blockSize/2)},
-		lengthCheck{"absmax", len(absmax), product(n, nb)}); err != nil {
+		lengthCheck{"packed", len(packed), product(rows, nb, blockSize/2)},
+		lengthCheck{"absmax", len(absmax), product(rows, nb)}); err != nil {
 		return err
 	}
-	return statusError(op, C.qk_nf4_nk(ptr(x), xDType(x), (*C.uint8_t)(ptr(packed)), ptr(absmax), scaleDType(absmax),
-		C.int64_t(m), C.int64_t(k), C.int64_t(n), C.int64_t(blockSize), (*C.float)(ptr(y))))
+	xp, xdt, wp, sp, sdt := ptr(x), xDType(x), (*C.uint8_t)(ptr(packed)), ptr(absmax), scaleDType(absmax)
+	cm, ck, cn, cbs, cy := C.int64_t(m), C.int64_t(k), C.int64_t(n), C.int64_t(blockSize), (*C.float)(ptr(y))
+	if kn {
+		return statusError(op, C.qk_nf4_kn(xp, xdt, wp, sp, sdt, cm, ck, cn, cbs, cy))
+	}
+	return statusError(op, C.qk_nf4_nk(xp, xdt, wp, sp, sdt, cm, ck, cn, cbs, cy))
 }
 
 // scaleLen returns the number of scale values of kind for a k×n weight, or -1 if the kind is not
@@ -303,7 +305,22 @@ func checkScale(op string, kind ScaleKind, got, want int) error {
 // int8KN computes y = x · W for W (k×n) = w × scale, w int8 k×n row-major; kind says how scale
 // is laid out (ScaleK: one per row of w, eformer's default; ScaleN: one per column).
 func int8KN[X Activation, S Scale](y []float32, x []X, w []int8, scale []S, kind ScaleKind, m, k, n int) error {
-	const op = "cpukernels.int8KN"
+	return int8Product(true, y, x, w, scale, kind, m, k, n)
+}
+
+// int8NK computes y = x · Wᵀ for W (n×k) = w × scale, w int8 n×k row-major (bitsandbytes'
+// Linear8bitLt); ScaleN is one scale per row of w, ScaleK one per column.
+func int8NK[X Activation, S Scale](y []float32, x []X, w []int8, scale []S, kind ScaleKind, m, k, n int) error {
+	return int8Product(false, y, x, w, scale, kind, m, k, n)
+}
+
+// int8Product runs int8KN (kn) or int8NK: the same sizes, w stored either way.
+func int8Product[X Activation, S Scale](kn bool, y []float32, x []X, w []int8, scale []S, kind ScaleKind, m, k,
+	n int) error {
+	op := "cpukernels.int8NK"
+	if kn {
+		op = "cpukernels.int8KN"
+	}
 	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
 		lengthCheck{"w", len(w), product(k, n)}); err != nil {
 		return err
@@ -311,67 +328,50 @@ func int8KN[X Activation, S Scale](y []float32, x []X, w []int8, scale []S, kind
 	if err := checkScale(op, kind, len(scale), scaleLen(kind, k, n, true)); err != nil {
 		return err
 	}
-	return statusError(op, C.qk_int8_kn(ptr(x), xDType(x), (*C.int8_t)(ptr(w)), ptr(scale), scaleDType(scale),
-		C.int(kind), C.int64_t(m), C.int64_t(k), C.int64_t(n), (*C.float)(ptr(y))))
-}
-
-// int8NK computes y = x · Wᵀ for W (n×k) = w × scale, w int8 n×k row-major (bitsandbytes'
-// Linear8bitLt); ScaleN is one scale per row of w, ScaleK one per column.
-func int8NK[X Activation, S Scale](y []float32, x []X, w []int8, scale []S, kind ScaleKind, m, k, n int) error {
-	const op = "cpukernels.int8NK"
-	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
-		lengthCheck{"w", len(w), product(n, k)}); err != nil {
-		return err
+	xp, xdt, wp, sp, sdt := ptr(x), xDType(x), (*C.int8_t)(ptr(w)), ptr(scale), scaleDType(scale)
+	ckind, cm, ck, cn, cy := C.int(kind), C.int64_t(m), C.int64_t(k), C.int64_t(n), (*C.float)(ptr(y))
+	if kn {
+		return statusError(op, C.qk_int8_kn(xp, xdt, wp, sp, sdt, ckind, cm, ck, cn, cy))
 	}
-	if err := checkScale(op, kind, len(scale), scaleLen(kind, k, n, true)); err != nil {
-		return err
-	}
-	return statusError(op, C.qk_int8_nk(ptr(x), xDType(x), (*C.int8_t)(ptr(w)), ptr(scale), scaleDType(scale),
-		C.int(kind), C.int64_t(m), C.int64_t(k), C.int64_t(n), (*C.float)(ptr(y))))
-}
-
-func checkPacked(op string, k, per int) error {
-	if k%per != 0 {
-		return errors.Wrapf(ErrArgument, "%s: k=%d is not a multiple of %d", op, k, per)
-	}
-	return nil
+	return statusError(op, C.qk_int8_nk(xp, xdt, wp, sp, sdt, ckind, cm, ck, cn, cy))
 }
 
 // twoBitKN computes y = x · W for W (k×n) with values in {-1, 0, +1} stored in eformer's 2-bit
 // layout: packed (k/4)×n, code value+1, quarter-strided along k (see the package
 // documentation). scale (float32) is ScaleNone, ScaleTensor or ScaleN.
 func twoBitKN[X Activation](y []float32, x []X, packed []uint8, scale []float32, kind ScaleKind, m, k, n int) error {
-	const op = "cpukernels.twoBitKN"
-	if err := checkPacked(op, k, 4); err != nil {
-		return err
-	}
-	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
-		lengthCheck{"packed", len(packed), product(k/4, n)}); err != nil {
-		return err
-	}
-	if err := checkScale(op, kind, len(scale), scaleLen(kind, k, n, false)); err != nil {
-		return err
-	}
-	return statusError(op, C.qk_twobit_kn(ptr(x), xDType(x), (*C.uint8_t)(ptr(packed)), (*C.float)(ptr(scale)),
-		C.int(kind), C.int64_t(m), C.int64_t(k), C.int64_t(n), (*C.float)(ptr(y))))
+	return signsProduct(4, y, x, packed, scale, kind, m, k, n)
 }
 
 // oneBitKN computes y = x · W for W (k×n) with values in {-1, +1} stored one bit each: packed
 // (k/8)×n, eighth-strided along k, bit 1 for +1. scale as for twoBitKN.
 func oneBitKN[X Activation](y []float32, x []X, packed []uint8, scale []float32, kind ScaleKind, m, k, n int) error {
-	const op = "cpukernels.oneBitKN"
-	if err := checkPacked(op, k, 8); err != nil {
-		return err
+	return signsProduct(8, y, x, packed, scale, kind, m, k, n)
+}
+
+// signsProduct runs twoBitKN (per = 4 values a byte) or oneBitKN (per = 8).
+func signsProduct[X Activation](per int, y []float32, x []X, packed []uint8, scale []float32, kind ScaleKind, m, k,
+	n int) error {
+	op := "cpukernels.oneBitKN"
+	if per == 4 {
+		op = "cpukernels.twoBitKN"
+	}
+	if k%per != 0 {
+		return errors.Wrapf(ErrArgument, "%s: k=%d is not a multiple of %d", op, k, per)
 	}
 	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
-		lengthCheck{"packed", len(packed), product(k/8, n)}); err != nil {
+		lengthCheck{"packed", len(packed), product(k/per, n)}); err != nil {
 		return err
 	}
 	if err := checkScale(op, kind, len(scale), scaleLen(kind, k, n, false)); err != nil {
 		return err
 	}
-	return statusError(op, C.qk_onebit_kn(ptr(x), xDType(x), (*C.uint8_t)(ptr(packed)), (*C.float)(ptr(scale)),
-		C.int(kind), C.int64_t(m), C.int64_t(k), C.int64_t(n), (*C.float)(ptr(y))))
+	xp, xdt, wp, sp := ptr(x), xDType(x), (*C.uint8_t)(ptr(packed)), (*C.float)(ptr(scale))
+	ckind, cm, ck, cn, cy := C.int(kind), C.int64_t(m), C.int64_t(k), C.int64_t(n), (*C.float)(ptr(y))
+	if per == 4 {
+		return statusError(op, C.qk_twobit_kn(xp, xdt, wp, sp, ckind, cm, ck, cn, cy))
+	}
+	return statusError(op, C.qk_onebit_kn(xp, xdt, wp, sp, ckind, cm, ck, cn, cy))
 }
 
 // GGMLBlock returns the elements and bytes of one block of typ as the kernels know them; ok is
