@@ -121,75 +121,88 @@ func reciprocal(d float32) float32 {
 	return 1 / d
 }
 
+// packQ4 stores 32 4-bit codes as ggml's blocks hold them: code j in the low nibble of byte j, code
+// j+16 in the high nibble.
+func packQ4(q *[32]uint8, qs []byte) {
+	for j := range 16 {
+		qs[j] = q[j] | q[j+16]<<4
+	}
+}
+
+// packQ5 stores 32 5-bit codes: their low four bits in qs as packQ4 lays them out, their fifth bits
+// in qh as a little-endian uint32, bit j for code j.
+func packQ5(q *[32]uint8, qs, qh []byte) {
+	var h uint32
+	for j := range 16 {
+		qs[j] = q[j]&0x0F | (q[j+16]&0x0F)<<4
+		h |= uint32(q[j]&0x10)>>4<<j | uint32(q[j+16]&0x10)>>4<<(j+16)
+	}
+	binary.LittleEndian.PutUint32(qh, h)
+}
+
 // quantizeQ4_0: d = (the value of largest magnitude)/-8; q = min(15, trunc(x/d + 8.5)).
 func quantizeQ4_0(src []float32, dst []byte) {
+	var q [32]uint8
 	for b := range len(src) / 32 {
 		x, blk := src[32*b:32*b+32], dst[18*b:18*b+18]
 		vmax, _ := absMaxSigned(x)
 		d := vmax / -8
 		id := reciprocal(d)
-		putF16(blk, d)
-		for j := range 16 {
-			lo := minInt8(15, float32(x[j]*id)+8.5)
-			hi := minInt8(15, float32(x[j+16]*id)+8.5)
-			blk[2+j] = uint8(lo) | uint8(hi)<<4
+		for j, v := range x {
+			q[j] = uint8(minInt8(15, float32(v*id)+8.5))
 		}
+		putF16(blk, d)
+		packQ4(&q, blk[2:18])
 	}
 }
 
 // quantizeQ4_1: d = (max-min)/15, m = min; q = min(15, trunc((x-min)/d + 0.5)).
 func quantizeQ4_1(src []float32, dst []byte) {
+	var q [32]uint8
 	for b := range len(src) / 32 {
 		x, blk := src[32*b:32*b+32], dst[20*b:20*b+20]
 		lo, hi := minMax(x)
 		d := (hi - lo) / 15
 		id := reciprocal(d)
+		for j, v := range x {
+			q[j] = uint8(minInt8(15, float32((v-lo)*id)+0.5))
+		}
 		putF16(blk, d)
 		putF16(blk[2:], lo)
-		for j := range 16 {
-			q0 := minInt8(15, float32((x[j]-lo)*id)+0.5)
-			q1 := minInt8(15, float32((x[j+16]-lo)*id)+0.5)
-			blk[4+j] = uint8(q0) | uint8(q1)<<4
-		}
+		packQ4(&q, blk[4:20])
 	}
 }
 
 // quantizeQ5_0: d = (the value of largest magnitude)/-16; q = min(31, trunc(x/d + 16.5)).
 func quantizeQ5_0(src []float32, dst []byte) {
+	var q [32]uint8
 	for b := range len(src) / 32 {
 		x, blk := src[32*b:32*b+32], dst[22*b:22*b+22]
 		vmax, _ := absMaxSigned(x)
 		d := vmax / -16
 		id := reciprocal(d)
-		putF16(blk, d)
-		var qh uint32
-		for j := range 16 {
-			q0 := uint8(minInt8(31, float32(x[j]*id)+16.5))
-			q1 := uint8(minInt8(31, float32(x[j+16]*id)+16.5))
-			blk[6+j] = q0&0x0F | (q1&0x0F)<<4
-			qh |= uint32(q0&0x10)>>4<<j | uint32(q1&0x10)>>4<<(j+16)
+		for j, v := range x {
+			q[j] = uint8(minInt8(31, float32(v*id)+16.5))
 		}
-		binary.LittleEndian.PutUint32(blk[2:], qh)
+		putF16(blk, d)
+		packQ5(&q, blk[6:22], blk[2:6])
 	}
 }
 
 // quantizeQ5_1: d = (max-min)/31, m = min; q = trunc((x-min)/d + 0.5).
 func quantizeQ5_1(src []float32, dst []byte) {
+	var q [32]uint8
 	for b := range len(src) / 32 {
 		x, blk := src[32*b:32*b+32], dst[24*b:24*b+24]
 		lo, hi := minMax(x)
 		d := (hi - lo) / 31
 		id := reciprocal(d)
+		for j, v := range x {
+			q[j] = uint8(cvtt(float32((v-lo)*id) + 0.5))
+		}
 		putF16(blk, d)
 		putF16(blk[2:], lo)
-		var qh uint32
-		for j := range 16 {
-			q0 := uint8(cvtt(float32((x[j]-lo)*id) + 0.5))
-			q1 := uint8(cvtt(float32((x[j+16]-lo)*id) + 0.5))
-			blk[8+j] = q0&0x0F | (q1&0x0F)<<4
-			qh |= uint32(q0&0x10)>>4<<j | uint32(q1&0x10)>>4<<(j+16)
-		}
-		binary.LittleEndian.PutUint32(blk[4:], qh)
+		packQ5(&q, blk[8:24], blk[4:8])
 	}
 }
 
@@ -262,8 +275,6 @@ func quantizeIQ4_NL(src []float32, dst []byte) {
 			}
 		}
 		putF16(blk, d)
-		for j := range 16 {
-			blk[2+j] = L[j] | L[16+j]<<4
-		}
+		packQ4(&L, blk[2:18])
 	}
 }
