@@ -125,14 +125,18 @@ func decodeQ3_K(blk []byte, out []float32) {
 	}
 }
 
-// kScaleMin returns scale and min j (of 8) of a Q4_K or Q5_K block's 12 scale bytes (ggml's
-// get_scale_min_k4): 6 bits each; j < 4 in the low 6 bits of bytes j and j+4, others split
-// between the nibbles of byte j+4 and the top two bits of bytes j-4 and j.
-func kScaleMin(scales []byte, j int) (sc, m byte) {
+// kScaleMin returns d·scale and dmin·min of sub-block j (of 8) of a Q4_K or Q5_K block, the scale
+// and min read from its 12 scale bytes as ggml's get_scale_min_k4 does: 6 bits each; j < 4 in the
+// low 6 bits of bytes j and j+4, others split between the nibbles of byte j+4 and the top two bits
+// of bytes j-4 and j.
+func kScaleMin(d, dmin float32, scales []byte, j int) (dj, mj float32) {
+	var sc, m byte
 	if j < 4 {
-		return scales[j] & 63, scales[j+4] & 63
+		sc, m = scales[j]&63, scales[j+4]&63
+	} else {
+		sc, m = scales[j+4]&0x0F|(scales[j-4]>>6)<<4, scales[j+4]>>4|(scales[j]>>6)<<4
 	}
-	return scales[j+4]&0x0F | (scales[j-4]>>6)<<4, scales[j+4]>>4 | (scales[j]>>6)<<4
+	return d * float32(sc), dmin * float32(m)
 }
 
 // decodeQ4_K: d, dmin, 12 bytes of scales and mins, 128 bytes of nibbles. Each 64 elements read 32
@@ -142,10 +146,8 @@ func decodeQ4_K(blk []byte, out []float32) {
 	scales, qs := blk[4:16], blk[16:144]
 	for i := range 4 {
 		q := qs[32*i : 32*i+32]
-		sc1, m1 := kScaleMin(scales, 2*i)
-		sc2, m2 := kScaleMin(scales, 2*i+1)
-		d1, min1 := d*float32(sc1), dmin*float32(m1)
-		d2, min2 := d*float32(sc2), dmin*float32(m2)
+		d1, min1 := kScaleMin(d, dmin, scales, 2*i)
+		d2, min2 := kScaleMin(d, dmin, scales, 2*i+1)
 		y := out[64*i : 64*i+64]
 		for l, b := range q {
 			y[l] = d1*float32(b&0x0F) - min1
@@ -162,10 +164,8 @@ func decodeQ5_K(blk []byte, out []float32) {
 	scales, qh, qs := blk[4:16], blk[16:48], blk[48:176]
 	for i := range 4 {
 		q := qs[32*i : 32*i+32]
-		sc1, m1 := kScaleMin(scales, 2*i)
-		sc2, m2 := kScaleMin(scales, 2*i+1)
-		d1, min1 := d*float32(sc1), dmin*float32(m1)
-		d2, min2 := d*float32(sc2), dmin*float32(m2)
+		d1, min1 := kScaleMin(d, dmin, scales, 2*i)
+		d2, min2 := kScaleMin(d, dmin, scales, 2*i+1)
 		y := out[64*i : 64*i+64]
 		for l, b := range q {
 			lo := b&0x0F | (qh[l]>>(2*i)&1)<<4

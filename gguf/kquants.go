@@ -248,13 +248,10 @@ func quantizeQ3_K(src []float32, dst []byte) {
 	for b := range len(src) / 256 {
 		x, blk := src[256*b:256*b+256], dst[110*b:110*b+110]
 		hmask, qs, sc := blk[0:32], blk[32:96], blk[96:108]
-		var maxScale, amax float32
 		for j := range 16 {
 			scales[j] = makeQ3(4, x[16*j:16*j+16], L[16*j:16*j+16])
-			if s := float32(math.Abs(float64(scales[j]))); s > amax {
-				amax, maxScale = s, scales[j]
-			}
 		}
+		maxScale, _ := absMaxSigned(scales[:])
 		clear(sc)
 		if maxScale != 0 {
 			iscale := -32 / maxScale
@@ -345,12 +342,10 @@ func kQuant(x []float32, blk []byte, nmax int, rmin float32, nstep int, L *[256]
 	putF16(blk[2:], maxMin/63)
 	d, dmin := f16(blk), f16(blk[2:])
 	for j := range 8 {
-		s, m := kScaleMin(sc, j)
-		dj := d * float32(s)
+		dj, dm := kScaleMin(d, dmin, sc, j)
 		if dj == 0 {
 			continue
 		}
-		dm := dmin * float32(m)
 		for i := 32 * j; i < 32*j+32; i++ {
 			L[i] = uint8(max(0, min(nmax, nearestInt((x[i]+dm)/dj))))
 		}
@@ -406,13 +401,10 @@ func quantizeQ6_K(src []float32, dst []byte) {
 	for b := range len(src) / 256 {
 		x, blk := src[256*b:256*b+256], dst[210*b:210*b+210]
 		ql, qh, sc := blk[0:128], blk[128:192], blk[192:208]
-		var maxScale, maxAbs float32
 		for j := range 16 {
 			scales[j] = makeQX(32, x[16*j:16*j+16], L[16*j:16*j+16])
-			if a := float32(math.Abs(float64(scales[j]))); a > maxAbs {
-				maxAbs, maxScale = a, scales[j]
-			}
 		}
+		maxScale, maxAbs := absMaxSigned(scales[:])
 		if maxAbs < groupMaxEps {
 			clear(blk)
 			continue
