@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/x448/float16"
 )
 
@@ -31,13 +32,9 @@ func Decode(t Type, src []byte, dst []float32) error {
 			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
 		}
 	case TypeF16:
-		for i := range dst {
-			dst[i] = float16.Frombits(binary.LittleEndian.Uint16(src[2*i:])).Float32()
-		}
+		fileio.DecodeF16(src, dst)
 	case TypeBF16:
-		for i := range dst {
-			dst[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16)
-		}
+		fileio.DecodeBF16(src, dst)
 	default:
 		decodeBlock := traits[t].decodeBlock
 		for b := range len(dst) / bs {

@@ -14,7 +14,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/internal/fileio"
-	"github.com/x448/float16"
 )
 
 // MaxHeaderBytes bounds the JSON header, as the reference implementation does (100 MB).
@@ -335,13 +334,9 @@ func (f *File) ReadFloat32(name string) (*tensors.Tensor, error) {
 			out := dst[done : done+n]
 			switch info.DType {
 			case F16:
-				for i := range out {
-					out[i] = float16.Frombits(binary.LittleEndian.Uint16(chunk[2*i:])).Float32()
-				}
+				fileio.DecodeF16(chunk, out)
 			case BF16:
-				for i := range out {
-					out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(chunk[2*i:])) << 16)
-				}
+				fileio.DecodeBF16(chunk, out)
 			case F64:
 				for i := range out {
 					out[i] = float32(math.Float64frombits(binary.LittleEndian.Uint64(chunk[8*i:])))

@@ -1,7 +1,8 @@
 // Package fileio holds what the readers of model files and configurations share: the plumbing of
-// opening a file (gguf, safetensors), and the checks of the numbers read from them (Elements,
-// CheckInt, CheckFloatAbove), applied before anything is allocated in proportion to a number and
-// before a hyper-parameter is used, with errors that name the key and the accepted range.
+// opening a file (gguf, safetensors), the conversion of the half-precision floats both store
+// (DecodeF16, DecodeBF16), and the checks of the numbers read from them (Elements, CheckInt,
+// CheckFloatAbove), applied before anything is allocated in proportion to a number and before a
+// hyper-parameter is used, with errors that name the key and the accepted range.
 package fileio
 
 import (

@@ -112,3 +112,29 @@ func TestCheckFloatAbove(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeHalfFloats(t *testing.T) {
+	// Little-endian 1, -2, +Inf and the smallest subnormal of each format.
+	tests := []struct {
+		name   string
+		decode func(src []byte, dst []float32)
+		src    []byte
+		want   []float32
+	}{
+		{"F16", fileio.DecodeF16, []byte{0x00, 0x3C, 0x00, 0xC0, 0x00, 0x7C, 0x01, 0x00},
+			[]float32{1, -2, float32(math.Inf(1)), 0x1p-24}},
+		{"BF16", fileio.DecodeBF16, []byte{0x80, 0x3F, 0x00, 0xC0, 0x80, 0x7F, 0x01, 0x00},
+			[]float32{1, -2, float32(math.Inf(1)), math.Float32frombits(0x00010000)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := make([]float32, len(tc.want))
+			tc.decode(tc.src, got)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(tc.want[i]) {
+					t.Errorf("value %d = %g, want %g", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
