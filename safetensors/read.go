@@ -289,13 +289,7 @@ func (f *File) ReadTensor(name string) (*tensors.Tensor, error) {
 }
 
 // MustReadTensor is ReadTensor that panics on error.
-func (f *File) MustReadTensor(name string) *tensors.Tensor {
-	t, err := f.ReadTensor(name)
-	if err != nil {
-		panic(err)
-	}
-	return t
-}
+func (f *File) MustReadTensor(name string) *tensors.Tensor { return fileio.Must(f.ReadTensor(name)) }
 
 // littleEndianHost is true on the hosts whose memory layout matches the file's.
 var littleEndianHost = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
@@ -353,10 +347,4 @@ func (f *File) ReadFloat32(name string) (*tensors.Tensor, error) {
 }
 
 // MustReadFloat32 is ReadFloat32 that panics on error.
-func (f *File) MustReadFloat32(name string) *tensors.Tensor {
-	t, err := f.ReadFloat32(name)
-	if err != nil {
-		panic(err)
-	}
-	return t
-}
+func (f *File) MustReadFloat32(name string) *tensors.Tensor { return fileio.Must(f.ReadFloat32(name)) }

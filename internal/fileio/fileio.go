@@ -35,7 +35,7 @@ func Open[T any](op, path string, read func(r io.ReaderAt, size int64) (T, error
 	return v, nil
 }
 
-// Must returns v, or panics with err: the Must form of a reader's Open.
+// Must returns v, or panics with err: the Must form of a reader's Open and reads.
 func Must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
