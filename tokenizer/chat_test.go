@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
 	"github.com/quanta-ml/quanta/tokenizer"
 )
@@ -72,12 +71,7 @@ func TestChatMLDefaultSystem(t *testing.T) {
 // TestSmolLM2ChatTemplate: SmolLM2's GGUF template is ChatML with its default system message,
 // and renders the prompt the model card shows for a user question.
 func TestSmolLM2ChatTemplate(t *testing.T) {
-	f, err := gguf.Open(assets.Require(t, assets.SmolLM2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ct, err := tokenizer.ChatTemplateFromGGUF(f)
+	ct, err := tokenizer.ChatTemplateFromGGUF(openAsset(t, assets.SmolLM2))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
 	"github.com/quanta-ml/quanta/tokenizer"
 )
@@ -16,25 +15,11 @@ import (
 // runs reference/gen_tokens.py on the Gemma-3 file).
 var gemma3Dir = filepath.Join("..", "reference", "testdata", "tokenizer_gemma3")
 
-func gemma3(t *testing.T) (*tokenizer.BPE, *gguf.File) {
-	t.Helper()
-	f, err := gguf.Open(assets.Require(t, assets.Gemma3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
-	tok, err := tokenizer.NewBPEFromGGUF(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok, f
-}
-
 // TestGemma3Reference compares Gemma-3's SentencePiece vocabulary with llama.cpp's ids of ~40
 // strings (special tokens as text), of chat prompts (special tokens parsed, BOS added as the
 // vocabulary asks) and of the GPL-3 text, and the detokenized strings.
 func TestGemma3Reference(t *testing.T) {
-	tok, f := gemma3(t)
+	tok, f := assetBPE(t, assets.Gemma3)
 	if !tok.SentencePiece() || tok.VocabSize() != 262144 || tok.BOS() != 2 || tok.EOS() != 1 {
 		t.Errorf("SentencePiece %v, vocabulary %d, BOS %d, EOS %d", tok.SentencePiece(), tok.VocabSize(), tok.BOS(), tok.EOS())
 	}

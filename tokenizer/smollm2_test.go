@@ -9,24 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
 	"github.com/quanta-ml/quanta/tokenizer"
 )
-
-func smolLM2(t *testing.T) *tokenizer.BPE {
-	t.Helper()
-	f, err := gguf.Open(assets.Require(t, assets.SmolLM2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tok, err := tokenizer.NewBPEFromGGUF(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
-}
 
 // gpl3 is a long real text, when the machine has it.
 const gpl3 = "/usr/share/common-licenses/GPL-3"
@@ -34,7 +19,7 @@ const gpl3 = "/usr/share/common-licenses/GPL-3"
 // TestSmolLM2 checks what follows from the vocabulary and the rules without reference ids:
 // the special tokens, single-digit tokens, and decode(encode(text)) == text.
 func TestSmolLM2(t *testing.T) {
-	tok := smolLM2(t)
+	tok, _ := assetBPE(t, assets.SmolLM2)
 	if tok.VocabSize() != 49152 || tok.PreTokenizer() != tokenizer.PreSmolLM || tok.EOS() != 2 {
 		t.Errorf("vocabulary %d, pre-tokenizer %q, EOS %d", tok.VocabSize(), tok.PreTokenizer(), tok.EOS())
 	}
@@ -78,7 +63,7 @@ func TestSmolLM2Reference(t *testing.T) {
 	if err != nil {
 		t.Skipf("reference vectors missing: %s (reference/gen_tokens.py writes them)", referenceDir)
 	}
-	tok := smolLM2(t)
+	tok, _ := assetBPE(t, assets.SmolLM2)
 	var ref struct {
 		Strings []struct {
 			Text        string `json:"text"`
