@@ -40,13 +40,14 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/internal/assets"
 	"github.com/quanta-ml/quanta/internal/refdata"
 	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/runtime"
 )
 
 var (
-	flagData    = flag.String("data", "/usr/share/datasets/fashion-mnist", "the directory of the four Fashion-MNIST .gz files")
+	flagData    = flag.String("data", assets.FashionMNISTDir, "the directory of the four Fashion-MNIST .gz files")
 	flagOut     = flag.String("out", filepath.Join(os.TempDir(), "quanta-fashion"), "the directory for fashion.md, fashion.json and fashion.png")
 	flagQuick   = flag.Bool("quick", false, "a smoke run: 8000 training images, 1 float epoch, 1 QAT epoch")
 	flagFormats = flag.String("formats", strings.Join(formatNames(), ","), "comma-separated formats")

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/quanta-ml/quanta/internal/assets"
 	"github.com/quanta-ml/quanta/internal/testutil"
 )
 
@@ -14,7 +15,7 @@ import (
 // float epochs and one QAT epoch, for int8 and scaled binary: the float model learns, int8 PTQ
 // stays close to it, the outputs are written.
 func TestTiny(t *testing.T) {
-	dir := "/usr/share/datasets/fashion-mnist"
+	dir := assets.FashionMNISTDir
 	if _, err := os.Stat(filepath.Join(dir, "train-images-idx3-ubyte.gz")); err != nil {
 		t.Skipf("Fashion-MNIST missing (%v): Debian's dataset-fashion-mnist installs it", err)
 	}

@@ -1,18 +1,6 @@
 package main
 
-import (
-	"compress/gzip"
-	"encoding/binary"
-	"io"
-	"os"
-	"path/filepath"
-
-	"github.com/pkg/errors"
-)
-
-// fashionDir is where Debian's dataset-fashion-mnist package puts the files (make assets
-// installs it).
-const fashionDir = "/usr/share/datasets/fashion-mnist"
+import "github.com/quanta-ml/quanta/internal/assets"
 
 // dataset is a set of 28×28 images, scaled to [0, 1], and their labels.
 type dataset struct {
@@ -26,49 +14,21 @@ func loadFashionMNIST(dir string, train bool) (*dataset, error) {
 	if train {
 		prefix = "train"
 	}
-	images, err := readIDX(filepath.Join(dir, prefix+"-images-idx3-ubyte.gz"), 2051)
+	images, labels, err := assets.ReadFashionMNIST(dir, prefix)
 	if err != nil {
 		return nil, err
 	}
-	labels, err := readIDX(filepath.Join(dir, prefix+"-labels-idx1-ubyte.gz"), 2049)
-	if err != nil {
-		return nil, err
-	}
+	const pixels = assets.FashionMNISTPixels
 	n := len(labels)
-	if len(images) != n*784 {
-		return nil, errors.Errorf("fashion-mnist %s: %d image bytes for %d labels", prefix, len(images), n)
-	}
 	d := &dataset{images: make([][]float32, n), labels: make([]int32, n)}
 	for i := range n {
-		img := make([]float32, 784)
-		for j, b := range images[i*784 : (i+1)*784] {
+		img := make([]float32, pixels)
+		for j, b := range images[i*pixels : (i+1)*pixels] {
 			img[j] = float32(b) / 255
 		}
 		d.images[i], d.labels[i] = img, int32(labels[i])
 	}
 	return d, nil
-}
-
-// readIDX returns the payload of a gzipped IDX file after checking its magic number.
-func readIDX(path string, magic uint32) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, errors.Wrapf(err, "fashion-mnist missing (run make assets, or apt-get install dataset-fashion-mnist)")
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, errors.Wrapf(err, "reading %s", path)
-	}
-	data, err := io.ReadAll(z)
-	if err != nil {
-		return nil, errors.Wrapf(err, "reading %s", path)
-	}
-	if len(data) < 8 || binary.BigEndian.Uint32(data) != magic {
-		return nil, errors.Errorf("%s: not an IDX file with magic %d", path, magic)
-	}
-	dims := int(data[3])
-	return data[4+4*dims:], nil
 }
 
 // subset returns the examples whose label is in [from, from+count), relabelled from 0.

@@ -38,6 +38,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/internal/assets"
 	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/runtime"
 )
@@ -50,7 +51,7 @@ var (
 	flagAlpha    = flag.Float64("alpha", 16, "LoRA alpha (the adapters' product is scaled by alpha/rank)")
 	flagPlot     = flag.String("plot", filepath.Join(os.TempDir(), "quanta_qlora_curves.png"), "PNG file for the curves; empty: none")
 	flagAdapters = flag.String("adapters", filepath.Join(os.TempDir(), "quanta_qlora_adapters"), "directory for the QLoRA adapters; empty: not saved")
-	flagData     = flag.String("data", fashionDir, "directory of the Fashion-MNIST .gz files")
+	flagData     = flag.String("data", assets.FashionMNISTDir, "directory of the Fashion-MNIST .gz files")
 	flagMemory   = flag.Bool("memory", false, "measure the memory of training steps instead (see memory.go)")
 	flagMemMode  = flag.String("memory-mode", "", "internal: the configuration one -memory child process measures")
 )

@@ -1,6 +1,7 @@
 // Package assets locates the real models that `make assets` (scripts/fetch-assets.sh) fetches,
 // for tests and examples: $QUANTA_ASSETS, or ${XDG_CACHE_HOME:-$HOME/.cache}/quanta/assets, as the
 // script does. Tests that need a file call Require, which skips with one line when it is absent.
+// It also reads Fashion-MNIST (ReadFashionMNIST), the data set of the training examples.
 package assets
 
 import (
