@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # simde.sh prints the include folder of SIMDe 0.8.2 (portable implementations of the x86 SIMD
 # intrinsics), fetched once from the pinned PyPI wheel cmeel-simde==0.8.2 into
-# ${XDG_CACHE_HOME:-$HOME/.cache}/quanta/simde. `make test` builds the AVX-512 kernels over it on
-# CPUs without AVX-512 (internal/cpukernels, build tag qk_simde), so that path is tested anyway.
+# ${XDG_CACHE_HOME:-$HOME/.cache}/quanta/simde. `make test` builds the AVX-512 kernels over it
+# (internal/cpukernels, build tag qk_simde), so that path is tested on CPUs without AVX-512 too.
 set -euo pipefail
 
 PYTHON="${PYTHON:-python3}"

@@ -221,8 +221,8 @@
 //
 // The tests compare every product with a pure-Go reference written from the layout definitions
 // (for ggml's types, package gguf's decoders, themselves checked against ggml's C code), on every
-// ISA path forced in turn (on a CPU without AVX-512, `make test` builds that path over SIMDe's
-// portable intrinsics: build tag qk_simde), as planned and split into many stripes, panels and
+// ISA path forced in turn (`make test` also builds the AVX-512 path over SIMDe's portable
+// intrinsics, build tag qk_simde: how a CPU without AVX-512 runs it), as planned and split into many stripes, panels and
 // threads, through the generic drivers only and through the fused kernels wherever they apply;
 // TestDeterministic checks that the bits never change with threads, panels, repeated calls or
 // concurrent callers. The

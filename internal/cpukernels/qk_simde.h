@@ -1,6 +1,7 @@
 /* qk_simde.h: the AVX-512 intrinsics qk_avx512.c uses that SIMDe 0.8.2 lacks, written over SIMDe's
  * types, for the QK_SIMDE test build only (the AVX-512 path tested on CPUs without AVX-512). Masked
- * loads read no byte whose mask bit is clear, as the hardware's. */
+ * loads read no byte whose mask bit is clear and masked stores write none, as the hardware's (SIMDe's
+ * own 512-bit masked store writes zeros in the cleared lanes: the next row's first elements). */
 #ifndef QK_SIMDE_H
 #define QK_SIMDE_H
 
@@ -70,6 +71,18 @@ static inline void qk_simde_mm_mask_storeu_ps(float *p, simde__mmask8 k, simde__
   }
 }
 #define _mm_mask_storeu_ps qk_simde_mm_mask_storeu_ps
+
+static inline void qk_simde_mm512_mask_storeu_ps(float *p, simde__mmask16 k, simde__m512 a) {
+  float f[16];
+  simde_mm512_storeu_ps(f, a);
+  for (int i = 0; i < 16; i++) {
+    if ((k >> i) & 1) {
+      p[i] = f[i];
+    }
+  }
+}
+#undef _mm512_mask_storeu_ps
+#define _mm512_mask_storeu_ps qk_simde_mm512_mask_storeu_ps
 
 /* The halving order of GCC's _mm512_reduce_add_ps. */
 static inline float qk_simde_mm512_reduce_add_ps(simde__m512 a) {
