@@ -101,7 +101,8 @@
 //
 // # Decoding
 //
-// A decoder architecture implements Decoder: its DecodeSpec and a Step graph over a KVCache.
+// A decoder architecture implements Decoder: its DecodeSpec and a Step graph over a KVCache. A
+// GGUF decoder's hyper-parameters start with a DecoderConfig, which gives the DecodeSpec.
 // The cache view writes each step's keys and values at their positions (KVCache.Update,
 // in place where the backend has DynamicUpdateSlice) and gives the attention the cache's first
 // Window positions only, with the causal Mask over them; GroupedAttention, RoPETables and

@@ -25,7 +25,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
-	"github.com/quanta-ml/quanta/internal/modelbase"
 	"github.com/quanta-ml/quanta/internal/refdata"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
@@ -42,7 +41,7 @@ func Values(seed, n int) []float32 {
 
 // Metadata returns the GGUF metadata of a decoder of architecture arch with the hyper-parameters
 // d (modelbase.ReadDecoder's keys; the vocabulary size as arch.vocab_size), then extra.
-func Metadata(arch string, d modelbase.Decoder, extra ...ggufbuild.KV) []ggufbuild.KV {
+func Metadata(arch string, d models.DecoderConfig, extra ...ggufbuild.KV) []ggufbuild.KV {
 	return append([]ggufbuild.KV{
 		{Key: "general.architecture", Value: arch},
 		{Key: arch + ".block_count", Value: uint32(d.Layers)},

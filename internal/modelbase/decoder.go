@@ -7,43 +7,6 @@ import (
 	"github.com/quanta-ml/quanta/models"
 )
 
-// Decoder holds the hyper-parameters that every GGUF decoder architecture (llama, gemma3) has
-// and reads the same way; each package's Config copies them to and from its own fields.
-type Decoder struct {
-	VocabSize, Dim, Layers, Heads, KVHeads, HeadDim, FFNDim, ContextLength int
-	RMSNormEps, RoPEBase                                                   float64
-	TiedEmbeddings                                                         bool
-}
-
-// Validate checks the common fields of a configuration built in code: counts and widths from 1
-// to fileio.MaxCount, ContextLength from 0 (unknown) to fileio.MaxCount, HeadDim even, KVHeads
-// dividing Heads, RMSNormEps a finite positive number, RoPEBase a finite number above 1. The
-// error names the field and the accepted range; the caller prefixes its Config's name.
-func (d Decoder) Validate() error {
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"VocabSize", d.VocabSize}, {"Dim", d.Dim}, {"Layers", d.Layers}, {"Heads", d.Heads}, {"KVHeads", d.KVHeads},
-		{"HeadDim", d.HeadDim}, {"FFNDim", d.FFNDim}} {
-		if err := fileio.CheckInt(f.name, f.v, 1, fileio.MaxCount); err != nil {
-			return err
-		}
-	}
-	if err := fileio.CheckInt("ContextLength", d.ContextLength, 0, fileio.MaxCount); err != nil {
-		return err
-	}
-	switch {
-	case d.HeadDim%2 != 0:
-		return errors.Errorf("HeadDim = %d; accepted: an even width (rotary pairs)", d.HeadDim)
-	case d.Heads%d.KVHeads != 0:
-		return errors.Errorf("%d query heads, %d key/value heads; the latter must divide the former", d.Heads, d.KVHeads)
-	}
-	if err := fileio.CheckFloatAbove("RMSNormEps", d.RMSNormEps, 0); err != nil {
-		return err
-	}
-	return fileio.CheckFloatAbove("RoPEBase", d.RoPEBase, 1)
-}
-
 // DecoderSpec is what sets an architecture's GGUF file apart in ReadDecoder.
 type DecoderSpec struct {
 	// Arch is the file's "general.architecture" and the prefix of its keys, e.g. "llama".
@@ -72,16 +35,16 @@ func (s DecoderSpec) key(name string) string { return s.Arch + "." + name }
 // width (s.KeyLength) even and equal to rope.dimension_count when present;
 // attention.layer_norm_rms_epsilon, a finite positive number; rope.freq_base (default
 // s.RoPEBase), a finite number above 1.
-func ReadDecoder(f *gguf.File, s DecoderSpec) (Decoder, error) {
+func ReadDecoder(f *gguf.File, s DecoderSpec) (models.DecoderConfig, error) {
 	arch, err := f.String("general.architecture")
 	if err != nil {
-		return Decoder{}, err
+		return models.DecoderConfig{}, err
 	}
 	if arch != s.Arch {
-		return Decoder{}, errors.Errorf("architecture %q; accepted: %q", arch, s.Arch)
+		return models.DecoderConfig{}, errors.Errorf("architecture %q; accepted: %q", arch, s.Arch)
 	}
 	var (
-		d          Decoder
+		d          models.DecoderConfig
 		keyLayers  = s.key("block_count")
 		keyDim     = s.key("embedding_length")
 		keyHeads   = s.key("attention.head_count")
@@ -101,7 +64,7 @@ func ReadDecoder(f *gguf.File, s DecoderSpec) (Decoder, error) {
 	keys = append(keys, IntKey{Key: s.key("context_length"), Dst: &d.ContextLength, Optional: true},
 		IntKey{Key: s.key("vocab_size"), Dst: &d.VocabSize, Optional: true})
 	if err := ReadInts(f, keys); err != nil {
-		return Decoder{}, err
+		return models.DecoderConfig{}, err
 	}
 	_, hasOutput := f.Tensor("output.weight")
 	d.TiedEmbeddings = !hasOutput
@@ -111,7 +74,7 @@ func ReadDecoder(f *gguf.File, s DecoderSpec) (Decoder, error) {
 		fixed = append(fixed, "output.weight")
 	}
 	if err := CheckLayers(f, keyLayers, d.Layers, len(s.LayerTensors(0)), fixed, s.LayerTensors); err != nil {
-		return Decoder{}, err
+		return models.DecoderConfig{}, err
 	}
 	if d.KVHeads == 0 {
 		d.KVHeads = d.Heads
@@ -119,26 +82,26 @@ func ReadDecoder(f *gguf.File, s DecoderSpec) (Decoder, error) {
 	if d.VocabSize == 0 {
 		tokens, err := f.Strings("tokenizer.ggml.tokens")
 		if err != nil {
-			return Decoder{}, errors.WithMessage(err, "no "+s.key("vocab_size"))
+			return models.DecoderConfig{}, errors.WithMessage(err, "no "+s.key("vocab_size"))
 		}
 		if err := fileio.CheckInt("the length of tokenizer.ggml.tokens", len(tokens), 1, fileio.MaxCount); err != nil {
-			return Decoder{}, err
+			return models.DecoderConfig{}, err
 		}
 		d.VocabSize = len(tokens)
 	}
 	if d.Heads%d.KVHeads != 0 {
-		return Decoder{}, errors.Errorf("%s = %d does not divide %s = %d; accepted: a divisor (grouped-query attention)",
+		return models.DecoderConfig{}, errors.Errorf("%s = %d does not divide %s = %d; accepted: a divisor (grouped-query attention)",
 			keyKVHeads, d.KVHeads, keyHeads, d.Heads)
 	}
 	if err := s.headWidth(f, &d); err != nil {
-		return Decoder{}, err
+		return models.DecoderConfig{}, err
 	}
 	if err := ReadFloatAbove(f, s.key("attention.layer_norm_rms_epsilon"), &d.RMSNormEps, 0, false); err != nil {
-		return Decoder{}, err
+		return models.DecoderConfig{}, err
 	}
 	d.RoPEBase = s.RoPEBase
 	if err := ReadFloatAbove(f, s.key("rope.freq_base"), &d.RoPEBase, 1, true); err != nil {
-		return Decoder{}, err
+		return models.DecoderConfig{}, err
 	}
 	return d, nil
 }
@@ -146,7 +109,7 @@ func ReadDecoder(f *gguf.File, s DecoderSpec) (Decoder, error) {
 // headWidth sets d.HeadDim where the file has not (embedding_length / head_count) and checks it:
 // even, and equal to the widths the file gives (rope.dimension_count, and value_length where
 // the key length gives the head width). The errors say where the width comes from.
-func (s DecoderSpec) headWidth(f *gguf.File, d *Decoder) error {
+func (s DecoderSpec) headWidth(f *gguf.File, d *models.DecoderConfig) error {
 	keyDim, keyHeads, keyKeyLen := s.key("embedding_length"), s.key("attention.head_count"), s.key("attention.key_length")
 	equal := []string{s.key("rope.dimension_count")}
 	if s.KeyLength {
@@ -190,9 +153,4 @@ func (s DecoderSpec) headWidth(f *gguf.File, d *Decoder) error {
 			d.HeadDim, key, v)
 	}
 	return nil
-}
-
-// DecodeSpec describes a decoder of these hyper-parameters to a models.Generator.
-func (d Decoder) DecodeSpec() models.DecodeSpec {
-	return models.DecodeSpec{VocabSize: d.VocabSize, ContextLength: d.ContextLength, Layers: d.Layers, KVHeads: d.KVHeads, HeadDim: d.HeadDim}
 }

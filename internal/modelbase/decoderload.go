@@ -43,7 +43,7 @@ func CheckCache(op string, cache *models.KVCache, layers int) {
 // (models.EmbeddingScope), the final norm (models.OutputNorm) and, unless the embeddings are
 // tied, the output kernel (models.HeadName).
 // arch prefixes the keys that the shapes derive from, for errors.
-func OuterTensors(arch string, d Decoder) []Tensor {
+func OuterTensors(arch string, d models.DecoderConfig) []Tensor {
 	vocab, width := "vocabulary size", arch+".embedding_length"
 	plan := []Tensor{
 		{Name: "token_embd.weight", Kind: Table, Scope: "/" + models.EmbeddingScope, Shape: []int{d.VocabSize, d.Dim}, From: vocab + ", " + width},
@@ -61,7 +61,7 @@ func OuterTensors(arch string, d Decoder) []Tensor {
 // the shapes derive from, for errors.
 type BlockTensors struct {
 	Arch  string
-	D     Decoder
+	D     models.DecoderConfig
 	I     int
 	Scope string
 }
@@ -113,7 +113,7 @@ func (b BlockTensors) Projection(name string) Tensor {
 // i's scope is ctx.In(layerScope(i))), reads the tensors (through read when not nil, else
 // Vars.Load of the plan) and stores the variables in ctx. On error nothing is stored in ctx and
 // every value read is released.
-func LoadDecoder(ctx *context.Context, f *gguf.File, op string, opts models.LoadOptions, d Decoder, plan []Tensor,
+func LoadDecoder(ctx *context.Context, f *gguf.File, op string, opts models.LoadOptions, d models.DecoderConfig, plan []Tensor,
 	layerScope func(int) string, read func(vars *Vars) error) (fusedQKV, fusedGateUp bool, err error) {
 	if err := Check(f, plan, op); err != nil {
 		return false, false, err

@@ -8,7 +8,7 @@
 // one at a time, keeping or decoding each.
 //
 // The GGUF decoders (llama, gemma3) share more: the hyper-parameters every such file has, read and
-// checked by ReadDecoder into a Decoder (DecoderSpec says how an architecture differs), the plan
+// checked by ReadDecoder into a models.DecoderConfig (DecoderSpec says how an architecture differs), the plan
 // of the tensors outside the blocks and of each block's projections and norms (OuterTensors,
 // BlockTensors), the load itself (LoadDecoder), and the embedding table and output head of the
 // graph (EmbeddingTable, Head). A further architecture is then its Config, its block's graph

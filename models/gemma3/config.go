@@ -10,25 +10,14 @@ import (
 	"github.com/quanta-ml/quanta/models"
 )
 
-// Config holds the hyper-parameters of a Gemma-3 decoder.
+// Config holds the hyper-parameters of a Gemma-3 decoder: those every GGUF decoder has
+// (models.DecoderConfig: RoPEBase is the global layers' base; the heads are not Dim/Heads wide,
+// 256 for the 270M model), then Gemma's.
 type Config struct {
-	// VocabSize is the number of tokens; Dim the width of the residual stream.
-	VocabSize, Dim int
-	// Layers is the number of decoder blocks.
-	Layers int
-	// Heads and KVHeads are the query and key/value head counts (KVHeads divides Heads); HeadDim
-	// is the width of one head (Gemma's heads are not Dim/Heads wide: 256 for the 270M model).
-	Heads, KVHeads, HeadDim int
-	// FFNDim is the hidden width of the gated GELU feed-forward block.
-	FFNDim int
-	// ContextLength is the longest sequence the model was trained for (0: unknown).
-	ContextLength int
-	// RMSNormEps is the epsilon of every RMSNorm.
-	RMSNormEps float64
-	// RoPEBase is the rotary base of the global layers, RoPEBaseLocal that of the sliding-window
-	// layers; RoPEScale multiplies the global layers' positions (1/factor of a linear RoPE
-	// scaling, 1 without one).
-	RoPEBase, RoPEBaseLocal, RoPEScale float64
+	models.DecoderConfig
+	// RoPEBaseLocal is the rotary base of the sliding-window layers; RoPEScale multiplies the
+	// global layers' positions (1/factor of a linear RoPE scaling, 1 without one).
+	RoPEBaseLocal, RoPEScale float64
 	// SlidingWindow is the width of the sliding-window layers' attention (a query sees itself
 	// and the SlidingWindow−1 positions before it); 0: every layer is global.
 	SlidingWindow int
@@ -40,8 +29,6 @@ type Config struct {
 	QueryScale float64
 	// FinalSoftcap, if above 0, caps the logits: FinalSoftcap·tanh(logits/FinalSoftcap).
 	FinalSoftcap float64
-	// TiedEmbeddings: the output head is the token-embedding table (no separate output kernel).
-	TiedEmbeddings bool
 }
 
 // Sliding reports whether layer i attends over a sliding window (and uses RoPEBaseLocal).
@@ -58,7 +45,7 @@ func (c Config) Sliding(i int) bool {
 // RoPE bases that are not finite numbers above 1, a FinalSoftcap that is negative or not finite.
 // The error names the field and the accepted range.
 func (c Config) Validate() error {
-	if err := c.decoder().Validate(); err != nil {
+	if err := c.DecoderConfig.Validate(); err != nil {
 		return errors.WithMessage(err, "gemma3.Config")
 	}
 	for _, f := range []struct {
@@ -81,12 +68,6 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
-}
-
-// decoder returns the fields every GGUF decoder has.
-func (c Config) decoder() modelbase.Decoder {
-	return modelbase.Decoder{VocabSize: c.VocabSize, Dim: c.Dim, Layers: c.Layers, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
-		FFNDim: c.FFNDim, ContextLength: c.ContextLength, RMSNormEps: c.RMSNormEps, RoPEBase: c.RoPEBase, TiedEmbeddings: c.TiedEmbeddings}
 }
 
 // ConfigFromGGUF reads the hyper-parameters of a "gemma3" GGUF file, as llama.cpp reads them:
@@ -134,9 +115,7 @@ func configFromGGUF(f *gguf.File) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	c := Config{VocabSize: d.VocabSize, Dim: d.Dim, Layers: d.Layers, Heads: d.Heads, KVHeads: d.KVHeads, HeadDim: d.HeadDim,
-		FFNDim: d.FFNDim, ContextLength: d.ContextLength, RMSNormEps: d.RMSNormEps, RoPEBase: d.RoPEBase, TiedEmbeddings: d.TiedEmbeddings,
-		RoPEBaseLocal: 1e4, RoPEScale: 1}
+	c := Config{DecoderConfig: d, RoPEBaseLocal: 1e4, RoPEScale: 1}
 	if err := modelbase.ReadFloatAbove(f, keyBaseLocal, &c.RoPEBaseLocal, 1, true); err != nil {
 		return Config{}, err
 	}

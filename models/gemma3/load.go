@@ -29,7 +29,7 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts models.LoadOptions) (*Mod
 		return nil, err
 	}
 	m := &Model{Config: cfg}
-	m.FusedQKV, m.FusedGateUp, err = modelbase.LoadDecoder(ctx, f, "gemma3.LoadGGUF", opts, cfg.decoder(), planTensors(cfg), models.LayerScope, nil)
+	m.FusedQKV, m.FusedGateUp, err = modelbase.LoadDecoder(ctx, f, "gemma3.LoadGGUF", opts, cfg.DecoderConfig, planTensors(cfg), models.LayerScope, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func MustLoadGGUF(ctx *context.Context, f *gguf.File, opts models.LoadOptions) *
 
 // planTensors lists the tensors the model needs.
 func planTensors(cfg Config) []modelbase.Tensor {
-	d := cfg.decoder()
+	d := cfg.DecoderConfig
 	plan := modelbase.OuterTensors(Architecture, d)
 	const head = "the head width (" + keyKeyLen + ")"
 	for i := range cfg.Layers {

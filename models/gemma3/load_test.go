@@ -19,9 +19,10 @@ import (
 // tiny is a configuration small enough for exact checks, wide enough for 32-element blocks: GQA
 // with 2 query heads on one key/value head, heads not Dim/Heads wide, a sliding window of 4 on
 // layers 0 and 2 (layer 1 global).
-var tiny = gemma3.Config{VocabSize: 48, Dim: 64, Layers: 3, Heads: 2, KVHeads: 1, HeadDim: 32, FFNDim: 256, ContextLength: 64,
-	RMSNormEps: float64(float32(1e-6)), RoPEBase: 1e6, RoPEBaseLocal: 1e4, RoPEScale: 1, SlidingWindow: 4, SlidingPattern: 2,
-	QueryScale: 1 / math.Sqrt(32), TiedEmbeddings: true}
+var tiny = gemma3.Config{
+	DecoderConfig: models.DecoderConfig{VocabSize: 48, Dim: 64, Layers: 3, Heads: 2, KVHeads: 1, HeadDim: 32, FFNDim: 256,
+		ContextLength: 64, RMSNormEps: float64(float32(1e-6)), RoPEBase: 1e6, TiedEmbeddings: true},
+	RoPEBaseLocal: 1e4, RoPEScale: 1, SlidingWindow: 4, SlidingPattern: 2, QueryScale: 1 / math.Sqrt(32)}
 
 // tinyGGUF writes the tiny configuration as a gemma3 GGUF: float32 tensors, except the kernels
 // and the table named in types (by their name in the block, e.g. "attn_v", or "token_embd"),
@@ -29,7 +30,7 @@ var tiny = gemma3.Config{VocabSize: 48, Dim: 64, Layers: 3, Heads: 2, KVHeads: 1
 // (ggufbuild.Override: a nil Value removes the key).
 func tinyGGUF(types map[string]gguf.Type, skip string, overrides ...ggufbuild.KV) []byte {
 	c := tiny
-	kvs := decodertest.Metadata("gemma3", gemma3.DecoderOf(c),
+	kvs := decodertest.Metadata("gemma3", c.DecoderConfig,
 		ggufbuild.KV{Key: "gemma3.attention.key_length", Value: uint32(c.HeadDim)},
 		ggufbuild.KV{Key: "gemma3.attention.value_length", Value: uint32(c.HeadDim)},
 		ggufbuild.KV{Key: "gemma3.attention.sliding_window", Value: uint32(c.SlidingWindow)},

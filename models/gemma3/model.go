@@ -54,9 +54,6 @@ func New(cfg Config) (*Model, error) {
 
 var _ models.LanguageModel = (*Model)(nil)
 
-// DecodeSpec describes the model to a models.Generator.
-func (m *Model) DecodeSpec() models.DecodeSpec { return m.decoder().DecodeSpec() }
-
 func (m *Model) project(ctx *context.Context, name string, x *Node, outDim int) *Node {
 	return modelbase.Project(m.Projection, ctx, name, x, outDim, false)
 }

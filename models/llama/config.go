@@ -7,24 +7,9 @@ import (
 	"github.com/quanta-ml/quanta/models"
 )
 
-// Config holds the hyper-parameters of a Llama-architecture decoder.
-type Config struct {
-	// VocabSize is the number of tokens; Dim the width of the residual stream.
-	VocabSize, Dim int
-	// Layers is the number of decoder blocks.
-	Layers int
-	// Heads and KVHeads are the query and key/value head counts (KVHeads divides Heads: grouped-
-	// query attention); HeadDim is the width of one head.
-	Heads, KVHeads, HeadDim int
-	// FFNDim is the hidden width of the SwiGLU feed-forward block.
-	FFNDim int
-	// ContextLength is the longest sequence the model was trained for.
-	ContextLength int
-	// RMSNormEps is the epsilon of every RMSNorm; RoPEBase the base θ of the rotary embedding.
-	RMSNormEps, RoPEBase float64
-	// TiedEmbeddings: the output head is the token-embedding table (no separate lm_head kernel).
-	TiedEmbeddings bool
-}
+// Config holds the hyper-parameters of a Llama-architecture decoder: those every GGUF decoder
+// has (models.DecoderConfig; HeadDim is Dim/Heads), with Llama's Validate.
+type Config models.DecoderConfig
 
 // Validate reports a configuration the model cannot be built with: a count or width outside 1 to
 // 2^31 − 1 (HeadDim even, KVHeads dividing Heads), a ContextLength outside 0 (unknown) to
@@ -34,9 +19,8 @@ func (c Config) Validate() error {
 	return errors.WithMessage(c.decoder().Validate(), "llama.Config")
 }
 
-// decoder returns the fields every GGUF decoder has: Config has modelbase.Decoder's fields, in
-// its order, and converts to and from it.
-func (c Config) decoder() modelbase.Decoder { return modelbase.Decoder(c) }
+// decoder returns c as the fields every GGUF decoder has, which are all of it.
+func (c Config) decoder() models.DecoderConfig { return models.DecoderConfig(c) }
 
 // ConfigFromGGUF reads the hyper-parameters of a "llama" GGUF file: "llama.block_count",
 // "llama.embedding_length", "llama.feed_forward_length", "llama.attention.head_count",

@@ -31,7 +31,7 @@ func tinyGGUF(skip string, overrides ...ggufbuild.KV) ([]byte, hfKernels) {
 // name in the block, e.g. "attn_q", or "token_embd") stored in that block type; overrides
 // replace metadata (ggufbuild.Override).
 func ggufOf(c llama.Config, types map[string]gguf.Type, skip string, overrides ...ggufbuild.KV) ([]byte, hfKernels) {
-	kvs := decodertest.Metadata("llama", llama.DecoderOf(c), ggufbuild.KV{Key: "llama.rope.dimension_count", Value: uint32(c.HeadDim)})
+	kvs := decodertest.Metadata("llama", models.DecoderConfig(c), ggufbuild.KV{Key: "llama.rope.dimension_count", Value: uint32(c.HeadDim)})
 	hf := hfKernels{}
 	var ts []ggufbuild.Tensor
 	seed := 0
