@@ -51,6 +51,16 @@ func loraLayers(ctx *context.Context) ([]loraLayer, error) {
 	return out, nil
 }
 
+// mergeLayers checks the arguments of MergeLoRA and UnmergeLoRA (op, in errors) and returns
+// loraLayers(ctx).
+func mergeLayers(op string, ctx *context.Context, backend backends.Backend) ([]loraLayer, error) {
+	if ctx == nil || backend == nil {
+		return nil, errors.New(op + ": nil context or backend")
+	}
+	layers, err := loraLayers(ctx)
+	return layers, errors.WithMessage(err, op)
+}
+
 // MergeOptions of MergeLoRA.
 type MergeOptions struct {
 	// Requantize re-quantizes W + (α/r)·A·B into the base's format and removes the adapters
@@ -71,12 +81,9 @@ type MergeOptions struct {
 // It returns an error, changing nothing, for a nil context or backend, a layer already merged, a
 // Requantize of a float base, or a base that does not fit its adapters.
 func MergeLoRA(ctx *context.Context, backend backends.Backend, opts MergeOptions) error {
-	if ctx == nil || backend == nil {
-		return errors.New("qlayers.MergeLoRA: nil context or backend")
-	}
-	layers, err := loraLayers(ctx)
+	layers, err := mergeLayers("qlayers.MergeLoRA", ctx, backend)
 	if err != nil {
-		return errors.WithMessage(err, "qlayers.MergeLoRA")
+		return err
 	}
 	type result struct {
 		l      loraLayer
@@ -138,12 +145,9 @@ func MergeLoRA(ctx *context.Context, backend backends.Backend, opts MergeOptions
 // subtracted again. It returns an error, changing nothing, for a nil context or backend, or if no
 // layer is merged.
 func UnmergeLoRA(ctx *context.Context, backend backends.Backend) error {
-	if ctx == nil || backend == nil {
-		return errors.New("qlayers.UnmergeLoRA: nil context or backend")
-	}
-	layers, err := loraLayers(ctx)
+	layers, err := mergeLayers("qlayers.UnmergeLoRA", ctx, backend)
 	if err != nil {
-		return errors.WithMessage(err, "qlayers.UnmergeLoRA")
+		return err
 	}
 	type result struct {
 		l        loraLayer
