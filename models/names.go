@@ -3,10 +3,12 @@ package models
 import "fmt"
 
 // The scopes and names of a GGUF decoder's variables, which its architectures share (packages
-// models/llama and models/gemma3): outside the blocks the token-embedding table (its variable
-// TableName), the final norm and, when the embeddings are not tied, the output kernel; in block
-// i's scope, LayerScope(i), the projections and norms as GGUF names them (blk.<i>.<name>.weight),
-// and the fused projections LoadGGUF may store instead of q/k/v and gate/up.
+// models/llama and models/gemma3; models/minilm's encoder layers use LayerScope and the names of
+// the output, up and down projections and of the norms too): outside the blocks the
+// token-embedding table (its variable TableName), the final norm and, when the embeddings are
+// not tied, the output kernel; in block i's scope, LayerScope(i), the projections and norms as
+// GGUF names them (blk.<i>.<name>.weight), and the fused projections LoadGGUF may store instead
+// of q/k/v and gate/up.
 const (
 	EmbeddingScope = "token_embd"
 	OutputNorm     = "output_norm"
@@ -25,5 +27,5 @@ const (
 	FFNGateUp  = "ffn_gate_up"
 )
 
-// LayerScope returns the scope of decoder block i: "layer_<i>".
+// LayerScope returns the scope of block i of a decoder (or of layer i of an encoder): "layer_<i>".
 func LayerScope(i int) string { return fmt.Sprintf("layer_%d", i) }

@@ -148,7 +148,7 @@ func planTensors(cfg Config, prefix string) []plannedTensor {
 	}
 	for i := 0; i < cfg.Layers; i++ {
 		hf := fmt.Sprintf("encoder.layer.%d.", i)
-		layer := "/" + LayerScope(i)
+		layer := "/" + models.LayerScope(i)
 		linear := func(hfName, name string, in, out int) {
 			plan = append(plan,
 				plannedTensor{name: hf + hfName + ".weight", shape: []int{out, in}, kernel: true, scope: layer + "/" + name},
@@ -162,11 +162,11 @@ func planTensors(cfg Config, prefix string) []plannedTensor {
 		linear("attention.self.query", Query, d, d)
 		linear("attention.self.key", Key, d, d)
 		linear("attention.self.value", Value, d, d)
-		linear("attention.output.dense", AttnOutput, d, d)
-		norm("attention.output.LayerNorm", AttnNorm)
-		linear("intermediate.dense", FFNUp, d, cfg.FFNDim)
-		linear("output.dense", FFNDown, cfg.FFNDim, d)
-		norm("output.LayerNorm", FFNNorm)
+		linear("attention.output.dense", models.AttnOutput, d, d)
+		norm("attention.output.LayerNorm", models.AttnNorm)
+		linear("intermediate.dense", models.FFNUp, d, cfg.FFNDim)
+		linear("output.dense", models.FFNDown, cfg.FFNDim, d)
+		norm("output.LayerNorm", models.FFNNorm)
 	}
 	for i := range plan {
 		plan[i].name = prefix + plan[i].name

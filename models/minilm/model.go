@@ -1,7 +1,6 @@
 package minilm
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -23,20 +22,14 @@ const (
 	TableName       = "embeddings"
 )
 
-// The projections and norms of an encoder layer, as named in its scope.
+// The attention's projections of an encoder layer, as named in its scope (models.LayerScope(i));
+// the layer's other projections and norms have the decoders' names: models.AttnOutput,
+// models.FFNUp, models.FFNDown, models.AttnNorm, models.FFNNorm.
 const (
-	Query      = "query"
-	Key        = "key"
-	Value      = "value"
-	AttnOutput = "attn_output"
-	AttnNorm   = "attn_norm"
-	FFNUp      = "ffn_up"
-	FFNDown    = "ffn_down"
-	FFNNorm    = "ffn_norm"
+	Query = "query"
+	Key   = "key"
+	Value = "value"
 )
-
-// LayerScope returns the scope of encoder layer i: "layer_<i>".
-func LayerScope(i int) string { return fmt.Sprintf("layer_%d", i) }
 
 // Model is a BERT encoder with mean pooling (all-MiniLM-L6-v2): the configuration and the
 // Projection its linear layers go through. Its graph methods read the parameters from the given
@@ -103,7 +96,7 @@ func (m *Model) Hidden(ctx *context.Context, ids, mask *Node) *Node {
 		keys = NotEqual(mask, ScalarZero(g, mask.DType()))
 	}
 	for i := 0; i < m.Layers; i++ {
-		x = m.Layer(ctx.In(LayerScope(i)), x, keys)
+		x = m.Layer(ctx.In(models.LayerScope(i)), x, keys)
 	}
 	return x
 }
@@ -122,9 +115,9 @@ func (m *Model) Layer(ctx *context.Context, x, keys *Node) *Node {
 	scores = Where(visible, scores, BroadcastToDims(Scalar(x.Graph(), dtypes.Float32, float32(math.Inf(-1))), b, m.Heads, s, s))
 	attn := Einsum("bhst,bhtd->bhsd", Softmax(scores, -1), v)
 	attn = Reshape(TransposeAllDims(attn, 0, 2, 1, 3), b, s, m.Dim)
-	x = m.layerNorm(ctx.In(AttnNorm), Add(x, m.project(ctx, AttnOutput, attn, m.Dim)))
-	h := GELU(m.project(ctx, FFNUp, x, m.FFNDim))
-	return m.layerNorm(ctx.In(FFNNorm), Add(x, m.project(ctx, FFNDown, h, m.Dim)))
+	x = m.layerNorm(ctx.In(models.AttnNorm), Add(x, m.project(ctx, models.AttnOutput, attn, m.Dim)))
+	h := GELU(m.project(ctx, models.FFNUp, x, m.FFNDim))
+	return m.layerNorm(ctx.In(models.FFNNorm), Add(x, m.project(ctx, models.FFNDown, h, m.Dim)))
 }
 
 // GELU is the exact Gaussian error linear unit, x·Φ(x) = x/2·(1 + erf(x/√2)) (BERT's "gelu").
