@@ -2,11 +2,11 @@
 // share: small GGUF files written from values (Values, Metadata, Override, Tensor, Open), the
 // real ones (OpenFile) loaded through a preset's quantizer (Quantizer), the reference's arrays
 // (Reference), a model's logits (Forward, MaxAbsDiff, SameLogits) and scores (NLL), and the
-// checks every decoder passes: a failed load (WantLoadError), a fuzzed one (CheckFuzzed), an
-// invalid configuration (CheckInvalidConfigs), a chunked Step against Forward
-// (StepMatchesForward) and greedy decoding against Forward (GreedyMatchesForward). It is apart
-// from internal/testutil, which the tests of the packages below models use: it imports models and
-// refdata.
+// checks every decoder passes: a failed load (WantLoadError), bad hyper-parameters
+// (DecoderBadKeys, CheckBadKeys), a fuzzed load (CheckFuzzed), an invalid configuration
+// (CheckInvalidConfigs), a chunked Step against Forward (StepMatchesForward) and greedy decoding
+// against Forward (GreedyMatchesForward). It is apart from internal/testutil, which the tests of
+// the packages below models use: it imports models and refdata.
 package decodertest
 
 import (
@@ -175,6 +175,59 @@ func WantLoadError(t *testing.T, load func(ctx *context.Context) error, want str
 		t.Errorf("the failed load left %d variables", ctx.NumVariables())
 	}
 	return err
+}
+
+// BadKey is a hyper-parameter of a small GGUF file set to a hostile or broken value, and the
+// error it must give: one containing Want, wrapping gguf.ErrNotFound exactly when NotFound.
+type BadKey struct {
+	Name     string
+	KV       ggufbuild.KV
+	Want     string
+	NotFound bool
+}
+
+// Bad returns the BadKey called name: key set to v, an error containing want.
+func Bad(name, key string, v any, want string) BadKey {
+	return BadKey{Name: name, KV: ggufbuild.KV{Key: key, Value: v}, Want: want}
+}
+
+// DecoderBadKeys returns the bad values of the keys every decoder of architecture arch reads
+// (modelbase.ReadDecoder) whose errors do not depend on the file's other values.
+func DecoderBadKeys(arch string) []BadKey {
+	nan32 := float32(math.NaN())
+	count := func(name string, v uint32) BadKey {
+		key := arch + "." + name
+		return Bad(fmt.Sprintf("%s %d", name, v), key, v, fmt.Sprintf("%s = %d; accepted: 1 to 2147483647", key, v))
+	}
+	float := func(name, short string, v float32, accepted string) BadKey {
+		key := arch + "." + name
+		return Bad(fmt.Sprintf("%s %g", short, v), key, v, fmt.Sprintf("%s = %g; accepted: %s", key, v, accepted))
+	}
+	const eps, positive, aboveOne = "attention.layer_norm_rms_epsilon", "a finite number above 0", "a finite number above 1"
+	return []BadKey{
+		count("block_count", 1<<31), count("block_count", 0),
+		count("attention.head_count", 0), count("attention.head_count_kv", 0),
+		count("embedding_length", 0), count("feed_forward_length", 0),
+		count("vocab_size", math.MaxUint32), count("context_length", 0),
+		float(eps, "epsilon", nan32, positive), float(eps, "epsilon", float32(math.Inf(1)), positive),
+		float(eps, "epsilon", 0, positive),
+		float("rope.freq_base", "freq_base", nan32, aboveOne), float("rope.freq_base", "freq_base", 1, aboveOne),
+	}
+}
+
+// CheckBadKeys checks each case on the file that file writes with the case's key: the load fails
+// as WantLoadError checks, and config (ConfigFromGGUF) with an error containing the same text.
+func CheckBadKeys(t *testing.T, cases []BadKey, file func(kv ggufbuild.KV) []byte,
+	load func(ctx *context.Context, f *gguf.File) error, config func(f *gguf.File) error) {
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			f := Open(t, file(tc.KV))
+			WantLoadError(t, func(ctx *context.Context) error { return load(ctx, f) }, tc.Want, tc.NotFound)
+			if err := config(f); err == nil || !strings.Contains(err.Error(), tc.Want) {
+				t.Errorf("ConfigFromGGUF: error %v; want one containing %q", err, tc.Want)
+			}
+		})
+	}
 }
 
 // Validator is a configuration, or a model that has one.

@@ -148,52 +148,33 @@ func TestConfigFromGGUF(t *testing.T) {
 // TestLoadGGUFHyperParameters: a hostile or broken hyper-parameter is an error naming its key and
 // what is accepted, found before anything is sized by it, and the context is left unchanged.
 func TestLoadGGUFHyperParameters(t *testing.T) {
-	nan32 := float32(math.NaN())
-	for _, tc := range []struct {
-		name     string
-		kv       ggufbuild.KV
-		want     string
-		notFound bool
-	}{
-		{"architecture", ggufbuild.KV{Key: "general.architecture", Value: "llama"}, `architecture "llama"; accepted: "gemma3"`, false},
-		{"block_count 2^24", ggufbuild.KV{Key: "gemma3.block_count", Value: uint32(1 << 24)},
-			`tensor "blk.3.attn_norm.weight" (gemma3.block_count = 16777216; the file has the tensors of at most 3 layers)`, true},
-		{"block_count 2^31", ggufbuild.KV{Key: "gemma3.block_count", Value: uint32(1 << 31)},
-			"gemma3.block_count = 2147483648; accepted: 1 to 2147483647", false},
-		{"head_count 0", ggufbuild.KV{Key: "gemma3.attention.head_count", Value: uint32(0)},
-			"gemma3.attention.head_count = 0; accepted: 1 to 2147483647", false},
-		{"head_count_kv 2", ggufbuild.KV{Key: "gemma3.attention.head_count_kv", Value: uint32(3)},
-			"gemma3.attention.head_count_kv = 3 does not divide gemma3.attention.head_count = 2", false},
-		{"key_length odd", ggufbuild.KV{Key: "gemma3.attention.key_length", Value: uint32(31)}, "a head width of 31", false},
-		{"value_length", ggufbuild.KV{Key: "gemma3.attention.value_length", Value: uint32(16)},
-			"gemma3.attention.value_length = 16, but the head width is 32", false},
-		{"rope dimension", ggufbuild.KV{Key: "gemma3.rope.dimension_count", Value: uint32(16)},
-			"gemma3.rope.dimension_count = 16, but the head width is 32", false},
-		{"vocab_size 2^32-1", ggufbuild.KV{Key: "gemma3.vocab_size", Value: uint32(math.MaxUint32)},
-			"gemma3.vocab_size = 4294967295; accepted: 1 to 2147483647", false},
-		{"epsilon NaN", ggufbuild.KV{Key: "gemma3.attention.layer_norm_rms_epsilon", Value: nan32},
-			"gemma3.attention.layer_norm_rms_epsilon = NaN; accepted: a finite number above 0", false},
-		{"freq_base 1", ggufbuild.KV{Key: "gemma3.rope.freq_base", Value: float32(1)},
-			"gemma3.rope.freq_base = 1; accepted: a finite number above 1", false},
-		{"freq_base_swa +Inf", ggufbuild.KV{Key: "gemma3.rope.freq_base_swa", Value: float32(math.Inf(1))},
-			"gemma3.rope.freq_base_swa = +Inf; accepted: a finite number above 1", false},
-		{"scaling yarn", ggufbuild.KV{Key: "gemma3.rope.scaling.type", Value: "yarn"},
-			`gemma3.rope.scaling.type = "yarn"; accepted: "linear", "none"`, false},
-		{"sliding window 2^32-1", ggufbuild.KV{Key: "gemma3.attention.sliding_window", Value: uint32(math.MaxUint32)},
-			"gemma3.attention.sliding_window = 4294967295; accepted: 0 to 2147483647", false},
-		{"pattern as text", ggufbuild.KV{Key: "gemma3.attention.sliding_window_pattern", Value: "6"},
-			"gemma3.attention.sliding_window_pattern", false},
-		{"softcap NaN", ggufbuild.KV{Key: "gemma3.final_logit_softcapping", Value: nan32},
-			"gemma3.final_logit_softcapping = NaN; accepted: 0 (none) or a finite positive number", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := decodertest.Open(t, tinyGGUF(nil, "", tc.kv))
-			decodertest.WantLoadError(t, func(ctx *context.Context) error {
-				_, err := gemma3.LoadGGUF(ctx, f, models.LoadOptions{})
-				return err
-			}, tc.want, tc.notFound)
+	cases := append(decodertest.DecoderBadKeys("gemma3"),
+		decodertest.Bad("architecture", "general.architecture", "llama", `architecture "llama"; accepted: "gemma3"`),
+		decodertest.BadKey{Name: "block_count 2^24", KV: ggufbuild.KV{Key: "gemma3.block_count", Value: uint32(1 << 24)},
+			Want:     `tensor "blk.3.attn_norm.weight" (gemma3.block_count = 16777216; the file has the tensors of at most 3 layers)`,
+			NotFound: true},
+		decodertest.Bad("head_count_kv 3", "gemma3.attention.head_count_kv", uint32(3),
+			"gemma3.attention.head_count_kv = 3 does not divide gemma3.attention.head_count = 2"),
+		decodertest.Bad("key_length odd", "gemma3.attention.key_length", uint32(31), "a head width of 31"),
+		decodertest.Bad("value_length", "gemma3.attention.value_length", uint32(16), "gemma3.attention.value_length = 16, but the head width is 32"),
+		decodertest.Bad("rope dimension", "gemma3.rope.dimension_count", uint32(16), "gemma3.rope.dimension_count = 16, but the head width is 32"),
+		decodertest.Bad("freq_base_swa +Inf", "gemma3.rope.freq_base_swa", float32(math.Inf(1)),
+			"gemma3.rope.freq_base_swa = +Inf; accepted: a finite number above 1"),
+		decodertest.Bad("scaling yarn", "gemma3.rope.scaling.type", "yarn", `gemma3.rope.scaling.type = "yarn"; accepted: "linear", "none"`),
+		decodertest.Bad("sliding window 2^32-1", "gemma3.attention.sliding_window", uint32(math.MaxUint32),
+			"gemma3.attention.sliding_window = 4294967295; accepted: 0 to 2147483647"),
+		decodertest.Bad("pattern as text", "gemma3.attention.sliding_window_pattern", "6", "gemma3.attention.sliding_window_pattern"),
+		decodertest.Bad("softcap NaN", "gemma3.final_logit_softcapping", float32(math.NaN()),
+			"gemma3.final_logit_softcapping = NaN; accepted: 0 (none) or a finite positive number"),
+	)
+	decodertest.CheckBadKeys(t, cases, func(kv ggufbuild.KV) []byte { return tinyGGUF(nil, "", kv) },
+		func(ctx *context.Context, f *gguf.File) error {
+			_, err := gemma3.LoadGGUF(ctx, f, models.LoadOptions{})
+			return err
+		}, func(f *gguf.File) error {
+			_, err := gemma3.ConfigFromGGUF(f)
+			return err
 		})
-	}
 }
 
 // TestLoadGGUFErrors: missing tensors and shapes that disagree with the metadata are errors

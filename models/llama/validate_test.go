@@ -1,11 +1,13 @@
 package llama_test
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
 	"github.com/quanta-ml/quanta/models/llama"
@@ -15,64 +17,30 @@ import (
 // naming its key and what is accepted, found before anything is sized by it (the load allocates
 // in proportion to the file), and the context is left unchanged.
 func TestLoadGGUFHyperParameters(t *testing.T) {
-	nan32 := float32(math.NaN())
-	tests := []struct {
-		name     string
-		kv       ggufbuild.KV
-		want     string
-		notFound bool
-	}{
-		{"block_count 2^24", ggufbuild.KV{Key: "llama.block_count", Value: uint32(1 << 24)},
-			`tensor "blk.2.attn_norm.weight" (llama.block_count = 16777216; the file has the tensors of at most 2 layers)`, true},
-		{"block_count 2^31", ggufbuild.KV{Key: "llama.block_count", Value: uint32(1 << 31)},
-			"llama.block_count = 2147483648; accepted: 1 to 2147483647", false},
-		{"block_count 0", ggufbuild.KV{Key: "llama.block_count", Value: uint32(0)}, "llama.block_count = 0; accepted: 1 to 2147483647", false},
-		{"head_count 0", ggufbuild.KV{Key: "llama.attention.head_count", Value: uint32(0)},
-			"llama.attention.head_count = 0; accepted: 1 to 2147483647", false},
-		{"head_count 2", ggufbuild.KV{Key: "llama.attention.head_count", Value: uint32(2)},
-			"llama.attention.head_count = 2 gives heads of llama.embedding_length / 2 = 8 values, but llama.rope.dimension_count = 4", false},
-		{"head_count 3", ggufbuild.KV{Key: "llama.attention.head_count", Value: uint32(3)},
-			"llama.attention.head_count_kv = 2 does not divide llama.attention.head_count = 3", false},
-		{"head_count 6", ggufbuild.KV{Key: "llama.attention.head_count", Value: uint32(6)},
-			"llama.embedding_length = 16 is not a multiple of llama.attention.head_count = 6", false},
-		{"head_count 16", ggufbuild.KV{Key: "llama.attention.head_count", Value: uint32(16)},
-			"llama.attention.head_count = 16 gives heads of llama.embedding_length / 16 = 1 values; accepted: an even head width", false},
-		{"head_count_kv 0", ggufbuild.KV{Key: "llama.attention.head_count_kv", Value: uint32(0)},
-			"llama.attention.head_count_kv = 0; accepted: 1 to 2147483647", false},
-		{"embedding_length 0", ggufbuild.KV{Key: "llama.embedding_length", Value: uint32(0)},
-			"llama.embedding_length = 0; accepted: 1 to 2147483647", false},
-		{"feed_forward_length 0", ggufbuild.KV{Key: "llama.feed_forward_length", Value: uint32(0)},
-			"llama.feed_forward_length = 0; accepted: 1 to 2147483647", false},
-		{"vocab_size 2^32-1", ggufbuild.KV{Key: "llama.vocab_size", Value: uint32(math.MaxUint32)},
-			"llama.vocab_size = 4294967295; accepted: 1 to 2147483647", false},
-		{"context_length 0", ggufbuild.KV{Key: "llama.context_length", Value: uint32(0)},
-			"llama.context_length = 0; accepted: 1 to 2147483647", false},
-		{"epsilon NaN", ggufbuild.KV{Key: "llama.attention.layer_norm_rms_epsilon", Value: nan32},
-			"llama.attention.layer_norm_rms_epsilon = NaN; accepted: a finite number above 0", false},
-		{"epsilon +Inf", ggufbuild.KV{Key: "llama.attention.layer_norm_rms_epsilon", Value: float32(math.Inf(1))},
-			"llama.attention.layer_norm_rms_epsilon = +Inf; accepted: a finite number above 0", false},
-		{"epsilon 0", ggufbuild.KV{Key: "llama.attention.layer_norm_rms_epsilon", Value: float32(0)},
-			"llama.attention.layer_norm_rms_epsilon = 0; accepted: a finite number above 0", false},
-		{"freq_base NaN", ggufbuild.KV{Key: "llama.rope.freq_base", Value: nan32},
-			"llama.rope.freq_base = NaN; accepted: a finite number above 1", false},
-		{"freq_base 1", ggufbuild.KV{Key: "llama.rope.freq_base", Value: float32(1)},
-			"llama.rope.freq_base = 1; accepted: a finite number above 1", false},
-		{"rope dimension", ggufbuild.KV{Key: "llama.rope.dimension_count", Value: uint32(2)},
-			"llama.attention.head_count = 4 gives heads of llama.embedding_length / 4 = 4 values, but llama.rope.dimension_count = 2", false},
+	head := func(heads uint32, want string) decodertest.BadKey {
+		return decodertest.Bad(fmt.Sprint("head_count ", heads), "llama.attention.head_count", heads, want)
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			data, _ := tinyGGUF("", tc.kv)
-			f := decodertest.Open(t, data)
-			decodertest.WantLoadError(t, func(ctx *context.Context) error {
-				_, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{})
-				return err
-			}, tc.want, tc.notFound)
-			if _, cfgErr := llama.ConfigFromGGUF(f); cfgErr == nil || !strings.Contains(cfgErr.Error(), tc.want) {
-				t.Errorf("ConfigFromGGUF: error %v; want one containing %q", cfgErr, tc.want)
-			}
-		})
-	}
+	cases := append(decodertest.DecoderBadKeys("llama"),
+		decodertest.BadKey{Name: "block_count 2^24", KV: ggufbuild.KV{Key: "llama.block_count", Value: uint32(1 << 24)},
+			Want:     `tensor "blk.2.attn_norm.weight" (llama.block_count = 16777216; the file has the tensors of at most 2 layers)`,
+			NotFound: true},
+		head(2, "llama.attention.head_count = 2 gives heads of llama.embedding_length / 2 = 8 values, but llama.rope.dimension_count = 4"),
+		head(3, "llama.attention.head_count_kv = 2 does not divide llama.attention.head_count = 3"),
+		head(6, "llama.embedding_length = 16 is not a multiple of llama.attention.head_count = 6"),
+		head(16, "llama.attention.head_count = 16 gives heads of llama.embedding_length / 16 = 1 values; accepted: an even head width"),
+		decodertest.Bad("rope dimension", "llama.rope.dimension_count", uint32(2),
+			"llama.attention.head_count = 4 gives heads of llama.embedding_length / 4 = 4 values, but llama.rope.dimension_count = 2"),
+	)
+	decodertest.CheckBadKeys(t, cases, func(kv ggufbuild.KV) []byte {
+		data, _ := tinyGGUF("", kv)
+		return data
+	}, func(ctx *context.Context, f *gguf.File) error {
+		_, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{})
+		return err
+	}, func(f *gguf.File) error {
+		_, err := llama.ConfigFromGGUF(f)
+		return err
+	})
 }
 
 // TestConfigValidate: a Config built in code is checked the same way, naming its fields.
