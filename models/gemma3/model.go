@@ -31,17 +31,7 @@ const (
 // ctx.Reuse() for a loaded model).
 type Model struct {
 	Config
-	// Projection computes every linear layer: attn_q/k/v/output and ffn_gate/up/down of each
-	// block (or attn_qkv and ffn_gate_up when fused), and lm_head when the embeddings are not
-	// tied. Nil means models.Dense.
-	Projection models.Projection
-	// Table gives the token-embedding table, for the lookup and the tied head. Nil means
-	// models.DenseTable.
-	Table models.Table
-	// FusedQKV and FusedGateUp: q, k and v (gate and up) are one projection, attn_qkv
-	// (ffn_gate_up), whose kernel is theirs concatenated along the output axis. LoadGGUF sets
-	// them when it fuses.
-	FusedQKV, FusedGateUp bool
+	models.DecoderHooks
 }
 
 // New returns a model of the given configuration with the default projection.

@@ -19,17 +19,7 @@ import (
 // random one).
 type Model struct {
 	Config
-	// Projection computes every linear layer: attn_q/k/v/output and ffn_gate/up/down of each
-	// block (or attn_qkv and ffn_gate_up when fused), and lm_head when the embeddings are not
-	// tied. Nil means models.Dense.
-	Projection models.Projection
-	// Table gives the token-embedding table, for the lookup and the tied head. Nil means
-	// models.DenseTable.
-	Table models.Table
-	// FusedQKV: each block's query, key and value projections are one projection, attn_qkv,
-	// whose kernel is theirs concatenated along the output axis (q, then k, then v); FusedGateUp
-	// likewise ffn_gate_up (gate, then up). LoadGGUF sets them when it fuses.
-	FusedQKV, FusedGateUp bool
+	models.DecoderHooks
 	// RotateAdjacent applies the rotary embedding to adjacent pairs (x[2i], x[2i+1]), llama.cpp's
 	// "normal" RoPE, for q/k kernels kept in GGUF's row order; false (the default, what LoadGGUF
 	// loads) rotates the two halves (x[i], x[i+HeadDim/2]) as Hugging Face's Llama does.

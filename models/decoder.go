@@ -25,6 +25,23 @@ type DecoderConfig struct {
 	TiedEmbeddings bool
 }
 
+// DecoderHooks are what a GGUF decoder's graph calls for its linear layers and its embedding
+// table, and which of its projections the loader fused: an architecture's Model embeds them
+// beside its Config.
+type DecoderHooks struct {
+	// Projection computes every linear layer: attn_q/k/v/output and ffn_gate/up/down of each
+	// block (or attn_qkv and ffn_gate_up when fused), and lm_head when the embeddings are not
+	// tied. Nil means Dense.
+	Projection Projection
+	// Table gives the token-embedding table, for the lookup and the tied head. Nil means
+	// DenseTable.
+	Table Table
+	// FusedQKV: each block's query, key and value projections are one projection, attn_qkv,
+	// whose kernel is theirs concatenated along the output axis (q, then k, then v); FusedGateUp
+	// likewise ffn_gate_up (gate, then up). LoadGGUF sets them when it fuses.
+	FusedQKV, FusedGateUp bool
+}
+
 // Validate checks the fields of a configuration built in code: counts and widths from 1 to
 // 2^31 − 1, ContextLength from 0 (unknown) to 2^31 − 1, HeadDim even, KVHeads dividing Heads,
 // RMSNormEps a finite positive number, RoPEBase a finite number above 1. The error names the
