@@ -1,7 +1,8 @@
 // Package arch loads a GGUF decoder of any architecture quanta implements, chosen by the file's
 // "general.architecture": "llama" (models/llama: SmolLM2, Llama, ...) or "gemma3"
 // (models/gemma3). Each architecture is a package of its own over the shared blocks of package
-// models and the GGUF decoders' common reading, plan and load (internal/modelbase: ReadDecoder,
+// models (its Config starts with a models.DecoderConfig, its Model embeds models.DecoderHooks)
+// and the GGUF decoders' common reading, plan and load (internal/modelbase: ReadDecoder,
 // OuterTensors, BlockTensors, LoadDecoder), so that it holds only what sets it apart; adding one
 // is a row of the table here.
 //
