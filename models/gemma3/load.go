@@ -29,7 +29,8 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts models.LoadOptions) (*Mod
 		return nil, err
 	}
 	m := &Model{Config: cfg}
-	m.FusedQKV, m.FusedGateUp, err = modelbase.LoadDecoder(ctx, f, "gemma3.LoadGGUF", opts, cfg.DecoderConfig, planTensors(cfg), models.LayerScope, nil)
+	m.FusedQKV, m.FusedGateUp, err = modelbase.LoadDecoder(ctx, f, "gemma3.LoadGGUF", opts, cfg.DecoderConfig, planTensors(cfg),
+		models.LayerScope, nil)
 	if err != nil {
 		return nil, err
 	}
