@@ -61,25 +61,26 @@ static inline simde__m128 qk_simde_mm_maskz_loadu_ps(simde__mmask8 k, const floa
 }
 #define _mm_maskz_loadu_ps qk_simde_mm_maskz_loadu_ps
 
-static inline void qk_simde_mm_mask_storeu_ps(float *p, simde__mmask8 k, simde__m128 a) {
-  float f[4];
-  simde_mm_storeu_ps(f, a);
-  for (int i = 0; i < 4; i++) {
+/* qk_simde_mask_store writes the lanes of f whose bit of k is set, n lanes, to p. */
+static inline void qk_simde_mask_store(uint32_t k, const float *f, float *p, int n) {
+  for (int i = 0; i < n; i++) {
     if ((k >> i) & 1) {
       p[i] = f[i];
     }
   }
+}
+
+static inline void qk_simde_mm_mask_storeu_ps(float *p, simde__mmask8 k, simde__m128 a) {
+  float f[4];
+  simde_mm_storeu_ps(f, a);
+  qk_simde_mask_store(k, f, p, 4);
 }
 #define _mm_mask_storeu_ps qk_simde_mm_mask_storeu_ps
 
 static inline void qk_simde_mm512_mask_storeu_ps(float *p, simde__mmask16 k, simde__m512 a) {
   float f[16];
   simde_mm512_storeu_ps(f, a);
-  for (int i = 0; i < 16; i++) {
-    if ((k >> i) & 1) {
-      p[i] = f[i];
-    }
-  }
+  qk_simde_mask_store(k, f, p, 16);
 }
 #undef _mm512_mask_storeu_ps
 #define _mm512_mask_storeu_ps qk_simde_mm512_mask_storeu_ps
