@@ -10,20 +10,18 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/onebit"
 )
@@ -42,7 +40,7 @@ func main() {
 		}
 	})
 	runtime.GC()
-	before := vmHWM()
+	before := peakRSS()
 
 	var q implicitarray.Array
 	var err error
@@ -62,7 +60,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "peakrss: %+v\n", err)
 		os.Exit(1)
 	}
-	after := vmHWM()
+	after := peakRSS()
 	out := 0
 	for _, c := range q.Components() {
 		out += int(c.Shape().Memory())
@@ -74,19 +72,8 @@ func main() {
 	runtime.KeepAlive(x)
 }
 
-// vmHWM returns the process's peak resident set size in bytes (0 if unknown).
-func vmHWM() int {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
-			return kb << 10
-		}
-	}
-	return 0
+// peakRSS returns the process's peak resident set size in bytes (0 if unknown).
+func peakRSS() int {
+	n, _ := fileio.ProcStatus("VmHWM")
+	return int(n)
 }

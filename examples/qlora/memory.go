@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"math"
@@ -21,6 +20,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/runtime"
 )
@@ -140,7 +140,7 @@ func measureChild(mode string) error {
 	}
 	goruntime.GC()
 	debug.FreeOSMemory()
-	before, _ := procStatus("VmRSS")
+	before, _ := fileio.ProcStatus("VmRSS")
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
 		return errors.Wrap(err, "resetting the peak RSS (Linux >= 4.0)")
 	}
@@ -149,7 +149,7 @@ func measureChild(mode string) error {
 			return err
 		}
 	}
-	peak, _ := procStatus("VmHWM")
+	peak, _ := fileio.ProcStatus("VmHWM")
 	var base, adapters, adam int64
 	for v := range ctx.IterVariables() {
 		n := int64(v.Shape().Memory())
@@ -187,21 +187,4 @@ func autodiffLoRA(ctx *context.Context, x *graph.Node, scope string, d int, lora
 		shapes.Make(x.DType(), d, lora.Rank))
 	b := dense.WithInitializer(initializers.Zero).VariableWithShape(qlayers.LoRABName, shapes.Make(x.DType(), lora.Rank, d))
 	return graph.Add(y, graph.MulScalar(graph.Dot(graph.Dot(x, a.ValueGraph(g)), b.ValueGraph(g)), lora.Scale()))
-}
-
-// procStatus returns a /proc/self/status field in bytes (the file gives kB).
-func procStatus(field string) (int64, error) {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			kb, err := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
-			return kb * 1024, err
-		}
-	}
-	return 0, errors.Errorf("no %s in /proc/self/status", field)
 }

@@ -40,7 +40,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +49,7 @@ import (
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
 	"github.com/quanta-ml/quanta/internal/cpukernels"
+	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/arch"
 	"github.com/quanta-ml/quanta/models/gemma3"
@@ -385,22 +385,14 @@ func rates(n float64, seconds []float64) (median, best float64) {
 	return n / m, n / s[0]
 }
 
-// procMemory returns a memory figure of /proc/self/status (Linux): "VmRSS" the resident memory,
-// "VmHWM" its peak; "n/a" elsewhere.
+// procMemory returns a memory figure of the process (fileio.ProcStatus) in MB: "VmRSS" the
+// resident memory, "VmHWM" its peak; "n/a" where there is none.
 func procMemory(field string) string {
-	raw, err := os.ReadFile("/proc/self/status")
+	n, err := fileio.ProcStatus(field)
 	if err != nil {
 		return "n/a"
 	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			fields := strings.Fields(rest)
-			if kb, err := strconv.Atoi(fields[0]); err == nil {
-				return fmt.Sprintf("%.0f MB", float64(kb)*1024/1e6)
-			}
-		}
-	}
-	return "n/a"
+	return fmt.Sprintf("%.0f MB", float64(n)/1e6)
 }
 
 // fused reports whether m runs q/k/v or gate/up as one product.
