@@ -43,14 +43,14 @@
 // quanta's float32 kernel, which streams the weight faster than XLA's dot there; the rest is
 // XLA's dot. It is also the dense baseline of the benchmarks.
 //
-// With kernels registered, Auto gives a rank-2 product of up to 512 activation rows to the
-// kernel, which beats DecodeDot there in every format on the benchmark shapes; beyond it XLA's
-// blocked dense product amortizes the decode, which for NF4 and GGML weights is itself a kernel
-// there (quanta_nf4_decode, quanta_ggml_decode: the float32 weight written on the kernels' pool,
-// bit for bit the graph's decode, which stays as the formulation GoMLX differentiates). Without kernels, the dense-op formulations
-// that make quantized products faster than dense ones on XLA CPU depend on XLA's fusion
-// decisions; which one wins for which shapes and platforms was measured, and the figures are in
-// docs/performance.md.
+// With kernels registered, Auto gives a rank-2 product of up to 512 activation rows to the kernel,
+// which beats DecodeDot there in every format on the benchmark shapes; beyond it XLA's blocked
+// dense product amortizes the decode, which for NF4 and GGML weights is itself a kernel there
+// (quanta_nf4_decode, quanta_ggml_decode: the float32 weight written on the kernels' pool, bit for
+// bit the graph's decode, which stays as the formulation GoMLX differentiates). Without kernels,
+// the dense-op formulations that make quantized products faster than dense ones on XLA CPU depend
+// on XLA's fusion decisions; which one wins for which shapes and platforms was measured, and the
+// figures are in docs/performance.md.
 //
 // # GPUs and TPUs
 //

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/fileio"
 )
 
 // FashionMNISTDir is where Debian's dataset-fashion-mnist package puts Fashion-MNIST's four .gz
@@ -60,12 +61,10 @@ func readIDX(path string, rank int) ([]byte, []int, error) {
 		return nil, nil, errors.Errorf("Fashion-MNIST: %s is not an IDX file of unsigned bytes with %d dimensions", path, rank)
 	}
 	dims := make([]int, rank)
-	size := 1
 	for i := range dims {
 		dims[i] = int(binary.BigEndian.Uint32(raw[4+4*i:]))
-		size *= dims[i]
 	}
-	if len(raw)-header != size {
+	if size, ok := fileio.Elements(dims, uint64(len(raw)-header)); !ok || size != uint64(len(raw)-header) {
 		return nil, nil, errors.Errorf("Fashion-MNIST: %s holds %d bytes of data for dimensions %v", path, len(raw)-header, dims)
 	}
 	return raw[header:], dims, nil

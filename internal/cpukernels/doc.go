@@ -219,17 +219,16 @@
 //
 // # Tests and benchmarks
 //
-// The tests compare every product with a pure-Go reference written from the layout definitions
-// (for ggml's types, package gguf's decoders, themselves checked against ggml's C code), on every
-// ISA path forced in turn (`make test` also builds the AVX-512 path over SIMDe's portable
-// intrinsics, build tag qk_simde: how a CPU without AVX-512 runs it), as planned and split into many stripes, panels and
-// threads, through the generic drivers only and through the fused kernels wherever they apply;
-// TestDeterministic checks that the bits never change with threads, panels, repeated calls or
-// concurrent callers. The
-// benchmarks (`go test -run '^$' -bench . ./internal/cpukernels/`; QUANTA_TEST_ALL=1 adds the
-// 4096×11008 and 11008×4096 shapes) report stored-weight throughput, its fraction of the
-// streaming-read bandwidth measured in the same run, CPU time per call and the ratio to the
-// dense baseline; BenchmarkBestOfM1 interleaves one pass of every format at one row with the
-// bandwidth probe and keeps each one's best round, for a machine shared with other work. Their
-// figures belong in docs/performance.md (ggml's types: docs/ggml.md).
+// The tests compare every product with a pure-Go reference written from the layout definitions (for
+// ggml's types, package gguf's decoders, themselves checked against ggml's C code), on every ISA
+// path forced in turn (`make test` also builds the AVX-512 path over SIMDe's portable intrinsics,
+// build tag qk_simde: how a CPU without AVX-512 runs it), as planned and split into many stripes,
+// panels and threads, through the generic drivers only and through the fused kernels wherever they
+// apply; TestDeterministic checks that the bits never change with threads, panels, repeated calls
+// or concurrent callers. The benchmarks (`go test -run '^$' -bench . ./internal/cpukernels/`;
+// QUANTA_TEST_ALL=1 adds the 4096×11008 and 11008×4096 shapes) report stored-weight throughput, its
+// fraction of the streaming-read bandwidth measured in the same run, CPU time per call and the
+// ratio to the dense baseline; BenchmarkBestOfM1 interleaves one pass of every format at one row
+// with the bandwidth probe and keeps each one's best round, for a machine shared with other work.
+// Their figures belong in docs/performance.md (ggml's types: docs/ggml.md).
 package cpukernels
