@@ -35,7 +35,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -349,29 +348,13 @@ func bench() error {
 	// The first -bench-decode tokens chosen, as llamacpp_speed.py prints them.
 	res.DecodeText = l.tok.Decode(text[:*flagBenchDecode])
 	res.PeakRSS = procMemory("VmHWM")
-	res.ReadGBs = readBandwidth()
+	res.ReadGBs = cpukernels.ReadBandwidth(512<<20) / 1e9
 	line, err := json.Marshal(res)
 	if err != nil {
 		return err
 	}
 	fmt.Println(string(line))
 	return nil
-}
-
-// readBandwidth returns the best of 5 streaming reads of 512 MiB (GB/s) with the kernels'
-// threads, as the kernels' benchmarks measure it.
-func readBandwidth() float64 {
-	buf := make([]byte, 512<<20)
-	for i := 0; i < len(buf); i += 4096 {
-		buf[i] = byte(i)
-	}
-	best := math.Inf(1)
-	for range 5 {
-		start := time.Now()
-		cpukernels.ReadProbe(buf)
-		best = min(best, time.Since(start).Seconds())
-	}
-	return float64(len(buf)) / best / 1e9
 }
 
 // rates returns n / median(seconds) and n / min(seconds).

@@ -78,22 +78,9 @@ var (
 	bwGBs  float64
 )
 
-// readBandwidth returns the best of three streaming reads of a 1 GiB buffer, in GB/s.
+// readBandwidth returns the streaming-read bandwidth of a 1 GiB buffer, in GB/s.
 func readBandwidth() float64 {
-	bwOnce.Do(func() {
-		buf := make([]byte, 1<<30)
-		for i := 0; i < len(buf); i += 4096 {
-			buf[i] = byte(i)
-		}
-		ReadProbe(buf) // warm-up: pages, threads
-		best := time.Duration(math.MaxInt64)
-		for range 3 {
-			start := time.Now()
-			ReadProbe(buf)
-			best = min(best, time.Since(start))
-		}
-		bwGBs = float64(len(buf)) / best.Seconds() / 1e9
-	})
+	bwOnce.Do(func() { bwGBs = ReadBandwidth(1<<30) / 1e9 })
 	return bwGBs
 }
 
@@ -114,7 +101,7 @@ func BenchmarkReadBandwidth(b *testing.B) {
 	}
 	b.SetBytes(int64(len(buf)))
 	for b.Loop() {
-		ReadProbe(buf)
+		readProbe(buf)
 	}
 }
 
@@ -324,7 +311,7 @@ func BenchmarkBestOfM1(b *testing.B) {
 	for i := 0; i < len(buf); i += 4096 {
 		buf[i] = byte(i)
 	}
-	ReadProbe(buf)
+	readProbe(buf)
 	type cell struct {
 		f       benchFormat
 		weights []any
@@ -344,7 +331,7 @@ func BenchmarkBestOfM1(b *testing.B) {
 			probe := math.Inf(1)
 			for b.Loop() {
 				start := time.Now()
-				ReadProbe(buf)
+				readProbe(buf)
 				probe = min(probe, time.Since(start).Seconds())
 				for _, c := range cells {
 					start := time.Now()

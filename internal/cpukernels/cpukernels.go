@@ -11,6 +11,7 @@ import "C"
 
 import (
 	"math"
+	"time"
 	"unsafe"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
@@ -417,10 +418,29 @@ func denseKN(y, x, w []float32, m, k, n int) error {
 		C.int64_t(n), (*C.float)(ptr(y))))
 }
 
-// ReadProbe reads buf with the kernels' threads and returns a checksum: timing it gives the
+// readProbe reads buf with the kernels' threads and returns a checksum: timing it gives the
 // streaming-read bandwidth the products are compared with.
-func ReadProbe(buf []byte) uint64 {
+func readProbe(buf []byte) uint64 {
 	return uint64(C.qk_read_probe(ptr(buf), C.int64_t(len(buf))))
+}
+
+// ReadBandwidth returns the host's streaming-read bandwidth in bytes per second: the best of three
+// reads of a buffer of the given size (after one that maps its pages), with the kernels' threads,
+// each reading several streams at once as the products do. It is the limit the products at one
+// activation row are judged by; the buffer must be well over the last-level cache.
+func ReadBandwidth(bytes int) float64 {
+	buf := make([]byte, bytes)
+	for i := 0; i < len(buf); i += 4096 {
+		buf[i] = byte(i)
+	}
+	readProbe(buf)
+	best := math.Inf(1)
+	for range 3 {
+		start := time.Now()
+		readProbe(buf)
+		best = min(best, time.Since(start).Seconds())
+	}
+	return float64(len(buf)) / best
 }
 
 // Tuning knobs, for this package's tests and benchmarks.

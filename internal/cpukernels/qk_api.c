@@ -322,23 +322,29 @@ typedef struct {
   _Atomic uint64_t sum;
 } probe_job;
 
+/* probe_task reads its chunk as QK_PROBE_STREAMS sequential streams in step, a cache line of
+ * each per pass: the products read several weight rows at once, and a single stream a thread
+ * keeps too few lines in flight to reach the bandwidth they reach. */
+#define QK_PROBE_STREAMS 8
 static void probe_task(void *ctx, int64_t c, int slot, void *scratch) {
   (void)slot;
   (void)scratch;
   probe_job *j = (probe_job *)ctx;
-  int64_t a = c * j->per_chunk, b = QK_MIN(a + j->per_chunk, j->words);
-  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  int64_t i = a;
-  for (; i + 4 <= b; i += 4) {
-    s0 += j->p[i];
-    s1 += j->p[i + 1];
-    s2 += j->p[i + 2];
-    s3 += j->p[i + 3];
+  const int64_t a = c * j->per_chunk, b = QK_MIN(a + j->per_chunk, j->words);
+  const int64_t lines = (b - a) / 8 / QK_PROBE_STREAMS, span = lines * 8; /* words a stream */
+  uint64_t s[8] = {0};
+  for (int64_t i = 0; i < span; i += 8) {
+    for (int t = 0; t < QK_PROBE_STREAMS; t++) {
+      const uint64_t *w = j->p + a + t * span + i;
+      for (int l = 0; l < 8; l++) {
+        s[l] += w[l];
+      }
+    }
   }
-  for (; i < b; i++) {
-    s0 += j->p[i];
+  for (int64_t i = a + QK_PROBE_STREAMS * span; i < b; i++) {
+    s[0] += j->p[i];
   }
-  atomic_fetch_add(&j->sum, s0 + s1 + s2 + s3);
+  atomic_fetch_add(&j->sum, ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])));
 }
 
 uint64_t qk_read_probe(const void *p, int64_t bytes) {
