@@ -619,6 +619,20 @@ static T512 void nf4_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch)
  * Per 128-element group: the unscaled codebook values of the eight nibble vectors (see
  * nf4_kn_m1) times x, summed in two chains, then times the per-lane block scales. Lanes wholly
  * past k are masked out of the scales. */
+/* nf4_m1_dot writes to *t0 and *t1 the two halves of a 128-column group's codebook values (the
+ * 32-bit words of v, nibble s of each) times x, summed in two chains. */
+I512 void nf4_m1_dot(__m512i v, const float *x, __m512 cb, __m512 *t0, __m512 *t1) {
+  __m512 a = _mm512_mul_ps(_mm512_loadu_ps(x), _mm512_permutexvar_ps(v, cb));
+  __m512 c = _mm512_mul_ps(_mm512_loadu_ps(x + 16), _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), cb));
+  UNROLL for (int s = 2; s < 8; s += 2) {
+    a = _mm512_fmadd_ps(_mm512_loadu_ps(x + 16 * s), _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * s), cb), a);
+    c = _mm512_fmadd_ps(_mm512_loadu_ps(x + 16 * s + 16), _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * s + 4), cb),
+                        c);
+  }
+  *t0 = a;
+  *t1 = c;
+}
+
 static T512 void nf4_nk_m1(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {
   (void)scratch;
   const qk_nf4w *w = &p->nf4;
@@ -630,23 +644,30 @@ static T512 void nf4_nk_m1(const qk_prod *p, int64_t n0, int64_t n1, void *scrat
   const int64_t last = 128 * (G - 1);
   const __mmask64 lastb = QK_MIN(64, rb - last / 2) >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (rb - last / 2)) - 1;
   const __mmask16 lastl = _mm512_cmplt_epi32_mask(lane8, _mm512_set1_epi32((int)(K - last)));
+  /* float32 scales of blocks smaller than a group: a group before the last holds per_group whole
+   * blocks, their scales one masked load (nf4_lane_scales' values without its per-group work) */
+  const int f32_blocks = w->absmax_dtype == QK_F32 && l.per_group > 1;
+  const __mmask16 group_blocks = (__mmask16)((1u << QK_MIN(l.per_group, 16)) - 1);
   for (int64_t n = n0; n < n1; n++) {
     const uint8_t *row = w->packed + n * rb;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t b = 0, left = l.groups;
-    for (int64_t g = 0; g < G; g++) {
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), t0, t1;
+    int64_t b = 0, left = l.groups, g = 0;
+    if (f32_blocks) {
+      const float *absmax = (const float *)w->absmax + n * w->nb;
+      for (; g < G - 1; g++, b += l.per_group) {
+        prefetch(row + 64 * g);
+        nf4_m1_dot(_mm512_loadu_si512(row + 64 * g), p->x + 128 * g, cb, &t0, &t1);
+        const __m512 sc = _mm512_permutexvar_ps(l.lane_block, _mm512_maskz_loadu_ps(group_blocks, absmax + b));
+        acc0 = _mm512_fmadd_ps(sc, t0, acc0);
+        acc1 = _mm512_fmadd_ps(sc, t1, acc1);
+      }
+    }
+    for (; g < G; g++) {
       const int64_t c = 128 * g;
-      const float *x = p->x + c;
       const int tail = g == G - 1;
       const __m512i v = tail ? _mm512_maskz_loadu_epi8(lastb, row + c / 2) : _mm512_loadu_si512(row + c / 2);
       prefetch(row + c / 2);
-      __m512 t0 = _mm512_mul_ps(_mm512_loadu_ps(x), _mm512_permutexvar_ps(v, cb));
-      __m512 t1 = _mm512_mul_ps(_mm512_loadu_ps(x + 16), _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), cb));
-      UNROLL for (int s = 2; s < 8; s += 2) {
-        t0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + 16 * s), _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * s), cb), t0);
-        t1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + 16 * s + 16),
-                             _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * s + 4), cb), t1);
-      }
+      nf4_m1_dot(v, p->x + c, cb, &t0, &t1);
       __m512 sc = nf4_lane_scales(w, l, n, b);
       if (tail) {
         sc = _mm512_maskz_mov_ps(lastl, sc);
