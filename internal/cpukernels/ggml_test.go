@@ -509,3 +509,40 @@ func TestGGMLArguments(t *testing.T) {
 		})
 	}
 }
+
+// TestX8SameBitsAcrossISAs: where the integer route serves a product on both x86 paths, AVX-512
+// and AVX2 give the same bits (the AVX-512 blocks fold their 512-bit integer sums into the AVX2
+// lanes before any float work).
+func TestX8SameBitsAcrossISAs(t *testing.T) {
+	if !AVX512.Supported() || !AVX2.Supported() || avx512Emulated {
+		t.Skip("needs both AVX-512 and AVX2 on the hardware")
+	}
+	defer func() { _ = forceISA(autoISA) }()
+	product := func(isa ISA, c ggmlCase) ([]float32, int) {
+		if err := forceISA(isa); err != nil {
+			t.Fatal(err)
+		}
+		y := make([]float32, c.m*c.n)
+		if err := ggmlNK(y, c.x.f32, c.typ, c.blocks, c.m, c.k, c.n); err != nil {
+			t.Fatal(err)
+		}
+		return y, ggmlX8(c.typ, c.m)
+	}
+	compared := 0
+	for _, c := range ggmlCases(t) {
+		wide, g512 := product(AVX512, c)
+		narrow, g256 := product(AVX2, c)
+		if g512 == 0 || g256 == 0 {
+			continue
+		}
+		compared++
+		for i := range wide {
+			if math.Float32bits(wide[i]) != math.Float32bits(narrow[i]) {
+				t.Fatalf("%v output %d: AVX-512 %v, AVX2 %v", c, i, wide[i], narrow[i])
+			}
+		}
+	}
+	if compared == 0 {
+		t.Fatal("no case took the integer route on both paths")
+	}
+}
