@@ -615,10 +615,6 @@ static T512 void nf4_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch)
   }
 }
 
-/* m = 1, output columns [n0, n1) one stored row at a time; x in QK_ORDER_STRIDE8 (zero past k).
- * Per 128-element group: the unscaled codebook values of the eight nibble vectors (see
- * nf4_kn_m1) times x, summed in two chains, then times the per-lane block scales. Lanes wholly
- * past k are masked out of the scales. */
 /* nf4_m1_dot writes to *t0 and *t1 the two halves of a 128-column group's codebook values (the
  * 32-bit words of v, nibble s of each) times x, summed in two chains. */
 I512 void nf4_m1_dot(__m512i v, const float *x, __m512 cb, __m512 *t0, __m512 *t1) {
@@ -633,6 +629,10 @@ I512 void nf4_m1_dot(__m512i v, const float *x, __m512 cb, __m512 *t0, __m512 *t
   *t1 = c;
 }
 
+/* m = 1, output columns [n0, n1) one stored row at a time; x in QK_ORDER_STRIDE8 (zero past k).
+ * Per 128-element group: the unscaled codebook values of the eight nibble vectors (see
+ * nf4_kn_m1) times x, summed in two chains, then times the per-lane block scales. Lanes wholly
+ * past k are masked out of the scales. */
 static T512 void nf4_nk_m1(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {
   (void)scratch;
   const qk_nf4w *w = &p->nf4;
