@@ -95,10 +95,7 @@ func cpuTime() int64 {
 
 // BenchmarkReadBandwidth reports the streaming-read bandwidth of the kernels' threads.
 func BenchmarkReadBandwidth(b *testing.B) {
-	buf := make([]byte, 1<<30)
-	for i := 0; i < len(buf); i += 4096 {
-		buf[i] = byte(i)
-	}
+	buf := probeBuffer(1 << 30)
 	b.SetBytes(int64(len(buf)))
 	for b.Loop() {
 		readProbe(buf)
@@ -307,10 +304,7 @@ func weightSet(f benchFormat, s benchShape, count int) []any {
 // product's best pass). `go test -run '^$' -bench BestOfM1 -benchtime 12x
 // ./internal/cpukernels/`; QUANTA_TEST_ALL=1 adds the larger shapes.
 func BenchmarkBestOfM1(b *testing.B) {
-	buf := make([]byte, 1<<30)
-	for i := 0; i < len(buf); i += 4096 {
-		buf[i] = byte(i)
-	}
+	buf := probeBuffer(1 << 30)
 	readProbe(buf)
 	type cell struct {
 		f       benchFormat

@@ -424,15 +424,22 @@ func readProbe(buf []byte) uint64 {
 	return uint64(C.qk_read_probe(ptr(buf), C.int64_t(len(buf))))
 }
 
+// probeBuffer returns a buffer of the given size for readProbe, its pages mapped (one byte
+// written in each), so that no read of it is a page fault.
+func probeBuffer(bytes int) []byte {
+	buf := make([]byte, bytes)
+	for i := 0; i < len(buf); i += 4096 {
+		buf[i] = byte(i)
+	}
+	return buf
+}
+
 // ReadBandwidth returns the host's streaming-read bandwidth in bytes per second: the best of three
 // reads of a buffer of the given size (after one that maps its pages), with the kernels' threads,
 // each reading several streams at once as the products do. It is the limit the products at one
 // activation row are judged by; the buffer must be well over the last-level cache.
 func ReadBandwidth(bytes int) float64 {
-	buf := make([]byte, bytes)
-	for i := 0; i < len(buf); i += 4096 {
-		buf[i] = byte(i)
-	}
+	buf := probeBuffer(bytes)
 	readProbe(buf)
 	best := math.Inf(1)
 	for range 3 {

@@ -478,8 +478,8 @@ GV_INLINE __m256i x8_fold(__m512i v) {
 /* 512 bits: codes q[0]|q[1] and q[2]|q[3] of each half as two vectors (64 activation codes each,
  * in element order), the int16 lanes' scales (one per 16 codes: t .. t+3) by one permute; the
  * int32 sums of the two halves, added, are the 256-bit path's lane for lane (integer sums,
- * exact), so the float work and the results are its own, bit for bit (measured 1.11x its speed at
- * one row; the same for Q4_K and Q5_K measured none, so they keep the 256-bit blocks). */
+ * exact), so the float work and the results are its own, bit for bit (Q4_K and Q5_K keep their
+ * 256-bit blocks: the 512-bit form did not pay for them, docs/ggml.md). */
 GV_INLINE void q6_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256 *acc) {
   const float d = gv_half(blk + 208);
   const __m128i sb = _mm_loadu_si128((const __m128i *)(blk + 192));
