@@ -595,31 +595,42 @@ GV_X8_KERNEL(q6_k, 256, 210)
  * (its two sums of 16), m * d_x * sum, in a lane of its own per block parity. */
 
 /* nibbles32 returns the 32 4-bit codes of the 16 bytes at q: low nibbles (elements 0-15), then
- * the high ones (16-31). */
+ * the high ones (16-31): the bytes in both halves, the upper half shifted by 4, then masked. */
 GV_INLINE __m256i nibbles32(const uint8_t *q) {
-  const __m128i v = _mm_loadu_si128((const __m128i *)q), low = _mm_set1_epi8(15);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low), _mm_and_si128(v, low));
+  const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q));
+  return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(15));
 }
 
-/* fifth32 returns 16 in byte j where bit j of the little-endian 32 bits at p is set, else 0: the
- * word broadcast, byte j taking its byte j/8, tested against bit j%8. */
-GV_INLINE __m256i fifth32(const uint8_t *p) {
+#if GV_N == 16
+/* with_fifth32 returns c plus 16 in byte j where bit j of the little-endian 32 bits at p is set:
+ * the word is a byte mask (AVX-512BW; a saturating add, as SIMDe offers, the sums below 32). */
+GV_INLINE __m256i with_fifth32(__m256i c, const uint8_t *p) {
+  uint32_t h;
+  memcpy(&h, p, 4);
+  return _mm256_mask_adds_epi8(c, (__mmask32)h, c, _mm256_set1_epi8(16));
+}
+#else
+/* with_fifth32 returns c with 16 added in byte j where bit j of the little-endian 32 bits at p is
+ * set: the word broadcast, byte j taking its byte j/8, tested against bit j%8. */
+GV_INLINE __m256i with_fifth32(__m256i c, const uint8_t *p) {
   uint32_t h;
   memcpy(&h, p, 4);
   const __m256i spread = _mm256_shuffle_epi8(
       _mm256_set1_epi32((int32_t)h), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2,
                                                       2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
   const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16));
+  return _mm256_or_si256(c, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit),
+                                             _mm256_set1_epi8(16)));
 }
+#endif
 
 /* The codes of a block of 32 for the integer route, as stored, unsigned (the offsets -8d, m, -16d,
  * m of Q4_0, Q4_1, Q5_0 and Q5_1 apart). The scale d is the half at 0, the offset m of Q4_1 and
  * Q5_1 that at 2. */
 GV_INLINE __m256i q4_0_c32(const uint8_t *b) { return nibbles32(b + 2); }
-GV_INLINE __m256i q5_0_c32(const uint8_t *b) { return _mm256_or_si256(nibbles32(b + 6), fifth32(b + 2)); }
+GV_INLINE __m256i q5_0_c32(const uint8_t *b) { return with_fifth32(nibbles32(b + 6), b + 2); }
 GV_INLINE __m256i q4_1_c32(const uint8_t *b) { return nibbles32(b + 4); }
-GV_INLINE __m256i q5_1_c32(const uint8_t *b) { return _mm256_or_si256(nibbles32(b + 8), fifth32(b + 4)); }
+GV_INLINE __m256i q5_1_c32(const uint8_t *b) { return with_fifth32(nibbles32(b + 8), b + 4); }
 
 /* dot32 returns the products of the unsigned codes c (< 32) with the 32 activation codes at xq,
  * summed to 8 int32 lanes: exact (no pair of vpmaddubsw saturates). */
