@@ -25,6 +25,7 @@ var attnCases = []attnCase{
 	{"sliding window", 1, 4, 2, 2, 64, 64, 16, func(s, t int) bool { return t <= 60+s && t > 60+s-8 }},
 	{"long window, pooled", 1, 16, 4, 1, 4096, 3000, 64, causalFrom(2999)},
 	{"sliding window past whole key blocks", 1, 4, 2, 3, 256, 200, 16, func(s, t int) bool { return t <= 190+s && t > 190+s-8 }},
+	{"decode, window past the filled keys", 1, 9, 3, 1, 1024, 1024, 64, causalFrom(520)},
 	// from QK_ATTENTION_MANY (32) positions on: the prompt path
 	{"prompt, SmolLM2 heads", 1, 9, 3, 100, 128, 100, 64, causalFrom(0)},
 	{"prompt after a cached prefix, two batches", 2, 4, 2, 70, 160, 150, 16, causalFrom(80)},
@@ -165,10 +166,11 @@ func TestAttentionHalfCache(t *testing.T) {
 
 // TestAttentionNoKeyVisible: a row that sees no key is NaN, as the softmax over -inf of the
 // formulation; the other rows are unaffected, within one block of keys and over several, and on
-// the prompt path for one row and for a whole block of positions.
+// the prompt path for one row and for a whole block of positions; so are all rows of a call
+// where none sees a key.
 func TestAttentionNoKeyVisible(t *testing.T) {
 	for _, tc := range []struct{ keys, seq, blind int }{
-		{4, 2, 1}, {130, 2, 1}, // per-row path, one and several key blocks
+		{4, 2, 1}, {130, 2, 1}, {130, 2, 2}, // per-row path, one and several key blocks; no row sees a key
 		{130, 40, 1}, {100, 70, 64}, // prompt path: one row; a whole block of positions
 	} {
 		c := attnCase{"", 1, 2, 1, tc.seq, tc.keys, tc.keys, 3, func(s, t int) bool { return s >= tc.blind }}

@@ -263,6 +263,26 @@ static __attribute__((target("avx2,fma"))) float mask_pass_avx2(float *scores, c
 typedef void (*qk_attention_rows)(int, const float *, int64_t, const void *, const void *, const uint8_t *, int64_t,
                                   int64_t, float, float *, float *, float *, float *, int64_t);
 
+/* visible_span sets [*lo, *hi) to the keys that any of rows rows of vis (n_keys apart) sees;
+ * *hi <= *lo when none does. */
+static void visible_span(const uint8_t *vis, int64_t rows, int64_t n_keys, int64_t *lo, int64_t *hi) {
+  *lo = n_keys;
+  *hi = 0;
+  for (int64_t i = 0; i < rows; i++) {
+    const uint8_t *row = vis + i * n_keys;
+    int64_t t = 0;
+    while (t < *lo && !row[t]) {
+      t++;
+    }
+    *lo = QK_MIN(t, *lo);
+    t = n_keys;
+    while (t > *hi && !row[t - 1]) {
+      t--;
+    }
+    *hi = QK_MAX(t, *hi);
+  }
+}
+
 /* The keys of one task: a longer window is split into blocks of this many keys, each attended by
  * its own task into partial rows that merge_key_blocks then combines, so that the threads share
  * the keys of a few key/value heads (Gemma-3 has one) and each key is read once. The blocks
@@ -278,18 +298,18 @@ typedef struct {
   float scale;
   float *out;
   qk_attention_rows rows;
-  int64_t blocks, all_rows; /* key blocks (1: the tasks write out), output rows of the call */
+  int64_t first, blocks, all_rows; /* key blocks from first (1: the tasks write out), output rows of the call */
   float *part, *best, *sum; /* blocks > 1: each block's rows, largest scores and sums */
 } attention_job;
 
 /* attention_task serves task `chunk`: up to `per` query heads of one key/value head at one
  * position over one block of keys (batch, key/value head, head block, position, key block in
- * order). */
+ * order; the key blocks from j->first). */
 static void attention_task(void *ctx, int64_t chunk, int slot, void *scratch) {
   (void)slot;
   const attention_job *j = (const attention_job *)ctx;
   const int64_t groups = j->heads / j->kv, hblocks = (groups + j->per - 1) / j->per;
-  const int64_t kb = chunk % j->blocks, rest0 = chunk / j->blocks;
+  const int64_t kj = chunk % j->blocks, kb = j->first + kj, rest0 = chunk / j->blocks;
   const int64_t s = rest0 % j->seq, rest = rest0 / j->seq, blk = rest % hblocks, bkv = rest / hblocks;
   const int64_t b = bkv / j->kv, h0 = (bkv % j->kv) * groups + blk * j->per;
   const int g = (int)QK_MIN(j->per, groups - blk * j->per);
@@ -302,7 +322,7 @@ static void attention_task(void *ctx, int64_t chunk, int slot, void *scratch) {
     j->rows(g, j->q + row0, rows, k, v, vis, n, j->hd, j->scale, (float *)scratch, j->out + row0, NULL, NULL, 0);
     return;
   }
-  const int64_t all = j->all_rows, at = kb * all; /* block kb's rows */
+  const int64_t all = j->all_rows, at = kj * all; /* block kb's rows */
   j->rows(g, j->q + row0, rows, k, v, vis, n, j->hd, j->scale, (float *)scratch, j->part + at * j->hd + row0,
           j->best + at + r0, j->sum + at + r0, j->seq);
 }
@@ -439,20 +459,8 @@ static void many_task(void *ctx, int64_t chunk, int slot, void *scratch) {
   const int64_t pblocks = (j->seq + j->block - 1) / j->block;
   const int64_t bkv = chunk / pblocks, s0 = chunk % pblocks * j->block, rows = QK_MIN(j->block, j->seq - s0);
   const int64_t groups = j->heads / j->kv, b = bkv / j->kv, hd = j->hd, n_keys = j->n_keys;
-  int64_t lo = n_keys, hi = 0; /* the keys any row of the block sees */
-  for (int64_t i = 0; i < rows; i++) {
-    const uint8_t *vis = j->vis + (s0 + i) * n_keys;
-    int64_t t = 0;
-    while (t < lo && !vis[t]) {
-      t++;
-    }
-    lo = t < lo ? t : lo;
-    t = n_keys;
-    while (t > hi && !vis[t - 1]) {
-      t--;
-    }
-    hi = t > hi ? t : hi;
-  }
+  int64_t lo, hi; /* the keys any row of the block sees */
+  visible_span(j->vis + s0 * n_keys, rows, n_keys, &lo, &hi);
   const int64_t n = hi > lo ? hi - lo : 0;
   const float *kt = j->kt + bkv * hd * n_keys + lo, *vf = j->vf + (bkv * n_keys + lo) * hd;
   float *scores = (float *)scratch;
@@ -560,18 +568,23 @@ int qk_attention(const float *q, const void *keys, const void *values, int kv_dt
    * task reads its block of its key/value head's rows, so more tasks than threads read them more
    * often than they balance the work (at 640 keys from memory, two tasks a thread measured slower
    * than one: docs/performance.md). A row's sums do not depend on the rows beside it, so the bits
-   * do not depend on per. */
-  const int64_t blocks = (n_keys + QK_ATTENTION_KEY_BLOCK - 1) / QK_ATTENTION_KEY_BLOCK;
+   * do not depend on per. The tasks cover the key blocks that some row sees (a window's unfilled
+   * part costs nothing; the merge passes over a block no row sees, so the bits are those of all
+   * blocks); where no row sees a key, the first block's tasks write the rows' NaN. */
+  int64_t lo, hi;
+  visible_span(visible, seq, n_keys, &lo, &hi);
+  const int64_t first = hi > lo ? lo / QK_ATTENTION_KEY_BLOCK : 0;
+  const int64_t blocks = hi > lo ? (hi + QK_ATTENTION_KEY_BLOCK - 1) / QK_ATTENTION_KEY_BLOCK - first : 1;
   const int64_t units = batch * kv * seq * blocks, groups = heads / kv; /* (batch, kv head, position, key block) */
-  const int64_t threads = 2 * rows * n_keys * hd >= QK_ATTENTION_SMALL ? qk_threads() : 1;
+  const int64_t threads = 2 * rows * (blocks * QK_ATTENTION_KEY_BLOCK) * hd >= QK_ATTENTION_SMALL ? qk_threads() : 1;
   const int64_t split = threads == 1 || units >= threads ? 1 : (threads + units - 1) / units;
   const int64_t per = QK_MAX(1, QK_MIN(QK_MIN((groups + split - 1) / split, QK_ATTENTION_GROUP),
                                        (int64_t)(QK_CHUNK_SCRATCH / sizeof(float)) / QK_MIN(n_keys, QK_ATTENTION_KEY_BLOCK)));
   const int half = kv_dtype == QK_F16;
   attention_job j = {.q = q, .k = keys, .v = values, .vis = visible, .elem = half ? 2 : 4, .heads = heads, .kv = kv,
                      .seq = seq, .length = length, .n_keys = n_keys, .hd = hd, .per = per, .scale = scale,
-                     .out = out, .rows = half ? rows_portable_f16 : rows_portable_f32, .blocks = blocks,
-                     .all_rows = rows};
+                     .out = out, .rows = half ? rows_portable_f16 : rows_portable_f32, .first = first,
+                     .blocks = blocks, .all_rows = rows};
 #if QK_X86
   if (qk_isa_active() >= QK_ISA_AVX2) {
     j.rows = half ? rows_avx2_f16 : rows_avx2_f32;
