@@ -77,29 +77,6 @@ static float mask_pass_portable(float *scores, const uint8_t *vis, int64_t n, fl
  * elements) stay in the L2 cache for the next block and the next row. */
 #define QK_MIX_KEYS 32
 
-/* MIX_BLOCK(R) adds keys [t0, t1) into the R vectors of out row i at d, held in registers
- * (KV_T and KV_LOAD8: qk_attention_kv.h). */
-#define MIX_BLOCK(R)                                                                                                   \
-  do {                                                                                                                 \
-    __m256 a[R];                                                                                                       \
-    for (int r = 0; r < (R); r++) {                                                                                    \
-      a[r] = _mm256_loadu_ps(oi + d + 8 * r);                                                                          \
-    }                                                                                                                  \
-    for (int64_t t = t0; t < t1; t++) {                                                                                \
-      if (vis[t]) {                                                                                                    \
-        const __m256 p = _mm256_set1_ps(scores[i * n_keys + t] * inv[i]);                                              \
-        const KV_T *vt = v + t * hd + d;                                                                               \
-        for (int r = 0; r < (R); r++) {                                                                                \
-          a[r] = _mm256_fmadd_ps(p, KV_LOAD8(vt + 8 * r), a[r]);                                                        \
-        }                                                                                                              \
-      }                                                                                                                \
-    }                                                                                                                  \
-    for (int r = 0; r < (R); r++) {                                                                                    \
-      _mm256_storeu_ps(oi + d + 8 * r, a[r]);                                                                          \
-    }                                                                                                                  \
-  } while (0)
-
-
 /* exp8 is e^x for x <= 0 (Cephes' single-precision range reduction and degree-6 polynomial,
  * within about 2 ulp of expf; below -87.3, where e^x is under float32's normal range, 0). */
 A256 __m256 exp8(__m256 x) {

@@ -76,35 +76,89 @@ static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(dots
   }
 }
 
-/* mix_avx2 is mix with each output row's sums in registers, 64 elements at a time, over blocks of
- * QK_MIX_KEYS keys (where mix loads and stores them for every key): each element gets the same
- * fused multiply-adds in the same key order as mix compiled for AVX2, so the same bits. */
+/* mix_rows_avx2 adds keys [t0, t1) into C vectors at d of each of R output rows (rows idx[0..R),
+ * R and C constants after inlining), the sums in registers: each visible value vector is loaded
+ * (converted) once for the R rows, and each element gets the fused multiply-adds of mix in key
+ * order, so the same bits. */
+static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(mix_rows_avx2)(
+    int R, int C, const int *idx, const KV_T *v, const uint8_t *vis, int64_t t0, int64_t t1, int64_t n_keys,
+    int64_t hd, int64_t d, const float *scores, const float *inv, float *out, int64_t rows) {
+  __m256 a[3][4];
+  for (int r = 0; r < R; r++) {
+    for (int c = 0; c < C; c++) {
+      a[r][c] = _mm256_loadu_ps(out + idx[r] * rows + d + 8 * c);
+    }
+  }
+  for (int64_t t = t0; t < t1; t++) {
+    if (!vis[t]) {
+      continue;
+    }
+    const KV_T *vt = v + t * hd + d;
+    for (int c = 0; c < C; c++) {
+      const __m256 x = KV_LOAD8(vt + 8 * c);
+      for (int r = 0; r < R; r++) {
+        a[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(scores[idx[r] * n_keys + t] * inv[idx[r]]), x, a[r][c]);
+      }
+    }
+  }
+  for (int r = 0; r < R; r++) {
+    for (int c = 0; c < C; c++) {
+      _mm256_storeu_ps(out + idx[r] * rows + d + 8 * c, a[r][c]);
+    }
+  }
+}
+
+/* mix_span_avx2 is mix_rows_avx2 for R of 1, 2 or 3 (each its own inlined body). */
+static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(mix_span_avx2)(
+    int R, int C, const int *idx, const KV_T *v, const uint8_t *vis, int64_t t0, int64_t t1, int64_t n_keys,
+    int64_t hd, int64_t d, const float *scores, const float *inv, float *out, int64_t rows) {
+  if (R == 1) {
+    KV_NAME(mix_rows_avx2)(1, C, idx, v, vis, t0, t1, n_keys, hd, d, scores, inv, out, rows);
+  } else if (R == 2) {
+    KV_NAME(mix_rows_avx2)(2, C, idx, v, vis, t0, t1, n_keys, hd, d, scores, inv, out, rows);
+  } else {
+    KV_NAME(mix_rows_avx2)(3, C, idx, v, vis, t0, t1, n_keys, hd, d, scores, inv, out, rows);
+  }
+}
+
+/* mix_avx2 is mix over blocks of QK_MIX_KEYS keys (their value rows stay in the L2 cache for the
+ * next elements), the rows that see a key taken three at a time (two and two of four), their
+ * elements 32 at a time, then 8, then one by one: each value vector is converted once for the
+ * rows of a pass. */
 static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(mix_avx2)(
     int g, const KV_T *v, const uint8_t *vis, int64_t n_keys, int64_t hd, const float *scores, const float *inv,
     const float *best, float *out, int64_t rows) {
+  int idx[QK_ATTENTION_GROUP], n = 0;
+  for (int i = 0; i < g; i++) {
+    if (best[i] != -INFINITY) {
+      idx[n++] = i;
+    }
+  }
   for (int64_t t0 = 0; t0 < n_keys; t0 += QK_MIX_KEYS) {
     const int64_t t1 = QK_MIN(t0 + QK_MIX_KEYS, n_keys);
-    for (int i = 0; i < g; i++) {
-      if (best[i] == -INFINITY) {
-        continue;
-      }
-      float *oi = out + i * rows;
+    for (int i = 0; i < n;) {
+      const int left = n - i, R = left == 1 ? 1 : left == 2 || left == 4 ? 2 : 3;
       int64_t d = 0;
-      for (; d + 64 <= hd; d += 64) {
-        MIX_BLOCK(8);
+      for (; d + 32 <= hd; d += 32) {
+        KV_NAME(mix_span_avx2)(R, 4, idx + i, v, vis, t0, t1, n_keys, hd, d, scores, inv, out, rows);
       }
       for (; d + 8 <= hd; d += 8) {
-        MIX_BLOCK(1);
+        KV_NAME(mix_span_avx2)(R, 1, idx + i, v, vis, t0, t1, n_keys, hd, d, scores, inv, out, rows);
       }
       for (; d < hd; d++) {
-        float a = oi[d];
-        for (int64_t t = t0; t < t1; t++) {
-          if (vis[t]) {
-            a = fmaf(scores[i * n_keys + t] * inv[i], KV_F32(v[t * hd + d]), a);
+        for (int r = 0; r < R; r++) {
+          const int ir = idx[i + r];
+          float *oi = out + ir * rows;
+          float a = oi[d];
+          for (int64_t t = t0; t < t1; t++) {
+            if (vis[t]) {
+              a = fmaf(scores[ir * n_keys + t] * inv[ir], KV_F32(v[t * hd + d]), a);
+            }
           }
+          oi[d] = a;
         }
-        oi[d] = a;
       }
+      i += R;
     }
   }
 }
