@@ -94,10 +94,14 @@ static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(mix_
       continue;
     }
     const KV_T *vt = v + t * hd + d;
+    __m256 p[3];
+    for (int r = 0; r < R; r++) {
+      p[r] = _mm256_set1_ps(scores[idx[r] * n_keys + t] * inv[idx[r]]);
+    }
     for (int c = 0; c < C; c++) {
       const __m256 x = KV_LOAD8(vt + 8 * c);
       for (int r = 0; r < R; r++) {
-        a[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(scores[idx[r] * n_keys + t] * inv[idx[r]]), x, a[r][c]);
+        a[r][c] = _mm256_fmadd_ps(p[r], x, a[r][c]);
       }
     }
   }
