@@ -77,6 +77,19 @@ static float mask_pass_portable(float *scores, const uint8_t *vis, int64_t n, fl
  * elements) stay in the L2 cache for the next block and the next row. */
 #define QK_MIX_KEYS 32
 
+/* lanes_sum4 returns lanes_sum of each of a0..a3, in that order, with its additions in its order:
+ * the halves first (lane l + lane l+4), then (0) + (2) and (1) + (3) as one horizontal add of the
+ * halves put in the order 0 2 1 3, then those two as another. */
+A256 __m128 lanes_sum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  const __m256 h01 = _mm256_add_ps(_mm256_permute2f128_ps(a0, a1, 0x20), _mm256_permute2f128_ps(a0, a1, 0x31));
+  const __m256 h23 = _mm256_add_ps(_mm256_permute2f128_ps(a2, a3, 0x20), _mm256_permute2f128_ps(a2, a3, 0x31));
+  /* per 128-bit half (a0 | a1 and a2 | a3): the two sums of lanes_sum's inner parentheses */
+  const __m256 pq = _mm256_hadd_ps(_mm256_permute_ps(h01, _MM_SHUFFLE(3, 1, 2, 0)),
+                                   _mm256_permute_ps(h23, _MM_SHUFFLE(3, 1, 2, 0)));
+  const __m256 s = _mm256_hadd_ps(pq, pq); /* low half: a0, a2; high half: a1, a3 */
+  return _mm_unpacklo_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+}
+
 /* exp8 is e^x for x <= 0 (Cephes' single-precision range reduction and degree-6 polynomial,
  * within about 2 ulp of expf; below -87.3, where e^x is under float32's normal range, 0). */
 A256 __m256 exp8(__m256 x) {
@@ -165,11 +178,11 @@ static __attribute__((target("avx2,fma"))) float mask_pass_avx2(float *scores, c
     for (int64_t t = 0; t < n_keys; t++) {                                                                             \
       if (t + 4 <= n_keys && vis[t] && vis[t + 1] && vis[t + 2] && vis[t + 3]) { /* four visible keys at once */       \
         const T *const k4[4] = {k + t * hd, k + (t + 1) * hd, k + (t + 2) * hd, k + (t + 3) * hd};                     \
+        float dot[QK_ATTENTION_GROUP][4];                                                                              \
+        DOTS4(g, q, rows, k4, hd, dot);                                                                                \
         for (int i = 0; i < g; i++) {                                                                                  \
-          float dot[4];                                                                                                \
-          DOTS4(q + i * rows, k4, hd, dot);                                                                            \
           for (int j = 0; j < 4; j++) {                                                                                \
-            const float s = dot[j] * scale;                                                                            \
+            const float s = dot[i][j] * scale;                                                                         \
             scores[i * n_keys + t + j] = s;                                                                            \
             best[i] = s > best[i] ? s : best[i];                                                                       \
           }                                                                                                            \
@@ -190,21 +203,25 @@ static __attribute__((target("avx2,fma"))) float mask_pass_avx2(float *scores, c
         best[i] = s > best[i] ? s : best[i];                                                                           \
       }                                                                                                                \
     }                                                                                                                  \
-    float inv[QK_ATTENTION_GROUP];                                                                                     \
     for (int i = 0; i < g; i++) {                                                                                      \
-      float *oi = out + i * rows;                                                                                      \
+      float *oi = out + i * rows, *si = scores + i * n_keys;                                                           \
       const float fill = best[i] == -INFINITY ? NAN : 0; /* no key visible: the softmax of -inf */                     \
       for (int64_t d = 0; d < hd; d++) {                                                                               \
         oi[d] = fill;                                                                                                  \
       }                                                                                                                \
-      const float sum = best[i] == -INFINITY ? 0 : EXP_PASS(scores + i * n_keys, n_keys, best[i]);                     \
-      inv[i] = best[i] == -INFINITY ? 0 : 1 / sum;                                                                     \
+      const float sum = best[i] == -INFINITY ? 0 : EXP_PASS(si, n_keys, best[i]);                                      \
+      if (best[i] != -INFINITY) { /* the probabilities, each exp(s - best) · (1/sum) */                                \
+        const float inv = 1 / sum;                                                                                     \
+        for (int64_t t = 0; t < n_keys; t++) {                                                                         \
+          si[t] *= inv;                                                                                                \
+        }                                                                                                              \
+      }                                                                                                                \
       if (best_out) {                                                                                                  \
         best_out[i * bstride] = best[i];                                                                               \
         sum_out[i * bstride] = sum;                                                                                    \
       }                                                                                                                \
     }                                                                                                                  \
-    MIX(g, v, vis, n_keys, hd, scores, inv, best, out, rows);                                                          \
+    MIX(g, v, vis, n_keys, hd, scores, best, out, rows);                                                               \
   }
 
 /* The most query rows one pass serves (the query heads that share a key/value head). */

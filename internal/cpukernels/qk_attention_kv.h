@@ -9,19 +9,22 @@
 
 QK_ATTENTION_DOT(KV_NAME(dot_portable), , KV_T, KV_F32)
 
-/* dots4 writes the dot products of qi with the four key rows kt[0..3], each as the one-key dot
- * computes it. */
-static inline void KV_NAME(dots4_portable)(const float *qi, const KV_T *const kt[4], int64_t hd, float dot[4]) {
-  for (int j = 0; j < 4; j++) {
-    dot[j] = KV_NAME(dot_portable)(qi, kt[j], hd);
+/* dots4 writes to dot[i] the dot products of query row i (of g, rows apart from q) with the four
+ * key rows kt[0..3], each as the one-key dot computes it. */
+static inline void KV_NAME(dots4_portable)(int g, const float *q, int64_t rows, const KV_T *const kt[4], int64_t hd,
+                                           float dot[][4]) {
+  for (int i = 0; i < g; i++) {
+    for (int j = 0; j < 4; j++) {
+      dot[i][j] = KV_NAME(dot_portable)(q + i * rows, kt[j], hd);
+    }
   }
 }
 
 /* mix adds into each output row i that sees a key (best[i] > -inf; out rows apart) the visible
- * value rows weighted by their probabilities scores·inv[i], in key order: out[d] += p·v_t[d]. */
+ * value rows weighted by their probabilities (scores, n_keys apart), in key order:
+ * out[d] += p·v_t[d]. */
 static inline void KV_NAME(mix_portable)(int g, const KV_T *v, const uint8_t *vis, int64_t n_keys, int64_t hd,
-                                         const float *scores, const float *inv, const float *best, float *out,
-                                         int64_t rows) {
+                                         const float *scores, const float *best, float *out, int64_t rows) {
   for (int64_t t = 0; t < n_keys; t++) {
     if (!vis[t]) {
       continue;
@@ -31,7 +34,7 @@ static inline void KV_NAME(mix_portable)(int g, const KV_T *v, const uint8_t *vi
       if (best[i] == -INFINITY) {
         continue;
       }
-      const float p = scores[i * n_keys + t] * inv[i];
+      const float p = scores[i * n_keys + t];
       float *oi = out + i * rows;
       for (int64_t d = 0; d < hd; d++) {
         oi[d] += p * KV_F32(vt[d]);
@@ -46,33 +49,62 @@ QK_ATTENTION_ROWS(KV_NAME(rows_portable), , KV_T, exp_pass_portable, KV_NAME(dot
 #if QK_X86
 QK_ATTENTION_DOT(KV_NAME(dot_avx2), QK_ATTENTION_AVX2, KV_T, KV_F32)
 
-/* dots4_avx2 is dots4 with the four keys' lanes in four registers: independent chains of
- * multiply-adds, where one key at a time waits on each add. The same fused multiply-adds in the
- * same order as dot_avx2, so the same bits. */
-static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(dots4_avx2)(const float *qi,
-                                                                                      const KV_T *const kt[4],
-                                                                                      int64_t hd, float dot[4]) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-  int64_t d = 0;
-  for (; d + QK_LANES <= hd; d += QK_LANES) {
-    const __m256 x = _mm256_loadu_ps(qi + d);
-    a0 = _mm256_fmadd_ps(x, KV_LOAD8(kt[0] + d), a0);
-    a1 = _mm256_fmadd_ps(x, KV_LOAD8(kt[1] + d), a1);
-    a2 = _mm256_fmadd_ps(x, KV_LOAD8(kt[2] + d), a2);
-    a3 = _mm256_fmadd_ps(x, KV_LOAD8(kt[3] + d), a3);
-  }
-  float lane[4][QK_LANES];
-  _mm256_storeu_ps(lane[0], a0);
-  _mm256_storeu_ps(lane[1], a1);
-  _mm256_storeu_ps(lane[2], a2);
-  _mm256_storeu_ps(lane[3], a3);
-  for (int l = 0; d < hd; d++, l++) {
+/* dots4_rows_avx2 is dots4 for R query rows (1 to 3; a constant after inlining), the R x 4 sums in
+ * registers as independent chains of multiply-adds: each key vector is loaded (converted) once for
+ * the R rows. The same fused multiply-adds in the same order as dot_avx2 for each row and key, so
+ * the same bits. */
+static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(dots4_rows_avx2)(
+    int R, const float *q, int64_t rows, const KV_T *const kt[4], int64_t hd, float dot[][4]) {
+  __m256 a[3][4];
+  for (int r = 0; r < R; r++) {
     for (int j = 0; j < 4; j++) {
-      lane[j][l] = fmaf(qi[d], KV_F32(kt[j][d]), lane[j][l]);
+      a[r][j] = _mm256_setzero_ps();
     }
   }
-  for (int j = 0; j < 4; j++) {
-    dot[j] = lanes_sum(lane[j]);
+  int64_t d = 0;
+  for (; d + QK_LANES <= hd; d += QK_LANES) {
+    for (int j = 0; j < 4; j++) {
+      const __m256 x = KV_LOAD8(kt[j] + d);
+      for (int r = 0; r < R; r++) {
+        a[r][j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + r * rows + d), x, a[r][j]);
+      }
+    }
+  }
+  for (int r = 0; r < R; r++) {
+    if (d == hd) {
+      _mm_storeu_ps(dot[r], lanes_sum4(a[r][0], a[r][1], a[r][2], a[r][3]));
+      continue;
+    }
+    float lane[4][QK_LANES];
+    for (int j = 0; j < 4; j++) {
+      _mm256_storeu_ps(lane[j], a[r][j]);
+    }
+    for (int64_t e = d, l = 0; e < hd; e++, l++) {
+      for (int j = 0; j < 4; j++) {
+        lane[j][l] = fmaf(q[r * rows + e], KV_F32(kt[j][e]), lane[j][l]);
+      }
+    }
+    for (int j = 0; j < 4; j++) {
+      dot[r][j] = lanes_sum(lane[j]);
+    }
+  }
+}
+
+/* dots4_avx2 is dots4 over the g rows three at a time (two and two of four). */
+static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(dots4_avx2)(int g, const float *q,
+                                                                                      int64_t rows,
+                                                                                      const KV_T *const kt[4],
+                                                                                      int64_t hd, float dot[][4]) {
+  for (int i = 0; i < g;) {
+    const int left = g - i, R = left == 1 ? 1 : left == 2 || left == 4 ? 2 : 3;
+    if (R == 1) {
+      KV_NAME(dots4_rows_avx2)(1, q + i * rows, rows, kt, hd, dot + i);
+    } else if (R == 2) {
+      KV_NAME(dots4_rows_avx2)(2, q + i * rows, rows, kt, hd, dot + i);
+    } else {
+      KV_NAME(dots4_rows_avx2)(3, q + i * rows, rows, kt, hd, dot + i);
+    }
+    i += R;
   }
 }
 
@@ -82,7 +114,7 @@ static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(dots
  * order, so the same bits. */
 static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(mix_rows_avx2)(
     int R, int C, const int *idx, const KV_T *v, const uint8_t *vis, int64_t t0, int64_t t1, int64_t n_keys,
-    int64_t hd, int64_t d, const float *scores, const float *inv, float *out, int64_t rows) {
+    int64_t hd, int64_t d, const float *scores, float *out, int64_t rows) {
   __m256 a[3][4];
   for (int r = 0; r < R; r++) {
     for (int c = 0; c < C; c++) {
@@ -96,7 +128,7 @@ static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(mix_
     const KV_T *vt = v + t * hd + d;
     __m256 p[3];
     for (int r = 0; r < R; r++) {
-      p[r] = _mm256_set1_ps(scores[idx[r] * n_keys + t] * inv[idx[r]]);
+      p[r] = _mm256_set1_ps(scores[idx[r] * n_keys + t]);
     }
     for (int c = 0; c < C; c++) {
       const __m256 x = KV_LOAD8(vt + 8 * c);
@@ -115,13 +147,13 @@ static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(mix_
 /* mix_span_avx2 is mix_rows_avx2 for R of 1, 2 or 3 (each its own inlined body). */
 static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(mix_span_avx2)(
     int R, int C, const int *idx, const KV_T *v, const uint8_t *vis, int64_t t0, int64_t t1, int64_t n_keys,
-    int64_t hd, int64_t d, const float *scores, const float *inv, float *out, int64_t rows) {
+    int64_t hd, int64_t d, const float *scores, float *out, int64_t rows) {
   if (R == 1) {
-    KV_NAME(mix_rows_avx2)(1, C, idx, v, vis, t0, t1, n_keys, hd, d, scores, inv, out, rows);
+    KV_NAME(mix_rows_avx2)(1, C, idx, v, vis, t0, t1, n_keys, hd, d, scores, out, rows);
   } else if (R == 2) {
-    KV_NAME(mix_rows_avx2)(2, C, idx, v, vis, t0, t1, n_keys, hd, d, scores, inv, out, rows);
+    KV_NAME(mix_rows_avx2)(2, C, idx, v, vis, t0, t1, n_keys, hd, d, scores, out, rows);
   } else {
-    KV_NAME(mix_rows_avx2)(3, C, idx, v, vis, t0, t1, n_keys, hd, d, scores, inv, out, rows);
+    KV_NAME(mix_rows_avx2)(3, C, idx, v, vis, t0, t1, n_keys, hd, d, scores, out, rows);
   }
 }
 
@@ -130,7 +162,7 @@ static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(mix_
  * elements 32 at a time, then 8, then one by one: each value vector is converted once for the
  * rows of a pass. */
 static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(mix_avx2)(
-    int g, const KV_T *v, const uint8_t *vis, int64_t n_keys, int64_t hd, const float *scores, const float *inv,
+    int g, const KV_T *v, const uint8_t *vis, int64_t n_keys, int64_t hd, const float *scores,
     const float *best, float *out, int64_t rows) {
   int idx[QK_ATTENTION_GROUP], n = 0;
   for (int i = 0; i < g; i++) {
@@ -144,10 +176,10 @@ static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(mix_
       const int left = n - i, R = left == 1 ? 1 : left == 2 || left == 4 ? 2 : 3;
       int64_t d = 0;
       for (; d + 32 <= hd; d += 32) {
-        KV_NAME(mix_span_avx2)(R, 4, idx + i, v, vis, t0, t1, n_keys, hd, d, scores, inv, out, rows);
+        KV_NAME(mix_span_avx2)(R, 4, idx + i, v, vis, t0, t1, n_keys, hd, d, scores, out, rows);
       }
       for (; d + 8 <= hd; d += 8) {
-        KV_NAME(mix_span_avx2)(R, 1, idx + i, v, vis, t0, t1, n_keys, hd, d, scores, inv, out, rows);
+        KV_NAME(mix_span_avx2)(R, 1, idx + i, v, vis, t0, t1, n_keys, hd, d, scores, out, rows);
       }
       for (; d < hd; d++) {
         for (int r = 0; r < R; r++) {
@@ -156,7 +188,7 @@ static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(mix_
           float a = oi[d];
           for (int64_t t = t0; t < t1; t++) {
             if (vis[t]) {
-              a = fmaf(scores[ir * n_keys + t] * inv[ir], KV_F32(v[t * hd + d]), a);
+              a = fmaf(scores[ir * n_keys + t], KV_F32(v[t * hd + d]), a);
             }
           }
           oi[d] = a;
