@@ -68,13 +68,7 @@ type ChatTemplate struct {
 	// DefaultSystem is the system message the template writes when the messages have none
 	// (SmolLM2's "You are a helpful AI assistant named SmolLM, ..."), or "".
 	DefaultSystem string
-	// FromArchitecture: the file has no template; Format is its architecture's (ChatTemplateFromGGUF).
-	FromArchitecture bool
 }
-
-// architectureFormats are the chat formats of architectures whose files may come without a
-// template: Gemma's instruction-tuned models are all trained on its turn markers.
-var architectureFormats = map[string]ChatFormat{"gemma": Gemma, "gemma2": Gemma, "gemma3": Gemma}
 
 // chatMarkers recognizes a format by the markers its template must contain, most specific first.
 var chatMarkers = []struct {
@@ -120,17 +114,9 @@ func ParseChatTemplate(template string) (ChatTemplate, error) {
 }
 
 // ChatTemplateFromGGUF reads and parses a GGUF file's chat template (ChatTemplateKey),
-// ErrChatTemplate when it is not understood. A file without one gets the format of its
-// "general.architecture" when that has a single known one (Gemma for gemma, gemma2 and gemma3;
-// FromArchitecture is then set), and otherwise an error wrapping gguf.ErrNotFound.
+// ErrChatTemplate when it is not understood. A file without one (a base model's, as a rule) is an
+// error wrapping gguf.ErrNotFound: its model continues text and is not given turns.
 func ChatTemplateFromGGUF(f *gguf.File) (ChatTemplate, error) {
-	if _, has := f.Value(ChatTemplateKey); !has {
-		if arch, err := f.String("general.architecture"); err == nil {
-			if format, ok := architectureFormats[arch]; ok {
-				return ChatTemplate{Format: format, FromArchitecture: true}, nil
-			}
-		}
-	}
 	s, err := f.String(ChatTemplateKey)
 	if err != nil {
 		return ChatTemplate{}, errors.WithMessage(err, "tokenizer.ChatTemplateFromGGUF")

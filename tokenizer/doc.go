@@ -55,9 +55,9 @@
 // (<|im_start|>, SmolLM2's), Llama 3, Llama 2 ([INST]), Gemma (<start_of_turn>), Zephyr — and a
 // ChatML template's default system message; ChatTemplate.Apply renders messages in that shape
 // with the generation prompt, BOS left to EncodeOptions.AddSpecial. Any other template is
-// ErrChatTemplate, so that a caller can say so and fall back to the raw prompt. A file without a
-// template gets its architecture's format when it has one (Gemma's for gemma, gemma2, gemma3:
-// ChatTemplateFromGGUF, with FromArchitecture set).
+// ErrChatTemplate, so that a caller can say so and fall back to the raw prompt; so does a file
+// without a template (ChatTemplateFromGGUF: gguf.ErrNotFound), as llama.cpp's CLI takes a model
+// without one for text completion.
 //
 // # Errors
 //

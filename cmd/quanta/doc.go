@@ -13,8 +13,9 @@
 //	                as the file loads (-format, a models.Preset; the tied head -head, int8 by
 //	                default for the converted formats), q/k/v and gate/up fused where exact
 //	                (-fuse), the prompt in the model's chat template when the file has one of a
-//	                shape tokenizer.ParseChatTemplate recognizes or its architecture has one
-//	                (Gemma's; -raw sends it as it is; -system sets the system message), the
+//	                shape tokenizer.ParseChatTemplate recognizes (a file without one, a base
+//	                model's, gets the raw prompt; -raw sends it as it is; -system sets the
+//	                system message), the
 //	                answer streamed to stdout, then the prompt and decoding rates on stderr. Sampling: -temp (0: greedy), -top-k, -top-p,
 //	                -repeat-penalty, -seed (printed at the end; the same seed gives the same
 //	                answer); -max bounds the answer, -maxlen the sequence (default: the model's

@@ -27,9 +27,9 @@ const runUsage = `usage: quanta run [flags] MODEL.gguf "prompt"
 Runs a GGUF model (general.architecture "llama": SmolLM2, Llama, ...; or "gemma3") on the
 prompt: every tensor in the format the file stores it (-format file: Q4_0 ... Q8_0, the
 K-quants, IQ4_NL as they are; F32, F16, BF16 as float32), or converted to -format as it loads;
-the prompt is wrapped in the model's chat template when the file has one of a known shape (or
-its architecture has one: Gemma), the answer is streamed, then the prompt and decoding speeds
-are printed.
+the prompt is wrapped in the model's chat template when the file has one of a known shape (a
+file without one, a base model's, continues the prompt as it is), the answer is streamed, then
+the prompt and decoding speeds are printed.
 
 flags:
 `
@@ -194,9 +194,6 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 		case err != nil:
 			fmt.Fprintf(stderr, "quanta run: %v; using the raw prompt\n", err)
 		default:
-			if ct.FromArchitecture {
-				fmt.Fprintf(stderr, "quanta run: %s has no chat template; using the %s format of its architecture\n", name, ct.Format)
-			}
 			var chat []tokenizer.Message
 			if o.system != "" {
 				chat = append(chat, tokenizer.Message{Role: "system", Content: o.system})
