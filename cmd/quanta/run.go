@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -93,6 +94,16 @@ func (k progressKeeper) KeepKernel(scope string, w implicitarray.Array) ([]model
 	return k.Quantizer.KeepKernel(scope, w)
 }
 
+// isTerminal reports whether w is a terminal, where a progress line can rewrite itself.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
 // layerOf reads the block index out of a projection scope such as "/layer_12/attn_qkv".
 var layerOf = regexp.MustCompile(`^/layer_(\d+)/`)
 
@@ -157,8 +168,11 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 		return err
 	}
 	name := filepath.Base(path)
-	shown := -1
+	shown, live := -1, isTerminal(stderr)
 	progress := func(scope string) {
+		if !live {
+			return // a log gets the final line only
+		}
 		if m := layerOf.FindStringSubmatch(scope); m != nil {
 			if i, _ := strconv.Atoi(m[1]); i != shown {
 				shown = i
@@ -182,8 +196,12 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 		return err
 	}
 	spec := m.DecodeSpec()
-	fmt.Fprintf(stderr, "\rloaded %s (%s) in %.1fs: %d layers, weights %s, head %s, %.1f MB%s\n", name, archName, time.Since(start).Seconds(),
-		spec.Layers, o.format, head, float64(ctx.Memory())/1e6, strings.Repeat(" ", 20))
+	erase, pad := "", "" // over the progress line
+	if live {
+		erase, pad = "\r", strings.Repeat(" ", 20)
+	}
+	fmt.Fprintf(stderr, "%sloaded %s (%s) in %.1fs: %d layers, weights %s, head %s, %.1f MB%s\n", erase, name, archName,
+		time.Since(start).Seconds(), spec.Layers, o.format, head, float64(ctx.Memory())/1e6, pad)
 
 	text, stops, parseSpecial := prompt, []int{tok.EOS()}, false
 	if !o.raw {

@@ -165,7 +165,7 @@ func TestRun(t *testing.T) {
 
 // TestRunGemma3 runs quanta run on the Gemma-3 file that make assets fetches, a base model's
 // without a chat template: the prompt goes as it is (BOS and 7 tokens, as llama.cpp's tokenizer
-// gives them), every tensor as the file stores it.
+// gives them), every tensor as the file stores it; stderr, not a terminal, gets no progress line.
 func TestRunGemma3(t *testing.T) {
 	path := assets.Require(t, assets.Gemma3)
 	code, stdout, stderr := runCmd("run", "-max", "4", "-temp", "0", path, "What is the capital of France?")
@@ -177,6 +177,9 @@ func TestRunGemma3(t *testing.T) {
 	}
 	if code != exitOK || stdout == "\n" {
 		t.Errorf("exit code %d, answer %q; want 0 and an answer", code, stdout)
+	}
+	if strings.Contains(stderr, "\r") || strings.Contains(stderr, "loading") {
+		t.Errorf("stderr, not a terminal, has the progress line; want the final line only")
 	}
 }
 
