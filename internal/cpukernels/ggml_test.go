@@ -251,40 +251,60 @@ func TestX8Quantize(t *testing.T) {
 	}
 }
 
-// TestX8TinyGroups checks that a group of activations too small to quantize (largest magnitude
-// below 2^-119: 127/amax would overflow) sends the product to the float route: with every other
-// activation zero, the outputs are that group's exact contributions, not zeros.
-func TestX8TinyGroups(t *testing.T) {
+// TestX8GroupsOutOfRange checks that a group of activations the integer route cannot quantize
+// sends the product to the float route: too small (largest magnitude below 2^-119: 127/amax
+// would overflow) or too large (2^119 or more: a group's d·Σq could overflow where the product
+// does not). With every other activation zero, the outputs are that group's exact contributions,
+// not zeros or infinities.
+func TestX8GroupsOutOfRange(t *testing.T) {
 	const k, n = 64, 16
-	r := newRand(5)
-	for _, typ := range []gguf.Type{gguf.TypeQ4_0, gguf.TypeQ5_1, gguf.TypeQ4_K} {
-		if ggmlX8(typ, 1) == 0 {
-			t.Fatalf("%s: one activation row takes the float route anyway: the test would prove nothing", typ)
-		}
-		k := max(k, typ.BlockSize())
-		w := ggmlWeight(r, typ, n, k, ordinaryHalf)
-		dense := make([]float32, n*k)
-		if err := gguf.Decode(typ, w, dense); err != nil {
-			t.Fatal(err)
-		}
-		x := make([]float32, k)
-		for l := range typ.BlockSize() {
-			x[l] = float32(l+1) * 0x1p-130 // at most 2^-122
-		}
-		y := make([]float32, n)
-		if err := ggmlNK(y, x, typ, w, 1, k, n); err != nil {
-			t.Fatal(err)
-		}
-		for j := range n {
-			var want, mag float64
-			for l := range k {
-				want += float64(x[l]) * float64(dense[j*k+l])
-				mag += math.Abs(float64(x[l]) * float64(dense[j*k+l]))
+	of32 := []gguf.Type{gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_0, gguf.TypeQ5_1}
+	for _, c := range []struct {
+		name  string
+		x     func(l int) float32
+		types []gguf.Type
+	}{
+		{"tiny", func(l int) float32 { return float32(l+1) * 0x1p-130 }, append(of32, gguf.TypeQ4_K)}, // at most 2^-122
+		{"huge", func(int) float32 { return 2e37 }, of32},                                             // d·Σq of a group of 32: 6.4e38
+	} {
+		r := newRand(5)
+		for _, typ := range c.types {
+			if ggmlX8(typ, 1) == 0 {
+				t.Fatalf("%s: one activation row takes the float route anyway: the test would prove nothing", typ)
 			}
-			// Products below 2^-126 are float32 subnormals, rounded to steps of 2^-149: an
-			// absolute term of half a step per product.
-			if math.Abs(float64(y[j])-want) > 1e-5*mag+float64(k)*0x1p-150 || (mag > 0 && y[j] == 0) {
-				t.Fatalf("%s: y[%d] = %g, want %g", typ, j, y[j], want)
+			k := max(k, typ.BlockSize())
+			w := ggmlWeight(r, typ, n, k, ordinaryHalf)
+			dense := make([]float32, n*k)
+			if err := gguf.Decode(typ, w, dense); err != nil {
+				t.Fatal(err)
+			}
+			x := make([]float32, k)
+			for l := range typ.BlockSize() {
+				x[l] = c.x(l)
+			}
+			y := make([]float32, n)
+			if err := ggmlNK(y, x, typ, w, 1, k, n); err != nil {
+				t.Fatal(err)
+			}
+			checked := 0
+			for j := range n {
+				var want, mag float64
+				for l := range k {
+					want += float64(x[l]) * float64(dense[j*k+l])
+					mag += math.Abs(float64(x[l]) * float64(dense[j*k+l]))
+				}
+				if mag > math.MaxFloat32/2 {
+					continue // the float route's own sums may overflow
+				}
+				checked++
+				// Products below 2^-126 are float32 subnormals, rounded to steps of 2^-149: an
+				// absolute term of half a step per product.
+				if math.Abs(float64(y[j])-want) > 1e-5*mag+float64(k)*0x1p-150 || (mag > 0 && y[j] == 0) {
+					t.Fatalf("%s %s: y[%d] = %g, want %g", c.name, typ, j, y[j], want)
+				}
+			}
+			if checked < n/2 {
+				t.Fatalf("%s %s: %d of %d rows checked", c.name, typ, checked, n)
 			}
 		}
 	}

@@ -155,9 +155,10 @@ static void prep_x(const qk_prod *p, qk_acts a, const float *kscale, int mode, i
 
 /* x8_fits reports whether the integer route can quantize the m x k activations in groups of g:
  * every activation finite (a quantized group would lose its infinities and NaNs), and every group
- * all zeros or with its largest magnitude at least 2^-119, so that 127/amax and amax/127 are
- * finite, normal floats. Otherwise the product takes the float route. Magnitudes compare as their
- * bits (IEEE order is integer order), so the loop has no branch and vectorizes. */
+ * all zeros or with its largest magnitude in [2^-119, 2^119), so that 127/amax and amax/127 are
+ * finite, normal floats and a group's d·Σq (at most 256·amax) is finite where the product need not
+ * overflow. Otherwise the product takes the float route. Magnitudes compare as their bits (IEEE
+ * order is integer order), so the loop has no branch and vectorizes. */
 static int x8_fits(qk_acts a, int64_t m, int64_t k, int64_t g) {
   for (int64_t c = 0; c < m * k; c += g) {
     uint32_t top = 0;
@@ -165,7 +166,7 @@ static int x8_fits(qk_acts a, int64_t m, int64_t k, int64_t g) {
       const uint32_t mag = qk_f32_bits(qk_load_scalar(a.x, a.dtype, l)) & 0x7fffffffu;
       top = mag > top ? mag : top;
     }
-    if (top >= 0x7f800000u || (top != 0 && top < 0x04000000u)) { /* Inf or NaN; below 2^-119 */
+    if (top >= 0x7b000000u || (top != 0 && top < 0x04000000u)) { /* 2^119 or more, Inf, NaN; below 2^-119 */
       return 0;
     }
   }
