@@ -492,6 +492,54 @@ func TestGGMLNK(t *testing.T) {
 	})
 }
 
+// TestGGMLOutlierActivation: one activation far larger than the others (LLMs' "massive
+// activations") on a weight of zero. Its group's 8-bit codes keep only the outlier, whose large
+// terms in the integer route cancel exactly; the other group's terms must come through within
+// the route's documented rounding, on every path.
+func TestGGMLOutlierActivation(t *testing.T) {
+	const k, n, at = 512, 4, 5
+	for _, typ := range []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeQ4_1, gguf.TypeQ5_0} {
+		for _, big := range []float32{1e4, 1e6, 1e20} {
+			r := rand.New(rand.NewPCG(1, 2))
+			wf := make([]float32, n*k)
+			for l := range wf {
+				wf[l] = float32(r.NormFloat64())
+				if l%k == at {
+					wf[l] = 0
+				}
+			}
+			blocks := make([]uint8, n*k/typ.BlockSize()*typ.BlockBytes())
+			if err := gguf.Quantize(typ, wf, blocks); err != nil {
+				t.Fatal(err)
+			}
+			w := decodeRef(t, typ, blocks, n, k)
+			x := make([]float32, k)
+			for l := range x {
+				x[l] = float32(r.NormFloat64())
+			}
+			x[at] = big
+			ref, mag := refProduct(x, 1, k, n, func(l, j int) float32 { return w[j*k+l] })
+			wm := roundingMagnitudes(t, typ, blocks, w)
+			ref8, mag8 := refProduct64(quantizeX8(x, typ.BlockSize()), 1, k, n, func(l, j int) (float64, float64) {
+				return float64(w[j*k+l]), wm[j*k+l]
+			})
+			t.Run(fmt.Sprintf("%s/x=%g", typ, big), func(t *testing.T) {
+				forEachISA(t, func(t *testing.T) {
+					y := make([]float32, n)
+					if err := ggmlNK(y, x, typ, blocks, 1, k, n); err != nil {
+						t.Fatal(err)
+					}
+					if ggmlX8(typ, 1) > 0 {
+						checkClose(t, y, ref8, mag8, k, false)
+					} else {
+						checkClose(t, y, ref, mag, k, false)
+					}
+				})
+			})
+		}
+	}
+}
+
 // TestGGMLArguments: lengths, block-size multiples and types that do not fit are errors wrapping
 // ErrArgument, and leave y untouched.
 func TestGGMLArguments(t *testing.T) {

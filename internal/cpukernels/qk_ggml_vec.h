@@ -465,10 +465,22 @@ GV_INLINE void k45_x8(const int MR, const int Q5, const uint8_t *blk, const x8_b
 GV_INLINE void q4_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256 *acc) { k45_x8(MR, 0, blk, x, acc); }
 GV_INLINE void q5_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256 *acc) { k45_x8(MR, 1, blk, x, acc); }
 
+/* x8_total returns a vector of the sum of v's lanes (exact: int32 sums of a block) in lane 0, zeros
+ * in the others. */
+GV_INLINE __m256i x8_total(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm256_zextsi128_si256(_mm_blend_epi32(_mm_setzero_si128(), s, 1));
+}
+
 /* Q6_K: the 6-bit codes unsigned (q + 32, as stored), times the activation codes, times the scale
  * of each 16 (lanes 0-7 of a product take sub-block t, lanes 8-15 t+1: the 32-bit lane holding
  * scales t and t+1, broadcast, then split by a byte shuffle); minus 32 times the scales times the
- * sums of the activation codes. */
+ * sums of the activation codes. Lane l of the products holds elements 4l..4l+3 of every 32, lane
+ * l of the offset sub-blocks 2l and 2l+1: neither is the other's part, and an outlier's large
+ * terms would cancel only across lanes, after the float scale had rounded the block's other
+ * terms away; so the block's integer difference is summed before it meets the scale. */
 #if GV_N == 16
 /* x8_fold adds the two 256-bit halves of v. */
 GV_INLINE __m256i x8_fold(__m512i v) {
@@ -512,7 +524,7 @@ GV_INLINE void q6_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256
   }
   GV_UNROLL for (int i = 0; i < MR; i++) {
     const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(x8_load(x[i].s), scales), 5);
-    acc[i] = x8_end(acc[i], _mm256_sub_epi32(x8_fold(is[i]), offset), d * x[i].d);
+    acc[i] = x8_end(acc[i], x8_total(_mm256_sub_epi32(x8_fold(is[i]), offset)), d * x[i].d);
   }
 }
 #else
@@ -543,7 +555,7 @@ GV_INLINE void q6_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256
   }
   GV_UNROLL for (int i = 0; i < MR; i++) {
     const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(x8_load(x[i].s), scales), 5);
-    acc[i] = x8_end(acc[i], _mm256_sub_epi32(is[i], offset), d * x[i].d);
+    acc[i] = x8_end(acc[i], x8_total(_mm256_sub_epi32(is[i], offset)), d * x[i].d);
   }
 }
 #endif
