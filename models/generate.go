@@ -3,6 +3,7 @@ package models
 import (
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 	"time"
 
@@ -318,6 +319,9 @@ func (g *Generator) stream(prompt []int, opts GenerateOptions, yield func(int, e
 		return errors.WithMessage(err, "models.Generator")
 	}
 	for pos, produced := n, 0; ; pos++ {
+		if slices.ContainsFunc(logits, func(l float32) bool { return l != l }) {
+			return errors.Errorf("models.Generator: the logits at position %d hold a NaN: the model's weights or activations are not finite", pos)
+		}
 		next := sp.Pick(logits)
 		produced++
 		if !yield(next, nil) || stop[next] || produced == limit {

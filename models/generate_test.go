@@ -52,6 +52,14 @@ func (d sumDecoder) Step(ctx *context.Context, tokens, last *Node, cache *models
 	return Neg(Square(Sub(ids, next)))
 }
 
+// nanDecoder is sumDecoder with logits of NaN, as a model with corrupt weights gives.
+type nanDecoder struct{ sumDecoder }
+
+func (d nanDecoder) Step(ctx *context.Context, tokens, last *Node, cache *models.KVCache) *Node {
+	zeros := ZerosLike(d.sumDecoder.Step(ctx, tokens, last, cache))
+	return Div(zeros, zeros)
+}
+
 // sumContinuation is sumDecoder's greedy continuation of prompt, n tokens.
 func sumContinuation(prompt []int, vocab, n int) []int {
 	sum := 0
@@ -205,6 +213,16 @@ func TestGeneratorErrors(t *testing.T) {
 	} {
 		if _, err := gen.Generate(tc.prompt, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("prompt %v, %+v: error %v; want one naming %q", tc.prompt, tc.opts, err, tc.want)
+		}
+	}
+	nanGen, err := models.NewGenerator(backend, context.New(), nanDecoder{d}, models.GeneratorOptions{MaxLen: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nanGen.Finalize()
+	for _, s := range []models.Sampling{{}, {Temperature: 1, TopP: 0.9}} {
+		if _, err := nanGen.Generate([]int{1}, models.GenerateOptions{Sampling: s}); err == nil || !strings.Contains(err.Error(), "NaN") {
+			t.Errorf("NaN logits, %+v: error %v; want one naming the NaN", s, err)
 		}
 	}
 	if _, err := models.ParseCacheMode("half"); err == nil {

@@ -26,8 +26,8 @@ type Sampling struct {
 	TopP float64
 	// RepetitionPenalty divides the positive logits and multiplies the negative ones of every
 	// token already in the sequence (prompt and generated tokens, each once), as CTRL and
-	// transformers do; it applies to greedy decoding too. 0 and 1: no penalty; otherwise finite
-	// and positive (above 1 discourages repetition).
+	// transformers do; it applies to greedy decoding too. 0 and 1: no penalty; otherwise a
+	// positive normal float32 (the logits' type: above 1 discourages repetition).
 	RepetitionPenalty float64
 	// Seed seeds the draws: the same model, prompt, options and seed give the same tokens.
 	Seed uint64
@@ -43,8 +43,10 @@ func (s Sampling) Validate() error {
 		return errors.Errorf("models.Sampling: TopK %d; accepted: >= 0 (0: every token)", s.TopK)
 	case !finite(s.TopP) || s.TopP < 0 || s.TopP > 1:
 		return errors.Errorf("models.Sampling: TopP %g; accepted: 0..1 (0 and 1: every token)", s.TopP)
-	case !finite(s.RepetitionPenalty) || s.RepetitionPenalty < 0:
-		return errors.Errorf("models.Sampling: RepetitionPenalty %g; accepted: a finite number >= 0 (0 and 1: none)", s.RepetitionPenalty)
+	case !finite(s.RepetitionPenalty) || s.RepetitionPenalty < 0 ||
+		s.RepetitionPenalty != 0 && (s.RepetitionPenalty < 0x1p-126 || s.RepetitionPenalty > math.MaxFloat32):
+		return errors.Errorf("models.Sampling: RepetitionPenalty %g; accepted: 0 (none), or a positive normal float32 (%g to %g; 1: none)",
+			s.RepetitionPenalty, 0x1p-126, math.MaxFloat32)
 	}
 	return nil
 }
@@ -120,11 +122,12 @@ func (sp *Sampler) Pick(logits []float32) int {
 	return id
 }
 
-// Argmax returns the index of the largest value (the first among equals): greedy decoding's pick.
+// Argmax returns the index of the largest value (the first among equals; a NaN ranks below every
+// number): greedy decoding's pick.
 func Argmax[F float32 | float64](values []F) int {
 	best := 0
 	for i, v := range values {
-		if v > values[best] {
+		if b := values[best]; v > b || b != b { // b != b: a NaN
 			best = i
 		}
 	}
@@ -153,9 +156,15 @@ func (sp *Sampler) draw(logits []float32) int {
 	var kept []int
 	if k := sp.s.TopK; k > 0 && k < n {
 		kept = topK(logits, k, sp.ids[:0])
+		for len(kept) > 0 && isNaN(logits[kept[len(kept)-1]]) { // NaNs rank last
+			kept = kept[:len(kept)-1]
+		}
+		if len(kept) == 0 {
+			return Argmax(logits)
+		}
 		best := logits[kept[0]]
 		for _, id := range kept {
-			prob[id] = math.Exp(float64(logits[id]-best) * invT)
+			prob[id] = softmaxTerm(logits[id], best, invT)
 		}
 	} else {
 		// The candidates: the tokens within minLogProb of the best (the others' probabilities
@@ -166,18 +175,22 @@ func (sp *Sampler) draw(logits []float32) int {
 		kept = sp.ids[:0]
 		for i, l := range logits {
 			if l >= floor {
-				prob[i] = math.Exp(float64(l-best) * invT)
+				prob[i] = softmaxTerm(l, best, invT)
 				total += prob[i]
 				kept = append(kept, i)
 			}
+		}
+		if len(kept) == 0 { // every logit NaN
+			return Argmax(logits)
 		}
 		if !nucleus {
 			return sp.weighted(kept, prob, n)
 		}
 		// The tokens at or above tau form a prefix of the decreasing order; lower tau until
-		// their mass reaches TopP of the total, then sort only them.
+		// their mass reaches TopP of the total, then sort only them. Every candidate's
+		// probability is at least e^minLogProb of the best's (1): below that, tau holds them all.
 		tau, all := 1.0, kept
-		for {
+		for tau >= math.Exp(minLogProb) {
 			tau /= 16
 			mass := 0.0
 			for _, id := range all {
@@ -211,6 +224,17 @@ func (sp *Sampler) draw(logits []float32) int {
 		kept = nucleusOf(kept, prob, sp.s.TopP*total)
 	}
 	return sp.weighted(kept, prob, n)
+}
+
+func isNaN(v float32) bool { return v != v }
+
+// softmaxTerm is the unnormalized probability exp((l - best)/T) of logit l, best the largest: 1
+// for the best itself, also where the temperature's inverse overflows or the best is +Inf.
+func softmaxTerm(l, best float32, invT float64) float64 {
+	if l == best {
+		return 1
+	}
+	return math.Exp(float64(l-best) * invT)
 }
 
 // nucleusOf returns the shortest prefix of ids (in decreasing probability) whose mass reaches
@@ -251,11 +275,15 @@ func (sp *Sampler) weighted(ids []int, prob []float64, n int) int {
 	return at(n - 1) // rounding left u at or above 0
 }
 
-// topK returns the k ids of the largest logits in decreasing order (ties: lower id first),
-// appended to out, selected in one pass with a bounded min-heap.
+// topK returns the k ids of the largest logits in decreasing order (ties: lower id first; NaNs
+// below every number), appended to out, selected in one pass with a bounded min-heap.
 func topK(logits []float32, k int, out []int) []int {
 	worse := func(a, b int) bool { // a ranks below b
-		return logits[a] < logits[b] || (logits[a] == logits[b] && a > b)
+		la, lb := logits[a], logits[b]
+		if isNaN(la) || isNaN(lb) {
+			return isNaN(la) && (!isNaN(lb) || a > b)
+		}
+		return la < lb || (la == lb && a > b)
 	}
 	h := out[:0]
 	down := func(i int) {

@@ -51,6 +51,9 @@ func TestSamplingValidate(t *testing.T) {
 		{models.Sampling{TopP: math.NaN()}, "TopP"},
 		{models.Sampling{RepetitionPenalty: -1}, "RepetitionPenalty"},
 		{models.Sampling{RepetitionPenalty: math.Inf(1)}, "RepetitionPenalty"},
+		{models.Sampling{RepetitionPenalty: 1e-300}, "RepetitionPenalty"}, // 0 as a float32
+		{models.Sampling{RepetitionPenalty: 1e39}, "RepetitionPenalty"},   // +Inf as a float32
+		{models.Sampling{Temperature: 1e-320, RepetitionPenalty: 0x1p-126}, ""},
 	} {
 		err := tc.s.Validate()
 		if tc.field == "" {
@@ -139,4 +142,42 @@ func TestSamplerHandComputed(t *testing.T) {
 			t.Errorf("seeds 9 and 10 gave the same 32 draws %v", a)
 		}
 	})
+}
+
+// TestSamplerExtremes: settings at the edge of float arithmetic and non-finite logits end in a
+// pick (no hang, no panic): a temperature whose inverse overflows draws among the best tokens
+// only; a penalty that sends a logit to +Inf makes it the pick; NaN logits are never picked while
+// a number is there.
+func TestSamplerExtremes(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for _, tc := range []struct {
+		name   string
+		s      models.Sampling
+		seen   []int // the prompt, for the penalty
+		logits []float32
+		want   []int // the ids the pick may be
+	}{
+		{"tiny temperature, top-p", models.Sampling{Temperature: 1e-320, TopP: 0.9}, nil, []float32{1, 3, 2}, []int{1}},
+		{"tiny temperature, top-k", models.Sampling{Temperature: 1e-320, TopK: 2}, nil, []float32{1, 3, 2}, []int{1}},
+		{"tiny temperature, ties", models.Sampling{Temperature: 1e-320}, nil, []float32{3, 1, 3}, []int{0, 2}},
+		{"penalty to +Inf", models.Sampling{Temperature: 1, TopP: 0.9, RepetitionPenalty: 0x1p-126}, []int{2}, []float32{1, 3, 2}, []int{2}},
+		{"+Inf logits", models.Sampling{Temperature: 0.7, TopP: 0.5}, nil, []float32{inf, 3, inf}, []int{0, 2}},
+		{"NaN first, greedy", models.Sampling{}, nil, []float32{nan, 1, 3, 2}, []int{2}},
+		{"NaN first, sampled", models.Sampling{Temperature: 1e-3, TopP: 0.9}, nil, []float32{nan, 1, 3, 2}, []int{2}},
+		{"NaN first, top-k", models.Sampling{Temperature: 1e-3, TopK: 2}, nil, []float32{nan, 1, 3, 2}, []int{2}},
+		{"all NaN", models.Sampling{Temperature: 1, TopP: 0.9}, nil, []float32{nan, nan}, []int{0, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for seed := range uint64(8) {
+				tc.s.Seed = seed
+				sp, err := models.NewSampler(tc.s, len(tc.logits), tc.seen)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if id := sp.Pick(slices.Clone(tc.logits)); !slices.Contains(tc.want, id) {
+					t.Fatalf("seed %d: picked %d; want one of %v", seed, id, tc.want)
+				}
+			}
+		})
+	}
 }

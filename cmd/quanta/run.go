@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -119,22 +120,25 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	}
 	o.sampling.Seed = seed
 	if err := o.sampling.Validate(); err != nil {
-		return err
+		return fmt.Errorf("-temp, -top-k, -top-p, -repeat-penalty: %w", err)
 	}
-	if o.maxNew < 1 || o.maxLen < 0 {
-		return fmt.Errorf("-max %d, -maxlen %d; accepted: -max >= 1, -maxlen >= 0 (0: the context length)", o.maxNew, o.maxLen)
+	if o.maxNew < 1 {
+		return fmt.Errorf("-max %d; accepted: >= 1", o.maxNew)
 	}
-	head := o.head
+	if o.maxLen < 0 {
+		return fmt.Errorf("-maxlen %d; accepted: >= 0 (0: the context length)", o.maxLen)
+	}
+	head := strings.ToLower(strings.TrimSpace(o.head))
 	if head == "auto" {
 		head = models.DefaultTableFormat(o.format)
 	}
 	rules, err := models.Preset(o.format)
 	if err != nil {
-		return err
+		return fmt.Errorf("-format: %w", err)
 	}
 	headRule, err := models.TableRule("/token_embd", head)
 	if err != nil {
-		return err
+		return fmt.Errorf("-head (auto, or a table format): %w", err)
 	}
 	q, err := models.NewQuantizer(append([]models.Rule{headRule}, rules...))
 	if err != nil {
@@ -142,11 +146,11 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	}
 	mode, err := models.ParseCacheMode(o.cache)
 	if err != nil {
-		return err
+		return fmt.Errorf("-cache: %w", err)
 	}
 	cacheDType, err := models.ParseCacheDType(o.cacheDType)
 	if err != nil {
-		return err
+		return fmt.Errorf("-cache-dtype: %w", err)
 	}
 	backend, err := runtime.Backend()
 	if err != nil {
@@ -204,13 +208,16 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 		time.Since(start).Seconds(), spec.Layers, o.format, head, float64(ctx.Memory())/1e6, pad)
 
 	text, stops, parseSpecial := prompt, []int{tok.EOS()}, false
+	ignoredSystem := o.raw && o.system != ""
 	if !o.raw {
 		ct, err := tokenizer.ChatTemplateFromGGUF(f)
 		switch {
 		case errors.Is(err, gguf.ErrNotFound):
 			fmt.Fprintf(stderr, "quanta run: %s has no chat template; using the raw prompt\n", name)
+			ignoredSystem = o.system != ""
 		case err != nil:
 			fmt.Fprintf(stderr, "quanta run: %v; using the raw prompt\n", err)
+			ignoredSystem = o.system != ""
 		default:
 			var chat []tokenizer.Message
 			if o.system != "" {
@@ -221,6 +228,9 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 				stops = append(stops, id)
 			}
 		}
+	}
+	if ignoredSystem {
+		fmt.Fprintln(stderr, "quanta run: -system has no effect on a raw prompt")
 	}
 	ids := tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: parseSpecial})
 	maxLen := o.maxLen
@@ -235,17 +245,20 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 		return err
 	}
 	defer gen.Finalize()
-	n := 0
+	n, last := 0, -1
 	for id, err := range gen.Stream(ids, models.GenerateOptions{MaxNewTokens: o.maxNew, Stop: stops, Sampling: o.sampling}) {
 		if err != nil {
 			return err
 		}
-		n++
+		n, last = n+1, id
 		if tok.Type(id) != tokenizer.Control {
 			_, _ = stdout.Write(tok.Bytes(id))
 		}
 	}
 	fmt.Fprintln(stdout)
+	if n < o.maxNew && !slices.Contains(stops, last) {
+		fmt.Fprintf(stderr, "quanta run: the answer stopped at -maxlen %d (a prompt of %d tokens)\n", maxLen, len(ids))
+	}
 	st := gen.Stats()
 	fmt.Fprintf(stderr, "prompt: %d tokens, %.1f tokens/s; answer: %d tokens, decoding %.1f tokens/s; %d compilations in %.1fs (not counted); seed %d\n",
 		st.PromptTokens, st.PromptTokensPerSecond(), n, st.DecodeTokensPerSecond(), st.Compilations, st.CompileSeconds, seed)
