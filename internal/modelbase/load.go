@@ -60,9 +60,20 @@ func (p Tensor) Want() []int {
 	return p.Shape
 }
 
-// Check checks that every planned tensor is in f with the planned shape and a decodable type; op
-// names the loader in errors.
+// Check checks that every planned tensor is in f with the planned shape and a decodable type, and
+// that the plan reads every tensor of f (one it would pass over holds a feature the loader does
+// not implement, or the metadata undercounts the blocks); op names the loader in errors.
 func Check(f *gguf.File, plan []Tensor, op string) error {
+	planned := make(map[string]bool, len(plan))
+	for _, p := range plan {
+		planned[p.Name] = true
+	}
+	for _, t := range f.Tensors() {
+		if !planned[t.Name] {
+			return errors.Wrapf(gguf.ErrUnsupported, "%s: tensor %s is not one the configuration reads (a feature this loader "+
+				"does not implement, or a block count below the file's blocks)", op, t)
+		}
+	}
 	for _, p := range plan {
 		t, ok := f.Tensor(p.Name)
 		if !ok {

@@ -52,7 +52,8 @@
 // LoadGGUF returns errors (wrapping gguf's ErrNotFound/ErrCorrupt/ErrUnsupported where they
 // apply) for a file of another architecture (naming what is accepted), unsupported
 // hyper-parameters (RoPE scaling other than linear, value or rotary widths other than the head
-// width), missing tensors, shapes that disagree with the metadata, and undecodable types; all
+// width), missing tensors, tensors it would not read (a block count below the file's blocks, a
+// feature it does not implement), shapes that disagree with the metadata, and undecodable types; all
 // are checked before any tensor is read, and nothing is stored unless everything loads. Each
 // hyper-parameter is checked before it is used, the error naming its GGUF key, its value and
 // what is accepted (ConfigFromGGUF); Config.Validate checks a Config built in code the same way.

@@ -29,7 +29,11 @@ var tiny = gemma3.Config{
 // stored in that block type; skip names a tensor to leave out, overrides replace metadata
 // (ggufbuild.Override: a nil Value removes the key).
 func tinyGGUF(types map[string]gguf.Type, skip string, overrides ...ggufbuild.KV) []byte {
-	c := tiny
+	return tinyGGUFOf(tiny, types, skip, overrides...)
+}
+
+// tinyGGUFOf is tinyGGUF of the configuration c.
+func tinyGGUFOf(c gemma3.Config, types map[string]gguf.Type, skip string, overrides ...ggufbuild.KV) []byte {
 	kvs := decodertest.Metadata("gemma3", c.DecoderConfig,
 		ggufbuild.KV{Key: "gemma3.attention.key_length", Value: uint32(c.HeadDim)},
 		ggufbuild.KV{Key: "gemma3.attention.value_length", Value: uint32(c.HeadDim)},
@@ -190,6 +194,8 @@ func TestLoadGGUFErrors(t *testing.T) {
 		{"missing", "blk.2.attn_k_norm.weight", nil, `tensor "blk.2.attn_k_norm.weight"`},
 		{"shape", "", []ggufbuild.KV{{Key: "gemma3.feed_forward_length", Value: uint32(32)}},
 			"blk.0.ffn_gate.weight F32 [64 256] has row-major shape [256 64]; the configuration needs [32 64]"},
+		{"blocks undercounted", "", []ggufbuild.KV{{Key: "gemma3.block_count", Value: uint32(1)}},
+			"tensor blk.1.attn_norm.weight F32 [64] is not one the configuration reads"},
 		{"nil context", "", nil, "nil context"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/quanta-ml/quanta/internal/decodertest"
-	"github.com/quanta-ml/quanta/internal/ggufbuild"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/gemma3"
@@ -50,8 +49,9 @@ func TestSlidingWindow(t *testing.T) {
 		{"global", 1, []bool{true, true, true, true, true, true, true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			data := tinyGGUF(nil, "", ggufbuild.KV{Key: "gemma3.block_count", Value: uint32(1)},
-				ggufbuild.KV{Key: "gemma3.attention.sliding_window_pattern", Value: tc.pattern})
+			c := tiny
+			c.Layers, c.SlidingPattern = 1, int(tc.pattern)
+			data := tinyGGUFOf(c, nil, "")
 			ctx, m, _ := load(t, data, "f32", false)
 			a, b := decodertest.Forward(t, backend, ctx, m, tokens), decodertest.Forward(t, backend, ctx, m, changed)
 			for p := range tokens {

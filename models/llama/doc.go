@@ -69,7 +69,9 @@
 //
 // LoadGGUF returns errors (wrapping gguf's ErrNotFound/ErrCorrupt/ErrUnsupported where they
 // apply) for a non-llama file, unsupported hyper-parameters (RoPE scaling, partial rotary),
-// missing tensors, shapes that disagree with the metadata, and undecodable types; all are
+// missing tensors, tensors it would not read (a block count below the file's blocks, a feature it
+// does not implement, such as Llama 3.1's rope_freqs), shapes that disagree with the metadata, and
+// undecodable types; all are
 // checked before any tensor is decoded, and nothing is stored unless everything loads. Graph
 // methods panic with messages naming the shapes they accept.
 //
