@@ -66,7 +66,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.sampling.RepetitionPenalty, "repeat-penalty", 1, "penalize tokens already in the sequence (1: none)")
 	fs.Int64Var(&o.seed, "seed", -1, "the random seed: the same seed gives the same answer (-1: a random seed, printed at the end)")
 	fs.StringVar(&o.system, "system", "", "the system message (default: the chat template's own, if it has one)")
-	fs.BoolVar(&o.raw, "raw", false, "send the prompt as it is, without the chat template")
+	fs.BoolVar(&o.raw, "raw", false, "send the prompt as it is, without the chat template (control-token texts such as <|im_start|> are their tokens, as in llama.cpp's CLI)")
 	fs.BoolVar(&o.fuse, "fuse", true, "store q/k/v and gate/up as one product each where the format allows it exactly")
 	fs.StringVar(&o.cache, "cache", "grow", "the key/value cache: grow (as long as the attended window) or full (-maxlen from the start)")
 	fs.StringVar(&o.cacheDType, "cache-dtype", "float32", "the key/value cache's element type: float32, or float16 (half the bytes a step reads, as llama.cpp's default cache)")
@@ -207,7 +207,7 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	fmt.Fprintf(stderr, "%sloaded %s (%s) in %.1fs: %d layers, weights %s, head %s, %.1f MB%s\n", erase, name, archName,
 		time.Since(start).Seconds(), spec.Layers, o.format, head, float64(ctx.Memory())/1e6, pad)
 
-	text, stops, parseSpecial := prompt, []int{tok.EOS()}, false
+	text, stops := prompt, []int{tok.EOS()}
 	ignoredSystem := o.raw && o.system != ""
 	if !o.raw {
 		ct, err := tokenizer.ChatTemplateFromGGUF(f)
@@ -223,7 +223,7 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 			if o.system != "" {
 				chat = append(chat, tokenizer.Message{Role: "system", Content: o.system})
 			}
-			text, parseSpecial = ct.Apply(append(chat, tokenizer.Message{Role: "user", Content: prompt})), true
+			text = ct.Apply(append(chat, tokenizer.Message{Role: "user", Content: prompt}))
 			if id, ok := tok.ID(ct.EndOfTurn()); ok {
 				stops = append(stops, id)
 			}
@@ -232,7 +232,7 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	if ignoredSystem {
 		fmt.Fprintln(stderr, "quanta run: -system has no effect on a raw prompt")
 	}
-	ids := tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: parseSpecial})
+	ids := tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true})
 	maxLen := o.maxLen
 	if maxLen == 0 {
 		maxLen = spec.ContextLength

@@ -121,6 +121,7 @@ func TestRun(t *testing.T) {
 		{"file", []string{"-max", "3", model, "hi"}, exitOK, []string{"weights file, head file"}},
 		{"int8", []string{"-max", "3", "-format", "int8", model, "hi"}, exitOK, []string{"weights int8, head int8"}},
 		{"raw", []string{"-max", "3", "-raw", model, "hi"}, exitOK, []string{"prompt: 2 tokens"}},
+		{"raw with a control token", []string{"-max", "3", "-raw", model, "<|im_start|>hi"}, exitOK, []string{"prompt: 3 tokens"}},
 		{"template not understood", []string{"-max", "2", tinyModel(t, 0, ggufbuild.KV{Key: "tokenizer.chat_template", Value: "### {{ prompt }}"}), "hi"},
 			exitOK, []string{"chat template not understood", "using the raw prompt"}},
 		{"no template", []string{"-max", "2", tinyModel(t, 0, ggufbuild.KV{Key: "tokenizer.chat_template"}), "hi"},
