@@ -71,9 +71,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.cache, "cache", "grow", "the key/value cache: grow (as long as the attended window) or full (-maxlen from the start)")
 	fs.StringVar(&o.cacheDType, "cache-dtype", "float32", "the key/value cache's element type: float32, or float16 (half the bytes a step reads, as llama.cpp's default cache)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
 		return exitUsage
 	}
 	if fs.NArg() != 2 {
+		fmt.Fprintf(stderr, "quanta run: %d arguments %q; want MODEL.gguf and the prompt, after the flags\n\n", fs.NArg(), fs.Args())
 		fs.Usage()
 		return exitUsage
 	}

@@ -140,7 +140,9 @@ func TestRun(t *testing.T) {
 		{"maxlen reached", []string{"-max", "8", "-temp", "0", "-raw", "-maxlen", "4", model, "hi"}, exitOK,
 			[]string{"the answer stopped at -maxlen 4 (a prompt of 2 tokens)"}},
 		{"missing file", []string{filepath.Join(t.TempDir(), "none.gguf"), "hi"}, exitFailure, []string{"none.gguf"}},
-		{"arguments", []string{model}, exitUsage, []string{"usage: quanta run"}},
+		{"arguments", []string{model}, exitUsage, []string{"1 arguments", "want MODEL.gguf and the prompt, after the flags", "usage: quanta run"}},
+		{"flag after the arguments", []string{model, "hi", "-max", "2"}, exitUsage, []string{"4 arguments"}},
+		{"help", []string{"-h"}, exitOK, []string{"usage: quanta run"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCmd(append([]string{"run"}, tc.args...)...)
@@ -152,7 +154,7 @@ func TestRun(t *testing.T) {
 					t.Errorf("stderr does not contain %q:\n%s", want, stderr)
 				}
 			}
-			if code == exitOK && !strings.HasSuffix(stdout, "\n") {
+			if code == exitOK && tc.name != "help" && !strings.HasSuffix(stdout, "\n") {
 				t.Errorf("stdout %q does not end the answer's line", stdout)
 			}
 		})
