@@ -27,6 +27,14 @@ func Open[T any](op, path string, read func(r io.ReaderAt, size int64) (T, error
 		_ = f.Close()
 		return none, errors.Wrap(err, op)
 	}
+	if !info.Mode().IsRegular() {
+		_ = f.Close()
+		what := "a directory"
+		if !info.IsDir() {
+			what = "mode " + info.Mode().String()
+		}
+		return none, errors.Errorf("%s(%q): %s; accepted: a regular file", op, path, what)
+	}
 	v, err := read(f, info.Size())
 	if err != nil {
 		_ = f.Close()

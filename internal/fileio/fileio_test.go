@@ -43,6 +43,9 @@ func TestOpen(t *testing.T) {
 	if _, err := fileio.Open("test.Open", path+".none", nil, closerOf); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Open of a missing file: %v", err)
 	}
+	if _, err := fileio.Open("test.Open", filepath.Dir(path), nil, closerOf); err == nil || !strings.Contains(err.Error(), "accepted: a regular file") {
+		t.Errorf("Open of a directory: %v", err)
+	}
 }
 
 func TestLookup(t *testing.T) {
