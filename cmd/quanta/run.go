@@ -264,7 +264,20 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 		fmt.Fprintf(stderr, "quanta run: the answer stopped at -maxlen %d (a prompt of %d tokens)\n", maxLen, len(ids))
 	}
 	st := gen.Stats()
-	fmt.Fprintf(stderr, "prompt: %d tokens, %.1f tokens/s; answer: %d tokens, decoding %.1f tokens/s; %d compilations in %.1fs (not counted); seed %d\n",
-		st.PromptTokens, st.PromptTokensPerSecond(), n, st.DecodeTokensPerSecond(), st.Compilations, st.CompileSeconds, seed)
+	seedNote := "" // greedy decoding draws nothing
+	if !o.sampling.Greedy() {
+		seedNote = fmt.Sprintf("; seed %d", seed)
+	}
+	fmt.Fprintf(stderr, "prompt: %s, %.1f tokens/s; answer: %s, decoding %.1f tokens/s; %s in %.1fs (not counted)%s\n",
+		count(st.PromptTokens, "token"), st.PromptTokensPerSecond(), count(n, "token"), st.DecodeTokensPerSecond(),
+		count(st.Compilations, "compilation"), st.CompileSeconds, seedNote)
 	return nil
+}
+
+// count writes n and the noun, plural unless n is 1.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -117,7 +117,7 @@ func TestRun(t *testing.T) {
 		wantStderr []string
 	}{
 		{"greedy", []string{"-max", "5", "-temp", "0", "-format", "f32", model, "hi"}, exitOK,
-			[]string{"loaded tiny.gguf", "head f32", "prompt: ", "decoding", "seed "}},
+			[]string{"loaded tiny.gguf", "head f32", "prompt: ", "decoding"}},
 		{"file", []string{"-max", "3", model, "hi"}, exitOK, []string{"weights file, head file"}},
 		{"int8", []string{"-max", "3", "-format", "int8", model, "hi"}, exitOK, []string{"weights int8, head int8"}},
 		{"raw", []string{"-max", "3", "-raw", model, "hi"}, exitOK, []string{"prompt: 2 tokens"}},
