@@ -156,6 +156,7 @@ type Generator struct {
 
 	steps    map[int]*context.Exec // by window
 	grows    map[int]*graph.Exec   // GrowCache: by new length
+	empties  map[int]*graph.Exec   // the caches' zeros: by length
 	compiled map[[3]int]bool       // step shapes compiled: tokens, window, cache length
 	stats    GenerateStats
 }
@@ -189,7 +190,7 @@ func NewGenerator(backend backends.Backend, ctx *context.Context, model Decoder,
 			opts.CacheDType, backend.Name(), opts.CacheDType)
 	}
 	g := &Generator{backend: backend, ctx: ctx.Reuse(), model: model, spec: spec, opts: opts,
-		steps: map[int]*context.Exec{}, grows: map[int]*graph.Exec{}, compiled: map[[3]int]bool{}}
+		steps: map[int]*context.Exec{}, grows: map[int]*graph.Exec{}, empties: map[int]*graph.Exec{}, compiled: map[[3]int]bool{}}
 	for w := opts.MinWindow; w < opts.MaxLen; w *= 2 {
 		g.windows = append(g.windows, w)
 	}
@@ -221,7 +222,10 @@ func (g *Generator) Finalize() {
 	for _, e := range g.grows {
 		e.Finalize()
 	}
-	g.steps, g.grows, g.compiled = map[int]*context.Exec{}, map[int]*graph.Exec{}, map[[3]int]bool{}
+	for _, e := range g.empties {
+		e.Finalize()
+	}
+	g.steps, g.grows, g.empties, g.compiled = map[int]*context.Exec{}, map[int]*graph.Exec{}, map[int]*graph.Exec{}, map[[3]int]bool{}
 }
 
 // Generate returns the continuation of prompt (ids without the prompt) as opts say.
@@ -296,20 +300,21 @@ func (g *Generator) stream(prompt []int, opts GenerateOptions, yield func(int, e
 	if g.opts.Cache == FullCache {
 		length = maxLen
 	}
-	st.caches = make([]*tensors.Tensor, 2*g.spec.Layers)
-	for i := range st.caches {
-		st.caches[i] = tensors.FromShape(shapes.Make(g.opts.CacheDType, 1, g.spec.KVHeads, length, g.spec.HeadDim))
+	caches, err := g.emptyCaches(length)
+	if err != nil {
+		return err
 	}
+	st.caches = caches
 	tokens := make([]int32, bucket)
 	for i, id := range prompt {
 		tokens[i] = int32(id)
 	}
-	start := time.Now()
+	start, compiled := time.Now(), g.stats.CompileSeconds
 	logits, err := g.step(st, tokens, 0, n-1)
 	if err != nil {
 		return err
 	}
-	g.stats.PromptTokens, g.stats.PromptSeconds = n, time.Since(start).Seconds()-g.stats.CompileSeconds
+	g.stats.PromptTokens, g.stats.PromptSeconds = n, time.Since(start).Seconds()-(g.stats.CompileSeconds-compiled)
 	limit := maxLen - n
 	if opts.MaxNewTokens > 0 {
 		limit = min(limit, opts.MaxNewTokens)
@@ -353,6 +358,37 @@ func (g *Generator) windowFor(n int) int {
 
 // widen moves st to a larger window: in GrowCache mode the caches are copied into tensors of the
 // new window's length.
+// emptyCaches returns the key/value caches of length positions, zeros made by the backend: zeros
+// made on the host are copied to the device, and both copies stay until the garbage collector
+// frees the first (twice a full cache's memory).
+func (g *Generator) emptyCaches(length int) ([]*tensors.Tensor, error) {
+	exec := g.empties[length]
+	if exec == nil {
+		shape := shapes.Make(g.opts.CacheDType, 1, g.spec.KVHeads, length, g.spec.HeadDim)
+		var err error
+		exec, err = graph.NewExec(g.backend, func(gr *graph.Graph) []*graph.Node {
+			out := make([]*graph.Node, 2*g.spec.Layers)
+			for i := range out {
+				out[i] = graph.Zeros(gr, shape)
+			}
+			return out
+		})
+		if err != nil {
+			return nil, errors.WithMessage(err, "models.Generator: the empty cache")
+		}
+		exec = exec.WithName(fmt.Sprintf("models.Generator.empty%d", length))
+		start := time.Now()
+		if err := exec.PreCompile(); err != nil {
+			return nil, errors.WithMessage(err, "models.Generator: compiling the empty cache")
+		}
+		g.stats.Compilations++
+		g.stats.CompileSeconds += time.Since(start).Seconds()
+		g.empties[length] = exec
+	}
+	caches, err := exec.Exec()
+	return caches, errors.WithMessage(err, "models.Generator: the empty cache")
+}
+
 func (g *Generator) widen(st *decodeState, window int) error {
 	st.window = window
 	if g.opts.Cache == FullCache {
