@@ -356,8 +356,6 @@ func (g *Generator) windowFor(n int) int {
 	return g.opts.MaxLen
 }
 
-// widen moves st to a larger window: in GrowCache mode the caches are copied into tensors of the
-// new window's length.
 // emptyCaches returns the key/value caches of length positions, zeros made by the backend: zeros
 // made on the host are copied to the device, and both copies stay until the garbage collector
 // frees the first (twice a full cache's memory).
@@ -377,18 +375,28 @@ func (g *Generator) emptyCaches(length int) ([]*tensors.Tensor, error) {
 			return nil, errors.WithMessage(err, "models.Generator: the empty cache")
 		}
 		exec = exec.WithName(fmt.Sprintf("models.Generator.empty%d", length))
-		start := time.Now()
-		if err := exec.PreCompile(); err != nil {
-			return nil, errors.WithMessage(err, "models.Generator: compiling the empty cache")
+		if err := g.compile(exec.PreCompile); err != nil {
+			return nil, err
 		}
-		g.stats.Compilations++
-		g.stats.CompileSeconds += time.Since(start).Seconds()
 		g.empties[length] = exec
 	}
 	caches, err := exec.Exec()
 	return caches, errors.WithMessage(err, "models.Generator: the empty cache")
 }
 
+// compile runs precompile with args, counted and timed as a compilation.
+func (g *Generator) compile(precompile func(...any) error, args ...any) error {
+	start := time.Now()
+	if err := precompile(args...); err != nil {
+		return errors.WithMessage(err, "models.Generator: compiling")
+	}
+	g.stats.Compilations++
+	g.stats.CompileSeconds += time.Since(start).Seconds()
+	return nil
+}
+
+// widen moves st to a larger window: in GrowCache mode the caches are copied into tensors of the
+// new window's length.
 func (g *Generator) widen(st *decodeState, window int) error {
 	st.window = window
 	if g.opts.Cache == FullCache {
@@ -431,14 +439,10 @@ func (g *Generator) cacheArgs(st *decodeState, precompile func(...any) error, he
 		key[0] = len(head[0].([][]int32)[0])
 	}
 	if !g.compiled[key] {
-		args := append(append([]any{}, head...), tensorsAsAny(st.caches)...)
-		start := time.Now()
-		if err := precompile(args...); err != nil {
-			return nil, errors.WithMessage(err, "models.Generator: compiling")
+		if err := g.compile(precompile, append(append([]any{}, head...), tensorsAsAny(st.caches)...)...); err != nil {
+			return nil, err
 		}
 		g.compiled[key] = true
-		g.stats.Compilations++
-		g.stats.CompileSeconds += time.Since(start).Seconds()
 	}
 	args := append([]any{}, head...)
 	for _, c := range st.caches {

@@ -211,18 +211,16 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	fmt.Fprintf(stderr, "%sloaded %s (%s) in %.1fs: %d layers, weights %s, head %s, %.1f MB%s\n", erase, name, archName,
 		time.Since(start).Seconds(), spec.Layers, o.format, head, float64(ctx.Memory())/1e6, pad)
 
-	text, stops := prompt, []int{tok.EOS()}
-	ignoredSystem := o.raw && o.system != ""
+	text, stops, templated := prompt, []int{tok.EOS()}, false
 	if !o.raw {
 		ct, err := tokenizer.ChatTemplateFromGGUF(f)
 		switch {
 		case errors.Is(err, gguf.ErrNotFound):
 			fmt.Fprintf(stderr, "quanta run: %s has no chat template; using the raw prompt\n", name)
-			ignoredSystem = o.system != ""
 		case err != nil:
 			fmt.Fprintf(stderr, "quanta run: %v; using the raw prompt\n", err)
-			ignoredSystem = o.system != ""
 		default:
+			templated = true
 			var chat []tokenizer.Message
 			if o.system != "" {
 				chat = append(chat, tokenizer.Message{Role: "system", Content: o.system})
@@ -233,7 +231,7 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 			}
 		}
 	}
-	if ignoredSystem {
+	if o.system != "" && !templated {
 		fmt.Fprintln(stderr, "quanta run: -system has no effect on a raw prompt")
 	}
 	ids := tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true})

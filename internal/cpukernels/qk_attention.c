@@ -77,6 +77,10 @@ static float mask_pass_portable(float *scores, const uint8_t *vis, int64_t n, fl
  * elements) stay in the L2 cache for the next block and the next row. */
 #define QK_MIX_KEYS 32
 
+/* rows_step is how many of `left` query rows the AVX2 paths take in one pass: three at a time
+ * (their sums fill the registers), the last four as two and two. */
+static inline int rows_step(int left) { return left == 1 ? 1 : left == 2 || left == 4 ? 2 : 3; }
+
 /* lanes_sum4 returns lanes_sum of each of a0..a3, in that order, with its additions in its order:
  * the halves first (lane l + lane l+4), then (0) + (2) and (1) + (3) as one horizontal add of the
  * halves put in the order 0 2 1 3, then those two as another. */

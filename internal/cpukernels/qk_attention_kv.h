@@ -96,7 +96,7 @@ static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(dots
                                                                                       const KV_T *const kt[4],
                                                                                       int64_t hd, float dot[][4]) {
   for (int i = 0; i < g;) {
-    const int left = g - i, R = left == 1 ? 1 : left == 2 || left == 4 ? 2 : 3;
+    const int R = rows_step(g - i);
     if (R == 1) {
       KV_NAME(dots4_rows_avx2)(1, q + i * rows, rows, kt, hd, dot + i);
     } else if (R == 2) {
@@ -173,7 +173,7 @@ static inline __attribute__((always_inline)) QK_ATTENTION_AVX2 void KV_NAME(mix_
   for (int64_t t0 = 0; t0 < n_keys; t0 += QK_MIX_KEYS) {
     const int64_t t1 = QK_MIN(t0 + QK_MIX_KEYS, n_keys);
     for (int i = 0; i < n;) {
-      const int left = n - i, R = left == 1 ? 1 : left == 2 || left == 4 ? 2 : 3;
+      const int R = rows_step(n - i);
       int64_t d = 0;
       for (; d + 32 <= hd; d += 32) {
         KV_NAME(mix_span_avx2)(R, 4, idx + i, v, vis, t0, t1, n_keys, hd, d, scores, out, rows);
