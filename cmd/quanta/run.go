@@ -266,8 +266,12 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	if !o.sampling.Greedy() {
 		seedNote = fmt.Sprintf("; seed %d", seed)
 	}
-	fmt.Fprintf(stderr, "prompt: %s, %.1f tokens/s; answer: %s, decoding %.1f tokens/s; %s in %.1fs (not counted)%s\n",
-		count(st.PromptTokens, "token"), st.PromptTokensPerSecond(), count(n, "token"), st.DecodeTokensPerSecond(),
+	decoding := "no decoding step" // an answer of one token comes from the prompt's pass
+	if st.DecodeSteps > 0 {
+		decoding = fmt.Sprintf("decoding %.1f tokens/s", st.DecodeTokensPerSecond())
+	}
+	fmt.Fprintf(stderr, "prompt: %s, %.1f tokens/s; answer: %s, %s; %s in %.1fs (not counted)%s\n",
+		count(st.PromptTokens, "token"), st.PromptTokensPerSecond(), count(n, "token"), decoding,
 		count(st.Compilations, "compilation"), st.CompileSeconds, seedNote)
 	return nil
 }

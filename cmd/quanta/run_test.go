@@ -119,6 +119,7 @@ func TestRun(t *testing.T) {
 		{"greedy", []string{"-max", "5", "-temp", "0", "-format", "f32", model, "hi"}, exitOK,
 			[]string{"loaded tiny.gguf", "head f32", "prompt: ", "decoding"}},
 		{"file", []string{"-max", "3", model, "hi"}, exitOK, []string{"weights file, head file"}},
+		{"one token", []string{"-max", "1", "-temp", "0", model, "hi"}, exitOK, []string{"answer: 1 token, no decoding step"}},
 		{"int8", []string{"-max", "3", "-format", "int8", model, "hi"}, exitOK, []string{"weights int8, head int8"}},
 		{"raw", []string{"-max", "3", "-raw", model, "hi"}, exitOK, []string{"prompt: 2 tokens"}},
 		{"raw with a control token", []string{"-max", "3", "-raw", model, "<|im_start|>hi"}, exitOK, []string{"prompt: 3 tokens"}},
