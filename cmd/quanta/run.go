@@ -254,10 +254,14 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 		}
 		n, last = n+1, id
 		if tok.Type(id) != tokenizer.Control {
-			_, _ = stdout.Write(tok.Bytes(id))
+			if _, err := stdout.Write(tok.Bytes(id)); err != nil {
+				return fmt.Errorf("writing the answer: %w", err)
+			}
 		}
 	}
-	fmt.Fprintln(stdout)
+	if _, err := fmt.Fprintln(stdout); err != nil {
+		return fmt.Errorf("writing the answer: %w", err)
+	}
 	if n < o.maxNew && !slices.Contains(stops, last) {
 		fmt.Fprintf(stderr, "quanta run: the answer stopped at -maxlen %d (a prompt of %d tokens)\n", maxLen, len(ids))
 	}

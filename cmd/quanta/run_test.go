@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -172,6 +173,23 @@ func TestRun(t *testing.T) {
 			t.Errorf("seed 7 answered %q, then %q", a, b)
 		}
 	})
+}
+
+// failingWriter fails every write, as a full disk or a closed file does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// TestRunWriteError: an answer that cannot be written is an error (exit 1, named on stderr), not a
+// silent success.
+func TestRunWriteError(t *testing.T) {
+	testutil.Backend(t)
+	model := tinyModel(t, 0)
+	var stderr bytes.Buffer
+	code := run([]string{"run", "-max", "3", "-temp", "0", "-format", "f32", model, "hi"}, failingWriter{}, &stderr)
+	if code != exitFailure || !strings.Contains(stderr.String(), "writing the answer: no space left on device") {
+		t.Errorf("exit code %d, want %d and the write error; stderr:\n%s", code, exitFailure, stderr.String())
+	}
 }
 
 // TestRunGemma3 runs quanta run on the Gemma-3 file that make assets fetches, a base model's
