@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -139,9 +140,17 @@ func MustAttach(backend backends.Backend) *Report {
 	return must.M1(Attach(backend))
 }
 
+// threadsNoteOnce prints the note about an ignored or clamped QUANTA_KERNEL_THREADS once a process.
+var threadsNoteOnce sync.Once
+
 func attach(backend backends.Backend) *Report {
 	report := &Report{Failed: map[string]error{}, Threads: cpukernels.Threads(), ISA: cpukernels.ActiveISA().String(),
 		ThreadsNote: cpukernels.ConfigNote()}
+	if report.ThreadsNote != "" {
+		// docs/backends.md: an invalid value is ignored and one out of range clamped, each with a
+		// note on stderr (quanta doctor also prints it in its report).
+		threadsNoteOnce.Do(func() { fmt.Fprintf(os.Stderr, "quanta: %s\n", report.ThreadsNote) })
+	}
 	if backend == nil {
 		report.Unavailable = errors.New("no backend")
 		return report

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -122,5 +124,26 @@ func TestReport(t *testing.T) {
 	report.Registered = append(report.Registered, "changed")
 	if again, _ := kernels.Attach(backend); slices.Contains(again.Registered, "changed") {
 		t.Error("changing a report changed the package's")
+	}
+}
+
+// TestThreadsNoteOnStderr: an invalid QUANTA_KERNEL_THREADS is reported on stderr when the kernels
+// are attached, as docs/backends.md says, not only in quanta doctor's report.
+func TestThreadsNoteOnStderr(t *testing.T) {
+	if os.Getenv("QUANTA_THREADS_NOTE_CHILD") == "1" {
+		_, _ = kernels.Attach(nil)
+		_, _ = kernels.Attach(nil)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestThreadsNoteOnStderr$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "QUANTA_THREADS_NOTE_CHILD=1", "QUANTA_KERNEL_THREADS=abc")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("child: %v; stderr:\n%s", err, stderr.String())
+	}
+	const want = "QUANTA_KERNEL_THREADS=abc is not a decimal integer"
+	if n := strings.Count(stderr.String(), want); n != 1 {
+		t.Errorf("stderr has %d notes %q, want 1:\n%s", n, want, stderr.String())
 	}
 }
