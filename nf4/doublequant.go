@@ -2,6 +2,7 @@ package nf4
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -187,6 +188,17 @@ func DoubleQuantize(a *Array) (*Array, error) {
 		centred[i] = v - offset
 	}
 	codes, nested := quantizeDynamic(centred, NestedBlockSize)
+	finite := !math.IsInf(float64(offset), 0) && !math.IsNaN(float64(offset))
+	for _, v := range nested {
+		finite = finite && !math.IsInf(float64(v), 0) && !math.IsNaN(float64(v))
+	}
+	if !finite {
+		// The float32 mean of the absmax (torch's, as bitsandbytes takes it) overflows: every
+		// decoded absmax would be NaN, and the whole array would materialize as NaN.
+		return nil, errors.Errorf("nf4.DoubleQuantize of %s: the mean of the %d absmax (largest %g) overflows float32 "+
+			"(offset %g); accepted: absmax whose float32 sum is finite (or no double quantization)", a, len(values),
+			slices.Max(values), offset)
+	}
 	f := a.Format()
 	f.DoubleQuant = true
 	want := ComponentShapes(a.Shape(), f, dtypes.Float32)

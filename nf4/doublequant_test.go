@@ -120,6 +120,24 @@ func TestDoubleQuantizeError(t *testing.T) {
 	}
 }
 
+// TestDoubleQuantizeOverflow: finite absmax whose float32 mean overflows (blocks of ±3e38) cannot
+// be double-quantized: an error, not an array that materializes as NaN everywhere.
+func TestDoubleQuantizeOverflow(t *testing.T) {
+	v := make([]float32, 8*64)
+	for i := range v {
+		v[i] = 3e38 * float32(1-2*(i%2))
+	}
+	plain := nf4.MustQuantize(tensors.FromFlatDataAndDimensions(v, 8, 64), 64)
+	dq, err := nf4.DoubleQuantize(plain)
+	if err == nil || !strings.Contains(err.Error(), "overflows float32") {
+		msg := ""
+		if err == nil {
+			msg = fmt.Sprintf("; it materializes as %v", testutil.Float32s(t, testutil.Materialize(t, dq))[:4])
+		}
+		t.Fatalf("DoubleQuantize of blocks of absmax 3e38: error %v, want one saying the mean overflows%s", err, msg)
+	}
+}
+
 // TestDoubleQuantizeHandEncoded: one block of absmax {1, 2, 3} has offset 2, centred values
 // {-1, 0, 1} and second-level absmax 1. -1 and 1 take the map's ends (codes 0 and 255). 0 does
 // not take the map's 0: bitsandbytes looks codes up in 65536 bins of [-1, 1], and 0 falls in bin
