@@ -42,8 +42,10 @@
 // default) through the lowering.GGML layout, which hands the raw blocks to the formulations. On
 // XLA CPU with quanta's kernels, x·Wᵀ (a linear weight as GGUF stores it, the block axis
 // contracted) runs on the GGML kernel, which reads the blocks as they are; for up to 8 rows of
-// Q4_K, Q5_K and Q6_K it multiplies 8-bit activations, as llama.cpp does (docs/ggml.md has both
-// numerical contracts and the kernels' figures).
+// Q4_K, Q5_K, Q6_K, Q4_1, Q5_0 and Q5_1, and up to 2 rows of Q4_0, it multiplies 8-bit
+// activations, as llama.cpp does, so those products differ from the dense product of the
+// materialized weight by the activations' rounding (docs/ggml.md has both numerical contracts
+// and the kernels' figures; Q8_0, IQ4_NL, Q2_K and Q3_K always take the float route).
 // Shape ops that move whole rows of blocks keep the array as it is:
 //
 //   - Reshape that keeps the last axis, Transpose that keeps it last, BroadcastInDim that maps it
