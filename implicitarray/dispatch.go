@@ -307,6 +307,18 @@ func (c *Call) MaterializeAndApply() *graph.Node {
 	return c.dense(nodes)
 }
 
+// Requantizing is called by a handler that answers by materializing its implicit operand a and
+// quantizing the op's result again (a second rounding). It counts it in Stats.Requantizations and
+// logs it once per op and type where a's policy is FallbackWarn; where it is FallbackForbid it
+// panics with an error matching ErrMaterializationForbidden, as the fallback would.
+func (c *Call) Requantizing(a Array) {
+	if fallbackOf(a) == FallbackForbid {
+		panic(forbiddenError{errors.Errorf("%s of %s would re-quantize it, and %s forbids materialization",
+			c.Op, describeAll(c.Operands), TypeName(a))})
+	}
+	stats.countRequantization(c.Op, a)
+}
+
 // Next defers to the next matching handler in dispatch order, or to the generic fallback.
 func (c *Call) Next() Value {
 	if c.next >= len(c.candidates) {

@@ -51,6 +51,16 @@ func init() {
 	// Next with no further rule reaches the generic fallback.
 	Register(Rule{Op: OpPow, Operands: []Match{precToy, Dense}, Handler: deferToNext, Name: "pow defers"})
 
+	// A transpose that answers by re-quantizing (here: wrapping the transposed dense value again).
+	requantize := func(c *Call) Value {
+		a := c.Operands[0].(Array)
+		c.Requantizing(a)
+		d := c.Dense(Materialize(a))
+		return &toy[warnTag]{payload: NodeComponent(d), scale: NodeComponent(graph.Const(d.Graph(), float32(1))), warn: true}
+	}
+	Register(Rule{Op: OpTranspose, Operands: []Match{TypeOf[*toy[warnTag]]()}, Handler: requantize, Name: "transpose(warn toy)"})
+	Register(Rule{Op: OpTranspose, Operands: []Match{TypeOf[*toy[forbidTag]]()}, Handler: requantize, Name: "transpose(forbid toy)"})
+
 	// Ambiguity: both rules match max(ambToy, ambToy) with equal precedence.
 	Register(Rule{Op: OpMax, Operands: []Match{TypeOf[*toy[ambiguousTag]](), Anything}, Handler: marker(1), Name: "left"})
 	Register(Rule{Op: OpMax, Operands: []Match{Anything, TypeOf[*toy[ambiguousTag]]()}, Handler: marker(2), Name: "right"})
@@ -215,6 +225,39 @@ func TestFallbackForbidden(t *testing.T) {
 	err := recoverError(func() { Exp(x) })
 	if !errors.Is(err, ErrMaterializationForbidden) || !errors.Is(err, ErrNoHandler) {
 		t.Fatalf("want ErrMaterializationForbidden and ErrNoHandler, got %v", err)
+	}
+}
+
+// TestRequantizingCountsAndWarnsOnce: a handler that re-quantizes is counted apart from the
+// fallback, warned once per op and type under FallbackWarn, and refused under FallbackForbid.
+func TestRequantizingCountsAndWarnsOnce(t *testing.T) {
+	var logs bytes.Buffer
+	SetLogger(slog.New(slog.NewTextHandler(&logs, nil)))
+	defer SetLogger(slog.Default())
+	ResetStats()
+	backend := newBackend(t)
+	out := run(t, backend, func(g *graph.Graph) []*graph.Node {
+		x := graphToy[warnTag](graph.Const(g, [][]float32{{1, 2}}), 2)
+		x.warn = true
+		return []*graph.Node{Materialize(Transpose(x, 0, 1)), Materialize(Transpose(x, 0, 1))}
+	})
+	if got := testutil.Float64s(t, out[0]); len(got) != 2 || got[0] != 2 || got[1] != 4 {
+		t.Errorf("transpose: got %v, want [2 4]", got)
+	}
+	st := CurrentStats()
+	key := Key{OpTranspose, "*implicitarray_test.toy[github.com/quanta-ml/quanta/implicitarray_test.warnTag]"}
+	if n := st.Requantizations[key]; n != 2 || len(st.Fallbacks) != 0 {
+		t.Errorf("requantizations = %d, want 2; fallbacks %v, want none", n, st.Fallbacks)
+	}
+	if n := strings.Count(logs.String(), "second rounding"); n != 1 || !strings.Contains(logs.String(), "op=transpose") {
+		t.Errorf("want exactly one warning naming the op, got %d:\n%s", n, logs.String())
+	}
+
+	g := graph.NewGraph(backend, "forbidden")
+	y := graphToy[forbidTag](graph.Const(g, [][]float32{{1}}), 1)
+	err := recoverError(func() { Transpose(y, 0, 1) })
+	if !errors.Is(err, ErrMaterializationForbidden) || !strings.Contains(err.Error(), "re-quantize") {
+		t.Fatalf("want ErrMaterializationForbidden naming the re-quantization, got %v", err)
 	}
 }
 

@@ -21,7 +21,9 @@
 //     equally specific rules are an error (ErrAmbiguous) naming the op and the operand types.
 //  3. With no handler, the generic fallback materializes the implicit operands and applies the
 //     dense op, counted in Stats. Each type chooses, with FallbackPolicy, whether that is silent,
-//     logged once per (op, type) (FallbackWarn), or an error (FallbackForbid).
+//     logged once per (op, type) (FallbackWarn), or an error (FallbackForbid). A handler that
+//     answers by quantizing its result again (a second rounding) says so with Call.Requantizing,
+//     counted in Stats.Requantizations under the same policy.
 //
 // A handler returns a dense node or an implicit array (reshaping an NF4 weight along its leading
 // axes stays NF4, for example), and may defer to the next handler with Call.Next. Format packages

@@ -27,6 +27,10 @@ type Stats struct {
 	// Fallbacks counts calls where no handler matched and the operands were materialized, per op
 	// and implicit operand type (a call with two implicit operands counts for both types).
 	Fallbacks map[Key]int
+	// Requantizations counts calls a handler answered by materializing the operand and quantizing
+	// the result again, a second rounding (an NF4 transpose that moves the block axis, an int8
+	// reshape), per op and type (Call.Requantizing).
+	Requantizations map[Key]int
 	// Materializations counts materialization steps per implicit type name.
 	Materializations map[string]int
 }
@@ -34,7 +38,7 @@ type Stats struct {
 type statsRecorder struct {
 	mu     sync.Mutex
 	s      Stats
-	warned map[Key]bool
+	warned map[warnKey]bool
 	logger *slog.Logger
 	// loggerSet tells a deliberate SetLogger(nil) (silence) from the default.
 	loggerSet bool
@@ -49,8 +53,8 @@ func newStatsRecorder() *statsRecorder {
 }
 
 func (r *statsRecorder) reset() {
-	r.s = Stats{Handled: map[Key]int{}, Fallbacks: map[Key]int{}, Materializations: map[string]int{}}
-	r.warned = map[Key]bool{}
+	r.s = Stats{Handled: map[Key]int{}, Fallbacks: map[Key]int{}, Requantizations: map[Key]int{}, Materializations: map[string]int{}}
+	r.warned = map[warnKey]bool{}
 }
 
 func (r *statsRecorder) countMaterialize(a Array) {
@@ -65,9 +69,32 @@ func (r *statsRecorder) countHandled(op Op, typeName string) {
 	r.mu.Unlock()
 }
 
-// countFallback records a fallback and logs the warnings not given yet for the operand types whose
-// policy is FallbackWarn.
+// countFallback records a fallback of op on the implicit operands.
 func (r *statsRecorder) countFallback(op Op, operands []Value) {
+	r.count(op, operands, fallbackEvent)
+}
+
+// countRequantization records that a handler of op re-quantized the implicit operand a.
+func (r *statsRecorder) countRequantization(op Op, a Array) {
+	r.count(op, []Value{a}, requantizationEvent)
+}
+
+// event is a kind of counted densification: its counters in Stats and its warning.
+type event struct {
+	counters func(*Stats) map[Key]int
+	message  string
+}
+
+var (
+	fallbackEvent = event{func(s *Stats) map[Key]int { return s.Fallbacks },
+		"implicitarray: no handler matched, materializing the implicit operand (warned once per op and type)"}
+	requantizationEvent = event{func(s *Stats) map[Key]int { return s.Requantizations },
+		"implicitarray: materializing the implicit operand and quantizing the result again, a second rounding (warned once per op and type)"}
+)
+
+// count adds one to e's counter of op for each implicit operand's type and logs e's warning where
+// the type's policy is FallbackWarn and it was not given yet.
+func (r *statsRecorder) count(op Op, operands []Value, e event) {
 	r.mu.Lock()
 	var toWarn []Key
 	for _, v := range operands {
@@ -76,9 +103,9 @@ func (r *statsRecorder) countFallback(op Op, operands []Value) {
 			continue
 		}
 		k := Key{op, TypeName(a)}
-		r.s.Fallbacks[k]++
-		if fallbackOf(a) == FallbackWarn && !r.warned[k] {
-			r.warned[k] = true
+		e.counters(&r.s)[k]++
+		if wk := (warnKey{k, e.message}); fallbackOf(a) == FallbackWarn && !r.warned[wk] {
+			r.warned[wk] = true
 			toWarn = append(toWarn, k)
 		}
 	}
@@ -91,9 +118,14 @@ func (r *statsRecorder) countFallback(op Op, operands []Value) {
 		return
 	}
 	for _, k := range toWarn {
-		logger.Warn("implicitarray: no handler matched, materializing the implicit operand (warned once per op and type)",
-			"op", string(k.Op), "type", k.Type)
+		logger.Warn(e.message, "op", string(k.Op), "type", k.Type)
 	}
+}
+
+// warnKey is a warning given: its op and type, and which warning.
+type warnKey struct {
+	Key
+	message string
 }
 
 // CurrentStats returns a copy of the counters.
@@ -103,6 +135,7 @@ func CurrentStats() Stats {
 	return Stats{
 		Handled:          maps.Clone(stats.s.Handled),
 		Fallbacks:        maps.Clone(stats.s.Fallbacks),
+		Requantizations:  maps.Clone(stats.s.Requantizations),
 		Materializations: maps.Clone(stats.s.Materializations),
 	}
 }

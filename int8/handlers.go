@@ -92,6 +92,7 @@ func broadcastInDimHandler(c *implicitarray.Call) implicitarray.Value {
 // array's dtype, keeping the strategy and the sharding of the unchanged leading axes.
 func reshapeHandler(c *implicitarray.Call) implicitarray.Value {
 	a := c.Operands[0].(*Array)
+	c.Requantizing(a)
 	b := quantizeNodeAs(c.MaterializeAndApply(), a.DType()).WithStrategy(a.Strategy())
 	return &Array{Base: qarray.WithPlacement(b.Base, qarray.Placement(&a.Base).Reshaped(a.Shape().Dimensions, b.Shape().Dimensions)),
 		axes: b.axes}

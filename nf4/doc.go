@@ -70,7 +70,8 @@
 //   - Reshape, Transpose (and TransposeAllAxes), BroadcastInDim: when the last (block) axis is
 //     untouched, the packed and absmax components move as they are (exact, still NF4); otherwise
 //     the array is materialized, the op applied and the result re-quantized in the graph (a second
-//     rounding), keeping the block size and the strategy.
+//     rounding, counted in implicitarray.Stats.Requantizations and logged once per op), keeping
+//     the block size and the strategy.
 //   - Concatenate: NF4 arrays of the same block size and dtypes along a leading axis stay NF4;
 //     otherwise everything is materialized and the result is dense.
 //   - ConvertDType to a float dtype is lazy: an array that materializes in that dtype (WithDType).

@@ -2,6 +2,7 @@ package nf4
 
 import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/pkg/errors"
 	ia "github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/qarray"
 )
@@ -41,7 +42,19 @@ func reshape(c *ia.Call) ia.Value {
 		packed, absmax := qarray.ReshapeRows(a.Packed().Node(), r, dims), qarray.ReshapeRows(a.Absmax().Node(), r, dims)
 		return a.withNodes(packed, absmax, dims).withPlacement(placement)
 	}
-	return requantize(c.Dense(ia.Materialize(a)), a).withPlacement(placement)
+	return requantize(c, a).withPlacement(placement)
+}
+
+// requantize applies the call's op to a, materialized, and quantizes the result with a's block
+// size and strategy: the second rounding of a reshape, transpose or broadcast that moves the
+// block axis (Call.Requantizing says so).
+func requantize(c *ia.Call, a *Array) *Array {
+	c.Requantizing(a)
+	dense := c.Dense(ia.Materialize(a))
+	if err := checkQuantizable(dense.Shape()); err != nil {
+		panic(errors.WithMessagef(err, "nf4: re-quantizing %s", a.Metadata()))
+	}
+	return quantizeNode(dense, a.blockSize).WithStrategy(a.Strategy())
 }
 
 // transpose keeps the array quantized when the last axis stays last (whole rows of blocks move:
@@ -57,7 +70,7 @@ func transpose(c *ia.Call) ia.Value {
 		packed, absmax := qarray.TransposeRows(a.Packed().Node(), perm), qarray.TransposeRows(a.Absmax().Node(), perm)
 		return a.withNodes(packed, absmax, qarray.TransposedDims(a.Shape().Dimensions, perm)).withPlacement(placement)
 	}
-	return requantize(c.Dense(ia.Materialize(a)), a).withPlacement(placement)
+	return requantize(c, a).withPlacement(placement)
 }
 
 // broadcastInDim keeps the array quantized when the last axis maps, unbroadcast, to the last
@@ -68,13 +81,13 @@ func broadcastInDim(c *ia.Call) ia.Value {
 	a := c.Operands[0].(*Array)
 	placement := qarray.Placement(&a.Base).Broadcasted(p.BroadcastAxes, len(p.Dimensions)) // the sharding follows the axes
 	if a.flat || a.doubleQuant {
-		return requantizeStored(c.Dense(ia.Materialize(a)), a).withPlacement(placement)
+		return requantizeStored(c, a).withPlacement(placement)
 	}
 	if r := a.Shape().Rank(); qarray.BroadcastKeepsRows(p, a.Shape().Dim(-1)) {
 		packed, absmax := qarray.BroadcastRows(a.Packed().Node(), r, p), qarray.BroadcastRows(a.Absmax().Node(), r, p)
 		return a.withNodes(packed, absmax, p.Dimensions).withPlacement(placement)
 	}
-	return requantize(c.Dense(ia.Materialize(a)), a).withPlacement(placement)
+	return requantize(c, a).withPlacement(placement)
 }
 
 // concatenate keeps NF4 arrays quantized when all operands are NF4 with the same block size,

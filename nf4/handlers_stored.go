@@ -3,7 +3,6 @@ package nf4
 import (
 	"slices"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
 	ia "github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/qarray"
 )
@@ -31,7 +30,7 @@ func reshapeStored(c *ia.Call, a *Array, dims []int) ia.Value {
 		cs[absmaxIndex] = ia.NodeComponent(qarray.ReshapeRows(cs[absmaxIndex].Node(), r, dims))
 		return a.with(qarray.WithComponents(a.Base, slices.Clone(dims), cs...)).withPlacement(placement)
 	}
-	return requantizeStored(c.Dense(ia.Materialize(a)), a).withPlacement(placement)
+	return requantizeStored(c, a).withPlacement(placement)
 }
 
 // transposeStored is transpose for the FlatBlocks and DoubleQuant formats.
@@ -40,14 +39,16 @@ func transposeStored(c *ia.Call, a *Array, perm []int) ia.Value {
 	if slices.IsSorted(perm) {
 		return a.withPlacement(placement)
 	}
-	return requantizeStored(c.Dense(ia.Materialize(a)), a).withPlacement(placement)
+	return requantizeStored(c, a).withPlacement(placement)
 }
 
-// requantizeStored quantizes dense with like's block size and strategy, double-quantized if like
-// is: the second rounding of a shape op that cannot keep like's storage.
-func requantizeStored(dense *graph.Node, like *Array) *Array {
-	out := QuantizeNode(dense, like.blockSize).WithStrategy(like.Strategy())
-	if like.doubleQuant {
+// requantizeStored applies the call's op to a, materialized, and quantizes the result with a's
+// block size and strategy, double-quantized if a is: the second rounding of a shape op that
+// cannot keep a's storage (Call.Requantizing says so).
+func requantizeStored(c *ia.Call, a *Array) *Array {
+	c.Requantizing(a)
+	out := QuantizeNode(c.Dense(ia.Materialize(a)), a.blockSize).WithStrategy(a.Strategy())
+	if a.doubleQuant {
 		out = DoubleQuantizeNode(out)
 	}
 	return out

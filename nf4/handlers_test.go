@@ -70,7 +70,8 @@ func TestLayoutHandlersExact(t *testing.T) {
 }
 
 // TestRequantizingHandlers: ops that move the block axis materialize, apply the op and
-// re-quantize (a second rounding, within the round-trip bound), keeping block size and sharding.
+// re-quantize (a second rounding, within the round-trip bound, counted in
+// Stats.Requantizations), keeping block size and sharding.
 func TestRequantizingHandlers(t *testing.T) {
 	backend := testutil.Backend(t)
 	shard := sharding.Sharding{Spec: sharding.PartitionSpec{nil, {"data"}}}
@@ -78,19 +79,24 @@ func TestRequantizingHandlers(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		op   func(implicitarray.Value) implicitarray.Value
+		key  implicitarray.Op
 	}{
-		{"transpose", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Transpose(v, 1, 0) }},
-		{"reshape", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 96, 40) }},
+		{"transpose", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Transpose(v, 1, 0) }, implicitarray.OpTranspose},
+		{"reshape", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 96, 40) }, implicitarray.OpReshape},
 		{"broadcast", func(v implicitarray.Value) implicitarray.Value {
 			return implicitarray.BroadcastInDim(v, []int{48, 80, 3}, []int{0, 1})
-		}},
+		}, implicitarray.OpBroadcastInDim},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			implicitarray.ResetStats()
 			e := implicitarray.MustNewExec(backend, func(w *nf4.Array) implicitarray.Value { return tc.op(w) })
 			defer e.Finalize()
 			out, ok := e.MustCall1(w).(*nf4.Array)
 			if !ok {
 				t.Fatalf("result is not an *nf4.Array")
+			}
+			if st := implicitarray.CurrentStats(); st.Requantizations[implicitarray.Key{Op: tc.key, Type: "*nf4.Array"}] != 1 {
+				t.Errorf("stats %+v: want one re-quantization by %s", st, tc.key)
 			}
 			wantSpec := shard.Spec // a transpose moves it with the axes; a reshape of the first axis drops it
 			switch tc.name {

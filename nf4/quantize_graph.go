@@ -95,15 +95,6 @@ func quantizeNode(x *graph.Node, blockSize int) *Array {
 	return newNodeArray(packed, absmax, shape, blockSize)
 }
 
-// requantize quantizes dense with like's block size and strategy: the second rounding of a
-// reshape, transpose or broadcast that moves the block axis.
-func requantize(dense *graph.Node, like *Array) *Array {
-	if err := checkQuantizable(dense.Shape()); err != nil {
-		panic(errors.WithMessagef(err, "nf4: re-quantizing %s", like.Metadata()))
-	}
-	return quantizeNode(dense, like.blockSize).WithStrategy(like.Strategy())
-}
-
 // zeroPadLastAxis appends extra zeros to the last axis of x (with a Concatenate: the pure-Go
 // backend has no Pad).
 func zeroPadLastAxis(x *graph.Node, extra int) *graph.Node {
