@@ -17,6 +17,7 @@ import (
 	"github.com/pkg/errors"
 
 	"github.com/quanta-ml/quanta/internal/customcall"
+	"github.com/quanta-ml/quanta/internal/fileio"
 )
 
 // DecodeSpec is what a Generator needs to know of a decoder.
@@ -167,8 +168,14 @@ func NewGenerator(backend backends.Backend, ctx *context.Context, model Decoder,
 	if spec.VocabSize < 1 || spec.Layers < 1 || spec.KVHeads < 1 || spec.HeadDim < 1 {
 		return nil, errors.Errorf("models.NewGenerator: decoder %+v; accepted: a positive vocabulary, layers, key/value heads and head width", spec)
 	}
-	if opts.MaxLen < 1 || (spec.ContextLength > 0 && opts.MaxLen > spec.ContextLength) {
-		return nil, errors.Errorf("models.NewGenerator: MaxLen %d; accepted: 1..%d (the context length)", opts.MaxLen, spec.ContextLength)
+	limit, what := spec.ContextLength, "the context length"
+	if limit <= 0 {
+		// Unknown: bounded as a context length read from a file is, so that the windows, doubling
+		// up to MaxLen, cannot overflow int (an endless loop).
+		limit, what = fileio.MaxCount, "the context length is unknown"
+	}
+	if opts.MaxLen < 1 || opts.MaxLen > limit {
+		return nil, errors.Errorf("models.NewGenerator: MaxLen %d; accepted: 1..%d (%s)", opts.MaxLen, limit, what)
 	}
 	if opts.MinWindow == 0 {
 		opts.MinWindow = DefaultMinWindow
