@@ -57,11 +57,24 @@ func CheckInt[T integer](key string, v T, lo, hi int64) error {
 }
 
 // CheckFloatAbove checks a float hyper-parameter read from a file or a configuration: key = v
-// must be finite and above lo (an epsilon above 0, a RoPE base above 1). The error names the key,
-// the value and the accepted range.
+// must be finite and above lo (an epsilon above 0, a RoPE base above 1), and stay so as a
+// float32, the dtype the models compute in (a float64 epsilon of 1e-300 is 0 there). The error
+// names the key, the value and the accepted range.
 func CheckFloatAbove(key string, v, lo float64) error {
 	if math.IsNaN(v) || math.IsInf(v, 0) || !(v > lo) {
 		return errors.Errorf("%s = %g; accepted: a finite number above %g", key, v, lo)
+	}
+	if f := float64(float32(v)); math.IsInf(f, 0) || !(f > lo) {
+		return errors.Errorf("%s = %g, %g as float32 (the models' dtype); accepted: a finite number above %g as float32", key, v, f, lo)
+	}
+	return nil
+}
+
+// CheckSoftcap checks a logit softcap: 0 (none), or a finite positive number that stays finite
+// and positive as a float32 (the logits are divided by it there: 0 or +Inf gives NaN or zeros).
+func CheckSoftcap(key string, v float64) error {
+	if f := float64(float32(v)); math.IsNaN(v) || math.IsInf(f, 0) || v < 0 || (v > 0 && f == 0) {
+		return errors.Errorf("%s = %g; accepted: 0 (none) or a finite positive number (as float32 too)", key, v)
 	}
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // KV is one metadata entry; the value's Go type picks the GGUF type (uint32, int32, float32,
-// bool, string, uint64, []string, []int32, []float32).
+// bool, string, uint64, float64, []string, []int32, []float32).
 type KV struct {
 	Key   string
 	Value any
@@ -64,6 +64,9 @@ func Build(kvs []KV, tensors []Tensor) []byte {
 			str(v)
 		case uint64:
 			w(uint32(10))
+			w(v)
+		case float64:
+			w(uint32(12))
 			w(v)
 		case []string:
 			w(uint32(9))

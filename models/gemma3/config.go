@@ -56,8 +56,8 @@ func (c Config) Validate() error {
 			return errors.WithMessage(err, "gemma3.Config")
 		}
 	}
-	if math.IsNaN(c.FinalSoftcap) || math.IsInf(c.FinalSoftcap, 0) || c.FinalSoftcap < 0 {
-		return errors.Errorf("gemma3.Config: FinalSoftcap = %g; accepted: 0 (none) or a finite positive number", c.FinalSoftcap)
+	if err := fileio.CheckSoftcap("FinalSoftcap", c.FinalSoftcap); err != nil {
+		return errors.WithMessage(err, "gemma3.Config")
 	}
 	for _, f := range []struct {
 		name   string
@@ -132,6 +132,10 @@ func configFromGGUF(f *gguf.File) (Config, error) {
 				return Config{}, err
 			}
 			c.RoPEScale = 1 / factor
+			// The positions are multiplied by 1/factor in float32: a tiny factor makes it +Inf there.
+			if err := fileio.CheckFloatAbove("1 / "+keyFactor, c.RoPEScale, 0); err != nil {
+				return Config{}, err
+			}
 		default:
 			return Config{}, errors.Errorf("%s = %q; accepted: \"linear\", \"none\"", keyScaling, kind)
 		}
@@ -161,8 +165,8 @@ func configFromGGUF(f *gguf.File) (Config, error) {
 		if c.FinalSoftcap, err = f.Float(keySoftcap); err != nil {
 			return Config{}, err
 		}
-		if math.IsNaN(c.FinalSoftcap) || math.IsInf(c.FinalSoftcap, 0) || c.FinalSoftcap < 0 {
-			return Config{}, errors.Errorf("%s = %g; accepted: 0 (none) or a finite positive number", keySoftcap, c.FinalSoftcap)
+		if err := fileio.CheckSoftcap(keySoftcap, c.FinalSoftcap); err != nil {
+			return Config{}, err
 		}
 	}
 	c.QueryScale = 1 / math.Sqrt(float64(c.HeadDim))
