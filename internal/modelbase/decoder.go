@@ -28,7 +28,8 @@ func (s DecoderSpec) key(name string) string { return s.Arch + "." + name }
 // s.Arch, each checked before it is used with an error naming the key and what is accepted:
 // "general.architecture" (s.Arch); block_count, embedding_length, feed_forward_length,
 // attention.head_count, attention.head_count_kv (default: head_count), context_length
-// (optional) and vocab_size (default: the length of "tokenizer.ggml.tokens"), counts from 1 to
+// (optional) and vocab_size (default: the length of "tokenizer.ggml.tokens", which must equal it
+// when both are present), counts from 1 to
 // fileio.MaxCount; no more blocks than the file has tensors for (CheckLayers: the embedding
 // table, the output norm, the output kernel "output.weight" unless absent, which ties the
 // embeddings, and s.LayerTensors of each block); head_count_kv dividing head_count; the head
@@ -78,6 +79,18 @@ func ReadDecoder(f *gguf.File, s DecoderSpec) (models.DecoderConfig, error) {
 	}
 	if d.KVHeads == 0 {
 		d.KVHeads = d.Heads
+	}
+	if _, has := f.Value("tokenizer.ggml.tokens"); has && d.VocabSize != 0 {
+		// Both given: they must agree, as llama.cpp checks, or the model picks ids the tokenizer
+		// has no text for, or the tokenizer gives ids outside the table.
+		tokens, err := f.Strings("tokenizer.ggml.tokens")
+		if err != nil {
+			return models.DecoderConfig{}, err
+		}
+		if len(tokens) != d.VocabSize {
+			return models.DecoderConfig{}, errors.Errorf("%s = %d, but tokenizer.ggml.tokens has %d tokens; accepted: equal",
+				s.key("vocab_size"), d.VocabSize, len(tokens))
+		}
 	}
 	if d.VocabSize == 0 {
 		tokens, err := f.Strings("tokenizer.ggml.tokens")
