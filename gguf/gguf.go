@@ -502,9 +502,14 @@ func (p *parser) tensorInfo(i int) (*Tensor, error) {
 		return nil, p.corrupt("tensor %q: offset %d is past the end of the file (%d bytes)", name, off, p.size)
 	}
 	t.Offset = int64(off)
-	bs := t.Type.BlockSize()
-	if len(t.Dims) > 0 && t.Dims[0]%bs != 0 {
-		return nil, p.corrupt("tensor %s: the first dimension %d is not a multiple of the %s block size %d", t, t.Dims[0], t.Type, bs)
+	// A scalar (no dimensions) has one element, its first dimension 1 as llama.cpp reads it: of a
+	// block type, a partial block (else it would hold one element in zero bytes).
+	bs, first := t.Type.BlockSize(), 1
+	if len(t.Dims) > 0 {
+		first = t.Dims[0]
+	}
+	if first%bs != 0 {
+		return nil, p.corrupt("tensor %s: the first dimension %d is not a multiple of the %s block size %d", t, first, t.Type, bs)
 	}
 	t.Bytes = int64(elements/uint64(bs)) * int64(t.Type.BlockBytes())
 	return t, nil
