@@ -129,9 +129,9 @@ func LoadAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 	if ctx == nil {
 		return errors.New("qlayers.LoadAdapters: nil context")
 	}
-	configText, err := os.ReadFile(filepath.Join(dir, AdapterConfigFile))
+	configText, err := fileio.ReadFile("qlayers.LoadAdapters", filepath.Join(dir, AdapterConfigFile), fileio.MaxConfigBytes)
 	if err != nil {
-		return errors.Wrap(err, "qlayers.LoadAdapters")
+		return err
 	}
 	f, err := safetensors.Open(filepath.Join(dir, AdapterWeightsFile))
 	if err != nil {

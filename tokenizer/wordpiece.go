@@ -2,13 +2,14 @@ package tokenizer
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
-	"os"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/fileio"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -35,6 +36,7 @@ type WordPiece struct {
 	vocab              map[string]int
 	tokens             []string
 	added              []string // special tokens matched in raw text, longest first
+	longest            int      // the longest text of vocab, in bytes: no longer piece can match
 	options            WordPieceOptions
 	unk, cls, sep, pad int
 }
@@ -75,6 +77,7 @@ func NewWordPiece(tokens []string, opts WordPieceOptions) (*WordPiece, error) {
 		if _, dup := w.vocab[tok]; !dup {
 			w.vocab[tok] = id
 		}
+		w.longest = max(w.longest, len(tok))
 	}
 	var missing []string
 	for _, s := range []struct {
@@ -106,13 +109,12 @@ func NewWordPiece(tokens []string, opts WordPieceOptions) (*WordPiece, error) {
 // NewWordPieceFromVocab builds a tokenizer from a vocab.txt file (one token a line, the line
 // number is the id) and options.
 func NewWordPieceFromVocab(path string, opts WordPieceOptions) (*WordPiece, error) {
-	f, err := os.Open(path)
+	data, err := fileio.ReadFile("tokenizer.NewWordPieceFromVocab", path, fileio.MaxConfigBytes)
 	if err != nil {
-		return nil, errors.Wrap(err, "tokenizer.NewWordPieceFromVocab")
+		return nil, err
 	}
-	defer f.Close()
 	var tokens []string
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 1<<16), 1<<20)
 	for sc.Scan() {
 		tokens = append(tokens, strings.TrimRight(sc.Text(), "\r"))
@@ -163,9 +165,9 @@ type tokenizerJSON struct {
 // a WordPiece model, a BertNormalizer (or none) and a BertPreTokenizer; MaxLength comes from its
 // truncation (0 if none), the special tokens from its added tokens and post-processor.
 func NewWordPieceFromJSON(path string) (*WordPiece, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := fileio.ReadFile("tokenizer.NewWordPieceFromJSON", path, fileio.MaxConfigBytes)
 	if err != nil {
-		return nil, errors.Wrap(err, "tokenizer.NewWordPieceFromJSON")
+		return nil, err
 	}
 	w, err := parseWordPieceJSON(raw)
 	return w, errors.WithMessagef(err, "tokenizer.NewWordPieceFromJSON(%q)", path)
@@ -217,6 +219,7 @@ func parseWordPieceJSON(raw []byte) (*WordPiece, error) {
 			}
 			w.added = append(w.added, a.Content)
 			w.vocab[a.Content] = a.ID
+			w.longest = max(w.longest, len(a.Content))
 		}
 	}
 	for _, s := range []struct {
@@ -262,30 +265,42 @@ func (w *WordPiece) Encode(text string) []int {
 // the UNK token's text.
 func (w *WordPiece) Tokenize(text string) []string {
 	var out []string
-	for len(text) > 0 {
-		pos, tok := w.nextAdded(text)
-		for _, word := range w.words(text[:pos]) {
+	// next[i] is where added token i next occurs at or after off (-1: nowhere), searched again
+	// only once off passes it: searching every token again after each match was quadratic in the
+	// text (a long text of [SEP] rescanned for the absent [MASK] each time).
+	next := make([]int, len(w.added))
+	for i, tok := range w.added {
+		next[i] = indexFrom(text, tok, 0)
+	}
+	for off := 0; off < len(text); {
+		// The leftmost added token (the longest at that position), or none: the end of text.
+		pos, tok := len(text), ""
+		for i, t := range w.added {
+			if next[i] >= 0 && next[i] < off {
+				next[i] = indexFrom(text, t, off)
+			}
+			if p := next[i]; p >= 0 && (p < pos || (p == pos && len(t) > len(tok))) {
+				pos, tok = p, t
+			}
+		}
+		for _, word := range w.words(text[off:pos]) {
 			out = w.wordPieces(word, out)
 		}
 		if tok == "" {
 			break
 		}
 		out = append(out, tok)
-		text = text[pos+len(tok):]
+		off = pos + len(tok)
 	}
 	return out
 }
 
-// nextAdded finds the leftmost added token in text (the longest at that position); it returns
-// len(text) and "" if there is none.
-func (w *WordPiece) nextAdded(text string) (int, string) {
-	best, bestTok := len(text), ""
-	for _, tok := range w.added {
-		if i := strings.Index(text, tok); i >= 0 && (i < best || (i == best && len(tok) > len(bestTok))) {
-			best, bestTok = i, tok
-		}
+// indexFrom is the position of the first tok in text at or after from, or -1.
+func indexFrom(text, tok string, from int) int {
+	if i := strings.Index(text[from:], tok); i >= 0 {
+		return from + i
 	}
-	return best, bestTok
+	return -1
 }
 
 // ID returns the id of a token text.
@@ -393,7 +408,13 @@ func (w *WordPiece) wordPieces(word string, out []string) []string {
 	}
 	n := len(out)
 	for start := 0; start < len(word); {
+		// The longest match is no longer than the longest vocabulary text: the search starts there
+		// (on a character boundary), or it is quadratic in the word for each piece.
 		end := len(word)
+		if limit := start + w.longest; limit < end {
+			for end = limit; end > start && !utf8.RuneStart(word[end]); end-- {
+			}
+		}
 		found := ""
 		for start < end {
 			piece := word[start:end]

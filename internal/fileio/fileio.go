@@ -44,6 +44,40 @@ func Open[T any](op, path string, read func(r io.ReaderAt, size int64) (T, error
 	return v, nil
 }
 
+// MaxConfigBytes bounds the JSON and text files read whole (config.json, tokenizer.json,
+// adapter_config.json): far above the largest real one (a tokenizer.json of a few tens of MB).
+const MaxConfigBytes = 1 << 30
+
+// ReadFile reads the whole of the regular file at path, of at most limit bytes: a device or a
+// FIFO (os.ReadFile of /dev/zero never ends, growing without bound) or a larger file is an error
+// naming op and path.
+func ReadFile(op, path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, errors.Wrap(err, op)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, errors.Wrap(err, op)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, errors.Errorf("%s(%q): mode %s; accepted: a regular file", op, path, info.Mode())
+	}
+	if info.Size() > limit {
+		return nil, errors.Errorf("%s(%q): %d bytes; accepted: at most %d", op, path, info.Size(), limit)
+	}
+	// The size is read again through a bounded reader: the file may grow after Stat.
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, errors.Wrapf(err, "%s(%q)", op, path)
+	}
+	if int64(len(data)) > limit {
+		return nil, errors.Errorf("%s(%q): over %d bytes; accepted: at most %d", op, path, limit, limit)
+	}
+	return data, nil
+}
+
 // Must returns v, or panics with err: the Must form of a reader's Open and reads.
 func Must[T any](v T, err error) T {
 	if err != nil {

@@ -2,7 +2,6 @@ package minilm
 
 import (
 	"encoding/json"
-	"os"
 
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/internal/fileio"
@@ -46,9 +45,9 @@ func (c Config) HeadDim() int { return c.Dim / c.Heads }
 // ConfigFromJSON reads a Hugging Face BERT config.json. The activation must be "gelu" (exact, erf)
 // and the position embeddings "absolute"; the sizes and layer_norm_eps are checked (Validate).
 func ConfigFromJSON(path string) (Config, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := fileio.ReadFile("minilm.ConfigFromJSON", path, fileio.MaxConfigBytes)
 	if err != nil {
-		return Config{}, errors.Wrap(err, "minilm.ConfigFromJSON")
+		return Config{}, err
 	}
 	c, err := parseConfig(raw)
 	return c, errors.WithMessagef(err, "minilm.ConfigFromJSON(%q)", path)
