@@ -20,6 +20,12 @@ type Embedder struct {
 // NewEmbedder prepares embedding with model, whose parameters are in ctx (used as ctx.Reuse()),
 // and tok.
 func NewEmbedder(backend backends.Backend, ctx *context.Context, model *Model, tok *tokenizer.WordPiece) (*Embedder, error) {
+	// Every id the tokenizer gives must have a row in the word table: the backend clamps a lookup
+	// past it, a silently wrong embedding.
+	if tok.VocabSize() > model.VocabSize {
+		return nil, errors.Errorf("minilm.NewEmbedder: a tokenizer of %d tokens for a word table of %d (vocab_size); accepted: at most vocab_size tokens",
+			tok.VocabSize(), model.VocabSize)
+	}
 	if tok.Options().MaxLength == 0 || tok.Options().MaxLength > model.MaxPositions {
 		tok = tok.WithMaxLength(model.MaxPositions)
 	}
