@@ -239,7 +239,10 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	if maxLen == 0 {
 		maxLen = spec.ContextLength
 	}
-	if maxLen == 0 || len(ids)+1 > maxLen {
+	if maxLen == 0 {
+		return fmt.Errorf("%s has no %s.context_length; accepted: -maxlen, the longest sequence (prompt and answer)", name, archName)
+	}
+	if len(ids)+1 > maxLen {
 		return fmt.Errorf("the prompt is %d tokens; -maxlen %d (context length %d) leaves no room for an answer", len(ids), maxLen, spec.ContextLength)
 	}
 	gen, err := models.NewGenerator(backend, ctx, m, models.GeneratorOptions{MaxLen: maxLen, Cache: mode, CacheDType: cacheDType})
