@@ -214,6 +214,18 @@ func NewBPEFromGGUF(f *gguf.File) (*BPE, error) {
 			}
 		}
 	}
+	// NewBPE refuses these too, but by its field names.
+	for _, s := range []struct {
+		add         bool
+		id          int
+		addKey, key string
+	}{{cfg.AddBOS, cfg.BOS, "tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id"},
+		{cfg.AddEOS, cfg.EOS, "tokenizer.ggml.add_eos_token", "tokenizer.ggml.eos_token_id"}} {
+		if s.add && s.id < 0 {
+			return nil, errors.Errorf("tokenizer.NewBPEFromGGUF: %s is true (by default for a \"llama\" vocabulary's BOS), "+
+				"but there is no %s; accepted: the id, or %s false", s.addKey, s.key, s.addKey)
+		}
+	}
 	if cfg.Types != nil && len(cfg.Types) != len(cfg.Tokens) {
 		return nil, errors.Errorf("tokenizer.NewBPEFromGGUF: tokenizer.ggml.token_type has %d entries; accepted: one per token "+
 			"of tokenizer.ggml.tokens (%d)", len(cfg.Types), len(cfg.Tokens))
