@@ -257,16 +257,18 @@ func quantizeFlat[T dtypes.Supported](data []T, q []int8, dims, scaleDims []int,
 			defer wg.Done()
 			amax := make([]float64, scaleSize)
 			bad[w] = -1
-			walk(dims, scaleDims, w*chunk1, min(n, (w+1)*chunk1), func(i, si int) {
-				v := math.Abs(ar.load(data[i]))
-				if math.IsNaN(v) || math.IsInf(v, 0) {
-					if bad[w] < 0 {
-						bad[w] = i
+			walk(dims, scaleDims, w*chunk1, min(n, (w+1)*chunk1), func(i, si, run, step int) {
+				for ; run > 0; i, si, run = i+1, si+step, run-1 {
+					v := math.Abs(ar.load(data[i]))
+					if math.IsNaN(v) || math.IsInf(v, 0) {
+						if bad[w] < 0 {
+							bad[w] = i
+						}
+						continue
 					}
-					return
-				}
-				if v > amax[si] {
-					amax[si] = v
+					if v > amax[si] {
+						amax[si] = v
+					}
 				}
 			})
 			partial[w] = amax
@@ -299,14 +301,14 @@ func quantizeFlat[T dtypes.Supported](data []T, q []int8, dims, scaleDims []int,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			walk(dims, scaleDims, w*chunk, min(n, (w+1)*chunk), func(i, si int) {
-				var r float64
+			walk(dims, scaleDims, w*chunk, min(n, (w+1)*chunk), func(i, si, run, step int) {
+				op := ar.quotient
 				if codesByProduct {
-					r = ar.product(ar.load(data[i]), scales[si])
-				} else {
-					r = ar.quotient(ar.load(data[i]), scales[si])
+					op = ar.product
 				}
-				q[i] = int8(min(max(math.RoundToEven(r), qMin), qMax))
+				for ; run > 0; i, si, run = i+1, si+step, run-1 {
+					q[i] = int8(min(max(math.RoundToEven(op(ar.load(data[i]), scales[si])), qMin), qMax))
+				}
 			})
 		}()
 	}
@@ -314,10 +316,11 @@ func quantizeFlat[T dtypes.Supported](data []T, q []int8, dims, scaleDims []int,
 	return tensors.FromFlatDataAndDimensions(scaleT, scaleDims...), nil
 }
 
-// walk calls fn(i, si) for the flat indices i in [from, to) of a row-major array of dimensions
-// dims, with si the flat index of the matching element of a (broadcastable) array of dimensions
-// scaleDims.
-func walk(dims, scaleDims []int, from, to int, fn func(i, si int)) {
+// walk visits the flat indices i in [from, to) of a row-major array of dimensions dims, with si
+// the flat index of the matching element of a (broadcastable) array of dimensions scaleDims, a
+// run along the last axis at a time: fn(i, si, run, step) stands for the elements i .. i+run-1,
+// whose scale indices go si, si+step, ...
+func walk(dims, scaleDims []int, from, to int, fn func(i, si, run, step int)) {
 	if from >= to {
 		return
 	}
@@ -343,12 +346,9 @@ func walk(dims, scaleDims []int, from, to int, fn func(i, si int)) {
 	for i := from; i < to; {
 		// Run along the last axis without carries.
 		run := min(dims[last]-coord[last], to-i)
-		step := sStride[last]
-		for range run {
-			fn(i, si)
-			i++
-			si += step
-		}
+		fn(i, si, run, sStride[last])
+		i += run
+		si += run * sStride[last]
 		coord[last] += run
 		// Carry.
 		for a := last; a > 0 && coord[a] == dims[a]; a-- {

@@ -280,13 +280,22 @@ func abs[F float32 | float64](x F) F {
 }
 
 // nearest returns the index of the codebook value nearest to v, the lower index on ties
-// (eformer's argmin of |v - codebook[i]|).
+// (eformer's argmin of |v - codebook[i]|). The codebook increases, so the nearest value is one of
+// the two around v: a value further on the same side is at least the smallest gap (0.0796)
+// further, far more than the distances' rounding, so it can neither win nor tie. The comparisons
+// are taken from sign bits, without branches, which random weights would mispredict.
 func nearest[F float32 | float64](v F, cb *[16]F) uint8 {
-	best, bestDist := 0, abs(v-cb[0])
-	for i := 1; i < 16; i++ {
-		if d := abs(v - cb[i]); d < bestDist {
-			best, bestDist = i, d
-		}
+	i := 0 // the last index with cb[i] <= v (0 below the first), by bisection
+	for step := 8; step > 0; step /= 2 {
+		i += step * (1 - below(v, cb[i+step]))
 	}
-	return uint8(best)
+	j := min(i+1, 15)
+	i += below(abs(v-cb[j]), abs(v-cb[i])) * (j - i)
+	return uint8(i)
+}
+
+// below returns 1 if a < b, else 0, for finite a and b: the sign of a - b, which rounding keeps
+// (and which is +0 where a == b).
+func below[F float32 | float64](a, b F) int {
+	return int(math.Float64bits(float64(a-b)) >> 63)
 }

@@ -37,6 +37,58 @@ func TestCodebook(t *testing.T) {
 	}
 }
 
+// TestNearestIsArgmin checks the code search against eformer's definition, the argmin of the
+// distances |v - codebook[i]| (lower index on ties), on every float32 around each codebook value
+// and each midpoint of two neighbours (where rounding decides), on a sweep of [-1.5, 1.5], and in
+// float64.
+func TestNearestIsArgmin(t *testing.T) {
+	argmin32 := func(v float32) uint8 {
+		best := 0
+		for i, c := range refCodebook {
+			if float32(math.Abs(float64(v-c))) < float32(math.Abs(float64(v-refCodebook[best]))) {
+				best = i
+			}
+		}
+		return uint8(best)
+	}
+	argmin64 := func(v float64) uint8 {
+		best := 0
+		for i, c := range refCodebook {
+			if math.Abs(v-float64(c)) < math.Abs(v-float64(refCodebook[best])) {
+				best = i
+			}
+		}
+		return uint8(best)
+	}
+	var values []float32
+	for i, c := range refCodebook {
+		centers := []float32{c}
+		if i > 0 {
+			centers = append(centers, (c+refCodebook[i-1])/2)
+		}
+		for _, x := range centers {
+			up, down := x, x
+			for range 64 {
+				values = append(values, up, down)
+				up, down = math.Nextafter32(up, 2), math.Nextafter32(down, -2)
+			}
+		}
+	}
+	for v := float32(-1.5); v <= 1.5; v += 1.0 / 4096 {
+		values = append(values, v)
+	}
+	for _, v := range values {
+		if got, want := nf4.Nearest32(v), argmin32(v); got != want {
+			t.Fatalf("float32 %v (bits %#x): code %d, argmin %d", v, math.Float32bits(v), got, want)
+		}
+		for _, w := range []float64{float64(v), float64(v) + 1e-12, float64(v) - 1e-12} {
+			if got, want := nf4.Nearest64(w), argmin64(w); got != want {
+				t.Fatalf("float64 %v: code %d, argmin %d", w, got, want)
+			}
+		}
+	}
+}
+
 // TestPolynomialError measures eformer's degree-5 decode polynomial (Horner in float32) against
 // the exact codebook: the figure quoted in the package documentation.
 func TestPolynomialError(t *testing.T) {

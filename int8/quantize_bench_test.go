@@ -1,0 +1,35 @@
+package int8_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/int8"
+)
+
+// BenchmarkQuantize times the host quantizer on a weight of Llama-7B's attention shape (what a
+// model converted at load pays per projection), a scale per row and per column; b.SetBytes counts
+// the float32 input.
+func BenchmarkQuantize(b *testing.B) {
+	const rows, cols = 4096, 4096
+	r := rand.New(rand.NewPCG(1, 2))
+	data := make([]float32, rows*cols)
+	for i := range data {
+		data[i] = float32(r.NormFloat64()) * 0.02
+	}
+	w := tensors.FromFlatDataAndDimensions(data, rows, cols)
+	for _, axis := range []int{-1, 0} {
+		b.Run(fmt.Sprintf("float32/%dx%d/axis=%d", rows, cols, axis), func(b *testing.B) {
+			b.SetBytes(int64(4 * len(data)))
+			for b.Loop() {
+				a, err := int8.Quantize(w, axis)
+				if err != nil {
+					b.Fatal(err)
+				}
+				a.Delete()
+			}
+		})
+	}
+}
