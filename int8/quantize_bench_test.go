@@ -2,34 +2,18 @@ package int8_test
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/internal/testutil"
 )
 
-// BenchmarkQuantize times the host quantizer on a weight of Llama-7B's attention shape (what a
-// model converted at load pays per projection), a scale per row and per column; b.SetBytes counts
-// the float32 input.
+// BenchmarkQuantize times the host quantizer on a float32 weight of Llama-7B's attention shape
+// (what a model converted at load pays per projection), a scale per row and per column.
 func BenchmarkQuantize(b *testing.B) {
-	const rows, cols = 4096, 4096
-	r := rand.New(rand.NewPCG(1, 2))
-	data := make([]float32, rows*cols)
-	for i := range data {
-		data[i] = float32(r.NormFloat64()) * 0.02
-	}
-	w := tensors.FromFlatDataAndDimensions(data, rows, cols)
+	w := testutil.RandomTensor(1, 4096, 4096)
 	for _, axis := range []int{-1, 0} {
-		b.Run(fmt.Sprintf("float32/%dx%d/axis=%d", rows, cols, axis), func(b *testing.B) {
-			b.SetBytes(int64(4 * len(data)))
-			for b.Loop() {
-				a, err := int8.Quantize(w, axis)
-				if err != nil {
-					b.Fatal(err)
-				}
-				a.Delete()
-			}
-		})
+		testutil.BenchQuantize(b, fmt.Sprintf("float32/4096x4096/axis=%d", axis), w,
+			func() (interface{ Delete() }, error) { return int8.Quantize(w, axis) })
 	}
 }

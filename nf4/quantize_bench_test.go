@@ -2,33 +2,18 @@ package nf4_test
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/nf4"
 )
 
-// BenchmarkQuantize times the host quantizer on a weight of Llama-7B's attention shape (what a
-// model converted at load pays per projection); b.SetBytes counts the float32 input.
+// BenchmarkQuantize times the host quantizer on a float32 weight of Llama-7B's attention shape
+// (what a model converted at load pays per projection).
 func BenchmarkQuantize(b *testing.B) {
-	const rows, cols = 4096, 4096
-	r := rand.New(rand.NewPCG(1, 2))
-	data := make([]float32, rows*cols)
-	for i := range data {
-		data[i] = float32(r.NormFloat64()) * 0.02
-	}
-	w := tensors.FromFlatDataAndDimensions(data, rows, cols)
+	w := testutil.RandomTensor(1, 4096, 4096)
 	for _, bs := range []int{64, 128} {
-		b.Run(fmt.Sprintf("float32/%dx%d/block=%d", rows, cols, bs), func(b *testing.B) {
-			b.SetBytes(int64(4 * len(data)))
-			for b.Loop() {
-				a, err := nf4.Quantize(w, bs)
-				if err != nil {
-					b.Fatal(err)
-				}
-				a.Delete()
-			}
-		})
+		testutil.BenchQuantize(b, fmt.Sprintf("float32/4096x4096/block=%d", bs), w,
+			func() (interface{ Delete() }, error) { return nf4.Quantize(w, bs) })
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quanta-ml/quanta/internal/assets"
 	"github.com/quanta-ml/quanta/internal/refdata"
@@ -147,5 +148,78 @@ func TestMiniLMReference(t *testing.T) {
 		if got := append(append([]string{"[CLS]"}, w.Tokenize(s.Text)...), "[SEP]"); !reflect.DeepEqual(got, s.Tokens) {
 			t.Errorf("Tokenize(%.50q) = %q\nreference: %q", s.Text, got, s.Tokens)
 		}
+	}
+}
+
+// TestWordPieceSpecialFile: a tokenizer.json or vocab.txt that is a device is refused by name:
+// os.ReadFile of /dev/zero never ends, growing without bound; /dev/urandom, read a line at a
+// time, did the same.
+func TestWordPieceSpecialFile(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func() error
+	}{
+		{"NewWordPieceFromJSON(/dev/zero)", func() error { _, err := tokenizer.NewWordPieceFromJSON("/dev/zero"); return err }},
+		{"NewWordPieceFromVocab(/dev/urandom)", func() error {
+			_, err := tokenizer.NewWordPieceFromVocab("/dev/urandom", tokenizer.BertOptions())
+			return err
+		}},
+	} {
+		done := make(chan error, 1)
+		go func() { done <- tc.open() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(3 * time.Second):
+			t.Fatalf("%s: still reading after 3s", tc.name)
+		}
+		if err == nil || !strings.Contains(err.Error(), "regular file") {
+			t.Errorf("%s: error %v; want one refusing a file that is not a regular file", tc.name, err)
+		}
+	}
+}
+
+// within runs f, failing the test if it takes longer than limit (the work is left running).
+func within(t *testing.T, limit time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { f(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		t.Fatalf("%s: still running after %s", what, limit)
+	}
+}
+
+// TestWordPieceLongWord: max_input_chars_per_word comes from tokenizer.json; with a huge value a
+// long word must still be split in time linear in its length (the longest-match search need not
+// look past the longest vocabulary entry), not cubic: a 20,000-character word took hours.
+func TestWordPieceLongWord(t *testing.T) {
+	opts := tokenizer.BertOptions()
+	opts.MaxInputCharsPerWord = 1 << 30
+	w, err := tokenizer.NewWordPiece([]string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "##a", "##aa"}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	word := strings.Repeat("a", 20001)
+	var pieces []string
+	within(t, 5*time.Second, "Tokenize of a 20,001-letter word", func() { pieces = w.Tokenize(word) })
+	if len(pieces) != 10001 || pieces[0] != "a" || pieces[1] != "##aa" || pieces[10000] != "##aa" {
+		t.Errorf("Tokenize: %d pieces, first %q, last %q; want 10001: a, then ##aa", len(pieces), pieces[0], pieces[len(pieces)-1])
+	}
+}
+
+// TestWordPieceManyAddedTokens: each added token found rescanned the rest of the text for every
+// added token, quadratic in the text: a text of 100,000 [SEP] (the others absent) took 20 s.
+func TestWordPieceManyAddedTokens(t *testing.T) {
+	w, err := tokenizer.NewWordPiece([]string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a"}, tokenizer.BertOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Repeat("[SEP]", 100000) + "a"
+	var pieces []string
+	within(t, 5*time.Second, "Tokenize of 100,000 added tokens", func() { pieces = w.Tokenize(text) })
+	if len(pieces) != 100001 || pieces[0] != "[SEP]" || pieces[100000] != "a" {
+		t.Errorf("Tokenize: %d pieces; want 100000 [SEP] and a", len(pieces))
 	}
 }

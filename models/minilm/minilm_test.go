@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -16,6 +17,7 @@ import (
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/minilm"
 	"github.com/quanta-ml/quanta/safetensors"
+	"github.com/quanta-ml/quanta/tokenizer"
 )
 
 var tiny = minilm.Config{VocabSize: 30, Dim: 8, Layers: 2, Heads: 2, FFNDim: 12, MaxPositions: 16, TypeVocabSize: 2, LayerNormEps: 1e-12}
@@ -252,5 +254,48 @@ func TestMiniLM(t *testing.T) {
 	}
 	if close, far := dot(v[0], v[1]), dot(v[0], v[2]); close < 0.5 || far > 0.2 {
 		t.Errorf("similarities: paraphrase %.4f, unrelated %.4f", close, far)
+	}
+}
+
+// TestConfigFromJSONSpecialFile: config.json that is a device (or a FIFO) is refused by name, as
+// safetensors.Open and gguf.Open refuse one: os.ReadFile of /dev/zero never ends and grows
+// without bound (over a gigabyte a second).
+func TestConfigFromJSONSpecialFile(t *testing.T) {
+	done := make(chan error, 1)
+	go func() {
+		_, err := minilm.ConfigFromJSON("/dev/zero")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "regular file") {
+			t.Errorf("ConfigFromJSON(/dev/zero): error %v; want one refusing a file that is not a regular file", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("ConfigFromJSON(/dev/zero): still reading after 3s")
+	}
+}
+
+// TestEmbedderVocabulary: a tokenizer whose ids go past the model's word table (a vocab.txt or
+// tokenizer.json of more tokens than config.json's vocab_size) is an error naming both sizes:
+// the lookup of an id past the table is clamped by the backend, a silently wrong embedding.
+func TestEmbedderVocabulary(t *testing.T) {
+	backend := testutil.Backend(t)
+	ctx, m := randomModel(t, backend)
+	tokens := []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
+	for i := len(tokens); i < m.VocabSize+10; i++ {
+		tokens = append(tokens, fmt.Sprintf("w%d", i))
+	}
+	tok, err := tokenizer.NewWordPiece(tokens, tokenizer.BertOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := minilm.NewEmbedder(backend, ctx, m, tok)
+	if err == nil {
+		v, embedErr := e.Embed([]string{fmt.Sprintf("w%d", m.VocabSize+5)}) // an id past the table
+		t.Fatalf("NewEmbedder with %d tokens for a table of %d: no error; Embed gave %v, %v", len(tokens), m.VocabSize, v != nil, embedErr)
+	}
+	if !strings.Contains(err.Error(), "vocab_size") {
+		t.Errorf("error %v; want one naming vocab_size", err)
 	}
 }
