@@ -174,3 +174,22 @@ func TestStraightThroughAnyRows(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkQuantize times the host quantizer of every configuration on a float32 weight of
+// Llama-7B's attention shape (what a model converted at load pays per projection); b.SetBytes
+// counts the float input.
+func BenchmarkQuantize(b *testing.B) {
+	w := testutil.RandomTensor(1, 4096, 4096)
+	for _, c := range configs {
+		b.Run(name(c)+"/float32/4096x4096", func(b *testing.B) {
+			b.SetBytes(int64(w.Shape().Memory()))
+			for b.Loop() {
+				a, err := quanta.Quantize(w, c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				a.(interface{ Delete() }).Delete() // every format's arrays release their buffers
+			}
+		})
+	}
+}

@@ -314,18 +314,3 @@ func AllocatesAtMost(t testing.TB, what string, limit uint64, f func()) {
 		t.Errorf("%s allocated %d bytes; the bound is %d", what, n, limit)
 	}
 }
-
-// BenchQuantize runs quantize, a host quantizer, as the sub-benchmark name: each result deleted
-// after its call, b.SetBytes counting the bytes of the float input w.
-func BenchQuantize(b *testing.B, name string, w *tensors.Tensor, quantize func() (interface{ Delete() }, error)) {
-	b.Run(name, func(b *testing.B) {
-		b.SetBytes(int64(w.Shape().Memory()))
-		for b.Loop() {
-			a, err := quantize()
-			if err != nil {
-				b.Fatal(err)
-			}
-			a.Delete()
-		}
-	})
-}
