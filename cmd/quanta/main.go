@@ -34,7 +34,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdRun(args[1:], stdout, stderr)
 	}
 	if len(args) != 1 {
-		fmt.Fprint(stderr, usage)
+		what := "no command"
+		if len(args) > 1 {
+			what = fmt.Sprintf("%q takes no arguments; got %q", args[0], args[1:])
+		}
+		fmt.Fprintf(stderr, "quanta: %s\n%s", what, usage)
 		return exitUsage
 	}
 	switch args[0] {

@@ -32,11 +32,12 @@ func TestUsage(t *testing.T) {
 		name     string
 		args     []string
 		wantCode int
+		want     string // what the message says was wrong
 	}{
-		{"no command", nil, exitUsage},
-		{"unknown command", []string{"bogus"}, exitUsage},
-		{"extra argument", []string{"doctor", "now"}, exitUsage},
-		{"help", []string{"help"}, exitOK},
+		{"no command", nil, exitUsage, "quanta: no command"},
+		{"unknown command", []string{"bogus"}, exitUsage, `unknown command "bogus"`},
+		{"extra argument", []string{"doctor", "now"}, exitUsage, `"doctor" takes no arguments; got ["now"]`},
+		{"help", []string{"help"}, exitOK, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -45,6 +46,9 @@ func TestUsage(t *testing.T) {
 			}
 			if !strings.Contains(stdout.String()+stderr.String(), "usage: quanta") {
 				t.Errorf("run(%q) printed no usage: stdout %q, stderr %q", tc.args, stdout.String(), stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("run(%q): stderr %q does not say %q", tc.args, stderr.String(), tc.want)
 			}
 		})
 	}

@@ -200,7 +200,9 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	ctx := context.New()
 	m, err := arch.LoadGGUF(ctx, f, opts)
 	if err != nil {
-		fmt.Fprintln(stderr)
+		if live {
+			fmt.Fprintln(stderr) // ends the progress line
+		}
 		return err
 	}
 	spec := m.DecodeSpec()

@@ -142,6 +142,8 @@ func TestRun(t *testing.T) {
 		{"maxlen reached", []string{"-max", "8", "-temp", "0", "-raw", "-maxlen", "4", model, "hi"}, exitOK,
 			[]string{"the answer stopped at -maxlen 4 (a prompt of 2 tokens)"}},
 		{"missing file", []string{filepath.Join(t.TempDir(), "none.gguf"), "hi"}, exitFailure, []string{"none.gguf"}},
+		{"load error", []string{tinyModel(t, 0, ggufbuild.KV{Key: "llama.attention.head_count", Value: uint32(0)}), "hi"}, exitFailure,
+			[]string{"head_count"}},
 		{"arguments", []string{model}, exitUsage, []string{"1 arguments", "want MODEL.gguf and the prompt, after the flags", "usage: quanta run"}},
 		{"flag after the arguments", []string{model, "hi", "-max", "2"}, exitUsage, []string{"4 arguments"}},
 		{"help", []string{"-h"}, exitOK, []string{"usage: quanta run"}},
@@ -155,6 +157,9 @@ func TestRun(t *testing.T) {
 				if !strings.Contains(stderr, want) {
 					t.Errorf("stderr does not contain %q:\n%s", want, stderr)
 				}
+			}
+			if code != exitOK && strings.HasPrefix(stderr, "\n") {
+				t.Errorf("stderr starts with a blank line (no progress line to end here):\n%s", stderr)
 			}
 			if code == exitOK && tc.name != "help" && !strings.HasSuffix(stdout, "\n") {
 				t.Errorf("stdout %q does not end the answer's line", stdout)
