@@ -20,7 +20,7 @@ import (
 
 func main() {
 	if err := demo(); err != nil {
-		fmt.Fprintf(os.Stderr, "demo: %+v\n", err)
+		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
 		os.Exit(1)
 	}
 }

@@ -120,7 +120,7 @@ func main() {
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "fashion: %+v\n", err)
+		fmt.Fprintf(os.Stderr, "fashion: %v\n", err)
 		os.Exit(1)
 	}
 }

@@ -64,7 +64,7 @@ type settings struct {
 func main() {
 	flag.Parse()
 	if err := run(); err != nil {
-		fmt.Fprintf(os.Stderr, "qat: %+v\n", err)
+		fmt.Fprintf(os.Stderr, "qat: %v\n", err)
 		os.Exit(1)
 	}
 }

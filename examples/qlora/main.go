@@ -82,7 +82,7 @@ func main() {
 		err = run()
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "qlora: %+v\n", err)
+		fmt.Fprintf(os.Stderr, "qlora: %v\n", err)
 		os.Exit(1)
 	}
 }
