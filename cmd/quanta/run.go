@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -176,6 +177,49 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 		return err
 	}
 	name := filepath.Base(path)
+	text, stops, templated := prompt, []int{tok.EOS()}, false
+	if !o.raw {
+		ct, err := tokenizer.ChatTemplateFromGGUF(f)
+		switch {
+		case errors.Is(err, gguf.ErrNotFound):
+			fmt.Fprintf(stderr, "quanta run: %s has no chat template; using the raw prompt\n", name)
+		case err != nil:
+			fmt.Fprintf(stderr, "quanta run: %v; using the raw prompt\n", err)
+		default:
+			templated = true
+			var chat []tokenizer.Message
+			if o.system != "" {
+				chat = append(chat, tokenizer.Message{Role: "system", Content: o.system})
+			}
+			text = ct.Apply(append(chat, tokenizer.Message{Role: "user", Content: prompt}))
+			if id, ok := tok.ID(ct.EndOfTurn()); ok {
+				stops = append(stops, id)
+			}
+		}
+	}
+	if o.system != "" && !templated {
+		fmt.Fprintln(stderr, "quanta run: -system has no effect on a raw prompt")
+	}
+	ids := tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true})
+	// Checked before the weights load: the loader validates the context length too.
+	contextLength := 0
+	if n, err := f.Uint(archName + ".context_length"); err == nil && n <= math.MaxInt32 {
+		contextLength = int(n)
+	}
+	maxLen := o.maxLen
+	if maxLen == 0 {
+		maxLen = contextLength
+	}
+	switch {
+	case maxLen == 0:
+		return fmt.Errorf("%s has no %s.context_length; accepted: -maxlen, the longest sequence (prompt and answer)", name, archName)
+	case contextLength > 0 && maxLen > contextLength:
+		return fmt.Errorf("-maxlen %d; accepted: at most %s.context_length = %d", maxLen, archName, contextLength)
+	case len(ids) == 0:
+		return fmt.Errorf("the prompt is empty and %s adds no beginning-of-sequence token; accepted: a prompt of one token or more", name)
+	case len(ids)+1 > maxLen:
+		return fmt.Errorf("the prompt is %d tokens; -maxlen %d (context length %d) leaves no room for an answer", len(ids), maxLen, contextLength)
+	}
 	shown, live := -1, isTerminal(stderr)
 	progress := func(scope string) {
 		if !live {
@@ -213,40 +257,6 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	fmt.Fprintf(stderr, "%sloaded %s (%s) in %.1fs: %d layers, weights %s, head %s, %.1f MB%s\n", erase, name, archName,
 		time.Since(start).Seconds(), spec.Layers, o.format, head, float64(ctx.Memory())/1e6, pad)
 
-	text, stops, templated := prompt, []int{tok.EOS()}, false
-	if !o.raw {
-		ct, err := tokenizer.ChatTemplateFromGGUF(f)
-		switch {
-		case errors.Is(err, gguf.ErrNotFound):
-			fmt.Fprintf(stderr, "quanta run: %s has no chat template; using the raw prompt\n", name)
-		case err != nil:
-			fmt.Fprintf(stderr, "quanta run: %v; using the raw prompt\n", err)
-		default:
-			templated = true
-			var chat []tokenizer.Message
-			if o.system != "" {
-				chat = append(chat, tokenizer.Message{Role: "system", Content: o.system})
-			}
-			text = ct.Apply(append(chat, tokenizer.Message{Role: "user", Content: prompt}))
-			if id, ok := tok.ID(ct.EndOfTurn()); ok {
-				stops = append(stops, id)
-			}
-		}
-	}
-	if o.system != "" && !templated {
-		fmt.Fprintln(stderr, "quanta run: -system has no effect on a raw prompt")
-	}
-	ids := tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true})
-	maxLen := o.maxLen
-	if maxLen == 0 {
-		maxLen = spec.ContextLength
-	}
-	if maxLen == 0 {
-		return fmt.Errorf("%s has no %s.context_length; accepted: -maxlen, the longest sequence (prompt and answer)", name, archName)
-	}
-	if len(ids)+1 > maxLen {
-		return fmt.Errorf("the prompt is %d tokens; -maxlen %d (context length %d) leaves no room for an answer", len(ids), maxLen, spec.ContextLength)
-	}
 	gen, err := models.NewGenerator(backend, ctx, m, models.GeneratorOptions{MaxLen: maxLen, Cache: mode, CacheDType: cacheDType})
 	if err != nil {
 		return err
