@@ -180,11 +180,18 @@ func TestRegisterRejects(t *testing.T) {
 	}
 }
 
-func TestFallbackCountsAndWarnsOnce(t *testing.T) {
-	var logs bytes.Buffer
-	SetLogger(slog.New(slog.NewTextHandler(&logs, nil)))
-	defer SetLogger(slog.Default())
+// captureWarnings sends the package's warnings to the returned buffer for the rest of the test
+// and zeroes the counters.
+func captureWarnings(t *testing.T) *bytes.Buffer {
+	logs := &bytes.Buffer{}
+	SetLogger(slog.New(slog.NewTextHandler(logs, nil)))
+	t.Cleanup(func() { SetLogger(slog.Default()) })
 	ResetStats()
+	return logs
+}
+
+func TestFallbackCountsAndWarnsOnce(t *testing.T) {
+	logs := captureWarnings(t)
 	backend := newBackend(t)
 	out := run(t, backend, func(g *graph.Graph) []*graph.Node {
 		x := graphToy[warnTag](graph.Const(g, []float32{0, 1}), 2)
@@ -231,10 +238,7 @@ func TestFallbackForbidden(t *testing.T) {
 // TestRequantizingCountsAndWarnsOnce: a handler that re-quantizes is counted apart from the
 // fallback, warned once per op and type under FallbackWarn, and refused under FallbackForbid.
 func TestRequantizingCountsAndWarnsOnce(t *testing.T) {
-	var logs bytes.Buffer
-	SetLogger(slog.New(slog.NewTextHandler(&logs, nil)))
-	defer SetLogger(slog.Default())
-	ResetStats()
+	logs := captureWarnings(t)
 	backend := newBackend(t)
 	out := run(t, backend, func(g *graph.Graph) []*graph.Node {
 		x := graphToy[warnTag](graph.Const(g, [][]float32{{1, 2}}), 2)
