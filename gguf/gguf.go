@@ -212,6 +212,9 @@ func (f *File) ReadRaw(name string) ([]byte, error) {
 		return nil, err
 	}
 	buf := make([]byte, t.Bytes)
+	if len(buf) == 0 {
+		return buf, nil // an empty tensor may end the file, where reading nothing is io.EOF
+	}
 	if _, err := f.r.ReadAt(buf, t.Offset); err != nil {
 		return nil, errors.Wrapf(ErrCorrupt, "gguf.ReadRaw: tensor %q (%d bytes at offset %d): %v", name, t.Bytes, t.Offset, err)
 	}
