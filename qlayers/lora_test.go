@@ -486,14 +486,11 @@ func TestLoadAdaptersSpecialFile(t *testing.T) {
 	if err := os.Symlink("/dev/zero", filepath.Join(dir, qlayers.AdapterConfigFile)); err != nil {
 		t.Skip(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- qlayers.LoadAdapters(context.New(), dir, qlayers.AdapterOptions{}) }()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "regular file") {
-			t.Errorf("LoadAdapters: error %v; want one refusing a file that is not a regular file", err)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("LoadAdapters: still reading adapter_config.json (/dev/zero) after 3s")
+	var err error
+	testutil.Within(t, 3*time.Second, "LoadAdapters reading adapter_config.json (/dev/zero)", func() {
+		err = qlayers.LoadAdapters(context.New(), dir, qlayers.AdapterOptions{})
+	})
+	if err == nil || !strings.Contains(err.Error(), "regular file") {
+		t.Errorf("LoadAdapters: error %v; want one refusing a file that is not a regular file", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/quanta-ml/quanta/internal/assets"
 	"github.com/quanta-ml/quanta/internal/refdata"
+	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/tokenizer"
 )
 
@@ -165,29 +166,11 @@ func TestWordPieceSpecialFile(t *testing.T) {
 			return err
 		}},
 	} {
-		done := make(chan error, 1)
-		go func() { done <- tc.open() }()
 		var err error
-		select {
-		case err = <-done:
-		case <-time.After(3 * time.Second):
-			t.Fatalf("%s: still reading after 3s", tc.name)
-		}
+		testutil.Within(t, 3*time.Second, tc.name, func() { err = tc.open() })
 		if err == nil || !strings.Contains(err.Error(), "regular file") {
 			t.Errorf("%s: error %v; want one refusing a file that is not a regular file", tc.name, err)
 		}
-	}
-}
-
-// within runs f, failing the test if it takes longer than limit (the work is left running).
-func within(t *testing.T, limit time.Duration, what string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { f(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(limit):
-		t.Fatalf("%s: still running after %s", what, limit)
 	}
 }
 
@@ -203,7 +186,7 @@ func TestWordPieceLongWord(t *testing.T) {
 	}
 	word := strings.Repeat("a", 20001)
 	var pieces []string
-	within(t, 5*time.Second, "Tokenize of a 20,001-letter word", func() { pieces = w.Tokenize(word) })
+	testutil.Within(t, 5*time.Second, "Tokenize of a 20,001-letter word", func() { pieces = w.Tokenize(word) })
 	if len(pieces) != 10001 || pieces[0] != "a" || pieces[1] != "##aa" || pieces[10000] != "##aa" {
 		t.Errorf("Tokenize: %d pieces, first %q, last %q; want 10001: a, then ##aa", len(pieces), pieces[0], pieces[len(pieces)-1])
 	}
@@ -218,7 +201,7 @@ func TestWordPieceManyAddedTokens(t *testing.T) {
 	}
 	text := strings.Repeat("[SEP]", 100000) + "a"
 	var pieces []string
-	within(t, 5*time.Second, "Tokenize of 100,000 added tokens", func() { pieces = w.Tokenize(text) })
+	testutil.Within(t, 5*time.Second, "Tokenize of 100,000 added tokens", func() { pieces = w.Tokenize(text) })
 	if len(pieces) != 100001 || pieces[0] != "[SEP]" || pieces[100000] != "a" {
 		t.Errorf("Tokenize: %d pieces; want 100000 [SEP] and a", len(pieces))
 	}

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/arch"
 	"github.com/quanta-ml/quanta/runtime"
@@ -203,7 +203,7 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	ids := tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true})
 	// Checked before the weights load: the loader validates the context length too.
 	contextLength := 0
-	if n, err := f.Uint(archName + ".context_length"); err == nil && n <= math.MaxInt32 {
+	if n, err := f.Uint(archName + ".context_length"); err == nil && n <= fileio.MaxCount {
 		contextLength = int(n)
 	}
 	maxLen := o.maxLen

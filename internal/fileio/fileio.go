@@ -27,13 +27,9 @@ func Open[T any](op, path string, read func(r io.ReaderAt, size int64) (T, error
 		_ = f.Close()
 		return none, errors.Wrap(err, op)
 	}
-	if !info.Mode().IsRegular() {
+	if err := regular(op, path, info); err != nil {
 		_ = f.Close()
-		what := "a directory"
-		if !info.IsDir() {
-			what = "mode " + info.Mode().String()
-		}
-		return none, errors.Errorf("%s(%q): %s; accepted: a regular file", op, path, what)
+		return none, err
 	}
 	v, err := read(f, info.Size())
 	if err != nil {
@@ -42,6 +38,19 @@ func Open[T any](op, path string, read func(r io.ReaderAt, size int64) (T, error
 	}
 	closer(v).c = f
 	return v, nil
+}
+
+// regular refuses a file that is not a regular one (a directory, a device, a FIFO: a device such
+// as /dev/zero reads without end), naming op and path.
+func regular(op, path string, info os.FileInfo) error {
+	if info.Mode().IsRegular() {
+		return nil
+	}
+	what := "a directory"
+	if !info.IsDir() {
+		what = "mode " + info.Mode().String()
+	}
+	return errors.Errorf("%s(%q): %s; accepted: a regular file", op, path, what)
 }
 
 // MaxConfigBytes bounds the JSON and text files read whole (config.json, tokenizer.json,
@@ -61,8 +70,8 @@ func ReadFile(op, path string, limit int64) ([]byte, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, op)
 	}
-	if !info.Mode().IsRegular() {
-		return nil, errors.Errorf("%s(%q): mode %s; accepted: a regular file", op, path, info.Mode())
+	if err := regular(op, path, info); err != nil {
+		return nil, err
 	}
 	if info.Size() > limit {
 		return nil, errors.Errorf("%s(%q): %d bytes; accepted: at most %d", op, path, info.Size(), limit)

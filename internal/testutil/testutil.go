@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -312,5 +313,18 @@ func AllocatesAtMost(t testing.TB, what string, limit uint64, f func()) {
 	goruntime.ReadMemStats(&after)
 	if n := after.TotalAlloc - before.TotalAlloc; n > limit {
 		t.Errorf("%s allocated %d bytes; the bound is %d", what, n, limit)
+	}
+}
+
+// Within runs f, failing the test if it takes longer than limit (f is then left running): for
+// inputs that must be refused or handled in bounded time, never looped on.
+func Within(t testing.TB, limit time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { f(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		t.Fatalf("%s: still running after %s", what, limit)
 	}
 }
