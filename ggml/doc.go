@@ -53,8 +53,12 @@
 //     another axis, Gather of whole rows (indices into the leading axes: an embedding lookup, which
 //     then decodes the looked-up rows only): the blocks move, exact.
 //   - ConvertDType to a float dtype is lazy: an array that materializes in that dtype.
+//   - Transpose that moves the last axis is lazy: an implicitarray.Transposed of the array, whose
+//     products contract the blocks where they are (MatMul(x, Transpose(w, 0, 1)) of a weight
+//     stored as GGUF stores it, (out, in), is DotGeneral(x, [1], w, [1])); a sharded array
+//     materializes instead.
 //
-// Anything else (a reshape, transpose or concatenation through the last axis, element-wise ops,
+// Anything else (a reshape or concatenation through the last axis, element-wise ops,
 // reductions) materializes, counted in implicitarray.Stats and logged once per op
 // (FallbackWarn): re-quantizing in the graph would change the file's values.
 //

@@ -42,12 +42,17 @@ func reshape(c *ia.Call) ia.Value {
 	return a.withBlocks(blocks, dims, qarray.Placement(&a.Base).Reshaped(a.Shape().Dimensions, dims))
 }
 
-// transpose keeps the blocks when the last axis stays last; otherwise it materializes.
+// transpose keeps the blocks when the last axis stays last. Otherwise the transpose is lazy
+// (implicitarray.Transposed: a product contracts the blocks where they are), or, for a sharded
+// array, materializes.
 func transpose(c *ia.Call) ia.Value {
 	perm := c.Params.(*ia.TransposeParams).Permutation
 	a := c.Operands[0].(*Array)
 	if !qarray.TransposeKeepsRows(perm) {
-		return c.MaterializeAndApply()
+		if a.IsSharded() {
+			return c.MaterializeAndApply()
+		}
+		return ia.NewTransposed(a, perm)
 	}
 	blocks := qarray.TransposeRows(a.Blocks().Node(), perm)
 	return a.withBlocks(blocks, qarray.TransposedDims(a.Shape().Dimensions, perm), qarray.Placement(&a.Base).Transposed(perm))

@@ -169,3 +169,14 @@ func TestComponentSpecs(t *testing.T) {
 		t.Errorf("Q4_K 256 in 2 shards: %v", err)
 	}
 }
+
+// TestTransposeIsLazy: the transpose of a weight stored as GGUF stores it, (out, in), moves its
+// block axis, which the blocks cannot follow: it is lazy for every type (the file's values kept),
+// and x·wᵀ contracts the blocks where they are.
+func TestTransposeIsLazy(t *testing.T) {
+	for _, typ := range []gguf.Type{gguf.TypeQ4_0, gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeQ6_K} {
+		t.Run(typ.String(), func(t *testing.T) {
+			testutil.TransposedProduct(t, ggml.MustQuantize(testutil.RandomTensor(4, 40, 512), typ), 3)
+		})
+	}
+}

@@ -26,7 +26,9 @@
 //     counted in Stats.Requantizations under the same policy.
 //
 // A handler returns a dense node or an implicit array (reshaping an NF4 weight along its leading
-// axes stays NF4, for example), and may defer to the next handler with Call.Next. Format packages
+// axes stays NF4, for example), and may defer to the next handler with Call.Next. A format whose
+// storage cannot follow a transpose returns a Transposed (NewTransposed): a lazy transpose whose
+// products contract the inner array along the permuted axes, through the inner array's handlers. Format packages
 // register their handlers in init(); this package imports none of them.
 //
 // # Crossing the host/graph boundary

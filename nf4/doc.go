@@ -57,8 +57,9 @@
 //     (lowering.FlatBlockwise4). Package bnb reads and writes both.
 //
 // A DoubleQuant or FlatBlocks array keeps fewer shape ops exact: a reshape that keeps the last
-// axis (any reshape with FlatBlocks); a transpose or a broadcast re-quantizes (blocks along the
-// last axis, double-quantized again if it was), and a concatenation materializes. They cannot be
+// axis (any reshape with FlatBlocks); a broadcast re-quantizes (blocks along the last axis,
+// double-quantized again if it was), a transpose is lazy as below, and a concatenation
+// materializes. They cannot be
 // sharded (their scales run across rows): ComponentSpecs accepts only a replicated spec.
 //
 // # Operations
@@ -68,10 +69,15 @@
 // default). Shape ops keep the format where they can:
 //
 //   - Reshape, Transpose (and TransposeAllAxes), BroadcastInDim: when the last (block) axis is
-//     untouched, the packed and absmax components move as they are (exact, still NF4); otherwise
-//     the array is materialized, the op applied and the result re-quantized in the graph (a second
-//     rounding, counted in implicitarray.Stats.Requantizations and logged once per op), keeping
-//     the block size and the strategy.
+//     untouched, the packed and absmax components move as they are (exact, still NF4).
+//   - A Transpose that moves the block axis is lazy: an implicitarray.Transposed of the array,
+//     whose products contract the blocks where they are (MatMul(x, Transpose(w, 0, 1)) of a
+//     weight stored (out, in) is DotGeneral(x, [1], w, [1])). A sharded array, whose placement
+//     must follow the axes, is re-quantized instead, as below.
+//   - Otherwise (a reshape or broadcast that moves the block axis) the array is materialized, the
+//     op applied and the result re-quantized in the graph (a second rounding, counted in
+//     implicitarray.Stats.Requantizations and logged once per op), keeping the block size and the
+//     strategy.
 //   - Concatenate: NF4 arrays of the same block size and dtypes along a leading axis stay NF4;
 //     otherwise everything is materialized and the result is dense.
 //   - ConvertDType to a float dtype is lazy: an array that materializes in that dtype (WithDType).

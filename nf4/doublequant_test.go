@@ -171,7 +171,8 @@ func TestDoubleQuantizeHandEncoded(t *testing.T) {
 }
 
 // TestDoubleQuantizedHandlers: a reshape that keeps the last axis moves the codes as they are
-// (exact); a transpose re-quantizes, double-quantized again; products of the result run.
+// (exact); one that moves it re-quantizes, double-quantized again (a transpose is lazy:
+// TestTransposeIsLazy).
 func TestDoubleQuantizedHandlers(t *testing.T) {
 	backend := testutil.Backend(t)
 	w := nf4.MustDoubleQuantize(nf4.MustQuantize(testutil.RandomTensor(5, 3, 4, 64), 32))
@@ -182,7 +183,6 @@ func TestDoubleQuantizedHandlers(t *testing.T) {
 	}{
 		{"reshape", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 12, 64) }, true},
 		{"transpose-identity", func(v implicitarray.Value) implicitarray.Value { return implicitarray.TransposeAllAxes(v, 0, 1, 2) }, true},
-		{"transpose", func(v implicitarray.Value) implicitarray.Value { return implicitarray.TransposeAllAxes(v, 1, 0, 2) }, false},
 		{"reshape-last", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 3, 256) }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

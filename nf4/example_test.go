@@ -73,3 +73,22 @@ func ExampleArray_ComponentSpecs() {
 	// absmax: P(None, 'model')
 	// true
 }
+
+// A weight stored (out, in), as PyTorch stores it, used as x·wᵀ: the transpose moves the block
+// axis, so it is lazy, and the product contracts w's own blocks (no second rounding).
+func ExampleArray_transposed() {
+	backend := runtime.MustBackend()
+	w := nf4.MustQuantize(tensors.FromShape(shapes.Make(dtypes.Float32, 128, 256)), nf4.DefaultBlockSize) // (out, in)
+	x := tensors.FromShape(shapes.Make(dtypes.Float32, 2, 256))
+	product := implicitarray.MustNewExec(backend, func(x *graph.Node, w *nf4.Array) *graph.Node {
+		wt := implicitarray.Transpose(w, 0, 1)
+		fmt.Printf("Transpose(w, 0, 1): %T %v\n", wt, wt.Shape().Dimensions)
+		return implicitarray.Materialize(implicitarray.MatMul(x, wt))
+	})
+	implicitarray.ResetStats()
+	y := product.MustCall1(x, w).(*tensors.Tensor)
+	fmt.Println("y:", y.Shape().Dimensions, "re-quantizations:", len(implicitarray.CurrentStats().Requantizations))
+	// Output:
+	// Transpose(w, 0, 1): *implicitarray.Transposed [256 128]
+	// y: [2 128] re-quantizations: 0
+}

@@ -58,7 +58,9 @@ func requantize(c *ia.Call, a *Array) *Array {
 }
 
 // transpose keeps the array quantized when the last axis stays last (whole rows of blocks move:
-// exact); otherwise it materializes, transposes and re-quantizes.
+// exact). Otherwise the blocks cannot follow: the transpose is lazy (implicitarray.Transposed, so
+// a product contracts the blocks where they are), or, for a sharded array, whose placement must
+// follow the axes, the array is materialized, transposed and re-quantized.
 func transpose(c *ia.Call) ia.Value {
 	perm := c.Params.(*ia.TransposeParams).Permutation
 	a := c.Operands[0].(*Array)
@@ -69,6 +71,9 @@ func transpose(c *ia.Call) ia.Value {
 	if qarray.TransposeKeepsRows(perm) {
 		packed, absmax := qarray.TransposeRows(a.Packed().Node(), perm), qarray.TransposeRows(a.Absmax().Node(), perm)
 		return a.withNodes(packed, absmax, qarray.TransposedDims(a.Shape().Dimensions, perm)).withPlacement(placement)
+	}
+	if !a.IsSharded() {
+		return ia.NewTransposed(a, perm)
 	}
 	return requantize(c, a).withPlacement(placement)
 }

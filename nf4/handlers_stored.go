@@ -12,7 +12,8 @@ import (
 //
 //   - Reshape of a FlatBlocks array is exact for any dimensions (the flattened order is kept);
 //     of a DoubleQuant array with blocks along the last axis, exact when the last axis is kept.
-//   - Transpose is exact only as the identity; BroadcastInDim never is.
+//   - Transpose is exact only as the identity, and otherwise lazy (implicitarray.Transposed) but
+//     for a sharded array; BroadcastInDim is never exact.
 //
 // Otherwise the array is materialized, the op applied and the result re-quantized in the graph
 // (blocks along the last axis, double-quantized again if it was), keeping the block size and the
@@ -38,6 +39,9 @@ func transposeStored(c *ia.Call, a *Array, perm []int) ia.Value {
 	placement := qarray.Placement(&a.Base).Transposed(perm)
 	if slices.IsSorted(perm) {
 		return a.withPlacement(placement)
+	}
+	if !a.IsSharded() {
+		return ia.NewTransposed(a, perm)
 	}
 	return requantizeStored(c, a).withPlacement(placement)
 }

@@ -226,3 +226,19 @@ func TestGatherRows(t *testing.T) {
 		})
 	}
 }
+
+// TestTransposeIsLazy: the transpose of a weight stored (out, in) moves its block axis, which the
+// blocks cannot follow: it is lazy in every NF4 format (no second rounding), and x·wᵀ contracts
+// the blocks where they are.
+func TestTransposeIsLazy(t *testing.T) {
+	w := nf4.MustQuantize(testutil.RandomTensor(3, 48, 128), 64)
+	flat, err := nf4.FromTensors(w.Shape(), nf4.Format{BlockSize: 64, FlatBlocks: true},
+		tensors.FromFlatDataAndDimensions(tensors.MustCopyFlatData[uint8](w.Packed().Tensor()), 48*2, 32),
+		tensors.FromFlatDataAndDimensions(tensors.MustCopyFlatData[float32](w.Absmax().Tensor()), 48*2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, a := range map[string]*nf4.Array{"blocks-along-last-axis": w, "flat-blocks": flat, "double-quantized": nf4.MustDoubleQuantize(w)} {
+		t.Run(name, func(t *testing.T) { testutil.TransposedProduct(t, a, 3) })
+	}
+}

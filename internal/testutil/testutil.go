@@ -160,6 +160,31 @@ func RowOps(last int) []RowOp {
 	}
 }
 
+// TransposedProduct checks the PyTorch idiom x·wᵀ on w, a host array of shape (out, in) whose
+// storage cannot follow a transpose: Transpose(w, 0, 1) is lazy (implicitarray.Transposed), and
+// MatMul(x, Transpose(w, 0, 1)) for rows of x is the product that contracts w along its last axis
+// (DotGeneral(x, [1], w, [1])), bit for bit, with no re-quantization and no fallback.
+func TransposedProduct(t testing.TB, w implicitarray.Array, rows int) {
+	t.Helper()
+	var lazy string
+	e := implicitarray.MustNewExec(Backend(t), func(w implicitarray.Value, x *graph.Node) (*graph.Node, *graph.Node) {
+		wt := implicitarray.Transpose(w, 0, 1)
+		lazy = fmt.Sprintf("%T", wt)
+		return implicitarray.Materialize(implicitarray.MatMul(x, wt)),
+			implicitarray.Materialize(implicitarray.DotGeneral(x, []int{1}, nil, w, []int{1}, nil))
+	})
+	defer e.Finalize()
+	implicitarray.ResetStats()
+	outs := e.MustCall(w, RandomTensor(7, rows, w.Shape().Dim(1)))
+	if lazy != "*implicitarray.Transposed" {
+		t.Errorf("Transpose(w, 0, 1) of a %s is a %s, want a lazy *implicitarray.Transposed", implicitarray.TypeName(w), lazy)
+	}
+	if st := implicitarray.CurrentStats(); len(st.Requantizations) != 0 || len(st.Fallbacks) != 0 {
+		t.Errorf("stats %+v: want no re-quantization and no fallback", st)
+	}
+	SameBits(t, "x·Transpose(w)", Float32s(t, outs[0].(*tensors.Tensor)), Float32s(t, outs[1].(*tensors.Tensor)))
+}
+
 // TableProducts checks the two products of an embedding table of width dim whose dequantized
 // values are table: lookup, the rows ids, must be those rows of table bit for bit; head, the tied
 // head's x·tableᵀ for rows x of width dim, must be within 1e-4 of that product in float64.
