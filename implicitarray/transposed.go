@@ -13,7 +13,7 @@ import (
 // Permutation...) while Inner keeps its storage. A format whose storage cannot follow a transpose
 // exactly (NF4 and GGML blocks run along the last axis) returns one (NewTransposed) instead of
 // quantizing the transposed values again or materializing them, so the PyTorch idiom
-// MatMul(x, Transpose(w)) on a weight stored (out, in) is the product of w's own blocks:
+// MatMul(x, Transpose(w, 0, 1)) on a weight stored (out, in) is the product of w's own blocks:
 //
 //   - DotGeneral contracts Inner along the permuted axes (and reorders the result's axes where
 //     the permutation reorders free axes), reaching Inner's product handlers;
