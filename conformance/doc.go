@@ -4,12 +4,12 @@
 // within tolerance, except where quanta differs on purpose (see README.md, which lists every
 // deliberate difference and the case ids that show it).
 //
-// The package itself is a small loader: LoadIndex reads testdata/index.json, Index.Input and
-// Index.Output load a case's arrays as host tensors. ReadNPY parses the .npy files (C order,
+// The package itself is a small loader: LoadIndex reads testdata/index.json, and its Input and
+// Output methods load a case's arrays as host tensors. ReadNPYFile reads a .npy file (C order,
 // little-endian; descriptors '<f8', '<f4', '<f2', '|u1', '|i1', '<u2', '<i4', '|b1'); bfloat16
-// arrays are stored as their uint16 bits and LoadTensor returns them as bfloat16 tensors. The
-// checks are the package's tests: `go test ./conformance/` needs only the committed vectors, no
-// Python. Loading assumes a little-endian host (as GoMLX does).
+// arrays are stored as their uint16 bits, and Input and Output return them as bfloat16 tensors.
+// The checks are the package's tests: `go test ./conformance/` needs only the committed vectors,
+// no Python. Loading assumes a little-endian host (as GoMLX does).
 //
 // Errors: every loader function returns an error naming the file and what was expected; a test
 // vector that does not match its index entry is an error, not a skipped case.

@@ -24,13 +24,15 @@ type NPY struct {
 // npyMagic opens every .npy file.
 var npyMagic = []byte("\x93NUMPY")
 
-// npyElementSizes lists the descriptors ReadNPY accepts and their element sizes in bytes.
+// npyElementSizes lists the descriptors ReadNPYFile accepts and their element sizes in bytes.
 var npyElementSizes = map[string]int{
 	"<f8": 8, "<f4": 4, "<f2": 2,
 	"|u1": 1, "|i1": 1, "<u2": 2, "<i4": 4, "|b1": 1,
 }
 
-// ReadNPYFile reads a .npy file (see ReadNPY).
+// ReadNPYFile reads a .npy file: format versions 1.0, 2.0 and 3.0, a C-order array with one of
+// the descriptors '<f8', '<f4', '<f2', '|u1', '|i1', '<u2', '<i4', '|b1'. Fortran order, big-endian
+// data, structured and object dtypes are errors.
 func ReadNPYFile(path string) (*NPY, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {

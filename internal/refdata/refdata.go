@@ -139,7 +139,7 @@ func Ints(elem ...string) ([]int, error) {
 }
 
 // NPY reads a .npy file of the reference directory as stored: its dtype descriptor, dimensions
-// and raw little-endian bytes (any dtype conformance.ReadNPY accepts, e.g. '|u1' block bytes).
+// and raw little-endian bytes (any dtype conformance.ReadNPYFile accepts, e.g. '|u1' block bytes).
 func NPY(elem ...string) (*conformance.NPY, error) {
 	path, err := Path(elem...)
 	if err != nil {
