@@ -28,8 +28,8 @@ type Stats struct {
 	// and implicit operand type (a call with two implicit operands counts for both types).
 	Fallbacks map[Key]int
 	// Requantizations counts calls a handler answered by materializing the operand and quantizing
-	// the result again, a second rounding (an NF4 transpose that moves the block axis, an int8
-	// reshape), per op and type (Call.Requantizing).
+	// the result again, a second rounding (an NF4 reshape or broadcast that moves the block axis,
+	// an int8 reshape), per op and type (Call.Requantizing).
 	Requantizations map[Key]int
 	// Materializations counts materialization steps per implicit type name.
 	Materializations map[string]int
