@@ -49,9 +49,9 @@ const (
 	// runtime registers them when it starts the backend), float32 or bfloat16 activations, and
 	// graphs that are not sharded: Blockwise4 with the kernels' codebook, Int8, Signs
 	// contracted on their packed axis with no scale, a per-tensor or a per-column scale, and GGML
-	// contracted on its block axis (x·Wᵀ, GGUF's linear weight), whose kernels for a few rows
-	// multiply 8-bit activations for the K-quants Q4_K, Q5_K and Q6_K (package cpukernels
-	// documents both numerical contracts).
+	// contracted on its block axis (x·Wᵀ, GGUF's linear weight), whose kernels for up to 8 rows
+	// multiply 8-bit activations for Q4_K, Q5_K, Q6_K, Q4_1, Q5_0 and Q5_1, and for up to 2 rows
+	// for Q4_0 (package cpukernels documents both numerical contracts).
 	Kernel
 	// PrologueDot is the GEMM form of XLA's GPU and TPU compilers: the weight is decoded with
 	// only the ops XLA's Triton GEMM emitter takes in a dot operand's prologue (after one bitcast
