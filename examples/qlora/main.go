@@ -12,7 +12,7 @@
 // writes a PNG of the loss and accuracy curves, and saves the QLoRA adapters in PEFT's format.
 //
 //	go run ./examples/qlora              # pre-train 1500 steps, fine-tune 800 steps per run
-//	go run ./examples/qlora -quick       # 500 + 300 steps, for make demo
+//	go run ./examples/qlora -quick       # 500 + 300 steps, a shorter run
 //	go run ./examples/qlora -memory      # the memory of a QLoRA training step (see memory.go)
 //
 // Batches and initialization are seeded (-seed): a run is reproducible on one backend.
@@ -44,7 +44,7 @@ import (
 )
 
 var (
-	flagQuick    = flag.Bool("quick", false, "shorter run, for make demo")
+	flagQuick    = flag.Bool("quick", false, "shorter run: 500 + 300 steps")
 	flagSeed     = flag.Uint64("seed", 7, "random seed of the initialization and the batches")
 	flagHidden   = flag.Int("hidden", 512, "width of the hidden layers")
 	flagRank     = flag.Int("rank", 8, "LoRA rank")
