@@ -65,5 +65,6 @@
 // Graph-building functions panic, as GoMLX's do, with an error naming the op, the operand types
 // and shapes, and what is accepted; the sentinel errors ErrAmbiguous, ErrNoHandler,
 // ErrMaterializationForbidden and ErrDeleted can be tested with errors.Is on the recovered value. Host-side
-// functions (NewExec, Call, Flatten) return errors and have Must variants.
+// functions (NewExec, Call, Flatten, MaterializeOnHost) return errors; NewExec and Call have Must
+// variants (MustNewExec, MustCall, MustCall1).
 package implicitarray
