@@ -10,16 +10,16 @@
 //	                run a GGUF model ("llama": SmolLM2, Llama, ...; "gemma3") on a prompt: every
 //	                tensor as the file stores it (-format file, the default: its block types as
 //	                they are, embedding table and head included), or the projections converted
-//	                as the file loads (-format, a models.Preset; the tied head -head, int8 by
-//	                default for the converted formats), q/k/v and gate/up fused where exact
-//	                (-fuse), the prompt in the model's chat template when the file has one of a
-//	                shape tokenizer.ParseChatTemplate recognizes (a file without one, a base
-//	                model's, gets the raw prompt; -raw sends it as it is; -system sets the
-//	                system message), the
-//	                answer streamed to stdout, then the prompt and decoding rates on stderr. Sampling: -temp (0: greedy), -top-k, -top-p,
-//	                -repeat-penalty, -seed (printed at the end; the same seed gives the same
-//	                answer); -max bounds the answer, -maxlen the sequence (default: the model's
-//	                context length; attention follows the filled positions, not -maxlen).
+//	                as the file loads (-format, a models.Preset; the tied head -head, by
+//	                default int8 for the converted formats, float32 for -format f32), q/k/v and
+//	                gate/up fused where exact (-fuse), the prompt in the model's chat template
+//	                when the file has one of a shape tokenizer.ParseChatTemplate recognizes (a
+//	                file without one, a base model's, gets the raw prompt; -raw sends it as it
+//	                is; -system sets the system message), the answer streamed to stdout, then
+//	                the prompt and decoding rates on stderr. Sampling: -temp (0: greedy), -top-k,
+//	                -top-p, -repeat-penalty, -seed (printed at the end; the same seed gives the
+//	                same answer); -max bounds the answer, -maxlen the sequence (default: the
+//	                model's context length; attention follows the filled positions, not -maxlen).
 //
 // Exit codes of doctor: 0 when XLA is in use (or the backend that GOMLX_BACKEND asked for);
 // 3 when the pure-Go fallback is in use because no XLA plugin could start; 1 when the backend
