@@ -32,6 +32,9 @@
 //     the byte axis of packed is replicated. A block must not straddle two shards, so with the last
 //     axis in n shards, F/n must be a multiple of the block size bs (this also excludes a
 //     zero-padded last block). The materialized array then has exactly the logical placement.
+//   - GGML block types (ggml.Array), logical (…, F), blocks (…, F/bs, block bytes) uint8: the
+//     NF4 rule with one component; a sharded last axis needs F/n a multiple of the type's block
+//     size (32, or 256 for the K-quants).
 //   - int8 (int8.Array), weight of the logical shape, scale with size 1 on the quantized axes: the
 //     weight has the logical spec; the scale too, except its size-1 axes, which are replicated
 //     (every shard of that axis shares the one scale): ScaleSpec, also used for onebit's scale.
