@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
 )
@@ -107,6 +108,12 @@ func dotGeneral(x *graph.Node, a Quantized, axes Axes, as *Platform) *graph.Node
 			"%s serves %s, auto serves every product", op, s, w, axes.WContracting, axes.WBatch, x.Shape(), s, requirement(s, w)))
 	}
 	stats.record(w.kind(), s)
+	if x.Shape().Size() == 0 || product1(p.wDims) == 0 {
+		// An operand without elements: the product is empty, or zeros (an empty contraction).
+		// The formulations slice and broadcast operands that they assume non-empty, and the
+		// pure-Go backend has no DotGeneral of empty operands.
+		return graph.Zeros(x.Graph(), shapes.Make(x.DType(), p.outDims()...))
+	}
 	switch s {
 	case Materialize:
 		return p.finish(p.dot(p.activations(), graph.ConvertDType(implicitarray.Materialize(a), p.cdt)))

@@ -350,6 +350,45 @@ func checkChoose(t *testing.T, cases []chooseCase) {
 	}
 }
 
+// TestEmptyActivations: a product whose activations have no rows is an empty array for every
+// format and every strategy that serves it (Auto included), on either side of the weight; a
+// strategy's slicing or broadcasting of the empty activations must not panic.
+func TestEmptyActivations(t *testing.T) {
+	kernels := lowering.PlatformOf(testutil.Backend(t))&lowering.Kernels != 0
+	r := rand.New(rand.NewPCG(5, 6))
+	cases := []productCase{
+		{name: "x@W", xDims: []int{0, 16}, wDims: []int{16, 12}, axes: lowering.Axes{XContracting: []int{1}, WContracting: []int{0}},
+			rank2: true, kMajor: true},
+		{name: "x@Wt", xDims: []int{0, 12}, wDims: []int{16, 12}, axes: lowering.Axes{XContracting: []int{1}, WContracting: []int{1}},
+			rank2: true},
+		{name: "W@x", xDims: []int{12, 0}, wDims: []int{16, 12}, axes: lowering.Axes{XContracting: []int{0}, WContracting: []int{1},
+			WeightOnLeft: true}, rank2: true},
+	}
+	strategies := append([]lowering.Strategy{lowering.Auto}, lowering.Strategies()...)
+	for _, f := range formats() {
+		for _, c := range cases {
+			for _, xDType := range []dtypes.DType{dtypes.Float32, dtypes.BFloat16} {
+				w := f.make(r, c.wDims, lowering.Auto)
+				x := activations(t, r, c.xDims, xDType)
+				for _, s := range strategies {
+					if !served(s, f, c, xDType, kernels) {
+						continue
+					}
+					t.Run(fmt.Sprintf("%s/%s/%s/%s", f.name, c.name, xDType, s), func(t *testing.T) {
+						got, err := runProduct(t, withComponentsOf(f.make(r, c.wDims, s), w), x, c)
+						if err != nil {
+							t.Fatalf("%+v", err)
+						}
+						if len(got) != 0 {
+							t.Errorf("got %d values, want none", len(got))
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
 // TestChoose restates the policy table for each platform.
 func TestChoose(t *testing.T) {
 	f := newChooseFixture(t)
