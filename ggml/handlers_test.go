@@ -1,10 +1,13 @@
 package ggml_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/ggml"
 	"github.com/quanta-ml/quanta/gguf"
@@ -127,6 +130,26 @@ func TestGatherRows(t *testing.T) {
 			}
 			testutil.SameBits(t, "gathered rows", testutil.Float32s(t, got), testutil.Float32s(t, ref))
 		})
+	}
+}
+
+// TestEmptyArray: an array without blocks (no rows, as a gather of no rows leaves it, or no
+// blocks per row) materializes to an empty array of its dimensions.
+func TestEmptyArray(t *testing.T) {
+	for _, typ := range []gguf.Type{gguf.TypeQ4_0, gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeQ6_K} {
+		for _, dims := range [][]int{{0, 2}, {3, 0}, {2, 0, 1}} {
+			t.Run(fmt.Sprintf("%s/%v", typ, dims), func(t *testing.T) {
+				blocks := tensors.FromShape(shapes.Make(dtypes.Uint8, append(slices.Clone(dims), typ.BlockBytes())...))
+				a, err := ggml.New(implicitarray.TensorComponent(blocks), typ, dtypes.Float32)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := testutil.Materialize(t, a)
+				if want := a.Shape(); !got.Shape().Equal(want) {
+					t.Errorf("materialized %s, want %s", got.Shape(), want)
+				}
+			})
+		}
 	}
 }
 

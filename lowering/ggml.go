@@ -8,6 +8,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/gguf"
 )
@@ -103,6 +104,9 @@ func (w GGML) String() string {
 func (w GGML) decodeFloat32() *graph.Node {
 	bs := w.Blocks.Shape()
 	lead, nb := bs.Dimensions[:bs.Rank()-2], bs.Dim(-2)
+	if bs.Size() == 0 { // no blocks (e.g. a gather of no rows): nothing to slice the fields from
+		return graph.Zeros(w.Blocks.Graph(), shapes.Make(dtypes.Float32, w.Dimensions()...))
+	}
 	b := blockBytes{graph.Reshape(w.Blocks, product1(lead)*nb, bs.Dim(-1))}
 	var values *graph.Node
 	switch w.Type {
