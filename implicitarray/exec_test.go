@@ -152,6 +152,8 @@ func TestBadInput(t *testing.T) {
 		{"unsupported einsum", func() { Einsum("ab,bc->a", x, graph.Const(g, [][]float32{{1}, {2}, {3}})) },
 			[]string{"einsum", "only in rhs", "[2 3]"}},
 		{"bad reshape", func() { Reshape(x, 4, 2) }, []string{"reshape", "plainTag", "[4 2]"}},
+		{"reshape of an empty array to -1", func() { Reshape(graph.Zeros(g, shapes.Make(dtypes.Float32, 0, 4)), 0, -1) },
+			[]string{"reshape", "[0 4]", "[0 -1]", "accepted"}},
 		{"bad transpose", func() { TransposeAllAxes(x, 0, 0) }, []string{"transpose", "repeat"}},
 		{"transpose axis out of range", func() { Transpose(x, 0, 5) }, []string{"transpose", "out of range"}},
 		{"bad dot", func() { DotGeneral(x, []int{1}, nil, x, []int{1, 0}, nil) }, []string{"dot_general", "differ in count"}},

@@ -52,7 +52,11 @@ func Reshape(x Value, dimensions ...int) Value {
 		}
 	}
 	total := x.Shape().Size()
-	if unknown >= 0 && size > 0 && total%size == 0 {
+	if unknown >= 0 && size == 0 {
+		panic(errors.Errorf("cannot reshape %s to %v: next to a zero dimension, -1 stands for any size; "+
+			"accepted: explicit dimensions", x.Shape(), dimensions))
+	}
+	if unknown >= 0 && total%size == 0 {
 		dims[unknown] = total / size
 		size *= dims[unknown]
 	}
