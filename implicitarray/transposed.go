@@ -32,6 +32,9 @@ var _ FallbackPolicy = (*Transposed)(nil)
 // identity, the composed permutation of a Transposed a. permutation must hold each axis of a once
 // (no negative axes).
 func NewTransposed(a Array, permutation []int) Array {
+	if isNil(a) {
+		panic(errors.Errorf("implicitarray.NewTransposed: nil array; accepted: an implicitarray.Array"))
+	}
 	rank := a.Shape().Rank()
 	if len(permutation) != rank || !isPermutation(permutation) {
 		panic(errors.Errorf("implicitarray.NewTransposed: permutation %v of %s %s; accepted: each of its %d axes once",

@@ -118,9 +118,22 @@ func TestTransposedComposes(t *testing.T) {
 	if !slices.Equal(again.Permutation(), []int{2, 1, 0}) || again.Inner() != Array(inner) {
 		t.Errorf("composed permutation %v of %T, want [2 1 0] of the inner array", again.Permutation(), again.Inner())
 	}
-	err := recoverError(func() { NewTransposed(inner, []int{0, 0, 1}) })
-	if err == nil || !strings.Contains(err.Error(), "NewTransposed") || !strings.Contains(err.Error(), "[0 0 1]") {
-		t.Errorf("bad permutation: %v", err)
+	for _, tc := range []struct {
+		name string
+		a    Array
+		perm []int
+		want []string
+	}{
+		{"bad permutation", inner, []int{0, 0, 1}, []string{"NewTransposed", "[0 0 1]", "accepted"}},
+		{"nil array", nil, []int{1, 0}, []string{"NewTransposed", "nil", "accepted"}},
+		{"nil typed array", (*toy[plainTag])(nil), []int{1, 0}, []string{"NewTransposed", "nil", "accepted"}},
+	} {
+		err := recoverError(func() { NewTransposed(tc.a, tc.perm) })
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %v does not mention %q", tc.name, err, w)
+			}
+		}
 	}
 }
 
