@@ -189,9 +189,11 @@
 // inputs: never on the thread count, on which thread ran what, or on other products running at
 // the same time. k×n products (x·W) are split into stripes of stored rows whose number and bounds
 // depend on the sizes alone (about a sixteenth of the weight each, at least 32 KiB, with at most
-// a quarter of the weight's bytes in partial sums); each stripe adds its rows, in order, into a
-// partial sum of its own, and the partials are added in stripe order. The columns are split into
-// panels for the threads (about four tasks a thread): every kernel sums a column's rows in order
+// a quarter of the weight's bytes in partial sums; for a float32 weight 256 rows, 64 at one
+// activation row); each stripe adds its rows, in order, into a partial sum of its own, and the
+// partials are added in stripe order. The columns are split into panels for the threads (about
+// four tasks a thread; a float32 product of one row keeps whole rows, so that each task streams
+// one contiguous block of the weight): every kernel sums a column's rows in order
 // whatever panel it is in, since panel bounds are multiples of every kernel's column group (128)
 // and tails fall only at the end of the columns. n×k products (x·Wᵀ) give each output to one
 // chunk, whose bounds are multiples of 16 outputs (the kernels' output groups). Tasks are claimed

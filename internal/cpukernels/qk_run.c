@@ -410,8 +410,12 @@ static int64_t gcd(int64_t a, int64_t b) {
   return a;
 }
 
-/* Stored rows per stripe of a float32 weight. */
+/* Stored rows per stripe of a float32 weight; at one activation row (a gemv, which reuses no
+ * weight), fewer rows a stripe and the stripes whole rows wide: each task then streams one
+ * contiguous block of the weight, where panels of columns read short strided segments of each
+ * row (docs/performance.md). */
 #define F32_STRIPE_ROWS 256
+#define F32_GEMV_STRIPE_ROWS 64
 
 /* The column alignment of panels: the largest column group of any kernel (128), and the NF4 block
  * for kernels that walk whole blocks. */
@@ -447,7 +451,8 @@ int qk_run_kn(qk_prod *p, qk_acts a) {
   } else if (p->fmt == QK_FMT_F32) {
     /* by the rows alone: a column's sum is then the same whatever the other columns, so a
      * product of weights side by side (fused projections) gives each one's bits */
-    nst = (p->srows + F32_STRIPE_ROWS - 1) / F32_STRIPE_ROWS;
+    const int64_t rows = p->m == 1 ? F32_GEMV_STRIPE_ROWS : F32_STRIPE_ROWS;
+    nst = (p->srows + rows - 1) / rows;
   } else {
     const int64_t target = QK_MAX(total / 16, INT64_C(32) << 10);
     const int64_t partial_bytes = p->m * p->ldp * (int64_t)sizeof(float);
@@ -464,11 +469,11 @@ int qk_run_kn(qk_prod *p, qk_acts a) {
     j.call_rows = QK_MAX(8, (QK_CHUNK_SCRATCH / (128 * p->m)) & ~(int64_t)7);
   }
 
-  /* Panels: about four tasks a thread. */
+  /* Panels: about four tasks a thread (a float32 gemv: one, whole rows). */
   const int T = threads_for(total, p->m);
   int64_t np = atomic_load_explicit(&tune_panels, memory_order_relaxed);
   if (np <= 0) {
-    np = T > 1 ? (4 * (int64_t)T + j.nstripes - 1) / j.nstripes : 1;
+    np = T > 1 && !(p->fmt == QK_FMT_F32 && p->m == 1) ? (4 * (int64_t)T + j.nstripes - 1) / j.nstripes : 1;
   }
   np = QK_MIN(np, (j.ext + align - 1) / align);
   j.panel_cols = roundup((j.ext + np - 1) / np, align);
