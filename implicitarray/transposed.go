@@ -17,7 +17,9 @@ import (
 //
 //   - DotGeneral contracts Inner along the permuted axes (and reorders the result's axes where
 //     the permutation reorders free axes), reaching Inner's product handlers;
-//   - Transpose composes the permutations, lazily (back to Inner itself when they cancel);
+//   - Transpose composes the permutations (back to Inner itself when they cancel), through
+//     Inner's own transpose handler where it has one, so that a permutation that leaves the
+//     blocks whole gives the format's exact result;
 //   - ConvertDType converts Inner;
 //   - every other op materializes, through the generic fallback, under Inner's FallbackPolicy.
 type Transposed struct {
@@ -104,13 +106,24 @@ func init() {
 	})
 }
 
-// transposeValue transposes v, a dense node or an array: a Transposed composes its permutation
-// (lazily, back to its inner array when they cancel), another array reaches its own handlers.
+// transposeValue transposes v, a dense node or an array: a Transposed composes its permutation,
+// back to its inner array when they cancel; another permutation goes to the inner array's own
+// transpose handler where it has one (which keeps its storage exactly where the permutation
+// allows, and is lazy again where not), and stays lazy otherwise. Another array reaches its
+// handlers.
 func transposeValue(v Value, perm []int) Value {
-	if t, ok := v.(*Transposed); ok {
-		return NewTransposed(t, perm)
+	t, ok := v.(*Transposed)
+	if !ok {
+		return TransposeAllAxes(v, perm...)
 	}
-	return TransposeAllAxes(v, perm...)
+	composed, lazy := NewTransposed(t, perm).(*Transposed)
+	if !lazy {
+		return t.inner
+	}
+	if len(candidates(OpTranspose, []Value{composed.inner})) > 0 {
+		return TransposeAllAxes(composed.inner, composed.perm...)
+	}
+	return composed
 }
 
 // dotTransposed is the dot_general of Transposed operands: each is replaced by its Inner, its

@@ -242,3 +242,29 @@ func TestTransposeIsLazy(t *testing.T) {
 		t.Run(name, func(t *testing.T) { testutil.TransposedProduct(t, a, 3) })
 	}
 }
+
+// TestLazyTransposeComposes: a transpose of a lazy transpose whose composed permutation leaves the
+// block axis last is the NF4 array's own exact transpose (still NF4, no re-quantization), and its
+// values are the dense ops' bit for bit.
+func TestLazyTransposeComposes(t *testing.T) {
+	backend := testutil.Backend(t)
+	w := nf4.MustQuantize(testutil.RandomTensor(5, 2, 3, 64), 32)
+	op := func(v implicitarray.Value) implicitarray.Value {
+		return implicitarray.TransposeAllAxes(implicitarray.TransposeAllAxes(v, 2, 1, 0), 1, 2, 0)
+	}
+	implicitarray.ResetStats()
+	e := implicitarray.MustNewExec(backend, func(w *nf4.Array) implicitarray.Value { return op(w) })
+	defer e.Finalize()
+	out, ok := e.MustCall1(w).(*nf4.Array)
+	if !ok {
+		t.Fatalf("result is not an *nf4.Array")
+	}
+	if st := implicitarray.CurrentStats(); len(st.Requantizations) != 0 || len(st.Fallbacks) != 0 {
+		t.Errorf("stats %+v: want no re-quantization and no fallback", st)
+	}
+	want := graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node { return op(x).(*graph.Node) }, testutil.Materialize(t, w))
+	if !slices.Equal(out.Shape().Dimensions, want.Shape().Dimensions) {
+		t.Fatalf("shape %v, want %v", out.Shape().Dimensions, want.Shape().Dimensions)
+	}
+	testutil.SameBits(t, "values", testutil.Float32s(t, testutil.Materialize(t, out)), testutil.Float32s(t, want))
+}
