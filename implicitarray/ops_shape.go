@@ -114,6 +114,9 @@ func BroadcastInDim(x Value, dimensions []int, broadcastAxes []int) Value {
 	defer annotate(OpBroadcastInDim, x)
 	mustNotBeNil(x)
 	in := x.Shape()
+	if slices.ContainsFunc(dimensions, func(d int) bool { return d < 0 }) {
+		panic(errors.Errorf("dimensions %v of %s; accepted: sizes >= 0", dimensions, in))
+	}
 	if len(broadcastAxes) != in.Rank() {
 		panic(errors.Errorf("broadcastAxes %v must have one entry per axis of %s", broadcastAxes, in))
 	}
@@ -156,6 +159,9 @@ func Concatenate(values []Value, axis int) Value {
 	}
 	mustNotBeNil(values...)
 	first := values[0].Shape()
+	if first.Rank() == 0 {
+		panic(errors.Errorf("values of rank 0 (%s) have no axis to concatenate on; accepted: values of rank >= 1", first))
+	}
 	a := normalizeAxis(axis, first.Rank(), "axis")
 	for _, v := range values[1:] {
 		s := v.Shape()
