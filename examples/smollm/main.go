@@ -189,16 +189,24 @@ func (l *loaded) generator(maxLen int) (*models.Generator, error) {
 	return models.NewGenerator(l.backend, l.ctx, l.model, opts)
 }
 
+// promptIDs returns the token ids of prompt: with chat, the user's message after the system
+// message in SmolLM2's chat template; otherwise the text as it is. The BOS token comes first
+// when the vocabulary asks for it (Gemma-3's does, SmolLM2's does not), as quanta run and
+// llama.cpp encode a prompt: without it Gemma-3 repeats itself ("France of France of ...").
+func promptIDs(tok *tokenizer.BPE, prompt string, chat bool, system string) []int {
+	text := prompt
+	if chat {
+		text = "<|im_start|>system\n" + system + "<|im_end|>\n<|im_start|>user\n" + prompt + "<|im_end|>\n<|im_start|>assistant\n"
+	}
+	return tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: chat})
+}
+
 func generate() error {
 	l, err := load()
 	if err != nil {
 		return err
 	}
-	text := *flagPrompt
-	if *flagChat {
-		text = "<|im_start|>system\n" + *flagSystem + "<|im_end|>\n<|im_start|>user\n" + *flagPrompt + "<|im_end|>\n<|im_start|>assistant\n"
-	}
-	ids := l.tok.Encode(text, tokenizer.EncodeOptions{ParseSpecial: *flagChat})
+	ids := promptIDs(l.tok, *flagPrompt, *flagChat, *flagSystem)
 	gen, err := l.generator(min(*flagMaxLen, l.model.DecodeSpec().ContextLength))
 	if err != nil {
 		return err
