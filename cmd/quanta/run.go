@@ -63,7 +63,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.maxLen, "maxlen", 0, "the longest sequence, prompt and answer (0: the model's context length)")
 	fs.Float64Var(&o.sampling.Temperature, "temp", 0.8, "the sampling temperature (0: greedy, the most likely token)")
 	fs.IntVar(&o.sampling.TopK, "top-k", 40, "sample among the k most likely tokens (0: all)")
-	fs.Float64Var(&o.sampling.TopP, "top-p", 0.95, "sample among the most likely tokens whose probabilities sum to p (1: all)")
+	fs.Float64Var(&o.sampling.TopP, "top-p", 0.95, "sample among the most likely tokens whose probabilities sum to p, above 0 up to 1 (1: all)")
 	fs.Float64Var(&o.sampling.RepetitionPenalty, "repeat-penalty", 1, "penalize tokens already in the sequence (1: none)")
 	fs.Int64Var(&o.seed, "seed", -1, "the random seed: the same seed gives the same answer (-1: a random seed, printed at the end)")
 	fs.StringVar(&o.system, "system", "", "the system message (default: the chat template's own, if it has one)")
@@ -126,6 +126,11 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	o.sampling.Seed = seed
 	if err := o.sampling.Validate(); err != nil {
 		return fmt.Errorf("-temp, -top-k, -top-p, -repeat-penalty: %w", err)
+	}
+	if o.sampling.TopP == 0 && !o.sampling.Greedy() {
+		// models.Sampling reads TopP 0 as every token; llama.cpp and transformers keep the most
+		// likely token alone, so a user of theirs would get the opposite of what they asked.
+		return errors.New("-top-p 0; accepted: above 0 up to 1 (1: every token); the most likely token alone is -temp 0")
 	}
 	if o.maxNew < 1 {
 		return fmt.Errorf("-max %d; accepted: >= 1", o.maxNew)

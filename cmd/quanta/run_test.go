@@ -136,6 +136,10 @@ func TestRun(t *testing.T) {
 		{"format", []string{"-format", "q3", model, "hi"}, exitFailure, []string{`-format: `, `unknown name "q3"; accepted: file, f32, nf4`}},
 		{"head", []string{"-head", "ternary", model, "hi"}, exitFailure, []string{"-head (auto, or", "accepted: file, f32, int8, nf4"}},
 		{"top-p", []string{"-top-p", "2", model, "hi"}, exitFailure, []string{"-top-p", "TopP 2"}},
+		// llama.cpp and transformers keep the most likely token alone for a top-p of 0; models.Sampling
+		// reads 0 as every token, the opposite, so the command refuses it rather than draw from all.
+		{"top-p 0", []string{"-top-p", "0", model, "hi"}, exitFailure, []string{"-top-p 0; accepted: above 0 up to 1", "-temp 0"}},
+		{"top-p 0 greedy", []string{"-max", "2", "-temp", "0", "-top-p", "0", model, "hi"}, exitOK, nil},
 		{"max", []string{"-max", "0", model, "hi"}, exitFailure, []string{"-max 0; accepted: >= 1"}},
 		{"system on a raw prompt", []string{"-max", "2", "-raw", "-system", "be brief", model, "hi"}, exitOK,
 			[]string{"-system has no effect on a raw prompt"}},
