@@ -33,6 +33,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "run" {
 		return cmdRun(args[1:], stdout, stderr)
 	}
+	if len(args) == 2 && args[0] == "doctor" && isHelp(args[1]) { // as quanta run -h: the usage, exit 0
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
 	if len(args) != 1 {
 		what := "no command"
 		if len(args) > 1 {
@@ -44,14 +48,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "doctor":
 		return doctor(stdout, stderr)
-	case "help", "-h", "-help", "--help":
+	case "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	default:
+		if isHelp(args[0]) {
+			fmt.Fprint(stdout, usage)
+			return exitOK
+		}
 		fmt.Fprintf(stderr, "quanta: unknown command %q\n%s", args[0], usage)
 		return exitUsage
 	}
 }
+
+// isHelp reports whether arg asks for help, as the flag package reads -h.
+func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
 
 // doctor prints the runtime report and checks that the backend runs a graph.
 func doctor(stdout, stderr io.Writer) int {

@@ -38,6 +38,8 @@ func TestUsage(t *testing.T) {
 		{"unknown command", []string{"bogus"}, exitUsage, `unknown command "bogus"`},
 		{"extra argument", []string{"doctor", "now"}, exitUsage, `"doctor" takes no arguments; got ["now"]`},
 		{"help", []string{"help"}, exitOK, ""},
+		{"doctor help", []string{"doctor", "-h"}, exitOK, ""},
+		{"doctor --help", []string{"doctor", "--help"}, exitOK, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
