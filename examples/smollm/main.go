@@ -62,8 +62,8 @@ var (
 	flagFormat = flag.String("format", models.FilePreset, "the weights' format: file (as the GGUF stores them) or a conversion: "+
 		strings.Join(models.PresetNames()[1:], ", "))
 	flagPrompt = flag.String("prompt", "What is the capital of France?", "the user's message (or the raw text with -chat=false)")
-	flagChat   = flag.Bool("chat", true, "wrap the prompt in SmolLM2's chat template")
-	flagSystem = flag.String("system", "You are a helpful AI assistant named SmolLM, trained by Hugging Face", "the system message of the chat template")
+	flagChat   = flag.Bool("chat", true, "wrap the prompt in the file's chat template (a file without one, a base model's such as Gemma-3's, gets the raw prompt)")
+	flagSystem = flag.String("system", "", "the system message of the chat template (default: the template's own, SmolLM2's \"You are a helpful AI assistant named SmolLM, ...\")")
 	flagMaxNew = flag.Int("max", 128, "the most tokens to generate")
 	flagMaxLen = flag.Int("maxlen", 1024, "the longest sequence (prompt and answer): the size of the key/value cache")
 	flagHead   = flag.String("head", "auto", "the token-embedding table and tied head: auto (file for -format file, f32 for -format f32, "+
@@ -111,6 +111,10 @@ type loaded struct {
 	seconds   float64
 	loadRSS   string // resident memory right after loading, before any graph ran
 	loadPeak  string // peak resident memory until then
+	// prompt is -prompt's token ids (promptIDs), stops the tokens that end its answer, promptNote
+	// why the prompt is raw under -chat, or "".
+	prompt, stops []int
+	promptNote    string
 }
 
 // headFormat returns -head with "auto" resolved.
@@ -157,8 +161,10 @@ func load() (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &loaded{backend: backend, tok: tok, ctx: ctx, model: model, quantizer: q, seconds: time.Since(start).Seconds(),
-		loadRSS: procMemory("VmRSS"), loadPeak: procMemory("VmHWM")}, nil
+	l := &loaded{backend: backend, tok: tok, ctx: ctx, model: model, quantizer: q, seconds: time.Since(start).Seconds(),
+		loadRSS: procMemory("VmRSS"), loadPeak: procMemory("VmHWM")}
+	l.prompt, l.stops, l.promptNote = promptIDs(f, tok, *flagPrompt, *flagChat, *flagSystem)
+	return l, nil
 }
 
 // weights describes the bytes of the weights: all of them, and the projections' and table's.
@@ -189,16 +195,34 @@ func (l *loaded) generator(maxLen int) (*models.Generator, error) {
 	return models.NewGenerator(l.backend, l.ctx, l.model, opts)
 }
 
-// promptIDs returns the token ids of prompt: with chat, the user's message after the system
-// message in SmolLM2's chat template; otherwise the text as it is. The BOS token comes first
-// when the vocabulary asks for it (Gemma-3's does, SmolLM2's does not), as quanta run and
-// llama.cpp encode a prompt: without it Gemma-3 repeats itself ("France of France of ...").
-func promptIDs(tok *tokenizer.BPE, prompt string, chat bool, system string) []int {
-	text := prompt
-	if chat {
-		text = "<|im_start|>system\n" + system + "<|im_end|>\n<|im_start|>user\n" + prompt + "<|im_end|>\n<|im_start|>assistant\n"
+// promptIDs returns the token ids of prompt and the tokens that end the answer, as quanta run
+// makes them: with chat, the user's message (after system, or the template's own system message
+// when system is "") in the chat template of f, the GGUF file, when it has one of a shape
+// tokenizer.ParseChatTemplate recognizes, its end-of-turn token a stop beside EOS; otherwise the
+// text as it is, and note says why. The BOS token comes first when the vocabulary asks for it
+// (Gemma-3's does, SmolLM2's does not), as llama.cpp encodes a prompt: without it Gemma-3 repeats
+// itself ("France of France of ...").
+func promptIDs(f *gguf.File, tok *tokenizer.BPE, prompt string, chat bool, system string) (ids, stops []int, note string) {
+	stops = []int{tok.EOS()}
+	if !chat {
+		return tok.Encode(prompt, tokenizer.EncodeOptions{AddSpecial: true}), stops, ""
 	}
-	return tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: chat})
+	ct, err := tokenizer.ChatTemplateFromGGUF(f)
+	if err != nil {
+		if errors.Is(err, gguf.ErrNotFound) {
+			err = errors.New("the file has no chat template (a base model's, which continues text)")
+		}
+		return tok.Encode(prompt, tokenizer.EncodeOptions{AddSpecial: true}), stops, err.Error() + "; using the raw prompt"
+	}
+	var chatMessages []tokenizer.Message
+	if system != "" {
+		chatMessages = append(chatMessages, tokenizer.Message{Role: "system", Content: system})
+	}
+	text := ct.Apply(append(chatMessages, tokenizer.Message{Role: "user", Content: prompt}))
+	if id, ok := tok.ID(ct.EndOfTurn()); ok && id != tok.EOS() {
+		stops = append(stops, id)
+	}
+	return tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true}), stops, ""
 }
 
 func generate() error {
@@ -206,18 +230,21 @@ func generate() error {
 	if err != nil {
 		return err
 	}
-	ids := promptIDs(l.tok, *flagPrompt, *flagChat, *flagSystem)
+	ids, stops, note := l.prompt, l.stops, l.promptNote
+	if note != "" {
+		fmt.Fprintln(os.Stderr, "smollm:", note)
+	}
 	gen, err := l.generator(min(*flagMaxLen, l.model.DecodeSpec().ContextLength))
 	if err != nil {
 		return err
 	}
 	n := 0
-	for id, err := range gen.Stream(ids, models.GenerateOptions{MaxNewTokens: *flagMaxNew, Stop: []int{l.tok.EOS()}}) {
+	for id, err := range gen.Stream(ids, models.GenerateOptions{MaxNewTokens: *flagMaxNew, Stop: stops}) {
 		if err != nil {
 			return err
 		}
 		n++
-		if id != l.tok.EOS() {
+		if !slices.Contains(stops, id) {
 			_, _ = os.Stdout.Write(l.tok.Bytes(id))
 		}
 	}

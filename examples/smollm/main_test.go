@@ -24,6 +24,9 @@ func TestPromptIDs(t *testing.T) {
 			47, 2, 198, 1, 520, 9531, 198}},
 		{"smollm2/raw", assets.SmolLM2, "What is the capital of France?", false, []int{1780, 314, 260, 3575, 282, 4649, 47}},
 		{"gemma3/raw", assets.Gemma3, "The capital of France is", false, []int{2, 818, 5279, 529, 7001, 563}},
+		// Gemma-3's file is a base model's, without a chat template: -chat sends the raw prompt, as
+		// quanta run does (it was wrapped in SmolLM2's ChatML, whose markers Gemma reads as text).
+		{"gemma3/chat", assets.Gemma3, "The capital of France is", true, []int{2, 818, 5279, 529, 7001, 563}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := gguf.Open(assets.Require(t, tc.file))
@@ -35,7 +38,7 @@ func TestPromptIDs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := promptIDs(tok, tc.prompt, tc.chat, *flagSystem); !slices.Equal(got, tc.want) {
+			if got, _, _ := promptIDs(f, tok, tc.prompt, tc.chat, ""); !slices.Equal(got, tc.want) {
 				t.Errorf("promptIDs(%q, chat %v) = %v; want %v", tc.prompt, tc.chat, got, tc.want)
 			}
 		})
