@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/pkg/errors"
@@ -122,6 +123,20 @@ func ChatTemplateFromGGUF(f *gguf.File) (ChatTemplate, error) {
 		return ChatTemplate{}, errors.WithMessage(err, "tokenizer.ChatTemplateFromGGUF")
 	}
 	return ParseChatTemplate(s)
+}
+
+// EndOfTurnIDs returns the ids of t's control tokens that end a turn in one of the chat formats
+// (the texts EndOfTurn gives), in id order: where a generation stops whether or not a template
+// was applied, as llama.cpp stops at every end-of-generation token of the vocabulary.
+func EndOfTurnIDs(t *BPE) []int {
+	var ids []int
+	for _, f := range []ChatTemplate{{Format: ChatML}, {Format: Llama3}, {Format: Gemma}, {Format: Llama2}} {
+		if id, ok := t.ID(f.EndOfTurn()); ok && t.Type(id) == Control && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // EndOfTurn is the text of the token that ends a turn in the format, where a generation stops:

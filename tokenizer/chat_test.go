@@ -2,6 +2,7 @@ package tokenizer_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,5 +80,24 @@ func TestSmolLM2ChatTemplate(t *testing.T) {
 		"<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
 	if got := ct.Apply([]tokenizer.Message{{Role: "user", Content: "What is the capital of France?"}}); ct.Format != tokenizer.ChatML || got != want {
 		t.Errorf("format %s, Apply = %q; want ChatML, %q", ct.Format, got, want)
+	}
+}
+
+// TestEndOfTurnIDs: the control tokens that end a turn, from the real vocabularies: SmolLM2's
+// <|im_end|> (2, its EOS too) and Gemma-3's <end_of_turn> (106, beside its EOS 1).
+func TestEndOfTurnIDs(t *testing.T) {
+	for _, tc := range []struct {
+		asset string
+		want  []int
+	}{
+		{assets.SmolLM2, []int{2}},
+		{assets.Gemma3, []int{106}},
+	} {
+		t.Run(tc.asset, func(t *testing.T) {
+			tok, _ := assetBPE(t, tc.asset)
+			if got := tokenizer.EndOfTurnIDs(tok); !slices.Equal(got, tc.want) {
+				t.Errorf("EndOfTurnIDs = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

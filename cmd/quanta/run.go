@@ -182,7 +182,14 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 		return err
 	}
 	name := filepath.Base(path)
+	// The answer ends at EOS or at any end-of-turn control token, as llama.cpp's end-of-generation
+	// tokens, with or without a template (an instruct model given a raw prompt still ends its turn).
 	text, stops, templated := prompt, []int{tok.EOS()}, false
+	for _, id := range tokenizer.EndOfTurnIDs(tok) {
+		if !slices.Contains(stops, id) {
+			stops = append(stops, id)
+		}
+	}
 	if !o.raw {
 		ct, err := tokenizer.ChatTemplateFromGGUF(f)
 		switch {
@@ -197,7 +204,7 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 				chat = append(chat, tokenizer.Message{Role: "system", Content: o.system})
 			}
 			text = ct.Apply(append(chat, tokenizer.Message{Role: "user", Content: prompt}))
-			if id, ok := tok.ID(ct.EndOfTurn()); ok {
+			if id, ok := tok.ID(ct.EndOfTurn()); ok && !slices.Contains(stops, id) {
 				stops = append(stops, id)
 			}
 		}
