@@ -198,12 +198,18 @@ func (l *loaded) generator(maxLen int) (*models.Generator, error) {
 // promptIDs returns the token ids of prompt and the tokens that end the answer, as quanta run
 // makes them: with chat, the user's message (after system, or the template's own system message
 // when system is "") in the chat template of f, the GGUF file, when it has one of a shape
-// tokenizer.ParseChatTemplate recognizes, its end-of-turn token a stop beside EOS; otherwise the
-// text as it is, and note says why. The BOS token comes first when the vocabulary asks for it
+// tokenizer.ParseChatTemplate recognizes; otherwise the text as it is, and note says why. The
+// stops are EOS and the vocabulary's end-of-turn control tokens (tokenizer.EndOfTurnIDs), with
+// the template's own end-of-turn token. The BOS token comes first when the vocabulary asks for it
 // (Gemma-3's does, SmolLM2's does not), as llama.cpp encodes a prompt: without it Gemma-3 repeats
 // itself ("France of France of ...").
 func promptIDs(f *gguf.File, tok *tokenizer.BPE, prompt string, chat bool, system string) (ids, stops []int, note string) {
 	stops = []int{tok.EOS()}
+	for _, id := range tokenizer.EndOfTurnIDs(tok) {
+		if id != tok.EOS() {
+			stops = append(stops, id)
+		}
+	}
 	if !chat {
 		return tok.Encode(prompt, tokenizer.EncodeOptions{AddSpecial: true}), stops, ""
 	}
@@ -219,7 +225,7 @@ func promptIDs(f *gguf.File, tok *tokenizer.BPE, prompt string, chat bool, syste
 		chatMessages = append(chatMessages, tokenizer.Message{Role: "system", Content: system})
 	}
 	text := ct.Apply(append(chatMessages, tokenizer.Message{Role: "user", Content: prompt}))
-	if id, ok := tok.ID(ct.EndOfTurn()); ok && id != tok.EOS() {
+	if id, ok := tok.ID(ct.EndOfTurn()); ok && !slices.Contains(stops, id) {
 		stops = append(stops, id)
 	}
 	return tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true}), stops, ""
