@@ -9,11 +9,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/safetensors"
+	"github.com/x448/float16"
 )
 
 // The files of an adapter directory, as PEFT's save_pretrained writes them.
@@ -261,6 +263,15 @@ func adapterFits(info *safetensors.Info, rankAxis, r int) bool {
 	return len(info.Shape) == 2 && info.Shape[rankAxis] == r && info.Shape[1-rankAxis] >= 1
 }
 
+// converted returns v's values as float32.
+func converted[T any](v []T, f func(T) float32) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = f(x)
+	}
+	return out
+}
+
 // transposed32 returns the transpose of a rank-2 float tensor as float32 (adapters are saved as
 // PEFT's float32 [out, in] Linear weights).
 func transposed32(t *tensors.Tensor) (*tensors.Tensor, error) {
@@ -276,12 +287,13 @@ func transposed32(t *tensors.Tensor) (*tensors.Tensor, error) {
 		case []float32:
 			values = v
 		case []float64:
-			values = make([]float32, len(v))
-			for i, x := range v {
-				values[i] = float32(x)
-			}
+			values = converted(v, func(x float64) float32 { return float32(x) })
+		case []bfloat16.BFloat16:
+			values = converted(v, bfloat16.BFloat16.Float32)
+		case []float16.Float16:
+			values = converted(v, float16.Float16.Float32)
 		default:
-			err = errors.Errorf("adapter %s; accepted: float32 or float64", s)
+			err = errors.Errorf("adapter %s; accepted: float32, float64, bfloat16 or float16", s)
 		}
 		if values != nil {
 			out := make([]float32, len(values))

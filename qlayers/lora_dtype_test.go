@@ -1,0 +1,79 @@
+package qlayers_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta/qlayers"
+	"github.com/quanta-ml/quanta/safetensors"
+	"github.com/x448/float16"
+)
+
+// halfDTypes are the half-precision dtypes of a model's layers.
+var halfDTypes = []dtypes.DType{dtypes.BFloat16, dtypes.Float16}
+
+// halfTensor returns values (rows, cols) as a host tensor of dtype (bfloat16 or float16), and
+// the float32 values it holds after the rounding.
+func halfTensor(dtype dtypes.DType, values []float32, rows, cols int) (*tensors.Tensor, []float32) {
+	rounded := make([]float32, len(values))
+	if dtype == dtypes.BFloat16 {
+		v := make([]bfloat16.BFloat16, len(values))
+		for i, x := range values {
+			v[i] = bfloat16.FromFloat32(x)
+			rounded[i] = v[i].Float32()
+		}
+		return tensors.FromFlatDataAndDimensions(v, rows, cols), rounded
+	}
+	v := make([]float16.Float16, len(values))
+	for i, x := range values {
+		v[i] = float16.Fromfloat32(x)
+		rounded[i] = v[i].Float32()
+	}
+	return tensors.FromFlatDataAndDimensions(v, rows, cols), rounded
+}
+
+// TestSaveAdaptersHalfPrecision: the adapters of a bfloat16 or float16 layer (LoRADense creates
+// them in the input's dtype) are saved as float32 [r, in] and [out, r] with their values.
+func TestSaveAdaptersHalfPrecision(t *testing.T) {
+	for _, dtype := range halfDTypes {
+		t.Run(dtype.String(), func(t *testing.T) {
+			ctx := context.New()
+			dense := ctx.In("layer").In(qlayers.Scope)
+			w, _ := halfTensor(dtype, values(1, inDim*outDim), inDim, outDim)
+			a, aValues := halfTensor(dtype, values(5, inDim*loraCfg.Rank), inDim, loraCfg.Rank)
+			b, bValues := halfTensor(dtype, values(6, loraCfg.Rank*outDim), loraCfg.Rank, outDim)
+			dense.VariableWithValue(qlayers.WeightsName, w)
+			dense.VariableWithValue(qlayers.LoRAAName, a)
+			dense.VariableWithValue(qlayers.LoRABName, b)
+			dense.SetParam(qlayers.LoRAScaleParam, loraCfg.Scale())
+			dir := t.TempDir()
+			if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
+				t.Fatalf("%+v", err)
+			}
+			f := safetensors.MustOpen(filepath.Join(dir, qlayers.AdapterWeightsFile))
+			defer f.Close()
+			for _, tc := range []struct {
+				name       string
+				want       []float32
+				rows, cols int // in the context
+			}{{"lora_A", aValues, inDim, loraCfg.Rank}, {"lora_B", bValues, loraCfg.Rank, outDim}} {
+				got, err := f.ReadFloat32("base_model.model.layer." + tc.name + ".weight")
+				if err != nil {
+					t.Fatal(err)
+				}
+				saved := flat(t, got)
+				for i := range tc.rows {
+					for j := range tc.cols {
+						if g, w := saved[j*tc.rows+i], tc.want[i*tc.cols+j]; g != w {
+							t.Fatalf("%s[%d, %d] = %g, want %g", tc.name, j, i, g, w)
+						}
+					}
+				}
+			}
+		})
+	}
+}
