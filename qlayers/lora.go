@@ -74,7 +74,7 @@ func (l LoRA) Validate() error {
 // optimizer computes gradients for, and keeps state of, A and B only; the gradient still flows
 // through the base's product to x, so stacked LoRA layers train together. A (inputDim, rank) and B
 // (rank, outDim) are in x's dtype, B starts at zero. A missing bias (useBias) starts at zero.
-// While a dense merge is in place (MergeLoRA), the merged float kernel is used alone.
+// While a dense merge is in place (MergeLoRA), the merged float kernel is used alone, in x's dtype.
 //
 // LoRADense panics, as Dense does, for an invalid cfg or lora, an input that is not float of
 // rank >= 1, stored components that do not fit, or adapters of another rank than lora's.
@@ -97,7 +97,8 @@ func LoRADense(ctx *context.Context, x *graph.Node, useBias bool, outDim int, cf
 				LoRAMergedParam, WeightsName))
 		}
 		kernel.SetTrainable(false)
-		y = layout.contract(flat, kernel.ValueGraph(g))
+		// MergeLoRA computes a quantized base's merged kernel in float32: the layer computes in x's dtype.
+		y = layout.contract(flat, graph.ConvertDType(kernel.ValueGraph(g), shape.DType))
 	case len(stored) > 0:
 		y = frozenProduct(flat, storedArray(ctx, g, stored, kernelShape, cfg), layout)
 	default:

@@ -6,8 +6,10 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/safetensors"
 	"github.com/x448/float16"
@@ -16,9 +18,9 @@ import (
 // halfDTypes are the half-precision dtypes of a model's layers.
 var halfDTypes = []dtypes.DType{dtypes.BFloat16, dtypes.Float16}
 
-// halfTensor returns values (rows, cols) as a host tensor of dtype (bfloat16 or float16), and
+// halfTensor returns values (dims) as a host tensor of dtype (bfloat16 or float16), and
 // the float32 values it holds after the rounding.
-func halfTensor(dtype dtypes.DType, values []float32, rows, cols int) (*tensors.Tensor, []float32) {
+func halfTensor(dtype dtypes.DType, values []float32, dims ...int) (*tensors.Tensor, []float32) {
 	rounded := make([]float32, len(values))
 	if dtype == dtypes.BFloat16 {
 		v := make([]bfloat16.BFloat16, len(values))
@@ -26,14 +28,14 @@ func halfTensor(dtype dtypes.DType, values []float32, rows, cols int) (*tensors.
 			v[i] = bfloat16.FromFloat32(x)
 			rounded[i] = v[i].Float32()
 		}
-		return tensors.FromFlatDataAndDimensions(v, rows, cols), rounded
+		return tensors.FromFlatDataAndDimensions(v, dims...), rounded
 	}
 	v := make([]float16.Float16, len(values))
 	for i, x := range values {
 		v[i] = float16.Fromfloat32(x)
 		rounded[i] = v[i].Float32()
 	}
-	return tensors.FromFlatDataAndDimensions(v, rows, cols), rounded
+	return tensors.FromFlatDataAndDimensions(v, dims...), rounded
 }
 
 // TestSaveAdaptersHalfPrecision: the adapters of a bfloat16 or float16 layer (LoRADense creates
@@ -73,6 +75,64 @@ func TestSaveAdaptersHalfPrecision(t *testing.T) {
 						}
 					}
 				}
+			}
+		})
+	}
+}
+
+// halfLoRALayer is loraLayer on x converted to dtype, its output converted back to float32.
+func halfLoRALayer(dtype dtypes.DType) func(ctx *context.Context, x *graph.Node) *graph.Node {
+	return func(ctx *context.Context, x *graph.Node) *graph.Node {
+		y := qlayers.LoRADense(ctx.In("layer").Checked(false), graph.ConvertDType(x, dtype), true, outDim, nf4DQ, loraCfg)
+		return graph.ConvertDType(y, dtypes.Float32)
+	}
+}
+
+// halfQLoRAContext returns a context with one NF4-DQ layer quantized from a kernel of dtype, its
+// bias and adapters A, B (non-zero) in dtype, as LoRADense on an input of dtype creates them.
+func halfQLoRAContext(t *testing.T, dtype dtypes.DType) *context.Context {
+	t.Helper()
+	ctx := context.New()
+	dense := ctx.In("layer").In(qlayers.Scope)
+	w, _ := halfTensor(dtype, values(1, inDim*outDim), inDim, outDim)
+	b, _ := halfTensor(dtype, values(2, outDim), outDim)
+	dense.VariableWithValue(qlayers.WeightsName, w)
+	dense.VariableWithValue(qlayers.BiasesName, b)
+	if _, err := qlayers.QuantizeContext(ctx, []qlayers.Rule{{Scope: ".*", Config: nf4DQ}}, qlayers.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := halfTensor(dtype, values(5, inDim*loraCfg.Rank), inDim, loraCfg.Rank)
+	bb, _ := halfTensor(dtype, values(6, loraCfg.Rank*outDim), loraCfg.Rank, outDim)
+	dense.VariableWithValue(qlayers.LoRAAName, a)
+	dense.VariableWithValue(qlayers.LoRABName, bb)
+	dense.SetParam(qlayers.LoRAScaleParam, loraCfg.Scale())
+	return ctx
+}
+
+// TestLoRAMergeHalfPrecision: after a dense merge of a bfloat16 or float16 QLoRA layer, the layer
+// computes in its input's dtype and gives the unmerged output (within the dtype's rounding of the
+// merged kernel).
+func TestLoRAMergeHalfPrecision(t *testing.T) {
+	backend := testutil.Backend(t)
+	x := matrix(3, batch, inDim)
+	for _, dtype := range halfDTypes {
+		t.Run(dtype.String(), func(t *testing.T) {
+			ctx := halfQLoRAContext(t, dtype)
+			want := flat(t, context.MustExecOnce(backend, ctx, halfLoRALayer(dtype), x))
+			if err := qlayers.MergeLoRA(ctx, backend, qlayers.MergeOptions{}); err != nil {
+				t.Fatalf("%+v", err)
+			}
+			var got []float32
+			err := func() (err error) {
+				defer testutil.RecoverError(&err)
+				got = flat(t, context.MustExecOnce(backend, ctx, halfLoRALayer(dtype), x))
+				return nil
+			}()
+			if err != nil {
+				t.Fatalf("LoRADense after MergeLoRA: %v", err)
+			}
+			if d, bound := maxDiff(got, want), 0.05*maxAbs(want); d > bound {
+				t.Errorf("merged output differs by %g (bound %g)", d, bound)
 			}
 		})
 	}
