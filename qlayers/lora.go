@@ -2,6 +2,7 @@ package qlayers
 
 import (
 	"math"
+	"slices"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -73,7 +74,8 @@ func (l LoRA) Validate() error {
 // "out_in" (StoreBase's OutIn). The base variables and the bias are marked non-trainable, so an
 // optimizer computes gradients for, and keeps state of, A and B only; the gradient still flows
 // through the base's product to x, so stacked LoRA layers train together. A (inputDim, rank) and B
-// (rank, outDim) are in x's dtype, B starts at zero. A missing bias (useBias) starts at zero.
+// (rank, outDim) are created in x's dtype, B at zero; adapters of another float dtype (LoadAdapters'
+// float32) are converted to it. A missing bias (useBias) starts at zero.
 // While a dense merge is in place (MergeLoRA), the merged float kernel is used alone, in x's dtype.
 //
 // LoRADense panics, as Dense does, for an invalid cfg or lora, an input that is not float of
@@ -128,18 +130,27 @@ func adapters(ctx *context.Context, x *graph.Node, outDim int, lora LoRA) *graph
 		name  string
 		shape shapes.Shape
 	}{{LoRAAName, aShape}, {LoRABName, bShape}} {
-		if existing := ctx.GetVariable(v.name); existing != nil && !existing.Shape().Equal(v.shape) {
+		// Adapters of another float dtype (LoadAdapters reads float32) are converted below.
+		if existing := ctx.GetVariable(v.name); existing != nil &&
+			(!slices.Equal(existing.Shape().Dimensions, v.shape.Dimensions) || !existing.Shape().DType.IsFloat()) {
 			panic(errors.Errorf("qlayers.LoRADense in scope %q: adapter %q is %s; rank %d with input %d and output %d needs %s",
 				ctx.Scope(), v.name, existing.Shape(), lora.Rank, inDim, outDim, v.shape))
 		}
 	}
 	bound := 1 / math.Sqrt(float64(inDim))
-	a := ctx.WithInitializer(initializers.RandomUniformFn(ctx, -bound, bound)).VariableWithShape(LoRAAName, aShape)
-	b := ctx.WithInitializer(initializers.Zero).VariableWithShape(LoRABName, bShape)
+	a := ctx.GetVariable(LoRAAName)
+	if a == nil {
+		a = ctx.WithInitializer(initializers.RandomUniformFn(ctx, -bound, bound)).VariableWithShape(LoRAAName, aShape)
+	}
+	b := ctx.GetVariable(LoRABName)
+	if b == nil {
+		b = ctx.WithInitializer(initializers.Zero).VariableWithShape(LoRABName, bShape)
+	}
 	a.SetTrainable(true)
 	b.SetTrainable(true)
 	ctx.SetParam(LoRAScaleParam, lora.Scale())
-	delta := graph.Dot(graph.Dot(x, a.ValueGraph(g)), b.ValueGraph(g))
+	value := func(v *context.Variable) *graph.Node { return graph.ConvertDType(v.ValueGraph(g), dtype) }
+	delta := graph.Dot(graph.Dot(x, value(a)), value(b))
 	return graph.MulScalar(delta, lora.Scale())
 }
 

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
@@ -122,7 +123,7 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 // of the file, the LoRA layer whose scope opts names so gets A and B (trainable; created if
 // missing) and the scale lora_alpha/r. A layer is a scope holding a base kernel ("weights" or
 // quantized components) in its "dense" sub-scope. Adapters saved as F16, BF16 or F64 are
-// converted to float32. It returns an error, loading nothing, for a nil context, a config whose r
+// converted to float32, or to the dtype of the adapters the layer holds. It returns an error, loading nothing, for a nil context, a config whose r
 // is not from 1 to 2^31 − 1 or whose lora_alpha is not a finite positive number, a module no layer
 // of ctx is named, a lora_A without its lora_B, adapters whose dtypes or shapes do not fit r (checked
 // before they are read), the layer's float kernel or its existing adapters, or a file without the
@@ -226,9 +227,17 @@ func loadAdapters(ctx *context.Context, configText []byte, f *safetensors.File, 
 			name string
 			t    *tensors.Tensor
 		}{{LoRAAName, a}, {LoRABName, b}} {
-			if v := dense.GetVariable(x.name); v != nil && !v.Shape().Equal(x.t.Shape()) {
+			if v := dense.GetVariable(x.name); v != nil &&
+				(!slices.Equal(v.Shape().Dimensions, x.t.Shape().Dimensions) || !v.Shape().DType.IsFloat()) {
 				return errors.Errorf("module %q: %s is %s in the file, %s in the context", module, x.name, x.t.Shape(), v.Shape())
 			}
+		}
+		// Adapters the layer holds keep their dtype (LoRADense creates them in its input's).
+		if v := dense.GetVariable(LoRAAName); v != nil {
+			a = convertedFrom32(a, v.DType())
+		}
+		if v := dense.GetVariable(LoRABName); v != nil {
+			b = convertedFrom32(b, v.DType())
 		}
 		todo = append(todo, pending{dense: dense, a: a, b: b})
 	}
@@ -263,13 +272,29 @@ func adapterFits(info *safetensors.Info, rankAxis, r int) bool {
 	return len(info.Shape) == 2 && info.Shape[rankAxis] == r && info.Shape[1-rankAxis] >= 1
 }
 
-// converted returns v's values as float32.
-func converted[T any](v []T, f func(T) float32) []float32 {
-	out := make([]float32, len(v))
+// convert returns f of each value of v.
+func convert[From, To any](v []From, f func(From) To) []To {
+	out := make([]To, len(v))
 	for i, x := range v {
 		out[i] = f(x)
 	}
 	return out
+}
+
+// convertedFrom32 returns the float32 tensor t in the float dtype.
+func convertedFrom32(t *tensors.Tensor, dtype dtypes.DType) *tensors.Tensor {
+	var values []float32
+	t.MustConstFlatData(func(flat any) { values = flat.([]float32) })
+	dims := t.Shape().Dimensions
+	switch dtype {
+	case dtypes.Float64:
+		return tensors.FromFlatDataAndDimensions(convert(values, func(x float32) float64 { return float64(x) }), dims...)
+	case dtypes.BFloat16:
+		return tensors.FromFlatDataAndDimensions(convert(values, bfloat16.FromFloat32), dims...)
+	case dtypes.Float16:
+		return tensors.FromFlatDataAndDimensions(convert(values, float16.Fromfloat32), dims...)
+	}
+	return t
 }
 
 // transposed32 returns the transpose of a rank-2 float tensor as float32 (adapters are saved as
@@ -287,11 +312,11 @@ func transposed32(t *tensors.Tensor) (*tensors.Tensor, error) {
 		case []float32:
 			values = v
 		case []float64:
-			values = converted(v, func(x float64) float32 { return float32(x) })
+			values = convert(v, func(x float64) float32 { return float32(x) })
 		case []bfloat16.BFloat16:
-			values = converted(v, bfloat16.BFloat16.Float32)
+			values = convert(v, bfloat16.BFloat16.Float32)
 		case []float16.Float16:
-			values = converted(v, float16.Float16.Float32)
+			values = convert(v, float16.Float16.Float32)
 		default:
 			err = errors.Errorf("adapter %s; accepted: float32, float64, bfloat16 or float16", s)
 		}

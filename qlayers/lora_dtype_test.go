@@ -1,6 +1,7 @@
 package qlayers_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -135,5 +136,49 @@ func TestLoRAMergeHalfPrecision(t *testing.T) {
 				t.Errorf("merged output differs by %g (bound %g)", d, bound)
 			}
 		})
+	}
+}
+
+// TestLoadAdaptersHalfPrecision: adapters saved from a bfloat16 or float16 QLoRA layer load into
+// a layer of the same dtype, without adapters or with its own (as LoRADense created them), and the
+// layer gives the output it gave with the saved adapters.
+func TestLoadAdaptersHalfPrecision(t *testing.T) {
+	backend := testutil.Backend(t)
+	x := matrix(3, batch, inDim)
+	for _, dtype := range halfDTypes {
+		for _, withAdapters := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/adapters=%v", dtype, withAdapters), func(t *testing.T) {
+				ctx := halfQLoRAContext(t, dtype)
+				want := flat(t, context.MustExecOnce(backend, ctx, halfLoRALayer(dtype), x))
+				dir := t.TempDir()
+				if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
+					t.Fatalf("%+v", err)
+				}
+				fresh := halfQLoRAContext(t, dtype)
+				for _, name := range []string{qlayers.LoRAAName, qlayers.LoRABName} {
+					if withAdapters {
+						v := fresh.In("layer").In(qlayers.Scope).GetVariable(name)
+						v.MustSetValue(tensors.FromShape(v.Shape()))
+					} else if err := fresh.DeleteVariable("/layer/dense", name); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := qlayers.LoadAdapters(fresh, dir, qlayers.AdapterOptions{}); err != nil {
+					t.Fatalf("%+v", err)
+				}
+				var got []float32
+				err := func() (err error) {
+					defer testutil.RecoverError(&err)
+					got = flat(t, context.MustExecOnce(backend, fresh, halfLoRALayer(dtype), x))
+					return nil
+				}()
+				if err != nil {
+					t.Fatalf("LoRADense with loaded adapters: %v", err)
+				}
+				if d := maxDiff(got, want); d != 0 {
+					t.Errorf("output with loaded adapters differs by %g", d)
+				}
+			})
+		}
 	}
 }
