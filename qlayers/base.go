@@ -201,8 +201,9 @@ func StoreBase(ctx *context.Context, scope string, w implicitarray.Array, bias *
 
 // Base returns the stored quantized kernel of the layer whose scope is scope (as StoreBase or
 // QuantizeContext stored it), of inDim inputs and outDim outputs, as a host array in its layout
-// (float32 materialization dtype): for exporting a base, e.g. with package bnb after MergeLoRA
-// re-quantized it. It returns an error for a nil context, if the scope holds no quantized kernel,
+// (float32 materialization dtype, or the kernel's for NF4's absmax and int8's scale stored in
+// another float dtype): for exporting a base, e.g. with package bnb after MergeLoRA re-quantized
+// it. It returns an error for a nil context, if the scope holds no quantized kernel,
 // or if its components do not fit the recorded format and dimensions.
 func Base(ctx *context.Context, scope string, inDim, outDim int) (implicitarray.Array, KernelLayout, error) {
 	if ctx == nil {
@@ -231,17 +232,34 @@ func Base(ctx *context.Context, scope string, inDim, outDim int) (implicitarray.
 		}
 		values[i] = implicitarray.TensorComponent(t)
 	}
-	shape := layout.kernelShape(shapes.Make(dtypes.Float32), inDim, outDim)
-	tmpl, err := baseTemplate(shape, format, lowering.Auto)
-	if err != nil {
-		return nil, InOut, errors.WithMessagef(err, "qlayers.Base(%q)", scope)
-	}
-	want := tmpl.Components()
-	for i := range want {
-		if i >= len(values) || !values[i].Shape().Equal(want[i].Shape()) || len(values) != len(want) {
-			return nil, InOut, errors.Errorf("qlayers.Base(%q): components %s do not fit a %s kernel %s (%s)", scope,
-				describeComponents(values), format, shape, describeComponents(want))
+	// float32, or the dtype of a kernel whose scales are stored in it (NF4's absmax, int8's scale).
+	var shape shapes.Shape
+	var want []implicitarray.Component
+	for _, dtype := range []dtypes.DType{dtypes.Float32, floatDType(values)} {
+		shape = layout.kernelShape(shapes.Make(dtype), inDim, outDim)
+		tmpl, err := baseTemplate(shape, format, lowering.Auto)
+		if err != nil {
+			return nil, InOut, errors.WithMessagef(err, "qlayers.Base(%q)", scope)
+		}
+		if want = tmpl.Components(); componentsFit(values, want) {
+			return tmpl.WithComponents(values), layout, nil
 		}
 	}
-	return tmpl.WithComponents(values), layout, nil
+	return nil, InOut, errors.Errorf("qlayers.Base(%q): components %s do not fit a %s kernel %s (%s)", scope,
+		describeComponents(values), format, shape, describeComponents(want))
+}
+
+// floatDType is the dtype of the first float component of cs, float32 if none is.
+func floatDType(cs []implicitarray.Component) dtypes.DType {
+	for _, c := range cs {
+		if c.Shape().DType.IsFloat() {
+			return c.Shape().DType
+		}
+	}
+	return dtypes.Float32
+}
+
+// componentsFit reports whether the components cs have the shapes of want.
+func componentsFit(cs, want []implicitarray.Component) bool {
+	return slices.EqualFunc(cs, want, func(c, w implicitarray.Component) bool { return c.Shape().Equal(w.Shape()) })
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/safetensors"
@@ -23,6 +24,9 @@ var halfDTypes = []dtypes.DType{dtypes.BFloat16, dtypes.Float16}
 // the float32 values it holds after the rounding.
 func halfTensor(dtype dtypes.DType, values []float32, dims ...int) (*tensors.Tensor, []float32) {
 	rounded := make([]float32, len(values))
+	if dtype == dtypes.Float32 {
+		return tensors.FromFlatDataAndDimensions(values, dims...), values
+	}
 	if dtype == dtypes.BFloat16 {
 		v := make([]bfloat16.BFloat16, len(values))
 		for i, x := range values {
@@ -82,16 +86,16 @@ func TestSaveAdaptersHalfPrecision(t *testing.T) {
 }
 
 // halfLoRALayer is loraLayer on x converted to dtype, its output converted back to float32.
-func halfLoRALayer(dtype dtypes.DType) func(ctx *context.Context, x *graph.Node) *graph.Node {
+func halfLoRALayer(dtype dtypes.DType, cfg ...quanta.Config) func(ctx *context.Context, x *graph.Node) *graph.Node {
 	return func(ctx *context.Context, x *graph.Node) *graph.Node {
-		y := qlayers.LoRADense(ctx.In("layer").Checked(false), graph.ConvertDType(x, dtype), true, outDim, nf4DQ, loraCfg)
+		y := qlayers.LoRADense(ctx.In("layer").Checked(false), graph.ConvertDType(x, dtype), true, outDim, append(cfg, nf4DQ)[0], loraCfg)
 		return graph.ConvertDType(y, dtypes.Float32)
 	}
 }
 
 // halfQLoRAContext returns a context with one NF4-DQ layer quantized from a kernel of dtype, its
 // bias and adapters A, B (non-zero) in dtype, as LoRADense on an input of dtype creates them.
-func halfQLoRAContext(t *testing.T, dtype dtypes.DType) *context.Context {
+func halfQLoRAContext(t *testing.T, dtype dtypes.DType, cfg ...quanta.Config) *context.Context {
 	t.Helper()
 	ctx := context.New()
 	dense := ctx.In("layer").In(qlayers.Scope)
@@ -99,7 +103,7 @@ func halfQLoRAContext(t *testing.T, dtype dtypes.DType) *context.Context {
 	b, _ := halfTensor(dtype, values(2, outDim), outDim)
 	dense.VariableWithValue(qlayers.WeightsName, w)
 	dense.VariableWithValue(qlayers.BiasesName, b)
-	if _, err := qlayers.QuantizeContext(ctx, []qlayers.Rule{{Scope: ".*", Config: nf4DQ}}, qlayers.Options{}); err != nil {
+	if _, err := qlayers.QuantizeContext(ctx, []qlayers.Rule{{Scope: ".*", Config: append(cfg, nf4DQ)[0]}}, qlayers.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := halfTensor(dtype, values(5, inDim*loraCfg.Rank), inDim, loraCfg.Rank)
@@ -179,6 +183,44 @@ func TestLoadAdaptersHalfPrecision(t *testing.T) {
 					t.Errorf("output with loaded adapters differs by %g", d)
 				}
 			})
+		}
+	}
+}
+
+// TestLoRAMergeHalfPrecisionScales: the bases whose scales are stored in the kernel's dtype (NF4
+// absmax, int8 scale) of a bfloat16 or float16 layer merge, densely or re-quantized, and the layer
+// then gives the unmerged output: within the dtype's rounding densely, and re-quantized within the
+// second rounding of a weight the adapters grew (about 9 at most here, a code step of NF4 about 1).
+func TestLoRAMergeHalfPrecisionScales(t *testing.T) {
+	backend := testutil.Backend(t)
+	x := matrix(3, batch, inDim)
+	for _, dtype := range halfDTypes {
+		for _, cfg := range []quanta.Config{{}, {Type: quanta.Int8}} {
+			for _, requantize := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/requantize=%v", dtype, cfg.Type, requantize), func(t *testing.T) {
+					ctx := halfQLoRAContext(t, dtype, cfg)
+					want := flat(t, context.MustExecOnce(backend, ctx, halfLoRALayer(dtype, cfg), x))
+					if err := qlayers.MergeLoRA(ctx, backend, qlayers.MergeOptions{Requantize: requantize}); err != nil {
+						t.Fatalf("%+v", err)
+					}
+					var got []float32
+					err := func() (err error) {
+						defer testutil.RecoverError(&err)
+						got = flat(t, context.MustExecOnce(backend, ctx, halfLoRALayer(dtype, cfg), x))
+						return nil
+					}()
+					if err != nil {
+						t.Fatalf("LoRADense after MergeLoRA: %v", err)
+					}
+					bound := 0.05 * maxAbs(want)
+					if requantize {
+						bound = 0.6 * maxAbs(want)
+					}
+					if d := maxDiff(got, want); d > bound {
+						t.Errorf("merged output differs by %g (bound %g)", d, bound)
+					}
+				})
+			}
 		}
 	}
 }
