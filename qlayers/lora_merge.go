@@ -79,7 +79,9 @@ type MergeOptions struct {
 // rule for its flattened-block formats — the components replaced and the adapters removed.
 //
 // It returns an error, changing nothing, for a nil context or backend, a layer already merged, a
-// Requantize of a float base, or a base that does not fit its adapters.
+// Requantize of a float base, a dense merge of a quantized base that keeps its float kernel beside
+// it (QuantizeContext's Options.KeepFloat: the merge would overwrite that kernel and UnmergeLoRA
+// delete it), or a base that does not fit its adapters.
 func MergeLoRA(ctx *context.Context, backend backends.Backend, opts MergeOptions) error {
 	layers, err := mergeLayers("qlayers.MergeLoRA", ctx, backend)
 	if err != nil {
@@ -101,6 +103,11 @@ func MergeLoRA(ctx *context.Context, backend backends.Backend, opts MergeOptions
 		}
 		if opts.Requantize && !quantized {
 			return errors.Errorf("qlayers.MergeLoRA: scope %q has a float base; Requantize needs a quantized one", l.layer)
+		}
+		if quantized && !opts.Requantize && l.dense.GetVariable(WeightsName) != nil {
+			return errors.Errorf("qlayers.MergeLoRA: scope %q keeps its float kernel %q beside the quantized base "+
+				"(Options.KeepFloat), which a dense merge would overwrite and UnmergeLoRA delete; accepted: "+
+				"MergeOptions.Requantize, or the layer without its float kernel", l.layer, WeightsName)
 		}
 		mergedW, err := addDelta(backend, l, w, 1)
 		if err != nil {

@@ -494,3 +494,37 @@ func TestLoadAdaptersSpecialFile(t *testing.T) {
 		t.Errorf("LoadAdapters: error %v; want one refusing a file that is not a regular file", err)
 	}
 }
+
+// TestLoRAMergeKeepsFloatKernel: a dense merge of a quantized base whose float kernel was kept
+// (Options.KeepFloat) is refused, naming the kernel and what is accepted, and changes nothing (it
+// overwrote the kept kernel, which UnmergeLoRA then deleted); Requantize still merges and leaves
+// the kept kernel as it was.
+func TestLoRAMergeKeepsFloatKernel(t *testing.T) {
+	backend := testutil.Backend(t)
+	ctx := floatContext()
+	if _, err := qlayers.QuantizeContext(ctx, []qlayers.Rule{{Scope: ".*", Config: quanta.Config{}}}, qlayers.Options{KeepFloat: true}); err != nil {
+		t.Fatal(err)
+	}
+	dense := ctx.In("layer").In(qlayers.Scope)
+	dense.VariableWithValue(qlayers.LoRAAName, matrix(5, inDim, loraCfg.Rank))
+	dense.VariableWithValue(qlayers.LoRABName, matrix(6, loraCfg.Rank, outDim))
+	dense.SetParam(qlayers.LoRAScaleParam, loraCfg.Scale())
+	before := snapshot(t, ctx)
+	err := qlayers.MergeLoRA(ctx, backend, qlayers.MergeOptions{})
+	if err == nil || !strings.Contains(err.Error(), "KeepFloat") || !strings.Contains(err.Error(), "accepted") {
+		t.Fatalf("dense merge of a layer with a kept float kernel: %v; want an error naming KeepFloat and what is accepted", err)
+	}
+	after := snapshot(t, ctx)
+	for name, v := range before {
+		if !slices.Equal(v, after[name]) {
+			t.Errorf("%s changed by the refused merge", name)
+		}
+	}
+	if err := qlayers.MergeLoRA(ctx, backend, qlayers.MergeOptions{Requantize: true}); err != nil {
+		t.Fatalf("%+v", err)
+	}
+	kept := "/layer/dense/" + qlayers.WeightsName
+	if w := snapshot(t, ctx)[kept]; !slices.Equal(w, before[kept]) {
+		t.Errorf("the kept float kernel changed under a Requantize merge")
+	}
+}
