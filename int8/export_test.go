@@ -1,7 +1,9 @@
 package int8
 
+import "github.com/quanta-ml/quanta/internal/xlafloat"
+
 // Unexported names the external tests use.
 var (
 	Tiny            = tiny
-	RoundToBFloat16 = roundToBFloat16
+	RoundToBFloat16 = xlafloat.ToBF16
 )

@@ -215,12 +215,6 @@ var (
 	recip127F16 = xlafloat.RoundF16(1.0 / 127)
 )
 
-// roundToBFloat16 rounds a float32 to the nearest bfloat16, ties to even (as XLA converts;
-// bfloat16.FromFloat32 truncates instead).
-func roundToBFloat16(x float32) bfloat16.BFloat16 {
-	return bfloat16.BFloat16(math.Float32bits(xlafloat.RoundBF16(x)) >> 16)
-}
-
 // scaleRule is where XLA divides and where it multiplies by a reciprocal: it rewrites a division
 // by a broadcast operand as a multiplication by the broadcast reciprocal, and a broadcast that
 // adds no element is no broadcast. So amax/127 is a product by 1/127 unless the scale has a

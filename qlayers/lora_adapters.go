@@ -15,6 +15,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/internal/fileio"
+	"github.com/quanta-ml/quanta/internal/xlafloat"
 	"github.com/quanta-ml/quanta/safetensors"
 	"github.com/x448/float16"
 )
@@ -281,7 +282,8 @@ func convert[From, To any](v []From, f func(From) To) []To {
 	return out
 }
 
-// convertedFrom32 returns the float32 tensor t in the float dtype.
+// convertedFrom32 returns the float32 tensor t in the float dtype, rounded to nearest as XLA
+// converts (the conversion LoRADense applies to float32 adapters in its graph).
 func convertedFrom32(t *tensors.Tensor, dtype dtypes.DType) *tensors.Tensor {
 	var values []float32
 	t.MustConstFlatData(func(flat any) { values = flat.([]float32) })
@@ -290,7 +292,7 @@ func convertedFrom32(t *tensors.Tensor, dtype dtypes.DType) *tensors.Tensor {
 	case dtypes.Float64:
 		return tensors.FromFlatDataAndDimensions(convert(values, func(x float32) float64 { return float64(x) }), dims...)
 	case dtypes.BFloat16:
-		return tensors.FromFlatDataAndDimensions(convert(values, bfloat16.FromFloat32), dims...)
+		return tensors.FromFlatDataAndDimensions(convert(values, xlafloat.ToBF16), dims...)
 	case dtypes.Float16:
 		return tensors.FromFlatDataAndDimensions(convert(values, float16.Fromfloat32), dims...)
 	}

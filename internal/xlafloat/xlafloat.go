@@ -19,6 +19,7 @@ import (
 	"math"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/pkg/errors"
 	"github.com/x448/float16"
@@ -58,6 +59,11 @@ func RoundBF16(x float32) float32 {
 	}
 	b += 0x7fff + (b>>16)&1
 	return math.Float32frombits(b &^ 0xffff)
+}
+
+// ToBF16 is the bfloat16 nearest to a float32 (ties to even), as XLA converts: RoundBF16's value.
+func ToBF16(x float32) bfloat16.BFloat16 {
+	return bfloat16.BFloat16(math.Float32bits(RoundBF16(x)) >> 16)
 }
 
 // RoundF16 rounds a float32 to the nearest float16 (ties to even; overflow to ±Inf, float16
