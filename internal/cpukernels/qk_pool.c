@@ -1,13 +1,13 @@
 /* qk_pool.c: a small persistent thread pool and the per-thread scratch buffers.
  *
  * One job at a time: the caller publishes (task, ctx, nchunks) under a new generation, wakes the
- * workers, and claims chunks itself. Chunks are claimed one at a time from a counter tagged with
- * the generation, so a worker that wakes late (descheduled on a loaded machine) finds nothing of
- * a finished job to claim and never touches its context; the caller only waits for chunks that
- * were claimed. A caller that finds the pool busy (another thread's product in flight) runs its
- * chunks alone instead of waiting. A thread out of work (an idle worker, a caller whose chunks are
- * all claimed) first lingers, yielding its CPU between looks, for QK_TUNE_SPIN_NS, then blocks on a
- * condition variable. */
+ * workers, and claims chunks itself. Chunks are claimed in runs of consecutive ones (see
+ * run_chunks) from a counter tagged with the generation, so a worker that wakes late (descheduled
+ * on a loaded machine) finds nothing of a finished job to claim and never touches its context; the
+ * caller only waits for chunks that were claimed. A caller that finds the pool busy (another
+ * thread's product in flight) runs its chunks alone instead of waiting. A thread out of work (an
+ * idle worker, a caller whose chunks are all claimed) first lingers, yielding its CPU between
+ * looks, for QK_TUNE_SPIN_NS, then blocks on a condition variable. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -129,20 +129,30 @@ static int posted_after(int64_t seen) { return atomic_load_explicit(&pool.gen, m
 /* finished_all: n chunks of the current job have finished. */
 static int finished_all(int64_t n) { return atomic_load_explicit(&pool.finished, memory_order_acquire) >= n; }
 
-static void run_chunks(uint32_t gen, qk_task task, void *ctx, int64_t nchunks, int slot, void *scratch) {
+/* run_chunks claims and runs chunks of job gen until none is left. A claim takes a run of
+ * consecutive chunks, the unclaimed ones shared among the job's nslots threads (at least one):
+ * a thread streams neighbouring chunks in one go, and a product of a small layer makes a few
+ * claims on the shared counter rather than one a chunk (each a cache line passed between cores;
+ * docs/performance.md), while the last claims, a chunk each, still even out a late thread. */
+static void run_chunks(uint32_t gen, qk_task task, void *ctx, int64_t nchunks, int nslots, int slot, void *scratch) {
   for (;;) {
     uint64_t s = atomic_load_explicit(&pool.claim, memory_order_acquire);
+    int64_t first, take;
     for (;;) {
-      if ((uint32_t)(s >> 32) != gen || (int64_t)(s & 0xffffffffu) >= nchunks) {
+      first = (int64_t)(s & 0xffffffffu);
+      if ((uint32_t)(s >> 32) != gen || first >= nchunks) {
         return;
       }
-      if (atomic_compare_exchange_weak_explicit(&pool.claim, &s, s + 1, memory_order_acq_rel,
+      take = QK_MAX(1, (nchunks - first) / nslots);
+      if (atomic_compare_exchange_weak_explicit(&pool.claim, &s, s + (uint64_t)take, memory_order_acq_rel,
                                                 memory_order_acquire)) {
         break;
       }
     }
-    task(ctx, (int64_t)(s & 0xffffffffu), slot, scratch);
-    if (atomic_fetch_add_explicit(&pool.finished, 1, memory_order_acq_rel) + 1 == nchunks) {
+    for (int64_t c = first; c < first + take; c++) {
+      task(ctx, c, slot, scratch);
+    }
+    if (atomic_fetch_add_explicit(&pool.finished, take, memory_order_acq_rel) + take == nchunks) {
       pthread_mutex_lock(&pool.mu);
       pthread_cond_broadcast(&pool.done);
       pthread_mutex_unlock(&pool.mu);
@@ -171,7 +181,7 @@ static void *worker(void *arg) {
     int nslots = pool.nslots;
     pthread_mutex_unlock(&pool.mu);
     if (slot < nslots) {
-      run_chunks(seen, task, ctx, nchunks, slot, scratch);
+      run_chunks(seen, task, ctx, nchunks, nslots, slot, scratch);
     }
   }
   return NULL;
@@ -238,7 +248,7 @@ int qk_parallel(int64_t nchunks, int nthreads, qk_task task, void *ctx) {
   pthread_cond_broadcast(&pool.wake);
   pthread_mutex_unlock(&pool.mu);
 
-  run_chunks(gen, task, ctx, nchunks, 0, scratch);
+  run_chunks(gen, task, ctx, nchunks, nthreads, 0, scratch);
 
   if (!linger(finished_all, nchunks)) {
     pthread_mutex_lock(&pool.mu);
