@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
 	"github.com/quanta-ml/quanta/tokenizer"
 )
@@ -97,6 +98,39 @@ func TestEndOfTurnIDs(t *testing.T) {
 			tok, _ := assetBPE(t, tc.asset)
 			if got := tokenizer.EndOfTurnIDs(tok); !slices.Equal(got, tc.want) {
 				t.Errorf("EndOfTurnIDs = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestEncodePrompt compares the ids a generation sends with llama.cpp's (llama-cpp-python 0.3.36,
+// tokenize(add_bos=True, special=True) of the same text): Gemma-3's vocabulary asks for its BOS,
+// without which the model's continuation is a repetition ("France of France of ..."); SmolLM2's
+// does not. Gemma-3's file is a base model's, without a chat template: a chat prompt goes raw and
+// says why. The stops are EOS and the end-of-turn tokens (SmolLM2's EOS is its <|im_end|>, 2;
+// Gemma-3's are 1 and <end_of_turn>, 106).
+func TestEncodePrompt(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, prompt, system string
+		chat, templated            bool
+		want, stops                []int
+	}{
+		{"smollm2/chat", assets.SmolLM2, "What is the capital of France?", "", true, true, []int{1, 9690, 198, 2683, 359, 253, 5356, 5646,
+			11173, 3365, 3511, 308, 34519, 28, 7018, 411, 407, 19712, 8182, 2, 198, 1, 4093, 198, 1780, 314, 260, 3575, 282, 4649,
+			47, 2, 198, 1, 520, 9531, 198}, []int{2}},
+		{"smollm2/raw", assets.SmolLM2, "What is the capital of France?", "", false, false, []int{1780, 314, 260, 3575, 282, 4649, 47}, []int{2}},
+		{"gemma3/raw", assets.Gemma3, "The capital of France is", "", false, false, []int{2, 818, 5279, 529, 7001, 563}, []int{1, 106}},
+		{"gemma3/chat", assets.Gemma3, "The capital of France is", "Be brief.", true, false, []int{2, 818, 5279, 529, 7001, 563}, []int{1, 106}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok, f := assetBPE(t, tc.file)
+			p := tokenizer.EncodePrompt(f, tok, tc.prompt, tc.system, tc.chat)
+			if !slices.Equal(p.IDs, tc.want) || !slices.Equal(p.Stops, tc.stops) || p.Templated != tc.templated {
+				t.Errorf("EncodePrompt(%q, chat %v) = ids %v, stops %v, templated %v; want %v, %v, %v", tc.prompt, tc.chat, p.IDs, p.Stops, p.Templated,
+					tc.want, tc.stops, tc.templated)
+			}
+			if wantRaw := tc.chat && !tc.templated; wantRaw != (p.Raw != nil) || wantRaw && !errors.Is(p.Raw, gguf.ErrNotFound) {
+				t.Errorf("Raw = %v; want an error wrapping gguf.ErrNotFound: %v", p.Raw, wantRaw)
 			}
 		})
 	}

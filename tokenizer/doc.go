@@ -59,6 +59,11 @@
 // without a template (ChatTemplateFromGGUF: gguf.ErrNotFound), as llama.cpp's CLI takes a model
 // without one for text completion.
 //
+// EncodePrompt does all of it for a generation from a GGUF file, as quanta run does: the
+// user's message in the file's template (or the raw text, and why), its ids with the BOS the
+// vocabulary asks for, and the ids that end the answer (EOS, the vocabulary's end-of-turn control
+// tokens, EndOfTurnIDs, and the template's own).
+//
 // # Errors
 //
 // Constructors return errors naming the file and what was accepted (a "gpt2" or "llama" model,

@@ -182,37 +182,17 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 		return err
 	}
 	name := filepath.Base(path)
-	// The answer ends at EOS or at any end-of-turn control token, as llama.cpp's end-of-generation
-	// tokens, with or without a template (an instruct model given a raw prompt still ends its turn).
-	text, stops, templated := prompt, []int{tok.EOS()}, false
-	for _, id := range tokenizer.EndOfTurnIDs(tok) {
-		if !slices.Contains(stops, id) {
-			stops = append(stops, id)
-		}
+	p := tokenizer.EncodePrompt(f, tok, prompt, o.system, !o.raw)
+	switch {
+	case errors.Is(p.Raw, gguf.ErrNotFound):
+		fmt.Fprintf(stderr, "quanta run: %s has no chat template; using the raw prompt\n", name)
+	case p.Raw != nil:
+		fmt.Fprintf(stderr, "quanta run: %v; using the raw prompt\n", p.Raw)
 	}
-	if !o.raw {
-		ct, err := tokenizer.ChatTemplateFromGGUF(f)
-		switch {
-		case errors.Is(err, gguf.ErrNotFound):
-			fmt.Fprintf(stderr, "quanta run: %s has no chat template; using the raw prompt\n", name)
-		case err != nil:
-			fmt.Fprintf(stderr, "quanta run: %v; using the raw prompt\n", err)
-		default:
-			templated = true
-			var chat []tokenizer.Message
-			if o.system != "" {
-				chat = append(chat, tokenizer.Message{Role: "system", Content: o.system})
-			}
-			text = ct.Apply(append(chat, tokenizer.Message{Role: "user", Content: prompt}))
-			if id, ok := tok.ID(ct.EndOfTurn()); ok && !slices.Contains(stops, id) {
-				stops = append(stops, id)
-			}
-		}
-	}
-	if o.system != "" && !templated {
+	if o.system != "" && !p.Templated {
 		fmt.Fprintln(stderr, "quanta run: -system has no effect on a raw prompt")
 	}
-	ids := tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true})
+	ids, stops := p.IDs, p.Stops
 	// Checked before the weights load: the loader validates the context length too.
 	contextLength := 0
 	if n, err := f.Uint(archName + ".context_length"); err == nil && n <= fileio.MaxCount {

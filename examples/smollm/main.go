@@ -111,10 +111,8 @@ type loaded struct {
 	seconds   float64
 	loadRSS   string // resident memory right after loading, before any graph ran
 	loadPeak  string // peak resident memory until then
-	// prompt is -prompt's token ids (promptIDs), stops the tokens that end its answer, promptNote
-	// why the prompt is raw under -chat, or "".
-	prompt, stops []int
-	promptNote    string
+	// prompt is -prompt encoded as quanta run encodes it (tokenizer.EncodePrompt).
+	prompt tokenizer.Prompt
 }
 
 // headFormat returns -head with "auto" resolved.
@@ -163,7 +161,7 @@ func load() (*loaded, error) {
 	}
 	l := &loaded{backend: backend, tok: tok, ctx: ctx, model: model, quantizer: q, seconds: time.Since(start).Seconds(),
 		loadRSS: procMemory("VmRSS"), loadPeak: procMemory("VmHWM")}
-	l.prompt, l.stops, l.promptNote = promptIDs(f, tok, *flagPrompt, *flagChat, *flagSystem)
+	l.prompt = tokenizer.EncodePrompt(f, tok, *flagPrompt, *flagSystem, *flagChat)
 	return l, nil
 }
 
@@ -195,50 +193,17 @@ func (l *loaded) generator(maxLen int) (*models.Generator, error) {
 	return models.NewGenerator(l.backend, l.ctx, l.model, opts)
 }
 
-// promptIDs returns the token ids of prompt and the tokens that end the answer, as quanta run
-// makes them: with chat, the user's message (after system, or the template's own system message
-// when system is "") in the chat template of f, the GGUF file, when it has one of a shape
-// tokenizer.ParseChatTemplate recognizes; otherwise the text as it is, and note says why. The
-// stops are EOS and the vocabulary's end-of-turn control tokens (tokenizer.EndOfTurnIDs), with
-// the template's own end-of-turn token. The BOS token comes first when the vocabulary asks for it
-// (Gemma-3's does, SmolLM2's does not), as llama.cpp encodes a prompt: without it Gemma-3 repeats
-// itself ("France of France of ...").
-func promptIDs(f *gguf.File, tok *tokenizer.BPE, prompt string, chat bool, system string) (ids, stops []int, note string) {
-	stops = []int{tok.EOS()}
-	for _, id := range tokenizer.EndOfTurnIDs(tok) {
-		if id != tok.EOS() {
-			stops = append(stops, id)
-		}
-	}
-	if !chat {
-		return tok.Encode(prompt, tokenizer.EncodeOptions{AddSpecial: true}), stops, ""
-	}
-	ct, err := tokenizer.ChatTemplateFromGGUF(f)
-	if err != nil {
-		if errors.Is(err, gguf.ErrNotFound) {
-			err = errors.New("the file has no chat template (a base model's, which continues text)")
-		}
-		return tok.Encode(prompt, tokenizer.EncodeOptions{AddSpecial: true}), stops, err.Error() + "; using the raw prompt"
-	}
-	var chatMessages []tokenizer.Message
-	if system != "" {
-		chatMessages = append(chatMessages, tokenizer.Message{Role: "system", Content: system})
-	}
-	text := ct.Apply(append(chatMessages, tokenizer.Message{Role: "user", Content: prompt}))
-	if id, ok := tok.ID(ct.EndOfTurn()); ok && !slices.Contains(stops, id) {
-		stops = append(stops, id)
-	}
-	return tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true}), stops, ""
-}
-
 func generate() error {
 	l, err := load()
 	if err != nil {
 		return err
 	}
-	ids, stops, note := l.prompt, l.stops, l.promptNote
-	if note != "" {
-		fmt.Fprintln(os.Stderr, "smollm:", note)
+	ids, stops := l.prompt.IDs, l.prompt.Stops
+	switch {
+	case errors.Is(l.prompt.Raw, gguf.ErrNotFound):
+		fmt.Fprintln(os.Stderr, "smollm: the file has no chat template (a base model's, which continues text); using the raw prompt")
+	case l.prompt.Raw != nil:
+		fmt.Fprintf(os.Stderr, "smollm: %v; using the raw prompt\n", l.prompt.Raw)
 	}
 	gen, err := l.generator(min(*flagMaxLen, l.model.DecodeSpec().ContextLength))
 	if err != nil {
