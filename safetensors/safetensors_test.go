@@ -71,6 +71,11 @@ func TestRoundTrip(t *testing.T) {
 	if err := safetensors.WriteFile(path, list, meta); err != nil {
 		t.Fatal(err)
 	}
+	if st, err := os.Stat(path); err != nil {
+		t.Error(err)
+	} else if st.Mode().Perm() != 0o644 {
+		t.Errorf("the written file's mode is %v; want -rw-r--r--", st.Mode())
+	}
 	f, err := safetensors.Open(path)
 	if err != nil {
 		t.Fatal(err)

@@ -152,7 +152,9 @@ func Write(w io.Writer, list []Tensor, metadata map[string]string) error {
 }
 
 // WriteFile writes a safetensors file at path (see Write) through a temporary file in the same
-// directory renamed into place, so that path never holds a partial file.
+// directory renamed into place, so that path never holds a partial file. The file's mode is
+// 0644, as a file written with os.WriteFile(path, data, 0644) under the usual umask: a model or
+// adapter file is read by other users and programs (the temporary file alone would be 0600).
 func WriteFile(path string, list []Tensor, metadata map[string]string) (err error) {
 	if _, err := Header(list, metadata); err != nil {
 		return err
@@ -169,6 +171,9 @@ func WriteFile(path string, list []Tensor, metadata map[string]string) (err erro
 	}()
 	if err = Write(tmp, list, metadata); err != nil {
 		return err
+	}
+	if err = tmp.Chmod(0o644); err != nil {
+		return errors.Wrap(err, "safetensors.WriteFile")
 	}
 	if err = tmp.Close(); err != nil {
 		return errors.Wrap(err, "safetensors.WriteFile")
