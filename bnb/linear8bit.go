@@ -82,8 +82,8 @@ func readLinear8bitLt(f *safetensors.File, prefix string) (*Linear8bitLt, error)
 }
 
 // NewLinear8bitLt returns the bitsandbytes state of an int8.Array [out, in] quantized per output
-// row (axis -1, as int8.Quantize does by default): SCB = scale·127 in float32. bias may be nil,
-// else a float vector of out elements.
+// row (axis -1, as int8.Quantize does by default): SCB = scale·127 in float32, one for each row
+// (a scale [1, 1] is repeated). bias may be nil, else a float vector of out elements.
 func NewLinear8bitLt(w *qint8.Array, bias *tensors.Tensor) (*Linear8bitLt, error) {
 	if w == nil {
 		return nil, errors.New("bnb.NewLinear8bitLt: nil weight")
@@ -103,10 +103,11 @@ func NewLinear8bitLt(w *qint8.Array, bias *tensors.Tensor) (*Linear8bitLt, error
 	if err != nil {
 		return nil, errors.WithMessage(err, "bnb.NewLinear8bitLt")
 	}
-	for i := range values {
-		values[i] *= 127
+	scb := make([]float32, shape.Dim(0)) // the scale is [out, 1], or [1, 1]: one for every row
+	for i := range scb {
+		scb[i] = values[i%len(values)] * 127
 	}
-	return &Linear8bitLt{Weight: w, SCB: tensors.FromFlatDataAndDimensions(values, len(values)), Bias: bias}, nil
+	return &Linear8bitLt{Weight: w, SCB: tensors.FromFlatDataAndDimensions(scb, len(scb)), Bias: bias}, nil
 }
 
 // Tensors returns the layer's state dict as bitsandbytes' Linear8bitLt.state_dict() holds it,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/bnb"
+	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/nf4"
@@ -224,5 +225,35 @@ func TestBias(t *testing.T) {
 	}
 	if _, err := (&bnb.Linear4bit{Weight: a, Bias: bad}).Tensors(""); err == nil {
 		t.Error("Linear4bit.Tensors wrote a bias of 5 for 12 outputs")
+	}
+}
+
+// TestNewLinear8bitLtOneScale: an int8.Array [out, in] quantized along its last axis may hold
+// one scale for every row (scale [1, 1], which int8.New accepts); its SCB is that scale·127 for
+// each of the out rows (0.5·127 = 63.5, by hand), so the state dict is written and reads back.
+func TestNewLinear8bitLtOneScale(t *testing.T) {
+	w, err := qint8.New(implicitarray.TensorComponent(tensors.FromFlatDataAndDimensions([]int8{1, -2, 3, -4, 5, -6}, 3, 2)),
+		implicitarray.TensorComponent(tensors.FromFlatDataAndDimensions([]float32{0.5}, 1, 1)), 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := bnb.NewLinear8bitLt(w, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float32{63.5, 63.5, 63.5}
+	if got := tensors.MustCopyFlatData[float32](l.SCB); !reflect.DeepEqual(got, want) {
+		t.Errorf("SCB %v; want %v", got, want)
+	}
+	list, err := l.Tensors("")
+	if err != nil {
+		t.Fatalf("Tensors: %v", err)
+	}
+	back, err := bnb.ReadLinear8bitLt(reopen(t, list), "")
+	if err != nil {
+		t.Fatalf("ReadLinear8bitLt of the written layer: %v", err)
+	}
+	if got := tensors.MustCopyFlatData[float32](back.SCB); !reflect.DeepEqual(got, want) {
+		t.Errorf("SCB read back %v; want %v", got, want)
 	}
 }
