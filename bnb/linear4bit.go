@@ -199,8 +199,10 @@ func checkNested(f *safetensors.File, prefix string, qs QuantState) (bool, error
 		return false, errors.Errorf("quant state nested_blocksize %d, nested_dtype %q; accepted: %d, \"float32\"",
 			qs.NestedBlockSize, qs.NestedDType, nf4.NestedBlockSize)
 	}
-	if o := *qs.NestedOffset; math.IsNaN(o) || math.IsInf(o, 0) {
-		return false, errors.Errorf("quant state nested_offset %v; accepted: a finite number", o)
+	// The offset is a float32 (bitsandbytes' tensor, and the array's component): a finite float64
+	// beyond float32's range would become ±Inf.
+	if o := *qs.NestedOffset; math.IsNaN(o) || math.IsInf(float64(float32(o)), 0) {
+		return false, errors.Errorf("quant state nested_offset %v; accepted: a finite float32", o)
 	}
 	return true, nil
 }

@@ -178,6 +178,9 @@ func TestQuantStateErrors(t *testing.T) {
 			"has no nested_offset, but the weight is double-quantized"},
 		{"nested_blocksize", setQuantState(t, list, func(qs map[string]any) { qs["nested_blocksize"] = 128 }),
 			"nested_blocksize 128"},
+		// 1e39 is finite in float64 but beyond float32's largest (3.4028235e38): the offset would be +Inf.
+		{"nested_offset beyond float32", setQuantState(t, list, func(qs map[string]any) { qs["nested_offset"] = 1e39 }),
+			"nested_offset 1e+39; accepted: a finite float32"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := bnb.ReadLinear4bit(tc.file, "")
