@@ -88,6 +88,9 @@ func NewLinear8bitLt(w *qint8.Array, bias *tensors.Tensor) (*Linear8bitLt, error
 	if w == nil {
 		return nil, errors.New("bnb.NewLinear8bitLt: nil weight")
 	}
+	if w.IsDeleted() {
+		return nil, errors.Wrapf(implicitarray.ErrDeleted, "bnb.NewLinear8bitLt: weight %s", w)
+	}
 	shape := w.Shape()
 	if shape.Rank() != 2 || !slices.Equal(w.Axes(), []int{1}) {
 		return nil, errors.Errorf("bnb.NewLinear8bitLt: %s; accepted: a rank-2 [out, in] array quantized along its last axis", w)
@@ -115,6 +118,9 @@ func NewLinear8bitLt(w *qint8.Array, bias *tensors.Tensor) (*Linear8bitLt, error
 func (l *Linear8bitLt) Tensors(prefix string) ([]safetensors.Tensor, error) {
 	if l.Weight == nil || l.SCB == nil {
 		return nil, errors.New("bnb.Linear8bitLt.Tensors: no weight or no SCB")
+	}
+	if l.Weight.IsDeleted() {
+		return nil, errors.Wrapf(implicitarray.ErrDeleted, "bnb.Linear8bitLt.Tensors: weight %s", l.Weight)
 	}
 	weight := l.Weight.Weight()
 	if !weight.IsTensor() {

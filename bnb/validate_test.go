@@ -3,6 +3,7 @@ package bnb_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -258,5 +259,36 @@ func TestNewLinear8bitLtOneScale(t *testing.T) {
 	}
 	if got := tensors.MustCopyFlatData[float32](back.SCB); !reflect.DeepEqual(got, want) {
 		t.Errorf("SCB read back %v; want %v", got, want)
+	}
+}
+
+// TestLinear8bitLtDeleted: a deleted int8 weight is an error wrapping implicitarray.ErrDeleted from
+// NewLinear8bitLt and Linear8bitLt.Tensors (as from Linear4bit.Tensors), not a panic.
+func TestLinear8bitLtDeleted(t *testing.T) {
+	w, err := qint8.Quantize(tensors.FromFlatDataAndDimensions(make([]float32, 12), 3, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := bnb.NewLinear8bitLt(w, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Delete()
+	for name, call := range map[string]func() error{
+		"NewLinear8bitLt":      func() error { _, err := bnb.NewLinear8bitLt(w, nil); return err },
+		"Linear8bitLt.Tensors": func() error { _, err := l.Tensors(""); return err },
+	} {
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s of a deleted weight panicked: %v", name, r)
+				}
+			}()
+			err = call()
+		}()
+		if !errors.Is(err, implicitarray.ErrDeleted) {
+			t.Errorf("%s of a deleted weight: %v; want an error wrapping implicitarray.ErrDeleted", name, err)
+		}
 	}
 }
