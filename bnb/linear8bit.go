@@ -122,6 +122,10 @@ func (l *Linear8bitLt) Tensors(prefix string) ([]safetensors.Tensor, error) {
 	if l.Weight.IsDeleted() {
 		return nil, errors.Wrapf(implicitarray.ErrDeleted, "bnb.Linear8bitLt.Tensors: weight %s", l.Weight)
 	}
+	if l.Weight.Shape().Rank() != 2 || !slices.Equal(l.Weight.Axes(), []int{1}) {
+		return nil, errors.Errorf("bnb.Linear8bitLt.Tensors: %s; accepted: a rank-2 [out, in] array quantized along its last axis",
+			l.Weight)
+	}
 	weight := l.Weight.Weight()
 	if !weight.IsTensor() {
 		return nil, errors.Errorf("bnb.Linear8bitLt.Tensors: %s holds graph nodes; accepted: a host array", l.Weight)

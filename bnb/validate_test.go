@@ -292,3 +292,18 @@ func TestLinear8bitLtDeleted(t *testing.T) {
 		}
 	}
 }
+
+// TestLinear8bitLtTensorsShape: Linear8bitLt.Tensors refuses, as NewLinear8bitLt does, a weight
+// that is not a rank-2 [out, in] array quantized along its last axis: ReadLinear8bitLt would not
+// read the state dict back (it accepts I8 [out, in] only).
+func TestLinear8bitLtTensorsShape(t *testing.T) {
+	w, err := qint8.Quantize(tensors.FromFlatDataAndDimensions(make([]float32, 24), 2, 3, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &bnb.Linear8bitLt{Weight: w, SCB: tensors.FromFlatDataAndDimensions([]float32{1, 2}, 2)}
+	_, err = l.Tensors("")
+	if err == nil || !strings.Contains(err.Error(), "accepted: a rank-2 [out, in] array quantized along its last axis") {
+		t.Errorf("Linear8bitLt.Tensors of a weight [2, 3, 4]: %v; want an error naming the rank-2 [out, in] weight accepted", err)
+	}
+}
