@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/ml/context"
@@ -86,10 +87,20 @@ func Dense(ctx *context.Context, x *graph.Node, useBias bool, outDim int, cfg qu
 	}
 	y = unflattenRows(y, shape)
 	if useBias {
-		b := ctx.VariableWithShape(BiasesName, shapes.Make(shape.DType, outDim)).ValueGraph(g)
-		y = graph.Add(y, graph.ExpandLeftToRank(b, y.Rank()))
+		b := ctx.VariableWithShape(BiasesName, biasShape(ctx, shape.DType, outDim)).ValueGraph(g)
+		y = graph.Add(y, graph.ExpandLeftToRank(graph.ConvertDType(b, shape.DType), y.Rank()))
 	}
 	return y
+}
+
+// biasShape is the shape of the bias (outDim) of a layer on an input of dtype: in the dtype of a
+// float bias the scope holds, which the layer converts to dtype (StoreBase keeps a bias, e.g. a
+// bitsandbytes layer's float32 one, in its own dtype).
+func biasShape(ctx *context.Context, dtype dtypes.DType, outDim int) shapes.Shape {
+	if b := ctx.GetVariable(BiasesName); b != nil && b.Shape().DType.IsFloat() {
+		dtype = b.Shape().DType
+	}
+	return shapes.Make(dtype, outDim)
 }
 
 // checkDenseArgs panics, naming op, for a nil x, a configuration that does not validate, an input

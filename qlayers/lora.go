@@ -75,7 +75,8 @@ func (l LoRA) Validate() error {
 // optimizer computes gradients for, and keeps state of, A and B only; the gradient still flows
 // through the base's product to x, so stacked LoRA layers train together. A (inputDim, rank) and B
 // (rank, outDim) are created in x's dtype, B at zero; adapters of another float dtype (LoadAdapters'
-// float32) are converted to it. A missing bias (useBias) starts at zero.
+// float32) are converted to it, as is a bias of another float dtype (StoreBase keeps one as given). A missing bias
+// (useBias) starts at zero.
 // While a dense merge is in place (MergeLoRA), the merged float kernel is used alone, in x's dtype.
 //
 // LoRADense panics, as Dense does, for an invalid cfg or lora, an input that is not float of
@@ -113,9 +114,9 @@ func LoRADense(ctx *context.Context, x *graph.Node, useBias bool, outDim int, cf
 	}
 	y = unflattenRows(y, shape)
 	if useBias {
-		bias := ctx.WithInitializer(initializers.Zero).VariableWithShape(BiasesName, shapes.Make(shape.DType, outDim))
+		bias := ctx.WithInitializer(initializers.Zero).VariableWithShape(BiasesName, biasShape(ctx, shape.DType, outDim))
 		bias.SetTrainable(false)
-		y = graph.Add(y, graph.ExpandLeftToRank(bias.ValueGraph(g), y.Rank()))
+		y = graph.Add(y, graph.ExpandLeftToRank(graph.ConvertDType(bias.ValueGraph(g), shape.DType), y.Rank()))
 	}
 	return y
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta"
+	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/runtime"
@@ -225,6 +226,93 @@ func TestLoRAMergeHalfPrecisionScales(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// float32s returns the values of a float32, bfloat16 or float16 host tensor as float32.
+func float32s(t *testing.T, x *tensors.Tensor) []float32 {
+	t.Helper()
+	var out []float32
+	x.MustConstFlatData(func(data any) {
+		switch v := data.(type) {
+		case []float32:
+			out = append(out, v...)
+		case []bfloat16.BFloat16:
+			for _, e := range v {
+				out = append(out, e.Float32())
+			}
+		case []float16.Float16:
+			for _, e := range v {
+				out = append(out, e.Float32())
+			}
+		default:
+			t.Fatalf("float32s: %s", x.Shape())
+		}
+	})
+	return out
+}
+
+// TestStoreBaseBiasDType: a base stored by StoreBase with a bias in another float dtype than the
+// layer's input (a bitsandbytes layer's float32 bias under a bfloat16 model, or the reverse) gives,
+// in Dense and in a fresh LoRADense, y = x·W + b in the input's dtype, W the base's dense value and
+// b the stored bias, computed on the host.
+func TestStoreBaseBiasDType(t *testing.T) {
+	backend := testutil.Backend(t)
+	type layerFn = func(ctx *context.Context, x *graph.Node) *graph.Node
+	for _, tc := range []struct{ bias, x dtypes.DType }{
+		{dtypes.Float32, dtypes.BFloat16}, {dtypes.BFloat16, dtypes.Float32},
+		{dtypes.Float32, dtypes.Float16}, {dtypes.Float16, dtypes.Float32},
+	} {
+		for name, fn := range map[string]layerFn{
+			"Dense": func(ctx *context.Context, x *graph.Node) *graph.Node {
+				return qlayers.Dense(ctx.In("layer").Checked(false), x, true, outDim, quanta.Config{Type: quanta.Int8})
+			},
+			"LoRADense": func(ctx *context.Context, x *graph.Node) *graph.Node {
+				return qlayers.LoRADense(ctx.In("layer").Checked(false), x, true, outDim, quanta.Config{Type: quanta.Int8}, loraCfg)
+			},
+		} {
+			t.Run(fmt.Sprintf("%s/bias=%s/x=%s", name, tc.bias, tc.x), func(t *testing.T) {
+				if (tc.bias == dtypes.Float16 || tc.x == dtypes.Float16) && runtime.IsGo(backend) {
+					t.Skip("the pure-Go backend has no float16 parameters")
+				}
+				kernel, _ := halfTensor(tc.x, values(1, inDim*outDim), inDim, outDim)
+				w, err := qint8.Quantize(kernel)
+				if err != nil {
+					t.Fatal(err)
+				}
+				bias, b := halfTensor(tc.bias, values(2, outDim), outDim)
+				x, xv := halfTensor(tc.x, values(3, batch*inDim), batch, inDim)
+				ctx := context.New()
+				if err := qlayers.StoreBase(ctx, "/layer", w, bias, qlayers.InOut); err != nil {
+					t.Fatalf("%+v", err)
+				}
+				var got *tensors.Tensor
+				err = func() (err error) {
+					defer testutil.RecoverError(&err)
+					got = context.MustExecOnce(backend, ctx, fn, x)
+					return nil
+				}()
+				if err != nil {
+					t.Fatalf("%s on a %s bias with a %s input: %v", name, tc.bias, tc.x, err)
+				}
+				if got.DType() != tc.x {
+					t.Fatalf("output %s; want %s", got.Shape(), tc.x)
+				}
+				wv := float32s(t, testutil.Materialize(t, w))
+				rows := make([][]float32, batch)
+				for i := range rows {
+					rows[i] = xv[i*inDim : (i+1)*inDim]
+				}
+				want := reference(rows, wv, b)
+				bound := 1e-4 * maxAbs(want)
+				if tc.x != dtypes.Float32 {
+					bound = 0.01 * maxAbs(want) // the output's rounding
+				}
+				if d := maxDiff(float32s(t, got), want); d > bound {
+					t.Errorf("y differs from x·W + b by %g (bound %g)", d, bound)
+				}
+			})
 		}
 	}
 }
