@@ -8,11 +8,13 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta"
 	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/runtime"
 	"github.com/quanta-ml/quanta/safetensors"
@@ -315,4 +317,98 @@ func TestStoreBaseBiasDType(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestLoRAMergeRequantizeFlatNF4: MergeLoRA with Requantize on an NF4 base with flattened blocks
+// (StoreBase's bitsandbytes layout) keeps the stored components' shapes and dtypes, with the
+// absmax in float32 or the kernel's half dtype and with rows that hold whole blocks or not; Base
+// and LoRADense then read the base, and the layer gives x·(W + (α/r)·A·B)ᵀ computed on the host
+// from the unmerged base, within the second rounding (a code step of NF4 about 1 here, weights up
+// to about 2).
+func TestLoRAMergeRequantizeFlatNF4(t *testing.T) {
+	backend := testutil.Backend(t)
+	for _, dtype := range []dtypes.DType{dtypes.Float32, dtypes.BFloat16, dtypes.Float16} {
+		for _, in := range []int{40, 64} { // blocks of 64 across rows, or whole rows
+			t.Run(fmt.Sprintf("%s/in=%d", dtype, in), func(t *testing.T) {
+				if dtype == dtypes.Float16 && runtime.IsGo(backend) {
+					t.Skip("the pure-Go backend has no float16 parameters")
+				}
+				const out = 24
+				w := halfFlat(t, dtype, values(11, out*in), out, in)
+				ctx := context.New()
+				if err := qlayers.StoreBase(ctx, "/proj", w, nil, qlayers.OutIn); err != nil {
+					t.Fatalf("%+v", err)
+				}
+				dense := ctx.In("proj").In(qlayers.Scope)
+				a, av := halfTensor(dtype, values(5, in*loraCfg.Rank), in, loraCfg.Rank)
+				b, bv := halfTensor(dtype, values(6, loraCfg.Rank*out), loraCfg.Rank, out)
+				dense.VariableWithValue(qlayers.LoRAAName, a)
+				dense.VariableWithValue(qlayers.LoRABName, b)
+				dense.SetParam(qlayers.LoRAScaleParam, loraCfg.Scale())
+				wv := float32s(t, testutil.Materialize(t, w)) // (out, in), before the merge replaces w's components
+				var before []string
+				for _, c := range w.Components() {
+					before = append(before, c.Shape().String())
+				}
+				if err := qlayers.MergeLoRA(ctx, backend, qlayers.MergeOptions{Requantize: true}); err != nil {
+					t.Fatalf("%+v", err)
+				}
+				for i, want := range before {
+					v := dense.GetVariable(qlayers.ComponentPrefix + fmt.Sprint(i))
+					if v == nil || v.Shape().String() != want {
+						t.Fatalf("component %d after the merge: %v; stored %s", i, v.Shape(), want)
+					}
+				}
+				if _, _, err := qlayers.Base(ctx, "/proj", in, out); err != nil {
+					t.Fatalf("Base after the merge: %+v", err)
+				}
+				x, xv := halfTensor(dtype, values(13, 3*in), 3, in)
+				var got *tensors.Tensor
+				err := func() (err error) {
+					defer testutil.RecoverError(&err)
+					got = context.MustExecOnce(backend, ctx, func(ctx *context.Context, x *graph.Node) *graph.Node {
+						return qlayers.LoRADense(ctx.In("proj").Checked(false), x, false, out, quanta.Config{}, loraCfg)
+					}, x)
+					return nil
+				}()
+				if err != nil {
+					t.Fatalf("LoRADense after the merge: %v", err)
+				}
+				want := make([]float32, 3*out)
+				for i := range 3 {
+					for j := range out {
+						var sum float64
+						for k := range in {
+							delta := 0.0
+							for r := range loraCfg.Rank {
+								delta += float64(av[k*loraCfg.Rank+r]) * float64(bv[r*out+j])
+							}
+							sum += float64(xv[i*in+k]) * (float64(wv[j*in+k]) + loraCfg.Scale()*delta)
+						}
+						want[i*out+j] = float32(sum)
+					}
+				}
+				if d, bound := maxDiff(float32s(t, got), want), 0.2*maxAbs(want); d > bound {
+					t.Errorf("merged output differs from x·(W + (α/r)·A·B)ᵀ by %g (bound %g)", d, bound)
+				}
+			})
+		}
+	}
+}
+
+// halfFlat quantizes w (out, in) to NF4 with blocks of 64 over the flattened values, its absmax
+// in dtype (the kernel's).
+func halfFlat(t *testing.T, dtype dtypes.DType, w []float32, out, in int) *nf4.Array {
+	t.Helper()
+	rows := nf4.MustQuantize(tensors.FromFlatDataAndDimensions(w, len(w)), 64)
+	f := nf4.Format{BlockSize: 64, FlatBlocks: true}
+	shape := shapes.Make(dtype, out, in)
+	want := nf4.ComponentShapes(shape, f, dtype)
+	packed := tensors.FromFlatDataAndDimensions(tensors.MustCopyFlatData[uint8](rows.Packed().Tensor()), want[0].Dimensions...)
+	absmax, _ := halfTensor(dtype, tensors.MustCopyFlatData[float32](rows.Absmax().Tensor()), want[1].Dimensions...)
+	a, err := nf4.FromTensors(shape, f, packed, absmax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

@@ -7,12 +7,14 @@ import (
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/bnb"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/nf4"
 )
 
 // loraLayer is one layer with adapters, as found in a context.
@@ -241,6 +243,11 @@ func requantize(w *tensors.Tensor, text string) ([]*tensors.Tensor, error) {
 		if array, err = bnb.Quantize4bit(w, cfg.EffectiveBlockSize(), cfg.DoubleQuant); err != nil {
 			return nil, err
 		}
+		// bnb's rule gives a float32 absmax and blocks a kernel whose rows hold whole blocks along
+		// them: the components are fitted to the stored format's shapes and dtypes (an absmax in
+		// the kernel's half dtype), which LoRADense and Base read.
+		f := nf4.Format{BlockSize: cfg.EffectiveBlockSize(), FlatBlocks: true, DoubleQuant: cfg.DoubleQuant}
+		return fitComponents(array.Components(), nf4.ComponentShapes(w.Shape(), f, w.DType())), nil
 	} else {
 		cfg, err := parseFormat(text)
 		if err != nil {
@@ -255,4 +262,21 @@ func requantize(w *tensors.Tensor, text string) ([]*tensors.Tensor, error) {
 		out = append(out, c.Tensor())
 	}
 	return out, nil
+}
+
+// fitComponents returns the host components cs reshaped to the shapes of want (same sizes) and,
+// float32 ones, converted to want's float dtype.
+func fitComponents(cs []implicitarray.Component, want []shapes.Shape) []*tensors.Tensor {
+	out := make([]*tensors.Tensor, len(cs))
+	for i, c := range cs {
+		t := c.Tensor()
+		switch dims := want[i].Dimensions; t.DType() {
+		case dtypes.Uint8:
+			t = tensors.FromFlatDataAndDimensions(tensors.MustCopyFlatData[uint8](t), dims...)
+		case dtypes.Float32:
+			t = convertedFrom32(tensors.FromFlatDataAndDimensions(tensors.MustCopyFlatData[float32](t), dims...), want[i].DType)
+		}
+		out[i] = t
+	}
+	return out
 }
