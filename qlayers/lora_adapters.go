@@ -127,8 +127,8 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 // converted to float32, or to the dtype of the adapters the layer holds. It returns an error, loading nothing, for a nil context, a config whose r
 // is not from 1 to 2^31 − 1 or whose lora_alpha is not a finite positive number, a module no layer
 // of ctx is named, a lora_A without its lora_B, adapters whose dtypes or shapes do not fit r (checked
-// before they are read), the layer's float kernel or its existing adapters, or a file without the
-// config.
+// before they are read), the layer's float kernel, its quantized components (as Base checks them)
+// or its existing adapters, or a file without the config.
 func LoadAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 	if ctx == nil {
 		return errors.New("qlayers.LoadAdapters: nil context")
@@ -222,6 +222,14 @@ func loadAdapters(ctx *context.Context, configText []byte, f *safetensors.File, 
 			if a.Shape().Dim(0) != in || b.Shape().Dim(1) != out {
 				return errors.Errorf("module %q: lora_A %s, lora_B %s for a layer of %d inputs and %d outputs; accepted: [r, %d] "+
 					"and [%d, r]", module, aInfo, bInfo, in, out, in, out)
+			}
+		} else if len(storedComponents(dense)) > 0 {
+			// A layer holding its quantized components alone: they must fit a kernel of the
+			// adapters' dimensions, as Base checks them, or LoRADense would fail on them later.
+			in, out := a.Shape().Dim(0), b.Shape().Dim(1)
+			if _, _, err := Base(ctx, layer, in, out); err != nil {
+				return errors.WithMessagef(err, "module %q: lora_A %s, lora_B %s (%d inputs, %d outputs) do not fit layer %q",
+					module, aInfo, bInfo, in, out, layer)
 			}
 		}
 		for _, x := range []struct {

@@ -2,6 +2,7 @@ package qlayers_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/safetensors"
@@ -196,5 +198,51 @@ func TestLoadAdaptersLayerDims(t *testing.T) {
 	err := qlayers.LoadAdapters(fuzzLayer(), dir, qlayers.AdapterOptions{})
 	if want := "for a layer of 8 inputs and 4 outputs; accepted: [r, 8] and [4, r]"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("error %v; want one containing %q", err, want)
+	}
+}
+
+// TestLoadAdaptersQuantizedLayerDims: adapters whose sizes do not fit a layer holding only its
+// quantized components (64 inputs, 128 outputs; no float kernel) fail at load, naming the module,
+// the layer and the sizes, and load nothing; adapters that fit load.
+func TestLoadAdaptersQuantizedLayerDims(t *testing.T) {
+	for _, cfg := range []quanta.Config{nf4DQ, {Type: quanta.Int8}, {Type: quanta.Binary, Scaled: true}} {
+		for _, tc := range []struct {
+			in, out int
+			want    string // "" for no error
+		}{
+			{inDim, outDim, ""},
+			{inDim + 4, outDim, `(68 inputs, 128 outputs) do not fit layer "/layer"`},
+			{inDim, outDim + 64, `(64 inputs, 192 outputs) do not fit layer "/layer"`},
+		} {
+			t.Run(fmt.Sprintf("%s/%dx%d", cfg.Type, tc.in, tc.out), func(t *testing.T) {
+				src := context.New()
+				dense := src.In("layer").In(qlayers.Scope)
+				dense.VariableWithValue(qlayers.WeightsName, matrix(1, tc.in, tc.out))
+				dense.VariableWithValue(qlayers.LoRAAName, matrix(2, tc.in, 2))
+				dense.VariableWithValue(qlayers.LoRABName, matrix(3, 2, tc.out))
+				dense.SetParam(qlayers.LoRAScaleParam, 1.0)
+				dir := t.TempDir()
+				if err := qlayers.SaveAdapters(src, dir, qlayers.AdapterOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				ctx := floatContext()
+				if _, err := qlayers.QuantizeContext(ctx, []qlayers.Rule{{Scope: ".*", Config: cfg}}, qlayers.Options{}); err != nil {
+					t.Fatal(err)
+				}
+				err := qlayers.LoadAdapters(ctx, dir, qlayers.AdapterOptions{})
+				if tc.want == "" {
+					if err != nil {
+						t.Fatalf("%+v", err)
+					}
+					return
+				}
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `module "layer"`) {
+					t.Errorf("error %v; want one naming the module and containing %q", err, tc.want)
+				}
+				if v := ctx.GetVariableByScopeAndName(scope, qlayers.LoRAAName); v != nil {
+					t.Errorf("a failed load set %s", v.ScopeAndName())
+				}
+			})
+		}
 	}
 }
