@@ -93,10 +93,6 @@ func (l KernelLayout) contractTransposed(dy *graph.Node, w implicitarray.Value) 
 // weights.
 func baseTemplate(shape shapes.Shape, text string, strategy lowering.Strategy) (implicitarray.Array, error) {
 	if rest, ok := strings.CutSuffix(text, "/flat"); ok {
-		key := fmt.Sprintf("%s %s strategy=%s", shape, text, strategy)
-		if t, ok := templates.Load(key); ok {
-			return t.(implicitarray.Array), nil
-		}
 		typeName, bs, _ := strings.Cut(rest, "/")
 		blockSize, err := strconv.Atoi(bs)
 		if (typeName != "nf4" && typeName != "nf4-dq") || err != nil {
@@ -107,17 +103,7 @@ func baseTemplate(shape shapes.Shape, text string, strategy lowering.Strategy) (
 		if err := f.Validate(shape); err != nil { // before the template's components are sized by it
 			return nil, errors.WithMessagef(err, "qlayers: parameter %s=%q", FormatParam, text)
 		}
-		var comps []*tensors.Tensor
-		for _, s := range nf4.ComponentShapes(shape, f, shape.DType) {
-			comps = append(comps, tensors.FromShape(s))
-		}
-		a, err := nf4.FromTensors(shape, f, comps...)
-		if err != nil {
-			return nil, err
-		}
-		t := a.WithStrategy(strategy)
-		templates.Store(key, t)
-		return t, nil
+		return nf4Template(shape, f, shape.DType, strategy)
 	}
 	cfg, err := parseFormat(text)
 	if err != nil {
@@ -125,6 +111,27 @@ func baseTemplate(shape shapes.Shape, text string, strategy lowering.Strategy) (
 	}
 	cfg.Strategy = strategy
 	return template(shape, cfg)
+}
+
+// nf4Template returns a host-side template NF4 array of logical shape in format f (valid for
+// shape) with its absmax in scaleDType (ignored with DoubleQuant), with strategy; cached as
+// template's arrays.
+func nf4Template(shape shapes.Shape, f nf4.Format, scaleDType dtypes.DType, strategy lowering.Strategy) (implicitarray.Array, error) {
+	key := fmt.Sprintf("%s %s absmax=%s strategy=%s", shape, f, scaleDType, strategy)
+	if t, ok := templates.Load(key); ok {
+		return t.(implicitarray.Array), nil
+	}
+	var comps []*tensors.Tensor
+	for _, s := range nf4.ComponentShapes(shape, f, scaleDType) {
+		comps = append(comps, tensors.FromShape(s))
+	}
+	a, err := nf4.FromTensors(shape, f, comps...)
+	if err != nil {
+		return nil, err
+	}
+	t := a.WithStrategy(strategy)
+	templates.Store(key, t)
+	return t, nil
 }
 
 // arrayFormat returns the FormatParam text of a quantized array StoreBase accepts: an NF4 array
