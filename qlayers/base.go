@@ -134,6 +134,23 @@ func nf4Template(shape shapes.Shape, f nf4.Format, scaleDType dtypes.DType, stra
 	return t, nil
 }
 
+// int8Template returns the int8 template tmpl (host components) with its scale in scaleDType,
+// materializing in tmpl's dtype, with tmpl's strategy; cached as template's arrays.
+func int8Template(tmpl *qint8.Array, scaleDType dtypes.DType) (implicitarray.Array, error) {
+	key := fmt.Sprintf("%s int8 axes=%v scale=%s strategy=%s", tmpl.Shape(), tmpl.Axes(), scaleDType, tmpl.Strategy())
+	if t, ok := templates.Load(key); ok {
+		return t.(implicitarray.Array), nil
+	}
+	scale := tensors.FromShape(shapes.Make(scaleDType, tmpl.Scale().Shape().Dimensions...))
+	a, err := qint8.New(tmpl.Weight(), implicitarray.TensorComponent(scale), tmpl.DType(), tmpl.Axes()...)
+	if err != nil {
+		return nil, err
+	}
+	t := a.WithStrategy(tmpl.Strategy())
+	templates.Store(key, t)
+	return t, nil
+}
+
 // arrayFormat returns the FormatParam text of a quantized array StoreBase accepts: an NF4 array
 // (any nf4.Format) or an int8 array quantized along its last axis.
 func arrayFormat(w implicitarray.Array) (string, error) {

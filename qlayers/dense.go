@@ -12,6 +12,7 @@ import (
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/implicitarray"
+	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/nf4"
 )
@@ -193,20 +194,29 @@ func storedArray(ctx *context.Context, g *graph.Graph, stored []*context.Variabl
 
 // arrayFromVariables rebuilds the implicit array of logical shape in format (FormatParam's form)
 // from its stored component variables, as nodes of g, with strategy s: each variable must have
-// its component's shape (panics name op, the scope and what the array is), an NF4 absmax in any
-// float dtype, and is made non-trainable.
+// its component's shape (panics name op, the scope and what the array is), an NF4 absmax or an
+// int8 scale in any float dtype, and is made non-trainable.
 func arrayFromVariables(ctx *context.Context, g *graph.Graph, op, what string, stored []*context.Variable, shape shapes.Shape,
 	format string, s lowering.Strategy) implicitarray.Array {
 	tmpl, err := baseTemplate(shape, format, s)
 	if err != nil {
 		panic(errors.WithMessagef(err, "%s in scope %q: %s %s", op, ctx.Scope(), what, shape))
 	}
-	if a, ok := tmpl.(*nf4.Array); ok && !a.Format().DoubleQuant && len(stored) == 2 {
-		// An absmax stored in another float dtype than the kernel's (a bitsandbytes layer's float32
-		// absmax under a bfloat16 model) is kept as it is, as a double-quantized absmax decodes to
-		// float32: the product computes code × absmax in float32 and gives the kernel's dtype.
+	// An NF4 absmax or int8 scale stored in another float dtype than the kernel's (a bitsandbytes
+	// layer's float32 absmax or SCB/127 under a bfloat16 model) is kept as it is, as a
+	// double-quantized absmax decodes to float32: the product computes code × scale in that dtype
+	// and gives the kernel's dtype.
+	if len(stored) == 2 {
 		if dt := stored[1].Shape().DType; dt != shape.DType && dt.IsFloat() && !dt.IsComplex() {
-			if tmpl, err = nf4Template(shape, a.Format(), dt, s); err != nil {
+			switch a := tmpl.(type) {
+			case *nf4.Array:
+				if !a.Format().DoubleQuant {
+					tmpl, err = nf4Template(shape, a.Format(), dt, s)
+				}
+			case *qint8.Array:
+				tmpl, err = int8Template(a, dt)
+			}
+			if err != nil {
 				panic(errors.WithMessagef(err, "%s in scope %q: %s %s", op, ctx.Scope(), what, shape))
 			}
 		}

@@ -494,3 +494,82 @@ func TestStoreBaseBnbNF4HalfPrecision(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreBaseBnbInt8HalfPrecision: a bitsandbytes Linear8bitLt layer (its scale SCB/127 float32,
+// as bitsandbytes stores SCB), stored by StoreBase, gives in Dense and LoRADense on a bfloat16 or
+// float16 input y = x·Wᵀ + b in the input's dtype, W bitsandbytes' own dequantized weight and b
+// the layer's bias, computed on the host.
+func TestStoreBaseBnbInt8HalfPrecision(t *testing.T) {
+	backend := testutil.Backend(t)
+	type layerFn = func(out int) func(ctx *context.Context, x *graph.Node) *graph.Node
+	for _, layerName := range []string{"l128x64", "l200x48"} {
+		for _, dtype := range halfDTypes {
+			for name, fn := range map[string]layerFn{
+				"Dense": func(out int) func(ctx *context.Context, x *graph.Node) *graph.Node {
+					return func(ctx *context.Context, x *graph.Node) *graph.Node {
+						return qlayers.Dense(ctx.In("proj").Checked(false), x, true, out, quanta.Config{Type: quanta.Int8})
+					}
+				},
+				"LoRADense": func(out int) func(ctx *context.Context, x *graph.Node) *graph.Node {
+					return func(ctx *context.Context, x *graph.Node) *graph.Node {
+						return qlayers.LoRADense(ctx.In("proj").Checked(false), x, true, out, quanta.Config{Type: quanta.Int8}, loraCfg)
+					}
+				},
+			} {
+				t.Run(fmt.Sprintf("%s/%s/%s", layerName, dtype, name), func(t *testing.T) {
+					if dtype == dtypes.Float16 && runtime.IsGo(backend) {
+						t.Skip("the pure-Go backend has no float16 parameters")
+					}
+					f, err := safetensors.Open(filepath.Join(bnbDir, "linear8bitlt_"+layerName+".safetensors"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer f.Close()
+					layer, err := bnb.ReadLinear8bitLt(f, "")
+					if err != nil {
+						t.Fatalf("%+v", err)
+					}
+					if scale := layer.Weight.Scale().Shape().DType; scale != dtypes.Float32 {
+						t.Fatalf("%s: scale %s; want bitsandbytes' float32", layerName, scale)
+					}
+					out, in := layer.Weight.Shape().Dim(0), layer.Weight.Shape().Dim(1)
+					ctx := context.New()
+					if err := qlayers.StoreBase(ctx, "/proj", layer.Weight, layer.Bias, qlayers.OutIn); err != nil {
+						t.Fatalf("%+v", err)
+					}
+					w := readF32NPY(t, "linear8bitlt_"+layerName+".dequantized_weight.npy") // (out, in)
+					b := readF32NPY(t, layerName+".bias.npy")
+					xValues := readF32NPY(t, layerName+".x.npy")
+					rows := len(xValues) / in
+					x, xv := halfTensor(dtype, xValues, rows, in)
+					var got *tensors.Tensor
+					err = func() (err error) {
+						defer testutil.RecoverError(&err)
+						got = context.MustExecOnce(backend, ctx, fn(out), x)
+						return nil
+					}()
+					if err != nil {
+						t.Fatalf("%s on a bitsandbytes int8 base with a %s input: %v", name, dtype, err)
+					}
+					if got.DType() != dtype {
+						t.Fatalf("output %s; want %s", got.Shape(), dtype)
+					}
+					want := make([]float32, rows*out)
+					for i := range rows {
+						for j := range out {
+							sum := float64(b[j])
+							for k := range in {
+								sum += float64(xv[i*in+k]) * float64(w[j*in+k])
+							}
+							want[i*out+j] = float32(sum)
+						}
+					}
+					// The input is exact in dtype; the weight's and the output's roundings remain.
+					if d, bound := maxDiff(float32s(t, got), want), 0.02*maxAbs(want); d > bound {
+						t.Errorf("y differs from x·Wᵀ + b by %g (bound %g)", d, bound)
+					}
+				})
+			}
+		}
+	}
+}
