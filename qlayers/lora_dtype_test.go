@@ -13,6 +13,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/bnb"
+	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/nf4"
@@ -414,161 +415,104 @@ func halfFlat(t *testing.T, dtype dtypes.DType, w []float32, out, in int) *nf4.A
 	return a
 }
 
-// TestStoreBaseBnbNF4HalfPrecision: a bitsandbytes Linear4bit layer without double quantization
-// (its absmax float32, as bitsandbytes stores it), stored by StoreBase with blocks along the rows
-// (in = 128) or straddling them (in = 200, FlatBlocks), gives in Dense and LoRADense on a bfloat16
-// or float16 input y = x·Wᵀ + b in the input's dtype, W bitsandbytes' own dequantized weight and
-// b the layer's bias, computed on the host.
-func TestStoreBaseBnbNF4HalfPrecision(t *testing.T) {
+// TestStoreBaseBnbHalfPrecision: a bitsandbytes layer whose scales are float32, as bitsandbytes
+// stores them — Linear4bit without double quantization (its absmax), stored by StoreBase with
+// blocks along the rows (in = 128) or straddling them (in = 200, FlatBlocks), and Linear8bitLt
+// (its SCB/127) — gives in Dense and LoRADense on a bfloat16 or float16 input y = x·Wᵀ + b in the
+// input's dtype, W bitsandbytes' own dequantized weight and b the layer's bias, computed on the
+// host.
+func TestStoreBaseBnbHalfPrecision(t *testing.T) {
 	backend := testutil.Backend(t)
 	type layerFn = func(out int) func(ctx *context.Context, x *graph.Node) *graph.Node
-	for _, layerName := range []string{"l128x64", "l200x48"} {
-		for _, dtype := range halfDTypes {
-			for name, fn := range map[string]layerFn{
-				"Dense": func(out int) func(ctx *context.Context, x *graph.Node) *graph.Node {
-					return func(ctx *context.Context, x *graph.Node) *graph.Node {
-						return qlayers.Dense(ctx.In("proj").Checked(false), x, true, out, quanta.Config{})
-					}
-				},
-				"LoRADense": func(out int) func(ctx *context.Context, x *graph.Node) *graph.Node {
-					return func(ctx *context.Context, x *graph.Node) *graph.Node {
-						return qlayers.LoRADense(ctx.In("proj").Checked(false), x, true, out, quanta.Config{}, loraCfg)
-					}
-				},
-			} {
-				t.Run(fmt.Sprintf("%s/%s/%s", layerName, dtype, name), func(t *testing.T) {
-					if dtype == dtypes.Float16 && runtime.IsGo(backend) {
-						t.Skip("the pure-Go backend has no float16 parameters")
-					}
-					f, err := safetensors.Open(filepath.Join(bnbDir, "linear4bit_nf4_"+layerName+".safetensors"))
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer f.Close()
-					layer, err := bnb.ReadLinear4bit(f, "")
-					if err != nil {
-						t.Fatalf("%+v", err)
-					}
-					if absmax := layer.Weight.Absmax().Shape().DType; layer.Weight.Format().DoubleQuant || absmax != dtypes.Float32 {
-						t.Fatalf("%s: format %s, absmax %s; want bitsandbytes' nf4 with a float32 absmax", layerName,
-							layer.Weight.Format(), absmax)
-					}
-					out, in := layer.Weight.Shape().Dim(0), layer.Weight.Shape().Dim(1)
-					ctx := context.New()
-					if err := qlayers.StoreBase(ctx, "/proj", layer.Weight, layer.Bias, qlayers.OutIn); err != nil {
-						t.Fatalf("%+v", err)
-					}
-					w := readF32NPY(t, "linear4bit_nf4_"+layerName+".dequantized_weight.npy") // (out, in)
-					b := readF32NPY(t, layerName+".bias.npy")
-					xValues := readF32NPY(t, layerName+".x.npy")
-					rows := len(xValues) / in
-					x, xv := halfTensor(dtype, xValues, rows, in)
-					var got *tensors.Tensor
-					err = func() (err error) {
-						defer testutil.RecoverError(&err)
-						got = context.MustExecOnce(backend, ctx, fn(out), x)
-						return nil
-					}()
-					if err != nil {
-						t.Fatalf("%s on a bitsandbytes NF4 base with a %s input: %v", name, dtype, err)
-					}
-					if got.DType() != dtype {
-						t.Fatalf("output %s; want %s", got.Shape(), dtype)
-					}
-					want := make([]float32, rows*out)
-					for i := range rows {
-						for j := range out {
-							sum := float64(b[j])
-							for k := range in {
-								sum += float64(xv[i*in+k]) * float64(w[j*in+k])
-							}
-							want[i*out+j] = float32(sum)
-						}
-					}
-					// The input is exact in dtype; the weight's and the output's roundings remain.
-					if d, bound := maxDiff(float32s(t, got), want), 0.02*maxAbs(want); d > bound {
-						t.Errorf("y differs from x·Wᵀ + b by %g (bound %g)", d, bound)
-					}
-				})
+	for _, format := range []struct {
+		name, file string
+		cfg        quanta.Config
+		// read returns the layer's weight, its bias and the dtype of its scales.
+		read func(t *testing.T, f *safetensors.File) (implicitarray.Array, *tensors.Tensor, dtypes.DType)
+	}{
+		{"nf4", "linear4bit_nf4_", quanta.Config{}, func(t *testing.T, f *safetensors.File) (implicitarray.Array, *tensors.Tensor, dtypes.DType) {
+			layer, err := bnb.ReadLinear4bit(f, "")
+			if err != nil {
+				t.Fatalf("%+v", err)
 			}
-		}
-	}
-}
-
-// TestStoreBaseBnbInt8HalfPrecision: a bitsandbytes Linear8bitLt layer (its scale SCB/127 float32,
-// as bitsandbytes stores SCB), stored by StoreBase, gives in Dense and LoRADense on a bfloat16 or
-// float16 input y = x·Wᵀ + b in the input's dtype, W bitsandbytes' own dequantized weight and b
-// the layer's bias, computed on the host.
-func TestStoreBaseBnbInt8HalfPrecision(t *testing.T) {
-	backend := testutil.Backend(t)
-	type layerFn = func(out int) func(ctx *context.Context, x *graph.Node) *graph.Node
-	for _, layerName := range []string{"l128x64", "l200x48"} {
-		for _, dtype := range halfDTypes {
-			for name, fn := range map[string]layerFn{
-				"Dense": func(out int) func(ctx *context.Context, x *graph.Node) *graph.Node {
-					return func(ctx *context.Context, x *graph.Node) *graph.Node {
-						return qlayers.Dense(ctx.In("proj").Checked(false), x, true, out, quanta.Config{Type: quanta.Int8})
-					}
-				},
-				"LoRADense": func(out int) func(ctx *context.Context, x *graph.Node) *graph.Node {
-					return func(ctx *context.Context, x *graph.Node) *graph.Node {
-						return qlayers.LoRADense(ctx.In("proj").Checked(false), x, true, out, quanta.Config{Type: quanta.Int8}, loraCfg)
-					}
-				},
-			} {
-				t.Run(fmt.Sprintf("%s/%s/%s", layerName, dtype, name), func(t *testing.T) {
-					if dtype == dtypes.Float16 && runtime.IsGo(backend) {
-						t.Skip("the pure-Go backend has no float16 parameters")
-					}
-					f, err := safetensors.Open(filepath.Join(bnbDir, "linear8bitlt_"+layerName+".safetensors"))
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer f.Close()
-					layer, err := bnb.ReadLinear8bitLt(f, "")
-					if err != nil {
-						t.Fatalf("%+v", err)
-					}
-					if scale := layer.Weight.Scale().Shape().DType; scale != dtypes.Float32 {
-						t.Fatalf("%s: scale %s; want bitsandbytes' float32", layerName, scale)
-					}
-					out, in := layer.Weight.Shape().Dim(0), layer.Weight.Shape().Dim(1)
-					ctx := context.New()
-					if err := qlayers.StoreBase(ctx, "/proj", layer.Weight, layer.Bias, qlayers.OutIn); err != nil {
-						t.Fatalf("%+v", err)
-					}
-					w := readF32NPY(t, "linear8bitlt_"+layerName+".dequantized_weight.npy") // (out, in)
-					b := readF32NPY(t, layerName+".bias.npy")
-					xValues := readF32NPY(t, layerName+".x.npy")
-					rows := len(xValues) / in
-					x, xv := halfTensor(dtype, xValues, rows, in)
-					var got *tensors.Tensor
-					err = func() (err error) {
-						defer testutil.RecoverError(&err)
-						got = context.MustExecOnce(backend, ctx, fn(out), x)
-						return nil
-					}()
-					if err != nil {
-						t.Fatalf("%s on a bitsandbytes int8 base with a %s input: %v", name, dtype, err)
-					}
-					if got.DType() != dtype {
-						t.Fatalf("output %s; want %s", got.Shape(), dtype)
-					}
-					want := make([]float32, rows*out)
-					for i := range rows {
-						for j := range out {
-							sum := float64(b[j])
-							for k := range in {
-								sum += float64(xv[i*in+k]) * float64(w[j*in+k])
-							}
-							want[i*out+j] = float32(sum)
+			if layer.Weight.Format().DoubleQuant {
+				t.Fatalf("format %s; want bitsandbytes' nf4 without double quantization", layer.Weight.Format())
+			}
+			return layer.Weight, layer.Bias, layer.Weight.Absmax().Shape().DType
+		}},
+		{"int8", "linear8bitlt_", quanta.Config{Type: quanta.Int8}, func(t *testing.T, f *safetensors.File) (implicitarray.Array, *tensors.Tensor, dtypes.DType) {
+			layer, err := bnb.ReadLinear8bitLt(f, "")
+			if err != nil {
+				t.Fatalf("%+v", err)
+			}
+			return layer.Weight, layer.Bias, layer.Weight.Scale().Shape().DType
+		}},
+	} {
+		for _, layerName := range []string{"l128x64", "l200x48"} {
+			for _, dtype := range halfDTypes {
+				for name, fn := range map[string]layerFn{
+					"Dense": func(out int) func(ctx *context.Context, x *graph.Node) *graph.Node {
+						return func(ctx *context.Context, x *graph.Node) *graph.Node {
+							return qlayers.Dense(ctx.In("proj").Checked(false), x, true, out, format.cfg)
 						}
-					}
-					// The input is exact in dtype; the weight's and the output's roundings remain.
-					if d, bound := maxDiff(float32s(t, got), want), 0.02*maxAbs(want); d > bound {
-						t.Errorf("y differs from x·Wᵀ + b by %g (bound %g)", d, bound)
-					}
-				})
+					},
+					"LoRADense": func(out int) func(ctx *context.Context, x *graph.Node) *graph.Node {
+						return func(ctx *context.Context, x *graph.Node) *graph.Node {
+							return qlayers.LoRADense(ctx.In("proj").Checked(false), x, true, out, format.cfg, loraCfg)
+						}
+					},
+				} {
+					t.Run(fmt.Sprintf("%s/%s/%s/%s", format.name, layerName, dtype, name), func(t *testing.T) {
+						if dtype == dtypes.Float16 && runtime.IsGo(backend) {
+							t.Skip("the pure-Go backend has no float16 parameters")
+						}
+						f, err := safetensors.Open(filepath.Join(bnbDir, format.file+layerName+".safetensors"))
+						if err != nil {
+							t.Fatal(err)
+						}
+						defer f.Close()
+						weight, bias, scales := format.read(t, f)
+						if scales != dtypes.Float32 {
+							t.Fatalf("%s: scales %s; want bitsandbytes' float32", layerName, scales)
+						}
+						out, in := weight.Shape().Dim(0), weight.Shape().Dim(1)
+						ctx := context.New()
+						if err := qlayers.StoreBase(ctx, "/proj", weight, bias, qlayers.OutIn); err != nil {
+							t.Fatalf("%+v", err)
+						}
+						w := readF32NPY(t, format.file+layerName+".dequantized_weight.npy") // (out, in)
+						b := readF32NPY(t, layerName+".bias.npy")
+						xValues := readF32NPY(t, layerName+".x.npy")
+						rows := len(xValues) / in
+						x, xv := halfTensor(dtype, xValues, rows, in)
+						var got *tensors.Tensor
+						err = func() (err error) {
+							defer testutil.RecoverError(&err)
+							got = context.MustExecOnce(backend, ctx, fn(out), x)
+							return nil
+						}()
+						if err != nil {
+							t.Fatalf("%s on a bitsandbytes %s base with a %s input: %v", name, format.name, dtype, err)
+						}
+						if got.DType() != dtype {
+							t.Fatalf("output %s; want %s", got.Shape(), dtype)
+						}
+						want := make([]float32, rows*out)
+						for i := range rows {
+							for j := range out {
+								sum := float64(b[j])
+								for k := range in {
+									sum += float64(xv[i*in+k]) * float64(w[j*in+k])
+								}
+								want[i*out+j] = float32(sum)
+							}
+						}
+						// The input is exact in dtype; the weight's and the output's roundings remain.
+						if d, bound := maxDiff(float32s(t, got), want), 0.02*maxAbs(want); d > bound {
+							t.Errorf("y differs from x·Wᵀ + b by %g (bound %g)", d, bound)
+						}
+					})
+				}
 			}
 		}
 	}
