@@ -201,6 +201,11 @@ func (e *Exec) entry(p *placed) (*execcache.Entry[*implicitarray.TreeDef], error
 		if err != nil {
 			return nil, errors.WithMessagef(err, "mesh.Exec %s", e.name)
 		}
+		if e.mesh.NumDevices() == 1 {
+			// XLA refuses to compile a one-device SPMD program ("not (device) portable"): run the
+			// plain graph on device 0, where the single shard of every leaf already lives.
+			return exec.WithName(e.name), nil
+		}
 		return exec.WithName(e.name).AutoSharding(dm).WithInputShardingSpecs(inSpecs...).
 			WithOutputShardingSpecs(distributed.NewReplicatedShardingSpec(dm)), nil
 	})

@@ -167,3 +167,21 @@ func (a *plain) WithComponents(c []implicitarray.Component) implicitarray.Array 
 	return &plain{c[0]}
 }
 func (a *plain) Materialize() implicitarray.Value { return a.c.Node() }
+
+// TestOneDeviceMesh runs over a mesh of one device, on any backend: every spec then holds the whole
+// array on device 0, and the result is the plain single-device one (XLA rejected the one-device
+// SPMD program as "not (device) portable").
+func TestOneDeviceMesh(t *testing.T) {
+	backend := testutil.Backend(t)
+	one := sharding.MustNewMesh([]string{"model"}, []int{1})
+	e := mesh.MustNewExec(backend, one, func(x *graph.Node) *graph.Node { return graph.AddScalar(x, 1) }).
+		WithArgSpecs(sharding.PartitionSpec{{"model"}})
+	defer e.Finalize()
+	out, err := e.Call(tensors.FromValue([]float32{0, 1, 2, 3}))
+	if err != nil {
+		t.Fatalf("Call over %s: %+v", one, err)
+	}
+	if got, want := tensors.MustCopyFlatData[float32](out[0].(*tensors.Tensor)), []float32{1, 2, 3, 4}; !slices.Equal(got, want) {
+		t.Errorf("x+1 over %s = %v, want %v", one, got, want)
+	}
+}
