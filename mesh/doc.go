@@ -21,5 +21,6 @@
 // (sharding.Mesh.CheckDevices): on XLA CPU, QUANTA_CPU_DEVICES=N (package runtime) gives N
 // virtual devices and must be set before the backend starts; the pure-Go backend has one device.
 // Place and Call return errors naming the argument, the spec and the mesh when a spec does not fit
-// (see package sharding) or an array type cannot place its components.
+// (see package sharding), a leaf is empty (GoMLX cannot shard it) or an array type cannot place
+// its components.
 package mesh

@@ -126,6 +126,11 @@ func (e *Exec) Place(args ...any) (*placed, error) {
 
 // shard cuts t by spec into one shard per device of the mesh and copies shard d to device d.
 func (e *Exec) shard(t *tensors.Tensor, spec sharding.PartitionSpec) (*distributed.Tensor, error) {
+	if t.Shape().Size() == 0 {
+		// distributed.ShardTensor (and XLA's host-to-device copy) panic on an empty tensor.
+		return nil, errors.Errorf("mesh: sharding %s by %s over %s: the tensor is empty; accepted: tensors with at least one element",
+			t.Shape(), spec, e.mesh)
+	}
 	ss, err := sharding.ShardingSpec(e.mesh, spec, t.Shape())
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -183,5 +184,28 @@ func TestOneDeviceMesh(t *testing.T) {
 	}
 	if got, want := tensors.MustCopyFlatData[float32](out[0].(*tensors.Tensor)), []float32{1, 2, 3, 4}; !slices.Equal(got, want) {
 		t.Errorf("x+1 over %s = %v, want %v", one, got, want)
+	}
+}
+
+// TestEmptyArgument checks that an empty tensor argument gives an error naming the shape, not a
+// panic from inside GoMLX's distributed.ShardTensor.
+func TestEmptyArgument(t *testing.T) {
+	backend := testutil.Backend(t)
+	one := sharding.MustNewMesh([]string{"model"}, []int{1})
+	e := mesh.MustNewExec(backend, one, func(x *graph.Node) *graph.Node { return x }).
+		WithArgSpecs(sharding.PartitionSpec{{"model"}})
+	defer e.Finalize()
+	empty := tensors.FromShape(shapes.Make(dtypes.Float32, 0, 4))
+	var err error
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("Place of an empty %s panicked: %v", empty.Shape(), r)
+			}
+		}()
+		_, err = e.Place(empty)
+	}()
+	if err == nil || !strings.Contains(err.Error(), "is empty") || !strings.Contains(err.Error(), empty.Shape().String()) {
+		t.Fatalf("Place of an empty %s: error %v, want one naming the shape and saying it is empty", empty.Shape(), err)
 	}
 }
