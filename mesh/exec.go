@@ -66,7 +66,7 @@ func MustNewExec(backend backends.Backend, m *sharding.Mesh, fn any) *Exec {
 }
 
 // WithArgSpecs sets the sharding.PartitionSpec of the arguments, one per argument of Call (missing ones,
-// and nil, mean replicated): it shards a dense tensor argument, or an implicit array argument
+// and nil, mean replicated; more specs than arguments is an error of Place and Call): it shards a dense tensor argument, or an implicit array argument
 // that has no Sharding of its own (see flatSpecs). Call it before the first Call; it returns e.
 func (e *Exec) WithArgSpecs(specs ...sharding.PartitionSpec) *Exec {
 	e.argSpecs = specs
@@ -93,6 +93,12 @@ type placed struct {
 // Place flattens args, shards every leaf over the mesh (flatSpecs, with the specs of
 // WithArgSpecs) and copies each shard to its device.
 func (e *Exec) Place(args ...any) (*placed, error) {
+	if len(e.argSpecs) > len(args) {
+		// A spec past the last argument would be dropped silently, leaving its array placed
+		// other than intended (usually specs and arguments out of step).
+		return nil, errors.Errorf("mesh.Exec %s: %d specs (WithArgSpecs %v) for %d arguments; accepted: at most one spec per argument",
+			e.name, len(e.argSpecs), e.argSpecs, len(args))
+	}
 	leaves, defs, key, err := e.fn.FlattenArgs(args)
 	if err != nil {
 		return nil, errors.WithMessagef(err, "mesh.Exec %s", e.name)

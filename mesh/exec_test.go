@@ -209,3 +209,16 @@ func TestEmptyArgument(t *testing.T) {
 		t.Fatalf("Place of an empty %s: error %v, want one naming the shape and saying it is empty", empty.Shape(), err)
 	}
 }
+
+// TestTooManyArgSpecs checks that specs past the last argument are an error, not silently dropped.
+func TestTooManyArgSpecs(t *testing.T) {
+	backend := testutil.Backend(t)
+	one := sharding.MustNewMesh([]string{"model"}, []int{1})
+	e := mesh.MustNewExec(backend, one, func(x *graph.Node) *graph.Node { return x }).
+		WithArgSpecs(nil, sharding.PartitionSpec{{"model"}})
+	defer e.Finalize()
+	_, err := e.Call(tensors.FromValue([]float32{1, 2}))
+	if err == nil || !strings.Contains(err.Error(), "2 specs") || !strings.Contains(err.Error(), "1 arguments") {
+		t.Fatalf("2 specs for 1 argument: error %v, want one counting specs and arguments", err)
+	}
+}
