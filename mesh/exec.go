@@ -65,9 +65,10 @@ func MustNewExec(backend backends.Backend, m *sharding.Mesh, fn any) *Exec {
 	return e
 }
 
-// WithArgSpecs sets the sharding.PartitionSpec of the arguments, one per argument of Call (missing ones,
-// and nil, mean replicated; more specs than arguments is an error of Place and Call): it shards a dense tensor argument, or an implicit array argument
-// that has no Sharding of its own (see flatSpecs). Call it before the first Call; it returns e.
+// WithArgSpecs sets the sharding.PartitionSpec of the arguments, one per argument of Call
+// (missing ones, and nil, mean replicated; more specs than arguments is an error of Place and
+// Call): it shards a dense tensor argument, or an implicit array argument that has no Sharding of
+// its own (see flatSpecs). Call it before the first Call; it returns e.
 func (e *Exec) WithArgSpecs(specs ...sharding.PartitionSpec) *Exec {
 	e.argSpecs = specs
 	return e
