@@ -18,7 +18,8 @@ import (
 // type typ, with the bytes of ggml's reference quantizer (gguf.Quantize on the values as float32,
 // all rows in one call). The array materializes in t's dtype. It returns an error, and builds
 // nothing, for a type that is not a block type, a non-float, scalar or empty tensor, a last axis
-// that is not a multiple of the block size, or a NaN or infinite value.
+// that is not a multiple of the block size, or a NaN or infinite value (float64 values beyond
+// float32's range included: they would quantize as infinities).
 func Quantize(t *tensors.Tensor, typ gguf.Type) (*Array, error) {
 	if t == nil {
 		return nil, errors.New("ggml.Quantize: nil tensor")
@@ -30,6 +31,9 @@ func Quantize(t *tensors.Tensor, typ gguf.Type) (*Array, error) {
 	values, ok := hostdata.Float32s(t)
 	if !ok {
 		return nil, errors.Errorf("ggml.Quantize: input %s has dtype %s; accepted: float32, float64, bfloat16 or float16", shape, shape.DType)
+	}
+	if err := checkFloat32Range(t, values); err != nil {
+		return nil, errors.WithMessagef(err, "ggml.Quantize(%s)", shape)
 	}
 	blocks := tensors.FromShape(BlocksShape(typ, shape.Dimensions...))
 	var err error
@@ -116,6 +120,27 @@ func Read(f *gguf.File, name string) (*Array, error) {
 		return nil, errors.Wrapf(gguf.ErrCorrupt, "ggml.Read: tensor %s: reading %d bytes: %v", info, info.Bytes, err)
 	}
 	return newArray(implicitarray.TensorComponent(blocks), info.Type, shapes.Make(dtypes.Float32, dims...)), nil
+}
+
+// checkFloat32Range returns an error naming the first finite float64 value of t that rounds to an
+// infinity in values (t as float32): gguf.Quantize would report it as an infinite input.
+func checkFloat32Range(t *tensors.Tensor, values []float32) error {
+	if t.DType() != dtypes.Float64 {
+		return nil
+	}
+	var err error
+	if accessErr := t.ConstFlatData(func(flat any) {
+		for i, v := range flat.([]float64) {
+			if math.IsInf(float64(values[i]), 0) && !math.IsInf(v, 0) {
+				err = errors.Errorf("element %d is %g, beyond float32's range; accepted: finite values of magnitude up to %g",
+					i, v, math.MaxFloat32)
+				return
+			}
+		}
+	}); accessErr != nil {
+		return accessErr
+	}
+	return err
 }
 
 // checkDims checks a block type and logical dimensions: rank >= 1, positive sizes, the last a

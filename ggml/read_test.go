@@ -107,6 +107,12 @@ func TestConstructorErrors(t *testing.T) {
 		{"quantize/partial block", func() error { _, err := ggml.Quantize(testutil.RandomTensor(1, 2, 128), gguf.TypeQ4_K); return err },
 			"last dimension 128 is not a multiple of the Q4_K block size 256"},
 		{"quantize/NaN", func() error { _, err := ggml.Quantize(nan, gguf.TypeQ4_0); return err }, "element 31 is NaN"},
+		{"quantize/beyond float32", func() error {
+			v := make([]float64, 64)
+			v[40] = 1e39 // finite, but above float32's largest 3.4028234663852886e+38
+			_, err := ggml.Quantize(tensors.FromFlatDataAndDimensions(v, 2, 32), gguf.TypeQ8_0)
+			return err
+		}, "element 40 is 1e+39, beyond float32's range"},
 		{"from bytes/short", func() error { _, err := ggml.FromBytes(gguf.TypeQ4_0, []int{2, 32}, make([]byte, 35)); return err },
 			"35 bytes for Q4_0 [2 32]; accepted: 36 bytes"},
 		{"from bytes/huge dims", func() error {
