@@ -138,6 +138,23 @@ func TestConstructorErrors(t *testing.T) {
 	}
 }
 
+// TestBytesAfterDelete: Bytes counts the stored blocks (4 rows of 2 Q4_0 blocks of 18 bytes);
+// after Delete it is implicitarray.ErrDeleted, as Delete documents, not a panic about a dtype.
+func TestBytesAfterDelete(t *testing.T) {
+	w := ggml.MustQuantize(testutil.RandomTensor(1, 4, 64), gguf.TypeQ4_0)
+	if got := w.Bytes(); got != 4*2*18 {
+		t.Errorf("Bytes() = %d, want %d", got, 4*2*18)
+	}
+	w.Delete()
+	defer func() {
+		err, _ := recover().(error)
+		if !errors.Is(err, implicitarray.ErrDeleted) {
+			t.Errorf("Bytes() after Delete: %v; want a panic with implicitarray.ErrDeleted", err)
+		}
+	}()
+	w.Bytes()
+}
+
 // TestNew assembles an array from blocks in a graph: the same values as the host array.
 func TestNew(t *testing.T) {
 	w := ggml.MustQuantize(testutil.RandomTensor(12, 2, 64), gguf.TypeIQ4_NL)

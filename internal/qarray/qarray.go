@@ -62,6 +62,7 @@ func (b *Base) IsDeleted() bool { return b.deleted.Load() }
 
 // Bytes is the memory of the stored components.
 func (b *Base) Bytes() int64 {
+	MustBeLive(b, "Bytes") // Delete finalized the tensors, whose shapes no longer say their size
 	var n int64
 	for _, c := range b.components {
 		n += int64(c.Shape().Memory())
