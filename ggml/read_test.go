@@ -155,6 +155,30 @@ func TestBytesAfterDelete(t *testing.T) {
 	w.Bytes()
 }
 
+// TestBlocksShapeErrors: BlocksShape names itself, the type and the dims for no dimensions (it
+// panicked with a slice bound) and for a type without blocks (F16 gave a "block" of 2 bytes).
+func TestBlocksShapeErrors(t *testing.T) {
+	if got := ggml.BlocksShape(gguf.TypeQ4_K, 3, 512); !got.Equal(shapes.Make(dtypes.Uint8, 3, 2, 144)) {
+		t.Errorf("BlocksShape(Q4_K, 3, 512) = %s, want (Uint8)[3 2 144]", got)
+	}
+	for _, tc := range []struct {
+		typ  gguf.Type
+		dims []int
+		want string
+	}{
+		{gguf.TypeQ4_0, nil, "ggml.BlocksShape(Q4_0, []); accepted: a block type"},
+		{gguf.TypeF16, []int{2, 32}, "ggml.BlocksShape(F16, [2 32]); accepted: a block type"},
+	} {
+		func() {
+			defer func() {
+				err, _ := recover().(error)
+				testutil.WantError(t, err, tc.want)
+			}()
+			ggml.BlocksShape(tc.typ, tc.dims...)
+		}()
+	}
+}
+
 // TestNew assembles an array from blocks in a graph: the same values as the host array.
 func TestNew(t *testing.T) {
 	w := ggml.MustQuantize(testutil.RandomTensor(12, 2, 64), gguf.TypeIQ4_NL)
