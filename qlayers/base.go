@@ -117,38 +117,31 @@ func baseTemplate(shape shapes.Shape, text string, strategy lowering.Strategy) (
 // shape) with its absmax in scaleDType (ignored with DoubleQuant), with strategy; cached as
 // template's arrays.
 func nf4Template(shape shapes.Shape, f nf4.Format, scaleDType dtypes.DType, strategy lowering.Strategy) (implicitarray.Array, error) {
-	key := fmt.Sprintf("%s %s absmax=%s strategy=%s", shape, f, scaleDType, strategy)
-	if t, ok := templates.Load(key); ok {
-		return t.(implicitarray.Array), nil
-	}
-	var comps []*tensors.Tensor
-	for _, s := range nf4.ComponentShapes(shape, f, scaleDType) {
-		comps = append(comps, tensors.FromShape(s))
-	}
-	a, err := nf4.FromTensors(shape, f, comps...)
-	if err != nil {
-		return nil, err
-	}
-	t := a.WithStrategy(strategy)
-	templates.Store(key, t)
-	return t, nil
+	return cachedTemplate(fmt.Sprintf("%s %s absmax=%s strategy=%s", shape, f, scaleDType, strategy), func() (implicitarray.Array, error) {
+		var comps []*tensors.Tensor
+		for _, s := range nf4.ComponentShapes(shape, f, scaleDType) {
+			comps = append(comps, tensors.FromShape(s))
+		}
+		a, err := nf4.FromTensors(shape, f, comps...)
+		if err != nil {
+			return nil, err
+		}
+		return a.WithStrategy(strategy), nil
+	})
 }
 
 // int8Template returns the int8 template tmpl (host components) with its scale in scaleDType,
 // materializing in tmpl's dtype, with tmpl's strategy; cached as template's arrays.
 func int8Template(tmpl *qint8.Array, scaleDType dtypes.DType) (implicitarray.Array, error) {
 	key := fmt.Sprintf("%s int8 axes=%v scale=%s strategy=%s", tmpl.Shape(), tmpl.Axes(), scaleDType, tmpl.Strategy())
-	if t, ok := templates.Load(key); ok {
-		return t.(implicitarray.Array), nil
-	}
-	scale := tensors.FromShape(shapes.Make(scaleDType, tmpl.Scale().Shape().Dimensions...))
-	a, err := qint8.New(tmpl.Weight(), implicitarray.TensorComponent(scale), tmpl.DType(), tmpl.Axes()...)
-	if err != nil {
-		return nil, err
-	}
-	t := a.WithStrategy(tmpl.Strategy())
-	templates.Store(key, t)
-	return t, nil
+	return cachedTemplate(key, func() (implicitarray.Array, error) {
+		scale := tensors.FromShape(shapes.Make(scaleDType, tmpl.Scale().Shape().Dimensions...))
+		a, err := qint8.New(tmpl.Weight(), implicitarray.TensorComponent(scale), tmpl.DType(), tmpl.Axes()...)
+		if err != nil {
+			return nil, err
+		}
+		return a.WithStrategy(tmpl.Strategy()), nil
+	})
 }
 
 // arrayFormat returns the FormatParam text of a quantized array StoreBase accepts: an NF4 array

@@ -207,7 +207,7 @@ func arrayFromVariables(ctx *context.Context, g *graph.Graph, op, what string, s
 	// double-quantized absmax decodes to float32: the product computes code × scale in that dtype
 	// and gives the kernel's dtype.
 	if len(stored) == 2 {
-		if dt := stored[1].Shape().DType; dt != shape.DType && dt.IsFloat() && !dt.IsComplex() {
+		if dt := stored[1].Shape().DType; dt != shape.DType && dt.IsFloat() {
 			switch a := tmpl.(type) {
 			case *nf4.Array:
 				if !a.Format().DoubleQuant {

@@ -23,11 +23,18 @@ func fakeQuantize(w *graph.Node, cfg quanta.Config) *graph.Node {
 // quantized once per shape and format (of a zero kernel) and kept for the process, so building a
 // graph does not quantize a weight-sized tensor each time.
 func template(shape shapes.Shape, cfg quanta.Config) (implicitarray.Array, error) {
-	key := fmt.Sprintf("%s %s strategy=%s", shape, formatString(cfg), cfg.Strategy)
+	return cachedTemplate(fmt.Sprintf("%s %s strategy=%s", shape, formatString(cfg), cfg.Strategy), func() (implicitarray.Array, error) {
+		return quanta.Quantize(tensors.FromShape(shape), cfg)
+	})
+}
+
+// cachedTemplate returns the template array cached under key, building it (and caching it when
+// build succeeds) the first time.
+func cachedTemplate(key string, build func() (implicitarray.Array, error)) (implicitarray.Array, error) {
 	if t, ok := templates.Load(key); ok {
 		return t.(implicitarray.Array), nil
 	}
-	t, err := quanta.Quantize(tensors.FromShape(shape), cfg)
+	t, err := build()
 	if err != nil {
 		return nil, err
 	}
@@ -35,5 +42,5 @@ func template(shape shapes.Shape, cfg quanta.Config) (implicitarray.Array, error
 	return t, nil
 }
 
-// templates caches template's arrays by shape and format.
+// templates caches the template arrays by shape and format.
 var templates sync.Map
