@@ -49,6 +49,15 @@ func TestNewMesh(t *testing.T) {
 	}
 }
 
+// TestZeroMeshDeviceMesh checks that a zero Mesh, which has no axes, gets an error naming the
+// constructor to use.
+func TestZeroMeshDeviceMesh(t *testing.T) {
+	var m sharding.Mesh
+	if _, err := m.DeviceMesh(); err == nil || !strings.Contains(err.Error(), "sharding.NewMesh") {
+		t.Fatalf("zero Mesh DeviceMesh() error = %v, want one naming sharding.NewMesh", err)
+	}
+}
+
 // TestValidate checks the accepted specs and that each error names the spec, the shape and the sharding.
 func TestValidate(t *testing.T) {
 	for _, tc := range []struct {

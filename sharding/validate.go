@@ -23,7 +23,7 @@ func (m *Mesh) Equal(o *Mesh) bool {
 func (m *Mesh) DeviceMesh() (*distributed.DeviceMesh, error) {
 	m.deviceMeshOnce.Do(func() {
 		if len(m.names) == 0 {
-			m.deviceMeshErr = errors.New("sharding: a Mesh with no axes (build it with mesh.NewMesh)")
+			m.deviceMeshErr = errors.New("sharding: a Mesh with no axes (build it with sharding.NewMesh)")
 			return
 		}
 		m.deviceMesh, m.deviceMeshErr = distributed.NewDeviceMesh(slices.Clone(m.sizes), slices.Clone(m.names))
