@@ -27,8 +27,9 @@
 // positions, and checks the hyper-parameters (Config.Validate): sizes from 1 to 2^31 − 1, the
 // hidden size a multiple of the heads, a finite positive layer_norm_eps, each error naming the
 // config.json key. LoadSafetensors checks the configuration too, bounds num_hidden_layers by the
-// tensors the checkpoint has (16 a layer) before planning anything for them, then checks every
-// tensor's presence, dtype (F32, F16, BF16 or F64; others wrap safetensors.ErrUnsupported) and
-// shape against the configuration before reading any, and stores nothing unless all load. Graph
-// methods panic with messages naming the shapes they accept.
+// tensors the checkpoint has (16 a layer) before planning anything for them, refuses a
+// checkpoint with layers beyond num_hidden_layers (wrapping safetensors.ErrCorrupt), then checks
+// every tensor's presence, dtype (F32, F16, BF16 or F64; others wrap safetensors.ErrUnsupported)
+// and shape against the configuration before reading any, and stores nothing unless all load.
+// Graph methods panic with messages naming the shapes they accept.
 package minilm

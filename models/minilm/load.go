@@ -3,6 +3,8 @@ package minilm
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/ml/context"
@@ -45,8 +47,9 @@ func LoadDir(ctx *context.Context, dir string, opts LoadOptions) (*Model, error)
 // (safetensors.File.ReadFloat32); other dtypes are an error wrapping safetensors.ErrUnsupported.
 //
 // The configuration is checked first (Validate; its layers against the tensors the checkpoint
-// has, 16 a layer), then every tensor's presence, dtype and shape, and nothing is stored unless
-// all load: on error ctx is unchanged.
+// has, 16 a layer; a checkpoint with layers beyond num_hidden_layers is an error wrapping
+// safetensors.ErrCorrupt), then every tensor's presence, dtype and shape, and nothing is stored
+// unless all load: on error ctx is unchanged.
 func LoadSafetensors(ctx *context.Context, f *safetensors.File, cfg Config, opts LoadOptions) (*Model, error) {
 	if ctx == nil || f == nil {
 		return nil, errors.Errorf("minilm.LoadSafetensors: nil context or file; accepted: a context and an opened file")
@@ -72,6 +75,14 @@ func LoadSafetensors(ctx *context.Context, f *safetensors.File, cfg Config, opts
 		return nil, errors.Wrapf(safetensors.ErrNotFound, "minilm.LoadSafetensors: num_hidden_layers = %d, but the checkpoint "+
 			"has %d tensors; accepted: at most %d layers (%d tensors a layer, plus %d)", cfg.Layers, n, fits, tensorsPerLayer,
 			embeddingTensors)
+	}
+	// Nor may the checkpoint hold layers beyond the count: the encoder would silently run only the
+	// first num_hidden_layers of them.
+	for _, name := range f.Names() {
+		if layer, ok := layerOf(strings.TrimPrefix(name, prefix)); ok && layer >= cfg.Layers {
+			return nil, errors.Wrapf(safetensors.ErrCorrupt, "minilm.LoadSafetensors: tensor %q is of layer %d, but num_hidden_layers = %d; "+
+				"accepted: a checkpoint of exactly num_hidden_layers layers", name, layer, cfg.Layers)
+		}
 	}
 	plan := planTensors(cfg, prefix)
 	for _, p := range plan {
@@ -119,6 +130,21 @@ func LoadSafetensors(ctx *context.Context, f *safetensors.File, cfg Config, opts
 		return fail(err)
 	}
 	return &Model{Config: cfg}, nil
+}
+
+// layerOf returns the layer of an encoder tensor "encoder.layer.<i>.<...>" (name without the
+// "bert." prefix).
+func layerOf(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "encoder.layer.")
+	if !ok {
+		return 0, false
+	}
+	digits, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(digits)
+	return i, err == nil && i >= 0
 }
 
 // The tensors of the checkpoint: three embedding tables and a LayerNorm's two, then 16 a layer

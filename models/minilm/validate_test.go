@@ -203,3 +203,26 @@ func tensorBytes(t *testing.T, x *tensors.Tensor) []byte {
 	}
 	return out
 }
+
+// TestLoadSafetensorsExtraLayers: a checkpoint with more layers than num_hidden_layers is refused,
+// naming the first tensor beyond them (loaded, the encoder would silently skip its last layers),
+// with or without the "bert." prefix; the context is left unchanged.
+func TestLoadSafetensorsExtraLayers(t *testing.T) {
+	for _, prefix := range []string{"", "bert."} {
+		t.Run("prefix="+prefix, func(t *testing.T) {
+			checkpoint, _ := tinyCheckpoint(t, "", func(st *safetensors.Tensor) { st.Name = prefix + st.Name })
+			c := tiny
+			c.Layers = tiny.Layers - 1
+			ctx := context.New()
+			_, err := minilm.LoadSafetensors(ctx, readFile(t, checkpoint), c, minilm.LoadOptions{})
+			want := `tensor "` + prefix + `encoder.layer.1.`
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "num_hidden_layers = 1") ||
+				!errors.Is(err, safetensors.ErrCorrupt) {
+				t.Errorf("error %v; want one wrapping safetensors.ErrCorrupt naming %s... and num_hidden_layers = 1", err, want)
+			}
+			if ctx.NumVariables() != 0 {
+				t.Errorf("the failed load left %d variables", ctx.NumVariables())
+			}
+		})
+	}
+}
