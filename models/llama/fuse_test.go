@@ -247,3 +247,53 @@ func TestLoadKeepsBlocks(t *testing.T) {
 		})
 	}
 }
+
+// TestUntieHeadKeepsByScope: with UntieHead, the head is kept as stored or converted as the
+// rules say for "/lm_head", and the table as they say for "/token_embd": a head float while the
+// table stays in its block type (the logits those of the decoded float model), and a head kept
+// in its block type while the table is converted to int8.
+func TestUntieHeadKeepsByScope(t *testing.T) {
+	backend := testutil.Backend(t)
+	tokens := []int32{3, 1, 4, 1, 5, 9, 2, 6, 5}
+	data, _ := ggufOf(wide, map[string]gguf.Type{"token_embd": gguf.TypeQ8_0}, "")
+	fctx, fm := loadFloat(t, data)
+	want := decodertest.Forward(t, backend, fctx, fm, tokens)
+	int8Table, err := models.TableRule("/token_embd", "int8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name               string
+		rules              []models.Rule
+		table, head        string // the report's format of each ("" for float)
+		compareWithDecoded bool
+	}{
+		{"table kept, head float", []models.Rule{{Scope: "/token_embd", Keep: true}, {Scope: ".*", Skip: true}}, "ggml Q8_0", "", true},
+		{"table int8, head kept", []models.Rule{int8Table, {Scope: ".*", Keep: true}}, "", "ggml Q8_0", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := models.MustNewQuantizer(tc.rules)
+			ctx, m := loadThrough(t, data, q, llama.LoadOptions{UntieHead: true}, true, false)
+			if m.TiedEmbeddings {
+				t.Fatal("TiedEmbeddings still set")
+			}
+			formats := map[string]string{}
+			for _, e := range q.Report().Entries {
+				formats[e.Scope] = e.Format
+			}
+			if formats["/token_embd"] != tc.table || formats["/lm_head/dense"] != tc.head {
+				t.Errorf("table stored as %q, head as %q; want %q, %q\n%s", formats["/token_embd"], formats["/lm_head/dense"],
+					tc.table, tc.head, q.Report())
+			}
+			if !tc.compareWithDecoded {
+				return
+			}
+			got := decodertest.Forward(t, backend, ctx, m, tokens)
+			for p := range want {
+				if d := decodertest.MaxAbsDiff(got[p], want[p]); d > 1e-4 {
+					t.Errorf("position %d: logits differ from the decoded float model's by %g", p, d)
+				}
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package llama
 
 import (
+	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/ggml"
@@ -18,8 +19,8 @@ type LoadOptions struct {
 	models.LoadOptions
 	// UntieHead stores, for a model with tied embeddings, a separate "lm_head" kernel (the
 	// embedding table: transposed and passed through Kernel like the others, or a copy of the
-	// table kept as stored) and sets TiedEmbeddings false, so that the output head goes through
-	// the Projection.
+	// table kept as stored where the Keeper keeps the "lm_head" scope, whatever it does with the
+	// table) and sets TiedEmbeddings false, so that the output head goes through the Projection.
 	UntieHead bool
 	// RotateAdjacent keeps attn_q/attn_k rows in GGUF's order and sets Model.RotateAdjacent, so
 	// that the rotary embedding rotates adjacent pairs as llama.cpp does.
@@ -65,35 +66,47 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, err
 	return m, nil
 }
 
-// untieHead reads the embedding table for both the table and a separate head kernel: kept as
-// stored (the head a copy of the blocks) or decoded (the head its transpose).
+// untieHead reads the embedding table for both the table and a separate head kernel, each kept
+// as stored or decoded as the Keeper says for its own scope (a decoded head is the table's
+// transpose, a kept one a copy of the blocks).
 func untieHead(f *gguf.File, vars *modelbase.Vars, embScope, headScope string, cfg Config) error {
 	const name = "token_embd.weight"
-	if vars.Kept(f, modelbase.Tensor{Name: name, Kind: modelbase.Table, Scope: embScope}) {
-		table, err := ggml.Read(f, name)
-		if err != nil {
+	keepTable := vars.Kept(f, modelbase.Tensor{Name: name, Kind: modelbase.Table, Scope: embScope})
+	keepHead := vars.Kept(f, modelbase.Tensor{Name: name, Kind: modelbase.Kernel, Scope: headScope})
+	var decoded *tensors.Tensor // the float table, for the head or the table not kept
+	if !keepTable || !keepHead {
+		var err error
+		if decoded, err = modelbase.DecodeTensor(f, name, []int{cfg.VocabSize, cfg.Dim}); err != nil {
 			return err
 		}
-		head, err := ggml.Read(f, name)
-		if err != nil {
-			table.Delete()
-			return err
-		}
-		if err := vars.KeepKernel(headScope, head, "the untied head"); err != nil {
-			table.Delete()
-			return err
-		}
-		return vars.KeepTable(embScope, table, name)
 	}
-	table, err := modelbase.DecodeTensor(f, name, []int{cfg.VocabSize, cfg.Dim})
+	release := func() {
+		if decoded != nil {
+			_ = decoded.FinalizeAll()
+		}
+	}
+	if keepHead {
+		head, err := ggml.Read(f, name)
+		if err == nil {
+			err = vars.KeepKernel(headScope, head, "the untied head")
+		}
+		if err != nil {
+			release()
+			return err
+		}
+	} else if err := vars.AddKernel(headScope, hostdata.Transposed(decoded), "the untied head"); err != nil {
+		release()
+		return err
+	}
+	if !keepTable {
+		return vars.AddTable(embScope, decoded, name)
+	}
+	release()
+	table, err := ggml.Read(f, name)
 	if err != nil {
 		return err
 	}
-	if err := vars.AddKernel(headScope, hostdata.Transposed(table), "the untied head"); err != nil {
-		_ = table.FinalizeAll()
-		return err
-	}
-	return vars.AddTable(embScope, table, name)
+	return vars.KeepTable(embScope, table, name)
 }
 
 // MustLoadGGUF is LoadGGUF that panics on error.
