@@ -1,6 +1,8 @@
 package modelbase
 
 import (
+	"fmt"
+
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/fileio"
@@ -128,7 +130,9 @@ func (s DecoderSpec) headWidth(f *gguf.File, d *models.DecoderConfig) error {
 	if s.KeyLength {
 		equal = []string{s.key("attention.value_length"), s.key("rope.dimension_count")}
 	}
+	width := keyKeyLen // where the head width comes from, for errors
 	if d.HeadDim == 0 {
+		width = fmt.Sprintf("%s / %s = %d / %d", keyDim, keyHeads, d.Dim, d.Heads)
 		if d.Dim%d.Heads != 0 {
 			if s.KeyLength {
 				return errors.Errorf("no %s, and %s = %d is not a multiple of %s = %d; accepted: a head width",
@@ -141,7 +145,7 @@ func (s DecoderSpec) headWidth(f *gguf.File, d *models.DecoderConfig) error {
 	}
 	if d.HeadDim%2 != 0 {
 		if s.KeyLength {
-			return errors.Errorf("a head width of %d (%s); accepted: an even width (rotary pairs)", d.HeadDim, keyKeyLen)
+			return errors.Errorf("a head width of %d (%s); accepted: an even width (rotary pairs)", d.HeadDim, width)
 		}
 		return errors.Errorf("%s = %d gives heads of %s / %d = %d values; accepted: an even head width (rotary pairs)",
 			keyHeads, d.Heads, keyDim, d.Heads, d.HeadDim)
@@ -159,7 +163,7 @@ func (s DecoderSpec) headWidth(f *gguf.File, d *models.DecoderConfig) error {
 		}
 		if s.KeyLength {
 			return errors.Errorf("%s = %d, but the head width is %d (%s); accepted: equal (value heads of another width "+
-				"and partial rotary are not supported)", key, v, d.HeadDim, keyKeyLen)
+				"and partial rotary are not supported)", key, v, d.HeadDim, width)
 		}
 		return errors.Errorf("%s = %d gives heads of %s / %d = %d values, but %s = %d; accepted: a head "+
 			"width equal to the rotary dimension (partial rotary is not supported)", keyHeads, d.Heads, keyDim, d.Heads,

@@ -295,3 +295,26 @@ func TestConfigFloat32Range(t *testing.T) {
 		})
 	}
 }
+
+// TestHeadWidthErrorSource: without gemma3.attention.key_length the head width is
+// embedding_length / head_count, and an error about it names those keys, not the absent one.
+func TestHeadWidthErrorSource(t *testing.T) {
+	noKeyLength := ggufbuild.KV{Key: "gemma3.attention.key_length"}
+	for _, tc := range []struct {
+		name string
+		kvs  []ggufbuild.KV
+		want string
+	}{
+		{"odd", []ggufbuild.KV{noKeyLength, {Key: "gemma3.attention.value_length"}, {Key: "gemma3.attention.head_count", Value: uint32(64)}},
+			"a head width of 1 (gemma3.embedding_length / gemma3.attention.head_count = 64 / 64)"},
+		{"rope dimension", []ggufbuild.KV{noKeyLength, {Key: "gemma3.rope.dimension_count", Value: uint32(16)}},
+			"gemma3.rope.dimension_count = 16, but the head width is 32 (gemma3.embedding_length / gemma3.attention.head_count = 64 / 2)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := gemma3.ConfigFromGGUF(decodertest.Open(t, tinyGGUF(nil, "", tc.kvs...)))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "key_length") {
+				t.Errorf("error %v; want one containing %q, not naming the absent key_length", err, tc.want)
+			}
+		})
+	}
+}
