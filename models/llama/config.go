@@ -8,7 +8,8 @@ import (
 )
 
 // Config holds the hyper-parameters of a Llama-architecture decoder: those every GGUF decoder
-// has (models.DecoderConfig; HeadDim is Dim/Heads), with Llama's Validate.
+// has (models.DecoderConfig; HeadDim is the file's key length, by default Dim/Heads), with
+// Llama's Validate.
 type Config models.DecoderConfig
 
 // Validate reports a configuration the model cannot be built with: a count or width outside 1 to
@@ -24,16 +25,18 @@ func (c Config) decoder() models.DecoderConfig { return models.DecoderConfig(c) 
 
 // ConfigFromGGUF reads the hyper-parameters of a "llama" GGUF file: "llama.block_count",
 // "llama.embedding_length", "llama.feed_forward_length", "llama.attention.head_count",
-// "llama.attention.head_count_kv" (default: head_count), "llama.attention.layer_norm_rms_epsilon",
-// "llama.rope.freq_base" (default 10000), "llama.rope.dimension_count" (must be the head width:
-// partial rotary is not supported), "llama.context_length", and the vocabulary size from
-// "llama.vocab_size" or the token list. TiedEmbeddings is set when the file has no
-// "output.weight" tensor.
+// "llama.attention.head_count_kv" (default: head_count), "llama.attention.key_length" (the head
+// width, as llama.cpp reads it; default embedding_length / head_count; equal to
+// "llama.attention.value_length" and "llama.rope.dimension_count" when present: partial rotary
+// is not supported), "llama.attention.layer_norm_rms_epsilon", "llama.rope.freq_base" (default
+// 10000), "llama.context_length", and the vocabulary size from "llama.vocab_size" or the token
+// list. TiedEmbeddings is set when the file has no "output.weight" tensor.
 //
 // Each value is checked before it is used, with an error naming the key and the accepted range:
 // counts and widths from 1 to 2^31 − 1, no more layers than the file has tensors for (9 a layer),
-// head_count_kv dividing head_count, embedding_length a multiple of head_count with an even head
-// width equal to rope.dimension_count, a finite positive epsilon, a finite RoPE base above 1.
+// head_count_kv dividing head_count, an even head width (without key_length, embedding_length a
+// multiple of head_count) equal to rope.dimension_count, a finite positive epsilon, a finite RoPE
+// base above 1.
 func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	c, err := configFromGGUF(f)
 	return c, errors.WithMessage(err, "llama.ConfigFromGGUF")
@@ -50,7 +53,7 @@ func layerTensors(i int) []string {
 }
 
 func configFromGGUF(f *gguf.File) (Config, error) {
-	d, err := modelbase.ReadDecoder(f, modelbase.DecoderSpec{Arch: architecture, LayerTensors: layerTensors, RoPEBase: 10000})
+	d, err := modelbase.ReadDecoder(f, modelbase.DecoderSpec{Arch: architecture, LayerTensors: layerTensors, KeyLength: true, RoPEBase: 10000})
 	if err != nil {
 		return Config{}, err
 	}

@@ -78,7 +78,7 @@
 // Hyper-parameters are checked before they are used, each error naming the GGUF key, its value
 // and what is accepted (ConfigFromGGUF): counts and widths from 1 to 2^31 − 1; no more blocks than
 // the file has tensors for, so that nothing is planned or allocated for layers a small file only
-// declares; head_count_kv dividing head_count, embedding_length a multiple of head_count whose
-// head width is even and equal to rope.dimension_count; a finite positive RMSNorm epsilon, a
-// finite RoPE base above 1. Config.Validate checks a Config built in code the same way.
+// declares; head_count_kv dividing head_count; a head width (key_length, or embedding_length /
+// head_count, then a multiple) that is even and equal to value_length and rope.dimension_count; a
+// finite positive RMSNorm epsilon, a finite RoPE base above 1. Config.Validate checks a Config built in code the same way.
 package llama

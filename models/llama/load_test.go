@@ -231,3 +231,42 @@ func TestConfigVocabMismatch(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadGGUFKeyLength: heads wider than embedding_length / head_count, given by
+// llama.attention.key_length as llama.cpp reads it (Mistral-Nemo's GGUF is one: 32 heads of 128
+// over 5120), load with that head width, q/k rows un-permuted per head of that width.
+func TestLoadGGUFKeyLength(t *testing.T) {
+	c := tiny
+	c.HeadDim = 8 // 4 heads of 8 over a width of 16
+	data, hf := ggufOf(c, nil, "", ggufbuild.KV{Key: "llama.attention.key_length", Value: uint32(8)},
+		ggufbuild.KV{Key: "llama.attention.value_length", Value: uint32(8)})
+	got, err := llama.ConfigFromGGUF(decodertest.Open(t, data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := c
+	want.RMSNormEps = float64(float32(c.RMSNormEps))
+	if got != want {
+		t.Errorf("config %+v, want %+v", got, want)
+	}
+	ctx := context.New()
+	m, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), llama.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"attn_q", "attn_k", "attn_output"} {
+		got := variable(t, ctx, "/layer_0/"+name+"/dense", "weights").([][]float32)
+		w := hf["blk.0."+name+".weight"]
+		for r := range w {
+			for c := range w[r] {
+				if got[c][r] != w[r][c] {
+					t.Fatalf("%s kernel[%d][%d] = %g, want Hugging Face's weight[%d][%d] = %g", name, c, r, got[c][r], r, c, w[r][c])
+				}
+			}
+		}
+	}
+	logits := decodertest.Forward(t, testutil.Backend(t), ctx, m, []int32{3, 1, 4})
+	if len(logits) != 3 || len(logits[2]) != c.VocabSize {
+		t.Errorf("logits %d×%d, want 3×%d", len(logits), len(logits[0]), c.VocabSize)
+	}
+}

@@ -24,12 +24,15 @@ func TestLoadGGUFHyperParameters(t *testing.T) {
 		decodertest.BadKey{Name: "block_count 2^24", KV: ggufbuild.KV{Key: "llama.block_count", Value: uint32(1 << 24)},
 			Want:     `tensor "blk.2.attn_norm.weight" (llama.block_count = 16777216; the file has the tensors of at most 2 layers)`,
 			NotFound: true},
-		head(2, "llama.attention.head_count = 2 gives heads of llama.embedding_length / 2 = 8 values, but llama.rope.dimension_count = 4"),
+		head(2, "llama.rope.dimension_count = 4, but the head width is 8 (llama.embedding_length / llama.attention.head_count = 16 / 2)"),
 		head(3, "llama.attention.head_count_kv = 2 does not divide llama.attention.head_count = 3"),
 		head(6, "llama.embedding_length = 16 is not a multiple of llama.attention.head_count = 6"),
-		head(16, "llama.attention.head_count = 16 gives heads of llama.embedding_length / 16 = 1 values; accepted: an even head width"),
+		head(16, "a head width of 1 (llama.embedding_length / llama.attention.head_count = 16 / 16); accepted: an even width"),
 		decodertest.Bad("rope dimension", "llama.rope.dimension_count", uint32(2),
-			"llama.attention.head_count = 4 gives heads of llama.embedding_length / 4 = 4 values, but llama.rope.dimension_count = 2"),
+			"llama.rope.dimension_count = 2, but the head width is 4 (llama.embedding_length / llama.attention.head_count = 16 / 4)"),
+		decodertest.Bad("key_length odd", "llama.attention.key_length", uint32(5), "a head width of 5 (llama.attention.key_length)"),
+		decodertest.Bad("value_length", "llama.attention.value_length", uint32(8),
+			"llama.attention.value_length = 8, but the head width is 4 (llama.embedding_length / llama.attention.head_count = 16 / 4)"),
 	)
 	decodertest.CheckBadKeys(t, cases, func(kv ggufbuild.KV) []byte {
 		data, _ := tinyGGUF("", kv)
