@@ -77,7 +77,8 @@ func (c Config) Validate() error {
 // to "gemma3.attention.value_length" and "gemma3.rope.dimension_count" when present),
 // "gemma3.attention.layer_norm_rms_epsilon", "gemma3.rope.freq_base" (global layers, default
 // 1000000), "gemma3.rope.freq_base_swa" (sliding-window layers, default 10000),
-// "gemma3.rope.scaling.type" ("linear" or "none") with "gemma3.rope.scaling.factor",
+// "gemma3.rope.scaling.type" ("linear" or "none"; absent, linear when the file has a factor, as
+// llama.cpp reads it) with "gemma3.rope.scaling.factor",
 // "gemma3.attention.sliding_window" (absent or 0: every layer global),
 // "gemma3.attention.sliding_window_pattern" (default 6), "gemma3.final_logit_softcapping",
 // "gemma3.context_length", and the vocabulary size from "gemma3.vocab_size" or the token list.
@@ -119,11 +120,15 @@ func configFromGGUF(f *gguf.File) (Config, error) {
 	if err := modelbase.ReadFloatAbove(f, keyBaseLocal, &c.RoPEBaseLocal, 1, true); err != nil {
 		return Config{}, err
 	}
+	// llama.cpp's default type is linear: a factor given without a type scales the positions.
+	kind, hasKind := "linear", false
 	if _, has := f.Value(keyScaling); has {
-		kind, err := f.String(keyScaling)
-		if err != nil {
+		if kind, err = f.String(keyScaling); err != nil {
 			return Config{}, err
 		}
+		hasKind = true
+	}
+	if _, hasFactor := f.Value(keyFactor); hasKind || hasFactor {
 		switch kind {
 		case "none":
 		case "linear":

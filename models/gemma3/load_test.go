@@ -124,6 +124,10 @@ func TestConfigFromGGUF(t *testing.T) {
 			{Key: "gemma3.final_logit_softcapping", Value: float32(30)}}, func(c *gemma3.Config) {
 			c.RoPEBaseLocal, c.RoPEScale, c.FinalSoftcap = 5000, 0.125, 30
 		}},
+		// llama.cpp scales linearly by a factor given without a type.
+		{"factor without a type", []ggufbuild.KV{{Key: "gemma3.rope.scaling.factor", Value: float32(4)}}, func(c *gemma3.Config) {
+			c.RoPEScale = 0.25
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := gemma3.ConfigFromGGUF(decodertest.Open(t, tinyGGUF(nil, "", tc.overrides...)))

@@ -30,7 +30,10 @@ func (c Config) decoder() models.DecoderConfig { return models.DecoderConfig(c) 
 // "llama.attention.value_length" and "llama.rope.dimension_count" when present: partial rotary
 // is not supported), "llama.attention.layer_norm_rms_epsilon", "llama.rope.freq_base" (default
 // 10000), "llama.context_length", and the vocabulary size from "llama.vocab_size" or the token
-// list. TiedEmbeddings is set when the file has no "output.weight" tensor.
+// list. TiedEmbeddings is set when the file has no "output.weight" tensor. RoPE scaling is not
+// supported: a file with "llama.rope.scaling.type", or a factor other than 1 in
+// "llama.rope.scaling.factor" or "llama.rope.scale_linear" (which llama.cpp applies without a
+// type), is an error.
 //
 // Each value is checked before it is used, with an error naming the key and the accepted range:
 // counts and widths from 1 to 2^31 − 1, no more layers than the file has tensors for (9 a layer),
@@ -60,6 +63,14 @@ func configFromGGUF(f *gguf.File) (Config, error) {
 	c := Config(d)
 	if _, has := f.Value("llama.rope.scaling.type"); has {
 		return Config{}, errors.New("RoPE scaling (llama.rope.scaling.*) is not supported")
+	}
+	// llama.cpp scales the positions by a factor given without a type (linear), under either name.
+	for _, key := range []string{"llama.rope.scaling.factor", "llama.rope.scale_linear"} {
+		if v, has := f.Value(key); has {
+			if factor, err := f.Float(key); err != nil || factor != 1 {
+				return Config{}, errors.Errorf("%s = %v: RoPE scaling is not supported; accepted: absent or 1", key, v)
+			}
+		}
 	}
 	return c, c.Validate()
 }

@@ -30,6 +30,8 @@ func TestLoadGGUFHyperParameters(t *testing.T) {
 		head(16, "a head width of 1 (llama.embedding_length / llama.attention.head_count = 16 / 16); accepted: an even width"),
 		decodertest.Bad("rope dimension", "llama.rope.dimension_count", uint32(2),
 			"llama.rope.dimension_count = 2, but the head width is 4 (llama.embedding_length / llama.attention.head_count = 16 / 4)"),
+		decodertest.Bad("scaling factor", "llama.rope.scaling.factor", float32(4), "llama.rope.scaling.factor = 4: RoPE scaling is not supported"),
+		decodertest.Bad("scale_linear", "llama.rope.scale_linear", float32(2), "llama.rope.scale_linear = 2: RoPE scaling is not supported"),
 		decodertest.Bad("key_length odd", "llama.attention.key_length", uint32(5), "a head width of 5 (llama.attention.key_length)"),
 		decodertest.Bad("value_length", "llama.attention.value_length", uint32(8),
 			"llama.attention.value_length = 8, but the head width is 4 (llama.embedding_length / llama.attention.head_count = 16 / 4)"),
@@ -66,5 +68,13 @@ func TestLoadGGUFNilContext(t *testing.T) {
 	data, _ := tinyGGUF("")
 	if _, err := llama.LoadGGUF(nil, decodertest.Open(t, data), llama.LoadOptions{}); err == nil || !strings.Contains(err.Error(), "nil context") {
 		t.Errorf("error %v; want one about the nil context", err)
+	}
+}
+
+// TestConfigRoPEFactorOne: a RoPE scaling factor of 1 scales nothing and is accepted.
+func TestConfigRoPEFactorOne(t *testing.T) {
+	data, _ := tinyGGUF("", ggufbuild.KV{Key: "llama.rope.scaling.factor", Value: float32(1)})
+	if _, err := llama.ConfigFromGGUF(decodertest.Open(t, data)); err != nil {
+		t.Error(err)
 	}
 }
