@@ -89,6 +89,27 @@ func TestPaddingInvariance(t *testing.T) {
 	}
 }
 
+// TestPaddingRow: a batch row that is all padding (a fixed-size batch not filled) embeds as the
+// zero vector, as sentence-transformers embeds it (its attention sees every position evenly, the
+// mean over no token is 0), not NaN, and leaves the other rows as they are alone.
+func TestPaddingRow(t *testing.T) {
+	backend := testutil.Backend(t)
+	ctx, m := randomModel(t, backend)
+	exec := context.MustNewExec(backend, ctx.Reuse(), func(ctx *context.Context, ids, mask *graph.Node) *graph.Node {
+		return m.Embed(ctx, ids, mask)
+	})
+	alone := exec.MustExec([][]int32{{5, 6, 7}}, [][]int32{{1, 1, 1}})[0].Value().([][]float32)[0]
+	batch := exec.MustExec([][]int32{{5, 6, 7}, {0, 0, 0}}, [][]int32{{1, 1, 1}, {0, 0, 0}})[0].Value().([][]float32)
+	for i := range alone {
+		if batch[1][i] != 0 {
+			t.Errorf("padding row element %d = %g, want 0", i, batch[1][i])
+		}
+		if math.Abs(float64(alone[i]-batch[0][i])) > 1e-5 {
+			t.Errorf("element %d: %g alone, %g beside a padding row", i, alone[i], batch[0][i])
+		}
+	}
+}
+
 // tinyCheckpoint writes a BertModel checkpoint of the tiny configuration; skip leaves a tensor out.
 func tinyCheckpoint(t testing.TB, skip string, edit func(*safetensors.Tensor)) ([]byte, map[string][]float32) {
 	t.Helper()

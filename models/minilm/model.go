@@ -102,7 +102,9 @@ func (m *Model) Hidden(ctx *context.Context, ids, mask *Node) *Node {
 }
 
 // Layer is encoder layer i (ctx is its scope), post-LN: x = LN(x + attention(x)), then
-// x = LN(x + down(GELU(up(x)))). keys [batch, seq] (bool) masks the attended positions.
+// x = LN(x + down(GELU(up(x)))). keys [batch, seq] (bool) masks the attended positions: their
+// scores are set to float32's lowest value, as Hugging Face's BERT does, so that a row with no
+// key to see (a padding row) attends evenly instead of giving NaN.
 func (m *Model) Layer(ctx *context.Context, x, keys *Node) *Node {
 	b, s := x.Shape().Dim(0), x.Shape().Dim(1)
 	hd := m.HeadDim()
@@ -112,7 +114,7 @@ func (m *Model) Layer(ctx *context.Context, x, keys *Node) *Node {
 	v := heads(m.project(ctx, Value, x, m.Dim))
 	scores := MulScalar(Einsum("bhsd,bhtd->bhst", q, k), 1/math.Sqrt(float64(hd)))
 	visible := BroadcastToDims(Reshape(keys, b, 1, 1, s), b, m.Heads, s, s)
-	scores = Where(visible, scores, BroadcastToDims(Scalar(x.Graph(), dtypes.Float32, float32(math.Inf(-1))), b, m.Heads, s, s))
+	scores = Where(visible, scores, BroadcastToDims(Scalar(x.Graph(), dtypes.Float32, -math.MaxFloat32), b, m.Heads, s, s))
 	attn := Einsum("bhst,bhtd->bhsd", Softmax(scores, -1), v)
 	attn = Reshape(TransposeAllDims(attn, 0, 2, 1, 3), b, s, m.Dim)
 	x = m.layerNorm(ctx.In(models.AttnNorm), Add(x, m.project(ctx, models.AttnOutput, attn, m.Dim)))
