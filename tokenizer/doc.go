@@ -25,7 +25,8 @@
 //
 // BOS/EOS are added with EncodeOptions.AddSpecial only when the vocabulary asks
 // (tokenizer.ggml.add_bos_token, false for SmolLM2). Decode maps tokens back to bytes and drops
-// control tokens, as llama.cpp's detokenizer without its special flag.
+// control tokens, as llama.cpp's detokenizer without its special flag. UTF8Writer writes a
+// generation's tokens as they come as valid UTF-8, holding back a character split across tokens.
 //
 // # SentencePiece BPE (the same BPE type, NewBPEFromGGUF with model "llama")
 //

@@ -255,16 +255,20 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	}
 	defer gen.Finalize()
 	n, last := 0, -1
+	answer := tokenizer.NewUTF8Writer(stdout) // a character split across tokens is written whole
 	for id, err := range gen.Stream(ids, models.GenerateOptions{MaxNewTokens: o.maxNew, Stop: stops, Sampling: o.sampling}) {
 		if err != nil {
 			return err
 		}
 		n, last = n+1, id
 		if tok.Type(id) != tokenizer.Control {
-			if _, err := stdout.Write(tok.Bytes(id)); err != nil {
+			if _, err := answer.Write(tok.Bytes(id)); err != nil {
 				return fmt.Errorf("writing the answer: %w", err)
 			}
 		}
+	}
+	if err := answer.Flush(); err != nil {
+		return fmt.Errorf("writing the answer: %w", err)
 	}
 	if _, err := fmt.Fprintln(stdout); err != nil {
 		return fmt.Errorf("writing the answer: %w", err)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/gomlx/gomlx/backends/simplego"
 	"github.com/quanta-ml/quanta/internal/assets"
@@ -259,5 +260,28 @@ func TestRunNoContextLength(t *testing.T) {
 	}
 	if code, _, stderr := runCmd("run", "-max", "2", "-maxlen", "32", model, "hi"); code != exitOK {
 		t.Errorf("-maxlen 32: exit code %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// TestRunSplitCharacter: an answer cut inside a character that spans tokens is written as valid
+// UTF-8 (it ended with the character's first byte alone). The vocabulary's byte tokens all stand
+// for 0xF0, the first byte of a four-byte character, but h and i, the prompt's.
+func TestRunSplitCharacter(t *testing.T) {
+	testutil.Backend(t)
+	tokens := append(byteAlphabet(), "<|im_start|>", "<|im_end|>")
+	for b := range 256 {
+		if b != 'h' && b != 'i' {
+			tokens[b] = byteAlphabet()[0xF0]
+		}
+	}
+	model := tinyModel(t, 0, ggufbuild.KV{Key: "tokenizer.ggml.tokens", Value: tokens})
+	for _, max := range []string{"1", "3"} {
+		code, stdout, stderr := runCmd("run", "-max", max, "-temp", "0", "-raw", model, "hi")
+		if code != exitOK {
+			t.Fatalf("-max %s: exit code %d; stderr:\n%s", max, code, stderr)
+		}
+		if !utf8.ValidString(stdout) || !strings.Contains(stdout, "\uFFFD") {
+			t.Errorf("-max %s: answer %q; want valid UTF-8, U+FFFD for the bytes that make no character", max, stdout)
+		}
 	}
 }

@@ -210,15 +210,17 @@ func generate() error {
 		return err
 	}
 	n := 0
+	answer := tokenizer.NewUTF8Writer(os.Stdout) // a character split across tokens is written whole
 	for id, err := range gen.Stream(ids, models.GenerateOptions{MaxNewTokens: *flagMaxNew, Stop: stops}) {
 		if err != nil {
 			return err
 		}
 		n++
 		if !slices.Contains(stops, id) {
-			_, _ = os.Stdout.Write(l.tok.Bytes(id))
+			_, _ = answer.Write(l.tok.Bytes(id))
 		}
 	}
+	_ = answer.Flush()
 	fmt.Println()
 	st := gen.Stats()
 	fmt.Fprintf(os.Stderr, "[%s, %s, head %s] %s, load %.2fs, prompt %d tokens at %.1f tokens/s, %d tokens, decoding %.1f tokens/s, "+
