@@ -1,6 +1,7 @@
 package tokenizer_test
 
 import (
+	"bytes"
 	"errors"
 	"slices"
 	"strings"
@@ -133,5 +134,27 @@ func TestEncodePrompt(t *testing.T) {
 				t.Errorf("Raw = %v; want an error wrapping gguf.ErrNotFound: %v", p.Raw, wantRaw)
 			}
 		})
+	}
+}
+
+// TestEncodePromptWithoutEOS: a vocabulary without an EOS token gives stops that are all ids of
+// the vocabulary (they held -1, EOS's "none").
+func TestEncodePromptWithoutEOS(t *testing.T) {
+	data := toySPMGGUF()
+	f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.NewBPEFromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.EOS() != -1 {
+		t.Fatalf("EOS %d; want none", tok.EOS())
+	}
+	for _, chat := range []bool{false, true} {
+		if p := tokenizer.EncodePrompt(f, tok, "ab", "", chat); len(p.Stops) != 0 {
+			t.Errorf("chat %v: stops %v; want none (no EOS, no end-of-turn token)", chat, p.Stops)
+		}
 	}
 }

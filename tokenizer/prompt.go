@@ -13,10 +13,10 @@ type Prompt struct {
 	// llama.cpp encodes a prompt; Gemma-3's does, SmolLM2's does not), control-token texts read
 	// as their tokens.
 	IDs []int
-	// Stops are EOS, the vocabulary's end-of-turn control tokens (EndOfTurnIDs) and the template's
-	// own end-of-turn token, each once: the answer ends at any of them, template or not, as
-	// llama.cpp ends at every end-of-generation token (an instruct model given a raw prompt still
-	// ends its turn).
+	// Stops are EOS (when the vocabulary has one), the vocabulary's end-of-turn control tokens
+	// (EndOfTurnIDs) and the template's own end-of-turn token, each once: the answer ends at any
+	// of them, template or not, as llama.cpp ends at every end-of-generation token (an instruct
+	// model given a raw prompt still ends its turn).
 	Stops []int
 	// Templated says whether the chat template was applied.
 	Templated bool
@@ -31,7 +31,10 @@ type Prompt struct {
 // (else the template's own system message, if it has one), in the file's chat template; without a
 // template it is sent as it is and Prompt.Raw says why. Without chat it is sent as it is.
 func EncodePrompt(f *gguf.File, tok *BPE, text, system string, chat bool) Prompt {
-	p := Prompt{Stops: []int{tok.EOS()}}
+	var p Prompt
+	if eos := tok.EOS(); eos >= 0 {
+		p.Stops = append(p.Stops, eos)
+	}
 	for _, id := range EndOfTurnIDs(tok) {
 		if !slices.Contains(p.Stops, id) {
 			p.Stops = append(p.Stops, id)
