@@ -124,8 +124,15 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 		seed = rand.Uint64() >> 1
 	}
 	o.sampling.Seed = seed
-	if err := o.sampling.Validate(); err != nil {
-		return fmt.Errorf("-temp, -top-k, -top-p, -repeat-penalty: %w", err)
+	// Each setting alone, so that the error names its flag.
+	for _, f := range []struct {
+		name string
+		s    models.Sampling
+	}{{"-temp", models.Sampling{Temperature: o.sampling.Temperature}}, {"-top-k", models.Sampling{TopK: o.sampling.TopK}},
+		{"-top-p", models.Sampling{TopP: o.sampling.TopP}}, {"-repeat-penalty", models.Sampling{RepetitionPenalty: o.sampling.RepetitionPenalty}}} {
+		if err := f.s.Validate(); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
 	}
 	if o.sampling.TopP == 0 && !o.sampling.Greedy() {
 		// models.Sampling reads TopP 0 as every token; llama.cpp and transformers keep the most

@@ -136,7 +136,10 @@ func TestRun(t *testing.T) {
 		{"head upper case", []string{"-max", "2", "-head", "INT8", model, "hi"}, exitOK, []string{"head int8"}},
 		{"format", []string{"-format", "q3", model, "hi"}, exitFailure, []string{`-format: `, `unknown name "q3"; accepted: file, f32, nf4`}},
 		{"head", []string{"-head", "ternary", model, "hi"}, exitFailure, []string{"-head (auto, or", "accepted: file, f32, int8, nf4"}},
-		{"top-p", []string{"-top-p", "2", model, "hi"}, exitFailure, []string{"-top-p", "TopP 2"}},
+		{"top-p", []string{"-top-p", "2", model, "hi"}, exitFailure, []string{"quanta run: -top-p: ", "TopP 2"}},
+		{"top-k", []string{"-top-k", "-1", model, "hi"}, exitFailure, []string{"quanta run: -top-k: ", "TopK -1"}},
+		{"temp", []string{"-temp", "NaN", model, "hi"}, exitFailure, []string{"quanta run: -temp: ", "Temperature NaN"}},
+		{"repeat-penalty", []string{"-repeat-penalty", "-1", model, "hi"}, exitFailure, []string{"quanta run: -repeat-penalty: ", "RepetitionPenalty -1"}},
 		// llama.cpp and transformers keep the most likely token alone for a top-p of 0; models.Sampling
 		// reads 0 as every token, the opposite, so the command refuses it rather than draw from all.
 		{"top-p 0", []string{"-top-p", "0", model, "hi"}, exitFailure, []string{"-top-p 0; accepted: above 0 up to 1", "-temp 0"}},
