@@ -84,8 +84,9 @@ var (
 
 func main() {
 	flag.Parse()
-	var err error
+	err := checkFlags()
 	switch {
+	case err != nil:
 	case *flagSpeedTable:
 		err = speedTable(flag.Args())
 	case *flagBench:
@@ -99,6 +100,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "smollm:", err)
 		os.Exit(1)
 	}
+}
+
+// checkFlags reports -max, -maxlen or -minwindow out of range, naming the flag, before the model
+// loads: models.GenerateOptions reads a MaxNewTokens of 0 as no bound, so -max 0 generated up to
+// -maxlen tokens, and the generator's own errors name its fields.
+func checkFlags() error {
+	switch {
+	case *flagMaxNew < 1:
+		return fmt.Errorf("-max %d; accepted: >= 1", *flagMaxNew)
+	case *flagMaxLen < 2:
+		return fmt.Errorf("-maxlen %d; accepted: >= 2 (a prompt token and an answer token)", *flagMaxLen)
+	case *flagWindow < 0:
+		return fmt.Errorf("-minwindow %d; accepted: >= 1 (0: %d)", *flagWindow, models.DefaultMinWindow)
+	}
+	return nil
 }
 
 // loaded is the model of one format, ready to run.

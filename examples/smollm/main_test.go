@@ -1,0 +1,35 @@
+package main
+
+import (
+	"flag"
+	"strings"
+	"testing"
+)
+
+// TestCheckFlags: -max, -maxlen and -minwindow out of range are errors naming the flag (-max 0
+// generated up to -maxlen tokens; -max -1 and -minwindow -1 were the generator's errors, naming
+// its fields).
+func TestCheckFlags(t *testing.T) {
+	for _, tc := range []struct {
+		flag, value, want string
+	}{
+		{"max", "0", "-max 0; accepted: >= 1"},
+		{"max", "-1", "-max -1; accepted: >= 1"},
+		{"maxlen", "1", "-maxlen 1; accepted: >= 2"},
+		{"minwindow", "-1", "-minwindow -1; accepted: >= 1"},
+		{"max", "1", ""},
+		{"minwindow", "0", ""},
+	} {
+		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {
+			old := flag.Lookup(tc.flag).Value.String()
+			defer func() { _ = flag.Set(tc.flag, old) }()
+			if err := flag.Set(tc.flag, tc.value); err != nil {
+				t.Fatal(err)
+			}
+			err := checkFlags()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("checkFlags() = %v; want %q", err, tc.want)
+			}
+		})
+	}
+}
