@@ -133,8 +133,9 @@
 // Keep), Kernel for a kernel the format cannot hold (naming the scope), QuantizeTable for a table
 // rule that cannot serve a lookup, KeepKernel and KeepTable for a scope no Keep rule matches or an
 // array that is not rank 2, Store for a variable that exists or repeats; NewGenerator, Generate and Stream for
-// options out of range and prompts that do not fit (naming the field), Sampling.Validate for a
-// setting that is not finite or out of range. The graph functions (Projection,
+// options out of range and prompts that do not fit (naming the field), Evaluator.NLL for ids
+// outside the vocabulary and windows that do not fit the ids or the context length,
+// Sampling.Validate for a setting that is not finite or out of range. The graph functions (Projection,
 // Quantizer.Projection, Quantizer.Table, NewKVCache, GroupedAttention, ...) panic with messages
 // naming the scope and shapes.
 package models

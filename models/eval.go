@@ -105,8 +105,8 @@ func NLL(ctx *context.Context, m LanguageModel, tokens *graph.Node) *graph.Node 
 // Evaluator scores token sequences with a LanguageModel, for perplexity: it compiles one NLL
 // graph per window length.
 type Evaluator struct {
-	vocab int
-	exec  *context.Exec
+	vocab, contextLength int
+	exec                 *context.Exec
 }
 
 // NewEvaluator prepares scoring with m, whose parameters are in ctx (used as ctx.Reuse()).
@@ -117,12 +117,14 @@ func NewEvaluator(backend backends.Backend, ctx *context.Context, m LanguageMode
 	if err != nil {
 		return nil, errors.WithMessage(err, "models.NewEvaluator")
 	}
-	return &Evaluator{vocab: m.DecodeSpec().VocabSize, exec: exec.WithName("models.NLL")}, nil
+	spec := m.DecodeSpec()
+	return &Evaluator{vocab: spec.VocabSize, contextLength: spec.ContextLength, exec: exec.WithName("models.NLL")}, nil
 }
 
 // NLL returns the negative log-likelihoods of the targets of each window of ids, in order: each
 // window is run from an empty context, and its targets ids[FirstTarget:End] are scored (see
-// Window). With StridedWindows' windows every id but the first is scored once.
+// Window). With StridedWindows' windows every id but the first is scored once. A window longer
+// than the model's context length (when known) is an error, as a Generator's MaxLen is.
 func (e *Evaluator) NLL(ids []int, windows []Window) ([]float64, error) {
 	for _, id := range ids {
 		if id < 0 || id >= e.vocab {
@@ -133,6 +135,10 @@ func (e *Evaluator) NLL(ids []int, windows []Window) ([]float64, error) {
 	for _, w := range windows {
 		if w.Start < 0 || w.End > len(ids) || w.FirstTarget <= w.Start || w.FirstTarget >= w.End {
 			return nil, errors.Errorf("models.Evaluator.NLL: window %+v over %d ids; accepted: 0 <= Start < FirstTarget < End <= len(ids)", w, len(ids))
+		}
+		if e.contextLength > 0 && w.End-w.Start > e.contextLength {
+			return nil, errors.Errorf("models.Evaluator.NLL: window %+v of %d tokens; accepted: at most the model's context length %d",
+				w, w.End-w.Start, e.contextLength)
 		}
 		tokens := make([]int32, w.End-w.Start)
 		for i := range tokens {

@@ -3,8 +3,14 @@ package models_test
 import (
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
 )
 
@@ -75,5 +81,63 @@ func TestPerplexityAndCosine(t *testing.T) {
 	}
 	if got := models.Cosine([]float32{1}, []float32{1, 2}); !math.IsNaN(got) {
 		t.Errorf("Cosine of different lengths = %v, want NaN", got)
+	}
+}
+
+// uniformLM is a LanguageModel whose logits are all zero: every token has probability 1/vocab,
+// so each NLL is ln(vocab).
+type uniformLM struct{ vocab, contextLength int }
+
+func (m uniformLM) DecodeSpec() models.DecodeSpec {
+	return models.DecodeSpec{VocabSize: m.vocab, ContextLength: m.contextLength, Layers: 1, KVHeads: 1, HeadDim: 1}
+}
+
+func (m uniformLM) Step(ctx *context.Context, tokens, last *graph.Node, cache *models.KVCache) *graph.Node {
+	return graph.Zeros(tokens.Graph(), shapes.Make(dtypes.Float32, tokens.Shape().Dim(0), m.vocab))
+}
+
+func (m uniformLM) Forward(ctx *context.Context, tokens *graph.Node) *graph.Node {
+	return graph.Zeros(tokens.Graph(), shapes.Make(dtypes.Float32, tokens.Shape().Dim(0), tokens.Shape().Dim(1), m.vocab))
+}
+
+// TestEvaluatorContextLength: a window longer than the model's context length is an error naming
+// both (it was scored, the model run past the positions it was trained for), as a Generator's
+// MaxLen is; windows that fit are scored.
+func TestEvaluatorContextLength(t *testing.T) {
+	backend := testutil.Backend(t)
+	const vocab = 5
+	ids := []int{0, 1, 2, 3, 4, 0, 1, 2, 3, 4}
+	for _, tc := range []struct {
+		contextLength int
+		windows       []models.Window
+		want          string // "": scored
+	}{
+		{8, []models.Window{{Start: 0, End: 8, FirstTarget: 1}, {Start: 2, End: 10, FirstTarget: 8}}, ""},
+		{0, []models.Window{{Start: 0, End: 10, FirstTarget: 1}}, ""}, // unknown: no bound
+		{8, []models.Window{{Start: 0, End: 9, FirstTarget: 1}}, "context length 8"},
+	} {
+		e, err := models.NewEvaluator(backend, context.New(), uniformLM{vocab, tc.contextLength})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nll, err := e.NLL(ids, tc.windows)
+		e.Finalize()
+		if tc.want != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("context length %d, windows %v: error %v; want one naming %q", tc.contextLength, tc.windows, err, tc.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("context length %d, windows %v: %v", tc.contextLength, tc.windows, err)
+		}
+		if len(nll) != len(ids)-1 {
+			t.Errorf("%d NLLs; want %d", len(nll), len(ids)-1)
+		}
+		for i, v := range nll {
+			if math.Abs(v-math.Log(vocab)) > 1e-12 {
+				t.Errorf("nll[%d] = %g; want ln %d = %g", i, v, vocab, math.Log(vocab))
+			}
+		}
 	}
 }
