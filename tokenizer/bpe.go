@@ -299,6 +299,9 @@ func (t *BPE) partition(text string, parseSpecial bool) []fragment {
 			continue
 		}
 		tok := t.tokens[id]
+		if !strings.Contains(text, tok) {
+			continue // in no fragment either: the fragments are not walked again for it
+		}
 		var next []fragment
 		for _, f := range frags {
 			if f.id >= 0 || !strings.Contains(f.text, tok) {
