@@ -268,7 +268,7 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 			return err
 		}
 		n, last = n+1, id
-		if tok.Type(id) != tokenizer.Control {
+		if typ := tok.Type(id); typ != tokenizer.Control && typ != tokenizer.Unknown { // as Decode and llama.cpp omit them
 			if _, err := answer.Write(tok.Bytes(id)); err != nil {
 				return fmt.Errorf("writing the answer: %w", err)
 			}

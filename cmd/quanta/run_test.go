@@ -288,3 +288,23 @@ func TestRunSplitCharacter(t *testing.T) {
 		}
 	}
 }
+
+// TestRunUnknownToken: an unknown-type token the model picks (<unk>) prints nothing, as
+// tokenizer.BPE.Decode and llama.cpp's detokenizer omit it; it printed its text. Every byte token
+// but h and i, the prompt's, is of the unknown type here.
+func TestRunUnknownToken(t *testing.T) {
+	testutil.Backend(t)
+	types := make([]int32, 258)
+	for i := range types {
+		types[i] = 2 // unknown
+	}
+	types['h'], types['i'], types[256], types[257] = 1, 1, 3, 3
+	model := tinyModel(t, 0, ggufbuild.KV{Key: "tokenizer.ggml.token_type", Value: types})
+	code, stdout, stderr := runCmd("run", "-max", "3", "-temp", "0", "-raw", model, "hi")
+	if code != exitOK || !strings.Contains(stderr, "answer: 3 tokens") {
+		t.Fatalf("exit code %d; stderr:\n%s", code, stderr)
+	}
+	if strings.Trim(stdout, "hi\n") != "" {
+		t.Errorf("answer %q; want the unknown tokens omitted", stdout)
+	}
+}
