@@ -31,9 +31,9 @@ func (c Config) decoder() models.DecoderConfig { return models.DecoderConfig(c) 
 // is not supported), "llama.attention.layer_norm_rms_epsilon", "llama.rope.freq_base" (default
 // 10000), "llama.context_length", and the vocabulary size from "llama.vocab_size" or the token
 // list. TiedEmbeddings is set when the file has no "output.weight" tensor. RoPE scaling is not
-// supported: a file with "llama.rope.scaling.type", or a factor other than 1 in
-// "llama.rope.scaling.factor" or "llama.rope.scale_linear" (which llama.cpp applies without a
-// type), is an error.
+// supported: a file with a "llama.rope.scaling.type" other than "none" (with which llama.cpp
+// scales nothing), or without a type a factor other than 1 in "llama.rope.scaling.factor" or
+// "llama.rope.scale_linear" (which llama.cpp then applies as linear scaling), is an error.
 //
 // Each value is checked before it is used, with an error naming the key and the accepted range:
 // counts and widths from 1 to 2^31 − 1, no more layers than the file has tensors for (9 a layer),
@@ -61,10 +61,15 @@ func configFromGGUF(f *gguf.File) (Config, error) {
 		return Config{}, err
 	}
 	c := Config(d)
-	if _, has := f.Value("llama.rope.scaling.type"); has {
-		return Config{}, errors.New("RoPE scaling (llama.rope.scaling.*) is not supported")
+	if v, has := f.Value("llama.rope.scaling.type"); has {
+		// llama.cpp never scales the positions of a file whose scaling type is "none", whatever
+		// factor it gives.
+		if typ, err := f.String("llama.rope.scaling.type"); err != nil || typ != "none" {
+			return Config{}, errors.Errorf("llama.rope.scaling.type = %v: RoPE scaling is not supported; accepted: absent or \"none\"", v)
+		}
+		return c, c.Validate()
 	}
-	// llama.cpp scales the positions by a factor given without a type (linear), under either name.
+	// Without a type, llama.cpp scales the positions by a factor (linear) under either name.
 	for _, key := range []string{"llama.rope.scaling.factor", "llama.rope.scale_linear"} {
 		if v, has := f.Value(key); has {
 			if factor, err := f.Float(key); err != nil || factor != 1 {
