@@ -423,12 +423,19 @@ func (t *BPE) encodeWord(word string, out []int) []int {
 func (t *BPE) Decode(ids []int) string {
 	var b strings.Builder
 	for _, id := range ids {
-		if id < 0 || id >= len(t.tokens) || t.types[id] == Control || t.types[id] == Unknown {
-			continue
-		}
-		b.Write(t.Bytes(id))
+		b.Write(t.Piece(id))
 	}
 	return b.String()
+}
+
+// Piece returns the bytes Decode writes for token id, one token of a streamed answer: its Bytes,
+// or nil for a control or unknown token (as llama.cpp's detokenizer omits them) and for an id
+// outside the vocabulary.
+func (t *BPE) Piece(id int) []byte {
+	if id < 0 || id >= len(t.tokens) || t.types[id] == Control || t.types[id] == Unknown {
+		return nil
+	}
+	return t.Bytes(id)
 }
 
 // Bytes returns the bytes token id stands for: its byte-level text mapped back to bytes, or for a

@@ -126,6 +126,14 @@ func TestBPEDecode(t *testing.T) {
 	if got := tok.Bytes(9); !reflect.DeepEqual(got, []byte(" ")) {
 		t.Errorf("Bytes(Ġ) = %q", got)
 	}
+	for _, tc := range []struct {
+		id   int
+		want []byte
+	}{{0, nil}, {9, []byte(" ")}, {18, []byte("<u>")}, {99, nil}, {-1, nil}} {
+		if got := tok.Piece(tc.id); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Piece(%d) = %q, want %q (what Decode writes for it)", tc.id, got, tc.want)
+		}
+	}
 }
 
 func TestNewBPEErrors(t *testing.T) {

@@ -64,7 +64,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.sampling.Temperature, "temp", 0.8, "the sampling temperature (0: greedy, the most likely token)")
 	fs.IntVar(&o.sampling.TopK, "top-k", 40, "sample among the k most likely tokens (0: all)")
 	fs.Float64Var(&o.sampling.TopP, "top-p", 0.95, "sample among the most likely tokens whose probabilities sum to p, above 0 up to 1 (1: all)")
-	fs.Float64Var(&o.sampling.RepetitionPenalty, "repeat-penalty", 1, "penalize tokens already in the sequence (1: none)")
+	fs.Float64Var(&o.sampling.RepetitionPenalty, "repeat-penalty", 1, "penalize tokens already in the sequence (0 or 1: none)")
 	fs.Int64Var(&o.seed, "seed", -1, "the random seed: the same seed gives the same answer (-1: a random seed, printed at the end)")
 	fs.StringVar(&o.system, "system", "", "the system message (default: the chat template's own, if it has one)")
 	fs.BoolVar(&o.raw, "raw", false, "send the prompt as it is, without the chat template (control-token texts such as <|im_start|> are their tokens, as in llama.cpp's CLI)")
@@ -268,8 +268,8 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 			return err
 		}
 		n, last = n+1, id
-		if typ := tok.Type(id); typ != tokenizer.Control && typ != tokenizer.Unknown { // as Decode and llama.cpp omit them
-			if _, err := answer.Write(tok.Bytes(id)); err != nil {
+		if !slices.Contains(stops, id) {
+			if _, err := answer.Write(tok.Piece(id)); err != nil {
 				return fmt.Errorf("writing the answer: %w", err)
 			}
 		}

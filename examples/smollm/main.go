@@ -233,7 +233,7 @@ func generate() error {
 		}
 		n++
 		if !slices.Contains(stops, id) {
-			_, _ = answer.Write(l.tok.Bytes(id))
+			_, _ = answer.Write(l.tok.Piece(id))
 		}
 	}
 	_ = answer.Flush()
