@@ -96,8 +96,8 @@ func NewWordPiece(tokens []string, opts WordPieceOptions) (*WordPiece, error) {
 	if opts.MaxInputCharsPerWord <= 0 {
 		return nil, errors.Errorf("tokenizer.NewWordPiece: MaxInputCharsPerWord %d; accepted: a positive count", opts.MaxInputCharsPerWord)
 	}
-	if opts.MaxLength != 0 && opts.MaxLength < 2 {
-		return nil, errors.Errorf("tokenizer.NewWordPiece: MaxLength %d; accepted: 0 (no limit) or at least 2", opts.MaxLength)
+	if err := checkMaxLength(opts.MaxLength); err != nil {
+		return nil, errors.WithMessage(err, "tokenizer.NewWordPiece")
 	}
 	w.added = []string{opts.UNK, opts.CLS, opts.SEP, opts.PAD}
 	if _, ok := w.vocab[opts.MASK]; ok && opts.MASK != "" {
@@ -242,11 +242,23 @@ func parseWordPieceJSON(raw []byte) (*WordPiece, error) {
 // Options returns the tokenizer's options.
 func (w *WordPiece) Options() WordPieceOptions { return w.options }
 
-// WithMaxLength returns a copy of the tokenizer that truncates to maxLength ids (0: no limit).
-func (w *WordPiece) WithMaxLength(maxLength int) *WordPiece {
+// WithMaxLength returns a copy of the tokenizer that truncates to maxLength ids, [CLS] and [SEP]
+// included: 0 (no limit) or at least 2, as NewWordPiece accepts.
+func (w *WordPiece) WithMaxLength(maxLength int) (*WordPiece, error) {
+	if err := checkMaxLength(maxLength); err != nil {
+		return nil, errors.WithMessage(err, "tokenizer.WordPiece.WithMaxLength")
+	}
 	c := *w
 	c.options.MaxLength = maxLength
-	return &c
+	return &c, nil
+}
+
+// checkMaxLength checks a MaxLength: room for [CLS] and [SEP], or no limit.
+func checkMaxLength(maxLength int) error {
+	if maxLength != 0 && maxLength < 2 {
+		return errors.Errorf("MaxLength %d; accepted: 0 (no limit) or at least 2", maxLength)
+	}
+	return nil
 }
 
 // Encode returns [CLS] + the word-piece ids of text + [SEP], truncated to MaxLength.

@@ -64,8 +64,17 @@ func TestWordPiece(t *testing.T) {
 	if got, want := toyWordPiece(t, 4).Encode("hello world hello"), []int{2, 5, 6, 3}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Encode with MaxLength 4 = %v, want %v", got, want)
 	}
-	if got := toyWordPiece(t, 0).WithMaxLength(3).Encode("hello world"); len(got) != 3 {
+	short, err := toyWordPiece(t, 0).WithMaxLength(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := short.Encode("hello world"); len(got) != 3 {
 		t.Errorf("WithMaxLength(3): %v", got)
+	}
+	for _, bad := range []int{1, -1} { // no room for [CLS] and [SEP]; a negative length
+		if _, err := short.WithMaxLength(bad); err == nil || !strings.Contains(err.Error(), "at least 2") {
+			t.Errorf("WithMaxLength(%d) error = %v, want one naming what is accepted", bad, err)
+		}
 	}
 }
 

@@ -27,7 +27,10 @@ func NewEmbedder(backend backends.Backend, ctx *context.Context, model *Model, t
 			tok.VocabSize(), model.VocabSize)
 	}
 	if tok.Options().MaxLength == 0 || tok.Options().MaxLength > model.MaxPositions {
-		tok = tok.WithMaxLength(model.MaxPositions)
+		var err error
+		if tok, err = tok.WithMaxLength(model.MaxPositions); err != nil {
+			return nil, errors.WithMessagef(err, "minilm.NewEmbedder: max_position_embeddings %d", model.MaxPositions)
+		}
 	}
 	exec, err := context.NewExec(backend, ctx.Reuse(), func(ctx *context.Context, ids, mask *graph.Node) *graph.Node {
 		return model.Embed(ctx, ids, mask)
