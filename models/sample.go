@@ -14,7 +14,8 @@ import (
 //
 // The steps are transformers' order: the repetition penalty, then (when Temperature > 0) the
 // temperature, top-k, top-p, and a draw from the renormalized probabilities of the tokens kept.
-// Tokens whose probability is below e^-40 of the most likely token's are never drawn.
+// Without top-k, tokens whose probability is below e^-40 of the most likely token's are never
+// drawn; top-k's candidates are its k most likely tokens, however unlikely the last of them.
 type Sampling struct {
 	// Temperature divides the logits before the softmax. 0 picks the most likely token (greedy)
 	// and ignores TopK, TopP and Seed; otherwise it must be finite and positive.
