@@ -53,7 +53,7 @@ func PresetNames() []string {
 // every other projection.
 func Preset(name string) ([]Rule, error) {
 	for _, p := range presets {
-		if p.name == strings.ToLower(strings.TrimSpace(name)) {
+		if p.name == presetKey(name) {
 			all := p.rule
 			all.Scope = ".*"
 			if all.Keep {
@@ -96,12 +96,16 @@ func TableRule(scope, format string) (Rule, error) {
 	return Rule{}, errors.Errorf("models.TableRule: format %q; accepted: %s", format, strings.Join(TableFormats(), ", "))
 }
 
-// PresetDoc returns the one-line description of a named rule set ("" for an unknown name).
+// PresetDoc returns the one-line description of a named rule set ("" for an unknown name); it
+// reads names as Preset does.
 func PresetDoc(name string) string {
 	for _, p := range presets {
-		if p.name == name {
+		if p.name == presetKey(name) {
 			return p.doc
 		}
 	}
 	return ""
 }
+
+// presetKey is a preset's name as the presets list it: case and surrounding spaces ignored.
+func presetKey(name string) string { return strings.ToLower(strings.TrimSpace(name)) }

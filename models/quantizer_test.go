@@ -217,6 +217,9 @@ func TestPresets(t *testing.T) {
 		if _, err := models.NewQuantizer(rules); err != nil || models.PresetDoc(name) == "" {
 			t.Errorf("preset %s: %v, doc %q", name, err, models.PresetDoc(name))
 		}
+		if upper := " " + strings.ToUpper(name) + " "; models.PresetDoc(upper) != models.PresetDoc(name) {
+			t.Errorf("PresetDoc(%q) = %q; want the doc of %q, as Preset reads the name", upper, models.PresetDoc(upper), name)
+		}
 		if name == models.FilePreset {
 			if len(rules) != 1 || !rules[0].Keep || rules[0].Scope != ".*" {
 				t.Errorf("preset %s: %+v; want one Keep rule for every scope", name, rules)
