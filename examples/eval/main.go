@@ -110,7 +110,23 @@ func referenceVariant(preset string) string {
 	return strings.ReplaceAll(preset, "-", "_")
 }
 
+// checkFlags checks the numeric flags, naming the one out of range.
+func checkFlags() error {
+	switch {
+	case *flagTokens < 2:
+		return errors.Errorf("-tokens %d: want at least 2 tokens scored", *flagTokens)
+	case *flagWindow < 2:
+		return errors.Errorf("-window %d: want a window of at least 2 tokens", *flagWindow)
+	case *flagStride < 1 || *flagStride > *flagWindow:
+		return errors.Errorf("-stride %d: want a stride from 1 to -window (%d)", *flagStride, *flagWindow)
+	}
+	return nil
+}
+
 func run() error {
+	if err := checkFlags(); err != nil {
+		return err
+	}
 	backend, err := runtime.Backend()
 	if err != nil {
 		return err

@@ -52,3 +52,30 @@ func TestMarkdown(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagsOutOfRange: a count out of range is an error naming its flag, before any model loads
+// (-tokens -1 sliced the token ids with a negative bound and panicked).
+func TestFlagsOutOfRange(t *testing.T) {
+	for _, c := range []struct {
+		tokens, window, stride int
+		want                   string
+	}{
+		{-1, 513, 512, "-tokens -1"},
+		{1, 513, 512, "-tokens 1"},
+		{1024, 0, 512, "-window 0"},
+		{1024, -3, 512, "-window -3"},
+		{1024, 513, 0, "-stride 0"},
+		{1024, 513, -5, "-stride -5"},
+		{1024, 513, 514, "-stride 514"},
+	} {
+		t.Run(c.want, func(t *testing.T) {
+			tokens, window, stride, models := *flagTokens, *flagWindow, *flagStride, *flagModels
+			defer func() { *flagTokens, *flagWindow, *flagStride, *flagModels = tokens, window, stride, models }()
+			*flagTokens, *flagWindow, *flagStride, *flagModels = c.tokens, c.window, c.stride, "smollm2"
+			err := run()
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("run() = %v; want an error naming %q", err, c.want)
+			}
+		})
+	}
+}
