@@ -75,6 +75,9 @@ const numClasses = 3
 const quantizedLayers = `/model/(hidden_[0-9]+|output)/dense`
 
 func run() error {
+	if *flagHidden < 1 {
+		return errors.Errorf("-hidden %d: want a positive width of the hidden layers", *flagHidden)
+	}
 	start := time.Now()
 	s := settings{pointsPerClass: 2000, testPerClass: 500, floatSteps: 3000, qatSteps: 1500, floatEvalEvery: 100, qatEvalEvery: 25,
 		batchSize: 128, floatLR: 3e-3, qatLR: 1e-3}
