@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,8 +73,9 @@ type settings struct {
 
 func main() {
 	flag.Parse()
-	var err error
+	err := checkFlags()
 	switch {
+	case err != nil:
 	case *flagMemMode != "":
 		err = measureChild(*flagMemMode)
 	case *flagMemory:
@@ -85,6 +87,25 @@ func main() {
 		fmt.Fprintf(os.Stderr, "qlora: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// checkFlags checks the flags' values before anything runs, naming the one out of range.
+func checkFlags() error {
+	switch {
+	case *flagHidden < 1:
+		return errors.Errorf("-hidden %d: want a positive width of the hidden layers", *flagHidden)
+	case *flagRank < 1:
+		return errors.Errorf("-rank %d: want a positive LoRA rank", *flagRank)
+	case *flagAlpha < 0 || math.IsNaN(*flagAlpha) || math.IsInf(*flagAlpha, 0):
+		return errors.Errorf("-alpha %v: want 0 (meaning the rank) or a positive finite number", *flagAlpha)
+	case *flagMemDim < 1:
+		return errors.Errorf("-memory-dim %d: want a positive width", *flagMemDim)
+	case *flagMemLayers < 1:
+		return errors.Errorf("-memory-layers %d: want at least 1 layer", *flagMemLayers)
+	case *flagMemMode != "" && !slices.Contains(memModes, *flagMemMode):
+		return errors.Errorf("-memory-mode %q: want one of %s", *flagMemMode, strings.Join(memModes, ", "))
+	}
+	return nil
 }
 
 func run() error {

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// TestFlagsOutOfRange: each flag out of range is an error naming it, before anything runs
+// (-memory-dim -1 panicked in the child process, -rank 0 failed only after the pre-training, and
+// -memory-mode took any name for nf4-dq).
+func TestFlagsOutOfRange(t *testing.T) {
+	for _, c := range []struct {
+		set  func()
+		want string
+	}{
+		{func() { *flagHidden = 0 }, "-hidden 0"},
+		{func() { *flagHidden = -4 }, "-hidden -4"},
+		{func() { *flagRank = 0 }, "-rank 0"},
+		{func() { *flagAlpha = math.NaN() }, "-alpha NaN"},
+		{func() { *flagAlpha = -1 }, "-alpha -1"},
+		{func() { *flagAlpha = math.Inf(1) }, "-alpha +Inf"},
+		{func() { *flagMemDim = -1 }, "-memory-dim -1"},
+		{func() { *flagMemLayers = 0 }, "-memory-layers 0"},
+		{func() { *flagMemMode = "nf4" }, `-memory-mode "nf4"`},
+	} {
+		t.Run(c.want, func(t *testing.T) {
+			hidden, rank, alpha, dim, layers, mode := *flagHidden, *flagRank, *flagAlpha, *flagMemDim, *flagMemLayers, *flagMemMode
+			defer func() {
+				*flagHidden, *flagRank, *flagAlpha, *flagMemDim, *flagMemLayers, *flagMemMode = hidden, rank, alpha, dim, layers, mode
+			}()
+			if err := checkFlags(); err != nil {
+				t.Fatalf("defaults: %v", err)
+			}
+			c.set()
+			if err := checkFlags(); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("checkFlags() = %v; want an error naming %q", err, c.want)
+			}
+		})
+	}
+	for _, mode := range memModes {
+		saved := *flagMemMode
+		*flagMemMode = mode
+		if err := checkFlags(); err != nil {
+			t.Errorf("-memory-mode %s: %v", mode, err)
+		}
+		*flagMemMode = saved
+	}
+}
