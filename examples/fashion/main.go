@@ -93,8 +93,23 @@ type settings struct {
 	seed                  uint64
 }
 
+// checkFlags checks the epoch counts, naming the flag out of range.
+func checkFlags() error {
+	switch {
+	case *flagEpochs < 0:
+		return errors.Errorf("-epochs %d: want a number of float epochs, 0 or more", *flagEpochs)
+	case *flagQAT < 0:
+		return errors.Errorf("-qat-epochs %d: want a number of QAT epochs, 0 or more", *flagQAT)
+	}
+	return nil
+}
+
 func main() {
 	flag.Parse()
+	if err := checkFlags(); err != nil {
+		fmt.Fprintf(os.Stderr, "fashion: %v\n", err)
+		os.Exit(2)
+	}
 	s := settings{dataDir: *flagData, hidden: 512, epochs: *flagEpochs, qatEpochs: *flagQAT, batch: 128, learningRate: 1e-3,
 		evalsPerEpoch: 4, seed: *flagSeed}
 	if *flagQuick {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/quanta-ml/quanta/internal/assets"
@@ -55,5 +56,25 @@ func TestTiny(t *testing.T) {
 	defer f.Close()
 	if _, err := png.Decode(f); err != nil {
 		t.Errorf("fashion.png: %v", err)
+	}
+}
+
+// TestEpochsOutOfRange: a negative epoch count is an error naming its flag (it ran no epoch and
+// wrote "-1 float epochs" results).
+func TestEpochsOutOfRange(t *testing.T) {
+	for _, c := range []struct {
+		flag *int
+		want string
+	}{{flagEpochs, "-epochs -1"}, {flagQAT, "-qat-epochs -1"}} {
+		saved := *c.flag
+		*c.flag = -1
+		err := checkFlags()
+		*c.flag = saved
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("checkFlags() = %v; want an error naming %q", err, c.want)
+		}
+	}
+	if err := checkFlags(); err != nil {
+		t.Errorf("defaults: %v", err)
 	}
 }
