@@ -1,4 +1,5 @@
 /* qk_cpu.c: the ISA dispatch, the thread-count setting, statuses and the NF4 codebook. */
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -147,13 +148,17 @@ static void threads_init(void) {
   if (env != NULL && *env != '\0') {
     char *end = NULL;
     errno = 0;
-    long v = strtol(env, &end, 10);
-    if (errno != 0 || end == env || *end != '\0') {
+    long v = strtol(env, &end, 10); /* skips leading white space; a value beyond long is ERANGE */
+    const int range = errno == ERANGE;
+    while (end != env && isspace((unsigned char)*end)) {
+      end++; /* trailing white space too */
+    }
+    if (end == env || *end != '\0') {
       snprintf(config_note, sizeof config_note,
                "QUANTA_KERNEL_THREADS=%.40s is not a decimal integer: ignored, using %d threads", env, def);
-    } else if (v < 1 || v > QK_MAX_THREADS) {
+    } else if (range || v < 1 || v > QK_MAX_THREADS) {
       int c = v < 1 ? 1 : QK_MAX_THREADS;
-      snprintf(config_note, sizeof config_note, "QUANTA_KERNEL_THREADS=%ld is outside [1, %d]: using %d", v,
+      snprintf(config_note, sizeof config_note, "QUANTA_KERNEL_THREADS=%.40s is outside [1, %d]: using %d", env,
                QK_MAX_THREADS, c);
       def = c;
     } else {

@@ -69,8 +69,9 @@ int qk_isa_force(int isa);
 /* qk_isa_name returns "portable", "avx2", "avx512" or "auto"; "unknown" otherwise. */
 const char *qk_isa_name(int isa);
 
-/* Threads. The count is read once from QUANTA_KERNEL_THREADS (a decimal in [1, QK_MAX_THREADS];
- * anything else is ignored, see qk_config_note), else the number of online CPUs. */
+/* Threads. The count is read once from QUANTA_KERNEL_THREADS (a decimal in [1, QK_MAX_THREADS],
+ * white space around it allowed; one out of range is clamped, anything else ignored, see
+ * qk_config_note), else the number of online CPUs. */
 #define QK_MAX_THREADS 256
 /* qk_threads returns the number of threads a product may use (the caller's included). */
 int qk_threads(void);

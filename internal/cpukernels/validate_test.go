@@ -160,7 +160,9 @@ func TestThreadsEnv(t *testing.T) {
 		env  string
 		want int
 		note bool
-	}{{"3", 3, false}, {"1", 1, false}, {"abc", def, true}, {"2x", def, true}, {"0", 1, true}, {"100000", maxThreads, true}} {
+	}{{"3", 3, false}, {"1", 1, false}, {"abc", def, true}, {"2x", def, true}, {"0", 1, true}, {"100000", maxThreads, true},
+		{"3 ", 3, false}, {" 3\t", 3, false}, {" ", def, true}, {"99999999999999999999", maxThreads, true},
+		{"-99999999999999999999", 1, true}} {
 		got, note := child(c.env)
 		if got != c.want || (note != "") != c.note {
 			t.Errorf("%s=%q: %d threads, note %q; want %d threads, note %v", threadsEnv, c.env, got, note, c.want, c.note)
