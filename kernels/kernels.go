@@ -50,7 +50,8 @@ type Report struct {
 	Threads int
 	ISA     string
 
-	// ThreadsNote says why QUANTA_KERNEL_THREADS was ignored or clamped; empty otherwise.
+	// ThreadsNote says why QUANTA_KERNEL_THREADS was ignored or clamped, or QUANTA_KERNEL_POOL
+	// ignored; empty otherwise.
 	ThreadsNote string
 }
 
@@ -140,7 +141,8 @@ func MustAttach(backend backends.Backend) *Report {
 	return must.M1(Attach(backend))
 }
 
-// threadsNoteOnce prints the note about an ignored or clamped QUANTA_KERNEL_THREADS once a process.
+// threadsNoteOnce prints the note about an ignored or clamped QUANTA_KERNEL_THREADS, or an ignored
+// QUANTA_KERNEL_POOL, once a process.
 var threadsNoteOnce sync.Once
 
 func attach(backend backends.Backend) *Report {

@@ -11,6 +11,7 @@ import "C"
 
 import (
 	"math"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -99,12 +100,16 @@ const maxThreads = C.QK_MAX_THREADS
 // threadsEnv names the environment variable read for the default thread count.
 const threadsEnv = "QUANTA_KERNEL_THREADS"
 
-// ConfigNote returns a sentence about an ignored or clamped QUANTA_KERNEL_THREADS, or "".
+// ConfigNote returns a sentence about an ignored or clamped QUANTA_KERNEL_THREADS and one about an
+// ignored QUANTA_KERNEL_POOL (a value other than xla or quanta), joined by "; ", or "".
 func ConfigNote() string {
-	if s := C.qk_config_note(); s != nil {
-		return C.GoString(s)
+	var notes []string
+	for _, s := range []*C.char{C.qk_config_note(), C.qk_pool_note()} {
+		if s != nil {
+			notes = append(notes, C.GoString(s))
+		}
 	}
-	return ""
+	return strings.Join(notes, "; ")
 }
 
 // ScaleKind says how the float scale of an int8, 2-bit or 1-bit weight is laid out.

@@ -12,6 +12,7 @@
  * output from one chunk, whose bounds are multiples of the kernels' output groups (16). */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "qk_internal.h"
@@ -25,13 +26,26 @@ static _Atomic int64_t tune_panels = 0;
 static _Atomic int64_t tune_xla_pool = 0;
 
 /* QUANTA_KERNEL_POOL=xla makes the kernels XLA calls run on XLA's intra-op pool (the default,
- * "quanta", is quanta's own pool): read once, at the first use of the knob. */
+ * "quanta", is quanta's own pool): read once, at the first use of the knob or of qk_pool_note. Any
+ * other value is ignored with a note. */
 static pthread_once_t pool_env_once = PTHREAD_ONCE_INIT;
+static char pool_note[160];
 static void pool_env_init(void) {
   const char *v = getenv("QUANTA_KERNEL_POOL");
-  if (v != NULL && strcmp(v, "xla") == 0) {
-    atomic_store(&tune_xla_pool, 1);
+  if (v == NULL || *v == '\0' || strcmp(v, "quanta") == 0) {
+    return;
   }
+  if (strcmp(v, "xla") == 0) {
+    atomic_store(&tune_xla_pool, 1);
+    return;
+  }
+  snprintf(pool_note, sizeof pool_note,
+           "QUANTA_KERNEL_POOL=%.40s is neither xla nor quanta: ignored, the kernels run on quanta's pool", v);
+}
+
+const char *qk_pool_note(void) {
+  pthread_once(&pool_env_once, pool_env_init);
+  return pool_note[0] != '\0' ? pool_note : NULL;
 }
 
 int64_t qk_tune(int knob, int64_t value) {

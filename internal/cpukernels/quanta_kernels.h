@@ -80,6 +80,9 @@ int qk_threads(void);
 int qk_set_threads(int n);
 /* qk_config_note returns a sentence about an ignored or clamped QUANTA_KERNEL_THREADS, or NULL. */
 const char *qk_config_note(void);
+/* qk_pool_note returns a sentence about an ignored QUANTA_KERNEL_POOL (neither xla nor quanta), or
+ * NULL. */
+const char *qk_pool_note(void);
 
 /* Scale kinds (int8, 2-bit and 1-bit products). */
 enum {

@@ -177,6 +177,37 @@ func TestThreadsEnv(t *testing.T) {
 	SetThreads(0)
 }
 
+// TestPoolEnv runs the test binary with QUANTA_KERNEL_POOL set: xla and quanta choose the pool,
+// any other value is ignored with a note naming the variable (it was ignored silently).
+func TestPoolEnv(t *testing.T) {
+	if os.Getenv("QK_POOL_CHILD") == "1" {
+		fmt.Printf("xla=%v note=%s\n", SetXLAPool(false), ConfigNote())
+		return
+	}
+	for _, c := range []struct {
+		env       string
+		xla, note bool
+	}{{"", false, false}, {"xla", true, false}, {"quanta", false, false}, {"XLA", false, true}, {"garbage", false, true}, {" xla", false, true}} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestPoolEnv$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "QK_POOL_CHILD=1", "QUANTA_KERNEL_POOL="+c.env, threadsEnv+"=")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		line := string(out)
+		i := strings.Index(line, "xla=")
+		if i < 0 {
+			t.Fatalf("child output %q", line)
+		}
+		line = line[i : strings.IndexByte(line[i:], '\n')+i]
+		xla := strings.HasPrefix(line, "xla=true")
+		note := strings.TrimPrefix(line[strings.Index(line, " note="):], " note=")
+		if xla != c.xla || (note != "") != c.note || (c.note && !strings.Contains(note, "QUANTA_KERNEL_POOL")) {
+			t.Errorf("QUANTA_KERNEL_POOL=%q: xla pool %v, note %q; want xla pool %v, note %v", c.env, xla, note, c.xla, c.note)
+		}
+	}
+}
+
 // TestConcurrentCallers runs products from several goroutines at once: one holds the pool, the
 // others run alone on their threads; every result must still be right.
 func TestConcurrentCallers(t *testing.T) {
