@@ -27,7 +27,9 @@
 // and GoMLX's graphs can emit custom calls there (internal/customcall checks the GoMLX and go-xla
 // versions it was written for). A plugin without the FFI extension (xla-cpu-pjrt 0.0.1, PJRT C
 // API 0.81) runs quanta's products on their HLO formulations, several times slower at few rows:
-// Attach's error says so, and `quanta doctor`, `make setup` and every benchmark header report it.
+// Attach's error says so, the first attachment to such a backend prints one line on stderr (also
+// for a kernel that failed to register), and `quanta doctor`, `make setup` and every benchmark
+// header report it.
 //
 // # Results
 //

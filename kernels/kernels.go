@@ -132,13 +132,35 @@ func init() {
 func Attach(backend backends.Backend) (*Report, error) {
 	a, _ := attachments.LoadOrStore(backend, &attachment{})
 	at := a.(*attachment)
-	at.once.Do(func() { at.report = attach(backend) })
+	at.once.Do(func() {
+		at.report = attach(backend)
+		sayLost(backend, at.report)
+	})
 	return at.report.clone(), at.report.Err()
 }
 
 // MustAttach is Attach, but panics when the kernels cannot serve backend.
 func MustAttach(backend backends.Backend) *Report {
 	return must.M1(Attach(backend))
+}
+
+// sayLost says on stderr, when the kernels are attached to an XLA backend on a CPU plugin (where the
+// products would call them), which of them cannot serve it: its quantized products then run on
+// their HLO formulations, several times slower at few rows, and a program that never calls Attach
+// would not know.
+func sayLost(backend backends.Backend, r *Report) {
+	if _, cpu := kernelreg.XLACPU(backend); !cpu {
+		return
+	}
+	const slower = "quantized products on this XLA CPU backend run on their HLO formulations (several times slower at few rows)"
+	if r.Err() != nil {
+		fmt.Fprintf(os.Stderr, "quanta: %s; %s\n", r.Summary(), slower)
+		return
+	}
+	for _, target := range slices.Sorted(maps.Keys(r.Failed)) {
+		fmt.Fprintf(os.Stderr, "quanta: kernel %s not registered: %v; its %s\n", target, r.Failed[target],
+			strings.TrimPrefix(slower, "quantized "))
+	}
 }
 
 // threadsNoteOnce prints the note about an ignored or clamped QUANTA_KERNEL_THREADS, or an ignored

@@ -2,6 +2,7 @@ package kernels_test
 
 import (
 	"errors"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -145,5 +146,44 @@ func TestThreadsNoteOnStderr(t *testing.T) {
 	const want = "QUANTA_KERNEL_THREADS=abc is not a decimal integer"
 	if n := strings.Count(stderr.String(), want); n != 1 {
 		t.Errorf("stderr has %d notes %q, want 1:\n%s", n, want, stderr.String())
+	}
+}
+
+// hiddenPlugin is an XLA backend whose description does not name its plugin library, so the
+// kernels cannot be registered with it.
+type hiddenPlugin struct{ backends.Backend }
+
+func (hiddenPlugin) Description() string { return "xla:cpu (plugin not named)" }
+
+// TestLostKernelsSaid: when the kernels cannot serve an XLA CPU backend, the first attachment says
+// so on stderr, once, so that a program that builds products without calling Attach learns that
+// they run on their HLO formulations; a backend the kernels never serve (not XLA CPU) gets no line.
+func TestLostKernelsSaid(t *testing.T) {
+	backend := testutil.Backend(t)
+	stderr := func(b backends.Backend) string {
+		t.Helper()
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		saved := os.Stderr
+		os.Stderr = w
+		_, _ = kernels.Attach(b)
+		_, _ = kernels.Attach(b)
+		os.Stderr = saved
+		_ = w.Close()
+		out, _ := io.ReadAll(r)
+		return string(out)
+	}
+	if _, cpu := kernelreg.XLACPU(backend); !cpu {
+		if out := stderr(backend); strings.Contains(out, "HLO formulations") {
+			t.Errorf("%s: a line about kernels that never serve it: %q", backend.Name(), out)
+		}
+		t.Skipf("%s is not XLA on a CPU plugin", backend.Name())
+	}
+	out := stderr(&hiddenPlugin{backend})
+	const want = "quanta: kernels: NONE: "
+	if strings.Count(out, want) != 1 || !strings.Contains(out, "HLO formulations") {
+		t.Errorf("stderr %q; want one line starting %q saying the products run on their HLO formulations", out, want)
 	}
 }
