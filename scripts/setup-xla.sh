@@ -35,14 +35,15 @@ log() { echo "setup-xla: $*" >&2; }
 file_id() { stat -c '%s %Y' "$1"; }
 
 # verify PLUGIN_PATH: loads the plugin through GoMLX and runs a graph on it; the doctor's report
-# goes to ${DOCTOR_OUT}.
+# goes to ${DOCTOR_OUT}. quanta's variables that could fail the doctor for reasons other than the
+# plugin (an invalid QUANTA_CPU_DEVICES or QUANTA_XLA_LIBRARY_FUSIONS) are cleared for it.
 DOCTOR_OUT=/dev/null
 verify() {
   if ! command -v go >/dev/null; then
     log "go not found: cannot check that $1 loads; keeping it unchecked"
     return 0
   fi
-  (cd "${ROOT}" && GOMLX_BACKEND="xla:$1" QUANTA_CPU_DEVICES= go run ./cmd/quanta doctor >"${DOCTOR_OUT}")
+  (cd "${ROOT}" && GOMLX_BACKEND="xla:$1" QUANTA_CPU_DEVICES= QUANTA_XLA_LIBRARY_FUSIONS= go run ./cmd/quanta doctor >"${DOCTOR_OUT}")
 }
 
 # warn_no_kernels SPEC REPORT: the loud warning for a plugin the kernels cannot register with.

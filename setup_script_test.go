@@ -1,0 +1,56 @@
+package quanta_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSetupKeepsWorkingPlugin: scripts/setup-xla.sh keeps a working plugin it did not install,
+// whatever the quanta variables of the caller's environment that have nothing to do with the
+// plugin (an invalid QUANTA_XLA_LIBRARY_FUSIONS made its check fail, and setup set out to replace
+// the plugin, blaming it: "does not load; replacing it"). It runs with a temporary HOME whose
+// plugin is a link to the installed one, and without pip, so it can neither fetch nor replace
+// anything.
+func TestSetupKeepsWorkingPlugin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs quanta doctor through the setup script")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Skip(err)
+	}
+	plugin := filepath.Join(home, ".local", "lib", "go-xla", "pjrt_c_api_cpu_plugin.so")
+	if _, err := os.Stat(plugin); err != nil {
+		t.Skipf("no XLA CPU plugin installed (%v): make setup installs it", err)
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip(err)
+	}
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, ".local", "lib", "go-xla")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(plugin, filepath.Join(dir, "pjrt_c_api_cpu_plugin.so")); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HOME=" + tmp, "XDG_CACHE_HOME=", "PYTHON=false", "QUANTA_SETUP_FORCE=", "GOMLX_NO_AUTO_INSTALL=1",
+		"QUANTA_XLA_LIBRARY_FUSIONS=garbage"}
+	for _, name := range []string{"GOPATH", "GOMODCACHE", "GOCACHE"} {
+		out, err := exec.Command(goTool, "env", name).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, name+"="+strings.TrimSpace(string(out)))
+	}
+	cmd := exec.Command("scripts/setup-xla.sh")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "keeping the XLA CPU plugin found at") {
+		t.Errorf("setup-xla.sh: %v; want it to keep the working plugin:\n%s", err, out)
+	}
+}
