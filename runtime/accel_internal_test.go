@@ -239,6 +239,30 @@ func TestParseNvidiaSMIMemory(t *testing.T) {
 	}
 }
 
+// TestDeviceMemoryWhy: when nvidia-smi fails or lists no GPU, the memory line says what it said,
+// not only its exit status ("unknown (nvidia-smi: exit status 9)").
+func TestDeviceMemoryWhy(t *testing.T) {
+	for _, tc := range []struct{ name, script, want string }{
+		{"driver", "echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\"; exit 9",
+			"unknown (nvidia-smi: exit status 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.)"},
+		{"stderr", "echo 'Failed to initialize NVML: Driver/library version mismatch' >&2; exit 18",
+			"unknown (nvidia-smi: exit status 18: Failed to initialize NVML: Driver/library version mismatch)"},
+		{"no GPU", "echo", `unknown (nvidia-smi: no GPU listed: "")`},
+		{"GPU", "echo '0, Tesla T4, 15360 MiB'", "#0 Tesla T4: 15360 MiB (nvidia-smi)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte("#!/bin/sh\n"+tc.script+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("PATH", dir)
+			if got := deviceMemory("cuda"); !slices.Equal(got, []string{tc.want}) {
+				t.Errorf("deviceMemory = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestPluginVersion(t *testing.T) {
 	attrs := pjrt.NamedValuesMap{"stablehlo_current_version": []int64{1, 20, 0}, "xla_version": int64(2)}
 	for _, tc := range []struct {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gomlx/go-xla/pkg/pjrt"
+	"github.com/pkg/errors"
 )
 
 // IsAccelerator reports whether the plugin name is one of the accelerators quanta knows: "tpu"
@@ -65,9 +66,22 @@ func nvidiaSMIMemory() ([]string, error) {
 	out, err := exec.CommandContext(ctx, smi, "--query-gpu=index,name,memory.total",
 		"--format=csv,noheader").Output()
 	if err != nil {
+		// nvidia-smi says why on stdout ("NVIDIA-SMI has failed because it couldn't communicate with
+		// the NVIDIA driver ..."), or on stderr; the exit status alone says nothing.
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			out = append(out, exitErr.Stderr...)
+		}
+		if why := oneLine(string(out)); why != "" {
+			return nil, fmt.Errorf("%w: %s", err, why)
+		}
 		return nil, err
 	}
-	return parseNvidiaSMIMemory(string(out)), nil
+	mem := parseNvidiaSMIMemory(string(out))
+	if len(mem) == 0 {
+		return nil, fmt.Errorf("no GPU listed: %q", oneLine(string(out)))
+	}
+	return mem, nil
 }
 
 // parseNvidiaSMIMemory formats nvidia-smi's "index, name, memory.total" CSV lines.
