@@ -44,7 +44,8 @@
 // QUANTA_CPU_DEVICES=N gives the XLA CPU client N devices (the PJRT client option
 // "cpu_device_count"), for sharding tests and examples on one machine; N is at most
 // MaxCPUDevices. It applies to the XLA
-// CPU plugin only, including when chosen by GOMLX_BACKEND=xla:cpu; elsewhere it is ignored
+// CPU plugin only, including when chosen by GOMLX_BACKEND=xla:cpu or by a path (one whose file name
+// does not say "cpu", such as xla_cpu_pjrt.so, is known by its devices); elsewhere it is ignored
 // and Report says so. An invalid value is an error only where the variable may apply
 // (GOMLX_BACKEND unset, or naming XLA with the CPU plugin or none); with another backend
 // (GOMLX_BACKEND=go, xla:cuda) it is ignored too, with the same note. XLA_FLAGS=--xla_force_host_platform_device_count has no effect on the

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,6 +102,20 @@ func TestVirtualCPUDevices(t *testing.T) {
 			}
 		})
 	}
+	// The CPU plugin under a file name that does not say "cpu" (the xla-cpu-pjrt wheel's own): the
+	// virtual devices apply all the same (they were ignored, "it applies to the XLA CPU plugin only").
+	t.Run("file name without cpu", func(t *testing.T) {
+		plugin := filepath.Join(t.TempDir(), "xla_cpu_pjrt.so")
+		if err := os.Symlink(runtime.MustReport().PluginPath, plugin); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestVirtualCPUDevices$", "-test.v")
+		cmd.Env = append(os.Environ(), backends.ConfigEnvVar+"=xla:"+plugin, runtime.CPUDevicesEnv+"=3", childDevicesEnv+"=3")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS") {
+			t.Fatalf("child test with %s=xla:%s, %s=3 failed: %v\n%s", backends.ConfigEnvVar, plugin, runtime.CPUDevicesEnv, err, out)
+		}
+	})
 }
 
 // checkDevices runs, in the child process, graphs that use each of the n devices.
