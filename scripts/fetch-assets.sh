@@ -63,6 +63,8 @@ wheel() {
 }
 
 mkdir -p "${ASSETS}"
+tmp=""
+trap 'rm -f "${tmp}"' EXIT # a failed download leaves no partial file behind
 for entry in "${FILES[@]}"; do
   read -r -a words <<<"${entry//$'\n'/ }"
   dest=${words[0]} sha=${words[1]} parts=("${words[@]:2}")

@@ -10,6 +10,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -31,6 +32,14 @@ import (
 const numDevices = 4
 
 func main() {
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: sharded (no flags; %s sets the XLA CPU devices, %d by default)\n", runtime.CPUDevicesEnv, numDevices)
+	}
+	flag.Parse()
+	if flag.NArg() > 0 {
+		flag.Usage()
+		os.Exit(2)
+	}
 	if _, found := os.LookupEnv(runtime.CPUDevicesEnv); !found {
 		_ = os.Setenv(runtime.CPUDevicesEnv, fmt.Sprint(numDevices))
 	}
