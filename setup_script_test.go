@@ -53,4 +53,7 @@ func TestSetupKeepsWorkingPlugin(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "keeping the XLA CPU plugin found at") {
 		t.Errorf("setup-xla.sh: %v; want it to keep the working plugin:\n%s", err, out)
 	}
+	if strings.Contains(string(out), "WARNING") {
+		t.Errorf("setup-xla.sh warned about a plugin the kernels serve:\n%s", out)
+	}
 }

@@ -46,11 +46,17 @@ verify() {
   (cd "${ROOT}" && GOMLX_BACKEND="xla:$1" QUANTA_CPU_DEVICES= QUANTA_XLA_LIBRARY_FUSIONS= go run ./cmd/quanta doctor >"${DOCTOR_OUT}")
 }
 
-# warn_no_kernels SPEC REPORT: the loud warning for a plugin the kernels cannot register with.
+# kernels_lost REPORT: whether doctor's REPORT says the kernels cannot serve the plugin: none
+# registered, or GoMLX graphs cannot emit the custom calls that reach them.
+kernels_lost() {
+  grep -q -e '^kernels: *none' -e '^custom calls: *no' "$1"
+}
+
+# warn_no_kernels SPEC REPORT: the loud warning for a plugin the kernels cannot serve.
 warn_no_kernels() {
   log "================================================================================"
-  log "WARNING: $1's plugin runs GoMLX, but quanta's CPU kernels cannot register with it:"
-  log "  $(grep -m1 '^kernels:' "$2" | sed 's/^kernels: *//')"
+  log "WARNING: $1's plugin runs GoMLX, but quanta's CPU kernels cannot serve it:"
+  log "  $(grep -m1 -e '^kernels: *none' -e '^custom calls: *no' "$2" | sed 's/^[a-z ]*: *//')"
   log "Quantized products then run on their HLO formulations: several times slower at few"
   log "activation rows than with the kernels (docs/performance.md). Run 'make setup' again"
   log "(it retries the preferred wheel, ${CANDIDATES[0]%% *}); 'quanta doctor' shows the state."
@@ -88,7 +94,7 @@ if [[ -z "${QUANTA_SETUP_FORCE:-}" && -f "${DEST}" && ! -f "${STAMP}" ]]; then
   DOCTOR_OUT="${RUN_DIR}/doctor.txt"
   if verify "${DEST}"; then
     log "keeping the XLA CPU plugin found at ${DEST} (not installed by quanta; QUANTA_SETUP_FORCE=1 replaces it)"
-    if grep -q '^kernels: *none' "${DOCTOR_OUT}"; then
+    if kernels_lost "${DOCTOR_OUT}"; then
       warn_no_kernels "the plugin at ${DEST}" "${DOCTOR_OUT}"
     fi
     exit 0
@@ -143,7 +149,7 @@ PY
   if [[ "${spec}" != "${preferred}" ]]; then
     for e in "${errors[@]}"; do log "  (${e})"; done
   fi
-  if grep -q '^kernels: *none' "${DOCTOR_OUT}"; then
+  if kernels_lost "${DOCTOR_OUT}"; then
     warn_no_kernels "${spec}" "${DOCTOR_OUT}"
   fi
   exit 0
