@@ -77,8 +77,9 @@ func XLACPU(backend backends.Backend) (pluginLibrary string, ok bool) {
 	if backend == nil || backend.String() != "xla" || backend.NumDevices() < 1 {
 		return "", false
 	}
-	kind, _, _ := strings.Cut(backend.DeviceDescription(0), ":")
-	if kind != "cpu" {
+	// XLA's CPU client names its devices "cpu:N"; older ones, built on TFRT, "TFRT_CPU_N".
+	desc := backend.DeviceDescription(0)
+	if kind, _, _ := strings.Cut(desc, ":"); kind != "cpu" && !strings.HasPrefix(desc, "TFRT_CPU_") {
 		return "", false
 	}
 	if m := pluginPath.FindStringSubmatch(backend.Description()); m != nil {
