@@ -103,8 +103,8 @@ func main() {
 }
 
 // checkFlags reports -max, -maxlen or -minwindow out of range, naming the flag, before the model
-// loads: models.GenerateOptions reads a MaxNewTokens of 0 as no bound, so -max 0 generated up to
-// -maxlen tokens, and the generator's own errors name its fields.
+// loads (models.GenerateOptions reads a MaxNewTokens of 0 as no bound, and the generator's own
+// errors name its fields, not the flags).
 func checkFlags() error {
 	switch {
 	case *flagMaxNew < 1:
