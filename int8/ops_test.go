@@ -233,3 +233,19 @@ func TestGatherRows(t *testing.T) {
 		})
 	}
 }
+
+// TestReshapeToScalar: a one-element array reshaped to a scalar, which has no axis to quantize
+// along, is the dense scalar (it panicked in QuantizeNode).
+func TestReshapeToScalar(t *testing.T) {
+	a := qint8.MustQuantize(tensors.FromValue([][]float32{{-2.5}}))
+	e := implicitarray.MustNewExec(testutil.Backend(t), func(a *qint8.Array) implicitarray.Value { return implicitarray.Reshape(a) })
+	defer e.Finalize()
+	got, err := e.Call1(a)
+	if err != nil {
+		t.Fatalf("%+v", err)
+	}
+	// The code round(-2.5 / scale) = -127 times the scale 2.5/127: -2.5 in float32.
+	if out, ok := got.(*tensors.Tensor); !ok || out.Shape().Rank() != 0 || out.Value().(float32) != -2.5 {
+		t.Errorf("got %v, want the dense scalar -2.5", got)
+	}
+}

@@ -30,10 +30,14 @@ func gather(c *ia.Call) ia.Value {
 }
 
 // reshape keeps the array quantized when the last axis is unchanged (the packed and absmax rows
-// are reshaped as they are: exact); otherwise it materializes, reshapes and re-quantizes.
+// are reshaped as they are: exact); otherwise it materializes, reshapes and re-quantizes. A
+// reshape to a scalar, which has no axis for the blocks, is dense.
 func reshape(c *ia.Call) ia.Value {
 	dims := c.Params.(*ia.ReshapeParams).Dimensions
 	a := c.Operands[0].(*Array)
+	if len(dims) == 0 {
+		return c.MaterializeAndApply()
+	}
 	if a.flat || a.doubleQuant {
 		return reshapeStored(c, a, dims)
 	}

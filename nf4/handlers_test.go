@@ -268,3 +268,24 @@ func TestLazyTransposeComposes(t *testing.T) {
 	}
 	testutil.SameBits(t, "values", testutil.Float32s(t, testutil.Materialize(t, out)), testutil.Float32s(t, want))
 }
+
+// TestReshapeToScalar: a one-element array reshaped to a scalar, which has no axis for the
+// blocks, is the dense scalar (it panicked re-quantizing a scalar), for plain and
+// double-quantized arrays.
+func TestReshapeToScalar(t *testing.T) {
+	plain := nf4.MustQuantize(tensors.FromValue([][]float32{{-2.5}}), 2)
+	for name, a := range map[string]*nf4.Array{"nf4": plain, "nf4-dq": nf4.MustDoubleQuantize(plain)} {
+		t.Run(name, func(t *testing.T) {
+			want := testutil.Float64s(t, testutil.Materialize(t, a))[0]
+			e := implicitarray.MustNewExec(testutil.Backend(t), func(a *nf4.Array) implicitarray.Value { return implicitarray.Reshape(a) })
+			defer e.Finalize()
+			got, err := e.Call1(a)
+			if err != nil {
+				t.Fatalf("%+v", err)
+			}
+			if out, ok := got.(*tensors.Tensor); !ok || out.Shape().Rank() != 0 || float64(out.Value().(float32)) != want {
+				t.Errorf("got %v, want the dense scalar %v", got, want)
+			}
+		})
+	}
+}
