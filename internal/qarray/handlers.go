@@ -14,7 +14,9 @@ import (
 type Handlers struct {
 	// Ops are the handlers of the ops whose one operand is the array (reshape, transpose, ...).
 	Ops map[implicitarray.Op]implicitarray.Handler
-	// Concatenate, if not nil, handles a concatenation whose first operand is the array.
+	// Concatenate, if not nil, handles a concatenation whose first operand is the array. It sees
+	// only dense operands and arrays of the type: an implicit operand of another type sends the
+	// call to the generic fallback, under that type's FallbackPolicy.
 	Concatenate implicitarray.Handler
 	// Gather, if not nil, handles a gather from the array with dense indices.
 	Gather implicitarray.Handler
@@ -28,8 +30,18 @@ func Register[A lowering.Quantized](name string, h Handlers) {
 	t := implicitarray.TypeOf[A]()
 	implicitarray.RegisterOps(name, t, h.Ops)
 	if h.Concatenate != nil {
+		concatenate := func(c *implicitarray.Call) implicitarray.Value {
+			for _, v := range c.Operands {
+				if _, implicit := v.(implicitarray.Array); implicit {
+					if _, own := v.(A); !own {
+						return c.Next()
+					}
+				}
+			}
+			return h.Concatenate(c)
+		}
 		implicitarray.Register(implicitarray.Rule{Op: implicitarray.OpConcatenate, Operands: []implicitarray.Match{t, implicitarray.Anything},
-			Variadic: true, Handler: h.Concatenate, Name: name + ".concatenate"})
+			Variadic: true, Handler: concatenate, Name: name + ".concatenate"})
 	}
 	if h.Gather != nil {
 		implicitarray.Register(implicitarray.Rule{Op: implicitarray.OpGather, Operands: []implicitarray.Match{t, implicitarray.Dense},

@@ -11,7 +11,10 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/ggml"
+	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/qarray"
@@ -217,5 +220,53 @@ func TestMethodsGenerated(t *testing.T) {
 		if string(got) != qarray.MethodsSource(pkg) {
 			t.Errorf("%s/methods.go is not what qarray.MethodsSource generates: run go generate ./%s", pkg, pkg)
 		}
+	}
+}
+
+// forbidding is an implicit array (its one component, as it is) whose type forbids the generic
+// fallback.
+type forbidding struct{ c implicitarray.Component }
+
+func (f *forbidding) Shape() shapes.Shape                    { return f.c.Shape() }
+func (f *forbidding) Components() []implicitarray.Component  { return []implicitarray.Component{f.c} }
+func (f *forbidding) Metadata() string                       { return "" }
+func (f *forbidding) Materialize() implicitarray.Value       { return f.c.Node() }
+func (f *forbidding) FallbackPolicy() implicitarray.Fallback { return implicitarray.FallbackForbid }
+func (f *forbidding) WithComponents(c []implicitarray.Component) implicitarray.Array {
+	return &forbidding{c[0]}
+}
+
+// TestConcatenateOtherTypes: a concatenation led by an array whose format has a concatenate
+// handler leaves the implicit operands of other types to the generic fallback, under their own
+// policy: one that forbids materialization is refused (it was densified silently), one that warns
+// is counted as a fallback.
+func TestConcatenateOtherTypes(t *testing.T) {
+	backend := testutil.Backend(t)
+	for name, first := range map[string]implicitarray.Array{
+		"nf4":  nf4.MustQuantize(testutil.RandomTensor(1, 2, 64), 32),
+		"ggml": ggml.MustQuantize(testutil.RandomTensor(1, 2, 64), gguf.TypeQ8_0),
+	} {
+		t.Run(name, func(t *testing.T) {
+			concatenate := func(other implicitarray.Array) (err error) {
+				defer testutil.RecoverError(&err)
+				e := implicitarray.MustNewExec(backend, func(a, b implicitarray.Array) *graph.Node {
+					return implicitarray.Materialize(implicitarray.Concatenate([]implicitarray.Value{a, b}, 0))
+				})
+				defer e.Finalize()
+				_, err = e.Call(first, other)
+				return err
+			}
+			err := concatenate(&forbidding{implicitarray.TensorComponent(testutil.RandomTensor(2, 2, 64))})
+			if !errors.Is(err, implicitarray.ErrMaterializationForbidden) || !strings.Contains(err.Error(), "forbidding") {
+				t.Errorf("with a type that forbids materialization: %v; want ErrMaterializationForbidden naming it", err)
+			}
+			implicitarray.ResetStats()
+			if err := concatenate(qint8.MustQuantize(testutil.RandomTensor(3, 2, 64))); err != nil {
+				t.Fatalf("%+v", err)
+			}
+			if n := implicitarray.CurrentStats().Fallbacks[implicitarray.Key{Op: implicitarray.OpConcatenate, Type: "*int8.Array"}]; n != 1 {
+				t.Errorf("%d fallbacks counted for the *int8.Array operand, want 1", n)
+			}
+		})
 	}
 }
