@@ -36,6 +36,8 @@ func normalizeAxes(axes []int, rank int, what string) []int {
 type ReshapeParams struct{ Dimensions []int }
 
 // Reshape returns x with new dimensions (one of them may be -1) and the same number of elements.
+// A reshape to x's own dimensions returns x itself: an implicit array is not re-quantized or
+// materialized by it.
 func Reshape(x Value, dimensions ...int) Value {
 	defer annotate(OpReshape, x)
 	mustNotBeNil(x)
@@ -62,6 +64,10 @@ func Reshape(x Value, dimensions ...int) Value {
 	}
 	if size != total {
 		panic(errors.Errorf("cannot reshape %s (%d elements) to %v", x.Shape(), total, dimensions))
+	}
+	if slices.Equal(dims, x.Shape().Dimensions) {
+		checkOperands(OpReshape, []Value{x}) // rejects what dispatch would (a host tensor)
+		return x
 	}
 	return dispatch(OpReshape, []Value{x}, &ReshapeParams{dims}, func(n []*graph.Node) *graph.Node {
 		return graph.Reshape(n[0], dims...)

@@ -249,3 +249,23 @@ func TestReshapeToScalar(t *testing.T) {
 		t.Errorf("got %v, want the dense scalar -2.5", got)
 	}
 }
+
+// TestIdentityReshape: a reshape to the array's own dimensions (Reshape(w, -1, last) on a 2-D
+// weight) returns the array as it is: same codes, scale and quantized axes, no materialization.
+// It re-quantized along (-1,), changing the values of an array quantized along axis 0.
+func TestIdentityReshape(t *testing.T) {
+	w := qint8.MustQuantize(testutil.RandomTensor(1, 6, 5), 0)
+	implicitarray.ResetStats()
+	e := implicitarray.MustNewExec(testutil.Backend(t), func(w *qint8.Array) implicitarray.Value {
+		return implicitarray.Reshape(w, -1, 5)
+	})
+	defer e.Finalize()
+	got, ok := e.MustCall1(w).(*qint8.Array)
+	if !ok || !slices.Equal(got.Axes(), []int{0}) {
+		t.Fatalf("got %v, want an *int8.Array quantized along axis 0", got)
+	}
+	if st := implicitarray.CurrentStats(); len(st.Materializations) != 0 || len(st.Requantizations) != 0 {
+		t.Errorf("stats %+v: want no materialization", st)
+	}
+	testutil.SameBits(t, "values", testutil.Float32s(t, testutil.Materialize(t, got)), testutil.Float32s(t, testutil.Materialize(t, w)))
+}

@@ -560,3 +560,23 @@ func TestShardRows(t *testing.T) {
 		}
 	}
 }
+
+// TestIdentityReshape: a reshape to the array's own dimensions returns the array as it is, even
+// with a per-channel scale, which no other reshape can follow (it was materialized).
+func TestIdentityReshape(t *testing.T) {
+	w := onebit.MustQuantizeTernary(testutil.RandomTensor(1, 8, 5), &onebit.Options{Scale: true, ScaleAxes: []int{0}})
+	implicitarray.ResetStats()
+	e := implicitarray.MustNewExec(testutil.Backend(t), func(w *onebit.Array) implicitarray.Value {
+		return implicitarray.Reshape(w, -1, 5)
+	})
+	defer e.Finalize()
+	out := e.MustCall1(w)
+	got, ok := out.(*onebit.Array)
+	if !ok {
+		t.Fatalf("got %T, want an *onebit.Array", out)
+	}
+	if st := implicitarray.CurrentStats(); len(st.Materializations) != 0 {
+		t.Errorf("stats %+v: want no materialization", st)
+	}
+	testutil.SameBits(t, "values", testutil.Float32s(t, testutil.Materialize(t, got)), testutil.Float32s(t, testutil.Materialize(t, w)))
+}
