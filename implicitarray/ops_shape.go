@@ -116,6 +116,8 @@ type BroadcastInDimParams struct {
 
 // BroadcastInDim broadcasts x to dimensions: input axis i becomes output axis broadcastAxes[i]
 // (strictly increasing), whose dimension must equal x's or x's must be 1; other output axes are new.
+// A broadcast to x's own dimensions returns x itself: an implicit array is not re-quantized or
+// materialized by it.
 func BroadcastInDim(x Value, dimensions []int, broadcastAxes []int) Value {
 	defer annotate(OpBroadcastInDim, x)
 	mustNotBeNil(x)
@@ -134,6 +136,10 @@ func BroadcastInDim(x Value, dimensions []int, broadcastAxes []int) Value {
 		if d := in.Dimensions[i]; d != 1 && d != dimensions[a] {
 			panic(errors.Errorf("axis %d of %s (dim %d) cannot broadcast to output axis %d of %v", i, in, d, a, dimensions))
 		}
+	}
+	if slices.Equal(dimensions, in.Dimensions) {
+		checkOperands(OpBroadcastInDim, []Value{x}) // rejects what dispatch would (a host tensor)
+		return x
 	}
 	params := &BroadcastInDimParams{Dimensions: slices.Clone(dimensions), BroadcastAxes: axes}
 	return dispatch(OpBroadcastInDim, []Value{x}, params, func(n []*graph.Node) *graph.Node {

@@ -183,6 +183,10 @@ func TestDoubleQuantizedHandlers(t *testing.T) {
 	}{
 		{"reshape", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 12, 64) }, true},
 		{"transpose-identity", func(v implicitarray.Value) implicitarray.Value { return implicitarray.TransposeAllAxes(v, 0, 1, 2) }, true},
+		// A broadcast to the array's own dimensions is the array (it was re-quantized).
+		{"broadcast-identity", func(v implicitarray.Value) implicitarray.Value {
+			return implicitarray.BroadcastInDim(v, []int{3, 4, 64}, []int{0, 1, 2})
+		}, true},
 		{"reshape-last", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 3, 256) }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
