@@ -213,6 +213,41 @@ func TestDoubleQuantizedHandlers(t *testing.T) {
 	}
 }
 
+// TestDoubleQuantizedRequantizeLargeBlocks: a shape op that re-quantizes a double-quantized
+// array with blocks longer than the new last axis allows for a fresh array (128 > 64) keeps the
+// block size, padding the rows, as for the default format (it panicked in QuantizeNode).
+func TestDoubleQuantizedRequantizeLargeBlocks(t *testing.T) {
+	backend := testutil.Backend(t)
+	w := nf4.MustDoubleQuantize(nf4.MustQuantize(testutil.RandomTensor(5, 2, 128), 128))
+	for _, tc := range []struct {
+		name string
+		op   func(implicitarray.Value) implicitarray.Value
+	}{
+		{"reshape", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 128, 2) }},
+		{"broadcast", func(v implicitarray.Value) implicitarray.Value {
+			return implicitarray.BroadcastInDim(v, []int{2, 128, 3}, []int{0, 1})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := implicitarray.MustNewExec(backend, func(w *nf4.Array) implicitarray.Value { return tc.op(w) })
+			defer e.Finalize()
+			outs, err := e.Call(w)
+			if err != nil {
+				t.Fatalf("%+v", err)
+			}
+			out, ok := outs[0].(*nf4.Array)
+			if !ok || !out.DoubleQuantized() || out.BlockSize() != 128 {
+				t.Fatalf("result %v; want a double-quantized *nf4.Array of block 128", outs[0])
+			}
+			want := graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node { return tc.op(x).(*graph.Node) }, testutil.Materialize(t, w))
+			got, ref := testutil.Float64s(t, testutil.Materialize(t, out)), testutil.Float64s(t, want)
+			if d, scale := testutil.MaxAbsDiff(got, ref); d > 0.2*scale {
+				t.Errorf("re-quantized values differ by %v (scale %v)", d, scale)
+			}
+		})
+	}
+}
+
 // TestFlatBlocks: an array whose blocks run over the flattened values (as bitsandbytes stores
 // them) materializes block by block across rows; any reshape keeps it exactly; it cannot be
 // sharded.

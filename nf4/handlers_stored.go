@@ -3,6 +3,7 @@ package nf4
 import (
 	"slices"
 
+	"github.com/pkg/errors"
 	ia "github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/qarray"
 )
@@ -48,10 +49,15 @@ func transposeStored(c *ia.Call, a *Array, perm []int) ia.Value {
 
 // requantizeStored applies the call's op to a, materialized, and quantizes the result with a's
 // block size and strategy, double-quantized if a is: the second rounding of a shape op that
-// cannot keep a's storage (Call.Requantizing says so).
+// cannot keep a's storage (Call.Requantizing says so). As for requantize, the block size may
+// exceed MaxBlockSize of the new last axis (the row is padded).
 func requantizeStored(c *ia.Call, a *Array) *Array {
 	c.Requantizing(a)
-	out := QuantizeNode(c.Dense(ia.Materialize(a)), a.blockSize).WithStrategy(a.Strategy())
+	dense := c.Dense(ia.Materialize(a))
+	if err := checkQuantizable(dense.Shape()); err != nil {
+		panic(errors.WithMessagef(err, "nf4: re-quantizing %s", a.Metadata()))
+	}
+	out := quantizeNode(dense, a.blockSize).WithStrategy(a.Strategy())
 	if a.doubleQuant {
 		out = DoubleQuantizeNode(out)
 	}
