@@ -580,3 +580,35 @@ func TestIdentityReshape(t *testing.T) {
 	}
 	testutil.SameBits(t, "values", testutil.Float32s(t, testutil.Materialize(t, got)), testutil.Float32s(t, testutil.Materialize(t, w)))
 }
+
+// TestConvertFloatToUnsigned: converting an array that materializes in float32 to an unsigned
+// dtype gives what converting its dense float values gives on the backend (the lazy array wrapped
+// -1 around to 255), and an array that materializes in int8 still converts lazily, with the
+// integer wrap-around of the dense int8 values.
+func TestConvertFloatToUnsigned(t *testing.T) {
+	backend := testutil.Backend(t)
+	values := [][]float32{{-1, 0}, {1, -1}, {0, 1}, {1, 1}}
+	for _, dtype := range []dtypes.DType{dtypes.Float32, dtypes.Int8} {
+		t.Run(dtype.String(), func(t *testing.T) {
+			w := onebit.MustPack(tensors.FromValue(values), nil).WithDType(dtype)
+			e := implicitarray.MustNewExec(backend, func(w *onebit.Array) implicitarray.Value {
+				return implicitarray.ConvertDType(w, dtypes.Uint8)
+			})
+			defer e.Finalize()
+			out := e.MustCall1(w)
+			if _, lazy := out.(*onebit.Array); lazy != (dtype == dtypes.Int8) {
+				t.Errorf("result %T", out)
+			}
+			got := out
+			if a, ok := out.(*onebit.Array); ok {
+				got = testutil.Materialize(t, a)
+			}
+			want := graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
+				return graph.ConvertDType(graph.ConvertDType(x, dtype), dtypes.Uint8)
+			}, values)
+			if !slices.Equal(testutil.Float64s(t, got.(*tensors.Tensor)), testutil.Float64s(t, want)) {
+				t.Errorf("got %v, want %v (the dense conversion)", testutil.Float64s(t, got.(*tensors.Tensor)), testutil.Float64s(t, want))
+			}
+		})
+	}
+}

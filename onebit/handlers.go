@@ -23,10 +23,16 @@ func registerHandlers[T packedArray](name string) {
 }
 
 // convertDType is lazy: a new array with the new materialization dtype, same bytes; a dtype the
-// array cannot materialize in (an integer dtype for a scaled array) materializes.
+// array cannot materialize in (an integer dtype for a scaled array) materializes, and so does an
+// unsigned dtype for an array that materializes in a float dtype: the lazy array would wrap -1
+// around as an integer, where converting the float -1 is the backend's float-to-unsigned rule.
 func convertDType(c *implicitarray.Call) implicitarray.Value {
 	pa := c.Operands[0].(packedArray)
-	nc, err := pa.base().withDType(c.Params.(*implicitarray.ConvertDTypeParams).DType)
+	dtype := c.Params.(*implicitarray.ConvertDTypeParams).DType
+	if dtype.IsUnsigned() && pa.base().DType().IsFloat() {
+		return c.MaterializeAndApply()
+	}
+	nc, err := pa.base().withDType(dtype)
 	if err != nil {
 		return c.MaterializeAndApply()
 	}
