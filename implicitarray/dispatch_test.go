@@ -226,6 +226,21 @@ func TestFallbackCountsAndWarnsOnce(t *testing.T) {
 	}
 }
 
+// TestFallbackCountsCalls: Stats.Fallbacks counts calls, once per implicit type of the operands:
+// a call with two operands of one type counts one (it counted one per operand).
+func TestFallbackCountsCalls(t *testing.T) {
+	ResetStats()
+	run(t, newBackend(t), func(g *graph.Graph) []*graph.Node {
+		x := graphToy[plainTag](graph.Const(g, []float32{0, 1}), 2)
+		y := graphToy[plainTag](graph.Const(g, []float32{3, 4}), 1)
+		return []*graph.Node{Materialize(Add(x, y))}
+	})
+	key := Key{OpAdd, "*implicitarray_test.toy[github.com/quanta-ml/quanta/implicitarray_test.plainTag]"}
+	if st := CurrentStats(); st.Fallbacks[key] != 1 || st.Materializations[key.Type] != 2 {
+		t.Errorf("fallbacks %v, materializations %v: want one fallback of add, two materializations", st.Fallbacks, st.Materializations)
+	}
+}
+
 func TestFallbackForbidden(t *testing.T) {
 	g := graph.NewGraph(newBackend(t), "forbidden")
 	x := graphToy[forbidTag](graph.Const(g, []float32{1}), 1)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 )
 
@@ -92,17 +93,22 @@ var (
 		"implicitarray: materializing the implicit operand and quantizing the result again, a second rounding (warned once per op and type)"}
 )
 
-// count adds one to e's counter of op for each implicit operand's type and logs e's warning where
-// the type's policy is FallbackWarn and it was not given yet.
+// count adds one to e's counter of op for each implicit operand type (once per type, however
+// many operands have it) and logs e's warning where the type's policy is FallbackWarn and it was
+// not given yet.
 func (r *statsRecorder) count(op Op, operands []Value, e event) {
 	r.mu.Lock()
-	var toWarn []Key
+	var counted, toWarn []Key
 	for _, v := range operands {
 		a, ok := v.(Array)
 		if !ok {
 			continue
 		}
 		k := Key{op, TypeName(a)}
+		if slices.Contains(counted, k) {
+			continue
+		}
+		counted = append(counted, k)
 		e.counters(&r.s)[k]++
 		if wk := (warnKey{k, e.message}); fallbackOf(a) == FallbackWarn && !r.warned[wk] {
 			r.warned[wk] = true
