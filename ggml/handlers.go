@@ -8,9 +8,9 @@ import (
 
 // The handlers of the ops that keep a GGML array in its blocks: those that move whole rows of
 // blocks (a gather of rows included: an embedding lookup reads the looked-up rows' blocks only).
-// An op that would cut through blocks materializes (a second quantization would change
-// the file's values); every other op reaches implicitarray's generic fallback, which materializes
-// (warning once per op: FallbackWarn).
+// An op that would cut through blocks defers, as every other op, to implicitarray's generic
+// fallback, which materializes (a second quantization would change the file's values), counted
+// in Stats.Fallbacks with a warning once per op (FallbackWarn).
 func init() {
 	qarray.Register[*Array]("ggml", qarray.Handlers{
 		Ops: map[ia.Op]ia.Handler{ia.OpReshape: reshape, ia.OpTranspose: transpose,
@@ -31,12 +31,12 @@ func gather(c *ia.Call) ia.Value {
 	return a.withBlocks(graph.Gather(a.Blocks().Node(), indices, sorted), dims, qarray.Placement(&a.Base))
 }
 
-// reshape keeps the blocks when the last axis is unchanged; otherwise it materializes.
+// reshape keeps the blocks when the last axis is unchanged; otherwise it defers to the fallback.
 func reshape(c *ia.Call) ia.Value {
 	dims := c.Params.(*ia.ReshapeParams).Dimensions
 	a := c.Operands[0].(*Array)
 	if !qarray.ReshapeKeepsRows(a.Shape().Dimensions, dims) {
-		return c.MaterializeAndApply()
+		return c.Next()
 	}
 	blocks := qarray.ReshapeRows(a.Blocks().Node(), a.Shape().Rank(), dims)
 	return a.withBlocks(blocks, dims, qarray.Placement(&a.Base).Reshaped(a.Shape().Dimensions, dims))
@@ -44,13 +44,13 @@ func reshape(c *ia.Call) ia.Value {
 
 // transpose keeps the blocks when the last axis stays last. Otherwise the transpose is lazy
 // (implicitarray.Transposed: a product contracts the blocks where they are), or, for a sharded
-// array, materializes.
+// array, defers to the fallback.
 func transpose(c *ia.Call) ia.Value {
 	perm := c.Params.(*ia.TransposeParams).Permutation
 	a := c.Operands[0].(*Array)
 	if !qarray.TransposeKeepsRows(perm) {
 		if a.IsSharded() {
-			return c.MaterializeAndApply()
+			return c.Next()
 		}
 		return ia.NewTransposed(a, perm)
 	}
@@ -59,19 +59,19 @@ func transpose(c *ia.Call) ia.Value {
 }
 
 // broadcastInDim keeps the blocks when the last axis maps, unbroadcast, to the last output axis
-// (new and broadcast leading axes copy whole rows); otherwise it materializes.
+// (new and broadcast leading axes copy whole rows); otherwise it defers to the fallback.
 func broadcastInDim(c *ia.Call) ia.Value {
 	p := c.Params.(*ia.BroadcastInDimParams)
 	a := c.Operands[0].(*Array)
 	if !qarray.BroadcastKeepsRows(p, a.Shape().Dim(-1)) {
-		return c.MaterializeAndApply()
+		return c.Next()
 	}
 	blocks := qarray.BroadcastRows(a.Blocks().Node(), a.Shape().Rank(), p)
 	return a.withBlocks(blocks, p.Dimensions, qarray.Placement(&a.Base).Broadcasted(p.BroadcastAxes, len(p.Dimensions)))
 }
 
 // concatenate keeps the blocks when every operand is a GGML array of the same type and dtype and
-// the axis is not the last (rows of blocks are stacked); otherwise it materializes.
+// the axis is not the last (rows of blocks are stacked); otherwise it defers to the fallback.
 func concatenate(c *ia.Call) ia.Value {
 	axis := c.Params.(*ia.ConcatenateParams).Axis
 	first := c.Operands[0].(*Array)
@@ -79,7 +79,7 @@ func concatenate(c *ia.Call) ia.Value {
 	for i, v := range c.Operands {
 		b, ok := v.(*Array)
 		if !ok || axis == first.Shape().Rank()-1 || b.typ != first.typ || b.DType() != first.DType() {
-			return c.MaterializeAndApply()
+			return c.Next()
 		}
 		blocks[i] = b.Blocks().Node()
 	}
