@@ -154,6 +154,24 @@ func TestDispatchAmbiguous(t *testing.T) {
 	}
 }
 
+// TestTransposeErrorNamedOnce: an error of Transpose, from its axes or from the dispatch, carries
+// one "implicitarray.transpose" prefix naming the op and the operand (Transpose runs
+// TransposeAllAxes' work, not its annotation).
+func TestTransposeErrorNamedOnce(t *testing.T) {
+	g := graph.NewGraph(newBackend(t), "transpose")
+	for _, tc := range []struct {
+		name string
+		fn   func()
+	}{
+		{"bad axis", func() { Transpose(graphToy[plainTag](graph.Const(g, [][]float32{{1, 2}}), 1), 0, 5) }},
+		{"dispatch", func() { Transpose(graphToy[forbidTag](graph.Const(g, [][]float32{{1}}), 1), 0, 1) }},
+	} {
+		if err := recoverError(tc.fn); err == nil || strings.Count(err.Error(), "implicitarray.transpose") != 1 {
+			t.Errorf("%s: error = %v; want one implicitarray.transpose prefix", tc.name, err)
+		}
+	}
+}
+
 func TestRegisterRejects(t *testing.T) {
 	h := func(c *Call) Value { return nil }
 	// Run after other tests dispatched: a new, valid rule is refused as late.

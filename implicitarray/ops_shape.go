@@ -89,7 +89,7 @@ func Transpose(x Value, axisA, axisB int) Value {
 		perm[i] = i
 	}
 	perm[a], perm[b] = b, a
-	return TransposeAllAxes(x, perm...)
+	return transposeAllAxes(x, perm)
 }
 
 // TransposeAllAxes permutes the axes of x: output axis i is input axis permutation[i] (negative
@@ -97,6 +97,11 @@ func Transpose(x Value, axisA, axisB int) Value {
 func TransposeAllAxes(x Value, permutation ...int) Value {
 	defer annotate(OpTranspose, x)
 	mustNotBeNil(x)
+	return transposeAllAxes(x, permutation)
+}
+
+// transposeAllAxes is TransposeAllAxes without its error annotation, which its callers add once.
+func transposeAllAxes(x Value, permutation []int) Value {
 	rank := x.Shape().Rank()
 	if len(permutation) != rank {
 		panic(errors.Errorf("permutation %v has %d axes; accepted: a permutation of all %d axes", permutation, len(permutation), rank))
