@@ -158,8 +158,16 @@ func (p *product) fromMN(mn *graph.Node) *graph.Node {
 	return graph.Reshape(mn, append(xFree, n)...)
 }
 
-// finish converts a result to the activations' dtype.
-func (p *product) finish(out *graph.Node) *graph.Node { return graph.ConvertDType(out, p.xShape.DType) }
+// finish converts a result to the activations' dtype. Integer activations' sums (exact float64
+// integers) go through int64, so that a sum the dtype cannot hold wraps as a dense integer
+// product's does (XLA saturates a float converted to a narrower integer; Go leaves it to the
+// implementation).
+func (p *product) finish(out *graph.Node) *graph.Node {
+	if !p.xShape.DType.IsFloat() && out.DType().IsFloat() {
+		out = graph.ConvertDType(out, dtypes.Int64)
+	}
+	return graph.ConvertDType(out, p.xShape.DType)
+}
 
 // scalePlacement says where a separable scale s (the weight's rank, 1 on the axes it is constant
 // along) can go: onto the output when it is constant along the contracting axes (a per-output-
