@@ -58,8 +58,9 @@
 //
 // Readers return an error, and nothing, for a missing key (wrapping safetensors.ErrNotFound), an
 // FP4 weight, a quant state that is not JSON (wrapping safetensors.ErrCorrupt), quant maps other
-// than NF4's and the dynamic map, and tensors whose dtypes or sizes do not fit the quant state;
-// the message names the tensor and what is accepted. The quant state is checked before anything
+// than NF4's and the dynamic map, tensors whose dtypes or sizes do not fit the quant state, and
+// absmax, nested absmax or SCB values that are NaN, infinite or negative (wrapping
+// safetensors.ErrCorrupt); the message names the tensor and what is accepted. The quant state is checked before anything
 // is sized by it: its shape against the packed codes the weight holds (two a byte), its block
 // size against the bound Quantize4bit applies too (even, from 2 to 4096, bitsandbytes' largest,
 // or the weight's size rounded up to even when larger: a weight smaller than a block is one short

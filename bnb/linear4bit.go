@@ -148,7 +148,7 @@ func readLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
 	})
 	components := []*tensors.Tensor{packedT}
 	if !format.DoubleQuant {
-		absmax, err := readFloat32s(f, prefix+keyAbsmax, nb)
+		absmax, err := readScales(f, prefix+keyAbsmax, nb)
 		if err != nil {
 			return nil, err
 		}
@@ -158,7 +158,7 @@ func readLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
 		if err != nil {
 			return nil, err
 		}
-		nested, err := readFloat32s(f, prefix+keyNestedAbsmax, want[2].Dim(0))
+		nested, err := readScales(f, prefix+keyNestedAbsmax, want[2].Dim(0))
 		if err != nil {
 			return nil, err
 		}
@@ -318,6 +318,23 @@ func readFloat32s(f *safetensors.File, name string, n int) ([]float32, error) {
 		out[i] = math.Float32frombits(uint32(data[4*i]) | uint32(data[4*i+1])<<8 | uint32(data[4*i+2])<<16 | uint32(data[4*i+3])<<24)
 	}
 	return out, nil
+}
+
+// readScales reads a float32 vector of n absolute maxima (absmax, nested absmax, SCB): each must
+// be finite and not negative, as bitsandbytes computes them, or the weight would decode to NaN,
+// infinities or flipped signs.
+func readScales(f *safetensors.File, name string, n int) ([]float32, error) {
+	values, err := readFloat32s(f, name, n)
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range values {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) || v < 0 {
+			return nil, errors.Wrapf(safetensors.ErrCorrupt, "tensor %q holds %v at index %d; accepted: finite absolute maxima (>= 0)",
+				name, v, i)
+		}
+	}
+	return values, nil
 }
 
 // checkMap requires the float32 map called name to hold exactly want.

@@ -57,7 +57,7 @@ func readLinear8bitLt(f *safetensors.File, prefix string) (*Linear8bitLt, error)
 	} else if len(format) != 1 || format[0] != 0 {
 		return nil, errors.Errorf("weight_format %v; accepted: the scalar 0 (row-major)", format)
 	}
-	scb, err := readFloat32s(f, prefix+KeySCB, out)
+	scb, err := readScales(f, prefix+KeySCB, out)
 	if err != nil {
 		return nil, err
 	}

@@ -2,9 +2,13 @@ package bnb_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -305,5 +309,59 @@ func TestLinear8bitLtTensorsShape(t *testing.T) {
 	_, err = l.Tensors("")
 	if err == nil || !strings.Contains(err.Error(), "accepted: a rank-2 [out, in] array quantized along its last axis") {
 		t.Errorf("Linear8bitLt.Tensors of a weight [2, 3, 4]: %v; want an error naming the rank-2 [out, in] weight accepted", err)
+	}
+}
+
+// TestNonFiniteScales: an absmax, nested absmax or SCB that is NaN, infinite or negative (a
+// corrupt file: bitsandbytes writes absolute maxima) is an error naming the tensor, not a layer
+// whose weight decodes to NaN or flipped signs.
+func TestNonFiniteScales(t *testing.T) {
+	set := func(list []safetensors.Tensor, name string, v float32) *safetensors.File {
+		out := slices.Clone(list)
+		for i := range out {
+			if out[i].Name == name {
+				out[i].Data = slices.Clone(out[i].Data)
+				binary.LittleEndian.PutUint32(out[i].Data, math.Float32bits(v))
+			}
+		}
+		return reopen(t, out)
+	}
+	w8, err := qint8.Quantize(codebookWeight(12, 40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l8, err := bnb.NewLinear8bitLt(w8, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list8, err := l8.Tensors("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1)), -1} {
+		for _, dq := range []bool{false, true} {
+			a, err := bnb.Quantize4bit(codebookWeight(4, 64), 64, dq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			list, err := (&bnb.Linear4bit{Weight: a}).Tensors("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := bnb.KeyAbsmax
+			if dq {
+				name = "weight.nested_absmax"
+			}
+			l, err := bnb.ReadLinear4bit(set(list, name, v), "")
+			if want := fmt.Sprintf("tensor %q holds %v at index 0", name, v); err == nil || l != nil ||
+				!strings.Contains(err.Error(), want) || !errors.Is(err, safetensors.ErrCorrupt) {
+				t.Errorf("%s = %v: got %v, %v; want nothing and an ErrCorrupt containing %q", name, v, l, err, want)
+			}
+		}
+		l, err := bnb.ReadLinear8bitLt(set(list8, bnb.KeySCB, v), "")
+		if want := fmt.Sprintf("tensor \"SCB\" holds %v at index 0", v); err == nil || l != nil ||
+			!strings.Contains(err.Error(), want) || !errors.Is(err, safetensors.ErrCorrupt) {
+			t.Errorf("SCB = %v: got %v, %v; want nothing and an ErrCorrupt containing %q", v, l, err, want)
+		}
 	}
 }
