@@ -115,6 +115,30 @@ func TestTreeDefUnflatten(t *testing.T) {
 	}
 }
 
+// TestUnflattenNilLeaf: a nil in place of a plain leaf is an error naming its path, as it is in
+// place of an implicit array's component, not a panic from package reflect.
+func TestUnflattenNilLeaf(t *testing.T) {
+	tree := map[string]any{"w": hostToy[plainTag]([]float32{1, 2}, 3), "n": []float64{1, 2, 3}}
+	leaves, def, err := Flatten(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"tree[n]: leaf nil", "tree[w].component[0]: leaf nil", "tree[w].component[1]: leaf nil"} {
+		edited := append([]any(nil), leaves...)
+		edited[i] = nil
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("Unflatten with leaf %d nil panicked: %v", i, r)
+				}
+			}()
+			if back, err := def.Unflatten(edited); err == nil || back != nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Unflatten with leaf %d nil: %v, %v; want an error containing %q", i, back, err, want)
+			}
+		}()
+	}
+}
+
 func TestGradientThroughMaterialize(t *testing.T) {
 	backend := newBackend(t)
 	out := run(t, backend, func(g *graph.Graph) []*graph.Node {

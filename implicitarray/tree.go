@@ -297,6 +297,9 @@ type unflattener struct {
 
 func (u *unflattener) build(n *treeNode, target reflect.Type, path string) (reflect.Value, error) {
 	assign := func(x any) (reflect.Value, error) {
+		if x == nil {
+			return reflect.Value{}, errors.Errorf("implicitarray: %s: leaf nil does not fit the target type %s", path, target)
+		}
 		v := reflect.ValueOf(x)
 		if !v.Type().AssignableTo(target) {
 			return reflect.Value{}, errors.Errorf("implicitarray: %s: a %s does not fit the target type %s", path, v.Type(), target)
