@@ -166,15 +166,18 @@ func arrayFormat(w implicitarray.Array) (string, error) {
 // is (no re-quantization, FlatBlocks included); LoRADense then computes x·Wᵀ.
 //
 // w must be a host array: an *nf4.Array or an *int8.Array quantized along its last axis. It
-// returns an error, storing nothing, for a nil context, another array, a layout other than InOut
-// and OutIn, a kernel that is not rank 2, a bias whose size is not outDim, or a scope that already
-// holds a kernel.
+// returns an error, storing nothing, for a nil context, another array, a deleted one (wrapping
+// implicitarray.ErrDeleted), a layout other than InOut and OutIn, a kernel that is not rank 2, a
+// bias whose size is not outDim, or a scope that already holds a kernel.
 func StoreBase(ctx *context.Context, scope string, w implicitarray.Array, bias *tensors.Tensor, layout KernelLayout) error {
 	if ctx == nil {
 		return errors.New("qlayers.StoreBase: nil context")
 	}
 	if w == nil {
 		return errors.New("qlayers.StoreBase: nil array")
+	}
+	if d, ok := w.(interface{ IsDeleted() bool }); ok && d.IsDeleted() {
+		return errors.Wrapf(implicitarray.ErrDeleted, "qlayers.StoreBase(%q): array %s", scope, w)
 	}
 	if layout != InOut && layout != OutIn {
 		return errors.Errorf("qlayers.StoreBase(%q): layout %s; accepted: InOut or OutIn", scope, layout)

@@ -2,6 +2,7 @@ package qlayers_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/safetensors"
@@ -45,6 +47,29 @@ func TestStoreBaseLayout(t *testing.T) {
 	err := qlayers.StoreBase(ctx, "/proj", w, nil, qlayers.KernelLayout(7))
 	if err == nil || !strings.Contains(err.Error(), "layout KernelLayout(7); accepted: InOut or OutIn") {
 		t.Errorf("StoreBase(KernelLayout(7)): %v", err)
+	}
+	if ctx.NumVariables() != 0 {
+		t.Errorf("the refused StoreBase left %d variables", ctx.NumVariables())
+	}
+}
+
+// TestStoreBaseDeleted: a deleted array is an error wrapping implicitarray.ErrDeleted, storing
+// nothing, not a panic from reading its components.
+func TestStoreBaseDeleted(t *testing.T) {
+	w := mustFlat(t, tensors.FromValue(matrix(11, 24, 40)))
+	w.Delete()
+	ctx := context.New()
+	var err error
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("StoreBase of a deleted array panicked: %v", r)
+			}
+		}()
+		err = qlayers.StoreBase(ctx, "/proj", w, nil, qlayers.OutIn)
+	}()
+	if !errors.Is(err, implicitarray.ErrDeleted) || !strings.Contains(err.Error(), `qlayers.StoreBase("/proj")`) {
+		t.Errorf("StoreBase(deleted array): %v; want an error wrapping ErrDeleted naming the scope", err)
 	}
 	if ctx.NumVariables() != 0 {
 		t.Errorf("the refused StoreBase left %d variables", ctx.NumVariables())
