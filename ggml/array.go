@@ -86,7 +86,7 @@ func (a *Array) Metadata() string { return qarray.Metadata(&a.Base, "type="+a.ty
 // WithComponents returns an Array with the same metadata holding components [blocks] (a host
 // tensor or a graph node of the shape of Components()). It panics on a mismatch.
 func (a *Array) WithComponents(components []implicitarray.Component) implicitarray.Array {
-	qarray.CheckComponents(&a.Base, components, a.Blocks().Shape())
+	qarray.CheckComponents(&a.Base, components, qarray.ComponentShapes(&a.Base)...)
 	return a.with(qarray.WithComponents(a.Base, nil, components...))
 }
 

@@ -96,7 +96,7 @@ func (a *Array) Metadata() string {
 
 // WithComponents returns a copy holding components [weight, scale] (same shapes).
 func (a *Array) WithComponents(components []implicitarray.Component) implicitarray.Array {
-	qarray.CheckComponents(&a.Base, components, a.Weight().Shape(), a.Scale().Shape())
+	qarray.CheckComponents(&a.Base, components, qarray.ComponentShapes(&a.Base)...)
 	return a.with(qarray.WithComponents(a.Base, nil, components...))
 }
 

@@ -84,7 +84,7 @@ func (a *Array) WithComponents(components []implicitarray.Component) implicitarr
 	if a.flat || a.doubleQuant {
 		return a.withStoredComponents(components)
 	}
-	qarray.CheckComponents(&a.Base, components, packedShape(a.Shape(), a.blockSize), a.Absmax().Shape())
+	qarray.CheckComponents(&a.Base, components, qarray.ComponentShapes(&a.Base)...)
 	return a.with(qarray.WithComponents(a.Base, nil, components...))
 }
 

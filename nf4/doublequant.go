@@ -293,12 +293,7 @@ func (a *Array) storedLayout() lowering.Layout {
 
 // withStoredComponents is WithComponents for the FlatBlocks and DoubleQuant formats.
 func (a *Array) withStoredComponents(components []implicitarray.Component) implicitarray.Array {
-	current := a.Components()
-	want := make([]shapes.Shape, len(current))
-	for i, c := range current {
-		want[i] = c.Shape()
-	}
-	qarray.CheckComponents(&a.Base, components, want...)
+	qarray.CheckComponents(&a.Base, components, qarray.ComponentShapes(&a.Base)...)
 	return a.with(qarray.WithComponents(a.Base, nil, components...))
 }
 

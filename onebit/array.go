@@ -110,11 +110,7 @@ func (c *core) Metadata() string {
 
 // withComponents checks and installs components.
 func (c core) withComponents(comps []implicitarray.Component) core {
-	want := []shapes.Shape{shapes.Make(dtypes.Uint8, c.packing.packedDims(c.Shape().Dimensions)...)}
-	if s, ok := c.Scale(); ok {
-		want = append(want, s.Shape())
-	}
-	qarray.CheckComponents(&c.Base, comps, want...)
+	qarray.CheckComponents(&c.Base, comps, qarray.ComponentShapes(&c.Base)...)
 	c.Base = qarray.WithComponents(c.Base, nil, comps...)
 	return c
 }

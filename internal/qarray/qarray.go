@@ -34,13 +34,29 @@ type Base struct {
 	strategy   lowering.Strategy
 	placement  sharding.Placement
 	deleted    *atomic.Bool // shared by the arrays that share these components
+	// componentShapes are the components' shapes, kept for WithComponents after Delete, which
+	// finalizes the tensors and so invalidates their shapes.
+	componentShapes []shapes.Shape
 }
 
 // New returns a Base for an array named typeName (e.g. "nf4.Array") of the given logical shape
 // holding components.
 func New(typeName string, shape shapes.Shape, components ...implicitarray.Component) Base {
-	return Base{typeName: typeName, shape: shape, components: components, deleted: new(atomic.Bool)}
+	return Base{typeName: typeName, shape: shape, components: components, deleted: new(atomic.Bool),
+		componentShapes: shapesOf(components)}
 }
+
+func shapesOf(components []implicitarray.Component) []shapes.Shape {
+	out := make([]shapes.Shape, len(components))
+	for i, c := range components {
+		out[i] = c.Shape()
+	}
+	return out
+}
+
+// ComponentShapes returns the shapes of the components, also after Delete: the shapes
+// WithComponents requires of new components.
+func ComponentShapes(b *Base) []shapes.Shape { return slices.Clone(b.componentShapes) }
 
 // Shape is the logical shape: the dimensions and dtype of the dense array the array stands for.
 func (b *Base) Shape() shapes.Shape { return b.shape }
@@ -181,6 +197,7 @@ func WithComponents(b Base, dims []int, components ...implicitarray.Component) B
 		panic(errors.Errorf("%s.WithComponents: got %d components, want %d", b.typeName, len(components), len(b.components)))
 	}
 	b.components = components
+	b.componentShapes = shapesOf(components)
 	if dims != nil {
 		b.shape = shapes.Make(b.shape.DType, dims...)
 	}

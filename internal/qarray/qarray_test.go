@@ -270,3 +270,69 @@ func TestConcatenateOtherTypes(t *testing.T) {
 		})
 	}
 }
+
+// TestWithComponentsAfterDelete: Delete releases an array's buffers, not its metadata: new
+// components (e.g. the leaves of its Flatten restored from elsewhere) give a live array through
+// WithComponents and TreeDef.Unflatten, with the values the array had.
+func TestWithComponentsAfterDelete(t *testing.T) {
+	backend := testutil.Backend(t)
+	arrays := map[string]func() implicitarray.Array{
+		"nf4-dq": func() implicitarray.Array { return nf4.MustDoubleQuantize(nf4.MustQuantize(weight(), 16)) },
+		"ggml/Q8_0": func() implicitarray.Array {
+			return ggml.MustQuantize(testutil.RandomTensor(7, 4, 32), gguf.TypeQ8_0)
+		},
+	}
+	for _, f := range formats() {
+		arrays[f.name] = func() implicitarray.Array { return f.make() }
+	}
+	for name, build := range arrays {
+		t.Run(name, func(t *testing.T) {
+			a := build()
+			dense, err := implicitarray.MaterializeOnHost(backend, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := rawBytes(t, dense)
+			leaves, def, err := implicitarray.Flatten(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			restored := make([]any, len(leaves))
+			for i, l := range leaves {
+				if restored[i], err = l.(*tensors.Tensor).Clone(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a.(interface{ Delete() }).Delete()
+			var back any
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						err = fmt.Errorf("panic: %v", r)
+					}
+				}()
+				back, err = def.Unflatten(restored)
+			}()
+			if err != nil {
+				t.Fatalf("Unflatten after Delete: %v", err)
+			}
+			dense, err = implicitarray.MaterializeOnHost(backend, back.(implicitarray.Array))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rawBytes(t, dense); !slices.Equal(got, want) {
+				t.Errorf("restored array materializes to %x, want %x", got, want)
+			}
+		})
+	}
+}
+
+// rawBytes is a copy of the bytes of x.
+func rawBytes(t *testing.T, x *tensors.Tensor) []byte {
+	t.Helper()
+	var out []byte
+	if err := x.ConstBytes(func(b []byte) { out = slices.Clone(b) }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
