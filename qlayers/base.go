@@ -46,18 +46,29 @@ func (l KernelLayout) String() string {
 	return fmt.Sprintf("KernelLayout(%d)", int(l))
 }
 
-// kernelLayout reads KernelLayoutParam in ctx's scope (the "dense" scope).
+// kernelLayout reads KernelLayoutParam in ctx's scope (the "dense" scope) for the graph-building
+// functions: it panics with storedLayout's error.
 func kernelLayout(ctx *context.Context) KernelLayout {
+	l, err := storedLayout(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
+
+// storedLayout reads KernelLayoutParam in ctx's scope (the "dense" scope); a value other than
+// "in_out" and "out_in" (e.g. from an edited checkpoint) is an error naming the parameter.
+func storedLayout(ctx *context.Context) (KernelLayout, error) {
 	if v, found := ctx.GetParam(KernelLayoutParam); found {
 		if s, _ := v.(string); s == OutIn.String() {
-			return OutIn
+			return OutIn, nil
 		}
 		if s, _ := v.(string); s != InOut.String() {
-			panic(errors.Errorf("qlayers: parameter %s=%v in scope %q; accepted: %q or %q", KernelLayoutParam, v, ctx.Scope(),
-				InOut, OutIn))
+			return InOut, errors.Errorf("qlayers: parameter %s=%v in scope %q; accepted: %q or %q", KernelLayoutParam, v,
+				ctx.Scope(), InOut, OutIn)
 		}
 	}
-	return InOut
+	return InOut, nil
 }
 
 // kernelShape is the logical shape of a kernel in layout l.
@@ -238,7 +249,10 @@ func Base(ctx *context.Context, scope string, inDim, outDim int) (implicitarray.
 		return nil, InOut, errors.Errorf("qlayers.Base(%q): no quantized kernel (%s0, ...) in scope %q", scope, ComponentPrefix,
 			dense.Scope())
 	}
-	layout := kernelLayout(dense)
+	layout, err := storedLayout(dense)
+	if err != nil {
+		return nil, InOut, errors.WithMessagef(err, "qlayers.Base(%q)", scope)
+	}
 	text, _ := dense.GetParam(FormatParam)
 	format, ok := text.(string)
 	if !ok {

@@ -216,7 +216,11 @@ func loadAdapters(ctx *context.Context, configText []byte, f *safetensors.File, 
 		dense := ctx.InAbsPath(layer).In(Scope).Checked(false)
 		if w := dense.GetVariable(WeightsName); w != nil && w.Shape().Rank() == 2 {
 			in, out := w.Shape().Dim(0), w.Shape().Dim(1)
-			if kernelLayout(dense) == OutIn {
+			layout, err := storedLayout(dense)
+			if err != nil {
+				return errors.WithMessagef(err, "module %q", module)
+			}
+			if layout == OutIn {
 				in, out = out, in
 			}
 			if a.Shape().Dim(0) != in || b.Shape().Dim(1) != out {

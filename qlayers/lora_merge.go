@@ -45,9 +45,13 @@ func loraLayers(ctx *context.Context) ([]loraLayer, error) {
 			return nil, errors.Errorf("scope %q: parameter %s=%v; accepted: a float64, which LoRADense and LoadAdapters set",
 				v.Scope(), LoRAScaleParam, s)
 		}
+		layout, err := storedLayout(dense)
+		if err != nil {
+			return nil, err
+		}
 		layer := strings.TrimSuffix(v.Scope(), "/"+Scope)
 		out = append(out, loraLayer{dense: dense, layer: layer, a: v, b: b, scale: scale, inDim: v.Shape().Dim(0),
-			outDim: b.Shape().Dim(1), layout: kernelLayout(dense)})
+			outDim: b.Shape().Dim(1), layout: layout})
 	}
 	slices.SortFunc(out, func(x, y loraLayer) int { return strings.Compare(x.layer, y.layer) })
 	return out, nil

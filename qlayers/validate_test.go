@@ -76,6 +76,46 @@ func TestStoreBaseDeleted(t *testing.T) {
 	}
 }
 
+// TestBadLayoutParam: a KernelLayoutParam that is neither "in_out" nor "out_in" (an edited or
+// foreign checkpoint) is an error of the host functions that read it, naming the parameter, not
+// a panic.
+func TestBadLayoutParam(t *testing.T) {
+	backend := testutil.Backend(t)
+	dir := t.TempDir()
+	if err := qlayers.SaveAdapters(loraContext(t, nf4DQ, true), dir, qlayers.AdapterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bad := func(float bool) *context.Context {
+		ctx := loraContext(t, nf4DQ, float)
+		ctx.InAbsPath(scope).SetParam(qlayers.KernelLayoutParam, "outin")
+		return ctx
+	}
+	for name, call := range map[string]func() error{
+		"Base": func() error {
+			_, _, err := qlayers.Base(bad(false), "/layer", inDim, outDim)
+			return err
+		},
+		"SaveAdapters": func() error { return qlayers.SaveAdapters(bad(false), t.TempDir(), qlayers.AdapterOptions{}) },
+		"MergeLoRA":    func() error { return qlayers.MergeLoRA(bad(false), backend, qlayers.MergeOptions{}) },
+		"UnmergeLoRA":  func() error { return qlayers.UnmergeLoRA(bad(false), backend) },
+		"LoadAdapters": func() error { return qlayers.LoadAdapters(bad(true), dir, qlayers.AdapterOptions{}) },
+	} {
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("panic: %v", r)
+				}
+			}()
+			err = call()
+		}()
+		if want := "parameter quanta_kernel_layout=outin"; err == nil || strings.HasPrefix(err.Error(), "panic") ||
+			!strings.Contains(err.Error(), want) {
+			t.Errorf("%s with %s=\"outin\": %v; want an error containing %q", name, qlayers.KernelLayoutParam, err, want)
+		}
+	}
+}
+
 // TestBaseHugeBlockSize: a recorded format whose block size no array of the kernel's size can
 // have is an error before a template is sized by it.
 func TestBaseHugeBlockSize(t *testing.T) {
