@@ -78,6 +78,10 @@ type quantizedKernel struct {
 	// stored names the format of a kernel or table kept as its file stores it (Keeper), which
 	// cfg does not describe; "" for one Kernel or QuantizeTable quantized.
 	stored string
+	// shapes are the template's component shapes, noted by record: the template's tensors are
+	// the stored variables' values, which the context may finalize (Variable.SetValue, e.g. when a
+	// checkpoint is attached).
+	shapes []shapes.Shape
 }
 
 // format names the kernel's format for messages.
@@ -92,13 +96,12 @@ func (k *quantizedKernel) format() string {
 // scope, as nodes of g. It panics, naming op, the scope and what the array is, when one is
 // missing or does not have its component's shape.
 func (k *quantizedKernel) fromVariables(ctx *context.Context, g *graph.Graph, name func(i int) string, op, what string) implicitarray.Array {
-	want := k.template.Components()
-	nodes := make([]implicitarray.Component, len(want))
-	for i, c := range want {
+	nodes := make([]implicitarray.Component, len(k.shapes))
+	for i, want := range k.shapes {
 		v := ctx.GetVariable(name(i))
-		if v == nil || !v.Shape().Equal(c.Shape()) {
+		if v == nil || !v.Shape().Equal(want) {
 			panic(errors.Errorf("%s in scope %q: component %s is %v; the %s %s stored by this Quantizer needs %s (load the context through it)",
-				op, ctx.Scope(), name(i), variableShape(v), k.format(), what, c.Shape()))
+				op, ctx.Scope(), name(i), variableShape(v), k.format(), what, want))
 		}
 		v.SetTrainable(false)
 		nodes[i] = implicitarray.NodeComponent(v.ValueGraph(g))
@@ -275,6 +278,9 @@ func (q *Quantizer) record(stored map[string]*quantizedKernel, scope string, k *
 	if k == nil {
 		delete(stored, scope)
 	} else {
+		for _, c := range k.template.Components() {
+			k.shapes = append(k.shapes, c.Shape())
+		}
 		stored[scope] = k
 	}
 	q.entries[scope] = entry

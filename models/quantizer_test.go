@@ -1,6 +1,7 @@
 package models_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/context/checkpoints"
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
@@ -244,5 +246,61 @@ func TestDefaultTableFormat(t *testing.T) {
 		if got := models.DefaultTableFormat(tc.format); got != tc.want {
 			t.Errorf("DefaultTableFormat(%q) = %q, want %q", tc.format, got, tc.want)
 		}
+	}
+}
+
+// TestQuantizerCheckpointAttach: attaching a GoMLX checkpoint to a context loaded through the
+// Quantizer (resuming it) replaces the stored components' values, finalizing the tensors they
+// had; the projections and tables then still build, with the values saved.
+func TestQuantizerCheckpointAttach(t *testing.T) {
+	backend := testutil.Backend(t)
+	q := models.MustNewQuantizer([]models.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}, Layout: qlayers.OutIn}})
+	// As in TestQuantizerLayouts: one scale per output, y = [-9·4/127, 105·2/127] for x = ones.
+	kernel := [][]float32{{1, 0.5}, {2.2, -1.1}, {-4, 0.25}, {0.5, 2}}
+	vars, err := q.Kernel("/proj", tensors.FromValue(kernel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := q.QuantizeTable("/emb", tensors.FromValue([][]float32{{1, -2, 0.5}, {4, 0, -1}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.New()
+	if err := models.Store(ctx, append(vars, table...)); err != nil {
+		t.Fatal(err)
+	}
+	run := func() ([]float64, []float64) {
+		out := context.MustExecOnceN(backend, ctx.Reuse(), func(ctx *context.Context, x, ids *graph.Node) []*graph.Node {
+			rows := qlayers.Lookup(q.Table(ctx, "emb", x.Graph(), 2, 3), ids)
+			return []*graph.Node{q.Projection(ctx, "proj", x, 2, false), rows}
+		}, [][]float32{{1, 1, 1, 1}}, []int32{1, 0})
+		return testutil.Float64s(t, out[0]), testutil.Float64s(t, out[1])
+	}
+	y, rows := run()
+	if diff, _ := testutil.MaxAbsDiff(y, []float64{-9 * 4.0 / 127, 105 * 2.0 / 127}); diff > 1e-5 {
+		t.Fatalf("y = %v before the checkpoint", y)
+	}
+	dir := t.TempDir()
+	checkpoint, err := checkpoints.Build(ctx).Dir(dir).Done()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.Save(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkpoints.Build(ctx).Dir(dir).Done(); err != nil {
+		t.Fatal(err)
+	}
+	var yAfter, rowsAfter []float64
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("building after the checkpoint was attached: %v", r)
+			}
+		}()
+		yAfter, rowsAfter = run()
+	}()
+	if !slices.Equal(yAfter, y) || !slices.Equal(rowsAfter, rows) {
+		t.Errorf("after the checkpoint: y %v, rows %v; want %v, %v", yAfter, rowsAfter, y, rows)
 	}
 }
