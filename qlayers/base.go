@@ -174,7 +174,10 @@ func arrayFormat(w implicitarray.Array) (string, error) {
 // "dense" sub-scope): the components as "weights.q0", ... (non-trainable), the format in
 // FormatParam and the layout in KernelLayoutParam. With layout OutIn, w is torch's (outDim,
 // inputDim), e.g. a bitsandbytes Linear4bit weight as bnb.ReadLinear4bit returns it, kept as it
-// is (no re-quantization, FlatBlocks included); LoRADense then computes x·Wᵀ.
+// is (no re-quantization, FlatBlocks included); LoRADense then computes x·Wᵀ. The context's
+// variables hold w's component tensors themselves (a base is large: no copy is made), as GoMLX
+// variables hold the tensors they are given: Delete w, or finalize its tensors, only with the
+// context.
 //
 // w must be a host array: an *nf4.Array or an *int8.Array quantized along its last axis. It
 // returns an error, storing nothing, for a nil context, another array, a deleted one (wrapping
@@ -234,8 +237,10 @@ func StoreBase(ctx *context.Context, scope string, w implicitarray.Array, bias *
 // QuantizeContext stored it), of inDim inputs and outDim outputs, as a host array in its layout
 // (float32 materialization dtype, or the kernel's for NF4's absmax and int8's scale stored in
 // another float dtype): for exporting a base, e.g. with package bnb after MergeLoRA re-quantized
-// it. It returns an error for a nil context, if the scope holds no quantized kernel,
-// or if its components do not fit the recorded format and dimensions.
+// it. The array's components are the context's variable tensors themselves (no copy of a large
+// base): Deleting it finalizes the stored kernel too. It returns an error for a nil context, if
+// the scope holds no quantized kernel, or if its components do not fit the recorded format and
+// dimensions.
 func Base(ctx *context.Context, scope string, inDim, outDim int) (implicitarray.Array, KernelLayout, error) {
 	if ctx == nil {
 		return nil, InOut, errors.New("qlayers.Base: nil context")
