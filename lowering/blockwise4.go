@@ -212,7 +212,7 @@ func (w Blockwise4) productTable(p *product) *graph.Node {
 	scaled := graph.Mul(got, graph.InsertAxes(scales, -1, -1))
 	out := graph.Reshape(graph.ReduceSum(scaled, 0), nb*2*half, m) // (Np, M)
 	if out.Shape().Dim(0) != w.Dim {
-		out = graph.SliceAxis(out, 0, graph.AxisRange(0, w.Dim))
+		out = sliceActivations(out, 0, 0, w.Dim)
 	}
 	return graph.TransposeAllAxes(out, 1, 0)
 }

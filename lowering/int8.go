@@ -103,7 +103,7 @@ func (w Int8) lower(_ Strategy, p *product) *graph.Node {
 	for _, r := range sliceBounds(k, int8Slices) {
 		rows := r[1] - r[0]
 		q := graph.ConvertDType(sliceAxis(w.Codes, 0, r[0], r[1]), p.cdt)
-		t := graph.Mul(graph.BroadcastToDims(graph.InsertAxes(sliceAxis(x2, 1, r[0], r[1]), -1), m, rows, n),
+		t := graph.Mul(graph.BroadcastToDims(graph.InsertAxes(sliceActivations(x2, 1, r[0], r[1]), -1), m, rows, n),
 			graph.BroadcastToDims(graph.InsertAxes(q, 0), m, rows, n))
 		if acc == nil {
 			acc = t

@@ -128,7 +128,7 @@ func slabbedDot(p *product, w Layout, xf *graph.Node, unit bool, size int) *grap
 		if acc != nil {
 			dense = After(acc, dense)
 		}
-		d := sp.dot(sliceAxis(xf, xAxis, start, end), dense)
+		d := sp.dot(sliceActivations(xf, xAxis, start, end), dense)
 		if acc == nil {
 			acc = d
 		} else {

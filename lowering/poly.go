@@ -132,7 +132,7 @@ func (w Blockwise4) slicedSum(p *product) *graph.Node {
 	var even, odd *graph.Node
 	for _, r := range sliceBounds(k, polySlices) {
 		hi, lo := polyPairs(sliceAxis(w.Packed, 0, r[0], r[1]), w.Codebook, p.cdt) // (k', nb, half)
-		xt := sliceAxis(xs, 1, r[0], r[1])                                         // (M, k', nb, 1)
+		xt := sliceActivations(xs, 1, r[0], r[1])                                  // (M, k', nb, 1)
 		e, o := graph.Mul(graph.InsertAxes(hi, 0), xt), graph.Mul(graph.InsertAxes(lo, 0), xt)
 		if even == nil {
 			even, odd = e, o
@@ -143,7 +143,7 @@ func (w Blockwise4) slicedSum(p *product) *graph.Node {
 	ye, yo := graph.ReduceSum(even, 1), graph.ReduceSum(odd, 1) // (M, nb, half)
 	out := graph.Reshape(graph.Stack([]*graph.Node{ye, yo}, -1), m, nb*2*half)
 	if out.Shape().Dim(1) != w.Dim {
-		out = graph.SliceAxis(out, 1, graph.AxisRange(0, w.Dim))
+		out = sliceActivations(out, 1, 0, w.Dim)
 	}
 	return out
 }

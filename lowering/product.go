@@ -3,6 +3,7 @@ package lowering
 import (
 	"slices"
 
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -240,6 +241,39 @@ func arrange(s *graph.Node, order []int, dims []int) *graph.Node {
 // sliceAxis is graph.Slice of [start, end) along axis, the full range elsewhere.
 func sliceAxis(x *graph.Node, axis, start, end int) *graph.Node {
 	return graph.SliceAxis(x, axis, graph.AxisRange(start, end))
+}
+
+// sliceActivations is sliceAxis for a node a product's gradient flows through (the activations,
+// or a result sliced to the weight's logical size). GoMLX differentiates a slice with Pad, which
+// the pure-Go backend lacks: there it is a Gather, whose gradient (a scatter-add) that backend
+// has, so the formulations that slice their activations can be differentiated there too.
+func sliceActivations(x *graph.Node, axis, start, end int) *graph.Node {
+	if x.Graph().Backend().Capabilities().Operations[backends.OpTypePad] {
+		return sliceAxis(x, axis, start, end)
+	}
+	if axis < 0 {
+		axis += x.Rank()
+	}
+	perm := []int{axis} // the sliced axis first: Gather indexes the leading axis
+	for a := range x.Rank() {
+		if a != axis {
+			perm = append(perm, a)
+		}
+	}
+	moved := x
+	if axis != 0 {
+		moved = graph.TransposeAllAxes(x, perm...)
+	}
+	indices := graph.AddScalar(graph.Iota(x.Graph(), shapes.Make(dtypes.Int32, end-start, 1), 0), float64(start))
+	out := graph.Gather(moved, indices)
+	if axis == 0 {
+		return out
+	}
+	inverse := make([]int, len(perm))
+	for i, a := range perm {
+		inverse[a] = i
+	}
+	return graph.TransposeAllAxes(out, inverse...)
 }
 
 // sliceBounds splits [0, n) into at most parts equal slices (fewer when parts does not divide n:

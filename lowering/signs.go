@@ -232,8 +232,8 @@ func (w Signs) lower(_ Strategy, p *product) *graph.Node {
 			if g+1 < groups {
 				code = graph.Sub(code, graph.MulScalar(prefixes[g+1], radix))
 			}
-			v := graph.AddScalar(graph.MulScalar(code, alpha), -1)                    // ([batch,] P', N)
-			xg := graph.Squeeze(graph.SliceAxis(xc, gAxis, graph.AxisElem(g)), gAxis) // ([batch,] M, P')
+			v := graph.AddScalar(graph.MulScalar(code, alpha), -1)          // ([batch,] P', N)
+			xg := graph.Squeeze(sliceActivations(xc, gAxis, g, g+1), gAxis) // ([batch,] M, P')
 			term := graph.Mul(graph.InsertAxes(xg, -1), graph.InsertAxes(v, len(lead)))
 			if acc == nil {
 				acc = term
@@ -249,7 +249,7 @@ func (w Signs) lower(_ Strategy, p *product) *graph.Node {
 	}
 	var acc *graph.Node
 	for _, r := range sliceBounds(pk, parts) {
-		t := terms(sliceAxis(b, len(lead), r[0], r[1]), sliceAxis(xc, gAxis+1, r[0], r[1]))
+		t := terms(sliceAxis(b, len(lead), r[0], r[1]), sliceActivations(xc, gAxis+1, r[0], r[1]))
 		if acc == nil {
 			acc = t
 		} else {
