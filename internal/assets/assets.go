@@ -27,6 +27,13 @@ const (
 	MiniLMVocab = "minilm/vocab.txt"
 	// MiniLMConfig is all-MiniLM-L6-v2's config.json.
 	MiniLMConfig = "minilm/config.json"
+	// LlamaBPEVocab is llama.cpp's vocabulary-only GGUF file of Llama 3's tokenizer
+	// ("tokenizer.ggml.pre" = "llama-bpe"). Beside it, as beside Qwen2Vocab, are llama.cpp's
+	// tokenizer test cases (tests/test-tokenizer-0.cpp): the file name plus ".inp", the texts
+	// separated by a line "__ggml_vocab_test__", and plus ".out", one line of ids per text.
+	LlamaBPEVocab = "vocab/ggml-vocab-llama-bpe.gguf"
+	// Qwen2Vocab is llama.cpp's vocabulary-only GGUF file of Qwen2's tokenizer ("qwen2").
+	Qwen2Vocab = "vocab/ggml-vocab-qwen2.gguf"
 )
 
 // Dir returns the assets directory: $QUANTA_ASSETS when set, else
