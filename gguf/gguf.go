@@ -426,7 +426,9 @@ func (p *parser) header(f *File) error {
 	}
 	align := int64(f.Alignment)
 	f.DataOffset = (p.pos + align - 1) / align * align
-	if f.DataOffset > f.Size {
+	// Without tensors the data section is empty and its padding may be missing, as in llama.cpp's
+	// vocabulary-only files, which end with the directory.
+	if f.DataOffset > f.Size && len(f.tensors) > 0 {
 		return p.corrupt("truncated: the data section starts at %d, the file has %d bytes", f.DataOffset, f.Size)
 	}
 	return f.placeTensors()

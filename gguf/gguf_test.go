@@ -310,6 +310,25 @@ func TestCorrupt(t *testing.T) {
 	}
 }
 
+// TestNoTensorsUnpadded: a file without tensors may end right after its metadata, without the
+// padding to the (empty) data section, as llama.cpp's vocabulary-only files (models/ggml-vocab-*.gguf)
+// do and llama.cpp reads them; it was rejected as truncated. With a tensor, the data section must
+// be there (TestTruncated).
+func TestNoTensorsUnpadded(t *testing.T) {
+	data := buildGGUF([]kv{{"tokenizer.ggml.model", "gpt2"}}, nil)
+	data = bytes.TrimRight(data, "\x00") // the metadata ends with "gpt2"
+	if len(data)%32 == 0 {
+		t.Fatalf("the test file is %d bytes, aligned: nothing to trim", len(data))
+	}
+	f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.String("tokenizer.ggml.model"); err != nil || got != "gpt2" || len(f.Tensors()) != 0 {
+		t.Errorf("String = %q, %v; %d tensors", got, err, len(f.Tensors()))
+	}
+}
+
 // TestEmptyTensorOffsets: a tensor without elements may sit at the offset where another starts,
 // in either order in the directory; it overlaps nothing, and a tensor inside another still does.
 func TestEmptyTensorOffsets(t *testing.T) {
