@@ -37,6 +37,8 @@ type BPE struct {
 	pre     PreTokenizer
 	special []int // control, user-defined and unknown tokens, longest text first
 
+	ignoreMerges bool // a word that is a token is that token (llama.cpp's ignore_merges)
+
 	bos, eos, unk  int
 	addBOS, addEOS bool
 	addSpacePrefix bool
@@ -80,13 +82,15 @@ func NewBPE(cfg BPEConfig) (*BPE, error) {
 	case cfg.SentencePiece && len(cfg.Scores) != len(cfg.Tokens):
 		return nil, errors.Errorf("tokenizer.NewBPE: %d scores for %d tokens; accepted: one score per token (SentencePiece)",
 			len(cfg.Scores), len(cfg.Tokens))
-	case !cfg.SentencePiece && cfg.Pre != PreGPT2 && cfg.Pre != PreSmolLM:
-		return nil, errors.Errorf("tokenizer.NewBPE: pre-tokenizer %q; accepted: %q, %q", cfg.Pre, PreGPT2, PreSmolLM)
+	case !cfg.SentencePiece && !cfg.Pre.valid():
+		return nil, errors.Errorf("tokenizer.NewBPE: pre-tokenizer %q; accepted: %q, %q, %q, %q", cfg.Pre, PreGPT2, PreSmolLM,
+			PreLlamaBPE, PreQwen2)
 	}
 	t := &BPE{
 		tokens: cfg.Tokens, types: cfg.Types, pre: cfg.Pre, scores: cfg.Scores, spm: cfg.SentencePiece,
 		ids: make(map[string]int, len(cfg.Tokens)), ranks: make(map[string]int, len(cfg.Merges)),
 		bos: cfg.BOS, eos: cfg.EOS, unk: cfg.UNK, addBOS: cfg.AddBOS, addEOS: cfg.AddEOS, addSpacePrefix: cfg.AddSpacePrefix,
+		ignoreMerges: !cfg.SentencePiece && cfg.Pre == PreLlamaBPE,
 	}
 	if t.types == nil {
 		t.types = make([]TokenType, len(cfg.Tokens))
@@ -136,8 +140,8 @@ func NewBPE(cfg BPEConfig) (*BPE, error) {
 // of the pre-tokenizers this package implements, with "tokenizer.ggml.merges") or "llama"
 // (SentencePiece BPE, with "tokenizer.ggml.scores" and "tokenizer.ggml.add_space_prefix",
 // default true); tokens, token types, the BOS/EOS/UNK ids and add_bos_token/add_eos_token are
-// read from their "tokenizer.ggml.*" keys, with llama.cpp's defaults (a "llama" vocabulary adds
-// BOS unless the file says otherwise).
+// read from their "tokenizer.ggml.*" keys, with llama.cpp's defaults (a "llama" vocabulary, and a
+// "gpt2" one with the "llama-bpe" pre-tokenizer, adds BOS unless the file says otherwise).
 func NewBPEFromGGUF(f *gguf.File) (*BPE, error) {
 	model, err := f.String("tokenizer.ggml.model")
 	if err != nil {
@@ -155,6 +159,7 @@ func NewBPEFromGGUF(f *gguf.File) (*BPE, error) {
 			return nil, errors.Errorf("tokenizer.NewBPEFromGGUF: pre-tokenizer %q; accepted: %s", preName, acceptedPreTokenizers)
 		}
 		cfg.Pre = pre
+		cfg.AddBOS = pre == PreLlamaBPE // llama.cpp's default for "llama-bpe"; add_bos_token overrides it
 		if cfg.Merges, err = f.Strings("tokenizer.ggml.merges"); err != nil {
 			return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
 		}
@@ -222,7 +227,7 @@ func NewBPEFromGGUF(f *gguf.File) (*BPE, error) {
 	}{{cfg.AddBOS, cfg.BOS, "tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id"},
 		{cfg.AddEOS, cfg.EOS, "tokenizer.ggml.add_eos_token", "tokenizer.ggml.eos_token_id"}} {
 		if s.add && s.id < 0 {
-			return nil, errors.Errorf("tokenizer.NewBPEFromGGUF: %s is true (by default for a \"llama\" vocabulary's BOS), "+
+			return nil, errors.Errorf("tokenizer.NewBPEFromGGUF: %s is true (by default for the BOS of a \"llama\" vocabulary or of the \"llama-bpe\" pre-tokenizer), "+
 				"but there is no %s; accepted: the id, or %s false", s.addKey, s.key, s.addKey)
 		}
 	}
@@ -363,6 +368,11 @@ func (q *mergeQueue[T]) Pop() any {
 func (t *BPE) encodeWord(word string, out []int) []int {
 	if word == "" {
 		return out
+	}
+	if t.ignoreMerges {
+		if id, ok := t.ids[word]; ok {
+			return append(out, id)
+		}
 	}
 	syms := make([]symbol, 0, len(word))
 	for i := 0; i < len(word); {

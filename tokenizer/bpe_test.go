@@ -58,6 +58,71 @@ func TestPreTokenizerSplit(t *testing.T) {
 	}
 }
 
+// The splits below are derived by hand from Llama 3's rules (see PreTokenizer's documentation);
+// qwen2 differs only where numbers are, given as qwen2.
+func TestPreTokenizerSplitLlama3(t *testing.T) {
+	tests := []struct {
+		text          string
+		llama3, qwen2 []string
+	}{
+		{"Hello world", []string{"Hello", " world"}, nil},
+		{"12345", []string{"123", "45"}, []string{"1", "2", "3", "4", "5"}},
+		{"2nd 4½", []string{"2", "nd", " ", "4½"}, []string{"2", "nd", " ", "4", "½"}},
+		{"½x", []string{"½", "x"}, nil},
+		{"x  5", []string{"x", " ", " ", "5"}, nil},
+		{"it's DON'T we'RE I'Ll", []string{"it", "'s", " DON", "'T", " we", "'RE", " I", "'Ll"}, nil},
+		{"' era", []string{"'", " era"}, nil},
+		{"x'", []string{"x", "'"}, nil},
+		{"'x", []string{"'x"}, nil},
+		{"  Hello", []string{" ", " Hello"}, nil},
+		{"\tHello", []string{"\tHello"}, nil},
+		{"\n Hello", []string{"\n", " Hello"}, nil},
+		{"x   y", []string{"x", "  ", " y"}, nil},
+		{"x   ", []string{"x", "   "}, nil},
+		{"a \n\n b", []string{"a", " \n\n", " b"}, nil},
+		{"a\r\n\r\nb", []string{"a", "\r\n\r\n", "b"}, nil},
+		{"(normal) !!!\r\n", []string{"(normal", ")", " !!!\r\n"}, nil},
+		{"a+b", []string{"a", "+b"}, nil},
+		{"...!? x", []string{"...!?", " x"}, nil},
+		{"café 日本語 😀🎉", []string{"café", " 日本語", " 😀🎉"}, nil},
+		{"", []string{}, nil},
+		{"a\xffb", []string{"a", "\uFFFDb"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.text, func(t *testing.T) {
+			if got := tokenizer.PreLlamaBPE.Split(tc.text); !reflect.DeepEqual(got, tc.llama3) {
+				t.Errorf("llama-bpe: %q, want %q", got, tc.llama3)
+			}
+			want := tc.qwen2
+			if want == nil {
+				want = tc.llama3
+			}
+			if got := tokenizer.PreQwen2.Split(tc.text); !reflect.DeepEqual(got, want) {
+				t.Errorf("qwen2: %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestIgnoreMerges: under "llama-bpe" a word that is a token is that token even where no merge
+// leads to it (llama.cpp's ignore_merges: " Việt" is one token of Llama 3's vocabulary, three by
+// its merges); other pre-tokenizers merge.
+func TestIgnoreMerges(t *testing.T) {
+	for _, tc := range []struct {
+		pre  tokenizer.PreTokenizer
+		want []int
+	}{{tokenizer.PreLlamaBPE, []int{4}}, {tokenizer.PreQwen2, []int{3, 2}}, {tokenizer.PreGPT2, []int{3, 2}}} {
+		tok, err := tokenizer.NewBPE(tokenizer.BPEConfig{Tokens: []string{"a", "b", "c", "ab", "abc"}, Merges: []string{"a b"},
+			Pre: tc.pre, BOS: -1, EOS: -1, UNK: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tok.Encode("abc", tokenizer.EncodeOptions{}); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Encode(\"abc\") = %v, want %v", tc.pre, got, tc.want)
+		}
+	}
+}
+
 // toyBPE has a vocabulary small enough to BPE by hand. "Ġ" is the byte-level space, "Ċ" the
 // newline.
 func toyBPE(t *testing.T, merges ...string) *tokenizer.BPE {
@@ -159,7 +224,8 @@ func TestNewBPEErrors(t *testing.T) {
 	}
 }
 
-// TestAddSpecialWithoutID: add_bos_token (or a "llama" vocabulary's default) without a BOS id,
+// TestAddSpecialWithoutID: add_bos_token (or the default of a "llama" vocabulary or of the
+// "llama-bpe" pre-tokenizer) without a BOS id,
 // or add_eos_token without an EOS id, is an error naming the keys, as every other metadata error
 // of NewBPEFromGGUF (it said "AddBOS/AddEOS without a BOS/EOS token", NewBPE's field names).
 func TestAddSpecialWithoutID(t *testing.T) {
@@ -169,6 +235,8 @@ func TestAddSpecialWithoutID(t *testing.T) {
 		want []string
 	}{
 		{"llama default BOS", toySPMGGUF(ggufbuild.KV{Key: "tokenizer.ggml.bos_token_id"}),
+			[]string{"tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id"}},
+		{"llama-bpe default BOS", toyBPEGGUF(ggufbuild.KV{Key: "tokenizer.ggml.bos_token_id"}, ggufbuild.KV{Key: "tokenizer.ggml.pre", Value: "llama-bpe"}),
 			[]string{"tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id"}},
 		{"add_eos_token", toyBPEGGUF(ggufbuild.KV{Key: "tokenizer.ggml.eos_token_id"}, ggufbuild.KV{Key: "tokenizer.ggml.add_eos_token", Value: true}),
 			[]string{"tokenizer.ggml.add_eos_token", "tokenizer.ggml.eos_token_id"}},

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/ggufbuild"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/tokenizer"
 )
@@ -19,6 +20,9 @@ func FuzzBPE(f *testing.F) {
 	f.Add(toyBPEGGUF(), "")
 	f.Add(toyBPEGGUF(), "\xff\xfe café 中文\n\n  x")
 	f.Add(toySPMGGUF(), " ab a<turn>☃ \xe2\x98 b")
+	for _, pre := range []string{"llama-bpe", "qwen2"} {
+		f.Add(toyBPEGGUF(ggufbuild.KV{Key: "tokenizer.ggml.pre", Value: pre}), "ab'S 1234 \t\r\n\n  x!!\n a\xff")
+	}
 	f.Fuzz(func(t *testing.T, data []byte, text string) {
 		testutil.AllocatesAtMost(t, "tokenizer.NewBPEFromGGUF and Encode", 64*uint64(len(data)+len(text))+32<<20, func() {
 			file, err := gguf.Read(bytes.NewReader(data), int64(len(data)))

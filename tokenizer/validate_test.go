@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -92,6 +93,31 @@ func bpeFromGGUF(t *testing.T, data []byte) (*tokenizer.BPE, error) {
 		t.Fatal(err)
 	}
 	return tokenizer.NewBPEFromGGUF(f)
+}
+
+// TestPreTokenizerBOSDefault: as llama.cpp, a "llama-bpe" vocabulary adds BOS unless
+// add_bos_token says otherwise; the other pre-tokenizers add it only when it says so.
+func TestPreTokenizerBOSDefault(t *testing.T) {
+	for _, tc := range []struct {
+		pre    string
+		addBOS any // nil: no add_bos_token
+		want   []int
+	}{
+		{"llama-bpe", nil, []int{0, 1}},
+		{"llama-bpe", false, []int{1}},
+		{"qwen2", nil, []int{1}},
+		{"qwen2", true, []int{0, 1}},
+		{"smollm", nil, []int{1}},
+	} {
+		tok, err := bpeFromGGUF(t, toyBPEGGUF(ggufbuild.KV{Key: "tokenizer.ggml.pre", Value: tc.pre},
+			ggufbuild.KV{Key: "tokenizer.ggml.add_bos_token", Value: tc.addBOS}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tok.Encode("a", tokenizer.EncodeOptions{AddSpecial: true}); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s, add_bos_token %v: Encode(\"a\", AddSpecial) = %v, want %v", tc.pre, tc.addBOS, got, tc.want)
+		}
+	}
 }
 
 // TestBPEFromGGUFMetadata: special-token ids and token types that do not fit the vocabulary are
