@@ -1,7 +1,8 @@
 // Package tokenizer holds the tokenizers of the real models quanta runs: BPE built from GGUF
-// metadata, byte-level (SmolLM2, GPT-2 family) or SentencePiece (Gemma), matching llama.cpp's
-// tokenizer, and BERT's WordPiece (all-MiniLM-L6-v2) from a Hugging Face tokenizer.json or a
-// vocab.txt, matching Hugging Face tokenizers; and the chat prompt shapes of GGUF chat templates.
+// metadata, byte-level (SmolLM2, GPT-2 family, Llama 3, Qwen2) or SentencePiece (Gemma), matching
+// llama.cpp's tokenizer, and BERT's WordPiece (all-MiniLM-L6-v2) from a Hugging Face
+// tokenizer.json or a vocab.txt, matching Hugging Face tokenizers; and the chat prompt shapes of
+// GGUF chat templates.
 //
 // # Byte-level BPE (BPE, NewBPEFromGGUF)
 //
@@ -14,19 +15,29 @@
 //  2. pre-tokenization, on code points, with the rules of the "tokenizer.ggml.pre" type: for
 //     "smollm" (and "starcoder") every number character (\p{N}) is first isolated, so "2024" is
 //     four words; then GPT-2's split ('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+|
-//     ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+) runs inside each piece. Go's regexp has no look-ahead,
-//     so the split is written by hand after llama.cpp's own hand-written version (see
-//     PreTokenizer.Split for the rules one by one). Transformers' GGUF conversion omits the
-//     digit step, so it splits "0. Definitions" or "a  0" differently: llama.cpp's split is the
-//     one implemented here;
+//     ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+) runs inside each piece ("gpt2": GPT-2's split alone).
+//     Transformers' GGUF conversion omits the digit step, so it splits "0. Definitions" or
+//     "a  0" differently: llama.cpp's split is the one implemented here. "llama-bpe" (Llama 3)
+//     splits with Llama 3's regex instead: contractions in either case, a letter run with one
+//     leading non-letter, numbers in runs of up to three, punctuation with the newlines after it,
+//     whitespace up to its last newline ((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|
+//     [^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+);
+//     "qwen2" with the same regex, each number on its own (\p{N}). Go's regexp has no
+//     look-ahead, so the splits are written by hand (see PreTokenizer.Split for the rules one by
+//     one);
 //  3. each word's UTF-8 bytes are written in GPT-2's byte-level alphabet (a space is 'Ġ', a
 //     newline 'Ċ') and merged by BPE: the adjacent pair with the lowest merge rank first, the
-//     leftmost among equal ranks, until no pair is a merge; each symbol becomes its id.
+//     leftmost among equal ranks, until no pair is a merge; each symbol becomes its id. With
+//     "llama-bpe" a word that is itself a token is that token, merges or not (llama.cpp's
+//     ignore_merges: " Việt" is one token of Llama 3, three by its merges).
 //
 // BOS/EOS are added with EncodeOptions.AddSpecial only when the vocabulary asks
-// (tokenizer.ggml.add_bos_token, false for SmolLM2). Decode maps tokens back to bytes and drops
-// control tokens, as llama.cpp's detokenizer without its special flag. UTF8Writer writes a
-// generation's tokens as they come as valid UTF-8, holding back a character split across tokens.
+// (tokenizer.ggml.add_bos_token: false for SmolLM2; by default true for "llama-bpe" and false
+// for the others, as in llama.cpp). Decode maps tokens back to bytes and drops control tokens, as
+// llama.cpp's detokenizer without its special flag; it does not remove the spaces before
+// punctuation that llama.cpp's detokenizer removes for "llama-bpe" and "starcoder" (its
+// clean_spaces), so that Decode(Encode(text)) is text. UTF8Writer writes a generation's tokens
+// as they come as valid UTF-8, holding back a character split across tokens.
 //
 // # SentencePiece BPE (the same BPE type, NewBPEFromGGUF with model "llama")
 //
