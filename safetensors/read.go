@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -124,7 +126,9 @@ func parseHeader(header []byte, dataStart, size int64) (*File, error) {
 		delete(entries, metadataKey)
 	}
 	dataBytes := size - dataStart
-	for name, raw := range entries {
+	// By name, so that a file with several bad entries always gets the error of the same one.
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		raw := entries[name]
 		var ri rawInfo
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -145,5 +146,22 @@ func TestReadFloat32(t *testing.T) {
 	}
 	if _, err := f.ReadFloat32("i32"); !errors.Is(err, safetensors.ErrUnsupported) {
 		t.Errorf("ReadFloat32(i32): %v, want ErrUnsupported", err)
+	}
+}
+
+// TestErrorNamesFirstBadTensor: of several bad header entries, the error always names the first
+// by name, whatever the order the JSON object gives them in.
+func TestErrorNamesFirstBadTensor(t *testing.T) {
+	header := []byte(`{"zeta":{"dtype":"X1","shape":[1],"data_offsets":[0,1]},` +
+		`"beta":{"dtype":"X2","shape":[1],"data_offsets":[0,1]},` +
+		`"alpha":{"dtype":"X3","shape":[1],"data_offsets":[0,1]},` +
+		`"gamma":{"dtype":"X4","shape":[1],"data_offsets":[0,1]}}`)
+	data := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+	data = append(append(data, header...), 0)
+	for range 20 {
+		_, err := safetensors.Read(bytes.NewReader(data), int64(len(data)))
+		if err == nil || !strings.Contains(err.Error(), `"alpha"`) {
+			t.Fatalf("Read error = %v; want one naming tensor \"alpha\", the first bad one by name", err)
+		}
 	}
 }

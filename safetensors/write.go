@@ -175,6 +175,10 @@ func WriteFile(path string, list []Tensor, metadata map[string]string) (err erro
 	if err = tmp.Chmod(0o644); err != nil {
 		return errors.Wrap(err, "safetensors.WriteFile")
 	}
+	// On disk before the rename: after a crash, path holds the old file or the whole new one.
+	if err = tmp.Sync(); err != nil {
+		return errors.Wrap(err, "safetensors.WriteFile")
+	}
 	if err = tmp.Close(); err != nil {
 		return errors.Wrap(err, "safetensors.WriteFile")
 	}
