@@ -87,12 +87,7 @@ func TestStraightThrough(t *testing.T) {
 			})
 			fwd, grad := e.MustExec2(w, c)
 			ref := testutil.Materialize(t, quanta.MustQuantize(w, cfg))
-			tol := 0.0
-			if cfg.Type == quanta.Binary || cfg.Type == quanta.Ternary {
-				tol = 1e-6 // graph-side scales are computed in float32, host-side in float64
-			}
-			testutil.Close(t, "forward", testutil.Float64s(t, fwd), testutil.Float64s(t, ref),
-				func(want float64) float64 { return tol * math.Abs(want) })
+			testutil.Close(t, "forward", testutil.Float64s(t, fwd), testutil.Float64s(t, ref), testutil.Exact)
 			if fwd.DType() != w.DType() {
 				t.Errorf("forward dtype %s, want the weights' %s", fwd.DType(), w.DType())
 			}
@@ -190,6 +185,83 @@ func BenchmarkQuantize(b *testing.B) {
 				}
 				a.(interface{ Delete() }).Delete() // every format's arrays release their buffers
 			}
+		})
+	}
+}
+
+// TestStraightThroughScaledOneBitBits checks that the straight-through forward value of the scaled
+// binary and ternary rules and BitNet equals, bit for bit, what Quantize stores (the weights PTQ
+// gives after QAT), against a float64 recomputation of the rules: scale = mean|x| per column
+// rounded to float32, BitNet values clip(round(x / mean)) with the unrounded mean, dense values
+// v × scale in float32. Column 0 has x / mean just above 1/2 (8·x > sum(x) exactly) in float64, but
+// exactly 1/2 with a float32 mean; the random columns have float32 means that differ in the last bit.
+func TestStraightThroughScaledOneBitBits(t *testing.T) {
+	backend := testutil.Backend(t)
+	const rows, cols = 4, 33
+	vals := make([]float32, rows*cols)
+	for i, v := range []float32{0.23519848, 0.6764557, 0.4613862, 0.5085474} {
+		vals[i*cols] = v
+	}
+	r := testutil.RandomValues(9, rows*cols)
+	for i := range rows {
+		for j := 1; j < cols; j++ {
+			vals[i*cols+j] = r[i*cols+j]
+		}
+	}
+	w := tensors.FromFlatDataAndDimensions(vals, rows, cols)
+	if 8*float64(vals[0]) <= float64(vals[0])+float64(vals[cols])+float64(vals[2*cols])+float64(vals[3*cols]) {
+		t.Fatal("column 0 must have x / mean(|x|) > 1/2")
+	}
+	var mean64, variance float64
+	for _, v := range vals {
+		mean64 += float64(v)
+	}
+	mean64 /= float64(len(vals))
+	for _, v := range vals {
+		variance += (float64(v) - mean64) * (float64(v) - mean64)
+	}
+	variance /= float64(len(vals))
+	threshold := float64(float32(0.5 * float64(float32(math.Sqrt(float64(float32(variance)))))))
+	for _, cfg := range []quanta.Config{
+		{Type: quanta.Binary, Scaled: true},
+		{Type: quanta.Ternary, Scaled: true},
+		{Type: quanta.Ternary, BitNet: true},
+	} {
+		t.Run(name(cfg), func(t *testing.T) {
+			want := make([]float32, len(vals))
+			for j := range cols {
+				var mean float64
+				for i := range rows {
+					mean += math.Abs(float64(vals[i*cols+j]))
+				}
+				mean /= rows
+				for i := range rows {
+					x := float64(vals[i*cols+j])
+					var v float64
+					switch {
+					case cfg.Type == quanta.Binary:
+						v = 1
+						if x < 0 {
+							v = -1
+						}
+					case cfg.BitNet:
+						if v = math.Max(-1, math.Min(1, math.RoundToEven(x/mean))); v == 0 {
+							v = 0 // an int8 value: no negative zero
+						}
+					case x > threshold:
+						v = 1
+					case x < -threshold:
+						v = -1
+					}
+					want[i*cols+j] = float32(v) * float32(mean)
+				}
+			}
+			if cfg.BitNet && want[0] == 0 {
+				t.Fatal("the reference rounds column 0's first value to 0")
+			}
+			e := graph.MustNewExec(backend, func(w *graph.Node) *graph.Node { return quanta.StraightThrough(w, cfg) })
+			testutil.SameBits(t, "StraightThrough", testutil.Float32s(t, e.MustExec1(w)), want)
+			testutil.SameBits(t, "Simulate", testutil.Float32s(t, quanta.MustSimulate(backend, w, cfg)), want)
 		})
 	}
 }

@@ -21,7 +21,8 @@ func QuantizeBinaryNode(x *graph.Node, opts *Options) *Array {
 // sums, rounded through float32 to x's dtype as TernaryThreshold says, subnormals read as zero.
 // (The graph's float64 sums may be ordered differently from the host's, which changes the
 // threshold only if the variance lies within float64 rounding of a float32 rounding boundary.)
-// The scales of Options.Scale and BitNet are computed in float32.
+// The scales of Options.Scale and BitNet, and the BitNet values, are computed as on the host:
+// mean|x| from float64 sums, x / mean in float64, the scale rounded to float32.
 func QuantizeTernaryNode(x *graph.Node, opts *Options) *Array {
 	q := ruleNode("onebit.QuantizeTernaryNode", ruleTernary, x, opts, true)
 	return &Array{q.pack()}
@@ -123,20 +124,24 @@ func ruleNode(what string, r rule, x *graph.Node, opts *Options, packable bool) 
 	if xlafloat.FlushesInputs(x.DType()) {
 		xv = xlafloat.FlushNode(xv)
 	}
-	xf := graph.ConvertDType(xv, dtypes.Float32)
 	one, minusOne, zero := graph.Scalar(g, dtypes.Int8, 1), graph.Scalar(g, dtypes.Int8, -1), graph.Scalar(g, dtypes.Int8, 0)
-	var scale, values *graph.Node
+	// The scale and the BitNet rule are computed as the host computes them: mean|x| from float64
+	// sums, the values from x / mean in float64, the stored scale that mean rounded to float32, so
+	// that a straight-through forward pass sees the values Quantize stores.
+	var x64, mean, scale, values *graph.Node
 	if scaled {
-		scale = graph.ReduceAndKeep(graph.Abs(xf), graph.ReduceMean, scaleAxes...)
+		x64 = graph.ConvertDType(xv, dtypes.Float64)
+		mean = graph.ReduceAndKeep(graph.Abs(x64), graph.ReduceMean, scaleAxes...)
+		scale = graph.ConvertDType(mean, dtypes.Float32)
 	}
 	switch {
 	case r == ruleBinary:
 		values = graph.Where(graph.LessThan(xv, graph.ScalarZero(g, compute)), minusOne, one)
 	case cfg.BitNet:
-		safe := graph.Where(graph.GreaterThan(scale, graph.ScalarZero(g, dtypes.Float32)), scale, graph.OnesLike(scale))
-		rounded := graph.ClipScalar(xlafloat.RoundHalfEvenNode(graph.Div(xf, safe)), -1, 1)
-		positive := graph.BroadcastToDims(graph.GreaterThan(scale, graph.ScalarZero(g, dtypes.Float32)), dims...)
-		values = graph.Where(positive, graph.ConvertDType(rounded, dtypes.Int8), zero)
+		positive := graph.GreaterThan(mean, graph.ScalarZero(g, dtypes.Float64))
+		safe := graph.Where(positive, mean, graph.OnesLike(mean))
+		rounded := graph.ClipScalar(xlafloat.RoundHalfEvenNode(graph.Div(x64, safe)), -1, 1)
+		values = graph.Where(graph.BroadcastToDims(positive, dims...), graph.ConvertDType(rounded, dtypes.Int8), zero)
 	default:
 		threshold := ternaryThresholdNode(xv, x.DType())
 		values = graph.Where(graph.GreaterThan(xv, threshold), one,
