@@ -45,7 +45,9 @@ const (
 // What W is depends on the graph and on what the context holds:
 //   - training (ctx.IsTraining(g)): W is the float kernel through the straight-through estimator —
 //     the forward pass uses its quantized-then-materialized value, the gradient reaches the float
-//     master weights unchanged (quantization-aware training);
+//     master weights unchanged (quantization-aware training). With components stored beside the
+//     kept float kernel (Options.KeepFloat), the kernel is fake-quantized in the stored format, the
+//     one inference uses;
 //   - inference, with the components stored by QuantizeContext and no float kernel: W is the
 //     implicit array rebuilt from them, and the product runs on the quantized array (package
 //     lowering, with cfg.Strategy). The stored format (FormatParam) is authoritative; cfg supplies
@@ -77,7 +79,12 @@ func Dense(ctx *context.Context, x *graph.Node, useBias bool, outDim int, cfg qu
 			panic(errors.Errorf("qlayers.Dense in scope %q: training needs the float kernel %q, but the context holds only "+
 				"quantized components (QuantizeContext with KeepFloat false removed it)", ctx.Scope(), WeightsName))
 		}
-		y = graph.Dot(flat, fakeQuantize(floatKernel(ctx, g, kernelShape), cfg))
+		format := cfg
+		if len(stored) > 0 {
+			// More QAT after QuantizeContext (KeepFloat): train for the format inference uses.
+			format = storedFormat(ctx, cfg)
+		}
+		y = graph.Dot(flat, fakeQuantize(floatKernel(ctx, g, kernelShape), format))
 	case len(stored) > 0 && ctx.GetVariable(WeightsName) != nil:
 		// The float kernel was kept (Options.KeepFloat) and may have been trained since: it is the
 		// source of truth, quantized in the graph so the product stays fused.

@@ -466,3 +466,38 @@ func TestQuantizeContextNil(t *testing.T) {
 		t.Errorf("QuantizeContext(nil) = %v, want an error", err)
 	}
 }
+
+// TestKeepFloatTrainsStoredFormat: more QAT after QuantizeContext with KeepFloat fake-quantizes the
+// kernel in the stored format (FormatParam), the one inference then uses, even when Dense is given
+// another Config (here the zero value, NF4): the training forward pass equals x·W + b with W the
+// int8 fake quantization of the kernel, recomputed in float64 (scale = amax/127 per input row,
+// round half to even).
+func TestKeepFloatTrainsStoredFormat(t *testing.T) {
+	backend := testutil.Backend(t)
+	ctx := floatContext()
+	rules := []qlayers.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}}}
+	if _, err := qlayers.QuantizeContext(ctx, rules, qlayers.Options{KeepFloat: true}); err != nil {
+		t.Fatal(err)
+	}
+	x := matrix(3, batch, inDim)
+	got := flat(t, context.MustExecOnce(backend, ctx.Reuse(), func(ctx *context.Context, x *graph.Node) *graph.Node {
+		ctx.SetTraining(x.Graph(), true)
+		return layer(quanta.Config{})(ctx, x)
+	}, x))
+	w := matrix(1, inDim, outDim)
+	fake := make([]float32, 0, inDim*outDim)
+	for _, row := range w {
+		var amax float64
+		for _, v := range row {
+			amax = math.Max(amax, math.Abs(float64(v)))
+		}
+		scale := amax / 127
+		for _, v := range row {
+			fake = append(fake, float32(math.RoundToEven(float64(v)/scale)*scale))
+		}
+	}
+	want := reference(x, fake, values(2, outDim))
+	if d := maxDiff(got, want); d > 1e-3 {
+		t.Errorf("training forward differs from the stored int8 format's by %g", d)
+	}
+}
