@@ -92,6 +92,11 @@ func run() error {
 			return err
 		}
 		types = append(types, t)
+		if (t == quanta.Binary || t == quanta.Ternary) && *flagHidden%4 != 0 {
+			// The quantized kernels are (H, H) and (H, 3): binary and ternary pack 4 input rows a byte.
+			return errors.Errorf("-hidden %d with %s: want a width that is a multiple of 4 (binary and ternary kernels pack 4 rows a byte)",
+				*flagHidden, t)
+		}
 	}
 
 	backend, err := runtime.Backend()

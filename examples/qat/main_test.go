@@ -18,3 +18,15 @@ func TestHiddenOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// TestHiddenNotPackable: binary and ternary need a width that is a multiple of 4 (their kernels
+// pack 4 input rows a byte); run says so naming -hidden before training, not after the float
+// training when the conversion of the first quantized kernel fails.
+func TestHiddenNotPackable(t *testing.T) {
+	savedHidden, savedTypes, savedQuick := *flagHidden, *flagTypes, *flagQuick
+	defer func() { *flagHidden, *flagTypes, *flagQuick = savedHidden, savedTypes, savedQuick }()
+	*flagHidden, *flagTypes, *flagQuick = 6, "binary", true
+	if err := run(); err == nil || !strings.Contains(err.Error(), "-hidden") {
+		t.Errorf("-hidden 6 -types binary: run() = %v; want an error naming -hidden", err)
+	}
+}
