@@ -43,7 +43,7 @@ func (q *Quantizer) Keeps(scope string) bool {
 // its components become the variables ("weights.q0", ... in the projection's "dense" scope, as
 // Kernel names them), and Projection computes x·wᵀ with the format's product (package lowering).
 // It returns an error, storing nothing, unless a Keep rule matches scope and w is a rank-2 array
-// of tensor components materializing in float32.
+// of tensor components materializing in float32, not deleted (implicitarray.ErrDeleted).
 func (q *Quantizer) KeepKernel(scope string, w implicitarray.Array) ([]Variable, error) {
 	shape, err := q.checkKept("KeepKernel", scope, w)
 	if err != nil {
@@ -63,7 +63,7 @@ func (q *Quantizer) KeepKernel(scope string, w implicitarray.Array) ([]Variable,
 // become the variables TableName + ".q0", ..., and Table rebuilds the array, whose row lookups and
 // tied-head products keep the format (a ggml.Array gathers rows of blocks). It returns an error,
 // storing nothing, unless a Keep rule matches scope and table is a rank-2 array of tensor
-// components materializing in float32.
+// components materializing in float32, not deleted (implicitarray.ErrDeleted).
 func (q *Quantizer) KeepTable(scope string, table implicitarray.Array) ([]Variable, error) {
 	shape, err := q.checkKept("KeepTable", scope, table)
 	if err != nil {
@@ -82,6 +82,9 @@ func (q *Quantizer) KeepTable(scope string, table implicitarray.Array) ([]Variab
 func (q *Quantizer) checkKept(op, scope string, a implicitarray.Array) (shapes.Shape, error) {
 	if a == nil {
 		return shapes.Shape{}, errors.Errorf("models.Quantizer.%s(%q): nil array", op, scope)
+	}
+	if d, ok := a.(interface{ IsDeleted() bool }); ok && d.IsDeleted() {
+		return shapes.Shape{}, errors.Wrapf(implicitarray.ErrDeleted, "models.Quantizer.%s(%q): array %s", op, scope, a.Shape())
 	}
 	if !q.Keeps(scope) {
 		return shapes.Shape{}, errors.Errorf("models.Quantizer.%s(%q): no Keep rule matches the scope; accepted: a scope that Keeps reports",

@@ -1,6 +1,7 @@
 package models_test
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,9 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/context/checkpoints"
 	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/ggml"
+	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/qlayers"
@@ -302,5 +306,28 @@ func TestQuantizerCheckpointAttach(t *testing.T) {
 	}()
 	if !slices.Equal(yAfter, y) || !slices.Equal(rowsAfter, rows) {
 		t.Errorf("after the checkpoint: y %v, rows %v; want %v, %v", yAfter, rowsAfter, y, rows)
+	}
+}
+
+// TestKeepDeleted: keeping a deleted array is an error wrapping implicitarray.ErrDeleted, naming
+// the method and the scope, not a panic on its finalized tensors.
+func TestKeepDeleted(t *testing.T) {
+	rules, err := models.Preset(models.FilePreset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := models.NewQuantizer(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, keep := range map[string]func(implicitarray.Array) ([]models.Variable, error){
+		"KeepKernel": func(a implicitarray.Array) ([]models.Variable, error) { return q.KeepKernel("/blk.0/attn_q", a) },
+		"KeepTable":  func(a implicitarray.Array) ([]models.Variable, error) { return q.KeepTable("/token_embd", a) },
+	} {
+		w := ggml.MustQuantize(testutil.RandomTensor(1, 4, 32), gguf.TypeQ8_0)
+		w.Delete()
+		if _, err := keep(w); !errors.Is(err, implicitarray.ErrDeleted) || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s of a deleted array: %v; want an error wrapping implicitarray.ErrDeleted naming %s", name, err, name)
+		}
 	}
 }
