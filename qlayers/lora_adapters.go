@@ -2,6 +2,7 @@ package qlayers
 
 import (
 	"encoding/json"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -63,8 +64,9 @@ type adapterConfig struct {
 // "base_model.model.<module>.lora_A.weight" (float32 [rank, inputDim], Aᵀ) and
 // "...lora_B.weight" (float32 [outDim, rank], Bᵀ), and adapter_config.json (peft_type "LORA", r,
 // lora_alpha = scale·r, target_modules, bias "none"). Every layer must share the rank and scale.
-// It returns an error, writing nothing, for a nil context, when ctx holds no adapters, or when
-// they differ in rank or scale.
+// Each file is replaced whole (written to a temporary file, synced, renamed): an interrupted save
+// leaves the old file or the new one, never part of one. It returns an error, writing nothing, for a nil context, when
+// ctx holds no adapters, or when they differ in rank or scale.
 func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 	if ctx == nil {
 		return errors.New("qlayers.SaveAdapters: nil context")
@@ -117,7 +119,10 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 	if err := safetensors.WriteFile(filepath.Join(dir, AdapterWeightsFile), list, map[string]string{"format": "pt"}); err != nil {
 		return errors.WithMessage(err, "qlayers.SaveAdapters")
 	}
-	return errors.Wrap(os.WriteFile(filepath.Join(dir, AdapterConfigFile), append(config, '\n'), 0o644), "qlayers.SaveAdapters")
+	return fileio.WriteAtomic("qlayers.SaveAdapters", filepath.Join(dir, AdapterConfigFile), func(w io.Writer) error {
+		_, err := w.Write(append(config, '\n'))
+		return err
+	})
 }
 
 // LoadAdapters reads the adapters SaveAdapters (or PEFT) wrote in dir into ctx: for each module

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 
@@ -155,32 +153,9 @@ func Write(w io.Writer, list []Tensor, metadata map[string]string) error {
 // directory renamed into place, so that path never holds a partial file. The file's mode is
 // 0644, as a file written with os.WriteFile(path, data, 0644) under the usual umask: a model or
 // adapter file is read by other users and programs (the temporary file alone would be 0600).
-func WriteFile(path string, list []Tensor, metadata map[string]string) (err error) {
+func WriteFile(path string, list []Tensor, metadata map[string]string) error {
 	if _, err := Header(list, metadata); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
-		return errors.Wrap(err, "safetensors.WriteFile")
-	}
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if err = Write(tmp, list, metadata); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return errors.Wrap(err, "safetensors.WriteFile")
-	}
-	// On disk before the rename: after a crash, path holds the old file or the whole new one.
-	if err = tmp.Sync(); err != nil {
-		return errors.Wrap(err, "safetensors.WriteFile")
-	}
-	if err = tmp.Close(); err != nil {
-		return errors.Wrap(err, "safetensors.WriteFile")
-	}
-	return errors.Wrap(os.Rename(tmp.Name(), path), "safetensors.WriteFile")
+	return fileio.WriteAtomic("safetensors.WriteFile", path, func(w io.Writer) error { return Write(w, list, metadata) })
 }

@@ -2,8 +2,9 @@
 // opening a file (gguf, safetensors), the conversion of the half-precision floats both store
 // (DecodeF16, DecodeBF16), and the checks of the numbers read from them (Elements, CheckInt,
 // CheckFloatAbove), applied before anything is allocated in proportion to a number and before a
-// hyper-parameter is used, with errors that name the key and the accepted range; and the process's
-// memory figures the commands report (ProcStatus).
+// hyper-parameter is used, with errors that name the key and the accepted range; the writing of a
+// file replaced whole (WriteAtomic); and the process's memory figures the commands report
+// (ProcStatus).
 package fileio
 
 import (

@@ -1,0 +1,36 @@
+package fileio
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/pkg/errors"
+)
+
+// WriteAtomic writes path with write through a temporary file in the same directory, synced and
+// renamed into place, so that path holds either its old content or the whole new one, also after
+// a crash. The file's mode is 0644 (the temporary file alone would be 0600): model and adapter
+// files are read by other users and programs. On error the temporary file is removed and path is
+// left as it was; the error names op.
+func WriteAtomic(op, path string, write func(w io.Writer) error) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	if err != nil {
+		return errors.Wrap(err, op)
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if err = write(tmp); err != nil {
+		return err
+	}
+	for _, step := range []func() error{func() error { return tmp.Chmod(0o644) }, tmp.Sync, tmp.Close} {
+		if err = step(); err != nil {
+			return errors.Wrap(err, op)
+		}
+	}
+	return errors.Wrap(os.Rename(tmp.Name(), path), op)
+}
