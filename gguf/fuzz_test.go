@@ -28,7 +28,8 @@ func FuzzRead(f *testing.F) {
 }
 
 func readAll(t *testing.T, data []byte) {
-	file, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
+	// A reader that returns io.EOF with the bytes that end the file, as io.ReaderAt allows.
+	file, err := gguf.Read(eofAtEnd{bytes.NewReader(data)}, int64(len(data)))
 	if err != nil {
 		if !errors.Is(err, gguf.ErrCorrupt) && !errors.Is(err, gguf.ErrUnsupported) {
 			t.Fatalf("Read: an error wrapping neither ErrCorrupt nor ErrUnsupported: %v", err)

@@ -215,7 +215,7 @@ func (f *File) ReadRaw(name string) ([]byte, error) {
 	if len(buf) == 0 {
 		return buf, nil // an empty tensor may end the file, where reading nothing is io.EOF
 	}
-	if _, err := f.r.ReadAt(buf, t.Offset); err != nil {
+	if err := readAt(f.r, buf, t.Offset); err != nil {
 		return nil, errors.Wrapf(ErrCorrupt, "gguf.ReadRaw: tensor %q (%d bytes at offset %d): %v", name, t.Bytes, t.Offset, err)
 	}
 	return buf, nil
@@ -233,6 +233,19 @@ func (f *File) ReadFloat32(name string) ([]float32, error) {
 		return nil, err
 	}
 	return dst, nil
+}
+
+// readAt fills b from r at offset off. A reader may return io.EOF along with all of b when b ends
+// its input (io.ReaderAt allows it): that is no error.
+func readAt(r io.ReaderAt, b []byte, off int64) error {
+	n, err := r.ReadAt(b, off)
+	if n == len(b) {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // decodeChunk is how many bytes of stored data DecodeInto reads at a time.
@@ -259,7 +272,7 @@ func (f *File) DecodeInto(name string, dst []float32) error {
 		n := min(blocksPerChunk, nBlocks-b)
 		chunk := buf[:n*bb]
 		off := t.Offset + int64(b)*int64(bb)
-		if _, err := f.r.ReadAt(chunk, off); err != nil {
+		if err := readAt(f.r, chunk, off); err != nil {
 			return errors.Wrapf(ErrCorrupt, "gguf.DecodeInto: tensor %s: reading %d bytes at offset %d: %v", t, len(chunk), off, err)
 		}
 		if err := Decode(t.Type, chunk, dst[b*bs:(b+n)*bs]); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -374,5 +375,36 @@ func TestScalarBlockTensor(t *testing.T) {
 	}
 	if !errors.Is(err, gguf.ErrCorrupt) || !strings.Contains(err.Error(), "block size") {
 		t.Errorf("error %v; want gguf.ErrCorrupt naming the block size", err)
+	}
+}
+
+// eofAtEnd returns io.EOF along with a read that ends its input, as io.ReaderAt allows.
+type eofAtEnd struct{ *bytes.Reader }
+
+func (r eofAtEnd) ReadAt(b []byte, off int64) (int, error) {
+	n, err := r.Reader.ReadAt(b, off)
+	if err == nil && off+int64(n) == r.Size() {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// TestReaderEOFAtEnd: the tensor that ends the file reads from a reader that returns io.EOF with
+// the last bytes (it failed with "gguf: corrupt file ... EOF").
+func TestReaderEOFAtEnd(t *testing.T) {
+	data, want := sampleFile()
+	f, err := gguf.Read(eofAtEnd{bytes.NewReader(data)}, int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, _ := f.Tensor("q8_0")
+	if last.Offset+last.Bytes != int64(len(data)) {
+		t.Fatalf("tensor %s ends at %d, the file at %d: the test needs it to end the file", last, last.Offset+last.Bytes, len(data))
+	}
+	if raw, err := f.ReadRaw("q8_0"); err != nil || !bytes.Equal(raw, data[last.Offset:]) {
+		t.Errorf("ReadRaw(q8_0): %v", err)
+	}
+	if got, err := f.ReadFloat32("q8_0"); err != nil || !reflect.DeepEqual(got, want["q8_0"]) {
+		t.Errorf("ReadFloat32(q8_0) = %v, %v; want %v", got, err, want["q8_0"])
 	}
 }

@@ -238,7 +238,8 @@ func readRows(f *gguf.File, p Tensor, dst []byte) error {
 	n := len(dst) / p.Out
 	src := headRows(p.Out, p.UnpermuteHeads)
 	for row := range p.Out {
-		if _, err := r.ReadAt(dst[row*n:(row+1)*n], int64(src(row)*n)); err != nil {
+		// A reader may return io.EOF along with the whole last row of the file (io.ReaderAt).
+		if k, err := r.ReadAt(dst[row*n:(row+1)*n], int64(src(row)*n)); k != n {
 			return errors.Wrapf(gguf.ErrCorrupt, "tensor %s: reading row %d: %v", info, src(row), err)
 		}
 	}
