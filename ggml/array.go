@@ -41,10 +41,18 @@ func newArray(blocks implicitarray.Component, typ gguf.Type, shape shapes.Shape)
 
 // BlocksShape returns the shape of the blocks component of an array of type typ with logical
 // dimensions dims: uint8 (dims[:-1]..., dims[-1]/blockSize, blockBytes). It panics, naming typ
-// and dims, for a type that is not a block type or no dimensions.
+// and dims, for a type that is not a block type, no dimensions, a negative dimension or a last
+// dimension that is not a multiple of the block size.
 func BlocksShape(typ gguf.Type, dims ...int) shapes.Shape {
 	if !typ.IsBlock() || len(dims) == 0 {
 		panic(errors.Errorf("ggml.BlocksShape(%s, %v); accepted: a block type (%v) and rank >= 1", typ, dims, gguf.BlockTypes()))
+	}
+	if slices.ContainsFunc(dims, func(d int) bool { return d < 0 }) {
+		panic(errors.Errorf("ggml.BlocksShape(%s, %v); accepted: dimensions >= 0", typ, dims))
+	}
+	if last := dims[len(dims)-1]; last%typ.BlockSize() != 0 {
+		panic(errors.Errorf("ggml.BlocksShape(%s, %v): the last dimension %d is not a multiple of the %s block size %d; accepted: whole blocks",
+			typ, dims, last, typ, typ.BlockSize()))
 	}
 	lead := slices.Clone(dims[:len(dims)-1])
 	return shapes.Make(dtypes.Uint8, append(lead, dims[len(dims)-1]/typ.BlockSize(), typ.BlockBytes())...)
