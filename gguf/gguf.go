@@ -529,7 +529,13 @@ func (p *parser) tensorInfo(i int) (*Tensor, error) {
 	if first%bs != 0 {
 		return nil, p.corrupt("tensor %s: the first dimension %d is not a multiple of the %s block size %d", t, first, t.Type, bs)
 	}
-	t.Bytes = int64(elements/uint64(bs)) * int64(t.Type.BlockBytes())
+	// Bounded by the size given, so that the product can't overflow whatever size the caller
+	// gives Read.
+	blocks, bb := elements/uint64(bs), uint64(t.Type.BlockBytes())
+	if blocks > uint64(p.size)/bb {
+		return nil, p.corrupt("truncated: tensor %s needs %d blocks of %d bytes, more than the file's %d bytes", t, blocks, bb, p.size)
+	}
+	t.Bytes = int64(blocks * bb)
 	return t, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -406,5 +407,20 @@ func TestReaderEOFAtEnd(t *testing.T) {
 	}
 	if got, err := f.ReadFloat32("q8_0"); err != nil || !reflect.DeepEqual(got, want["q8_0"]) {
 		t.Errorf("ReadFloat32(q8_0) = %v, %v; want %v", got, err, want["q8_0"])
+	}
+}
+
+// TestTensorBytesOverflow: a tensor's byte size can't overflow an int64 whatever size Read is
+// given: with math.MaxInt64 for a short reader, an F32 tensor of 2^61 elements was accepted with
+// -2^63 bytes, and ReadRaw panicked with "makeslice: len out of range".
+func TestTensorBytesOverflow(t *testing.T) {
+	data := buildGGUF(nil, []tensorSpec{{name: "big", typ: gguf.TypeF32, dims: []uint64{1 << 61}, offset: 0}})
+	f, err := gguf.Read(bytes.NewReader(data), math.MaxInt64)
+	if err == nil {
+		big, _ := f.Tensor("big")
+		t.Fatalf("tensor %s accepted with %d bytes", big, big.Bytes)
+	}
+	if !errors.Is(err, gguf.ErrCorrupt) || !strings.Contains(err.Error(), `tensor big F32 [2305843009213693952] needs 2305843009213693952 blocks of 4 bytes`) {
+		t.Errorf("error %v; want ErrCorrupt naming the tensor and its bytes", err)
 	}
 }
