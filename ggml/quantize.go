@@ -117,7 +117,10 @@ func Read(f *gguf.File, name string) (*Array, error) {
 	}
 	if err != nil {
 		_ = blocks.FinalizeAll()
-		return nil, errors.Wrapf(gguf.ErrCorrupt, "ggml.Read: tensor %s: reading %d bytes: %v", info, info.Bytes, err)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) { // the file was cut after it was opened
+			return nil, errors.Wrapf(gguf.ErrCorrupt, "ggml.Read: tensor %s: reading %d bytes: %v", info, info.Bytes, err)
+		}
+		return nil, errors.WithMessagef(err, "ggml.Read: tensor %s: reading %d bytes", info, info.Bytes)
 	}
 	return newArray(implicitarray.TensorComponent(blocks), info.Type, shapes.Make(dtypes.Float32, dims...)), nil
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -55,6 +57,31 @@ func TestRead(t *testing.T) {
 	}
 	_, err = ggml.Read(f, "empty")
 	testutil.WantError(t, err, "tensor empty Q4_K [256 0]: dimensions [0 256]; accepted: rank >= 1, every dimension positive")
+}
+
+// TestReadClosedOrCut: reading from a closed file is an error saying so (os.ErrClosed), not one
+// wrapping gguf.ErrCorrupt (it said "file already closed: gguf: corrupt file"); a file cut after
+// it was opened is corrupt.
+func TestReadClosedOrCut(t *testing.T) {
+	data := ggufbuild.Build(nil, []ggufbuild.Tensor{{Name: "w", Type: uint32(gguf.TypeQ8_0), Dims: []uint64{32, 2}, Data: make([]byte, 68)}})
+	path := filepath.Join(t.TempDir(), "w.gguf")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := gguf.MustOpen(path)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ggml.Read(f, "w"); !errors.Is(err, os.ErrClosed) || errors.Is(err, gguf.ErrCorrupt) {
+		t.Errorf("Read of a closed file: %v; want os.ErrClosed, not gguf.ErrCorrupt", err)
+	}
+	cut, err := gguf.Read(bytes.NewReader(data[:len(data)-40]), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ggml.Read(cut, "w"); !errors.Is(err, gguf.ErrCorrupt) {
+		t.Errorf("Read of a file cut after it was opened: %v; want gguf.ErrCorrupt", err)
+	}
 }
 
 // TestReadRealFiles reads one tensor of each block type of the real files of the assets and

@@ -216,7 +216,7 @@ func (f *File) ReadRaw(name string) ([]byte, error) {
 		return buf, nil // an empty tensor may end the file, where reading nothing is io.EOF
 	}
 	if err := readAt(f.r, buf, t.Offset); err != nil {
-		return nil, errors.Wrapf(ErrCorrupt, "gguf.ReadRaw: tensor %q (%d bytes at offset %d): %v", name, t.Bytes, t.Offset, err)
+		return nil, errors.WithMessagef(err, "gguf.ReadRaw: tensor %q (%d bytes at offset %d)", name, t.Bytes, t.Offset)
 	}
 	return buf, nil
 }
@@ -236,14 +236,16 @@ func (f *File) ReadFloat32(name string) ([]float32, error) {
 }
 
 // readAt fills b from r at offset off. A reader may return io.EOF along with all of b when b ends
-// its input (io.ReaderAt allows it): that is no error.
+// its input (io.ReaderAt allows it): that is no error. A short read (the file cut after it was
+// opened) is an error wrapping ErrCorrupt; another error of the reader (a closed file, an I/O
+// error) is returned as it is.
 func readAt(r io.ReaderAt, b []byte, off int64) error {
 	n, err := r.ReadAt(b, off)
 	if n == len(b) {
 		return nil
 	}
-	if err == nil {
-		err = io.ErrUnexpectedEOF
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.Wrapf(ErrCorrupt, "truncated: %d of %d bytes", n, len(b))
 	}
 	return err
 }
@@ -273,7 +275,7 @@ func (f *File) DecodeInto(name string, dst []float32) error {
 		chunk := buf[:n*bb]
 		off := t.Offset + int64(b)*int64(bb)
 		if err := readAt(f.r, chunk, off); err != nil {
-			return errors.Wrapf(ErrCorrupt, "gguf.DecodeInto: tensor %s: reading %d bytes at offset %d: %v", t, len(chunk), off, err)
+			return errors.WithMessagef(err, "gguf.DecodeInto: tensor %s: reading %d bytes at offset %d", t, len(chunk), off)
 		}
 		if err := Decode(t.Type, chunk, dst[b*bs:(b+n)*bs]); err != nil {
 			return errors.WithMessagef(err, "gguf.DecodeInto: tensor %s", t)

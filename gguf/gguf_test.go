@@ -424,3 +424,39 @@ func TestTensorBytesOverflow(t *testing.T) {
 		t.Errorf("error %v; want ErrCorrupt naming the tensor and its bytes", err)
 	}
 }
+
+// TestReadAfterClose: reading a tensor of a closed file is an error saying so (os.ErrClosed), not
+// one wrapping ErrCorrupt (it said "file already closed: gguf: corrupt file", as if the file were
+// malformed); a file cut after it was opened is still corrupt.
+func TestReadAfterClose(t *testing.T) {
+	data, _ := sampleFile()
+	path := filepath.Join(t.TempDir(), "sample.gguf")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, rawErr := f.ReadRaw("f32")
+	_, decodeErr := f.ReadFloat32("f32")
+	for _, err := range []error{rawErr, decodeErr} {
+		if !errors.Is(err, os.ErrClosed) || errors.Is(err, gguf.ErrCorrupt) || !strings.Contains(err.Error(), `"f32"`) && !strings.Contains(err.Error(), "f32 F32") {
+			t.Errorf("reading a closed file: %v; want os.ErrClosed naming the tensor, not ErrCorrupt", err)
+		}
+	}
+	cut, err := gguf.Read(bytes.NewReader(data[:len(data)-1]), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rawErr = cut.ReadRaw("q8_0")
+	_, decodeErr = cut.ReadFloat32("q8_0")
+	for _, err := range []error{rawErr, decodeErr} {
+		if !errors.Is(err, gguf.ErrCorrupt) {
+			t.Errorf("reading a file cut after it was opened: %v; want ErrCorrupt", err)
+		}
+	}
+}

@@ -230,20 +230,34 @@ func readRows(f *gguf.File, p Tensor, dst []byte) error {
 		return err
 	}
 	if p.UnpermuteHeads == 0 {
-		if _, err := io.ReadFull(r, dst); err != nil {
-			return errors.Wrapf(gguf.ErrCorrupt, "tensor %s: reading %d bytes: %v", info, len(dst), err)
-		}
-		return nil
+		_, err := io.ReadFull(r, dst)
+		return readError(err, "tensor %s: reading %d bytes", info, len(dst))
 	}
 	n := len(dst) / p.Out
 	src := headRows(p.Out, p.UnpermuteHeads)
 	for row := range p.Out {
 		// A reader may return io.EOF along with the whole last row of the file (io.ReaderAt).
 		if k, err := r.ReadAt(dst[row*n:(row+1)*n], int64(src(row)*n)); k != n {
-			return errors.Wrapf(gguf.ErrCorrupt, "tensor %s: reading row %d: %v", info, src(row), err)
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
+			return readError(err, "tensor %s: reading row %d", info, src(row))
 		}
 	}
 	return nil
+}
+
+// readError returns nil for no error, an error wrapping gguf.ErrCorrupt for a short read (the
+// file cut after it was opened), and err itself (a closed file, an I/O error) otherwise, each
+// with the message.
+func readError(err error, format string, args ...any) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return errors.Wrapf(gguf.ErrCorrupt, "%s: %v", fmt.Sprintf(format, args...), err)
+	}
+	return errors.WithMessagef(err, format, args...)
 }
 
 // Group is a set of projections of one block that read the same input and may be stored as one

@@ -2,7 +2,10 @@ package modelbase
 
 import (
 	"bytes"
+	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/quanta-ml/quanta/gguf"
@@ -43,6 +46,26 @@ func TestReadRowsEOFAtEnd(t *testing.T) {
 	for r, src := range []byte{0, 2, 1, 3} {
 		if got := dst[r*rowBytes : (r+1)*rowBytes]; !bytes.Equal(got, bytes.Repeat([]byte{src}, rowBytes)) {
 			t.Errorf("row %d = %v, want stored row %d", r, got, src)
+		}
+	}
+}
+
+// TestReadRowsClosed: reading the rows of a kept kernel from a closed file is an error saying so
+// (os.ErrClosed), not one wrapping gguf.ErrCorrupt, in order or un-permuted.
+func TestReadRowsClosed(t *testing.T) {
+	data := ggufbuild.Build(nil, []ggufbuild.Tensor{{Name: "k", Type: uint32(gguf.TypeQ8_0), Dims: []uint64{32, 4}, Data: make([]byte, 4*34)}})
+	path := filepath.Join(t.TempDir(), "k.gguf")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := gguf.MustOpen(path)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, heads := range []int{0, 1} {
+		err := readRows(f, Tensor{Name: "k", Kind: Kernel, In: 32, Out: 4, UnpermuteHeads: heads}, make([]byte, 4*34))
+		if !errors.Is(err, os.ErrClosed) || errors.Is(err, gguf.ErrCorrupt) {
+			t.Errorf("UnpermuteHeads %d: %v; want os.ErrClosed, not gguf.ErrCorrupt", heads, err)
 		}
 	}
 }
