@@ -207,10 +207,33 @@ func attentionKernels(q, k, v *Node, keys int) *kernelreg.Kernels {
 // RoPETables returns cos and sin [seq, headDim/2] of the rotary angles positions[p]·θ_i with
 // θ_i = base^(-2i/headDim), computed in float32 from inverse frequencies computed in float64.
 func RoPETables(positions *Node, headDim int, base float64) (cos, sin *Node) {
+	return RoPETablesWithFactors(positions, headDim, base, nil)
+}
+
+// RoPETablesWithFactors is RoPETables with each pair's frequency divided by its factor:
+// θ_i = base^(-2i/headDim) / factors[i], llama.cpp's rope frequency factors (the rope_freqs
+// tensor of Llama 3.1 and later). nil factors are all 1 (RoPETables); otherwise there must be
+// headDim/2 of them, each finite and positive, or it panics naming the factor.
+func RoPETablesWithFactors(positions *Node, headDim int, base float64, factors []float32) (cos, sin *Node) {
+	if factors != nil {
+		if len(factors) != headDim/2 {
+			panic(errors.Errorf("models.RoPETablesWithFactors: %d frequency factors for headDim %d; accepted: headDim/2 = %d, or nil",
+				len(factors), headDim, headDim/2))
+		}
+		for i, f := range factors {
+			if !(f > 0) || math.IsInf(float64(f), 1) {
+				panic(errors.Errorf("models.RoPETablesWithFactors: factors[%d] = %g; accepted: finite and positive", i, f))
+			}
+		}
+	}
 	g := positions.Graph()
 	inv := make([]float32, headDim/2)
 	for i := range inv {
-		inv[i] = float32(1 / math.Pow(base, float64(2*i)/float64(headDim)))
+		f := 1.0
+		if factors != nil {
+			f = float64(factors[i])
+		}
+		inv[i] = float32(1 / math.Pow(base, float64(2*i)/float64(headDim)) / f)
 	}
 	angles := Mul(ExpandAxes(ConvertDType(positions, dtypes.Float32), -1), ExpandAxes(Const(g, inv), 0))
 	return computedOnce(Cos(angles)), computedOnce(Sin(angles))

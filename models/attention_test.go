@@ -47,6 +47,45 @@ func TestApplyRoPE(t *testing.T) {
 	}
 }
 
+// TestRoPETablesWithFactors checks the frequency factors by hand: head width 4, base 100,
+// position 3, factors 2 and 0.5, so the angles are 3/2 and 3·0.1/0.5 = 0.6; factors that
+// llama.cpp would not run panic, naming the factor or the count.
+func TestRoPETablesWithFactors(t *testing.T) {
+	backend := testutil.Backend(t)
+	out := graph.MustExecOnceN(backend, func(pos *graph.Node) []*graph.Node {
+		cos, sin := models.RoPETablesWithFactors(pos, 4, 100, []float32{2, 0.5})
+		return []*graph.Node{cos, sin}
+	}, []int32{3})
+	for i, want := range []float64{1.5, 0.6} {
+		c, s := out[0].Value().([][]float32)[0][i], out[1].Value().([][]float32)[0][i]
+		if math.Abs(float64(c)-math.Cos(want)) > 1e-6 || math.Abs(float64(s)-math.Sin(want)) > 1e-6 {
+			t.Errorf("pair %d: cos %g, sin %g; want the angle %g: %g, %g", i, c, s, want, math.Cos(want), math.Sin(want))
+		}
+	}
+	for _, tc := range []struct {
+		factors []float32
+		want    string
+	}{
+		{[]float32{1}, "1 frequency factors for headDim 4; accepted: headDim/2 = 2, or nil"},
+		{[]float32{1, 0}, "factors[1] = 0; accepted: finite and positive"},
+		{[]float32{-2, 1}, "factors[0] = -2"},
+		{[]float32{1, float32(math.NaN())}, "factors[1] = NaN"},
+		{[]float32{float32(math.Inf(1)), 1}, "factors[0] = +Inf"},
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), tc.want) {
+					t.Errorf("factors %v: panic %v; want one containing %q", tc.factors, r, tc.want)
+				}
+			}()
+			graph.MustExecOnce(backend, func(pos *graph.Node) *graph.Node {
+				cos, _ := models.RoPETablesWithFactors(pos, 4, 100, tc.factors)
+				return cos
+			}, []int32{3})
+		}()
+	}
+}
+
 // TestNewKVCacheErrors: the cache view names what it accepts.
 func TestNewKVCacheErrors(t *testing.T) {
 	backend := testutil.Backend(t)

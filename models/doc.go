@@ -105,9 +105,10 @@
 // GGUF decoder's hyper-parameters start with a DecoderConfig, which gives the DecodeSpec.
 // The cache view writes each step's keys and values at their positions (KVCache.Update,
 // in place where the backend has DynamicUpdateSlice) and gives the attention the cache's first
-// Window positions only, with the causal Mask over them; GroupedAttention, RoPETables and
-// ApplyRoPE are the attention's parts. A Generator drives Step: the prompt in one step (padded to
-// a power of two from 16), then one step per token, with one compiled graph per attention
+// Window positions only, with the causal Mask over them; GroupedAttention, RoPETables (with
+// frequency factors, RoPETablesWithFactors) and ApplyRoPE are the attention's parts. A Generator
+// drives Step: the prompt in one step (padded to a power of two from 16), then one step per
+// token, with one compiled graph per attention
 // window. The windows double from GeneratorOptions.MinWindow (64) to MaxLen, so a step's cost
 // follows the filled positions; the cache tensors either grow with the window (GrowCache, the
 // default: memory follows the filled positions too) or hold MaxLen positions from the start

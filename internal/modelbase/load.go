@@ -29,6 +29,9 @@ const (
 	Kernel
 	// Table tensors are embedding tables [rows, dim]: decoded for the TableFunc or kept as stored.
 	Table
+	// Aux tensors are read by the architecture's loader itself (llama's rope_freqs): checked with
+	// the others (presence, shape, type), never stored in the context.
+	Aux
 )
 
 // Tensor is one GGUF tensor a model needs and where it goes.
@@ -104,7 +107,7 @@ func DecodableTypes() string {
 // Kept reports whether tensor p is kept as stored: the Keeper keeps its scope and the file
 // stores it in a block type.
 func (v *Vars) Kept(f *gguf.File, p Tensor) bool {
-	if v.keep == nil || p.Kind == Plain {
+	if v.keep == nil || p.Kind == Plain || p.Kind == Aux {
 		return false
 	}
 	t, ok := f.Tensor(p.Name)
@@ -146,6 +149,8 @@ func (v *Vars) load(f *gguf.File, p Tensor, buf []float32) error {
 		return v.KeepKernel(p.Scope, a, p.Name)
 	}
 	switch p.Kind {
+	case Aux:
+		return nil
 	case Plain:
 		t, err := DecodeTensor(f, p.Name, p.Shape)
 		if err != nil {

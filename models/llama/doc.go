@@ -47,7 +47,12 @@
 // the rows back in Hugging Face's order and the model rotates halves (so the context matches a
 // transformers checkpoint, and per-layer comparisons with it hold); LoadOptions.RotateAdjacent
 // keeps GGUF's order and rotates adjacent pairs instead. Both give the same attention (tested).
-// Angles are position · base^(-2i/HeadDim), with base and the RMSNorm epsilon from the metadata.
+// Angles are position · base^(-2i/HeadDim), with base and the RMSNorm epsilon from the metadata,
+// divided by pair i's frequency factor where the file has Llama 3.1's rope_freqs tensor (Llama
+// 3.1 and later: 3.2, 3.3; llama.cpp's converter computes the factors from the checkpoint's
+// "llama3" rope scaling): one F32 factor per pair, shared by every layer, which LoadGGUF reads
+// into Model.RoPEFreqFactors and the model applies as llama.cpp does (TestLlamaCppRoPEFreqs
+// compares the logits with llama.cpp's).
 //
 // # Cache
 //
@@ -68,12 +73,14 @@
 // # Errors
 //
 // LoadGGUF returns errors (wrapping gguf's ErrNotFound/ErrCorrupt/ErrUnsupported where they
-// apply) for a non-llama file, unsupported hyper-parameters (RoPE scaling, partial rotary),
-// missing tensors, tensors it would not read (a block count below the file's blocks, a feature it
-// does not implement, such as Llama 3.1's rope_freqs), shapes that disagree with the metadata, and
-// undecodable types; all are
-// checked before any tensor is decoded, and nothing is stored unless everything loads. Graph
-// methods panic with messages naming the shapes they accept.
+// apply) for a non-llama file, unsupported hyper-parameters (RoPE scaling in the metadata:
+// linear, YaRN, LongRoPE; partial rotary), missing tensors, tensors it would not read (a block
+// count below the file's blocks, a feature it does not implement, such as LongRoPE's
+// rope_factors_long/short), shapes that disagree with the metadata, undecodable types, and a
+// rope_freqs tensor llama.cpp would not run (not F32, not HeadDim/2 factors, a factor not finite
+// and positive); all are checked before any tensor is decoded (rope_freqs' factors before the
+// others), and nothing is stored unless everything loads. Graph methods panic with messages
+// naming the shapes they accept.
 //
 // Hyper-parameters are checked before they are used, each error naming the GGUF key, its value
 // and what is accepted (ConfigFromGGUF): counts and widths from 1 to 2^31 − 1; no more blocks than

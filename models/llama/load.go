@@ -1,6 +1,8 @@
 package llama
 
 import (
+	"math"
+
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
@@ -34,7 +36,10 @@ type LoadOptions struct {
 // projection kernel through one reused buffer into its (inDim, outDim) tensor, transposed from
 // GGUF's [out][in] rows. For attn_q and attn_k, the rows of each head are taken back from
 // llama.cpp's converter order (pairs interleaved for adjacent-pair RoPE) to Hugging Face's
-// (halves), kept kernels too (whole rows of blocks move), unless RotateAdjacent.
+// (halves), kept kernels too (whole rows of blocks move), unless RotateAdjacent. A file of Llama
+// 3.1 or later also has rope_freqs.weight, the factors that divide the rotary frequencies in
+// every layer (one per pair: F32, HeadDim/2 of them, each finite and positive, as llama.cpp
+// accepts them): they become Model.RoPEFreqFactors, not a variable.
 //
 // Every tensor's presence, type and shape is checked before anything is read, and nothing is
 // stored in ctx until all are converted: on error ctx is unchanged. ctx must not already hold the
@@ -48,10 +53,11 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, err
 		return nil, err
 	}
 	m := &Model{Config: cfg, RotateAdjacent: opts.RotateAdjacent}
-	plan := planTensors(cfg, opts.RotateAdjacent)
-	var read func(vars *modelbase.Vars) error
+	_, hasFactors := f.Tensor(ropeFreqs)
+	plan := planTensors(cfg, opts.RotateAdjacent, hasFactors)
+	load := func(vars *modelbase.Vars) error { return vars.Load(f, plan) }
 	if opts.UntieHead && cfg.TiedEmbeddings {
-		read = func(vars *modelbase.Vars) error {
+		load = func(vars *modelbase.Vars) error {
 			if err := vars.Load(f, plan[1:]); err != nil { // the table is read for the head too
 				return err
 			}
@@ -59,11 +65,44 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, err
 		}
 		m.TiedEmbeddings = false
 	}
+	var factors []float32
+	read := func(vars *modelbase.Vars) error {
+		if hasFactors {
+			var err error
+			if factors, err = readRoPEFreqs(f, cfg.HeadDim); err != nil {
+				return err
+			}
+		}
+		return load(vars)
+	}
 	m.FusedQKV, m.FusedGateUp, err = modelbase.LoadDecoder(ctx, f, "llama.LoadGGUF", opts.LoadOptions, cfg.decoder(), plan, models.LayerScope, read)
 	if err != nil {
 		return nil, err
 	}
+	m.RoPEFreqFactors = factors
 	return m, nil
+}
+
+// ropeFreqs is llama.cpp's LLM_TENSOR_ROPE_FREQS, one tensor shared by every layer.
+const ropeFreqs = "rope_freqs.weight"
+
+// readRoPEFreqs reads the rotary frequency factors of f (the tensor is planned: present, with
+// headDim/2 elements), as llama.cpp accepts them: F32, each finite and positive.
+func readRoPEFreqs(f *gguf.File, headDim int) ([]float32, error) {
+	t, _ := f.Tensor(ropeFreqs)
+	if t.Type != gguf.TypeF32 {
+		return nil, errors.Wrapf(gguf.ErrUnsupported, "tensor %s (RoPE frequency factors); accepted: F32 [%d]", t, headDim/2)
+	}
+	factors := make([]float32, headDim/2)
+	if err := f.DecodeInto(ropeFreqs, factors); err != nil {
+		return nil, err
+	}
+	for i, v := range factors {
+		if !(v > 0) || math.IsInf(float64(v), 1) {
+			return nil, errors.Wrapf(gguf.ErrCorrupt, "tensor %s (RoPE frequency factors): factor %d = %g; accepted: finite and positive", t, i, v)
+		}
+	}
+	return factors, nil
 }
 
 // untieHead reads the embedding table for both the table and a separate head kernel, each kept
@@ -118,8 +157,9 @@ func MustLoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) *Model {
 	return m
 }
 
-// planTensors lists the tensors the model needs, the embedding table first.
-func planTensors(cfg Config, rotateAdjacent bool) []modelbase.Tensor {
+// planTensors lists the tensors the model needs, the embedding table first, and with factors
+// rope_freqs (read by LoadGGUF itself).
+func planTensors(cfg Config, rotateAdjacent, factors bool) []modelbase.Tensor {
 	d := cfg.decoder()
 	plan := modelbase.OuterTensors(architecture, d)
 	for i := range cfg.Layers {
@@ -130,6 +170,10 @@ func planTensors(cfg Config, rotateAdjacent bool) []modelbase.Tensor {
 		}
 		plan = append(plan, b.WidthNorm(models.AttnNorm), q, k, b.Projection(models.AttnV), b.Projection(models.AttnOutput), b.WidthNorm(models.FFNNorm),
 			b.Projection(models.FFNGate), b.Projection(models.FFNUp), b.Projection(models.FFNDown))
+	}
+	if factors {
+		plan = append(plan, modelbase.Tensor{Name: ropeFreqs, Kind: modelbase.Aux, Shape: []int{cfg.HeadDim / 2},
+			From: "head width / 2, one factor per rotary pair"})
 	}
 	return plan
 }

@@ -24,6 +24,10 @@ type Model struct {
 	// "normal" RoPE, for q/k kernels kept in GGUF's row order; false (the default, what LoadGGUF
 	// loads) rotates the two halves (x[i], x[i+HeadDim/2]) as Hugging Face's Llama does.
 	RotateAdjacent bool
+	// RoPEFreqFactors divide the rotary frequencies, one per pair (HeadDim/2, each finite and
+	// positive; nil: none): θ_i = RoPEBase^(-2i/HeadDim) / RoPEFreqFactors[i], in every layer, as
+	// llama.cpp applies the rope_freqs tensor of Llama 3.1 and later files, which LoadGGUF reads.
+	RoPEFreqFactors []float32
 }
 
 // New returns a model of the given configuration with the default projection.
@@ -114,7 +118,7 @@ func (m *Model) Attention(ctx *context.Context, x, positions, mask *Node, cache 
 	hd := m.HeadDim
 	qkv := modelbase.ProjectSplit(m.Projection, ctx, m.FusedQKV, models.AttnQKV, []string{models.AttnQ, models.AttnK, models.AttnV}, x, m.Heads*hd, m.KVHeads*hd, m.KVHeads*hd)
 	q, k, v := modelbase.SplitHeads(qkv[0], m.Heads, hd), modelbase.SplitHeads(qkv[1], m.KVHeads, hd), modelbase.SplitHeads(qkv[2], m.KVHeads, hd)
-	cos, sin := models.RoPETables(positions, hd, m.RoPEBase)
+	cos, sin := models.RoPETablesWithFactors(positions, hd, m.RoPEBase, m.RoPEFreqFactors)
 	q = models.ApplyRoPE(q, cos, sin, m.RotateAdjacent)
 	k = models.ApplyRoPE(k, cos, sin, m.RotateAdjacent)
 	if cache != nil {

@@ -1,0 +1,271 @@
+package llama_test
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/decodertest"
+	"github.com/quanta-ml/quanta/internal/ggufbuild"
+	"github.com/quanta-ml/quanta/internal/refdata"
+	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/models/llama"
+	"github.com/x448/float16"
+)
+
+// The reference set llamacpp_rope_freqs (reference/gen_rope_freqs.py, reference/README.md):
+// llama.cpp's logits of a tiny random Llama model whose GGUF has Llama 3.1's rope_freqs tensor.
+
+// ropeFreqsIndex is the part of llamacpp_rope_freqs/index.json the tests read.
+type ropeFreqsIndex struct {
+	Config struct {
+		Vocab   int     `json:"vocab_size"`
+		Dim     int     `json:"embedding_length"`
+		Layers  int     `json:"block_count"`
+		Heads   int     `json:"head_count"`
+		KVHeads int     `json:"head_count_kv"`
+		HeadDim int     `json:"head_dim"`
+		FFN     int     `json:"feed_forward_length"`
+		Context int     `json:"context_length"`
+		Eps     float64 `json:"layer_norm_rms_epsilon"`
+		Base    float64 `json:"rope_freq_base"`
+	} `json:"config"`
+	Tensors []struct {
+		Name   string `json:"name"`
+		Shape  []int  `json:"shape"`
+		SHA256 string `json:"sha256"`
+	} `json:"tensors"`
+}
+
+// ropeFreqsTolerance bounds the difference of two float32 implementations of this model,
+// relative to the largest magnitude of the compared row. The reductions (up to 128 terms) are
+// summed in another order, and the rotary angles, up to 23 radians, are computed otherwise:
+// llama.cpp multiplies by base^(-2/HeadDim) in float32 once per pair, carrying a few roundings
+// of 2^-24 into each angle, quanta rounds each inverse frequency once from float64. The measured
+// difference is 2^-18.5 of the largest logit; 2^-16 leaves a margin of 5; without the factors
+// the logits are off by more than the largest logit.
+const ropeFreqsTolerance = 1.0 / (1 << 16)
+
+// splitmix64 is the generator of reference/gen_rope_freqs.py.
+func splitmix64(x uint64) uint64 {
+	z := x + 0x9E3779B97F4A7C15
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+	return z ^ (z >> 31)
+}
+
+// refValues are reference/gen_rope_freqs.py's values(name, n, scale, offset): offset + scale·u,
+// u = (the top 24 bits of splitmix64(crc32(name) << 32 | i) − 2^23) / 2^24; scale a power of two,
+// so that every operation is exact and both sides give the same bits.
+func refValues(name string, n int, scale, offset float64) []float32 {
+	seed := uint64(crc32.ChecksumIEEE([]byte(name))) << 32
+	out := make([]float32, n)
+	for i := range out {
+		u := float64(int64(splitmix64(seed|uint64(i))>>40)-1<<23) / (1 << 24)
+		out[i] = float32(offset + scale*u)
+	}
+	return out
+}
+
+// loadRoPEFreqsReference reads the set, skipping the test when it is absent.
+func loadRoPEFreqsReference(t *testing.T) (ropeFreqsIndex, []float32, []int32) {
+	t.Helper()
+	var index ropeFreqsIndex
+	if err := refdata.JSON(&index, "llamacpp_rope_freqs", "index.json"); err != nil {
+		t.Skip(err)
+	}
+	a := decodertest.Reference(t, "llamacpp_rope_freqs", "rope_freqs.npy")
+	factors := make([]float32, len(a.Values))
+	for i, v := range a.Values {
+		factors[i] = float32(v)
+	}
+	idsArr, err := refdata.Ints("llamacpp_rope_freqs", "ids.npy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int32, len(idsArr))
+	for i, v := range idsArr {
+		ids[i] = int32(v)
+	}
+	return index, factors, ids
+}
+
+// referenceLogits reads the logits [seq][vocab] of the set's file.
+func referenceLogits(t *testing.T, file string) [][]float32 {
+	t.Helper()
+	l := decodertest.Reference(t, "llamacpp_rope_freqs", file)
+	logits := make([][]float32, l.Dims[0])
+	for p := range logits {
+		logits[p] = make([]float32, l.Dims[1])
+		for j, v := range l.Row(p) {
+			logits[p][j] = float32(v)
+		}
+	}
+	return logits
+}
+
+// relativeDiff returns the largest difference of got from want relative to the largest
+// magnitude of want's row, and the largest absolute difference.
+func relativeDiff(got, want [][]float32) (rel, abs float64) {
+	for p := range want {
+		scale := 0.0
+		for _, v := range want[p] {
+			scale = math.Max(scale, math.Abs(float64(v)))
+		}
+		d := decodertest.MaxAbsDiff(got[p], want[p])
+		rel, abs = math.Max(rel, d/scale), math.Max(abs, d)
+	}
+	return rel, abs
+}
+
+// ropeFreqsGGUF builds the reference's model with the rope_freqs tensor factors (nil: none),
+// checking the data of the others against the sha256 the reference recorded for each; extra
+// tensors are added after them.
+func ropeFreqsGGUF(t *testing.T, index ropeFreqsIndex, factors *ggufbuild.Tensor, extra ...ggufbuild.Tensor) []byte {
+	t.Helper()
+	c := index.Config
+	cfg := models.DecoderConfig{VocabSize: c.Vocab, Dim: c.Dim, Layers: c.Layers, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
+		FFNDim: c.FFN, ContextLength: c.Context, RMSNormEps: c.Eps, RoPEBase: c.Base}
+	kvs := decodertest.Metadata("llama", cfg, ggufbuild.KV{Key: "llama.rope.dimension_count", Value: uint32(c.HeadDim)})
+	var ts []ggufbuild.Tensor
+	for _, ref := range index.Tensors {
+		n := 1
+		dims := make([]uint64, len(ref.Shape))
+		for i, d := range ref.Shape {
+			n *= d
+			dims[len(dims)-1-i] = uint64(d)
+		}
+		var tensor ggufbuild.Tensor
+		switch {
+		case ref.Name == "rope_freqs.weight":
+			if factors == nil {
+				continue
+			}
+			tensor = *factors
+		case ref.Name == "token_embd.weight":
+			tensor = ggufbuild.F32Tensor(ref.Name, refValues(ref.Name, n, 1, 0), dims...)
+		case strings.HasSuffix(ref.Name, "norm.weight"):
+			tensor = ggufbuild.F32Tensor(ref.Name, refValues(ref.Name, n, 0.5, 1), dims...)
+		default:
+			tensor = ggufbuild.F32Tensor(ref.Name, refValues(ref.Name, n, 0.5, 0), dims...)
+		}
+		if sum := sha256.Sum256(tensor.Data); ref.Name != "rope_freqs.weight" && hex.EncodeToString(sum[:]) != ref.SHA256 {
+			t.Fatalf("tensor %s: sha256 %x, the reference's %s: not the weights llama.cpp ran", ref.Name, sum, ref.SHA256)
+		}
+		ts = append(ts, tensor)
+	}
+	return ggufbuild.Build(kvs, append(ts, extra...))
+}
+
+// TestLlamaCppRoPEFreqs: a Llama 3.1-style file (rope_freqs.weight, llama3 factors) gives
+// llama.cpp's logits at every position within ropeFreqsTolerance, in both q/k row orders and
+// through Step. Without the factors the model gives llama.cpp's logits of the file without
+// rope_freqs (the control), far from those with them.
+func TestLlamaCppRoPEFreqs(t *testing.T) {
+	index, factors, ids := loadRoPEFreqsReference(t)
+	want, control := referenceLogits(t, "logits.npy"), referenceLogits(t, "logits_without_rope_freqs.npy")
+	ft := ggufbuild.F32Tensor("rope_freqs.weight", factors, uint64(len(factors)))
+	for _, ref := range index.Tensors {
+		if sum := sha256.Sum256(ft.Data); ref.Name == ft.Name && hex.EncodeToString(sum[:]) != ref.SHA256 {
+			t.Fatalf("rope_freqs.weight: sha256 %x, the reference's %s", sum, ref.SHA256)
+		}
+	}
+	data := ropeFreqsGGUF(t, index, &ft)
+	backend := testutil.Backend(t)
+	for _, adjacent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("RotateAdjacent=%v", adjacent), func(t *testing.T) {
+			ctx := context.New()
+			m, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), llama.LoadOptions{RotateAdjacent: adjacent})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(m.RoPEFreqFactors, factors) {
+				t.Fatalf("RoPEFreqFactors %v, want the file's %v", m.RoPEFreqFactors, factors)
+			}
+			rel, abs := relativeDiff(decodertest.Forward(t, backend, ctx, m, ids), want)
+			if rel > ropeFreqsTolerance {
+				t.Errorf("logits differ from llama.cpp's by %.3g of the largest logit; accepted: %.3g", rel, ropeFreqsTolerance)
+			}
+			t.Logf("with the factors: %.3g (2^%.1f) of the largest logit, %.3g at most", rel, math.Log2(rel), abs)
+			if adjacent {
+				return
+			}
+			decodertest.StepMatchesForward(t, backend, ctx, m, ids, [][2]int{{0, 7}, {7, 8}, {8, len(ids)}}, 32, 32)
+			m.RoPEFreqFactors = nil
+			got := decodertest.Forward(t, backend, ctx, m, ids)
+			if rel, _ := relativeDiff(got, control); rel > ropeFreqsTolerance {
+				t.Errorf("without the factors: logits differ from llama.cpp's of the file without rope_freqs by %.3g of the largest logit; "+
+					"accepted: %.3g", rel, ropeFreqsTolerance)
+			} else {
+				t.Logf("without the factors, against the file without rope_freqs: %.3g (2^%.1f) of the largest logit", rel, math.Log2(rel))
+			}
+			rel, abs = relativeDiff(got, want)
+			if rel < 1000*ropeFreqsTolerance {
+				t.Errorf("without the factors the logits differ from llama.cpp's by only %.3g of the largest logit", rel)
+			}
+			t.Logf("without the factors: %.3g of the largest logit, %.3g at most", rel, abs)
+		})
+	}
+}
+
+// TestLoadGGUFRoPEFreqsErrors: a rope_freqs tensor that llama.cpp would not run (not F32, not
+// HeadDim/2 long, a factor not finite and positive) is an error naming it, as are the tensors
+// of the RoPE variants still not implemented; the context is left without variables.
+func TestLoadGGUFRoPEFreqsErrors(t *testing.T) {
+	index, factors, _ := loadRoPEFreqsReference(t)
+	n := uint64(len(factors))
+	with := func(i int, v float32) *ggufbuild.Tensor {
+		f := append([]float32{}, factors...)
+		f[i] = v
+		ft := ggufbuild.F32Tensor("rope_freqs.weight", f, n)
+		return &ft
+	}
+	good := ggufbuild.F32Tensor("rope_freqs.weight", factors, n)
+	f16 := ggufbuild.Tensor{Name: "rope_freqs.weight", Type: uint32(gguf.TypeF16), Dims: []uint64{n}, Data: make([]byte, 2*n)}
+	for i, v := range factors {
+		binary.LittleEndian.PutUint16(f16.Data[2*i:], float16.Fromfloat32(v).Bits())
+	}
+	short := ggufbuild.F32Tensor("rope_freqs.weight", factors[:n-1], n-1)
+	tests := []struct {
+		name    string
+		factors *ggufbuild.Tensor
+		extra   []ggufbuild.Tensor
+		want    string
+		is      error
+	}{
+		{"F16", &f16, nil, "tensor rope_freqs.weight F16 [8] (RoPE frequency factors); accepted: F32 [8]", gguf.ErrUnsupported},
+		{"short", &short, nil, "tensor rope_freqs.weight F32 [7] has row-major shape [7]; the configuration needs [8] (head width / 2", gguf.ErrCorrupt},
+		{"zero", with(3, 0), nil, "factor 3 = 0; accepted: finite and positive", gguf.ErrCorrupt},
+		{"negative", with(0, -1), nil, "factor 0 = -1; accepted: finite and positive", gguf.ErrCorrupt},
+		{"NaN", with(7, float32(math.NaN())), nil, "factor 7 = NaN", gguf.ErrCorrupt},
+		{"Inf", with(2, float32(math.Inf(1))), nil, "factor 2 = +Inf", gguf.ErrCorrupt},
+		// LongRoPE's factors (Phi-3) and per-layer factors are still refused.
+		{"rope_factors_long", &good, []ggufbuild.Tensor{ggufbuild.F32Tensor("rope_factors_long.weight", factors, n)},
+			"tensor rope_factors_long.weight F32 [8] is not one the configuration reads", gguf.ErrUnsupported},
+		{"per layer", &good, []ggufbuild.Tensor{ggufbuild.F32Tensor("blk.0.rope_freqs.weight", factors, n)},
+			"tensor blk.0.rope_freqs.weight F32 [8] is not one the configuration reads", gguf.ErrUnsupported},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			data := ropeFreqsGGUF(t, index, tc.factors, tc.extra...)
+			ctx := context.New()
+			_, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), llama.LoadOptions{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, tc.is) {
+				t.Errorf("error %v; want one containing %q wrapping %v", err, tc.want, tc.is)
+			}
+			if ctx.NumVariables() != 0 {
+				t.Errorf("the failed load left %d variables", ctx.NumVariables())
+			}
+		})
+	}
+}
