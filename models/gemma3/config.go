@@ -78,7 +78,7 @@ func (c Config) Validate() error {
 // "gemma3.attention.layer_norm_rms_epsilon", "gemma3.rope.freq_base" (global layers, default
 // 1000000), "gemma3.rope.freq_base_swa" (sliding-window layers, default 10000),
 // "gemma3.rope.scaling.type" ("linear" or "none"; absent, linear when the file has a factor, as
-// llama.cpp reads it) with "gemma3.rope.scaling.factor",
+// llama.cpp reads it) with "gemma3.rope.scaling.factor" (absent or 0: no scaling, as in llama.cpp),
 // "gemma3.attention.sliding_window" (absent or 0: every layer global),
 // "gemma3.attention.sliding_window_pattern" (default 6), "gemma3.final_logit_softcapping",
 // "gemma3.context_length", and the vocabulary size from "gemma3.vocab_size" or the token list.
@@ -132,14 +132,22 @@ func configFromGGUF(f *gguf.File) (Config, error) {
 		switch kind {
 		case "none":
 		case "linear":
+			// As llama.cpp reads it: an absent factor, or 0, scales nothing.
 			factor := 0.0
-			if err := modelbase.ReadFloatAbove(f, keyFactor, &factor, 0, false); err != nil {
-				return Config{}, err
+			if _, has := f.Value(keyFactor); has {
+				if factor, err = f.Float(keyFactor); err != nil {
+					return Config{}, err
+				}
 			}
-			c.RoPEScale = 1 / factor
-			// The positions are multiplied by 1/factor in float32: a tiny factor makes it +Inf there.
-			if err := fileio.CheckFloatAbove("1 / "+keyFactor, c.RoPEScale, 0); err != nil {
-				return Config{}, err
+			if factor != 0 {
+				if err := fileio.CheckFloatAbove(keyFactor, factor, 0); err != nil {
+					return Config{}, err
+				}
+				c.RoPEScale = 1 / factor
+				// The positions are multiplied by 1/factor in float32: a tiny factor makes it +Inf there.
+				if err := fileio.CheckFloatAbove("1 / "+keyFactor, c.RoPEScale, 0); err != nil {
+					return Config{}, err
+				}
 			}
 		default:
 			return Config{}, errors.Errorf("%s = %q; accepted: \"linear\", \"none\"", keyScaling, kind)

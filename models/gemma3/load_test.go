@@ -128,6 +128,9 @@ func TestConfigFromGGUF(t *testing.T) {
 		{"factor without a type", []ggufbuild.KV{{Key: "gemma3.rope.scaling.factor", Value: float32(4)}}, func(c *gemma3.Config) {
 			c.RoPEScale = 0.25
 		}},
+		// llama.cpp reads an absent factor, or 0, as no scaling.
+		{"linear without a factor", []ggufbuild.KV{{Key: "gemma3.rope.scaling.type", Value: "linear"}}, func(*gemma3.Config) {}},
+		{"factor 0", []ggufbuild.KV{{Key: "gemma3.rope.scaling.factor", Value: float32(0)}}, func(*gemma3.Config) {}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := gemma3.ConfigFromGGUF(decodertest.Open(t, tinyGGUF(nil, "", tc.overrides...)))
@@ -171,6 +174,7 @@ func TestLoadGGUFHyperParameters(t *testing.T) {
 		decodertest.Bad("freq_base_swa +Inf", "gemma3.rope.freq_base_swa", float32(math.Inf(1)),
 			"gemma3.rope.freq_base_swa = +Inf; accepted: a finite number above 1"),
 		decodertest.Bad("scaling yarn", "gemma3.rope.scaling.type", "yarn", `gemma3.rope.scaling.type = "yarn"; accepted: "linear", "none"`),
+		decodertest.Bad("scaling factor -2", "gemma3.rope.scaling.factor", float32(-2), "gemma3.rope.scaling.factor = -2"),
 		decodertest.Bad("sliding window 2^32-1", "gemma3.attention.sliding_window", uint32(math.MaxUint32),
 			"gemma3.attention.sliding_window = 4294967295; accepted: 0 to 2147483647"),
 		decodertest.Bad("pattern as text", "gemma3.attention.sliding_window_pattern", "6", "gemma3.attention.sliding_window_pattern"),

@@ -32,7 +32,7 @@ func (c Config) decoder() models.DecoderConfig { return models.DecoderConfig(c) 
 // 10000), "llama.context_length", and the vocabulary size from "llama.vocab_size" or the token
 // list. TiedEmbeddings is set when the file has no "output.weight" tensor. RoPE scaling is not
 // supported: a file with a "llama.rope.scaling.type" other than "none" (with which llama.cpp
-// scales nothing), or without a type a factor other than 1 in "llama.rope.scaling.factor" or
+// scales nothing), or without a type a factor other than 0 or 1 in "llama.rope.scaling.factor" or
 // "llama.rope.scale_linear" (which llama.cpp then applies as linear scaling), is an error.
 //
 // Each value is checked before it is used, with an error naming the key and the accepted range:
@@ -69,11 +69,12 @@ func configFromGGUF(f *gguf.File) (Config, error) {
 		}
 		return c, c.Validate()
 	}
-	// Without a type, llama.cpp scales the positions by a factor (linear) under either name.
+	// Without a type, llama.cpp scales the positions by a factor (linear) under either name; a
+	// factor of 0 (or 1) scales nothing.
 	for _, key := range []string{"llama.rope.scaling.factor", "llama.rope.scale_linear"} {
 		if v, has := f.Value(key); has {
-			if factor, err := f.Float(key); err != nil || factor != 1 {
-				return Config{}, errors.Errorf("%s = %v: RoPE scaling is not supported; accepted: absent or 1", key, v)
+			if factor, err := f.Float(key); err != nil || (factor != 1 && factor != 0) {
+				return Config{}, errors.Errorf("%s = %v: RoPE scaling is not supported; accepted: absent, 0 or 1", key, v)
 			}
 		}
 	}

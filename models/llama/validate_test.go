@@ -30,7 +30,7 @@ func TestLoadGGUFHyperParameters(t *testing.T) {
 		head(16, "a head width of 1 (llama.embedding_length / llama.attention.head_count = 16 / 16); accepted: an even width"),
 		decodertest.Bad("rope dimension", "llama.rope.dimension_count", uint32(2),
 			"llama.rope.dimension_count = 2, but the head width is 4 (llama.embedding_length / llama.attention.head_count = 16 / 4)"),
-		decodertest.Bad("scaling factor", "llama.rope.scaling.factor", float32(4), "llama.rope.scaling.factor = 4: RoPE scaling is not supported"),
+		decodertest.Bad("scaling factor", "llama.rope.scaling.factor", float32(4), "llama.rope.scaling.factor = 4: RoPE scaling is not supported; accepted: absent, 0 or 1"),
 		decodertest.Bad("scaling type", "llama.rope.scaling.type", "yarn", `llama.rope.scaling.type = yarn: RoPE scaling is not supported; accepted: absent or "none"`),
 		decodertest.Bad("scale_linear", "llama.rope.scale_linear", float32(2), "llama.rope.scale_linear = 2: RoPE scaling is not supported"),
 		decodertest.Bad("key_length odd", "llama.attention.key_length", uint32(5), "a head width of 5 (llama.attention.key_length)"),
@@ -72,14 +72,15 @@ func TestLoadGGUFNilContext(t *testing.T) {
 	}
 }
 
-// TestConfigRoPENoScaling: a factor of 1, and any factor under the scaling type "none" (llama.cpp
-// never scales then), scale nothing and are accepted.
+// TestConfigRoPENoScaling: a factor of 1 or 0 (llama.cpp's "no factor"), and any factor under the
+// scaling type "none" (llama.cpp never scales then), scale nothing and are accepted.
 func TestConfigRoPENoScaling(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		kvs  []ggufbuild.KV
 	}{
 		{"factor 1", []ggufbuild.KV{{Key: "llama.rope.scaling.factor", Value: float32(1)}}},
+		{"factor 0", []ggufbuild.KV{{Key: "llama.rope.scaling.factor", Value: float32(0)}}},
 		{"type none", []ggufbuild.KV{{Key: "llama.rope.scaling.type", Value: "none"}, {Key: "llama.rope.scaling.factor", Value: float32(4)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
