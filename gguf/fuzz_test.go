@@ -1,11 +1,11 @@
 package gguf_test
 
 import (
-	"bytes"
 	"errors"
 	"testing"
 
 	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/ggufbuild"
 	"github.com/quanta-ml/quanta/internal/testutil"
 )
 
@@ -29,7 +29,7 @@ func FuzzRead(f *testing.F) {
 
 func readAll(t *testing.T, data []byte) {
 	// A reader that returns io.EOF with the bytes that end the file, as io.ReaderAt allows.
-	file, err := gguf.Read(eofAtEnd{bytes.NewReader(data)}, int64(len(data)))
+	file, err := gguf.Read(ggufbuild.EOFAtEnd(data), int64(len(data)))
 	if err != nil {
 		if !errors.Is(err, gguf.ErrCorrupt) && !errors.Is(err, gguf.ErrUnsupported) {
 			t.Fatalf("Read: an error wrapping neither ErrCorrupt nor ErrUnsupported: %v", err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/quanta-ml/quanta/gguf"
+	"github.com/quanta-ml/quanta/internal/ggufbuild"
 )
 
 // Hand-built blocks and the values they decode to, computed from the format definitions.
@@ -379,22 +379,11 @@ func TestScalarBlockTensor(t *testing.T) {
 	}
 }
 
-// eofAtEnd returns io.EOF along with a read that ends its input, as io.ReaderAt allows.
-type eofAtEnd struct{ *bytes.Reader }
-
-func (r eofAtEnd) ReadAt(b []byte, off int64) (int, error) {
-	n, err := r.Reader.ReadAt(b, off)
-	if err == nil && off+int64(n) == r.Size() {
-		err = io.EOF
-	}
-	return n, err
-}
-
 // TestReaderEOFAtEnd: the tensor that ends the file reads from a reader that returns io.EOF with
 // the last bytes (it failed with "gguf: corrupt file ... EOF").
 func TestReaderEOFAtEnd(t *testing.T) {
 	data, want := sampleFile()
-	f, err := gguf.Read(eofAtEnd{bytes.NewReader(data)}, int64(len(data)))
+	f, err := gguf.Read(ggufbuild.EOFAtEnd(data), int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ package ggufbuild
 import (
 	"bytes"
 	"encoding/binary"
+	"io"
 	"math"
 )
 
@@ -134,4 +135,18 @@ func Override(kvs []KV, overrides ...KV) []KV {
 		}
 	}
 	return kept
+}
+
+// EOFAtEnd returns a reader of data that returns io.EOF along with a read reaching the end of
+// data, as io.ReaderAt allows (bytes.Reader returns nil there): readers must accept both.
+func EOFAtEnd(data []byte) io.ReaderAt { return eofAtEnd{bytes.NewReader(data)} }
+
+type eofAtEnd struct{ *bytes.Reader }
+
+func (r eofAtEnd) ReadAt(b []byte, off int64) (int, error) {
+	n, err := r.Reader.ReadAt(b, off)
+	if err == nil && off+int64(n) == r.Size() {
+		err = io.EOF
+	}
+	return n, err
 }

@@ -3,7 +3,6 @@ package modelbase
 import (
 	"bytes"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,17 +10,6 @@ import (
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
 )
-
-// eofAtEnd returns io.EOF along with a read that ends its input, as io.ReaderAt allows.
-type eofAtEnd struct{ *bytes.Reader }
-
-func (r eofAtEnd) ReadAt(b []byte, off int64) (int, error) {
-	n, err := r.Reader.ReadAt(b, off)
-	if err == nil && off+int64(n) == r.Size() {
-		err = io.EOF
-	}
-	return n, err
-}
 
 // TestReadRowsEOFAtEnd: the rows of a kept q/k kernel that ends the file are read, un-permuted,
 // from a reader that returns io.EOF with the last row (it failed with "reading row 3: EOF").
@@ -33,7 +21,7 @@ func TestReadRowsEOFAtEnd(t *testing.T) {
 	}
 	data := ggufbuild.Build(nil, []ggufbuild.Tensor{{Name: "k", Type: uint32(gguf.TypeQ8_0), Dims: []uint64{in, out}, Data: stored}})
 	data = data[:len(data)-(160-len(stored))] // the data section pads 136 bytes to 160: end the file with the tensor
-	f, err := gguf.Read(eofAtEnd{bytes.NewReader(data)}, int64(len(data)))
+	f, err := gguf.Read(ggufbuild.EOFAtEnd(data), int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}
