@@ -1,18 +1,21 @@
 // Package decodertest holds what the tests of the GGUF decoders (models/llama, models/gemma3)
-// share: small GGUF files written from values (Values, Metadata, Override, Tensor, Open), the
-// real ones (OpenFile) loaded through a preset's quantizer (Quantizer), the reference's arrays
-// (Reference), a model's logits (Forward, MaxAbsDiff, SameLogits) and scores (NLL), and the
-// checks every decoder passes: a failed load (WantLoadError), bad hyper-parameters
-// (DecoderBadKeys, CheckBadKeys), a fuzzed load (CheckFuzzed), an invalid configuration
-// (CheckInvalidConfigs), a chunked Step against Forward (StepMatchesForward) and greedy decoding
-// against Forward (GreedyMatchesForward). It is apart from internal/testutil, which the tests of
-// the packages below models use: it imports models and refdata.
+// share: small GGUF files written from values (Values, Metadata, Override, Tensor,
+// Open), the real ones (OpenFile) loaded through a preset's quantizer (Quantizer), the
+// reference's arrays (Reference, ReferenceLogits, ReferenceIDs) with the weights of the tiny
+// models llama.cpp ran for them (FormulaValues), a model's logits (Forward, MaxAbsDiff,
+// RelativeDiff, SameLogits) and scores (NLL), and the checks every decoder passes: a failed load
+// (WantLoadError), bad hyper-parameters (DecoderBadKeys, CheckBadKeys), a fuzzed load
+// (CheckFuzzed), an invalid configuration (CheckInvalidConfigs), a chunked Step against Forward
+// (StepMatchesForward) and greedy decoding against Forward (GreedyMatchesForward). It is apart
+// from internal/testutil, which the tests of the packages below models use: it imports models and
+// refdata.
 package decodertest
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"strings"
 	"testing"
@@ -109,6 +112,71 @@ func Reference(t testing.TB, elem ...string) refdata.Array {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// ReferenceLogits reads the logits [seq][vocab] of the reference set's file, e.g.
+// ReferenceLogits(t, "llamacpp_qwen2", "logits.npy").
+func ReferenceLogits(t testing.TB, set, file string) [][]float32 {
+	t.Helper()
+	l := Reference(t, set, file)
+	logits := make([][]float32, l.Dims[0])
+	for p := range logits {
+		logits[p] = make([]float32, l.Dims[1])
+		for j, v := range l.Row(p) {
+			logits[p][j] = float32(v)
+		}
+	}
+	return logits
+}
+
+// ReferenceIDs reads the token ids of the reference set's file (e.g. "ids.npy").
+func ReferenceIDs(t testing.TB, set, file string) []int32 {
+	t.Helper()
+	a, err := refdata.Ints(set, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int32, len(a))
+	for i, v := range a {
+		ids[i] = int32(v)
+	}
+	return ids
+}
+
+// splitmix64 is the generator of reference/gen_rope_freqs.py.
+func splitmix64(x uint64) uint64 {
+	z := x + 0x9E3779B97F4A7C15
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+	return z ^ (z >> 31)
+}
+
+// FormulaValues are reference/gen_rope_freqs.py's values(name, n, scale, offset), the weights of
+// the tiny models that llama.cpp ran for the references (gen_rope_freqs.py):
+// offset + scale·u, u = (the top 24 bits of splitmix64(crc32(name) << 32 | i) − 2^23) / 2^24;
+// scale a power of two, so that every operation is exact and both sides give the same bits.
+func FormulaValues(name string, n int, scale, offset float64) []float32 {
+	seed := uint64(crc32.ChecksumIEEE([]byte(name))) << 32
+	out := make([]float32, n)
+	for i := range out {
+		u := float64(int64(splitmix64(seed|uint64(i))>>40)-1<<23) / (1 << 24)
+		out[i] = float32(offset + scale*u)
+	}
+	return out
+}
+
+// RelativeDiff returns the largest difference of got from want [seq][vocab] relative to the
+// largest magnitude of want's row, and the largest absolute difference.
+func RelativeDiff(got, want [][]float32) (rel, abs float64) {
+	for p := range want {
+		scale := 0.0
+		for _, v := range want[p] {
+			scale = math.Max(scale, math.Abs(float64(v)))
+		}
+		d := MaxAbsDiff(got[p], want[p])
+		rel, abs = math.Max(rel, d/scale), math.Max(abs, d)
+	}
+	return rel, abs
 }
 
 // Forward returns m.Forward's logits for one sequence, [seq][vocab].

@@ -171,3 +171,29 @@ func (s DecoderSpec) headWidth(f *gguf.File, d *models.DecoderConfig) error {
 	}
 	return nil
 }
+
+// CheckNoRoPEScaling refuses a file of architecture arch whose metadata asks llama.cpp to scale
+// the rotary positions, which the decoders without RoPE scaling would run with the wrong
+// positions: a "<arch>.rope.scaling.type" other than "none" (with which llama.cpp scales nothing,
+// whatever the factor), or without a type a factor other than 0 or 1 in
+// "<arch>.rope.scaling.factor" or "<arch>.rope.scale_linear" (which llama.cpp then applies as
+// linear scaling). The error names the key and what is accepted.
+func CheckNoRoPEScaling(f *gguf.File, arch string) error {
+	keyType := arch + ".rope.scaling.type"
+	if v, has := f.Value(keyType); has {
+		if typ, err := f.String(keyType); err != nil || typ != "none" {
+			return errors.Errorf("%s = %v: RoPE scaling is not supported; accepted: absent or \"none\"", keyType, v)
+		}
+		return nil
+	}
+	// Without a type, llama.cpp scales the positions by a factor (linear) under either name; a
+	// factor of 0 (or 1) scales nothing.
+	for _, key := range []string{arch + ".rope.scaling.factor", arch + ".rope.scale_linear"} {
+		if v, has := f.Value(key); has {
+			if factor, err := f.Float(key); err != nil || (factor != 1 && factor != 0) {
+				return errors.Errorf("%s = %v: RoPE scaling is not supported; accepted: absent, 0 or 1", key, v)
+			}
+		}
+	}
+	return nil
+}

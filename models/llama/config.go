@@ -61,22 +61,8 @@ func configFromGGUF(f *gguf.File) (Config, error) {
 		return Config{}, err
 	}
 	c := Config(d)
-	if v, has := f.Value("llama.rope.scaling.type"); has {
-		// llama.cpp never scales the positions of a file whose scaling type is "none", whatever
-		// factor it gives.
-		if typ, err := f.String("llama.rope.scaling.type"); err != nil || typ != "none" {
-			return Config{}, errors.Errorf("llama.rope.scaling.type = %v: RoPE scaling is not supported; accepted: absent or \"none\"", v)
-		}
-		return c, c.Validate()
-	}
-	// Without a type, llama.cpp scales the positions by a factor (linear) under either name; a
-	// factor of 0 (or 1) scales nothing.
-	for _, key := range []string{"llama.rope.scaling.factor", "llama.rope.scale_linear"} {
-		if v, has := f.Value(key); has {
-			if factor, err := f.Float(key); err != nil || (factor != 1 && factor != 0) {
-				return Config{}, errors.Errorf("%s = %v: RoPE scaling is not supported; accepted: absent, 0 or 1", key, v)
-			}
-		}
+	if err := modelbase.CheckNoRoPEScaling(f, architecture); err != nil {
+		return Config{}, err
 	}
 	return c, c.Validate()
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"slices"
 	"strings"
@@ -56,27 +55,6 @@ type ropeFreqsIndex struct {
 // the logits are off by more than the largest logit.
 const ropeFreqsTolerance = 1.0 / (1 << 16)
 
-// splitmix64 is the generator of reference/gen_rope_freqs.py.
-func splitmix64(x uint64) uint64 {
-	z := x + 0x9E3779B97F4A7C15
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
-	return z ^ (z >> 31)
-}
-
-// refValues are reference/gen_rope_freqs.py's values(name, n, scale, offset): offset + scale·u,
-// u = (the top 24 bits of splitmix64(crc32(name) << 32 | i) − 2^23) / 2^24; scale a power of two,
-// so that every operation is exact and both sides give the same bits.
-func refValues(name string, n int, scale, offset float64) []float32 {
-	seed := uint64(crc32.ChecksumIEEE([]byte(name))) << 32
-	out := make([]float32, n)
-	for i := range out {
-		u := float64(int64(splitmix64(seed|uint64(i))>>40)-1<<23) / (1 << 24)
-		out[i] = float32(offset + scale*u)
-	}
-	return out
-}
-
 // loadRoPEFreqsReference reads the set, skipping the test when it is absent.
 func loadRoPEFreqsReference(t *testing.T) (ropeFreqsIndex, []float32, []int32) {
 	t.Helper()
@@ -89,43 +67,8 @@ func loadRoPEFreqsReference(t *testing.T) (ropeFreqsIndex, []float32, []int32) {
 	for i, v := range a.Values {
 		factors[i] = float32(v)
 	}
-	idsArr, err := refdata.Ints("llamacpp_rope_freqs", "ids.npy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := make([]int32, len(idsArr))
-	for i, v := range idsArr {
-		ids[i] = int32(v)
-	}
+	ids := decodertest.ReferenceIDs(t, "llamacpp_rope_freqs", "ids.npy")
 	return index, factors, ids
-}
-
-// referenceLogits reads the logits [seq][vocab] of the set's file.
-func referenceLogits(t *testing.T, file string) [][]float32 {
-	t.Helper()
-	l := decodertest.Reference(t, "llamacpp_rope_freqs", file)
-	logits := make([][]float32, l.Dims[0])
-	for p := range logits {
-		logits[p] = make([]float32, l.Dims[1])
-		for j, v := range l.Row(p) {
-			logits[p][j] = float32(v)
-		}
-	}
-	return logits
-}
-
-// relativeDiff returns the largest difference of got from want relative to the largest
-// magnitude of want's row, and the largest absolute difference.
-func relativeDiff(got, want [][]float32) (rel, abs float64) {
-	for p := range want {
-		scale := 0.0
-		for _, v := range want[p] {
-			scale = math.Max(scale, math.Abs(float64(v)))
-		}
-		d := decodertest.MaxAbsDiff(got[p], want[p])
-		rel, abs = math.Max(rel, d/scale), math.Max(abs, d)
-	}
-	return rel, abs
 }
 
 // ropeFreqsGGUF builds the reference's model with the rope_freqs tensor factors (nil: none),
@@ -153,11 +96,11 @@ func ropeFreqsGGUF(t *testing.T, index ropeFreqsIndex, factors *ggufbuild.Tensor
 			}
 			tensor = *factors
 		case ref.Name == "token_embd.weight":
-			tensor = ggufbuild.F32Tensor(ref.Name, refValues(ref.Name, n, 1, 0), dims...)
+			tensor = ggufbuild.F32Tensor(ref.Name, decodertest.FormulaValues(ref.Name, n, 1, 0), dims...)
 		case strings.HasSuffix(ref.Name, "norm.weight"):
-			tensor = ggufbuild.F32Tensor(ref.Name, refValues(ref.Name, n, 0.5, 1), dims...)
+			tensor = ggufbuild.F32Tensor(ref.Name, decodertest.FormulaValues(ref.Name, n, 0.5, 1), dims...)
 		default:
-			tensor = ggufbuild.F32Tensor(ref.Name, refValues(ref.Name, n, 0.5, 0), dims...)
+			tensor = ggufbuild.F32Tensor(ref.Name, decodertest.FormulaValues(ref.Name, n, 0.5, 0), dims...)
 		}
 		if sum := sha256.Sum256(tensor.Data); ref.Name != "rope_freqs.weight" && hex.EncodeToString(sum[:]) != ref.SHA256 {
 			t.Fatalf("tensor %s: sha256 %x, the reference's %s: not the weights llama.cpp ran", ref.Name, sum, ref.SHA256)
@@ -173,7 +116,7 @@ func ropeFreqsGGUF(t *testing.T, index ropeFreqsIndex, factors *ggufbuild.Tensor
 // rope_freqs (the control), far from those with them.
 func TestLlamaCppRoPEFreqs(t *testing.T) {
 	index, factors, ids := loadRoPEFreqsReference(t)
-	want, control := referenceLogits(t, "logits.npy"), referenceLogits(t, "logits_without_rope_freqs.npy")
+	want, control := decodertest.ReferenceLogits(t, "llamacpp_rope_freqs", "logits.npy"), decodertest.ReferenceLogits(t, "llamacpp_rope_freqs", "logits_without_rope_freqs.npy")
 	ft := ggufbuild.F32Tensor("rope_freqs.weight", factors, uint64(len(factors)))
 	for _, ref := range index.Tensors {
 		if sum := sha256.Sum256(ft.Data); ref.Name == ft.Name && hex.EncodeToString(sum[:]) != ref.SHA256 {
@@ -192,7 +135,7 @@ func TestLlamaCppRoPEFreqs(t *testing.T) {
 			if !slices.Equal(m.RoPEFreqFactors, factors) {
 				t.Fatalf("RoPEFreqFactors %v, want the file's %v", m.RoPEFreqFactors, factors)
 			}
-			rel, abs := relativeDiff(decodertest.Forward(t, backend, ctx, m, ids), want)
+			rel, abs := decodertest.RelativeDiff(decodertest.Forward(t, backend, ctx, m, ids), want)
 			if rel > ropeFreqsTolerance {
 				t.Errorf("logits differ from llama.cpp's by %.3g of the largest logit; accepted: %.3g", rel, ropeFreqsTolerance)
 			}
@@ -203,13 +146,13 @@ func TestLlamaCppRoPEFreqs(t *testing.T) {
 			decodertest.StepMatchesForward(t, backend, ctx, m, ids, [][2]int{{0, 7}, {7, 8}, {8, len(ids)}}, 32, 32)
 			m.RoPEFreqFactors = nil
 			got := decodertest.Forward(t, backend, ctx, m, ids)
-			if rel, _ := relativeDiff(got, control); rel > ropeFreqsTolerance {
+			if rel, _ := decodertest.RelativeDiff(got, control); rel > ropeFreqsTolerance {
 				t.Errorf("without the factors: logits differ from llama.cpp's of the file without rope_freqs by %.3g of the largest logit; "+
 					"accepted: %.3g", rel, ropeFreqsTolerance)
 			} else {
 				t.Logf("without the factors, against the file without rope_freqs: %.3g (2^%.1f) of the largest logit", rel, math.Log2(rel))
 			}
-			rel, abs = relativeDiff(got, want)
+			rel, abs = decodertest.RelativeDiff(got, want)
 			if rel < 1000*ropeFreqsTolerance {
 				t.Errorf("without the factors the logits differ from llama.cpp's by only %.3g of the largest logit", rel)
 			}
