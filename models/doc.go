@@ -1,5 +1,5 @@
-// Package models holds what the real-model packages (models/llama, models/gemma3, models/minilm)
-// share: the Projection hook that every linear layer of their graphs goes through and the Table
+// Package models holds what the real-model packages (models/llama, models/gemma3, models/qwen2,
+// models/minilm) share: the Projection hook that every linear layer of their graphs goes through and the Table
 // hook of their embedding tables, the Variable list their loaders build before storing anything
 // in a context and the LoadOptions of the GGUF loaders, the Quantizer that stores and runs those
 // layers and tables in quanta's formats or as their file stores them (Qwix-style rules), the

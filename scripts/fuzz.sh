@@ -24,7 +24,7 @@ GO="${GO:-go}"
 FUZZTIME="${FUZZTIME:-20s}"
 FUZZ_AS="${FUZZ_AS:-3G}"
 FUZZ_RSS_MB="${FUZZ_RSS_MB:-1024}"
-FUZZ_TARGETS="${FUZZ_TARGETS:-gguf:FuzzRead models/llama:FuzzLoadGGUF models/gemma3:FuzzLoadGGUF safetensors:FuzzRead models/minilm:FuzzLoadSafetensors bnb:FuzzReadLayers qlayers:FuzzLoadAdapters tokenizer:FuzzBPE tokenizer:FuzzWordPiece}"
+FUZZ_TARGETS="${FUZZ_TARGETS:-gguf:FuzzRead models/llama:FuzzLoadGGUF models/gemma3:FuzzLoadGGUF models/qwen2:FuzzLoadGGUF safetensors:FuzzRead models/minilm:FuzzLoadSafetensors bnb:FuzzReadLayers qlayers:FuzzLoadAdapters tokenizer:FuzzBPE tokenizer:FuzzWordPiece}"
 
 cd "$(dirname "$0")/.."
 root="$PWD"

@@ -7,9 +7,10 @@
 //	                a small matmul graph on it
 //
 //	quanta run [flags] MODEL.gguf "prompt"
-//	                run a GGUF model ("llama": SmolLM2, Llama, ...; "gemma3") on a prompt: every
-//	                tensor as the file stores it (-format file, the default: its block types as
-//	                they are, embedding table and head included), or the projections converted
+//	                run a GGUF model ("llama": SmolLM2, Llama, ...; "gemma3"; "qwen2": Qwen2,
+//	                Qwen2.5) on a prompt: every tensor as the file stores it (-format file, the
+//	                default: its block types as they are, embedding table and head included),
+//	                or the projections converted
 //	                as the file loads (-format, a models.Preset; the tied head -head, by
 //	                default int8 for the converted formats, float32 for -format f32), q/k/v and
 //	                gate/up fused where exact (-fuse), the prompt in the model's chat template
@@ -25,7 +26,7 @@
 // Exit codes of doctor: 0 when XLA is in use (or the backend that GOMLX_BACKEND asked for);
 // 3 when the pure-Go fallback is in use because no XLA plugin could start; 1 when the backend
 // fails to start or to run the check graph. run exits 1 on an error — an architecture other than
-// "llama" and "gemma3", a tensor type it cannot decode, an unknown format, a sampling flag out of range, each
+// "llama", "gemma3" and "qwen2", a tensor type it cannot decode, an unknown format, a sampling flag out of range, each
 // named with what is accepted — and 2 on a bad command line. An unknown subcommand prints the
 // usage and exits 2.
 package main

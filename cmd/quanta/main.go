@@ -21,7 +21,7 @@ const usage = `usage: quanta <command>
 
 commands:
   doctor                     report the backend quanta runs on (exit 0: XLA; 3: pure-Go fallback; 1: failure)
-  run [flags] MODEL "prompt" run a GGUF model (llama, gemma3) on a prompt (quanta run -h lists the flags)
+  run [flags] MODEL "prompt" run a GGUF model (llama, gemma3, qwen2) on a prompt (quanta run -h lists the flags)
 `
 
 func main() {

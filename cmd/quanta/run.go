@@ -27,9 +27,10 @@ import (
 
 const runUsage = `usage: quanta run [flags] MODEL.gguf "prompt"
 
-Runs a GGUF model (general.architecture "llama": SmolLM2, Llama, ...; or "gemma3") on the
-prompt: every tensor in the format the file stores it (-format file: Q4_0 ... Q8_0, the
-K-quants, IQ4_NL as they are; F32, F16, BF16 as float32), or converted to -format as it loads;
+Runs a GGUF model (general.architecture "llama": SmolLM2, Llama, ...; "gemma3"; or "qwen2":
+Qwen2, Qwen2.5) on the prompt: every tensor in the format the file stores it (-format file:
+Q4_0 ... Q8_0, the K-quants, IQ4_NL as they are; F32, F16, BF16 as float32), or converted to
+-format as it loads;
 the prompt is wrapped in the model's chat template when the file has one of a known shape (a
 file without one, a base model's, continues the prompt as it is), the answer is streamed, then
 the prompt and decoding speeds are printed.
@@ -68,7 +69,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&o.seed, "seed", -1, "the random seed: the same seed gives the same answer (-1: a random seed, printed at the end)")
 	fs.StringVar(&o.system, "system", "", "the system message (default: the chat template's own, if it has one)")
 	fs.BoolVar(&o.raw, "raw", false, "send the prompt as it is, without the chat template (control-token texts such as <|im_start|> are their tokens, as in llama.cpp's CLI)")
-	fs.BoolVar(&o.fuse, "fuse", true, "store q/k/v and gate/up as one product each where the format allows it exactly")
+	fs.BoolVar(&o.fuse, "fuse", true, "store q/k/v and gate/up as one product each where the format allows it exactly (q/k/v with biases, Qwen2's, stay apart)")
 	fs.StringVar(&o.cache, "cache", "grow", "the key/value cache: grow (as long as the attended window) or full (-maxlen from the start)")
 	fs.StringVar(&o.cacheDType, "cache-dtype", "float32", "the key/value cache's element type: float32, or float16 (half the bytes a step reads, as llama.cpp's default cache)")
 	if err := fs.Parse(args); err != nil {

@@ -130,7 +130,7 @@ func TestRun(t *testing.T) {
 		{"no template", []string{"-max", "2", tinyModel(t, 0, ggufbuild.KV{Key: "tokenizer.chat_template"}), "hi"},
 			exitOK, []string{"has no chat template; using the raw prompt"}},
 		{"architecture", []string{tinyModel(t, 0, ggufbuild.KV{Key: "general.architecture", Value: "gpt2"}), "hi"},
-			exitFailure, []string{`architecture "gpt2"; accepted: llama, gemma3`}},
+			exitFailure, []string{`architecture "gpt2"; accepted: llama, gemma3, qwen2`}},
 		{"tensor type", []string{tinyModel(t, 25), "hi"}, exitFailure, []string{"blk.0.attn_q.weight I16", "F32"}},
 		{"format upper case", []string{"-max", "2", "-format", "F32", model, "hi"}, exitOK, []string{"head f32"}},
 		{"head upper case", []string{"-max", "2", "-head", "INT8", model, "hi"}, exitOK, []string{"head int8"}},

@@ -1,5 +1,5 @@
-// Package decodertest holds what the tests of the GGUF decoders (models/llama, models/gemma3)
-// share: small GGUF files written from values (Values, Metadata, Override, Tensor,
+// Package decodertest holds what the tests of the GGUF decoders (models/llama, models/gemma3,
+// models/qwen2) share: small GGUF files written from values (Values, Metadata, Override, Tensor,
 // Open), the real ones (OpenFile) loaded through a preset's quantizer (Quantizer), the
 // reference's arrays (Reference, ReferenceLogits, ReferenceIDs) with the weights of the tiny
 // models llama.cpp ran for them (FormulaValues), a model's logits (Forward, MaxAbsDiff,
@@ -152,7 +152,7 @@ func splitmix64(x uint64) uint64 {
 }
 
 // FormulaValues are reference/gen_rope_freqs.py's values(name, n, scale, offset), the weights of
-// the tiny models that llama.cpp ran for the references (gen_rope_freqs.py):
+// the tiny models that llama.cpp ran for the references (gen_rope_freqs.py, gen_qwen2.py):
 // offset + scale·u, u = (the top 24 bits of splitmix64(crc32(name) << 32 | i) − 2^23) / 2^24;
 // scale a power of two, so that every operation is exact and both sides give the same bits.
 func FormulaValues(name string, n int, scale, offset float64) []float32 {

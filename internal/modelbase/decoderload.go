@@ -2,6 +2,7 @@ package modelbase
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
@@ -75,6 +76,15 @@ func (b BlockTensors) Norm(name string, dim int, from string) Tensor {
 // WidthNorm plans the scale of the RMSNorm name over the residual stream (Dim wide).
 func (b BlockTensors) WidthNorm(name string) Tensor {
 	return b.Norm(name, b.D.Dim, b.Arch+".embedding_length")
+}
+
+// Bias plans the bias of the projection name (see Projection), GGUF "blk.<I>.<name>.bias" of
+// the projection's output width, into the variable the projection adds (useBias):
+// models.DenseBiases in the projection's models.DenseScope.
+func (b BlockTensors) Bias(name string) Tensor {
+	p := b.Projection(name)
+	return Tensor{Name: fmt.Sprintf("blk.%d.%s.bias", b.I, name), Scope: p.Scope + "/" + models.DenseScope, VarName: models.DenseBiases,
+		Shape: []int{p.Out}, From: strings.SplitN(p.From, ", ", 2)[0]}
 }
 
 // Projection plans the kernel of the projection name, one of attn_q, attn_k, attn_v,

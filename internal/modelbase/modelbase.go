@@ -1,18 +1,19 @@
-// Package modelbase holds what the model packages (llama, gemma3, minilm) share beyond package
-// models' API: the default projection of a model whose Projection is nil, and the variables of a
-// load in progress, each placed on the backend as soon as it is converted and all released when a
-// later tensor fails, so that a loader writes the context only once everything is converted;
-// kernels of fused projections are concatenated there before they are converted (float) or
-// stored (kept as their file stores them: rows of blocks stacked). The GGUF loaders describe the
-// tensors they need as a plan (Tensor), checked against the file (Check) before Load reads them
-// one at a time, keeping or decoding each.
+// Package modelbase holds what the model packages (llama, gemma3, qwen2, minilm) share beyond
+// package models' API: the default projection of a model whose Projection is nil, and the
+// variables of a load in progress, each placed on the backend as soon as it is converted and all
+// released when a later tensor fails, so that a loader writes the context only once everything is
+// converted; kernels of fused projections are concatenated there before they are converted
+// (float) or stored (kept as their file stores them: rows of blocks stacked). The GGUF loaders
+// describe the tensors they need as a plan (Tensor), checked against the file (Check) before Load
+// reads them one at a time, keeping or decoding each.
 //
-// The GGUF decoders (llama, gemma3) share more: the hyper-parameters every such file has, read and
-// checked by ReadDecoder into a models.DecoderConfig (DecoderSpec says how an architecture differs), the plan
-// of the tensors outside the blocks and of each block's projections and norms (OuterTensors,
-// BlockTensors), the load itself (LoadDecoder), and the embedding table and output head of the
-// graph (EmbeddingTable, Head). A further architecture is then its Config, its block's graph
-// and its plan of a block.
+// The GGUF decoders (llama, gemma3, qwen2) share more: the hyper-parameters every such file has,
+// read and checked by ReadDecoder into a models.DecoderConfig (DecoderSpec says how an
+// architecture differs; CheckNoRoPEScaling refuses RoPE scaling for those without it), the plan
+// of the tensors outside the blocks and of each block's projections, biases and norms
+// (OuterTensors, BlockTensors), the load itself (LoadDecoder), and the embedding table and output
+// head of the graph (EmbeddingTable, Head). A further architecture is then its Config, its
+// block's graph and its plan of a block.
 package modelbase
 
 import (
@@ -229,13 +230,15 @@ func (v *Vars) Release() {
 	}
 }
 
-// ProjectSplit computes the projections parts (of output widths outDims) of x through p: through
-// the fused projection name when fused (one product, its output sliced), otherwise one by one.
-func ProjectSplit(p models.Projection, ctx *context.Context, fused bool, name string, parts []string, x *graph.Node, outDims ...int) []*graph.Node {
+// ProjectSplit computes the projections parts (of output widths outDims) of x through p, each
+// adding its bias when useBias: through the fused projection name when fused (one product, its
+// output sliced; its bias is then the parts' concatenated), otherwise one by one.
+func ProjectSplit(p models.Projection, ctx *context.Context, fused bool, name string, parts []string, x *graph.Node, useBias bool,
+	outDims ...int) []*graph.Node {
 	out := make([]*graph.Node, len(parts))
 	if !fused {
 		for i, part := range parts {
-			out[i] = Project(p, ctx, part, x, outDims[i], false)
+			out[i] = Project(p, ctx, part, x, outDims[i], useBias)
 		}
 		return out
 	}
@@ -243,7 +246,7 @@ func ProjectSplit(p models.Projection, ctx *context.Context, fused bool, name st
 	for _, d := range outDims {
 		total += d
 	}
-	y := Project(p, ctx, name, x, total, false)
+	y := Project(p, ctx, name, x, total, useBias)
 	at := 0
 	for i, d := range outDims {
 		out[i] = graph.SliceAxis(y, -1, graph.AxisRange(at, at+d))

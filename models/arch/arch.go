@@ -1,10 +1,11 @@
 // Package arch loads a GGUF decoder of any architecture quanta implements, chosen by the file's
-// "general.architecture": "llama" (models/llama: SmolLM2, Llama, ...) or "gemma3"
-// (models/gemma3). Each architecture is a package of its own over the shared blocks of package
-// models (its Config starts with a models.DecoderConfig, its Model embeds models.DecoderHooks)
-// and the GGUF decoders' common reading, plan and load (internal/modelbase: ReadDecoder,
-// OuterTensors, BlockTensors, LoadDecoder), so that it holds only what sets it apart; adding one
-// is a row of the table here.
+// "general.architecture": "llama" (models/llama: SmolLM2, Llama, ...), "gemma3" (models/gemma3)
+// or "qwen2" (models/qwen2: Qwen2, Qwen2.5). Each architecture is a package of its own over the
+// shared blocks of package models (its Config starts with a models.DecoderConfig, its Model
+// embeds models.DecoderHooks) and the GGUF decoders' common reading, plan and load
+// (internal/modelbase: ReadDecoder, OuterTensors, BlockTensors, LoadDecoder), so that it holds
+// only what sets it apart — qwen2 only its keys and tensors, its model a llama.Model with biases
+// on q, k and v; adding one is a row of the table here.
 //
 //	rules, _ := models.Preset(models.FilePreset) // every tensor in the file's own format
 //	q := models.MustNewQuantizer(rules)
@@ -27,6 +28,7 @@ import (
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/gemma3"
 	"github.com/quanta-ml/quanta/models/llama"
+	"github.com/quanta-ml/quanta/models/qwen2"
 )
 
 // Options are the options of LoadGGUF: the loader's (models.LoadOptions) and the hooks the
@@ -63,6 +65,14 @@ var architectures = []struct {
 	}},
 	{gemma3.Architecture, func(ctx *context.Context, f *gguf.File, opts Options) (models.LanguageModel, error) {
 		m, err := gemma3.LoadGGUF(ctx, f, opts.LoadOptions)
+		if err != nil {
+			return nil, err
+		}
+		m.Projection, m.Table = opts.Projection, opts.Table
+		return m, nil
+	}},
+	{qwen2.Architecture, func(ctx *context.Context, f *gguf.File, opts Options) (models.LanguageModel, error) {
+		m, err := qwen2.LoadGGUF(ctx, f, opts.LoadOptions)
 		if err != nil {
 			return nil, err
 		}
@@ -107,8 +117,8 @@ func lookup(f *gguf.File) (int, error) {
 }
 
 // LoadGGUF loads the model of f with the loader of its architecture (llama.LoadGGUF,
-// gemma3.LoadGGUF) into ctx and sets its Projection and Table hooks from opts. The model is a
-// *llama.Model or a *gemma3.Model.
+// gemma3.LoadGGUF, qwen2.LoadGGUF) into ctx and sets its Projection and Table hooks from opts.
+// The model is a *llama.Model (for "llama" and "qwen2") or a *gemma3.Model.
 func LoadGGUF(ctx *context.Context, f *gguf.File, opts Options) (models.LanguageModel, error) {
 	i, err := lookup(f)
 	if err != nil {

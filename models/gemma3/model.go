@@ -147,7 +147,7 @@ func (m *Model) Block(ctx *context.Context, x, positions, mask *Node, cache *mod
 	a := m.Attention(ctx, h, positions, mask, cache, layer)
 	x = Add(x, m.rmsNorm(ctx.In(PostAttnNorm), a))
 	h = m.rmsNorm(ctx.In(models.FFNNorm), x)
-	gateUp := modelbase.ProjectSplit(m.Projection, ctx, m.FusedGateUp, models.FFNGateUp, []string{models.FFNGate, models.FFNUp}, h, m.FFNDim, m.FFNDim)
+	gateUp := modelbase.ProjectSplit(m.Projection, ctx, m.FusedGateUp, models.FFNGateUp, []string{models.FFNGate, models.FFNUp}, h, false, m.FFNDim, m.FFNDim)
 	f := m.project(ctx, models.FFNDown, Mul(activations.GeluApproximate(gateUp[0]), gateUp[1]), m.Dim)
 	return Add(x, m.rmsNorm(ctx.In(PostFFNNorm), f))
 }
@@ -157,7 +157,7 @@ func (m *Model) Block(ctx *context.Context, x, positions, mask *Node, cache *mod
 // queries scaled by QueryScale; see Block for the other arguments.
 func (m *Model) Attention(ctx *context.Context, x, positions, mask *Node, cache *models.KVCache, layer int) *Node {
 	hd := m.HeadDim
-	qkv := modelbase.ProjectSplit(m.Projection, ctx, m.FusedQKV, models.AttnQKV, []string{models.AttnQ, models.AttnK, models.AttnV}, x, m.Heads*hd, m.KVHeads*hd, m.KVHeads*hd)
+	qkv := modelbase.ProjectSplit(m.Projection, ctx, m.FusedQKV, models.AttnQKV, []string{models.AttnQ, models.AttnK, models.AttnV}, x, false, m.Heads*hd, m.KVHeads*hd, m.KVHeads*hd)
 	q := m.rmsNorm(ctx.In(AttnQNorm), modelbase.SplitHeads(qkv[0], m.Heads, hd))
 	k := m.rmsNorm(ctx.In(AttnKNorm), modelbase.SplitHeads(qkv[1], m.KVHeads, hd))
 	v := modelbase.SplitHeads(qkv[2], m.KVHeads, hd)

@@ -15,7 +15,9 @@
 // quantized products and lookups without touching the model code. The output head is the
 // embedding table when the embeddings are tied (SmolLM2), a product with the table's last axis
 // that never transposes it in memory. With FusedQKV (FusedGateUp) the block computes q, k and v
-// (gate and up) with one projection, attn_qkv (ffn_gate_up), and slices its output.
+// (gate and up) with one projection, attn_qkv (ffn_gate_up), and slices its output. With QKVBias
+// the q, k and v projections add a bias (/layer_<i>/attn_q/dense/biases [Heads·HeadDim], ...):
+// Qwen2's block, which models/qwen2 loads into this Model.
 //
 // # Variables
 //

@@ -28,6 +28,9 @@ type Model struct {
 	// positive; nil: none): θ_i = RoPEBase^(-2i/HeadDim) / RoPEFreqFactors[i], in every layer, as
 	// llama.cpp applies the rope_freqs tensor of Llama 3.1 and later files, which LoadGGUF reads.
 	RoPEFreqFactors []float32
+	// QKVBias: the q, k and v projections add a bias (their Projection's useBias), as Qwen2's
+	// (models/qwen2 loads such a model); false for Llama, whose projections have none.
+	QKVBias bool
 }
 
 // New returns a model of the given configuration with the default projection.
@@ -107,16 +110,17 @@ func (m *Model) Block(ctx *context.Context, x, positions, mask *Node, cache *mod
 	h := m.rmsNorm(ctx.In(models.AttnNorm), x)
 	x = Add(x, m.Attention(ctx, h, positions, mask, cache, layer))
 	h = m.rmsNorm(ctx.In(models.FFNNorm), x)
-	gateUp := modelbase.ProjectSplit(m.Projection, ctx, m.FusedGateUp, models.FFNGateUp, []string{models.FFNGate, models.FFNUp}, h, m.FFNDim, m.FFNDim)
+	gateUp := modelbase.ProjectSplit(m.Projection, ctx, m.FusedGateUp, models.FFNGateUp, []string{models.FFNGate, models.FFNUp}, h, false, m.FFNDim, m.FFNDim)
 	gate, up := gateUp[0], gateUp[1]
 	return Add(x, m.project(ctx, models.FFNDown, Mul(Mul(gate, Sigmoid(gate)), up), m.Dim))
 }
 
 // Attention is grouped-query self-attention with rotary position embeddings over x
-// [batch, seq, Dim]; see Block for the other arguments.
+// [batch, seq, Dim], the q, k and v projections adding their biases when QKVBias; see Block for
+// the other arguments.
 func (m *Model) Attention(ctx *context.Context, x, positions, mask *Node, cache *models.KVCache, layer int) *Node {
 	hd := m.HeadDim
-	qkv := modelbase.ProjectSplit(m.Projection, ctx, m.FusedQKV, models.AttnQKV, []string{models.AttnQ, models.AttnK, models.AttnV}, x, m.Heads*hd, m.KVHeads*hd, m.KVHeads*hd)
+	qkv := modelbase.ProjectSplit(m.Projection, ctx, m.FusedQKV, models.AttnQKV, []string{models.AttnQ, models.AttnK, models.AttnV}, x, m.QKVBias, m.Heads*hd, m.KVHeads*hd, m.KVHeads*hd)
 	q, k, v := modelbase.SplitHeads(qkv[0], m.Heads, hd), modelbase.SplitHeads(qkv[1], m.KVHeads, hd), modelbase.SplitHeads(qkv[2], m.KVHeads, hd)
 	cos, sin := models.RoPETablesWithFactors(positions, hd, m.RoPEBase, m.RoPEFreqFactors)
 	q = models.ApplyRoPE(q, cos, sin, m.RotateAdjacent)
