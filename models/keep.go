@@ -8,6 +8,7 @@ import (
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/ggml"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/qarray"
 	"github.com/quanta-ml/quanta/qlayers"
 )
 
@@ -83,7 +84,7 @@ func (q *Quantizer) checkKept(op, scope string, a implicitarray.Array) (shapes.S
 	if a == nil {
 		return shapes.Shape{}, errors.Errorf("models.Quantizer.%s(%q): nil array", op, scope)
 	}
-	if d, ok := a.(interface{ IsDeleted() bool }); ok && d.IsDeleted() {
+	if qarray.Deleted(a) {
 		return shapes.Shape{}, errors.Wrapf(implicitarray.ErrDeleted, "models.Quantizer.%s(%q): array %s", op, scope, a.Shape())
 	}
 	if !q.Keeps(scope) {

@@ -14,6 +14,7 @@ import (
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/internal/qarray"
 	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/nf4"
 )
@@ -190,7 +191,7 @@ func StoreBase(ctx *context.Context, scope string, w implicitarray.Array, bias *
 	if w == nil {
 		return errors.New("qlayers.StoreBase: nil array")
 	}
-	if d, ok := w.(interface{ IsDeleted() bool }); ok && d.IsDeleted() {
+	if qarray.Deleted(w) {
 		return errors.Wrapf(implicitarray.ErrDeleted, "qlayers.StoreBase(%q): array %s", scope, w)
 	}
 	if layout != InOut && layout != OutIn {

@@ -76,6 +76,15 @@ func (b *Base) IsSharded() bool { return b.placement.IsSharded() }
 // IsDeleted reports whether Delete was called on this array or on one sharing its buffers.
 func (b *Base) IsDeleted() bool { return b.deleted.Load() }
 
+// Deleted reports whether a is an array that Delete released (one with an IsDeleted method, as
+// every array of this package's types has, that says so): the check of functions that take any
+// implicitarray.Array and must return implicitarray.ErrDeleted rather than panic on its
+// finalized tensors.
+func Deleted(a implicitarray.Array) bool {
+	d, ok := a.(interface{ IsDeleted() bool })
+	return ok && d.IsDeleted()
+}
+
 // Bytes is the memory of the stored components.
 func (b *Base) Bytes() int64 {
 	MustBeLive(b, "Bytes") // Delete finalized the tensors, whose shapes no longer say their size
