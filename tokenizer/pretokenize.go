@@ -94,16 +94,19 @@ func classify(r rune) runeClass {
 	return classOther
 }
 
+// class returns the class of runes[i], or outOfPiece where i is outside the piece s.
+func (s span) class(runes []rune, i int) runeClass {
+	if i < s.start || i >= s.end {
+		return outOfPiece
+	}
+	return classify(runes[i])
+}
+
 // splitGPT2 applies the GPT-2 rules above within each piece.
 func splitGPT2(runes []rune, pieces []span) []span {
 	var out []span
 	for _, p := range pieces {
-		class := func(i int) runeClass {
-			if i < p.start || i >= p.end {
-				return outOfPiece
-			}
-			return classify(runes[i])
-		}
+		class := func(i int) runeClass { return p.class(runes, i) }
 		at := func(i int) rune {
 			if i < p.start || i >= p.end {
 				return -1
@@ -179,12 +182,7 @@ func splitGPT2(runes []rune, pieces []span) []span {
 func splitLlama3(runes []rune, pieces []span, maxDigits int) []span {
 	var out []span
 	for _, p := range pieces {
-		class := func(i int) runeClass {
-			if i < p.start || i >= p.end {
-				return outOfPiece
-			}
-			return classify(runes[i])
-		}
+		class := func(i int) runeClass { return p.class(runes, i) }
 		newline := func(i int) bool { return i < p.end && (runes[i] == '\r' || runes[i] == '\n') }
 		lower := func(i int) rune {
 			if i >= p.end {
