@@ -196,7 +196,9 @@ func TestRead(t *testing.T) {
 	}
 }
 
-func TestOpen(t *testing.T) {
+// openSample writes the sample file to a temporary folder and opens it with gguf.Open.
+func openSample(t *testing.T) (*gguf.File, []byte) {
+	t.Helper()
 	data, _ := sampleFile()
 	path := filepath.Join(t.TempDir(), "sample.gguf")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
@@ -206,6 +208,11 @@ func TestOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f, data
+}
+
+func TestOpen(t *testing.T) {
+	f, _ := openSample(t)
 	if got, err := f.ReadFloat32("f32"); err != nil || got[5] != 6 {
 		t.Errorf("ReadFloat32 = %v, %v", got, err)
 	}
@@ -418,15 +425,7 @@ func TestTensorBytesOverflow(t *testing.T) {
 // one wrapping ErrCorrupt (it said "file already closed: gguf: corrupt file", as if the file were
 // malformed); a file cut after it was opened is still corrupt.
 func TestReadAfterClose(t *testing.T) {
-	data, _ := sampleFile()
-	path := filepath.Join(t.TempDir(), "sample.gguf")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, data := openSample(t)
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
