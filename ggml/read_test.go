@@ -60,8 +60,8 @@ func TestRead(t *testing.T) {
 }
 
 // TestReadClosedOrCut: reading from a closed file is an error saying so (os.ErrClosed), not one
-// wrapping gguf.ErrCorrupt (it said "file already closed: gguf: corrupt file"); a file cut after
-// it was opened is corrupt.
+// wrapping gguf.ErrCorrupt, since the file is not malformed; a file cut after it was opened is
+// corrupt.
 func TestReadClosedOrCut(t *testing.T) {
 	data := ggufbuild.Build(nil, []ggufbuild.Tensor{{Name: "w", Type: uint32(gguf.TypeQ8_0), Dims: []uint64{32, 2}, Data: make([]byte, 68)}})
 	path := filepath.Join(t.TempDir(), "w.gguf")

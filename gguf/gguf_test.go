@@ -321,8 +321,8 @@ func TestCorrupt(t *testing.T) {
 
 // TestNoTensorsUnpadded: a file without tensors may end right after its metadata, without the
 // padding to the (empty) data section, as llama.cpp's vocabulary-only files (models/ggml-vocab-*.gguf)
-// do and llama.cpp reads them; it was rejected as truncated. With a tensor, the data section must
-// be there (TestTruncated).
+// do and llama.cpp reads them: nothing is missing that a reader needs. With a tensor, the data
+// section must be there (TestTruncated).
 func TestNoTensorsUnpadded(t *testing.T) {
 	data := buildGGUF([]kv{{"tokenizer.ggml.model", "gpt2"}}, nil)
 	data = bytes.TrimRight(data, "\x00") // the metadata ends with "gpt2"
@@ -387,7 +387,7 @@ func TestScalarBlockTensor(t *testing.T) {
 }
 
 // TestReaderEOFAtEnd: the tensor that ends the file reads from a reader that returns io.EOF with
-// the last bytes (it failed with "gguf: corrupt file ... EOF").
+// the last bytes, as io.ReaderAt allows: that EOF is not a truncation.
 func TestReaderEOFAtEnd(t *testing.T) {
 	data, want := sampleFile()
 	f, err := gguf.Read(ggufbuild.EOFAtEnd(data), int64(len(data)))
@@ -407,8 +407,8 @@ func TestReaderEOFAtEnd(t *testing.T) {
 }
 
 // TestTensorBytesOverflow: a tensor's byte size can't overflow an int64 whatever size Read is
-// given: with math.MaxInt64 for a short reader, an F32 tensor of 2^61 elements was accepted with
-// -2^63 bytes, and ReadRaw panicked with "makeslice: len out of range".
+// given: with math.MaxInt64 for a short reader, an F32 tensor of 2^61 elements would otherwise
+// be -2^63 bytes, and ReadRaw would panic with "makeslice: len out of range".
 func TestTensorBytesOverflow(t *testing.T) {
 	data := buildGGUF(nil, []tensorSpec{{name: "big", typ: gguf.TypeF32, dims: []uint64{1 << 61}, offset: 0}})
 	f, err := gguf.Read(bytes.NewReader(data), math.MaxInt64)
@@ -422,8 +422,8 @@ func TestTensorBytesOverflow(t *testing.T) {
 }
 
 // TestReadAfterClose: reading a tensor of a closed file is an error saying so (os.ErrClosed), not
-// one wrapping ErrCorrupt (it said "file already closed: gguf: corrupt file", as if the file were
-// malformed); a file cut after it was opened is still corrupt.
+// one wrapping ErrCorrupt, since the file is not malformed; a file cut after it was opened is
+// corrupt.
 func TestReadAfterClose(t *testing.T) {
 	f, data := openSample(t)
 	if err := f.Close(); err != nil {

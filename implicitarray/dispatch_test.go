@@ -245,7 +245,7 @@ func TestFallbackCountsAndWarnsOnce(t *testing.T) {
 }
 
 // TestFallbackCountsCalls: Stats.Fallbacks counts calls, once per implicit type of the operands:
-// a call with two operands of one type counts one (it counted one per operand).
+// a call with two operands of one type counts one, as it materializes through one fallback.
 func TestFallbackCountsCalls(t *testing.T) {
 	ResetStats()
 	run(t, newBackend(t), func(g *graph.Graph) []*graph.Node {

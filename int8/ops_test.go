@@ -235,7 +235,7 @@ func TestGatherRows(t *testing.T) {
 }
 
 // TestReshapeToScalar: a one-element array reshaped to a scalar, which has no axis to quantize
-// along, is the dense scalar (it panicked in QuantizeNode).
+// along, is the dense scalar, not a re-quantization QuantizeNode refuses.
 func TestReshapeToScalar(t *testing.T) {
 	a := qint8.MustQuantize(tensors.FromValue([][]float32{{-2.5}}))
 	e := implicitarray.MustNewExec(testutil.Backend(t), func(a *qint8.Array) implicitarray.Value { return implicitarray.Reshape(a) })

@@ -101,7 +101,7 @@ func (m uniformLM) Forward(ctx *context.Context, tokens *graph.Node) *graph.Node
 }
 
 // TestEvaluatorContextLength: a window longer than the model's context length is an error naming
-// both (it was scored, the model run past the positions it was trained for), as a Generator's
+// both (scoring it would run the model past the positions it was trained for), as a Generator's
 // MaxLen is; windows that fit are scored.
 func TestEvaluatorContextLength(t *testing.T) {
 	backend := testutil.Backend(t)

@@ -183,7 +183,7 @@ func TestDoubleQuantizedHandlers(t *testing.T) {
 	}{
 		{"reshape", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 12, 64) }, true},
 		{"transpose-identity", func(v implicitarray.Value) implicitarray.Value { return implicitarray.TransposeAllAxes(v, 0, 1, 2) }, true},
-		// A broadcast to the array's own dimensions is the array (it was re-quantized).
+		// A broadcast to the array's own dimensions is the array, not a re-quantized copy.
 		{"broadcast-identity", func(v implicitarray.Value) implicitarray.Value {
 			return implicitarray.BroadcastInDim(v, []int{3, 4, 64}, []int{0, 1, 2})
 		}, true},
@@ -215,7 +215,8 @@ func TestDoubleQuantizedHandlers(t *testing.T) {
 
 // TestDoubleQuantizedRequantizeLargeBlocks: a shape op that re-quantizes a double-quantized
 // array with blocks longer than the new last axis allows for a fresh array (128 > 64) keeps the
-// block size, padding the rows, as for the default format (it panicked in QuantizeNode).
+// block size, padding the rows, as for the default format, rather than asking QuantizeNode for a
+// block size it refuses.
 func TestDoubleQuantizedRequantizeLargeBlocks(t *testing.T) {
 	backend := testutil.Backend(t)
 	w := nf4.MustDoubleQuantize(nf4.MustQuantize(testutil.RandomTensor(5, 2, 128), 128))

@@ -270,8 +270,8 @@ func TestLazyTransposeComposes(t *testing.T) {
 }
 
 // TestReshapeToScalar: a one-element array reshaped to a scalar, which has no axis for the
-// blocks, is the dense scalar (it panicked re-quantizing a scalar), for plain and
-// double-quantized arrays.
+// blocks, is the dense scalar (a scalar cannot be re-quantized), for plain and double-quantized
+// arrays.
 func TestReshapeToScalar(t *testing.T) {
 	plain := nf4.MustQuantize(tensors.FromValue([][]float32{{-2.5}}), 2)
 	for name, a := range map[string]*nf4.Array{"nf4": plain, "nf4-dq": nf4.MustDoubleQuantize(plain)} {

@@ -562,7 +562,7 @@ func TestShardRows(t *testing.T) {
 }
 
 // TestIdentityReshape: a reshape to the array's own dimensions returns the array as it is, even
-// with a per-channel scale, which no other reshape can follow (it was materialized).
+// with a per-channel scale, which no other reshape can follow without materializing.
 func TestIdentityReshape(t *testing.T) {
 	w := onebit.MustQuantizeTernary(testutil.RandomTensor(1, 8, 5), &onebit.Options{Scale: true, ScaleAxes: []int{0}})
 	implicitarray.ResetStats()

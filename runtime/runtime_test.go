@@ -103,7 +103,7 @@ func TestVirtualCPUDevices(t *testing.T) {
 		})
 	}
 	// The CPU plugin under a file name that does not say "cpu" (the xla-cpu-pjrt wheel's own): the
-	// virtual devices apply all the same (they were ignored, "it applies to the XLA CPU plugin only").
+	// virtual devices apply all the same, since the plugin is known by its devices, not its name.
 	t.Run("file name without cpu", func(t *testing.T) {
 		plugin := filepath.Join(t.TempDir(), "xla_cpu_pjrt.so")
 		if err := os.Symlink(runtime.MustReport().PluginPath, plugin); err != nil {

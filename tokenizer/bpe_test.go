@@ -227,7 +227,7 @@ func TestNewBPEErrors(t *testing.T) {
 // TestAddSpecialWithoutID: add_bos_token (or the default of a "llama" vocabulary or of the
 // "llama-bpe" pre-tokenizer) without a BOS id,
 // or add_eos_token without an EOS id, is an error naming the keys, as every other metadata error
-// of NewBPEFromGGUF (it said "AddBOS/AddEOS without a BOS/EOS token", NewBPE's field names).
+// of NewBPEFromGGUF, not NewBPE's field names (AddBOS/AddEOS), which a GGUF file does not have.
 func TestAddSpecialWithoutID(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -138,7 +138,7 @@ func TestEncodePrompt(t *testing.T) {
 }
 
 // TestEncodePromptWithoutEOS: a vocabulary without an EOS token gives stops that are all ids of
-// the vocabulary (they held -1, EOS's "none").
+// the vocabulary, without -1, EOS's "none".
 func TestEncodePromptWithoutEOS(t *testing.T) {
 	data := toySPMGGUF()
 	f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))

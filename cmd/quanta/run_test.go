@@ -252,8 +252,7 @@ func TestRunSmolLM2(t *testing.T) {
 }
 
 // TestRunNoContextLength: a file without llama.context_length and no -maxlen is an error naming
-// the missing key and the flag that supplies it (it said "-maxlen 0 (context length 0) leaves no
-// room for an answer").
+// the missing key and the flag that supplies it, not a "-maxlen 0" the user never gave.
 func TestRunNoContextLength(t *testing.T) {
 	testutil.Backend(t)
 	model := tinyModel(t, 0, ggufbuild.KV{Key: "llama.context_length"})
@@ -267,7 +266,7 @@ func TestRunNoContextLength(t *testing.T) {
 }
 
 // TestRunSplitCharacter: an answer cut inside a character that spans tokens is written as valid
-// UTF-8 (it ended with the character's first byte alone). The vocabulary's byte tokens all stand
+// UTF-8, never ending with the character's first byte alone. The vocabulary's byte tokens all stand
 // for 0xF0, the first byte of a four-byte character, but h and i, the prompt's.
 func TestRunSplitCharacter(t *testing.T) {
 	testutil.Backend(t)

@@ -59,8 +59,8 @@ func TestTiny(t *testing.T) {
 	}
 }
 
-// TestEpochsOutOfRange: a negative epoch count is an error naming its flag (it ran no epoch and
-// wrote "-1 float epochs" results).
+// TestEpochsOutOfRange: a negative epoch count is an error naming its flag, rather than a run of
+// no epoch reporting results for "-1 float epochs".
 func TestEpochsOutOfRange(t *testing.T) {
 	for _, c := range []struct {
 		flag *int

@@ -178,7 +178,7 @@ func TestThreadsEnv(t *testing.T) {
 }
 
 // TestPoolEnv runs the test binary with QUANTA_KERNEL_POOL set: xla and quanta choose the pool,
-// any other value is ignored with a note naming the variable (it was ignored silently).
+// any other value is ignored with a note naming the variable, so that a typo does not go unseen.
 func TestPoolEnv(t *testing.T) {
 	if os.Getenv("QK_POOL_CHILD") == "1" {
 		fmt.Printf("xla=%v note=%s\n", SetXLAPool(false), ConfigNote())

@@ -12,7 +12,8 @@ import (
 )
 
 // TestReadRowsEOFAtEnd: the rows of a kept q/k kernel that ends the file are read, un-permuted,
-// from a reader that returns io.EOF with the last row (it failed with "reading row 3: EOF").
+// from a reader that returns io.EOF with the last row, as io.ReaderAt allows: that EOF is not a
+// short read.
 func TestReadRowsEOFAtEnd(t *testing.T) {
 	const in, out, rowBytes = 32, 4, 34 // Q8_0: one block a row
 	stored := make([]byte, out*rowBytes)

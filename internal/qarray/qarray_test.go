@@ -238,8 +238,8 @@ func (f *forbidding) WithComponents(c []implicitarray.Component) implicitarray.A
 
 // TestConcatenateOtherTypes: a concatenation led by an array whose format has a concatenate
 // handler leaves the implicit operands of other types to the generic fallback, under their own
-// policy: one that forbids materialization is refused (it was densified silently), one that warns
-// is counted as a fallback.
+// policy: one that forbids materialization is refused rather than densified silently, one that
+// warns is counted as a fallback.
 func TestConcatenateOtherTypes(t *testing.T) {
 	backend := testutil.Backend(t)
 	for name, first := range map[string]implicitarray.Array{
