@@ -62,14 +62,15 @@
 //   - StoreBase puts a quantized kernel from elsewhere (a bitsandbytes Linear4bit weight from
 //     package bnb, torch's (outDim, inputDim) layout, flattened blocks included) in a layer's
 //     scope as its base; KernelLayoutParam records the layout ("out_in": y = x·Wᵀ). Base gets it
-//     back as a host array.
+//     back as a host array. Both share the component tensors with the context's variables (a
+//     base is large: no copy is made), so Delete such an array only with the context.
 //   - MergeLoRA folds the adapters into the base: densely (the float kernel "weights" holds the
 //     merged weight, LoRAMergedParam is set; UnmergeLoRA undoes it) or re-quantized into the
 //     base's format, the adapters removed (MergeOptions.Requantize).
 //   - SaveAdapters and LoadAdapters write and read the adapters alone as PEFT does
 //     (adapter_model.safetensors with base_model.model.<module>.lora_A.weight [r, in] and
-//     lora_B.weight [out, r], adapter_config.json with r and lora_alpha); AdapterOptions maps
-//     scopes to module names.
+//     lora_B.weight [out, r], adapter_config.json with r and lora_alpha), each file replaced
+//     whole; AdapterOptions maps scopes to module names.
 //
 // # Errors
 //

@@ -35,5 +35,5 @@
 // ErrNotFound; 8-bit floats asked for as GoMLX tensors, and non-float tensors asked for with
 // ReadFloat32, wrap ErrUnsupported. Write and WriteFile check the tensors by Read's rules before
 // writing anything, so that what they write reads back; WriteFile writes through a temporary
-// file renamed into place.
+// file synced and renamed into place.
 package safetensors

@@ -185,7 +185,8 @@
 //
 // A product runs on up to Threads() threads: the caller plus workers of a small persistent
 // pthread pool started on first use (signals blocked in them), or, with QUANTA_KERNEL_POOL=xla,
-// XLA's own intra-op pool when XLA calls the kernel. A product's result depends only on its
+// XLA's own intra-op pool when XLA calls the kernel (a value other than xla or quanta is ignored
+// with a ConfigNote). A product's result depends only on its
 // inputs: never on the thread count, on which thread ran what, or on other products running at
 // the same time. k×n products (x·W) are split into stripes of stored rows whose number and bounds
 // depend on the sizes alone (about a sixteenth of the weight each, at least 32 KiB, with at most
@@ -205,9 +206,9 @@
 // others' tasks) lingers for 200 µs, yielding its CPU between looks, before it blocks on a
 // condition variable: waking a blocked thread costs tens of microseconds on a virtual machine,
 // as much as one product of a small model's layer. The count is read once from
-// QUANTA_KERNEL_THREADS (threadsEnv: a decimal in [1, maxThreads]; an invalid value is ignored
-// and a value out of range clamped, either way with a ConfigNote), else the online CPUs, and can
-// be changed with SetThreads. Different instruction sets (forceISA) give different roundings.
+// QUANTA_KERNEL_THREADS (threadsEnv: a decimal in [1, maxThreads], white space around it
+// allowed; an invalid value is ignored and a value out of range clamped, either way with a
+// ConfigNote), else the online CPUs, and can be changed with SetThreads. Different instruction sets (forceISA) give different roundings.
 //
 // Scratch memory is per thread: 1 MiB of chunk scratch for each executing thread, and a per-call
 // buffer on the calling thread for the prepared activations, the scale vectors and the stripes'

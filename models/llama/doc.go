@@ -75,10 +75,10 @@
 // # Errors
 //
 // LoadGGUF returns errors (wrapping gguf's ErrNotFound/ErrCorrupt/ErrUnsupported where they
-// apply) for a non-llama file, unsupported hyper-parameters (RoPE scaling in the metadata:
-// linear, YaRN, LongRoPE; partial rotary), missing tensors, tensors it would not read (a block
-// count below the file's blocks, a feature it does not implement, such as LongRoPE's
-// rope_factors_long/short), shapes that disagree with the metadata, undecodable types, and a
+// apply) for a non-llama file, unsupported hyper-parameters (RoPE scaling in the metadata: a
+// scaling type other than "none", or without one a factor other than 0 or 1; partial rotary),
+// missing tensors, tensors it would not read (a block count below the file's blocks, a feature
+// it does not implement, such as LongRoPE's rope_factors_long/short), shapes that disagree with the metadata, undecodable types, and a
 // rope_freqs tensor llama.cpp would not run (not F32, not HeadDim/2 factors, a factor not finite
 // and positive); all are checked before any tensor is decoded (rope_freqs' factors before the
 // others), and nothing is stored unless everything loads. Graph methods panic with messages
