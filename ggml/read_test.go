@@ -182,9 +182,9 @@ func TestBytesAfterDelete(t *testing.T) {
 	w.Bytes()
 }
 
-// TestBlocksShapeErrors: BlocksShape names itself, the type and the dims for no dimensions (it
-// panicked with a slice bound), for a type without blocks (F16 gave a "block" of 2 bytes), a last
-// dimension of partial blocks and a negative dimension.
+// TestBlocksShapeErrors: BlocksShape names itself, the type and the dims for no dimensions, for
+// a type without blocks (F16's 2 bytes are an element, not a block), a last dimension of partial
+// blocks and a negative dimension.
 func TestBlocksShapeErrors(t *testing.T) {
 	if got := ggml.BlocksShape(gguf.TypeQ4_K, 3, 512); !got.Equal(shapes.Make(dtypes.Uint8, 3, 2, 144)) {
 		t.Errorf("BlocksShape(Q4_K, 3, 512) = %s, want (Uint8)[3 2 144]", got)
@@ -196,10 +196,10 @@ func TestBlocksShapeErrors(t *testing.T) {
 	}{
 		{gguf.TypeQ4_0, nil, "ggml.BlocksShape(Q4_0, []); accepted: a block type"},
 		{gguf.TypeF16, []int{2, 32}, "ggml.BlocksShape(F16, [2 32]); accepted: a block type"},
-		// A last dimension of partial blocks gave a shape of fewer elements ((Uint8)[4 0 144]).
+		// Partial blocks would be dropped: (Uint8)[4 0 144] holds fewer elements than [4 100].
 		{gguf.TypeQ4_K, []int{4, 100}, "ggml.BlocksShape(Q4_K, [4 100]): the last dimension 100 is not a multiple of the Q4_K block size 256"},
 		{gguf.TypeQ4_0, []int{4, 48}, "ggml.BlocksShape(Q4_0, [4 48]): the last dimension 48 is not a multiple of the Q4_0 block size 32"},
-		// A negative dimension panicked from inside GoMLX's shapes.Make.
+		// A negative dimension is caught here, not deep inside GoMLX's shapes.Make.
 		{gguf.TypeQ4_0, []int{-1, 32}, "ggml.BlocksShape(Q4_0, [-1 32]); accepted: dimensions >= 0"},
 	} {
 		func() {

@@ -253,9 +253,9 @@ func TestAddSpecialWithoutID(t *testing.T) {
 }
 
 // TestPartitionManySpecialTokens: a text cut by one special token into many fragments is not
-// walked again for every other special token of the vocabulary (Gemma-3 has 6414): each of them
-// rebuilt the fragment list, allocating special tokens × fragments (a 320 kB prompt of 20,000
-// <start_of_turn> took 23 s on Gemma-3's vocabulary); a token absent from the text is skipped.
+// walked again for every other special token of the vocabulary (Gemma-3 has 6414): rebuilding
+// the fragment list for each would allocate special tokens × fragments (seconds for a long
+// prompt on Gemma-3's vocabulary); a token absent from the text is skipped.
 func TestPartitionManySpecialTokens(t *testing.T) {
 	const reserved, turns = 2000, 5000
 	tokens := []string{"x", "<|a_long_turn_marker_token|>"}

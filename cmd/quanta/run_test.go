@@ -289,7 +289,7 @@ func TestRunSplitCharacter(t *testing.T) {
 }
 
 // TestRunUnknownToken: an unknown-type token the model picks (<unk>) prints nothing, as
-// tokenizer.BPE.Decode and llama.cpp's detokenizer omit it; it printed its text. Every byte token
+// tokenizer.BPE.Decode and llama.cpp's detokenizer omit it: its text is no part of the answer. Every byte token
 // but h and i, the prompt's, is of the unknown type here.
 func TestRunUnknownToken(t *testing.T) {
 	testutil.Backend(t)

@@ -54,7 +54,7 @@ func TestMarkdown(t *testing.T) {
 }
 
 // TestFlagsOutOfRange: a count out of range is an error naming its flag, before any model loads
-// (-tokens -1 sliced the token ids with a negative bound and panicked).
+// (-tokens -1 would slice the token ids with a negative bound).
 func TestFlagsOutOfRange(t *testing.T) {
 	for _, c := range []struct {
 		tokens, window, stride int

@@ -7,8 +7,8 @@ import (
 )
 
 // TestFlagsOutOfRange: each flag out of range is an error naming it, before anything runs
-// (-memory-dim -1 panicked in the child process, -rank 0 failed only after the pre-training, and
-// -memory-mode took any name for nf4-dq).
+// (-memory-dim -1 would fail in the measuring child, -rank 0 only after the pre-training, and an
+// unknown -memory-mode would run as nf4-dq).
 func TestFlagsOutOfRange(t *testing.T) {
 	for _, c := range []struct {
 		set  func()

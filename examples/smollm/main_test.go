@@ -6,9 +6,8 @@ import (
 	"testing"
 )
 
-// TestCheckFlags: -max, -maxlen and -minwindow out of range are errors naming the flag (-max 0
-// generated up to -maxlen tokens; -max -1 and -minwindow -1 were the generator's errors, naming
-// its fields).
+// TestCheckFlags: -max, -maxlen and -minwindow out of range are errors naming the flag, not the
+// generator's fields (-max 0 would be MaxNewTokens 0, no bound, generating up to -maxlen tokens).
 func TestCheckFlags(t *testing.T) {
 	for _, tc := range []struct {
 		flag, value, want string
