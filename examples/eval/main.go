@@ -114,11 +114,11 @@ func referenceVariant(preset string) string {
 func checkFlags() error {
 	switch {
 	case *flagTokens < 2:
-		return errors.Errorf("-tokens %d: want at least 2 tokens scored", *flagTokens)
+		return errors.Errorf("-tokens %d; accepted: >= 2 (tokens scored)", *flagTokens)
 	case *flagWindow < 2:
-		return errors.Errorf("-window %d: want a window of at least 2 tokens", *flagWindow)
+		return errors.Errorf("-window %d; accepted: >= 2 (tokens a window)", *flagWindow)
 	case *flagStride < 1 || *flagStride > *flagWindow:
-		return errors.Errorf("-stride %d: want a stride from 1 to -window (%d)", *flagStride, *flagWindow)
+		return errors.Errorf("-stride %d; accepted: 1 to -window (%d)", *flagStride, *flagWindow)
 	}
 	return nil
 }

@@ -97,9 +97,9 @@ type settings struct {
 func checkFlags() error {
 	switch {
 	case *flagEpochs < 0:
-		return errors.Errorf("-epochs %d: want a number of float epochs, 0 or more", *flagEpochs)
+		return errors.Errorf("-epochs %d; accepted: >= 0 (float epochs)", *flagEpochs)
 	case *flagQAT < 0:
-		return errors.Errorf("-qat-epochs %d: want a number of QAT epochs, 0 or more", *flagQAT)
+		return errors.Errorf("-qat-epochs %d; accepted: >= 0 (QAT epochs)", *flagQAT)
 	}
 	return nil
 }

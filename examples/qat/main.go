@@ -76,7 +76,7 @@ const quantizedLayers = `/model/(hidden_[0-9]+|output)/dense`
 
 func run() error {
 	if *flagHidden < 1 {
-		return errors.Errorf("-hidden %d: want a positive width of the hidden layers", *flagHidden)
+		return errors.Errorf("-hidden %d; accepted: >= 1 (the width of the hidden layers)", *flagHidden)
 	}
 	start := time.Now()
 	s := settings{pointsPerClass: 2000, testPerClass: 500, floatSteps: 3000, qatSteps: 1500, floatEvalEvery: 100, qatEvalEvery: 25,
@@ -94,7 +94,7 @@ func run() error {
 		types = append(types, t)
 		if (t == quanta.Binary || t == quanta.Ternary) && *flagHidden%4 != 0 {
 			// The quantized kernels are (H, H) and (H, 3): binary and ternary pack 4 input rows a byte.
-			return errors.Errorf("-hidden %d with %s: want a width that is a multiple of 4 (binary and ternary kernels pack 4 rows a byte)",
+			return errors.Errorf("-hidden %d with %s; accepted: a multiple of 4 (binary and ternary kernels pack 4 rows a byte)",
 				*flagHidden, t)
 		}
 	}

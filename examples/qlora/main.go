@@ -93,17 +93,17 @@ func main() {
 func checkFlags() error {
 	switch {
 	case *flagHidden < 1:
-		return errors.Errorf("-hidden %d: want a positive width of the hidden layers", *flagHidden)
+		return errors.Errorf("-hidden %d; accepted: >= 1 (the width of the hidden layers)", *flagHidden)
 	case *flagRank < 1:
-		return errors.Errorf("-rank %d: want a positive LoRA rank", *flagRank)
+		return errors.Errorf("-rank %d; accepted: >= 1 (the LoRA rank)", *flagRank)
 	case *flagAlpha < 0 || math.IsNaN(*flagAlpha) || math.IsInf(*flagAlpha, 0):
-		return errors.Errorf("-alpha %v: want 0 (meaning the rank) or a positive finite number", *flagAlpha)
+		return errors.Errorf("-alpha %v; accepted: 0 (meaning the rank) or a positive finite number", *flagAlpha)
 	case *flagMemDim < 1:
-		return errors.Errorf("-memory-dim %d: want a positive width", *flagMemDim)
+		return errors.Errorf("-memory-dim %d; accepted: >= 1 (the width)", *flagMemDim)
 	case *flagMemLayers < 1:
-		return errors.Errorf("-memory-layers %d: want at least 1 layer", *flagMemLayers)
+		return errors.Errorf("-memory-layers %d; accepted: >= 1 (layers)", *flagMemLayers)
 	case *flagMemMode != "" && !slices.Contains(memModes, *flagMemMode):
-		return errors.Errorf("-memory-mode %q: want one of %s", *flagMemMode, strings.Join(memModes, ", "))
+		return errors.Errorf("-memory-mode %q; accepted: one of %s", *flagMemMode, strings.Join(memModes, ", "))
 	}
 	return nil
 }
