@@ -128,13 +128,14 @@ func configFromGGUF(f *gguf.File) (Config, error) {
 		}
 		hasKind = true
 	}
-	if _, hasFactor := f.Value(keyFactor); hasKind || hasFactor {
+	_, hasFactor := f.Value(keyFactor)
+	if hasKind || hasFactor {
 		switch kind {
 		case "none":
 		case "linear":
 			// As llama.cpp reads it: an absent factor, or 0, scales nothing.
 			factor := 0.0
-			if _, has := f.Value(keyFactor); has {
+			if hasFactor {
 				if factor, err = f.Float(keyFactor); err != nil {
 					return Config{}, err
 				}
