@@ -95,9 +95,10 @@
 // those platforms accumulate such products in float32; elsewhere (XLA CPU and the
 // pure-Go backend accumulate 16-bit products in 16 bits) they multiply in float32. An unscaled Signs weight also multiplies integer activations,
 // accumulating in float64: exact while the sums stay below 2^53, and a sum the activations' dtype
-// cannot hold wraps, as the dense integer product's does, on every backend. Scales that are constant along
-// the contracting axes multiply the output and those constant along the free axes multiply the
-// activations, so the weight is decoded without them; other scales multiply the decoded weight.
+// cannot hold wraps, as the dense integer product's does, on every backend. Scales that are
+// constant along the contracting axes multiply the output and those constant along the free axes
+// multiply the activations, so the weight is decoded without them; other scales multiply the
+// decoded weight.
 //
 // # Errors
 //

@@ -65,8 +65,8 @@ type adapterConfig struct {
 // "...lora_B.weight" (float32 [outDim, rank], Bᵀ), and adapter_config.json (peft_type "LORA", r,
 // lora_alpha = scale·r, target_modules, bias "none"). Every layer must share the rank and scale.
 // Each file is replaced whole (written to a temporary file, synced, renamed): an interrupted save
-// leaves the old file or the new one, never part of one. It returns an error, writing nothing, for a nil context, when
-// ctx holds no adapters, or when they differ in rank or scale.
+// leaves the old file or the new one, never part of one. It returns an error, writing nothing, for
+// a nil context, when ctx holds no adapters, or when they differ in rank or scale.
 func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 	if ctx == nil {
 		return errors.New("qlayers.SaveAdapters: nil context")

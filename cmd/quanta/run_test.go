@@ -289,8 +289,8 @@ func TestRunSplitCharacter(t *testing.T) {
 }
 
 // TestRunUnknownToken: an unknown-type token the model picks (<unk>) prints nothing, as
-// tokenizer.BPE.Decode and llama.cpp's detokenizer omit it: its text is no part of the answer. Every byte token
-// but h and i, the prompt's, is of the unknown type here.
+// tokenizer.BPE.Decode and llama.cpp's detokenizer omit it: its text is no part of the answer.
+// Every byte token but h and i, the prompt's, is of the unknown type here.
 func TestRunUnknownToken(t *testing.T) {
 	testutil.Backend(t)
 	types := make([]int32, 258)

@@ -206,9 +206,10 @@
 // others' tasks) lingers for 200 µs, yielding its CPU between looks, before it blocks on a
 // condition variable: waking a blocked thread costs tens of microseconds on a virtual machine,
 // as much as one product of a small model's layer. The count is read once from
-// QUANTA_KERNEL_THREADS (threadsEnv: a decimal in [1, maxThreads], white space around it
-// allowed; an invalid value is ignored and a value out of range clamped, either way with a
-// ConfigNote), else the online CPUs, and can be changed with SetThreads. Different instruction sets (forceISA) give different roundings.
+// QUANTA_KERNEL_THREADS (threadsEnv: a decimal in [1, maxThreads], white space around it allowed;
+// an invalid value is ignored and a value out of range clamped, either way with a ConfigNote), else
+// the online CPUs, and can be changed with SetThreads. Different instruction sets (forceISA) give
+// different roundings.
 //
 // Scratch memory is per thread: 1 MiB of chunk scratch for each executing thread, and a per-call
 // buffer on the calling thread for the prepared activations, the scale vectors and the stripes'

@@ -77,17 +77,18 @@
 // LoadGGUF returns errors (wrapping gguf's ErrNotFound/ErrCorrupt/ErrUnsupported where they
 // apply) for a non-llama file, unsupported hyper-parameters (RoPE scaling in the metadata: a
 // scaling type other than "none", or without one a factor other than 0 or 1; partial rotary),
-// missing tensors, tensors it would not read (a block count below the file's blocks, a feature
-// it does not implement, such as LongRoPE's rope_factors_long/short), shapes that disagree with the metadata, undecodable types, and a
-// rope_freqs tensor llama.cpp would not run (not F32, not HeadDim/2 factors, a factor not finite
-// and positive); all are checked before any tensor is decoded (rope_freqs' factors before the
-// others), and nothing is stored unless everything loads. Graph methods panic with messages
-// naming the shapes they accept.
+// missing tensors, tensors it would not read (a block count below the file's blocks, a feature it
+// does not implement, such as LongRoPE's rope_factors_long/short), shapes that disagree with the
+// metadata, undecodable types, and a rope_freqs tensor llama.cpp would not run (not F32, not
+// HeadDim/2 factors, a factor not finite and positive); all are checked before any tensor is
+// decoded (rope_freqs' factors before the others), and nothing is stored unless everything loads.
+// Graph methods panic with messages naming the shapes they accept.
 //
 // Hyper-parameters are checked before they are used, each error naming the GGUF key, its value
 // and what is accepted (ConfigFromGGUF): counts and widths from 1 to 2^31 − 1; no more blocks than
 // the file has tensors for, so that nothing is planned or allocated for layers a small file only
 // declares; head_count_kv dividing head_count; a head width (key_length, or embedding_length /
 // head_count, then a multiple) that is even and equal to value_length and rope.dimension_count; a
-// finite positive RMSNorm epsilon, a finite RoPE base above 1. Config.Validate checks a Config built in code the same way.
+// finite positive RMSNorm epsilon, a finite RoPE base above 1. Config.Validate checks a Config
+// built in code the same way.
 package llama
