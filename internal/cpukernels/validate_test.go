@@ -133,24 +133,11 @@ func TestThreadsEnv(t *testing.T) {
 	}
 	child := func(env string) (threads int, note string) {
 		t.Helper()
-		cmd := exec.Command(os.Args[0], "-test.run=^TestThreadsEnv$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "QK_THREADS_CHILD=1")
-		cmd.Env = append(cmd.Env, threadsEnv+"="+env)
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("child: %v\n%s", err, out)
+		state, note := childReport(t, "TestThreadsEnv", "threads=", "QK_THREADS_CHILD=1", threadsEnv+"="+env)
+		if _, err := fmt.Sscanf(state, "threads=%d", &threads); err != nil {
+			t.Fatalf("child output %q: %v", state, err)
 		}
-		line := string(out)
-		i := strings.Index(line, "threads=")
-		if i < 0 {
-			t.Fatalf("child output %q", line)
-		}
-		line = line[i:]
-		line = line[:strings.IndexByte(line, '\n')]
-		if _, err := fmt.Sscanf(line, "threads=%d", &threads); err != nil {
-			t.Fatalf("child output %q: %v", line, err)
-		}
-		return threads, strings.TrimPrefix(line[strings.Index(line, " note="):], " note=")
+		return threads, note
 	}
 	def, note := child("")
 	if def < 1 || note != "" {
@@ -188,24 +175,33 @@ func TestPoolEnv(t *testing.T) {
 		env       string
 		xla, note bool
 	}{{"", false, false}, {"xla", true, false}, {"quanta", false, false}, {"XLA", false, true}, {"garbage", false, true}, {" xla", false, true}} {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestPoolEnv$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "QK_POOL_CHILD=1", "QUANTA_KERNEL_POOL="+c.env, threadsEnv+"=")
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("child: %v\n%s", err, out)
-		}
-		line := string(out)
-		i := strings.Index(line, "xla=")
-		if i < 0 {
-			t.Fatalf("child output %q", line)
-		}
-		line = line[i : strings.IndexByte(line[i:], '\n')+i]
-		xla := strings.HasPrefix(line, "xla=true")
-		note := strings.TrimPrefix(line[strings.Index(line, " note="):], " note=")
+		state, note := childReport(t, "TestPoolEnv", "xla=", "QK_POOL_CHILD=1", "QUANTA_KERNEL_POOL="+c.env, threadsEnv+"=")
+		xla := state == "xla=true"
 		if xla != c.xla || (note != "") != c.note || (c.note && !strings.Contains(note, "QUANTA_KERNEL_POOL")) {
 			t.Errorf("QUANTA_KERNEL_POOL=%q: xla pool %v, note %q; want xla pool %v, note %v", c.env, xla, note, c.xla, c.note)
 		}
 	}
+}
+
+// childReport runs test again in a child process of the test binary with env added, and splits
+// the line the child prints, "<prefix>... note=<ConfigNote>", into what precedes " note=" and the
+// note.
+func childReport(t *testing.T, test, prefix string, env ...string) (state, note string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	line := string(out)
+	i := strings.Index(line, prefix)
+	if i < 0 {
+		t.Fatalf("child output %q", line)
+	}
+	line = line[i : strings.IndexByte(line[i:], '\n')+i]
+	state, note, _ = strings.Cut(line, " note=")
+	return state, note
 }
 
 // TestConcurrentCallers runs products from several goroutines at once: one holds the pool, the
