@@ -46,17 +46,23 @@ verify() {
   (cd "${ROOT}" && GOMLX_BACKEND="xla:$1" QUANTA_CPU_DEVICES= QUANTA_XLA_LIBRARY_FUSIONS= go run ./cmd/quanta doctor >"${DOCTOR_OUT}")
 }
 
-# kernels_lost REPORT: whether doctor's REPORT says the kernels cannot serve the plugin: none
-# registered, or GoMLX graphs cannot emit the custom calls that reach them.
+# lost_kernels_line REPORT: the line of doctor's REPORT that says the kernels cannot serve the
+# plugin (none registered, or GoMLX graphs cannot emit the custom calls that reach them); it fails
+# when there is none.
+lost_kernels_line() {
+  grep -m1 -e '^kernels: *none' -e '^custom calls: *no' "$1"
+}
+
+# kernels_lost REPORT: whether doctor's REPORT says the kernels cannot serve the plugin.
 kernels_lost() {
-  grep -q -e '^kernels: *none' -e '^custom calls: *no' "$1"
+  lost_kernels_line "$1" >/dev/null
 }
 
 # warn_no_kernels SPEC REPORT: the loud warning for a plugin the kernels cannot serve.
 warn_no_kernels() {
   log "================================================================================"
   log "WARNING: $1's plugin runs GoMLX, but quanta's CPU kernels cannot serve it:"
-  log "  $(grep -m1 -e '^kernels: *none' -e '^custom calls: *no' "$2" | sed 's/^[a-z ]*: *//')"
+  log "  $(lost_kernels_line "$2" | sed 's/^[a-z ]*: *//')"
   log "Quantized products then run on their HLO formulations: several times slower at few"
   log "activation rows than with the kernels (docs/performance.md). Run 'make setup' again"
   log "(it retries the preferred wheel, ${CANDIDATES[0]%% *}); 'quanta doctor' shows the state."
