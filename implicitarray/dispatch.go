@@ -159,7 +159,9 @@ func (m Match) String() string {
 
 // Handler computes an operation for operands that matched its Rule. It returns a dense node or an
 // implicit Array of the op's result shape. It may call c.Next() to defer to the next matching
-// handler (or the fallback) when it cannot serve these particular parameters.
+// handler (or the fallback) when it cannot serve these particular parameters, rather than
+// answer densely by materializing its operands itself, which would escape Stats.Fallbacks, the
+// warning and FallbackForbid (a handler that re-quantizes says so with Requantizing).
 type Handler func(c *Call) Value
 
 // Rule registers a Handler for an Op and a pattern of operand types.
@@ -296,10 +298,11 @@ type Call struct {
 // Dense applies the op's dense GoMLX implementation, with the call's parameters, to nodes.
 func (c *Call) Dense(nodes ...*graph.Node) *graph.Node { return c.dense(nodes) }
 
-// MaterializeAndApply materializes every implicit operand and applies the dense op, for handlers
-// that serve some parameters and materialize for others. It counts materializations but not a
-// fallback.
-func (c *Call) MaterializeAndApply() *graph.Node {
+// materializeAndApply materializes every implicit operand and applies the dense op: the generic
+// fallback's work, after its policy check and count. A handler that does not serve some
+// parameters defers with Next instead, so that the densification is counted, logged and subject
+// to the operands' FallbackPolicy.
+func (c *Call) materializeAndApply() *graph.Node {
 	nodes := make([]*graph.Node, len(c.Operands))
 	for i, v := range c.Operands {
 		nodes[i] = Materialize(v)
@@ -347,7 +350,7 @@ func (c *Call) fallback() Value {
 		}
 	}
 	stats.countFallback(c.Op, c.Operands)
-	return c.MaterializeAndApply()
+	return c.materializeAndApply()
 }
 
 type forbiddenError struct{ error }

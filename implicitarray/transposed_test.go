@@ -24,7 +24,7 @@ type dotTag struct{}
 func init() {
 	record := func(c *Call) Value {
 		dotSeen = append(dotSeen, *c.Params.(*DotGeneralParams))
-		return c.MaterializeAndApply()
+		return c.Dense(Materialize(c.Operands[0]), Materialize(c.Operands[1]))
 	}
 	dotToy := TypeOf[*toy[dotTag]]()
 	for _, operands := range [][]Match{{Dense, dotToy}, {dotToy, Dense}, {dotToy, dotToy}} {

@@ -90,14 +90,14 @@ func broadcastInDimHandler(c *implicitarray.Call) implicitarray.Value {
 
 // reshapeHandler materializes, reshapes and re-quantizes with the default axis (-1,) in the
 // array's dtype, keeping the strategy and the sharding of the unchanged leading axes. A reshape
-// to a scalar, which has no axis to quantize along, is dense.
+// to a scalar, which has no axis to quantize along, defers to the generic fallback.
 func reshapeHandler(c *implicitarray.Call) implicitarray.Value {
 	a := c.Operands[0].(*Array)
 	if len(c.Params.(*implicitarray.ReshapeParams).Dimensions) == 0 {
-		return c.MaterializeAndApply()
+		return c.Next()
 	}
-	c.Requantizing(a)
-	b := quantizeNodeAs(c.MaterializeAndApply(), a.DType()).WithStrategy(a.Strategy())
+	c.Requantizing(a) // counts the re-quantization and applies a's policy to its materialization
+	b := quantizeNodeAs(c.Dense(implicitarray.Materialize(a)), a.DType()).WithStrategy(a.Strategy())
 	return &Array{Base: qarray.WithPlacement(b.Base, qarray.Placement(&a.Base).Reshaped(a.Shape().Dimensions, b.Shape().Dimensions)),
 		axes: b.axes}
 }

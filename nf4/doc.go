@@ -79,7 +79,7 @@
 //     implicitarray.Stats.Requantizations and logged once per op), keeping the block size and the
 //     strategy.
 //   - Concatenate: NF4 arrays of the same block size and dtypes along a leading axis stay NF4;
-//     otherwise everything is materialized and the result is dense.
+//     otherwise the generic fallback below materializes them.
 //   - ConvertDType to a float dtype is lazy: an array that materializes in that dtype (WithDType).
 //   - Gather of whole rows (indices that index leading axes, never the last) gathers the packed
 //     and absmax rows: still NF4, exact, so an embedding table's lookup decodes only the rows it

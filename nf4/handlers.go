@@ -31,12 +31,12 @@ func gather(c *ia.Call) ia.Value {
 
 // reshape keeps the array quantized when the last axis is unchanged (the packed and absmax rows
 // are reshaped as they are: exact); otherwise it materializes, reshapes and re-quantizes. A
-// reshape to a scalar, which has no axis for the blocks, is dense.
+// reshape to a scalar, which has no axis for the blocks, defers to the generic fallback.
 func reshape(c *ia.Call) ia.Value {
 	dims := c.Params.(*ia.ReshapeParams).Dimensions
 	a := c.Operands[0].(*Array)
 	if len(dims) == 0 {
-		return c.MaterializeAndApply()
+		return c.Next()
 	}
 	if a.flat || a.doubleQuant {
 		return reshapeStored(c, a, dims)
@@ -101,7 +101,7 @@ func broadcastInDim(c *ia.Call) ia.Value {
 
 // concatenate keeps NF4 arrays quantized when all operands are NF4 with the same block size,
 // absmax dtype and materialization dtype, and the axis is not the last (rows of blocks are
-// stacked: exact); otherwise it materializes.
+// stacked: exact); otherwise it defers to the generic fallback, which materializes.
 func concatenate(c *ia.Call) ia.Value {
 	axis := c.Params.(*ia.ConcatenateParams).Axis
 	first := c.Operands[0].(*Array)
@@ -111,7 +111,7 @@ func concatenate(c *ia.Call) ia.Value {
 		b, isNF4 := v.(*Array)
 		if !isNF4 || b.flat || b.doubleQuant || axis == first.Shape().Rank()-1 || b.blockSize != first.blockSize ||
 			b.Absmax().Shape().DType != first.Absmax().Shape().DType || b.DType() != first.DType() {
-			return c.MaterializeAndApply()
+			return c.Next()
 		}
 		packed[i], absmax[i] = b.Packed().Node(), b.Absmax().Node()
 	}

@@ -66,8 +66,10 @@
 //   - Transpose, Reshape, BroadcastInDim: the bytes stay packed without re-packing when the first
 //     axis stays first with the same dimension; otherwise the values are decoded, moved and
 //     re-packed (exact: they are ternary). If the new first dimension cannot be packed, or a
-//     reshape meets a scale that is not a single value, the result is dense.
-//   - ConvertDType is lazy: a new array with the new materialization dtype (WithDType).
+//     reshape meets a scale that is not a single value, the generic fallback below materializes.
+//   - ConvertDType is lazy: a new array with the new materialization dtype (WithDType). A dtype
+//     the array cannot materialize in, and an unsigned dtype for an array that materializes in a
+//     float dtype, go to the generic fallback.
 //
 // Every other op reaches implicitarray's generic fallback: the array is materialized and the
 // dense op applied, counted in implicitarray.Stats and logged once per op (FallbackWarn).

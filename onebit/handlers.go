@@ -23,18 +23,19 @@ func registerHandlers[T packedArray](name string) {
 }
 
 // convertDType is lazy: a new array with the new materialization dtype, same bytes; a dtype the
-// array cannot materialize in (an integer dtype for a scaled array) materializes, and so does an
-// unsigned dtype for an array that materializes in a float dtype: the lazy array would wrap -1
-// around as an integer, where converting the float -1 is the backend's float-to-unsigned rule.
+// array cannot materialize in (an integer dtype for a scaled array) defers to the generic
+// fallback, which materializes, and so does an unsigned dtype for an array that materializes in a
+// float dtype: the lazy array would wrap -1 around as an integer, where converting the float -1
+// is the backend's float-to-unsigned rule.
 func convertDType(c *implicitarray.Call) implicitarray.Value {
 	pa := c.Operands[0].(packedArray)
 	dtype := c.Params.(*implicitarray.ConvertDTypeParams).DType
 	if dtype.IsUnsigned() && pa.base().DType().IsFloat() {
-		return c.MaterializeAndApply()
+		return c.Next()
 	}
 	nc, err := pa.base().withDType(dtype)
 	if err != nil {
-		return c.MaterializeAndApply()
+		return c.Next()
 	}
 	return pa.withCore(nc)
 }
@@ -65,14 +66,14 @@ func moved(c *implicitarray.Call, w *core, packed *graph.Node, dims []int, moveS
 }
 
 // repack decodes the values (int8, no scale), applies the call's dense op and packs the result
-// again: exact, since the values are ternary. If the new first dimension cannot be packed, the
-// result is dense (materialized, scale included).
+// again: exact, since the values are ternary. If the new first dimension cannot be packed, it
+// defers to the generic fallback, which materializes (scale included).
 func repack(c *implicitarray.Call, w *core, moveScale func(*graph.Node) *graph.Node, placement sharding.Placement) implicitarray.Value {
 	raw := lowering.Signs{Packed: w.Packed().Node(), Bits: w.packing.bitsPerValue()}
 	values := c.Dense(raw.Dequantize(dtypes.Int8))
 	dims := values.Shape().Dimensions
 	if w.packing.checkPackable("", dims) != nil {
-		return c.MaterializeAndApply()
+		return c.Next()
 	}
 	return moved(c, w, packValues(w.packing, values), dims, moveScale, placement)
 }
@@ -92,12 +93,13 @@ func transpose(c *implicitarray.Call) implicitarray.Value {
 }
 
 // reshape keeps the bytes packed when the first dimension is unchanged, else re-packs. A scale
-// that is not a single value cannot follow a reshape: the result is then dense.
+// that is not a single value cannot follow a reshape, and a scalar has no axis to pack along:
+// those defer to the generic fallback, which materializes.
 func reshape(c *implicitarray.Call) implicitarray.Value {
 	w := c.Operands[0].(packedArray).base()
 	dims := c.Params.(*implicitarray.ReshapeParams).Dimensions
 	if s, ok := w.Scale(); ok && s.Shape().Size() != 1 || len(dims) == 0 {
-		return c.MaterializeAndApply()
+		return c.Next()
 	}
 	ones := make([]int, len(dims))
 	for i := range ones {

@@ -73,15 +73,15 @@ func RowGather(c *implicitarray.Call) (indices *graph.Node, sorted bool, dims []
 }
 
 // ConvertFloatDType is the convert_element_type handler of an array type A that materializes in
-// any real float dtype: lazy for such a target (A's WithDType, sharing the buffers), a
-// materialization for any other.
+// any real float dtype: lazy for such a target (A's WithDType, sharing the buffers); any other
+// defers to the generic fallback, which materializes.
 func ConvertFloatDType[A interface {
 	implicitarray.Value
 	WithDType(dtypes.DType) A
 }](c *implicitarray.Call) implicitarray.Value {
 	dtype := c.Params.(*implicitarray.ConvertDTypeParams).DType
 	if !dtype.IsFloat() || dtype.IsComplex() {
-		return c.MaterializeAndApply()
+		return c.Next()
 	}
 	return c.Operands[0].(A).WithDType(dtype)
 }

@@ -3,6 +3,7 @@ package qarray_test
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -335,4 +336,72 @@ func rawBytes(t *testing.T, x *tensors.Tensor) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestHandlersDeferToFallback: the cases a format's handlers do not keep in the format are the
+// generic fallback's, as each package's doc says: counted once in Stats.Fallbacks (not as
+// handled) and warned about once per op and type under the formats' FallbackWarn policy, the
+// path on which a FallbackForbid policy refuses them.
+func TestHandlersDeferToFallback(t *testing.T) {
+	backend := testutil.Backend(t)
+	type arrays = []implicitarray.Array
+	nf4Tiny := func() arrays { return arrays{nf4.MustQuantize(testutil.RandomTensor(1, 1, 1), 16)} }
+	nf4Weight := func() arrays { return arrays{nf4.MustQuantize(weight(), 16)} }
+	int8Tiny := func() arrays { return arrays{qint8.MustQuantize(testutil.RandomTensor(1, 1, 1))} }
+	ternary := func() arrays {
+		return arrays{onebit.MustQuantizeTernary(weight(), &onebit.Options{Scale: true, ScaleAxes: []int{0}})}
+	}
+	reshape := func(dims ...int) func(arrays) implicitarray.Value {
+		return func(a arrays) implicitarray.Value { return implicitarray.Reshape(a[0], dims...) }
+	}
+	convert := func(dtype dtypes.DType) func(arrays) implicitarray.Value {
+		return func(a arrays) implicitarray.Value { return implicitarray.ConvertDType(a[0], dtype) }
+	}
+	concatenate := func(axis int) func(arrays) implicitarray.Value {
+		return func(a arrays) implicitarray.Value {
+			return implicitarray.Concatenate([]implicitarray.Value{a[0], a[1]}, axis)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		key   implicitarray.Key
+		make  func() arrays
+		apply func(arrays) implicitarray.Value
+	}{
+		{"nf4/reshape-to-scalar", implicitarray.Key{Op: implicitarray.OpReshape, Type: "*nf4.Array"}, nf4Tiny, reshape()},
+		{"nf4/concatenate-last-axis", implicitarray.Key{Op: implicitarray.OpConcatenate, Type: "*nf4.Array"},
+			func() arrays { return append(nf4Weight(), nf4Weight()...) }, concatenate(1)},
+		{"nf4/concatenate-block-sizes", implicitarray.Key{Op: implicitarray.OpConcatenate, Type: "*nf4.Array"},
+			func() arrays { return append(nf4Weight(), nf4.MustQuantize(weight(), 8)) }, concatenate(0)},
+		{"nf4/convert-int32", implicitarray.Key{Op: implicitarray.OpConvertDType, Type: "*nf4.Array"}, nf4Weight, convert(dtypes.Int32)},
+		{"int8/reshape-to-scalar", implicitarray.Key{Op: implicitarray.OpReshape, Type: "*int8.Array"}, int8Tiny, reshape()},
+		{"int8/convert-int32", implicitarray.Key{Op: implicitarray.OpConvertDType, Type: "*int8.Array"}, int8Tiny, convert(dtypes.Int32)},
+		{"ggml/reshape-last-axis", implicitarray.Key{Op: implicitarray.OpReshape, Type: "*ggml.Array"},
+			func() arrays { return arrays{ggml.MustQuantize(testutil.RandomTensor(7, 2, 64), gguf.TypeQ8_0)} }, reshape(4, 32)},
+		{"onebit/convert-unsigned", implicitarray.Key{Op: implicitarray.OpConvertDType, Type: "*onebit.Array"}, ternary, convert(dtypes.Uint8)},
+		{"onebit/convert-int32-scaled", implicitarray.Key{Op: implicitarray.OpConvertDType, Type: "*onebit.Array"}, ternary, convert(dtypes.Int32)},
+		{"onebit/reshape-scale-per-column", implicitarray.Key{Op: implicitarray.OpReshape, Type: "*onebit.Array"}, ternary, reshape(16, 8)},
+		{"onebit/reshape-unpackable", implicitarray.Key{Op: implicitarray.OpReshape, Type: "*onebit.BitArray"},
+			func() arrays { return arrays{onebit.MustQuantizeBinaryBits(weight(), nil)} }, reshape(4, 32)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			implicitarray.SetLogger(slog.New(slog.NewTextHandler(&logs, nil)))
+			t.Cleanup(func() { implicitarray.SetLogger(slog.Default()) })
+			implicitarray.ResetStats()
+			e := implicitarray.MustNewExec(backend, func(a arrays) *graph.Node { return implicitarray.Materialize(tc.apply(a)) })
+			defer e.Finalize()
+			if _, err := e.Call(tc.make()); err != nil {
+				t.Fatalf("%+v", err)
+			}
+			st := implicitarray.CurrentStats()
+			if st.Fallbacks[tc.key] != 1 || st.Handled[tc.key] != 0 {
+				t.Errorf("stats %+v: want %s counted once as a fallback, not as handled", st, tc.key)
+			}
+			warning := fmt.Sprintf("op=%s type=%s", tc.key.Op, tc.key.Type)
+			if n := strings.Count(logs.String(), warning); n != 1 {
+				t.Errorf("%d warnings with %q, want 1; logs:\n%s", n, warning, logs.String())
+			}
+		})
+	}
 }
