@@ -65,10 +65,11 @@
 //
 // Open and Read validate the whole header before returning: a truncated or corrupt file is
 // rejected up front with an error wrapping ErrCorrupt that says what was being read and at which
-// offset; every count and length is bounded by the bytes that remain in the file before anything
-// is allocated for it, a tensor's dimensions by the elements the file could hold, every tensor
-// must lie inside the data section, aligned and not overlapping another (a tensor without
-// elements overlaps nothing, even at the offset where another starts). Versions, byte orders
-// and tensor types outside the above wrap ErrUnsupported; a missing key or tensor wraps
-// ErrNotFound. Metadata getters report a value of the wrong type with ErrCorrupt.
+// offset; every count and length is bounded by the bytes that remain in the file (and, for Read,
+// by what its reader holds: see Read) before anything is allocated for it, a tensor's dimensions
+// by the elements the file could hold, every tensor must lie inside the data section, aligned and
+// not overlapping another (a tensor without elements overlaps nothing, even at the offset where
+// another starts). Versions, byte orders and tensor types outside the above wrap ErrUnsupported;
+// a missing key or tensor wraps ErrNotFound. Metadata getters report a value of the wrong type
+// with ErrCorrupt.
 package gguf

@@ -97,8 +97,16 @@ func MustOpen(path string) *File { return fileio.Must(Open(path)) }
 
 // Read reads the header, metadata and tensor directory of the GGUF content of the given size
 // in r, as Open does. Close on the result is a no-op: r belongs to the caller.
+//
+// Every length and count is checked against size, and one spanning more than 64 KiB also against
+// r (a ReadAt of the span's last byte) before anything is allocated for it: given a size larger
+// than what r holds (math.MaxInt64 for a reader of unknown length), a string or array running
+// past the content is an error wrapping ErrCorrupt, and Read allocates in proportion to the bytes
+// r holds, plus less than 1 MiB. Tensor data is checked against size only; ReadRaw and
+// ReadFloat32 check that r holds a tensor's last byte before allocating for it, and a tensor
+// past the end of r is an error wrapping ErrCorrupt.
 func Read(r io.ReaderAt, size int64) (*File, error) {
-	p := &parser{br: bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 1<<16), size: size}
+	p := &parser{r: r, br: bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 1<<16), size: size}
 	f := &File{Size: size, r: r, meta: map[string]any{}, byName: map[string]*Tensor{}}
 	if err := p.header(f); err != nil {
 		return nil, err
@@ -205,11 +213,24 @@ func (f *File) lookup(op, name string) (*Tensor, error) {
 	return fileio.Lookup(f.byName, ErrNotFound, "gguf."+op, name)
 }
 
+// holds checks that the reader holds the tensor's last byte, before anything is allocated for the
+// tensor: the size given to Read may be larger than the content.
+func (f *File) holds(t *Tensor) error {
+	if t.Bytes == 0 {
+		return nil
+	}
+	var last [1]byte
+	return readAt(f.r, last[:], t.Offset+t.Bytes-1)
+}
+
 // ReadRaw returns the stored bytes of the tensor called name.
 func (f *File) ReadRaw(name string) ([]byte, error) {
 	t, err := f.lookup("ReadRaw", name)
 	if err != nil {
 		return nil, err
+	}
+	if err := f.holds(t); err != nil {
+		return nil, errors.WithMessagef(err, "gguf.ReadRaw: tensor %q (%d bytes at offset %d)", name, t.Bytes, t.Offset)
 	}
 	buf := make([]byte, t.Bytes)
 	if len(buf) == 0 {
@@ -227,6 +248,9 @@ func (f *File) ReadFloat32(name string) ([]float32, error) {
 	t, err := f.lookup("ReadFloat32", name)
 	if err != nil {
 		return nil, err
+	}
+	if err := f.holds(t); err != nil {
+		return nil, errors.WithMessagef(err, "gguf.ReadFloat32: tensor %s (%d bytes at offset %d)", t, t.Bytes, t.Offset)
 	}
 	dst := make([]float32, t.NumElements())
 	if err := f.DecodeInto(name, dst); err != nil {
@@ -307,9 +331,14 @@ var minValueBytes = map[uint32]int64{
 	vtString: 8, vtArray: 12, vtUint64: 8, vtInt64: 8, vtFloat64: 8,
 }
 
+// probeBytes is the span of a string or array above which the parser checks that the reader
+// holds it before allocating for it (smaller ones are allocated, then read).
+const probeBytes = 64 << 10
+
 // parser reads the header sequentially, knowing how many bytes remain, so that no length read
 // from the file can cause an allocation larger than the file.
 type parser struct {
+	r    io.ReaderAt
 	br   *bufio.Reader
 	pos  int64
 	size int64
@@ -347,7 +376,8 @@ func (p *parser) u64(what string) (uint64, error) {
 }
 
 // count reads a uint64 element count and checks that count elements of at least minBytes each
-// fit in the rest of the file.
+// fit in the rest of the file and, past probeBytes, that the reader holds them: the size given
+// to Read may be larger than the content.
 func (p *parser) count(what string, minBytes int64) (int, error) {
 	n, err := p.u64(what)
 	if err != nil {
@@ -355,6 +385,12 @@ func (p *parser) count(what string, minBytes int64) (int, error) {
 	}
 	if remaining := p.size - p.pos; n > uint64(remaining/minBytes) {
 		return 0, p.corrupt("%s is %d at offset %d, but only %d bytes remain", what, n, p.pos-8, remaining)
+	}
+	if span := int64(n) * minBytes; span > probeBytes {
+		if k, err := p.r.ReadAt(p.buf[:1], p.pos+span-1); k != 1 {
+			return 0, p.corrupt("truncated: %s is %d at offset %d, which needs %d bytes, but reading offset %d failed: %v",
+				what, n, p.pos-8, span, p.pos+span-1, err)
+		}
 	}
 	return int(n), nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
+	"github.com/quanta-ml/quanta/internal/testutil"
 )
 
 // Hand-built blocks and the values they decode to, computed from the format definitions.
@@ -419,6 +420,64 @@ func TestTensorBytesOverflow(t *testing.T) {
 	if !errors.Is(err, gguf.ErrCorrupt) || !strings.Contains(err.Error(), `tensor big F32 [2305843009213693952] needs 2305843009213693952 blocks of 4 bytes`) {
 		t.Errorf("error %v; want ErrCorrupt naming the tensor and its bytes", err)
 	}
+}
+
+// TestReadSizeLargerThanContent: Read given a size larger than what its reader holds
+// (math.MaxInt64 for a reader of unknown length) rejects a string or array whose length runs past
+// the content with ErrCorrupt, allocating little: no length read from the file is allocated for
+// before the reader is known to hold its bytes.
+func TestReadSizeLargerThanContent(t *testing.T) {
+	withKV := func(vt uint32, payload ...any) []byte {
+		var b ggufBuilder
+		b.WriteString("GGUF")
+		b.u32(3)
+		b.u64(0)
+		b.u64(1)
+		b.str("k")
+		b.u32(vt)
+		for _, p := range payload {
+			_ = binary.Write(&b.Buffer, binary.LittleEndian, p)
+		}
+		return append(b.Bytes(), make([]byte, 64)...)
+	}
+	tests := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"string of 1 GiB", withKV(8, uint64(1<<30)), `metadata "k" length is 1073741824`},
+		{"string of 1 TiB", withKV(8, uint64(1<<40)), `metadata "k" length is 1099511627776`},
+		{"uint8 array of 1 TiB", withKV(9, uint32(0), uint64(1<<40)), `metadata "k" array length is 1099511627776`},
+		{"string array of 2^40 elements", withKV(9, uint32(8), uint64(1<<40)), `metadata "k" array length is 1099511627776`},
+		{"array of arrays", withKV(9, uint32(9), uint64(2), uint32(4), uint64(1<<40)), `metadata "k" array length is 1099511627776`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			testutil.AllocatesAtMost(t, "gguf.Read", 4<<20, func() {
+				_, err = gguf.Read(bytes.NewReader(tc.data), math.MaxInt64)
+			})
+			if !errors.Is(err, gguf.ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v; want ErrCorrupt containing %q", err, tc.want)
+			}
+		})
+	}
+	// A tensor's data is checked against the size only, but ReadRaw and ReadFloat32 check that
+	// the reader holds it before allocating for it.
+	data := buildGGUF(nil, []tensorSpec{{name: "big", typ: gguf.TypeF32, dims: []uint64{1 << 28}, offset: 0}})
+	f, err := gguf.Read(bytes.NewReader(data), math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.AllocatesAtMost(t, "ReadRaw and ReadFloat32", 4<<20, func() {
+		_, rawErr := f.ReadRaw("big")
+		_, decodeErr := f.ReadFloat32("big")
+		for _, err := range []error{rawErr, decodeErr} {
+			if !errors.Is(err, gguf.ErrCorrupt) || !strings.Contains(err.Error(), "big") {
+				t.Errorf("reading a tensor past the reader's end: %v; want ErrCorrupt naming the tensor", err)
+			}
+		}
+	})
 }
 
 // TestReadAfterClose: reading a tensor of a closed file is an error saying so (os.ErrClosed), not
