@@ -537,8 +537,13 @@ func (p *parser) tensorInfo(i int) (*Tensor, error) {
 		t.Dims[d] = int(dims[d])
 	}
 	// The element count is bounded so that no product overflows: a tensor can't hold more
-	// elements than 256 (the largest block size) per byte of the file.
-	elements, ok := fileio.Elements(dims, uint64(p.size)*256)
+	// elements than 256 (the largest block size) per byte of the file (any count, where 256 per
+	// byte overflows: Elements bounds it by math.MaxInt64 anyway).
+	limit := uint64(math.MaxUint64)
+	if uint64(p.size) <= limit/256 {
+		limit = uint64(p.size) * 256
+	}
+	elements, ok := fileio.Elements(dims, limit)
 	if !ok {
 		return nil, p.corrupt("tensor %q: dimensions %v, more elements than the file can hold", name, dims)
 	}

@@ -480,6 +480,22 @@ func TestReadSizeLargerThanContent(t *testing.T) {
 	})
 }
 
+// TestReadHugeSize: a valid file read with a size of 2^56 or more (where 256 elements per byte
+// overflow uint64) is read as with its own size.
+func TestReadHugeSize(t *testing.T) {
+	data, want := sampleFile()
+	for _, size := range []int64{1 << 56, 3 << 56, math.MaxInt64} {
+		f, err := gguf.Read(bytes.NewReader(data), size)
+		if err != nil {
+			t.Errorf("size %d: %v", size, err)
+			continue
+		}
+		if got, err := f.ReadFloat32("f32"); err != nil || !reflect.DeepEqual(got, want["f32"]) {
+			t.Errorf("size %d: ReadFloat32 = %v, %v; want %v", size, got, err, want["f32"])
+		}
+	}
+}
+
 // TestReadAfterClose: reading a tensor of a closed file is an error saying so (os.ErrClosed), not
 // one wrapping ErrCorrupt, since the file is not malformed; a file cut after it was opened is
 // corrupt.
