@@ -235,6 +235,9 @@ func (f *File) ReadBytes(name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := f.checkHeld("ReadBytes", info); err != nil {
+		return nil, err
+	}
 	buf := make([]byte, info.Bytes)
 	return buf, f.readInto("ReadBytes", info, buf)
 }
@@ -250,6 +253,20 @@ func (f *File) ReadInto(name string, dst []byte) error {
 		return errors.Errorf("safetensors.ReadInto: tensor %s has %d bytes, destination %d", info, info.Bytes, len(dst))
 	}
 	return f.readInto("ReadInto", info, dst)
+}
+
+// checkHeld reads the tensor's last byte: Read trusts the size its caller gives, so the reader
+// must be seen to hold the tensor before memory in proportion to it is allocated.
+func (f *File) checkHeld(op string, info *Info) error {
+	if info.Bytes == 0 {
+		return nil
+	}
+	var last [1]byte
+	if k, err := f.r.ReadAt(last[:], info.Offset+info.Bytes-1); k != 1 {
+		return errors.Wrapf(ErrCorrupt, "safetensors.%s: tensor %s: %d bytes at offset %d, but reading its last byte failed: %v",
+			op, info, info.Bytes, info.Offset, err)
+	}
+	return nil
 }
 
 func (f *File) readInto(op string, info *Info, dst []byte) error {
@@ -276,6 +293,9 @@ func (f *File) ReadTensor(name string) (*tensors.Tensor, error) {
 	}
 	if !littleEndianHost {
 		return nil, errors.Wrapf(ErrUnsupported, "safetensors.ReadTensor: a big-endian host")
+	}
+	if err := f.checkHeld("ReadTensor", info); err != nil {
+		return nil, err
 	}
 	t := tensors.FromShape(shapes.Make(dtype, info.Shape...))
 	if info.Bytes == 0 {
@@ -317,6 +337,9 @@ func (f *File) ReadFloat32(name string) (*tensors.Tensor, error) {
 	case F16, BF16, F64:
 	default:
 		return nil, errors.Wrapf(ErrUnsupported, "safetensors.ReadFloat32: tensor %s; accepted: F32, F16, BF16 or F64", info)
+	}
+	if err := f.checkHeld("ReadFloat32", info); err != nil {
+		return nil, err
 	}
 	t := tensors.FromShape(shapes.Make(dtypes.Float32, info.Shape...))
 	var readErr error

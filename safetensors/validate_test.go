@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/safetensors"
 	"github.com/x448/float16"
 )
@@ -163,5 +164,30 @@ func TestErrorNamesFirstBadTensor(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), `"alpha"`) {
 			t.Fatalf("Read error = %v; want one naming tensor \"alpha\", the first bad one by name", err)
 		}
+	}
+}
+
+// TestReadSizeLargerThanContent: Read trusts the size its caller gives (the file's, where a reader
+// was cut short since); a tensor the reader does not hold is an error wrapping ErrCorrupt from
+// every reading method, before memory in proportion to the tensor is allocated.
+func TestReadSizeLargerThanContent(t *testing.T) {
+	header := []byte(`{"big":{"dtype":"F16","shape":[1073741824],"data_offsets":[0,2147483648]}}`)
+	data := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+	data = append(append(data, header...), 0, 0)
+	claimed := int64(8+len(header)) + 1<<31 // what the header says the file holds
+	f, err := safetensors.Read(bytes.NewReader(data), claimed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, read := range map[string]func() error{
+		"ReadBytes":   func() error { _, err := f.ReadBytes("big"); return err },
+		"ReadTensor":  func() error { _, err := f.ReadTensor("big"); return err },
+		"ReadFloat32": func() error { _, err := f.ReadFloat32("big"); return err },
+	} {
+		testutil.AllocatesAtMost(t, name, 1<<20, func() {
+			if err := read(); !errors.Is(err, safetensors.ErrCorrupt) {
+				t.Errorf("%s of a tensor past the reader's content: %v; want an error wrapping ErrCorrupt", name, err)
+			}
+		})
 	}
 }
