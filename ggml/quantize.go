@@ -107,7 +107,7 @@ func Read(f *gguf.File, name string) (*Array, error) {
 	if int64(shape.Size()) != info.Bytes {
 		return nil, errors.Errorf("ggml.Read: tensor %s holds %d bytes; its dims need %d", info, info.Bytes, shape.Size())
 	}
-	r, err := f.TensorReader(name)
+	r, err := f.TensorReader(name) // checks that the reader holds the tensor before it is allocated
 	if err != nil {
 		return nil, errors.WithMessage(err, "ggml.Read")
 	}

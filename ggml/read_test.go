@@ -224,3 +224,19 @@ func TestNew(t *testing.T) {
 	}, w.Blocks().Tensor())
 	testutil.SameBits(t, "New(...).Materialize", testutil.Float32s(t, got), testutil.Float32s(t, testutil.Materialize(t, w)))
 }
+
+// TestReadPastReaderContent: a tensor a gguf.File claims but its reader does not hold (gguf.Read
+// was given a size larger than the content) is an error wrapping gguf.ErrCorrupt before its
+// blocks are allocated.
+func TestReadPastReaderContent(t *testing.T) {
+	data := ggufbuild.Build(nil, []ggufbuild.Tensor{{Name: "big", Type: uint32(gguf.TypeQ8_0), Dims: []uint64{32, 1 << 26}}})
+	f, err := gguf.Read(bytes.NewReader(data), math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.AllocatesAtMost(t, "ggml.Read", 1<<20, func() {
+		if _, err := ggml.Read(f, "big"); !errors.Is(err, gguf.ErrCorrupt) {
+			t.Errorf("ggml.Read of a tensor past the reader's content: %v; want an error wrapping gguf.ErrCorrupt", err)
+		}
+	})
+}

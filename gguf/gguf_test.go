@@ -462,17 +462,18 @@ func TestReadSizeLargerThanContent(t *testing.T) {
 			}
 		})
 	}
-	// A tensor's data is checked against the size only, but ReadRaw and ReadFloat32 check that
-	// the reader holds it before allocating for it.
+	// A tensor's data is checked against the size only, but ReadRaw, ReadFloat32 and TensorReader
+	// (before a loader allocates for it) check that the reader holds it.
 	data := buildGGUF(nil, []tensorSpec{{name: "big", typ: gguf.TypeF32, dims: []uint64{1 << 28}, offset: 0}})
 	f, err := gguf.Read(bytes.NewReader(data), math.MaxInt64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.AllocatesAtMost(t, "ReadRaw and ReadFloat32", 4<<20, func() {
+	testutil.AllocatesAtMost(t, "ReadRaw, ReadFloat32 and TensorReader", 4<<20, func() {
 		_, rawErr := f.ReadRaw("big")
 		_, decodeErr := f.ReadFloat32("big")
-		for _, err := range []error{rawErr, decodeErr} {
+		_, readerErr := f.TensorReader("big")
+		for _, err := range []error{rawErr, decodeErr, readerErr} {
 			if !errors.Is(err, gguf.ErrCorrupt) || !strings.Contains(err.Error(), "big") {
 				t.Errorf("reading a tensor past the reader's end: %v; want ErrCorrupt naming the tensor", err)
 			}
