@@ -21,47 +21,24 @@ data, which the Go test checks against the file it builds. The GGUF itself (abou
 from __future__ import annotations
 
 import argparse
-import hashlib
 import math
 import os
 import sys
-import tempfile
-import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402
 import numpy as np  # noqa: E402
+from tiny_gguf import DIM, FFN, HEAD_DIM, KV_HEADS, HEADS, LAYERS, RULE, VOCAB, config, llamacpp_logits, tensor_index, token_ids, values, write_gguf  # noqa: E402
 
-# The model: grouped-query attention (2 query heads per key/value head), heads 16 wide (8 rotary
-# pairs), tied embeddings as Llama 3.2 1B/3B.
-VOCAB, DIM, LAYERS, HEADS, KV_HEADS, HEAD_DIM, FFN = 64, 64, 2, 4, 2, 16, 128
-CONTEXT, EPS, BASE = 64, 1e-5, 10000.0
+# The model (tiny_gguf): grouped-query attention (2 query heads per key/value head), heads 16 wide
+# (8 rotary pairs), tied embeddings as Llama 3.2 1B/3B.
+EPS, BASE = 1e-5, 10000.0
 # Llama 3.1's rope_scaling, its original context shortened to 32 so that the factors of this head
 # width are not all 1 or all `factor`: pairs with wavelengths below 32/4 keep theirs (1), above 32
 # are divided by 8, the one in between smoothly.
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
           "original_max_position_embeddings": 32}
-SEQ = 24
-M64 = (1 << 64) - 1
-
-
-def splitmix64(x: int) -> int:
-    z = (x + 0x9E3779B97F4A7C15) & M64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31)
-
-
-def values(name: str, n: int, scale: float, offset: float = 0.0) -> np.ndarray:
-    """n float32 values offset + scale * u, u = (top 24 bits of splitmix64(crc32(name) << 32 | i)
-    - 2^23) / 2^24 in [-0.5, 0.5); scale a power of two, so every value is exact."""
-    seed = zlib.crc32(name.encode()) << 32
-    out = np.empty(n, dtype=np.float32)
-    for i in range(n):
-        u = ((splitmix64(seed | i) >> 40) - (1 << 23)) / float(1 << 24)
-        out[i] = np.float32(offset + scale * u)
-    return out
 
 
 def llama3_factors(base: float, dim: int, p: dict) -> np.ndarray:
@@ -100,52 +77,17 @@ def tensors(factors: np.ndarray) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def write_gguf(path: str, ts: list[tuple[str, np.ndarray]]) -> None:
-    import gguf
-
-    w = gguf.GGUFWriter(path, "llama")
-    w.add_block_count(LAYERS)
-    w.add_context_length(CONTEXT)
-    w.add_embedding_length(DIM)
-    w.add_feed_forward_length(FFN)
-    w.add_head_count(HEADS)
-    w.add_head_count_kv(KV_HEADS)
-    w.add_rope_dimension_count(HEAD_DIM)
-    w.add_rope_freq_base(BASE)
-    w.add_layer_norm_rms_eps(EPS)
-    w.add_vocab_size(VOCAB)
-    # llama.cpp needs a vocabulary of VOCAB tokens (its tables are sized by it); the text is unused.
-    w.add_tokenizer_model("llama")
-    w.add_token_list(["<unk>", "<s>", "</s>", "<0x0A>"] + [f"t{i}" for i in range(4, VOCAB)])
-    w.add_token_scores([0.0] * VOCAB)
-    w.add_token_types([2, 3, 3, 6] + [1] * (VOCAB - 4))
-    for name, a in ts:
-        w.add_tensor(name, a)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    from llama_cpp import GGML_TYPE_F32, Llama
 
     factors = llama3_factors(BASE, HEAD_DIM, LLAMA3)
     ts = tensors(factors)
-    ids = [int(splitmix64(zlib.crc32(b"ids") << 32 | i) % VOCAB) for i in range(SEQ)]
+    ids = token_ids()
+
     def run(ts, name):
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, name)
-            write_gguf(path, ts)
-            llm = Llama(path, n_ctx=CONTEXT, n_batch=SEQ, n_ubatch=SEQ, n_threads=1, n_threads_batch=1, logits_all=True,
-                        type_k=GGML_TYPE_F32, type_v=GGML_TYPE_F32, flash_attn=False, verbose=False)
-            llm.eval(ids)
-            logits = np.array(llm.scores[:SEQ], dtype=np.float32)
-            del llm
-        return logits
+        return llamacpp_logits(lambda path: write_gguf(path, "llama", ts, BASE, EPS, rope_dims=HEAD_DIM), name, ids)
 
     logits = run(ts, "tiny-llama31.gguf")
     # The control: the same file without rope_freqs (plain RoPE, as Llama 2).
@@ -154,22 +96,17 @@ def main():
     w.json("index", {
         "format": 1,
         "versions": common.versions("llama_cpp_python", "gguf", "numpy"),
-        "config": {"vocab_size": VOCAB, "embedding_length": DIM, "block_count": LAYERS, "head_count": HEADS,
-                   "head_count_kv": KV_HEADS, "head_dim": HEAD_DIM, "feed_forward_length": FFN, "context_length": CONTEXT,
-                   "layer_norm_rms_epsilon": EPS, "rope_freq_base": BASE, "tied_embeddings": True},
+        "config": config(EPS, BASE, tied=True),
         "rope_scaling": LLAMA3,
         "weights": "values(name, n, scale, offset) = offset + scale * ((splitmix64(crc32(name) << 32 | i) >> 40) - 2^23) / 2^24, "
                    "float32; token_embd scale 1; kernels scale 0.5, stored as the GGUF stores them ([out][in], q/k rows in "
                    "llama.cpp's converter order); norms scale 0.5 offset 1",
-        "tensors": [{"name": n, "shape": list(a.shape), "sha256": hashlib.sha256(np.ascontiguousarray(a, dtype="<f4").tobytes()).hexdigest()}
-                    for n, a in ts],
+        "tensors": tensor_index(ts),
         "ids": w.npy("ids", np.array(ids, dtype=np.int32)),
         "rope_freqs": w.npy("rope_freqs", factors),
         "logits": w.npy("logits", logits),
         "logits_without_rope_freqs": w.npy("logits_without_rope_freqs", plain),
-        "rule": "llama.cpp through llama-cpp-python: Llama(n_ctx=64, n_batch=n_ubatch=24, one thread, logits_all, type_k = type_v "
-                "= F32, flash_attn off).eval(ids) from an empty context; logits [24, 64] of every position; "
-                "logits_without_rope_freqs: the same file without the rope_freqs tensor",
+        "rule": RULE + "logits_without_rope_freqs: the same file without the rope_freqs tensor",
     })
     print(f"rope_freqs: factors {factors.tolist()}; wrote {args.out}", file=sys.stderr)
 
