@@ -1,18 +1,20 @@
 // Package decodertest holds what the tests of the GGUF decoders (models/llama, models/gemma3,
 // models/qwen2) share: small GGUF files written from values (Values, Metadata, Override, Tensor,
 // Open), the real ones (OpenFile) loaded through a preset's quantizer (Quantizer), the
-// reference's arrays (Reference, ReferenceLogits, ReferenceIDs) with the weights of the tiny
-// models llama.cpp ran for them (FormulaValues), a model's logits (Forward, MaxAbsDiff,
+// reference's arrays (Reference, ReferenceLogits, ReferenceIDs) with the tiny models llama.cpp
+// ran for them (TinyIndex, FormulaValues), a model's logits (Forward, MaxAbsDiff,
 // RelativeDiff, SameLogits) and scores (NLL), and the checks every decoder passes: a failed load
 // (WantLoadError), bad hyper-parameters (DecoderBadKeys, CheckBadKeys), a fuzzed load
-// (CheckFuzzed), an invalid configuration (CheckInvalidConfigs), a chunked Step against Forward
-// (StepMatchesForward) and greedy decoding against Forward (GreedyMatchesForward). It is apart
-// from internal/testutil, which the tests of the packages below models use: it imports models and
-// refdata.
+// (CheckFuzzed, CheckFuzzedLoad), an invalid configuration (CheckInvalidConfigs), a chunked Step
+// against Forward (StepMatchesForward) and greedy decoding against Forward
+// (GreedyMatchesForward). It is apart from internal/testutil, which the tests of the packages
+// below models use: it imports models and refdata.
 package decodertest
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -143,7 +145,7 @@ func ReferenceIDs(t testing.TB, set, file string) []int32 {
 	return ids
 }
 
-// splitmix64 is the generator of reference/gen_rope_freqs.py.
+// splitmix64 is the generator of reference/tiny_gguf.py.
 func splitmix64(x uint64) uint64 {
 	z := x + 0x9E3779B97F4A7C15
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
@@ -151,7 +153,7 @@ func splitmix64(x uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-// FormulaValues are reference/gen_rope_freqs.py's values(name, n, scale, offset), the weights of
+// FormulaValues are reference/tiny_gguf.py's values(name, n, scale, offset), the weights of
 // the tiny models that llama.cpp ran for the references (gen_rope_freqs.py, gen_qwen2.py):
 // offset + scale·u, u = (the top 24 bits of splitmix64(crc32(name) << 32 | i) − 2^23) / 2^24;
 // scale a power of two, so that every operation is exact and both sides give the same bits.
@@ -163,6 +165,85 @@ func FormulaValues(name string, n int, scale, offset float64) []float32 {
 		out[i] = float32(offset + scale*u)
 	}
 	return out
+}
+
+// TinyIndex is the part of a tiny-model reference's index.json (reference/tiny_gguf.py) the tests
+// read: the model's configuration and, in the file's order, each tensor's name, numpy shape and
+// the sha256 of its float32 data.
+type TinyIndex struct {
+	Config struct {
+		Vocab   int     `json:"vocab_size"`
+		Dim     int     `json:"embedding_length"`
+		Layers  int     `json:"block_count"`
+		Heads   int     `json:"head_count"`
+		KVHeads int     `json:"head_count_kv"`
+		HeadDim int     `json:"head_dim"`
+		FFN     int     `json:"feed_forward_length"`
+		Context int     `json:"context_length"`
+		Eps     float64 `json:"layer_norm_rms_epsilon"`
+		Base    float64 `json:"rope_freq_base"`
+	} `json:"config"`
+	Tensors []struct {
+		Name   string `json:"name"`
+		Shape  []int  `json:"shape"`
+		SHA256 string `json:"sha256"`
+	} `json:"tensors"`
+}
+
+// LoadTinyIndex reads the index of the reference set, skipping the test when it is absent.
+func LoadTinyIndex(t testing.TB, set string) TinyIndex {
+	t.Helper()
+	var index TinyIndex
+	if err := refdata.JSON(&index, set, "index.json"); err != nil {
+		t.Skip(err)
+	}
+	return index
+}
+
+// DecoderConfig is the index's configuration.
+func (x TinyIndex) DecoderConfig() models.DecoderConfig {
+	c := x.Config
+	return models.DecoderConfig{VocabSize: c.Vocab, Dim: c.Dim, Layers: c.Layers, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
+		FFNDim: c.FFN, ContextLength: c.Context, RMSNormEps: c.Eps, RoPEBase: c.Base}
+}
+
+// TinyTensors builds the tensors the index lists, in its order, but those skip names: each from
+// FormulaValues by tiny_gguf.py's rule (the embedding table and biases scale 1; norms scale 0.5
+// offset 1; the kernels scale 0.5), checked against the sha256 the reference recorded, the
+// kernels then stored in block type kernels (F32: as llama.cpp ran them).
+func (x TinyIndex) TinyTensors(t testing.TB, kernels gguf.Type, skip func(name string) bool) []ggufbuild.Tensor {
+	t.Helper()
+	var ts []ggufbuild.Tensor
+	for _, ref := range x.Tensors {
+		if skip != nil && skip(ref.Name) {
+			continue
+		}
+		n := 1
+		dims := make([]uint64, len(ref.Shape))
+		for i, d := range ref.Shape {
+			n *= d
+			dims[len(dims)-1-i] = uint64(d)
+		}
+		scale, offset, kernel := 0.5, 0.0, false
+		switch {
+		case ref.Name == "token_embd.weight" || strings.HasSuffix(ref.Name, ".bias"):
+			scale = 1
+		case strings.HasSuffix(ref.Name, "norm.weight"):
+			offset = 1
+		default:
+			kernel = true
+		}
+		v := FormulaValues(ref.Name, n, scale, offset)
+		tensor := ggufbuild.F32Tensor(ref.Name, v, dims...)
+		if sum := sha256.Sum256(tensor.Data); hex.EncodeToString(sum[:]) != ref.SHA256 {
+			t.Fatalf("tensor %s: sha256 %x, the reference's %s: not the weights llama.cpp ran", ref.Name, sum, ref.SHA256)
+		}
+		if kernel && kernels != gguf.TypeF32 {
+			tensor = Tensor(ref.Name, kernels, v, dims...)
+		}
+		ts = append(ts, tensor)
+	}
+	return ts
 }
 
 // RelativeDiff returns the largest difference of got from want [seq][vocab] relative to the
@@ -329,6 +410,24 @@ func CheckFuzzed(t *testing.T, data []byte, config func(f *gguf.File) (Validator
 			t.Fatalf("LoadGGUF returned an invalid configuration: %v", err)
 		}
 	}
+}
+
+// CheckFuzzedLoad is CheckFuzzed for a decoder loaded with models.LoadOptions (models/gemma3,
+// models/qwen2): the configuration, then the load as the file says (no options) and with every
+// tensor kept as stored (the "file" preset's quantizer, fusing).
+func CheckFuzzedLoad[C, M Validator](t *testing.T, data []byte, config func(f *gguf.File) (C, error),
+	load func(ctx *context.Context, f *gguf.File, opts models.LoadOptions) (M, error)) {
+	loadWith := func(keep bool) func(ctx *context.Context, f *gguf.File) (Validator, error) {
+		return func(ctx *context.Context, f *gguf.File) (Validator, error) {
+			opts := models.LoadOptions{}
+			if keep {
+				q := Quantizer(t, models.FilePreset)
+				opts = models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q, Fuse: q.Fuse}
+			}
+			return load(ctx, f, opts)
+		}
+	}
+	CheckFuzzed(t, data, func(f *gguf.File) (Validator, error) { return config(f) }, loadWith(false), loadWith(true))
 }
 
 // InvalidConfig is a change that makes a valid configuration of type C invalid, and the text

@@ -3,12 +3,10 @@ package gemma3_test
 import (
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
 	"github.com/quanta-ml/quanta/internal/testutil"
-	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/gemma3"
 )
 
@@ -36,16 +34,5 @@ func FuzzLoadGGUF(f *testing.F) {
 }
 
 func loadFuzzed(t *testing.T, data []byte) {
-	load := func(keep bool) func(ctx *context.Context, f *gguf.File) (decodertest.Validator, error) {
-		return func(ctx *context.Context, f *gguf.File) (decodertest.Validator, error) {
-			opts := models.LoadOptions{}
-			if keep {
-				q := decodertest.Quantizer(t, models.FilePreset)
-				opts = models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q, Fuse: q.Fuse}
-			}
-			return gemma3.LoadGGUF(ctx, f, opts)
-		}
-	}
-	decodertest.CheckFuzzed(t, data, func(f *gguf.File) (decodertest.Validator, error) { return gemma3.ConfigFromGGUF(f) },
-		load(false), load(true))
+	decodertest.CheckFuzzedLoad(t, data, gemma3.ConfigFromGGUF, gemma3.LoadGGUF)
 }

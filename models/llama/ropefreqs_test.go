@@ -15,36 +15,13 @@ import (
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
-	"github.com/quanta-ml/quanta/internal/refdata"
 	"github.com/quanta-ml/quanta/internal/testutil"
-	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/llama"
 	"github.com/x448/float16"
 )
 
 // The reference set llamacpp_rope_freqs (reference/gen_rope_freqs.py, reference/README.md):
 // llama.cpp's logits of a tiny random Llama model whose GGUF has Llama 3.1's rope_freqs tensor.
-
-// ropeFreqsIndex is the part of llamacpp_rope_freqs/index.json the tests read.
-type ropeFreqsIndex struct {
-	Config struct {
-		Vocab   int     `json:"vocab_size"`
-		Dim     int     `json:"embedding_length"`
-		Layers  int     `json:"block_count"`
-		Heads   int     `json:"head_count"`
-		KVHeads int     `json:"head_count_kv"`
-		HeadDim int     `json:"head_dim"`
-		FFN     int     `json:"feed_forward_length"`
-		Context int     `json:"context_length"`
-		Eps     float64 `json:"layer_norm_rms_epsilon"`
-		Base    float64 `json:"rope_freq_base"`
-	} `json:"config"`
-	Tensors []struct {
-		Name   string `json:"name"`
-		Shape  []int  `json:"shape"`
-		SHA256 string `json:"sha256"`
-	} `json:"tensors"`
-}
 
 // ropeFreqsTolerance bounds the difference of two float32 implementations of this model,
 // relative to the largest magnitude of the compared row. The reductions (up to 128 terms) are
@@ -56,12 +33,9 @@ type ropeFreqsIndex struct {
 const ropeFreqsTolerance = 1.0 / (1 << 16)
 
 // loadRoPEFreqsReference reads the set, skipping the test when it is absent.
-func loadRoPEFreqsReference(t *testing.T) (ropeFreqsIndex, []float32, []int32) {
+func loadRoPEFreqsReference(t *testing.T) (decodertest.TinyIndex, []float32, []int32) {
 	t.Helper()
-	var index ropeFreqsIndex
-	if err := refdata.JSON(&index, "llamacpp_rope_freqs", "index.json"); err != nil {
-		t.Skip(err)
-	}
+	index := decodertest.LoadTinyIndex(t, "llamacpp_rope_freqs")
 	a := decodertest.Reference(t, "llamacpp_rope_freqs", "rope_freqs.npy")
 	factors := make([]float32, len(a.Values))
 	for i, v := range a.Values {
@@ -71,41 +45,14 @@ func loadRoPEFreqsReference(t *testing.T) (ropeFreqsIndex, []float32, []int32) {
 	return index, factors, ids
 }
 
-// ropeFreqsGGUF builds the reference's model with the rope_freqs tensor factors (nil: none),
-// checking the data of the others against the sha256 the reference recorded for each; extra
-// tensors are added after them.
-func ropeFreqsGGUF(t *testing.T, index ropeFreqsIndex, factors *ggufbuild.Tensor, extra ...ggufbuild.Tensor) []byte {
+// ropeFreqsGGUF builds the reference's model (TinyTensors) with the rope_freqs tensor factors
+// (nil: none; a GGUF's tensors may come in any order), then extra tensors.
+func ropeFreqsGGUF(t *testing.T, index decodertest.TinyIndex, factors *ggufbuild.Tensor, extra ...ggufbuild.Tensor) []byte {
 	t.Helper()
-	c := index.Config
-	cfg := models.DecoderConfig{VocabSize: c.Vocab, Dim: c.Dim, Layers: c.Layers, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
-		FFNDim: c.FFN, ContextLength: c.Context, RMSNormEps: c.Eps, RoPEBase: c.Base}
-	kvs := decodertest.Metadata("llama", cfg, ggufbuild.KV{Key: "llama.rope.dimension_count", Value: uint32(c.HeadDim)})
-	var ts []ggufbuild.Tensor
-	for _, ref := range index.Tensors {
-		n := 1
-		dims := make([]uint64, len(ref.Shape))
-		for i, d := range ref.Shape {
-			n *= d
-			dims[len(dims)-1-i] = uint64(d)
-		}
-		var tensor ggufbuild.Tensor
-		switch {
-		case ref.Name == "rope_freqs.weight":
-			if factors == nil {
-				continue
-			}
-			tensor = *factors
-		case ref.Name == "token_embd.weight":
-			tensor = ggufbuild.F32Tensor(ref.Name, decodertest.FormulaValues(ref.Name, n, 1, 0), dims...)
-		case strings.HasSuffix(ref.Name, "norm.weight"):
-			tensor = ggufbuild.F32Tensor(ref.Name, decodertest.FormulaValues(ref.Name, n, 0.5, 1), dims...)
-		default:
-			tensor = ggufbuild.F32Tensor(ref.Name, decodertest.FormulaValues(ref.Name, n, 0.5, 0), dims...)
-		}
-		if sum := sha256.Sum256(tensor.Data); ref.Name != "rope_freqs.weight" && hex.EncodeToString(sum[:]) != ref.SHA256 {
-			t.Fatalf("tensor %s: sha256 %x, the reference's %s: not the weights llama.cpp ran", ref.Name, sum, ref.SHA256)
-		}
-		ts = append(ts, tensor)
+	kvs := decodertest.Metadata("llama", index.DecoderConfig(), ggufbuild.KV{Key: "llama.rope.dimension_count", Value: uint32(index.Config.HeadDim)})
+	ts := index.TinyTensors(t, gguf.TypeF32, func(name string) bool { return name == "rope_freqs.weight" })
+	if factors != nil {
+		ts = append(ts, *factors)
 	}
 	return ggufbuild.Build(kvs, append(ts, extra...))
 }

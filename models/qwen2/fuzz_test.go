@@ -3,12 +3,10 @@ package qwen2_test
 import (
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
 	"github.com/quanta-ml/quanta/internal/testutil"
-	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/qwen2"
 )
 
@@ -37,16 +35,5 @@ func FuzzLoadGGUF(f *testing.F) {
 }
 
 func loadFuzzed(t *testing.T, data []byte) {
-	load := func(keep bool) func(ctx *context.Context, f *gguf.File) (decodertest.Validator, error) {
-		return func(ctx *context.Context, f *gguf.File) (decodertest.Validator, error) {
-			opts := models.LoadOptions{}
-			if keep {
-				q := decodertest.Quantizer(t, models.FilePreset)
-				opts = models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q, Fuse: q.Fuse}
-			}
-			return qwen2.LoadGGUF(ctx, f, opts)
-		}
-	}
-	decodertest.CheckFuzzed(t, data, func(f *gguf.File) (decodertest.Validator, error) { return qwen2.ConfigFromGGUF(f) },
-		load(false), load(true))
+	decodertest.CheckFuzzedLoad(t, data, qwen2.ConfigFromGGUF, qwen2.LoadGGUF)
 }

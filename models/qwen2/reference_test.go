@@ -1,17 +1,13 @@
 package qwen2_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
-	"github.com/quanta-ml/quanta/internal/refdata"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/arch"
@@ -23,27 +19,6 @@ import (
 // logits of a tiny random Qwen2 model, with and without its q/k/v biases.
 const set = "llamacpp_qwen2"
 
-// qwen2Index is the part of llamacpp_qwen2/index.json the tests read.
-type qwen2Index struct {
-	Config struct {
-		Vocab   int     `json:"vocab_size"`
-		Dim     int     `json:"embedding_length"`
-		Layers  int     `json:"block_count"`
-		Heads   int     `json:"head_count"`
-		KVHeads int     `json:"head_count_kv"`
-		HeadDim int     `json:"head_dim"`
-		FFN     int     `json:"feed_forward_length"`
-		Context int     `json:"context_length"`
-		Eps     float64 `json:"layer_norm_rms_epsilon"`
-		Base    float64 `json:"rope_freq_base"`
-	} `json:"config"`
-	Tensors []struct {
-		Name   string `json:"name"`
-		Shape  []int  `json:"shape"`
-		SHA256 string `json:"sha256"`
-	} `json:"tensors"`
-}
-
 // tolerance bounds the difference of two float32 implementations of this model, relative to the
 // largest magnitude of the compared row: the reductions (up to 128 terms) are summed in another
 // order, and the rotary angles (up to 23 radians) computed otherwise (llama.cpp multiplies by
@@ -53,57 +28,16 @@ type qwen2Index struct {
 const tolerance = 1.0 / (1 << 16)
 
 // loadIndex reads the set's index, skipping the test when it is absent.
-func loadIndex(t testing.TB) qwen2Index {
-	t.Helper()
-	var index qwen2Index
-	if err := refdata.JSON(&index, set, "index.json"); err != nil {
-		t.Skip(err)
-	}
-	return index
-}
+func loadIndex(t testing.TB) decodertest.TinyIndex { return decodertest.LoadTinyIndex(t, set) }
 
-// referenceGGUF builds the reference's model, checking the data of each tensor against the
-// sha256 the reference recorded, without the tensors skip says to leave out, its projection
-// kernels stored in block type kernels (F32, the zero Type: as llama.cpp ran them), then extra
-// tensors; overrides replace metadata.
-func referenceGGUF(t testing.TB, index qwen2Index, skip func(name string) bool, kernels gguf.Type, extra []ggufbuild.Tensor,
+// referenceGGUF builds the reference's model (TinyTensors), without the tensors skip says to
+// leave out, its projection kernels stored in block type kernels (F32, the zero Type: as llama.cpp
+// ran them), then extra tensors; overrides replace metadata.
+func referenceGGUF(t testing.TB, index decodertest.TinyIndex, skip func(name string) bool, kernels gguf.Type, extra []ggufbuild.Tensor,
 	overrides ...ggufbuild.KV) []byte {
 	t.Helper()
-	c := index.Config
-	cfg := models.DecoderConfig{VocabSize: c.Vocab, Dim: c.Dim, Layers: c.Layers, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
-		FFNDim: c.FFN, ContextLength: c.Context, RMSNormEps: c.Eps, RoPEBase: c.Base}
-	kvs := ggufbuild.Override(decodertest.Metadata(qwen2.Architecture, cfg), overrides...)
-	var ts []ggufbuild.Tensor
-	for _, ref := range index.Tensors {
-		if skip != nil && skip(ref.Name) {
-			continue
-		}
-		n := 1
-		dims := make([]uint64, len(ref.Shape))
-		for i, d := range ref.Shape {
-			n *= d
-			dims[len(dims)-1-i] = uint64(d)
-		}
-		scale, offset, kernel := 0.5, 0.0, false
-		switch {
-		case ref.Name == "token_embd.weight" || strings.HasSuffix(ref.Name, ".bias"):
-			scale = 1
-		case strings.HasSuffix(ref.Name, "norm.weight"):
-			offset = 1
-		default:
-			kernel = true
-		}
-		v := decodertest.FormulaValues(ref.Name, n, scale, offset)
-		tensor := ggufbuild.F32Tensor(ref.Name, v, dims...)
-		if sum := sha256.Sum256(tensor.Data); hex.EncodeToString(sum[:]) != ref.SHA256 {
-			t.Fatalf("tensor %s: sha256 %x, the reference's %s: not the weights llama.cpp ran", ref.Name, sum, ref.SHA256)
-		}
-		if kernel && kernels != gguf.TypeF32 {
-			tensor = decodertest.Tensor(ref.Name, kernels, v, dims...)
-		}
-		ts = append(ts, tensor)
-	}
-	return ggufbuild.Build(kvs, append(ts, extra...))
+	kvs := ggufbuild.Override(decodertest.Metadata(qwen2.Architecture, index.DecoderConfig()), overrides...)
+	return ggufbuild.Build(kvs, append(index.TinyTensors(t, kernels, skip), extra...))
 }
 
 // TestLlamaCppQwen2: a tiny random Qwen2 file gives llama.cpp's logits at every position within
