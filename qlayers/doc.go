@@ -84,6 +84,6 @@
 // block size is checked before anything is sized by it.
 // Dense and LoRADense, graph-building functions, panic with a message naming the scope and shapes
 // for an invalid Config, LoRA or input, stored components that do not fit the recorded format, an
-// unreadable FormatParam, adapters of another rank, and (Dense) training on a context whose float
-// kernel was deleted.
+// unreadable FormatParam, adapters of another rank or recorded scale, and (Dense) training on a
+// context whose float kernel was deleted.
 package qlayers

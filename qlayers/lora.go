@@ -80,7 +80,8 @@ func (l LoRA) Validate() error {
 // While a dense merge is in place (MergeLoRA), the merged float kernel is used alone, in x's dtype.
 //
 // LoRADense panics, as Dense does, for an invalid cfg or lora, an input that is not float of
-// rank >= 1, stored components that do not fit, or adapters of another rank than lora's.
+// rank >= 1, stored components that do not fit, or adapters of another rank than lora's or
+// recorded with another scale (LoRAScaleParam, e.g. LoadAdapters' lora_alpha/r) than lora.Scale().
 func LoRADense(ctx *context.Context, x *graph.Node, useBias bool, outDim int, cfg quanta.Config, lora LoRA) *graph.Node {
 	checkDenseArgs("qlayers.LoRADense", x, outDim, "a float tensor of rank >= 1", cfg.Validate, lora.Validate)
 	shape := x.Shape()
@@ -136,6 +137,18 @@ func adapters(ctx *context.Context, x *graph.Node, outDim int, lora LoRA) *graph
 			(!slices.Equal(existing.Shape().Dimensions, v.shape.Dimensions) || !existing.Shape().DType.IsFloat()) {
 			panic(errors.Errorf("qlayers.LoRADense in scope %q: adapter %q is %s; rank %d with input %d and output %d needs %s",
 				ctx.Scope(), v.name, existing.Shape(), lora.Rank, inDim, outDim, v.shape))
+		}
+	}
+	// Adapters the scope holds carry their scale (LoadAdapters sets lora_alpha/r): lora must agree,
+	// or the layer would compute with another scale than the adapters were trained (and would be
+	// merged) with.
+	if ctx.GetVariable(LoRAAName) != nil {
+		if s, found := ctx.GetParam(LoRAScaleParam); found {
+			if scale, ok := s.(float64); ok && scale != lora.Scale() {
+				panic(errors.Errorf("qlayers.LoRADense in scope %q: the adapters' recorded scale %s=%v (α/r) differs from "+
+					"the LoRA's %v (rank %d, alpha %v); accepted: the alpha and rank the adapters were made with",
+					ctx.Scope(), LoRAScaleParam, scale, lora.Scale(), lora.Rank, lora.Alpha))
+			}
 		}
 	}
 	bound := 1 / math.Sqrt(float64(inDim))

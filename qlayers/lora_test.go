@@ -528,3 +528,43 @@ func TestLoRAMergeKeepsFloatKernel(t *testing.T) {
 		t.Errorf("the kept float kernel changed under a Requantize merge")
 	}
 }
+
+// TestLoRADenseRecordedScale: adapters loaded with their scale (lora_alpha/r from the file) are
+// used with that scale; a LoRA of another alpha is refused by name instead of silently computing
+// (and recording for MergeLoRA) another scale.
+func TestLoRADenseRecordedScale(t *testing.T) {
+	backend := testutil.Backend(t)
+	ctx := loraContext(t, nf4DQ, false)
+	x := matrix(3, batch, inDim)
+	want := flat(t, context.MustExecOnce(backend, ctx, loraLayer(nf4DQ), x))
+	dir := t.TempDir()
+	if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
+		t.Fatalf("%+v", err)
+	}
+	fresh := floatContext()
+	if _, err := qlayers.QuantizeContext(fresh, []qlayers.Rule{{Scope: ".*", Config: nf4DQ}}, qlayers.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := qlayers.LoadAdapters(fresh, dir, qlayers.AdapterOptions{}); err != nil {
+		t.Fatalf("%+v", err)
+	}
+	other := qlayers.LoRA{Rank: loraCfg.Rank} // alpha = rank: scale 1, the file says 2
+	var err error
+	func() {
+		defer testutil.RecoverError(&err)
+		context.MustExecOnce(backend, fresh, func(ctx *context.Context, x *graph.Node) *graph.Node {
+			return qlayers.LoRADense(ctx.In("layer").Checked(false), x, true, outDim, nf4DQ, other)
+		}, x)
+	}()
+	if err == nil || !strings.Contains(err.Error(), qlayers.LoRAScaleParam) {
+		t.Errorf("LoRADense with scale %v on adapters loaded with scale %v: error %v, want one naming %s",
+			other.Scale(), loraCfg.Scale(), err, qlayers.LoRAScaleParam)
+	}
+	if s, _ := fresh.In("layer").In(qlayers.Scope).GetParam(qlayers.LoRAScaleParam); s != loraCfg.Scale() {
+		t.Errorf("recorded scale is %v after the refused call, want %v", s, loraCfg.Scale())
+	}
+	got := flat(t, context.MustExecOnce(backend, fresh, loraLayer(nf4DQ), x))
+	if d := maxDiff(got, want); d != 0 {
+		t.Errorf("output with the loaded adapters' own LoRA differs by %g", d)
+	}
+}
