@@ -12,6 +12,7 @@ import (
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/implicitarray"
+	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/lowering"
 )
 
@@ -33,7 +34,8 @@ const (
 // LoRA configures the low-rank adapters of LoRADense (Hu et al., 2021; QLoRA when the base is
 // NF4).
 type LoRA struct {
-	// Rank is r, the inner dimension of the adapters; it must be positive.
+	// Rank is r, the inner dimension of the adapters, from 1 to 2^31 − 1 (LoadAdapters' bound on
+	// a file's r).
 	Rank int
 	// Alpha scales the adapters' product by Alpha/Rank (PEFT's lora_alpha); 0 means Rank.
 	Alpha float64
@@ -47,10 +49,10 @@ func (l LoRA) Scale() float64 {
 	return l.Alpha / float64(l.Rank)
 }
 
-// Validate returns an error for a rank below 1 or a negative or non-finite alpha.
+// Validate returns an error for a rank outside 1 to 2^31 − 1 or a negative or non-finite alpha.
 func (l LoRA) Validate() error {
-	if l.Rank < 1 {
-		return errors.Errorf("qlayers: LoRA rank %d; accepted: a positive rank", l.Rank)
+	if l.Rank < 1 || l.Rank > fileio.MaxCount {
+		return errors.Errorf("qlayers: LoRA rank %d; accepted: 1 to %d", l.Rank, fileio.MaxCount)
 	}
 	if l.Alpha < 0 || math.IsNaN(l.Alpha) || math.IsInf(l.Alpha, 0) {
 		return errors.Errorf("qlayers: LoRA alpha %v; accepted: 0 (meaning the rank) or a positive number", l.Alpha)

@@ -568,3 +568,36 @@ func TestLoRADenseRecordedScale(t *testing.T) {
 		t.Errorf("output with the loaded adapters' own LoRA differs by %g", d)
 	}
 }
+
+// TestLoRAValidate: a rank outside 1 to 2^31 − 1 (one whose adapters' sizes overflow made XLA
+// abort the process) and a negative or non-finite alpha are errors naming the key, from Validate
+// and as LoRADense's panic.
+func TestLoRAValidate(t *testing.T) {
+	backend := testutil.Backend(t)
+	for _, c := range []struct {
+		lora qlayers.LoRA
+		want string
+	}{
+		{qlayers.LoRA{Rank: 4}, ""},
+		{qlayers.LoRA{Rank: 0}, "rank 0"},
+		{qlayers.LoRA{Rank: -3, Alpha: 8}, "rank -3"},
+		{qlayers.LoRA{Rank: 1 << 62}, "rank 4611686018427387904"},
+		{qlayers.LoRA{Rank: 4, Alpha: -1}, "alpha -1"},
+		{qlayers.LoRA{Rank: 4, Alpha: math.NaN()}, "alpha NaN"},
+		{qlayers.LoRA{Rank: 4, Alpha: math.Inf(1)}, "alpha +Inf"},
+	} {
+		t.Run(fmt.Sprintf("%+v", c.lora), func(t *testing.T) {
+			if testutil.WantError(t, c.lora.Validate(), c.want) {
+				var err error
+				func() {
+					defer testutil.RecoverError(&err)
+					context.MustExecOnce(backend, floatContext(), func(ctx *context.Context, x *graph.Node) *graph.Node {
+						return qlayers.LoRADense(ctx.In("layer").Checked(false), x, true, outDim, nf4DQ, c.lora)
+					}, matrix(3, batch, inDim))
+				}()
+				testutil.WantError(t, err, "qlayers.LoRADense")
+				testutil.WantError(t, err, c.want)
+			}
+		})
+	}
+}
