@@ -133,7 +133,8 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 // is not from 1 to 2^31 − 1 or whose lora_alpha is not a finite positive number, a module no layer
 // of ctx is named, a lora_A without its lora_B, adapters whose dtypes or shapes do not fit r (checked
 // before they are read), the layer's float kernel, its quantized components (as Base checks them)
-// or its existing adapters, or a file without the config.
+// or its existing adapters, a layer whose adapters are merged (MergeLoRA's dense merge: UnmergeLoRA
+// first), or a file without the config.
 func LoadAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 	if ctx == nil {
 		return errors.New("qlayers.LoadAdapters: nil context")
@@ -219,6 +220,12 @@ func loadAdapters(ctx *context.Context, configText []byte, f *safetensors.File, 
 			return errors.WithMessagef(err, "module %q: lora_B", module)
 		}
 		dense := ctx.InAbsPath(layer).In(Scope).Checked(false)
+		if merged(dense) {
+			// The merged kernel holds the adapters the layer has: UnmergeLoRA would subtract the
+			// loaded ones from a float base, and LoRADense would not use them.
+			return errors.Errorf("module %q: layer %q is merged (MergeLoRA); accepted: a layer not merged, UnmergeLoRA first",
+				module, layer)
+		}
 		if w := dense.GetVariable(WeightsName); w != nil && w.Shape().Rank() == 2 {
 			in, out := w.Shape().Dim(0), w.Shape().Dim(1)
 			layout, err := storedLayout(dense)

@@ -601,3 +601,38 @@ func TestLoRAValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadAdaptersIntoMergedLayer: loading adapters into a layer whose adapters are merged is an
+// error changing nothing: it replaced the adapters the merged kernel holds, so UnmergeLoRA then
+// subtracted the loaded ones and left a float base changed.
+func TestLoadAdaptersIntoMergedLayer(t *testing.T) {
+	backend := testutil.Backend(t)
+	dir := t.TempDir()
+	saved := loraContext(t, nf4DQ, true)
+	saved.In("layer").In(qlayers.Scope).GetVariable(qlayers.LoRABName).MustSetValue(tensors.FromValue(matrix(9, loraCfg.Rank, outDim)))
+	if err := qlayers.SaveAdapters(saved, dir, qlayers.AdapterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := loraContext(t, nf4DQ, true)
+	before := snapshot(t, ctx)
+	if err := qlayers.MergeLoRA(ctx, backend, qlayers.MergeOptions{}); err != nil {
+		t.Fatalf("%+v", err)
+	}
+	merged := snapshot(t, ctx)
+	err := qlayers.LoadAdapters(ctx, dir, qlayers.AdapterOptions{})
+	if err == nil || !strings.Contains(err.Error(), `layer "/layer" is merged`) {
+		t.Errorf("LoadAdapters into a merged layer: %v; want an error saying it is merged", err)
+	}
+	for name, v := range snapshot(t, ctx) {
+		if !slices.Equal(v, merged[name]) {
+			t.Errorf("%s changed by the refused load", name)
+		}
+	}
+	if err := qlayers.UnmergeLoRA(ctx, backend); err != nil {
+		t.Fatalf("%+v", err)
+	}
+	w := "/layer/dense/" + qlayers.WeightsName
+	if d := maxDiff(bytesF32(snapshot(t, ctx)[w]), bytesF32(before[w])); d > 1e-6 {
+		t.Errorf("float base differs by %g after merge, load and unmerge", d)
+	}
+}
