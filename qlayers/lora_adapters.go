@@ -57,6 +57,11 @@ type adapterConfig struct {
 	FanInFanOut   bool     `json:"fan_in_fan_out"`
 	TargetModules []string `json:"target_modules"`
 	InitWeights   bool     `json:"init_lora_weights"`
+	// Read only (SaveAdapters writes none of them): the keys that change the adapters' product.
+	UseRSLoRA    bool           `json:"use_rslora,omitempty"`
+	UseDoRA      bool           `json:"use_dora,omitempty"`
+	AlphaPattern map[string]any `json:"alpha_pattern,omitempty"`
+	RankPattern  map[string]any `json:"rank_pattern,omitempty"`
 }
 
 // SaveAdapters writes the adapters of every LoRA layer of ctx, and nothing else, to directory dir
@@ -127,10 +132,12 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 
 // LoadAdapters reads the adapters SaveAdapters (or PEFT) wrote in dir into ctx: for each module
 // of the file, the LoRA layer whose scope opts names so gets A and B (trainable; created if
-// missing) and the scale lora_alpha/r. A layer is a scope holding a base kernel ("weights" or
-// quantized components) in its "dense" sub-scope. Adapters saved as F16, BF16 or F64 are
+// missing) and the scale lora_alpha/r (lora_alpha/√r with use_rslora, PEFT's rank-stabilized
+// LoRA). A layer is a scope holding a base kernel ("weights" or quantized components) in its
+// "dense" sub-scope. Adapters saved as F16, BF16 or F64 are
 // converted to float32, or to the dtype of the adapters the layer holds. It returns an error, loading nothing, for a nil context, a config whose r
-// is not from 1 to 2^31 − 1 or whose lora_alpha is not a finite positive number, a module no layer
+// is not from 1 to 2^31 − 1 or whose lora_alpha is not a finite positive number, a config that sets
+// use_dora, alpha_pattern or rank_pattern (which this plain LoRA does not compute), a module no layer
 // of ctx is named, a lora_A without its lora_B, adapters whose dtypes or shapes do not fit r (checked
 // before they are read), the layer's float kernel, its quantized components (as Base checks them)
 // or its existing adapters, a layer whose adapters are merged (MergeLoRA's dense merge: UnmergeLoRA
@@ -167,7 +174,19 @@ func loadAdapters(ctx *context.Context, configText []byte, f *safetensors.File, 
 	if err := fileio.CheckFloatAbove("lora_alpha", config.LoRAAlpha, 0); err != nil {
 		return errors.WithMessage(err, AdapterConfigFile)
 	}
+	for _, k := range []struct {
+		key string
+		set bool
+	}{{"use_dora", config.UseDoRA}, {"alpha_pattern", len(config.AlphaPattern) > 0}, {"rank_pattern", len(config.RankPattern) > 0}} {
+		if k.set {
+			return errors.Errorf("%s sets %s (DoRA's magnitudes, or alphas and ranks per module); accepted: plain LoRA, "+
+				"one r and lora_alpha for all modules", AdapterConfigFile, k.key)
+		}
+	}
 	scale := config.LoRAAlpha / float64(config.R)
+	if config.UseRSLoRA {
+		scale = config.LoRAAlpha / math.Sqrt(float64(config.R)) // PEFT's rank-stabilized scaling
+	}
 
 	// The layers of ctx, by module name.
 	layers := map[string]string{} // module -> layer scope

@@ -176,6 +176,9 @@ func TestLoadAdaptersChecks(t *testing.T) {
 		{"rank 0", setConfig(`"r": 4`, `"r": 0`), list, "adapter_config.json: r = 0; accepted: 1 to 2147483647"},
 		{"negative alpha", setConfig(`"lora_alpha": 8`, `"lora_alpha": -8`), list, "lora_alpha = -8; accepted: a finite number above 0"},
 		{"missing lora_B", config, list[:1], `tensor "base_model.model.layer.lora_B.weight"`},
+		{"DoRA", setConfig(`"r": 4`, `"use_dora": true, "r": 4`), list, "adapter_config.json sets use_dora"},
+		{"alpha per module", setConfig(`"r": 4`, `"alpha_pattern": {"layer": 16}, "r": 4`), list, "adapter_config.json sets alpha_pattern"},
+		{"rank per module", setConfig(`"r": 4`, `"rank_pattern": {"layer": 2}, "r": 4`), list, "adapter_config.json sets rank_pattern"},
 		{"lora_B of another rank", config, withB([]int{outDim, 2}, make([]byte, 4*outDim*2)), "lora_B base_model.model.layer.lora_B.weight F32[128 2]"},
 		{"empty lora_B with a huge dimension", config, withB([]int{1 << 40, 0}, []byte{}), "F32[1099511627776 0]"},
 	} {
@@ -191,6 +194,25 @@ func TestLoadAdaptersChecks(t *testing.T) {
 			}
 			if fresh.NumVariables() != before {
 				t.Errorf("the failed load changed the variables: %d, had %d", fresh.NumVariables(), before)
+			}
+		})
+	}
+
+	// PEFT's rank-stabilized LoRA scales by lora_alpha/√r; empty patterns and use_dora false are plain LoRA.
+	for _, tc := range []struct {
+		name, old, new string
+		scale          float64
+	}{
+		{"plain", `"r": 4`, `"use_rslora": false, "use_dora": false, "alpha_pattern": {}, "rank_pattern": {}, "r": 4`, 8.0 / 4},
+		{"rslora", `"r": 4`, `"use_rslora": true, "r": 4`, 8.0 / 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fresh := floatContext()
+			if err := qlayers.LoadAdapters(fresh, write(t, setConfig(tc.old, tc.new), list), qlayers.AdapterOptions{}); err != nil {
+				t.Fatalf("%+v", err)
+			}
+			if s, _ := fresh.In("layer").In(qlayers.Scope).GetParam(qlayers.LoRAScaleParam); s != tc.scale {
+				t.Errorf("scale %v, want %v", s, tc.scale)
 			}
 		})
 	}
