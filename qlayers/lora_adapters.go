@@ -137,7 +137,8 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 // "dense" sub-scope. Adapters saved as F16, BF16 or F64 are
 // converted to float32, or to the dtype of the adapters the layer holds. It returns an error, loading nothing, for a nil context, a config whose r
 // is not from 1 to 2^31 − 1 or whose lora_alpha is not a finite positive number, a config that sets
-// use_dora, alpha_pattern or rank_pattern (which this plain LoRA does not compute), a module no layer
+// use_dora, alpha_pattern or rank_pattern (which this plain LoRA does not compute) or a bias other
+// than "none" (trained biases, which are not loaded), a module no layer
 // of ctx is named, a lora_A without its lora_B, adapters whose dtypes or shapes do not fit r (checked
 // before they are read), the layer's float kernel, its quantized components (as Base checks them)
 // or its existing adapters, a layer whose adapters are merged (MergeLoRA's dense merge: UnmergeLoRA
@@ -182,6 +183,10 @@ func loadAdapters(ctx *context.Context, configText []byte, f *safetensors.File, 
 			return errors.Errorf("%s sets %s (DoRA's magnitudes, or alphas and ranks per module); accepted: plain LoRA, "+
 				"one r and lora_alpha for all modules", AdapterConfigFile, k.key)
 		}
+	}
+	if config.Bias != "" && config.Bias != "none" {
+		return errors.Errorf("%s has bias %q (the file holds trained biases, which are not loaded); accepted: \"none\"",
+			AdapterConfigFile, config.Bias)
 	}
 	scale := config.LoRAAlpha / float64(config.R)
 	if config.UseRSLoRA {

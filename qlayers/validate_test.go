@@ -178,6 +178,7 @@ func TestLoadAdaptersChecks(t *testing.T) {
 		{"missing lora_B", config, list[:1], `tensor "base_model.model.layer.lora_B.weight"`},
 		{"DoRA", setConfig(`"r": 4`, `"use_dora": true, "r": 4`), list, "adapter_config.json sets use_dora"},
 		{"alpha per module", setConfig(`"r": 4`, `"alpha_pattern": {"layer": 16}, "r": 4`), list, "adapter_config.json sets alpha_pattern"},
+		{"trained biases", setConfig(`"bias": "none"`, `"bias": "lora_only"`), list, `adapter_config.json has bias "lora_only"`},
 		{"rank per module", setConfig(`"r": 4`, `"rank_pattern": {"layer": 2}, "r": 4`), list, "adapter_config.json sets rank_pattern"},
 		{"lora_B of another rank", config, withB([]int{outDim, 2}, make([]byte, 4*outDim*2)), "lora_B base_model.model.layer.lora_B.weight F32[128 2]"},
 		{"empty lora_B with a huge dimension", config, withB([]int{1 << 40, 0}, []byte{}), "F32[1099511627776 0]"},
