@@ -94,8 +94,8 @@ func checkFlags() error {
 	switch {
 	case *flagHidden < 1:
 		return errors.Errorf("-hidden %d; accepted: >= 1 (the width of the hidden layers)", *flagHidden)
-	case *flagRank < 1:
-		return errors.Errorf("-rank %d; accepted: >= 1 (the LoRA rank)", *flagRank)
+	case *flagRank < 1 || *flagRank > math.MaxInt32:
+		return errors.Errorf("-rank %d; accepted: 1 to %d (the LoRA rank)", *flagRank, math.MaxInt32)
 	case *flagAlpha < 0 || math.IsNaN(*flagAlpha) || math.IsInf(*flagAlpha, 0):
 		return errors.Errorf("-alpha %v; accepted: 0 (meaning the rank) or a positive finite number", *flagAlpha)
 	case *flagMemDim < 1:

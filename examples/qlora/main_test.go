@@ -17,6 +17,7 @@ func TestFlagsOutOfRange(t *testing.T) {
 		{func() { *flagHidden = 0 }, "-hidden 0"},
 		{func() { *flagHidden = -4 }, "-hidden -4"},
 		{func() { *flagRank = 0 }, "-rank 0"},
+		{func() { *flagRank = 3_000_000_000 }, "-rank 3000000000"},
 		{func() { *flagAlpha = math.NaN() }, "-alpha NaN"},
 		{func() { *flagAlpha = -1 }, "-alpha -1"},
 		{func() { *flagAlpha = math.Inf(1) }, "-alpha +Inf"},
