@@ -24,7 +24,8 @@
 //     [^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+);
 //     "qwen2" with the same regex, each number on its own (\p{N}). Go's regexp has no
 //     look-ahead, so the splits are written by hand (see PreTokenizer.Split for the rules one by
-//     one);
+//     one). The names llama.cpp gives the same pre-tokenizer types are read as these ("gpt-2",
+//     "llama3", "falcon3", "deepseek-r1-qwen", ...; an unknown name's error lists them all);
 //  3. each word's UTF-8 bytes are written in GPT-2's byte-level alphabet (a space is 'Ġ', a
 //     newline 'Ċ') and merged by BPE: the adjacent pair with the lowest merge rank first, the
 //     leftmost among equal ranks, until no pair is a merge; each symbol becomes its id. With

@@ -1,6 +1,9 @@
 package tokenizer
 
 import (
+	"slices"
+	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -263,16 +266,37 @@ const (
 )
 
 // preTokenizers maps the GGUF names to the rule sets; names that share llama.cpp's regexes share
-// an entry.
+// an entry. Beside each rule set's own name are the names llama.cpp (src/llama-vocab.cpp) gives
+// the same pre-tokenizer type with no other setting this package lacks: its GPT-2 type ("gpt-2",
+// "phi-2", ...; not "jina-v1-en", "jina-v2-code" and "roberta-bpe", which add a SEP token), its
+// Llama 3 type ("llama3", "falcon3", ...: ignore_merges and BOS, as "llama-bpe") and its Qwen2
+// type.
 var preTokenizers = map[string]PreTokenizer{
 	"gpt2":      PreGPT2,
 	"smollm":    PreSmolLM,
 	"starcoder": PreSmolLM,
 	"llama-bpe": PreLlamaBPE,
 	"qwen2":     PreQwen2,
+
+	"gpt-2": PreGPT2, "phi-2": PreGPT2, "jina-es": PreGPT2, "jina-de": PreGPT2, "gigachat": PreGPT2,
+	"jina-v2-es": PreGPT2, "jina-v2-de": PreGPT2, "a.x-4.0": PreGPT2, "mellum": PreGPT2,
+	"modern-bert": PreGPT2, "exaone4": PreGPT2,
+
+	"llama3": PreLlamaBPE, "llama-v3": PreLlamaBPE, "falcon3": PreLlamaBPE, "falcon-h1": PreLlamaBPE,
+	"pixtral": PreLlamaBPE, "midm-2.0": PreLlamaBPE, "lfm2": PreLlamaBPE, "jina-v5-nano": PreLlamaBPE,
+
+	"deepseek-r1-qwen": PreQwen2, "kormo": PreQwen2, "f2llmv2": PreQwen2, "megrez": PreQwen2,
 }
 
-const acceptedPreTokenizers = `"gpt2", "smollm", "starcoder", "llama-bpe", "qwen2"`
+// acceptedPreTokenizers lists the names of preTokenizers for messages, sorted.
+var acceptedPreTokenizers = func() string {
+	names := make([]string, 0, len(preTokenizers))
+	for name := range preTokenizers {
+		names = append(names, strconv.Quote(name))
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}()
 
 // valid reports whether p is one of the rule sets above.
 func (p PreTokenizer) valid() bool {

@@ -120,6 +120,41 @@ func TestPreTokenizerBOSDefault(t *testing.T) {
 	}
 }
 
+// TestPreTokenizerAliases: the names llama.cpp's src/llama-vocab.cpp gives its GPT-2, Llama 3
+// and Qwen2 pre-tokenizer types read as those rule sets (the Llama 3 ones adding BOS by default,
+// as "llama-bpe"); "gpt-2" is what llama.cpp's converter writes for GPT-2 itself. A name whose
+// type adds a SEP token, which this package does not, stays an error listing the names accepted.
+func TestPreTokenizerAliases(t *testing.T) {
+	for _, tc := range []struct {
+		names []string
+		want  tokenizer.PreTokenizer
+		bos   []int
+	}{
+		{[]string{"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum", "modern-bert", "exaone4"},
+			tokenizer.PreGPT2, []int{1}},
+		{[]string{"llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"}, tokenizer.PreLlamaBPE, []int{0, 1}},
+		{[]string{"deepseek-r1-qwen", "kormo", "f2llmv2", "megrez"}, tokenizer.PreQwen2, []int{1}},
+	} {
+		for _, name := range tc.names {
+			tok, err := bpeFromGGUF(t, toyBPEGGUF(ggufbuild.KV{Key: "tokenizer.ggml.pre", Value: name}))
+			if err != nil {
+				t.Errorf("%q: %v", name, err)
+				continue
+			}
+			if got := tok.PreTokenizer(); got != tc.want {
+				t.Errorf("%q: PreTokenizer() = %q, want %q", name, got, tc.want)
+			}
+			if got := tok.Encode("a", tokenizer.EncodeOptions{AddSpecial: true}); !reflect.DeepEqual(got, tc.bos) {
+				t.Errorf("%q: Encode(\"a\", AddSpecial) = %v, want %v", name, got, tc.bos)
+			}
+		}
+	}
+	_, err := bpeFromGGUF(t, toyBPEGGUF(ggufbuild.KV{Key: "tokenizer.ggml.pre", Value: "jina-v1-en"}))
+	if err == nil || !strings.Contains(err.Error(), `"jina-v1-en"; accepted: `) || !strings.Contains(err.Error(), `"gpt-2"`) {
+		t.Errorf("pre-tokenizer \"jina-v1-en\": error %v; want one naming it and the names accepted", err)
+	}
+}
+
 // TestBPEFromGGUFMetadata: special-token ids and token types that do not fit the vocabulary are
 // errors naming the metadata key and the vocabulary size.
 func TestBPEFromGGUFMetadata(t *testing.T) {
