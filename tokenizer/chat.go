@@ -125,18 +125,48 @@ func ChatTemplateFromGGUF(f *gguf.File) (ChatTemplate, error) {
 	return ParseChatTemplate(s)
 }
 
-// EndOfTurnIDs returns the ids of t's control tokens that end a turn in one of the chat formats
-// (the texts EndOfTurn gives), in id order: where a generation stops whether or not a template
-// was applied, as llama.cpp stops at every end-of-generation token of the vocabulary.
+// EndOfTurnIDs returns the ids of t's end-of-generation tokens, in id order: where a generation
+// stops whether or not a template was applied, as llama.cpp stops at every end-of-generation token
+// of the vocabulary. They are llama.cpp's (src/llama-vocab.cpp, special_eog_ids), found by their
+// texts whatever their token types: the tokens that end a turn in the chat formats (the texts
+// EndOfTurn gives), the other end-of-text tokens (<|endoftext|>, Llama 3's <|end_of_text|> and
+// <|eom_id|>, ...) and the fill-in-the-middle pad, repository and file-separator tokens (SmolLM2's
+// <reponame>, Qwen's <|fim_pad|>, ...); as llama.cpp, not <|end|> beside <|return|> and <|call|>
+// (or <|calls|> and <|flush|>), nor </s> beside <|tool_response>. EOS is not among them unless
+// its text is.
 func EndOfTurnIDs(t *BPE) []int {
+	present := map[string]int{}
+	for _, text := range endOfGeneration {
+		if id, ok := t.ID(text); ok {
+			present[text] = id
+		}
+	}
+	has := func(text string) bool { _, ok := present[text]; return ok }
+	if has("<|end|>") && (has("<|call|>") || has("<|calls|>")) && (has("<|return|>") || has("<|flush|>")) {
+		delete(present, "<|end|>")
+	}
+	if has("</s>") && has("<|tool_response>") {
+		delete(present, "</s>")
+	}
 	var ids []int
-	for _, f := range []ChatTemplate{{Format: ChatML}, {Format: Llama3}, {Format: Gemma}, {Format: Llama2}} {
-		if id, ok := t.ID(f.EndOfTurn()); ok && t.Type(id) == Control && !slices.Contains(ids, id) {
+	for _, id := range present {
+		if !slices.Contains(ids, id) {
 			ids = append(ids, id)
 		}
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// endOfGeneration are the texts of llama.cpp's end-of-generation tokens: its list, then the
+// fill-in-the-middle pad, repository and file-separator texts it recognizes.
+var endOfGeneration = []string{
+	"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+	"<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+	"<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>", "[e~[",
+	"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]",
+	"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>",
+	"<|file_sep|>",
 }
 
 // EndOfTurn is the text of the token that ends a turn in the format, where a generation stops:

@@ -85,15 +85,19 @@ func TestSmolLM2ChatTemplate(t *testing.T) {
 	}
 }
 
-// TestEndOfTurnIDs: the control tokens that end a turn, from the real vocabularies: SmolLM2's
-// <|im_end|> (2, its EOS too) and Gemma-3's <end_of_turn> (106, beside its EOS 1).
+// TestEndOfTurnIDs: the tokens a generation ends at are llama.cpp's end-of-generation tokens
+// (llama-cpp-python 0.3.36, llama_vocab_is_eog over each vocabulary): SmolLM2's <|endoftext|>,
+// <|im_end|> and <reponame> (0, 2, 4), Gemma-3's <eos>, <end_of_turn> and </s> (1, 106, 212),
+// Llama 3's <|end_of_text|> and <|eot_id|>, Qwen2's </s>, <|endoftext|> and <|im_end|>.
 func TestEndOfTurnIDs(t *testing.T) {
 	for _, tc := range []struct {
 		asset string
 		want  []int
 	}{
-		{assets.SmolLM2, []int{2}},
-		{assets.Gemma3, []int{106}},
+		{assets.SmolLM2, []int{0, 2, 4}},
+		{assets.Gemma3, []int{1, 106, 212}},
+		{assets.LlamaBPEVocab, []int{128001, 128009}},
+		{assets.Qwen2Vocab, []int{128247, 151643, 151645}},
 	} {
 		t.Run(tc.asset, func(t *testing.T) {
 			tok, _ := assetBPE(t, tc.asset)
@@ -104,12 +108,36 @@ func TestEndOfTurnIDs(t *testing.T) {
 	}
 }
 
+// TestEndOfTurnIDsExceptions: as llama.cpp, <|end|> is no end of generation beside <|return|>
+// and <|call|> (gpt-oss's vocabulary), nor </s> beside <|tool_response>; each is one otherwise.
+func TestEndOfTurnIDsExceptions(t *testing.T) {
+	for _, tc := range []struct {
+		tokens []string
+		want   []int
+	}{
+		{[]string{"a", "<|end|>"}, []int{1}},
+		{[]string{"a", "<|end|>", "<|return|>", "<|call|>"}, []int{2, 3}},
+		{[]string{"a", "<|end|>", "<|flush|>", "<|calls|>"}, []int{2, 3}},
+		{[]string{"a", "</s>"}, []int{1}},
+		{[]string{"a", "</s>", "<|tool_response>"}, []int{2}},
+	} {
+		tok, err := tokenizer.NewBPE(tokenizer.BPEConfig{Tokens: tc.tokens, Pre: tokenizer.PreGPT2, BOS: -1, EOS: -1, UNK: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tokenizer.EndOfTurnIDs(tok); !slices.Equal(got, tc.want) {
+			t.Errorf("vocabulary %q: EndOfTurnIDs = %v, want %v", tc.tokens, got, tc.want)
+		}
+	}
+}
+
 // TestEncodePrompt compares the ids a generation sends with llama.cpp's (llama-cpp-python 0.3.36,
 // tokenize(add_bos=True, special=True) of the same text): Gemma-3's vocabulary asks for its BOS,
 // without which the model's continuation is a repetition ("France of France of ..."); SmolLM2's
 // does not. Gemma-3's file is a base model's, without a chat template: a chat prompt goes raw and
-// says why. The stops are EOS and the end-of-turn tokens (SmolLM2's EOS is its <|im_end|>, 2;
-// Gemma-3's are 1 and <end_of_turn>, 106).
+// says why. The stops are EOS and the end-of-generation tokens (SmolLM2's EOS is its <|im_end|>,
+// 2, then <|endoftext|> and <reponame>, 0 and 4; Gemma-3's are 1, <end_of_turn> and </s>, 106
+// and 212).
 func TestEncodePrompt(t *testing.T) {
 	for _, tc := range []struct {
 		name, file, prompt, system string
@@ -118,10 +146,10 @@ func TestEncodePrompt(t *testing.T) {
 	}{
 		{"smollm2/chat", assets.SmolLM2, "What is the capital of France?", "", true, true, []int{1, 9690, 198, 2683, 359, 253, 5356, 5646,
 			11173, 3365, 3511, 308, 34519, 28, 7018, 411, 407, 19712, 8182, 2, 198, 1, 4093, 198, 1780, 314, 260, 3575, 282, 4649,
-			47, 2, 198, 1, 520, 9531, 198}, []int{2}},
-		{"smollm2/raw", assets.SmolLM2, "What is the capital of France?", "", false, false, []int{1780, 314, 260, 3575, 282, 4649, 47}, []int{2}},
-		{"gemma3/raw", assets.Gemma3, "The capital of France is", "", false, false, []int{2, 818, 5279, 529, 7001, 563}, []int{1, 106}},
-		{"gemma3/chat", assets.Gemma3, "The capital of France is", "Be brief.", true, false, []int{2, 818, 5279, 529, 7001, 563}, []int{1, 106}},
+			47, 2, 198, 1, 520, 9531, 198}, []int{2, 0, 4}},
+		{"smollm2/raw", assets.SmolLM2, "What is the capital of France?", "", false, false, []int{1780, 314, 260, 3575, 282, 4649, 47}, []int{2, 0, 4}},
+		{"gemma3/raw", assets.Gemma3, "The capital of France is", "", false, false, []int{2, 818, 5279, 529, 7001, 563}, []int{1, 106, 212}},
+		{"gemma3/chat", assets.Gemma3, "The capital of France is", "Be brief.", true, false, []int{2, 818, 5279, 529, 7001, 563}, []int{1, 106, 212}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tok, f := assetBPE(t, tc.file)

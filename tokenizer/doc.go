@@ -74,7 +74,7 @@
 //
 // EncodePrompt does all of it for a generation from a GGUF file, as quanta run does: the
 // user's message in the file's template (or the raw text, and why), its ids with the BOS the
-// vocabulary asks for, and the ids that end the answer (EOS, the vocabulary's end-of-turn control
+// vocabulary asks for, and the ids that end the answer (EOS, the vocabulary's end-of-generation
 // tokens, EndOfTurnIDs, and the template's own).
 //
 // # Errors

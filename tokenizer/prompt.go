@@ -13,7 +13,7 @@ type Prompt struct {
 	// llama.cpp encodes a prompt; Gemma-3's does, SmolLM2's does not), control-token texts read
 	// as their tokens.
 	IDs []int
-	// Stops are EOS (when the vocabulary has one), the vocabulary's end-of-turn control tokens
+	// Stops are EOS (when the vocabulary has one), the vocabulary's end-of-generation tokens
 	// (EndOfTurnIDs) and the template's own end-of-turn token, each once: the answer ends at any
 	// of them, template or not, as llama.cpp ends at every end-of-generation token (an instruct
 	// model given a raw prompt still ends its turn).

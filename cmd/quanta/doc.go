@@ -17,7 +17,7 @@
 //	                when the file has one of a shape tokenizer.ParseChatTemplate recognizes (a
 //	                file without one, a base model's, gets the raw prompt; -raw sends it as it
 //	                is; -system sets the system message), the answer streamed to stdout until
-//	                EOS or an end-of-turn control token (tokenizer.EndOfTurnIDs, template or
+//	                EOS or an end-of-generation token (tokenizer.EndOfTurnIDs, template or
 //	                not), then the prompt and decoding rates on stderr. Sampling: -temp (0: greedy), -top-k,
 //	                -top-p, -repeat-penalty, -seed (printed at the end; the same seed gives the
 //	                same answer); -max bounds the answer, -maxlen the sequence (default: the
