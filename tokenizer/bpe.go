@@ -141,7 +141,9 @@ func NewBPE(cfg BPEConfig) (*BPE, error) {
 // (SentencePiece BPE, with "tokenizer.ggml.scores" and "tokenizer.ggml.add_space_prefix",
 // default true); tokens, token types, the BOS/EOS/UNK ids and add_bos_token/add_eos_token are
 // read from their "tokenizer.ggml.*" keys, with llama.cpp's defaults (a "llama" vocabulary, and a
-// "gpt2" one with the "llama-bpe" pre-tokenizer, adds BOS unless the file says otherwise).
+// "gpt2" one with the "llama-bpe" pre-tokenizer, adds BOS unless the file says otherwise). As in
+// llama.cpp, the end-of-generation tokens (EndOfTurnIDs) are control tokens whatever type the
+// file gives them.
 func NewBPEFromGGUF(f *gguf.File) (*BPE, error) {
 	model, err := f.String("tokenizer.ggml.model")
 	if err != nil {
@@ -236,7 +238,35 @@ func NewBPEFromGGUF(f *gguf.File) (*BPE, error) {
 			"of tokenizer.ggml.tokens (%d)", len(cfg.Types), len(cfg.Tokens))
 	}
 	t, err := NewBPE(cfg)
-	return t, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
+	if err != nil {
+		return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")
+	}
+	t.markEndOfGeneration()
+	return t, nil
+}
+
+// markEndOfGeneration makes the end-of-generation tokens (EndOfTurnIDs) control tokens, as
+// llama.cpp's loader does whatever type the file gives them (Gemma-3's </s> is user-defined,
+// Qwen2's normal): their texts are then matched only with EncodeOptions.ParseSpecial, and Piece
+// writes nothing for them.
+func (t *BPE) markEndOfGeneration() {
+	changed := false
+	for _, id := range EndOfTurnIDs(t) {
+		switch t.types[id] {
+		case Control:
+			continue
+		case UserDefined, Unknown: // already among the special tokens
+		default:
+			t.special = append(t.special, id)
+		}
+		t.types[id], changed = Control, true
+	}
+	if changed { // longest first, then in id order, as NewBPE sorts them
+		sort.Slice(t.special, func(i, j int) bool {
+			a, b := t.special[i], t.special[j]
+			return len(t.tokens[a]) > len(t.tokens[b]) || len(t.tokens[a]) == len(t.tokens[b]) && a < b
+		})
+	}
 }
 
 // EncodeOptions are the switches of llama_tokenize.

@@ -108,6 +108,33 @@ func TestEndOfTurnIDs(t *testing.T) {
 	}
 }
 
+// TestEndOfGenerationControl: as llama.cpp's loader, NewBPEFromGGUF makes the end-of-generation
+// tokens control tokens whatever type the file gives them, so that Gemma-3's </s> (212,
+// user-defined in the file) is not matched without ParseSpecial and Qwen2's (128247, normal in the
+// file) is matched with it, and neither is written in an answer. The ids are llama-cpp-python
+// 0.3.36's tokenize(add_bos=True, special=...) of "<s>hi</s>".
+func TestEndOfGenerationControl(t *testing.T) {
+	for _, tc := range []struct {
+		asset   string
+		special bool
+		want    []int
+		eog     int
+	}{
+		{assets.Gemma3, false, []int{2, 203, 2202, 954, 236751, 236813}, 212},
+		{assets.Gemma3, true, []int{2, 203, 2202, 212}, 212},
+		{assets.Qwen2Vocab, true, []int{44047, 29, 6023, 128247}, 128247},
+		{assets.Qwen2Vocab, false, []int{44047, 29, 6023, 522, 82, 29}, 128247},
+	} {
+		tok, _ := assetBPE(t, tc.asset)
+		if got := tok.Encode("<s>hi</s>", tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: tc.special}); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: Encode(\"<s>hi</s>\", ParseSpecial %v) = %v, want %v", tc.asset, tc.special, got, tc.want)
+		}
+		if tok.Type(tc.eog) != tokenizer.Control || tok.Piece(tc.eog) != nil {
+			t.Errorf("%s: token %d type %d, piece %q; want a control token, no piece", tc.asset, tc.eog, tok.Type(tc.eog), tok.Piece(tc.eog))
+		}
+	}
+}
+
 // TestEndOfTurnIDsExceptions: as llama.cpp, <|end|> is no end of generation beside <|return|>
 // and <|call|> (gpt-oss's vocabulary), nor </s> beside <|tool_response>; each is one otherwise.
 func TestEndOfTurnIDsExceptions(t *testing.T) {
