@@ -72,8 +72,8 @@
 //     untouched, the packed and absmax components move as they are (exact, still NF4).
 //   - A Transpose that moves the block axis is lazy: an implicitarray.Transposed of the array,
 //     whose products contract the blocks where they are (MatMul(x, Transpose(w, 0, 1)) of a
-//     weight stored (out, in) is DotGeneral(x, [1], w, [1])). A sharded array, whose placement
-//     must follow the axes, is re-quantized instead, as below.
+//     weight stored (out, in) is DotGeneral(x, [1], w, [1])); a sharded array too, the inner
+//     array keeping its sharding.
 //   - Otherwise (a reshape or broadcast that moves the block axis) the array is materialized, the
 //     op applied and the result re-quantized in the graph (a second rounding, counted in
 //     implicitarray.Stats.Requantizations and logged once per op), keeping the block size and the

@@ -63,8 +63,8 @@ func requantize(c *ia.Call, a *Array) *Array {
 
 // transpose keeps the array quantized when the last axis stays last (whole rows of blocks move:
 // exact). Otherwise the blocks cannot follow: the transpose is lazy (implicitarray.Transposed, so
-// a product contracts the blocks where they are), or, for a sharded array, whose placement must
-// follow the axes, the array is materialized, transposed and re-quantized.
+// a product contracts the blocks where they are), sharded or not: the inner array keeps its
+// sharding, and a product gives the unsharded array's values.
 func transpose(c *ia.Call) ia.Value {
 	perm := c.Params.(*ia.TransposeParams).Permutation
 	a := c.Operands[0].(*Array)
@@ -76,10 +76,7 @@ func transpose(c *ia.Call) ia.Value {
 		packed, absmax := qarray.TransposeRows(a.Packed().Node(), perm), qarray.TransposeRows(a.Absmax().Node(), perm)
 		return a.withNodes(packed, absmax, qarray.TransposedDims(a.Shape().Dimensions, perm)).withPlacement(placement)
 	}
-	if !a.IsSharded() {
-		return ia.NewTransposed(a, perm)
-	}
-	return requantize(c, a).withPlacement(placement)
+	return ia.NewTransposed(a, perm)
 }
 
 // broadcastInDim keeps the array quantized when the last axis maps, unbroadcast, to the last

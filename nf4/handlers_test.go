@@ -69,8 +69,8 @@ func TestLayoutHandlersExact(t *testing.T) {
 	}
 }
 
-// TestRequantizingHandlers: ops that move the block axis materialize, apply the op and
-// re-quantize (a second rounding, within the round-trip bound, counted in
+// TestRequantizingHandlers: reshapes and broadcasts that move the block axis materialize, apply
+// the op and re-quantize (a second rounding, within the round-trip bound, counted in
 // Stats.Requantizations), keeping block size and sharding.
 func TestRequantizingHandlers(t *testing.T) {
 	backend := testutil.Backend(t)
@@ -81,7 +81,6 @@ func TestRequantizingHandlers(t *testing.T) {
 		op   func(implicitarray.Value) implicitarray.Value
 		key  implicitarray.Op
 	}{
-		{"transpose", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Transpose(v, 1, 0) }, implicitarray.OpTranspose},
 		{"reshape", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 96, 40) }, implicitarray.OpReshape},
 		{"broadcast", func(v implicitarray.Value) implicitarray.Value {
 			return implicitarray.BroadcastInDim(v, []int{48, 80, 3}, []int{0, 1})
@@ -98,11 +97,8 @@ func TestRequantizingHandlers(t *testing.T) {
 			if st := implicitarray.CurrentStats(); st.Requantizations[implicitarray.Key{Op: tc.key, Type: "*nf4.Array"}] != 1 {
 				t.Errorf("stats %+v: want one re-quantization by %s", st, tc.key)
 			}
-			wantSpec := shard.Spec // a transpose moves it with the axes; a reshape of the first axis drops it
-			switch tc.name {
-			case "transpose":
-				wantSpec = sharding.PartitionSpec{{"data"}}
-			case "reshape":
+			wantSpec := shard.Spec // a reshape of the first axis drops it
+			if tc.name == "reshape" {
 				wantSpec = sharding.PartitionSpec{}
 			}
 			if s, ok := out.Sharding(); !ok || !s.Spec.Equal(wantSpec) || out.BlockSize() != 32 {
@@ -117,6 +113,34 @@ func TestRequantizingHandlers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestShardedTransposeIsLazy: a transpose that moves the block axis of a sharded array is lazy as
+// for an unsharded one (an implicitarray.Transposed whose inner array keeps its sharding), with
+// the dense transpose's values bit for bit: no second rounding, so that sharding a weight never
+// changes what x·Wᵀ computes.
+func TestShardedTransposeIsLazy(t *testing.T) {
+	backend := testutil.Backend(t)
+	shard := sharding.Sharding{Spec: sharding.PartitionSpec{nil, {"data"}}}
+	w := nf4.MustQuantize(testutil.RandomTensor(5, 48, 80), 32).WithSharding(shard)
+	op := func(v implicitarray.Value) implicitarray.Value { return implicitarray.Transpose(v, 1, 0) }
+	implicitarray.ResetStats()
+	e := implicitarray.MustNewExec(backend, func(w *nf4.Array) implicitarray.Value { return op(w) })
+	defer e.Finalize()
+	out, ok := e.MustCall1(w).(*implicitarray.Transposed)
+	if !ok {
+		t.Fatalf("result is not an *implicitarray.Transposed")
+	}
+	if st := implicitarray.CurrentStats(); len(st.Requantizations) != 0 || len(st.Fallbacks) != 0 {
+		t.Errorf("stats %+v: want no re-quantization and no fallback", st)
+	}
+	if inner, ok := out.Inner().(*nf4.Array); !ok {
+		t.Errorf("inner array is a %T, want *nf4.Array", out.Inner())
+	} else if s, ok := inner.Sharding(); !ok || !s.Spec.Equal(shard.Spec) {
+		t.Errorf("inner sharding %v (%v), want %v", s, ok, shard.Spec)
+	}
+	want := graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node { return op(x).(*graph.Node) }, testutil.Materialize(t, w))
+	testutil.SameBits(t, "values", testutil.Float32s(t, testutil.Materialize(t, out)), testutil.Float32s(t, want))
 }
 
 // TestConvertDTypeIsLazy: convert_element_type returns a new NF4 array materializing in the new
