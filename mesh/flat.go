@@ -12,9 +12,11 @@ import (
 // take arg's flattened components as parameters.
 //
 // An implicit array is placed by its own Sharding when it has one (its sharding.Mesh must be nil or equal
-// to m); otherwise by argSpec when the array is arg itself; otherwise it is replicated. A sharded
-// array must implement sharding.ComponentSharder. A dense leaf (a tensor or Go number) gets argSpec when it
-// is arg itself, and is replicated inside a structure. argSpec must be nil for a structure.
+// to m); otherwise by argSpec when the array is arg itself; otherwise it is replicated. So is an
+// array nested in another (the inner array of an implicitarray.Transposed) whose outer array
+// leaves it replicated. A sharded array must implement sharding.ComponentSharder. A dense leaf (a
+// tensor or Go number) gets argSpec when it is arg itself, and is replicated inside a structure.
+// argSpec must be nil for a structure.
 func flatSpecs(m *sharding.Mesh, arg any, argSpec sharding.PartitionSpec) ([]sharding.PartitionSpec, error) {
 	items, _, err := implicitarray.FlattenWithImplicit(arg)
 	if err != nil {
@@ -33,14 +35,12 @@ func flatSpecs(m *sharding.Mesh, arg any, argSpec sharding.PartitionSpec) ([]sha
 			if whole {
 				logical = argSpec
 			}
-			if s, ok := x.(sharding.Sharded); ok {
-				if sharding, isSharded := s.Sharding(); isSharded {
-					if sharding.Mesh != nil && !sharding.Mesh.Equal(m) {
-						return nil, errors.Errorf("mesh.flatSpecs: %s is sharded over %s, not over the execution mesh %s",
-							implicitarray.TypeName(x), sharding.Mesh, m)
-					}
-					logical = sharding.Spec
-				}
+			own, isSharded, err := ownSpec(m, x)
+			if err != nil {
+				return nil, err
+			}
+			if isSharded {
+				logical = own
 			}
 			arraySpecs, err := componentSpecs(m, x, logical)
 			if err != nil {
@@ -89,7 +89,19 @@ func componentSpecs(m *sharding.Mesh, a implicitarray.Array, logical sharding.Pa
 	var specs []sharding.PartitionSpec
 	for i, c := range components {
 		if c.IsArray() {
-			nested, err := componentSpecs(m, c.Array(), perComponent[i])
+			spec := perComponent[i]
+			if isReplicated(spec) {
+				// A nested array (e.g. the inner array of an implicitarray.Transposed) that the
+				// outer one does not shard is placed by its own Sharding, as a top-level one.
+				own, isSharded, err := ownSpec(m, c.Array())
+				if err != nil {
+					return nil, errors.WithMessagef(err, "component #%d of %s", i, name)
+				}
+				if isSharded {
+					spec = own
+				}
+			}
+			nested, err := componentSpecs(m, c.Array(), spec)
 			if err != nil {
 				return nil, errors.WithMessagef(err, "component #%d of %s", i, name)
 			}
@@ -102,6 +114,24 @@ func componentSpecs(m *sharding.Mesh, a implicitarray.Array, logical sharding.Pa
 		specs = append(specs, perComponent[i].Padded(c.Shape().Rank()))
 	}
 	return specs, nil
+}
+
+// ownSpec returns the spec of a's own Sharding and true when a carries one, whose mesh must be nil
+// or equal to m.
+func ownSpec(m *sharding.Mesh, a implicitarray.Array) (sharding.PartitionSpec, bool, error) {
+	s, ok := a.(sharding.Sharded)
+	if !ok {
+		return nil, false, nil
+	}
+	own, isSharded := s.Sharding()
+	if !isSharded {
+		return nil, false, nil
+	}
+	if own.Mesh != nil && !own.Mesh.Equal(m) {
+		return nil, false, errors.Errorf("mesh.flatSpecs: %s is sharded over %s, not over the execution mesh %s",
+			implicitarray.TypeName(a), own.Mesh, m)
+	}
+	return own.Spec, true, nil
 }
 
 // isReplicated reports whether spec shards no axis.

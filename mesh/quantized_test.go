@@ -234,3 +234,56 @@ func TestShardingKeptOnMesh(t *testing.T) {
 		}
 	}
 }
+
+// TestTransposedArgumentSharded places an implicitarray.Transposed of a sharded NF4 weight (what
+// a transpose of it returns): the inner array is placed by its own sharding, each device holding
+// only its shard (it was replicated, its sharding dropped), and the product matches one device's.
+func TestTransposedArgumentSharded(t *testing.T) {
+	backend := multiDevice(t)
+	const m, k, n = 3, 32, 256
+	x := tensors.FromValue(matrix(m, n, 8))
+	w := quantizedWeights(t, tensors.FromValue(matrix(k, n, 9)))["nf4"].(*nf4.Array)
+	matmul := func(x *graph.Node, w implicitarray.Value) *graph.Node {
+		return implicitarray.Materialize(implicitarray.MatMul(x, w))
+	}
+	single := implicitarray.MustNewExec(backend, matmul)
+	defer single.Finalize()
+	want := single.MustCall1(x, implicitarray.NewTransposed(w, []int{1, 0})).(*tensors.Tensor)
+	const nb = n / 64
+	for _, tc := range []struct {
+		name        string
+		spec        sharding.PartitionSpec
+		shardShapes [][]int // packed and absmax, on every device
+	}{
+		{"first axis", sharding.PartitionSpec{{"model"}}, [][]int{{k / 4, nb, 32}, {k / 4, nb}}},
+		{"last axis", sharding.PartitionSpec{nil, {"model"}}, [][]int{{k, nb / 4, 32}, {k, nb / 4}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			arg := implicitarray.NewTransposed(w.WithSharding(sharding.Sharding{Mesh: mesh4, Spec: tc.spec}), []int{1, 0})
+			e := mesh.MustNewExec(backend, mesh4, matmul)
+			defer e.Finalize()
+			placed, err := e.Place(x, arg)
+			if err != nil {
+				t.Fatalf("%+v", err)
+			}
+			for c, wantShape := range tc.shardShapes {
+				shards, err := placed.ShardShapes(backend, 1+c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for d, s := range shards {
+					if !slices.Equal(s.Dimensions, wantShape) {
+						t.Errorf("component #%d on device %d has shape %s, want %v", c, d, s, wantShape)
+					}
+				}
+			}
+			out, err := e.CallPlaced(placed)
+			if err != nil {
+				t.Fatalf("%+v", err)
+			}
+			if d, tol := maxDiff(t, out[0].(*tensors.Tensor), want), 1e-5*maxAbs(want); d > tol {
+				t.Errorf("max |sharded - single device| = %g > %g", d, tol)
+			}
+		})
+	}
+}
