@@ -13,8 +13,8 @@ import (
 //
 //   - Reshape of a FlatBlocks array is exact for any dimensions (the flattened order is kept);
 //     of a DoubleQuant array with blocks along the last axis, exact when the last axis is kept.
-//   - Transpose is exact only as the identity, and otherwise lazy (implicitarray.Transposed) but
-//     for a sharded array; BroadcastInDim is never exact.
+//   - Transpose is exact only as the identity, and otherwise lazy (implicitarray.Transposed),
+//     sharded or not; BroadcastInDim is never exact.
 //
 // Otherwise the array is materialized, the op applied and the result re-quantized in the graph
 // (blocks along the last axis, double-quantized again if it was), keeping the block size and the
@@ -41,10 +41,7 @@ func transposeStored(c *ia.Call, a *Array, perm []int) ia.Value {
 	if slices.IsSorted(perm) {
 		return a.withPlacement(placement)
 	}
-	if !a.IsSharded() {
-		return ia.NewTransposed(a, perm)
-	}
-	return requantizeStored(c, a).withPlacement(placement)
+	return ia.NewTransposed(a, perm)
 }
 
 // requantizeStored applies the call's op to a, materialized, and quantizes the result with a's

@@ -118,29 +118,41 @@ func TestRequantizingHandlers(t *testing.T) {
 // TestShardedTransposeIsLazy: a transpose that moves the block axis of a sharded array is lazy as
 // for an unsharded one (an implicitarray.Transposed whose inner array keeps its sharding), with
 // the dense transpose's values bit for bit: no second rounding, so that sharding a weight never
-// changes what x·Wᵀ computes.
+// changes what x·Wᵀ computes. A double-quantized array takes only a replicated spec, which it
+// then carries.
 func TestShardedTransposeIsLazy(t *testing.T) {
 	backend := testutil.Backend(t)
-	shard := sharding.Sharding{Spec: sharding.PartitionSpec{nil, {"data"}}}
-	w := nf4.MustQuantize(testutil.RandomTensor(5, 48, 80), 32).WithSharding(shard)
+	plain := nf4.MustQuantize(testutil.RandomTensor(5, 48, 80), 32)
+	replicated, err := nf4.MustDoubleQuantize(plain).WithMeshAndAxis(sharding.MustNewMesh([]string{"data"}, []int{2}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	op := func(v implicitarray.Value) implicitarray.Value { return implicitarray.Transpose(v, 1, 0) }
-	implicitarray.ResetStats()
-	e := implicitarray.MustNewExec(backend, func(w *nf4.Array) implicitarray.Value { return op(w) })
-	defer e.Finalize()
-	out, ok := e.MustCall1(w).(*implicitarray.Transposed)
-	if !ok {
-		t.Fatalf("result is not an *implicitarray.Transposed")
+	for name, w := range map[string]*nf4.Array{
+		"nf4":                plain.WithSharding(sharding.Sharding{Spec: sharding.PartitionSpec{nil, {"data"}}}),
+		"nf4-dq, replicated": replicated,
+	} {
+		t.Run(name, func(t *testing.T) {
+			implicitarray.ResetStats()
+			e := implicitarray.MustNewExec(backend, func(w *nf4.Array) implicitarray.Value { return op(w) })
+			defer e.Finalize()
+			out, ok := e.MustCall1(w).(*implicitarray.Transposed)
+			if !ok {
+				t.Fatalf("result is not an *implicitarray.Transposed")
+			}
+			if st := implicitarray.CurrentStats(); len(st.Requantizations) != 0 || len(st.Fallbacks) != 0 {
+				t.Errorf("stats %+v: want no re-quantization and no fallback", st)
+			}
+			want, _ := w.Sharding()
+			if inner, ok := out.Inner().(*nf4.Array); !ok {
+				t.Errorf("inner array is a %T, want *nf4.Array", out.Inner())
+			} else if s, ok := inner.Sharding(); !ok || !s.Spec.Equal(want.Spec) || !s.Mesh.Equal(want.Mesh) {
+				t.Errorf("inner sharding %v (%v), want %v", s, ok, want)
+			}
+			dense := graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node { return op(x).(*graph.Node) }, testutil.Materialize(t, w))
+			testutil.SameBits(t, "values", testutil.Float32s(t, testutil.Materialize(t, out)), testutil.Float32s(t, dense))
+		})
 	}
-	if st := implicitarray.CurrentStats(); len(st.Requantizations) != 0 || len(st.Fallbacks) != 0 {
-		t.Errorf("stats %+v: want no re-quantization and no fallback", st)
-	}
-	if inner, ok := out.Inner().(*nf4.Array); !ok {
-		t.Errorf("inner array is a %T, want *nf4.Array", out.Inner())
-	} else if s, ok := inner.Sharding(); !ok || !s.Spec.Equal(shard.Spec) {
-		t.Errorf("inner sharding %v (%v), want %v", s, ok, shard.Spec)
-	}
-	want := graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node { return op(x).(*graph.Node) }, testutil.Materialize(t, w))
-	testutil.SameBits(t, "values", testutil.Float32s(t, testutil.Materialize(t, out)), testutil.Float32s(t, want))
 }
 
 // TestConvertDTypeIsLazy: convert_element_type returns a new NF4 array materializing in the new
