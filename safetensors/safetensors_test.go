@@ -170,6 +170,34 @@ func TestWriteErrors(t *testing.T) {
 	}
 }
 
+// TestWriteInvalidUTF8: a tensor name or a metadata string that is not valid UTF-8 is an error,
+// nothing written: JSON would write U+FFFD in place of the invalid bytes, so the tensor would not
+// read back under its name, and two such names could become one, a file Read rejects.
+func TestWriteInvalidUTF8(t *testing.T) {
+	tensor := func(name string) safetensors.Tensor {
+		return safetensors.Tensor{Name: name, DType: safetensors.U8, Shape: []int{1}, Data: []byte{1}}
+	}
+	for _, tc := range []struct {
+		name     string
+		list     []safetensors.Tensor
+		metadata map[string]string
+		want     string
+	}{
+		{"name", []safetensors.Tensor{tensor("a\xff")}, nil, `tensor name "a\xff"`},
+		{"names that would collide", []safetensors.Tensor{tensor("a\xff"), tensor("a\xfe")}, nil, `tensor name "a\xff"`},
+		{"metadata key", []safetensors.Tensor{tensor("a")}, map[string]string{"k\xff": "v"}, `metadata "k\xff"`},
+		{"metadata value", []safetensors.Tensor{tensor("a")}, map[string]string{"k": "v\xff"}, `metadata "k"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			err := safetensors.Write(&b, tc.list, tc.metadata)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || b.Len() != 0 {
+				t.Errorf("error %v (wrote %d bytes); want one containing %q, nothing written", err, b.Len(), tc.want)
+			}
+		})
+	}
+}
+
 func TestCorrupt(t *testing.T) {
 	entry := `"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}`
 	data := f32LE(1, 2)

@@ -9,6 +9,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/pkg/errors"
@@ -57,6 +58,12 @@ func Header(list []Tensor, metadata map[string]string) ([]byte, error) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
+		for _, k := range keys {
+			if !utf8.ValidString(k) || !utf8.ValidString(metadata[k]) {
+				return nil, errors.Errorf("safetensors: metadata %q: %q is not valid UTF-8; accepted: UTF-8 keys and values "+
+					"(JSON would replace the invalid bytes)", k, metadata[k])
+			}
+		}
 		b.WriteString(`"` + metadataKey + `":{`)
 		for i, k := range keys {
 			if i > 0 {
@@ -106,6 +113,9 @@ func checkTensor(t Tensor, seen map[string]bool) error {
 	switch {
 	case t.Name == "" || t.Name == metadataKey:
 		return errors.Errorf("safetensors: tensor name %q; accepted: a non-empty name other than %q", t.Name, metadataKey)
+	case !utf8.ValidString(t.Name):
+		return errors.Errorf("safetensors: tensor name %q is not valid UTF-8; accepted: a UTF-8 name (JSON would replace the "+
+			"invalid bytes, and the tensor would not read back under its name)", t.Name)
 	case seen[t.Name]:
 		return errors.Errorf("safetensors: tensor %q appears twice", t.Name)
 	case !t.DType.Valid():
