@@ -188,7 +188,7 @@ func CheckNoRoPEScaling(f *gguf.File, arch string) error {
 	}
 	// Without a type, llama.cpp scales the positions by a factor (linear) under either name; a
 	// factor of 0 (or 1) scales nothing.
-	for _, key := range []string{arch + ".rope.scaling.factor", arch + ".rope.scale_linear"} {
+	for _, key := range RoPEFactorKeys(arch) {
 		if v, has := f.Value(key); has {
 			if factor, err := f.Float(key); err != nil || (factor != 1 && factor != 0) {
 				return errors.Errorf("%s = %v: RoPE scaling is not supported; accepted: absent, 0 or 1", key, v)
@@ -196,4 +196,11 @@ func CheckNoRoPEScaling(f *gguf.File, arch string) error {
 		}
 	}
 	return nil
+}
+
+// RoPEFactorKeys returns the keys of a RoPE scaling factor of architecture arch in the order
+// llama.cpp reads them, the first present winning: "<arch>.rope.scaling.factor", then the older
+// "<arch>.rope.scale_linear".
+func RoPEFactorKeys(arch string) []string {
+	return []string{arch + ".rope.scaling.factor", arch + ".rope.scale_linear"}
 }

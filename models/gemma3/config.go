@@ -78,7 +78,8 @@ func (c Config) Validate() error {
 // "gemma3.attention.layer_norm_rms_epsilon", "gemma3.rope.freq_base" (global layers, default
 // 1000000), "gemma3.rope.freq_base_swa" (sliding-window layers, default 10000),
 // "gemma3.rope.scaling.type" ("linear" or "none"; absent, linear when the file has a factor, as
-// llama.cpp reads it) with "gemma3.rope.scaling.factor" (absent or 0: no scaling, as in llama.cpp),
+// llama.cpp reads it) with "gemma3.rope.scaling.factor", or without it the older
+// "gemma3.rope.scale_linear" (absent or 0: no scaling, as in llama.cpp),
 // "gemma3.attention.sliding_window" (absent or 0: every layer global),
 // "gemma3.attention.sliding_window_pattern" (default 6), "gemma3.final_logit_softcapping",
 // "gemma3.context_length", and the vocabulary size from "gemma3.vocab_size" or the token list.
@@ -105,7 +106,6 @@ const (
 	keyKeyLen    = "gemma3.attention.key_length"
 	keyBaseLocal = "gemma3.rope.freq_base_swa"
 	keyScaling   = "gemma3.rope.scaling.type"
-	keyFactor    = "gemma3.rope.scaling.factor"
 	keyWindow    = "gemma3.attention.sliding_window"
 	keyPattern   = "gemma3.attention.sliding_window_pattern"
 	keySoftcap   = "gemma3.final_logit_softcapping"
@@ -128,7 +128,14 @@ func configFromGGUF(f *gguf.File) (Config, error) {
 		}
 		hasKind = true
 	}
-	_, hasFactor := f.Value(keyFactor)
+	// The factor under its name, or else under the older "gemma3.rope.scale_linear", as llama.cpp reads it.
+	keyFactor, hasFactor := "", false
+	for _, key := range modelbase.RoPEFactorKeys(Architecture) {
+		if _, hasFactor = f.Value(key); hasFactor {
+			keyFactor = key
+			break
+		}
+	}
 	if hasKind || hasFactor {
 		switch kind {
 		case "none":

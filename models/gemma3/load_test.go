@@ -131,6 +131,14 @@ func TestConfigFromGGUF(t *testing.T) {
 		// llama.cpp reads an absent factor, or 0, as no scaling.
 		{"linear without a factor", []ggufbuild.KV{{Key: "gemma3.rope.scaling.type", Value: "linear"}}, func(*gemma3.Config) {}},
 		{"factor 0", []ggufbuild.KV{{Key: "gemma3.rope.scaling.factor", Value: float32(0)}}, func(*gemma3.Config) {}},
+		// llama.cpp reads the older key "rope.scale_linear" when "rope.scaling.factor" is absent.
+		{"scale_linear", []ggufbuild.KV{{Key: "gemma3.rope.scale_linear", Value: float32(4)}}, func(c *gemma3.Config) {
+			c.RoPEScale = 0.25
+		}},
+		{"scale_linear with linear", []ggufbuild.KV{{Key: "gemma3.rope.scaling.type", Value: "linear"},
+			{Key: "gemma3.rope.scale_linear", Value: float32(2)}}, func(c *gemma3.Config) { c.RoPEScale = 0.5 }},
+		{"scaling.factor before scale_linear", []ggufbuild.KV{{Key: "gemma3.rope.scaling.factor", Value: float32(8)},
+			{Key: "gemma3.rope.scale_linear", Value: float32(2)}}, func(c *gemma3.Config) { c.RoPEScale = 0.125 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := gemma3.ConfigFromGGUF(decodertest.Open(t, tinyGGUF(nil, "", tc.overrides...)))
@@ -175,6 +183,7 @@ func TestLoadGGUFHyperParameters(t *testing.T) {
 			"gemma3.rope.freq_base_swa = +Inf; accepted: a finite number above 1"),
 		decodertest.Bad("scaling yarn", "gemma3.rope.scaling.type", "yarn", `gemma3.rope.scaling.type = "yarn"; accepted: "linear", "none"`),
 		decodertest.Bad("scaling factor -2", "gemma3.rope.scaling.factor", float32(-2), "gemma3.rope.scaling.factor = -2"),
+		decodertest.Bad("scale_linear -2", "gemma3.rope.scale_linear", float32(-2), "gemma3.rope.scale_linear = -2"),
 		decodertest.Bad("sliding window 2^32-1", "gemma3.attention.sliding_window", uint32(math.MaxUint32),
 			"gemma3.attention.sliding_window = 4294967295; accepted: 0 to 2147483647"),
 		decodertest.Bad("pattern as text", "gemma3.attention.sliding_window_pattern", "6", "gemma3.attention.sliding_window_pattern"),
