@@ -61,8 +61,10 @@ const (
 //     backend has it).
 //
 // x must be a float tensor of rank >= 1; the kernel and biases take its dtype. Dense panics if
-// cfg is invalid, if x is not accepted, if stored components do not fit the format and shapes, or
-// in training when QuantizeContext removed the float kernel.
+// cfg is invalid, if x is not accepted, if cfg is binary or ternary and x's last dimension is not a
+// multiple of 4 while no components are stored (the format could never store the kernel), if stored
+// components do not fit the format and shapes, or in training when QuantizeContext removed the
+// float kernel.
 func Dense(ctx *context.Context, x *graph.Node, useBias bool, outDim int, cfg quanta.Config) *graph.Node {
 	checkDenseArgs("qlayers.Dense", x, outDim, "a float tensor (float32, float64, bfloat16, float16) of rank >= 1", cfg.Validate)
 	shape := x.Shape()
@@ -73,6 +75,12 @@ func Dense(ctx *context.Context, x *graph.Node, useBias bool, outDim int, cfg qu
 	flat := flattenRows(x)
 	var y *graph.Node
 	stored := storedComponents(ctx)
+	if len(stored) == 0 && (cfg.Type == quanta.Binary || cfg.Type == quanta.Ternary) && shape.Dim(-1)%4 != 0 {
+		// Training and the fake-quantized forward would run, but QuantizeContext could never store
+		// the kernel in cfg's format: refuse the layer before it is trained.
+		panic(errors.Errorf("qlayers.Dense in scope %q: input %s for a %s kernel %s; accepted: an input dimension that is a multiple "+
+			"of 4 (binary and ternary kernels store 4 input rows a byte)", ctx.Scope(), shape, formatString(cfg), kernelShape))
+	}
 	switch {
 	case ctx.IsTraining(g):
 		if len(stored) > 0 && ctx.GetVariable(WeightsName) == nil {

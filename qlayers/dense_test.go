@@ -319,6 +319,14 @@ func TestDensePanics(t *testing.T) {
 		want string
 	}{
 		{"invalid config", floatContext(), layer(quanta.Config{BlockSize: -1}), "negative"},
+		// Binary and ternary store 4 input rows a byte: refused before training, not at QuantizeContext.
+		{"binary on 6 inputs, training", context.New(), func(ctx *context.Context, x *graph.Node) *graph.Node {
+			ctx.SetTraining(x.Graph(), true)
+			return layer(quanta.Config{Type: quanta.Binary})(ctx, graph.Slice(x, graph.AxisRange(), graph.AxisRange(0, 6)))
+		}, "[5 6] for a binary kernel (Float32)[6 128]; accepted: an input dimension that is a multiple of 4"},
+		{"ternary on 62 inputs, inference", context.New(), func(ctx *context.Context, x *graph.Node) *graph.Node {
+			return layer(quanta.Config{Type: quanta.Ternary, Scaled: true})(ctx, graph.Slice(x, graph.AxisRange(), graph.AxisRange(0, 62)))
+		}, "multiple of 4"},
 		{"integer input", floatContext(), func(ctx *context.Context, x *graph.Node) *graph.Node {
 			return layer(quanta.Config{})(ctx, graph.ConvertDType(x, dtypes.Int32))
 		}, "accepted: a float tensor"},

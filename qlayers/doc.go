@@ -83,7 +83,8 @@
 // lora_B, float matrices of rank r (F16, BF16 and F64 are converted), and a recorded format's
 // block size is checked before anything is sized by it.
 // Dense and LoRADense, graph-building functions, panic with a message naming the scope and shapes
-// for an invalid Config, LoRA or input, stored components that do not fit the recorded format, an
-// unreadable FormatParam, adapters of another rank or recorded scale, and (Dense) training on a
-// context whose float kernel was deleted.
+// for an invalid Config, LoRA or input (Dense: a binary or ternary Config on an input dimension
+// that is not a multiple of 4, unless components are stored), stored components that do not fit
+// the recorded format, an unreadable FormatParam, adapters of another rank or recorded scale, and
+// (Dense) training on a context whose float kernel was deleted.
 package qlayers
