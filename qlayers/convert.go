@@ -131,7 +131,9 @@ func (r Report) String() string {
 // unless opts.KeepFloat. Dense then runs those layers on the quantized kernels in inference.
 //
 // Only loaded variables are seen: with a checkpoint attached, load it with checkpoints'
-// Immediate() first. Converting an already converted kernel replaces its components.
+// Immediate() first. Converting an already converted kernel (kept with Options.KeepFloat) replaces
+// its components; when no rule quantizes it now (no match, or a Skip rule), its components are
+// deleted, so the layer is float again as after a first conversion by the same rules.
 //
 // It returns an error, leaving the context untouched, for a nil context, an invalid rule (bad
 // regular expression, invalid Config) or a kernel its format cannot hold; the error names the
@@ -183,6 +185,12 @@ func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, 
 		}
 		if rule < 0 || rules[rule].Skip {
 			report.Entries = append(report.Entries, entry)
+			// Components of an earlier conversion kept with the float kernel (KeepFloat) would
+			// still decide the layer's format: the kernel is float now, so they go.
+			scoped := ctx.InAbsPath(v.Scope()).Checked(false)
+			if (v.Name() == WeightsName && len(storedComponents(scoped)) > 0) || (v.Name() == TableName && len(tableComponents(scoped)) > 0) {
+				todo = append(todo, conversion{kernel: v, entry: entry})
+			}
 			continue
 		}
 		cfg := rules[rule].Config
@@ -224,6 +232,9 @@ func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, 
 			if err := ctx.DeleteVariable(c.entry.Scope, v.Name()); err != nil {
 				return report, errors.WithMessagef(err, "qlayers.QuantizeContext: replacing %s", v.ScopeAndName())
 			}
+		}
+		if !c.entry.Quantized {
+			continue
 		}
 		for i, t := range c.comps {
 			scoped.VariableWithValue(name(i), t).SetTrainable(false)

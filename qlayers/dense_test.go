@@ -469,6 +469,35 @@ func TestKeepFloatFollowsTraining(t *testing.T) {
 	}
 }
 
+// TestReconvertSkipRemovesComponents: converting again, with KeepFloat, under rules that now keep
+// a layer float (a Skip rule) deletes the components of the earlier conversion, so inference
+// runs as on a context converted by the new rules alone (never the old stored format).
+func TestReconvertSkipRemovesComponents(t *testing.T) {
+	backend := testutil.Backend(t)
+	ctx := floatContext()
+	keep := qlayers.Options{KeepFloat: true}
+	if _, err := qlayers.QuantizeContext(ctx, []qlayers.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}}}, keep); err != nil {
+		t.Fatal(err)
+	}
+	report, err := qlayers.QuantizeContext(ctx, []qlayers.Rule{{Scope: scope, Skip: true}}, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(report.Entries) != 1 || report.Entries[0].Quantized {
+		t.Fatalf("report:\n%s", report)
+	}
+	if ctx.InspectVariable(scope, qlayers.ComponentPrefix+"0") != nil || ctx.InspectVariable(scope, qlayers.WeightsName) == nil {
+		t.Fatal("the int8 components are still stored, or the float kernel is gone")
+	}
+	cfg := quanta.Config{Type: quanta.NF4}
+	x := tensors.FromValue(matrix(3, batch, inDim))
+	got := flat(t, context.MustExecOnce(backend, ctx.Reuse(), layer(cfg), x))
+	want := flat(t, context.MustExecOnce(backend, floatContext().Reuse(), layer(cfg), x))
+	if d := maxDiff(got, want); d != 0 {
+		t.Errorf("inference differs by %g from a context the Skip rule left float", d)
+	}
+}
+
 func TestQuantizeContextNil(t *testing.T) {
 	if _, err := qlayers.QuantizeContext(nil, nil, qlayers.Options{}); err == nil || !strings.Contains(err.Error(), "nil context") {
 		t.Errorf("QuantizeContext(nil) = %v, want an error", err)
