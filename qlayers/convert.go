@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -14,7 +15,8 @@ import (
 
 // Rule chooses how the dense kernels whose scope matches Scope are quantized. QuantizeContext
 // tries the rules in order and the first match wins (as Qwix's rules); a kernel that matches no
-// rule stays float.
+// rule stays float. Every rule must be the first to match some kernel: QuantizeContext refuses a
+// rule that matches none (a misspelt scope) or only kernels an earlier rule takes.
 type Rule struct {
 	// Scope is a regular expression matched against the whole scope of the kernel, e.g.
 	// "/model/hidden_[0-9]+/dense" or ".*" (as Qwix's module_path, fully matched).
@@ -136,8 +138,9 @@ func (r Report) String() string {
 // deleted, so the layer is float again as after a first conversion by the same rules.
 //
 // It returns an error, leaving the context untouched, for a nil context, an invalid rule (bad
-// regular expression, invalid Config) or a kernel its format cannot hold; the error names the
-// scope.
+// regular expression, invalid Config), a rule that decides no kernel (its pattern matches none,
+// the error then listing the scopes there are, or only kernels an earlier rule matches) or a
+// kernel its format cannot hold; the error names the rule or the scope.
 // Every kernel is quantized before the context changes; only a failure of GoMLX's DeleteVariable
 // while writing the results could leave it partly converted.
 func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, error) {
@@ -165,6 +168,10 @@ func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, 
 		}
 	}
 	slices.SortFunc(kernels, func(a, b *context.Variable) int { return strings.Compare(a.Scope(), b.Scope()) })
+	ruleOf, err := decideRules(compiled, rules, kernels, opts)
+	if err != nil {
+		return Report{}, err
+	}
 
 	// Quantize everything first, so that an error leaves the context untouched.
 	type conversion struct {
@@ -174,15 +181,9 @@ func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, 
 	}
 	var report Report
 	var todo []conversion
-	for _, v := range kernels {
+	for k, v := range kernels {
 		entry := ReportEntry{Scope: v.Scope(), Shape: v.Shape(), FloatBytes: int64(v.Shape().Memory()), KeptFloat: true}
-		rule := -1
-		for i, re := range compiled {
-			if re.MatchString(v.Scope()) {
-				rule = i
-				break
-			}
-		}
+		rule := ruleOf[k]
 		if rule < 0 || rules[rule].Skip {
 			report.Entries = append(report.Entries, entry)
 			// Components of an earlier conversion kept with the float kernel (KeepFloat) would
@@ -247,6 +248,66 @@ func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, 
 		}
 	}
 	return report, nil
+}
+
+// decideRules returns the index of the first rule whose pattern matches each kernel's scope (-1
+// for none), or an error naming a rule that decides no kernel: one whose pattern matches none
+// (a typo would otherwise convert nothing, silently), or one every kernel it matches takes an
+// earlier rule (it could never apply).
+func decideRules(compiled []*regexp.Regexp, rules []Rule, kernels []*context.Variable, opts Options) ([]int, error) {
+	ruleOf := make([]int, len(kernels))
+	shadowedBy := make([]int, len(rules)) // for a rule that matches only decided kernels, the first
+	decides := make([]bool, len(rules))
+	for i := range shadowedBy {
+		shadowedBy[i] = -1
+	}
+	for k, v := range kernels {
+		ruleOf[k] = -1
+		for i, re := range compiled {
+			if !re.MatchString(v.Scope()) {
+				continue
+			}
+			if ruleOf[k] < 0 {
+				ruleOf[k], decides[i] = i, true
+			} else if shadowedBy[i] < 0 {
+				shadowedBy[i] = k
+			}
+		}
+	}
+	for i, rule := range rules {
+		if decides[i] {
+			continue
+		}
+		if k := shadowedBy[i]; k >= 0 {
+			return nil, errors.Errorf("qlayers.QuantizeContext: rule %d (%q) decides no kernel: the kernels it matches are decided by "+
+				"earlier rules (%s by rule %d); accepted: a rule that is the first to match some kernel (put it before the broader rule)",
+				i, rule.Scope, kernels[k].ScopeAndName(), ruleOf[k])
+		}
+		what := "kernel (tables are seen only with Options.Tables)"
+		if opts.Tables {
+			what = "kernel or table"
+		}
+		return nil, errors.Errorf("qlayers.QuantizeContext: rule %d (%q) matches no %s; the scopes are: %s",
+			i, rule.Scope, what, kernelScopes(kernels))
+	}
+	return ruleOf, nil
+}
+
+// kernelScopes lists the scopes of kernels for a message, the first 20 of them.
+func kernelScopes(kernels []*context.Variable) string {
+	if len(kernels) == 0 {
+		return "none (no rank-2 float variable named " + strconv.Quote(WeightsName) + " is loaded)"
+	}
+	const most = 20
+	var names []string
+	for i, v := range kernels {
+		if i == most {
+			names = append(names, fmt.Sprintf("... (%d in all)", len(kernels)))
+			break
+		}
+		names = append(names, strconv.Quote(v.Scope()))
+	}
+	return strings.Join(names, ", ")
 }
 
 // deleteFloat deletes the float variable name (a kernel or a table) of scope and its optimizer

@@ -285,6 +285,11 @@ func TestQuantizeContextErrors(t *testing.T) {
 		{"invalid config", []qlayers.Rule{{Scope: ".*", Config: quanta.Config{BlockSize: -2}}}, "negative"},
 		{"odd block", []qlayers.Rule{{Scope: ".*", Config: quanta.Config{BlockSize: 3}}}, "odd"},
 		{"first axis not a multiple of 4", []qlayers.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Binary}}}, "/odd/dense"},
+		// A rule that converts nothing is a mistake the caller must hear of.
+		{"misspelt scope", []qlayers.Rule{{Scope: "/od/dense", Config: quanta.Config{Type: quanta.Int8}}},
+			`rule 0 ("/od/dense") matches no kernel (tables are seen only with Options.Tables); the scopes are: "/odd/dense"`},
+		{"shadowed skip", []qlayers.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}}, {Scope: "/odd/dense", Skip: true}},
+			`rule 1 ("/odd/dense") decides no kernel: the kernels it matches are decided by earlier rules (/odd/dense/weights by rule 0)`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

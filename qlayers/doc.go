@@ -75,7 +75,8 @@
 // # Errors
 //
 // QuantizeContext, StoreBase, Base, MergeLoRA, UnmergeLoRA, SaveAdapters and LoadAdapters return
-// an error for a nil context, and otherwise an error leaving the context unchanged: QuantizeContext for a bad rule (pattern or Config) and for
+// an error for a nil context, and otherwise an error leaving the context unchanged: QuantizeContext for a bad rule (pattern or Config), a
+// rule that is the first to match no kernel (a misspelt scope: the message lists the scopes) and for
 // a kernel its format cannot hold (e.g. binary with inputDim not a multiple of 4), the others for
 // arrays, layouts other than InOut and OutIn, files or adapters that do not fit the layers; the
 // message names the variable or scope. An adapter file is checked before its tensors are read: r
