@@ -61,6 +61,7 @@
 //		{Scope: ".*", Config: quanta.Config{Type: quanta.NF4}, Layout: qlayers.OutIn},
 //	})
 //	model, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{Kernel: q.Kernel})
+//	err = q.CheckMatched() // a rule that converted nothing (a misspelt scope) is an error
 //	model.Projection = q.Projection
 //
 // q.Kernel quantizes each kernel as the loader decodes it, so a quantized model never holds the
@@ -131,7 +132,9 @@
 // # Errors
 //
 // NewQuantizer returns an error for a bad pattern, Config or layout (or a rule both Skip and
-// Keep), Kernel for a kernel the format cannot hold (naming the scope), QuantizeTable for a table
+// Keep), CheckMatched (after a load) for a rule other than Skip that was the first to match no
+// scope, listing the scopes stored (a Quantizer learns the model's scopes only as a loader asks
+// of them, so it cannot tell earlier), Kernel for a kernel the format cannot hold (naming the scope), QuantizeTable for a table
 // rule that cannot serve a lookup, KeepKernel and KeepTable for a scope no Keep rule matches or an
 // array that is not rank 2, Store for a variable that exists or repeats; NewGenerator, Generate and Stream for
 // options out of range and prompts that do not fit (naming the field), Evaluator.NLL for ids

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -22,7 +23,9 @@ import (
 // Rule chooses how the projections whose scope matches are stored. It is qlayers.Rule with a
 // kernel layout: Scope is a regular expression fully matched against the projection's scope
 // (e.g. "/layer_[0-9]+/ffn_.*"), the first matching rule of a list wins, Skip keeps the matching
-// projections float, and a projection that matches no rule stays float.
+// projections float, and a projection that matches no rule stays float. A rule other than Skip
+// that no scope was first matched by converted nothing: Quantizer.CheckMatched names it after a
+// load.
 //
 // Keep stores the matching projections and tables in the format their file stores them: a
 // tensor the file holds in a quantized block type (GGML's Q4_K, Q8_0, ...) is read as it is
@@ -65,6 +68,7 @@ type Quantizer struct {
 	regexps []*regexp.Regexp
 
 	mu      sync.Mutex
+	decided []bool                      // by rule: the first rule to match some scope asked of
 	kernels map[string]*quantizedKernel // by projection scope
 	tables  map[string]*quantizedKernel // by table scope
 	fused   map[string]int              // fused projection scope -> index of its parts' rule (-1: float)
@@ -111,8 +115,8 @@ func (k *quantizedKernel) fromVariables(ctx *context.Context, g *graph.Graph, na
 
 // NewQuantizer returns a Quantizer for the rules, checking their patterns and configurations.
 func NewQuantizer(rules []Rule) (*Quantizer, error) {
-	q := &Quantizer{rules: rules, kernels: map[string]*quantizedKernel{}, tables: map[string]*quantizedKernel{}, fused: map[string]int{},
-		entries: map[string]qlayers.ReportEntry{}}
+	q := &Quantizer{rules: rules, decided: make([]bool, len(rules)), kernels: map[string]*quantizedKernel{},
+		tables: map[string]*quantizedKernel{}, fused: map[string]int{}, entries: map[string]qlayers.ReportEntry{}}
 	for i, rule := range rules {
 		re, err := regexp.Compile("^(?:" + rule.Scope + ")$")
 		if err != nil {
@@ -165,6 +169,9 @@ func (q *Quantizer) match(scope string) *Rule {
 func (q *Quantizer) ruleIndex(scope string) int {
 	for i, re := range q.regexps {
 		if re.MatchString(scope) {
+			q.mu.Lock()
+			q.decided[i] = true
+			q.mu.Unlock()
 			if q.rules[i].Skip {
 				return -1
 			}
@@ -406,6 +413,37 @@ func (q *Quantizer) Report() qlayers.Report {
 	}
 	sort.Slice(r.Entries, func(i, j int) bool { return r.Entries[i].Scope < r.Entries[j].Scope })
 	return r
+}
+
+// CheckMatched returns an error naming the first rule, other than a Skip rule, that was the first
+// to match none of the scopes the loaders asked of the Quantizer so far (through Kernel,
+// QuantizeTable, Keeps, KeepKernel, KeepTable and Fuse), with the scopes it stored: such a rule
+// (a misspelt scope, or a rule put after a broader one) converted nothing. Call it after loading;
+// nil when every such rule applied. Skip rules may match nothing: the presets skip "/lm_head",
+// which a model whose head is tied to its table does not have.
+func (q *Quantizer) CheckMatched() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i, rule := range q.rules {
+		if rule.Skip || q.decided[i] {
+			continue
+		}
+		scopes := make([]string, 0, len(q.entries))
+		for scope := range q.entries {
+			scopes = append(scopes, strconv.Quote(scope))
+		}
+		sort.Strings(scopes)
+		if len(scopes) > 20 {
+			scopes = append(scopes[:20], fmt.Sprintf("... (%d in all)", len(q.entries)))
+		}
+		seen := strings.Join(scopes, ", ")
+		if seen == "" {
+			seen = "none (nothing was loaded through this Quantizer)"
+		}
+		return errors.Errorf("models.Quantizer.CheckMatched: rule %d (%q, %s) was the first to match no scope the loaders asked of; "+
+			"the scopes stored are: %s", i, rule.Scope, rule.Describe(), seen)
+	}
+	return nil
 }
 
 // Describe returns the rule's format in words, e.g. "nf4/64 (out_in)", "float" or "as stored".

@@ -297,3 +297,49 @@ func TestUntieHeadKeepsByScope(t *testing.T) {
 		})
 	}
 }
+
+// TestQuantizerCheckMatched: after a load, CheckMatched names a rule that converted nothing (a
+// misspelt scope, a table rule put after the preset's Skip of the table), with the scopes there
+// are; a preset with its table rule first passes, its Skip of "/lm_head" (no such projection in
+// a tied model) allowed.
+func TestQuantizerCheckMatched(t *testing.T) {
+	data, _ := tinyGGUF("")
+	int8Rules, err := models.Preset("int8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileRules, err := models.Preset(models.FilePreset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := models.TableRule("/token_embd", "int8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keepTable, err := models.TableRule("/token_embd", models.FilePreset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typo := models.Rule{Scope: "/layer_[0-9]+/atn_q", Config: quanta.Config{Type: quanta.Int8}, Layout: qlayers.OutIn}
+	for _, tc := range []struct {
+		name       string
+		rules      []models.Rule
+		keep, fuse bool
+		want       string // "": no error
+	}{
+		{"int8 preset, table rule first", append([]models.Rule{table}, int8Rules...), false, true, ""},
+		{"file preset", append([]models.Rule{keepTable}, fileRules...), true, true, ""},
+		{"misspelt scope", append([]models.Rule{typo}, int8Rules...), false, false,
+			`rule 0 ("/layer_[0-9]+/atn_q", int8 (out_in)) was the first to match no scope the loaders asked of; the scopes stored are: "/layer_0/attn_k"`},
+		{"table rule after the preset", append(int8Rules, table), false, false, `rule 3 ("/token_embd", int8 (out_in))`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := models.MustNewQuantizer(tc.rules)
+			loadThrough(t, data, q, llama.LoadOptions{}, tc.keep, tc.fuse)
+			err := q.CheckMatched()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("CheckMatched: %v; want %q", err, tc.want)
+			}
+		})
+	}
+}
