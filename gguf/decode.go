@@ -3,6 +3,7 @@ package gguf
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/internal/fileio"
@@ -47,4 +48,50 @@ func Decode(t Type, src []byte, dst []float32) error {
 // f16 reads a little-endian IEEE half-precision value.
 func f16(b []byte) float32 {
 	return float16.Frombits(binary.LittleEndian.Uint16(b)).Float32()
+}
+
+// CheckScales returns nil when every half-precision scale of the blocks of type t in src (the d of
+// each block, and its m or dmin where the type has one) is finite, and otherwise an error wrapping
+// ErrCorrupt naming the first block (its index in src) and scale that is NaN or infinite: such a
+// block decodes to NaN or infinite values, and every product over it gives NaN. It reads only the
+// scales (2 or 4 bytes a block), not the codes. Types without block scales (the float types)
+// always pass; len(src) must be a whole number of blocks.
+func CheckScales(t Type, src []byte) error {
+	bb := t.BlockBytes()
+	if bb == 0 || len(src)%bb != 0 {
+		return errors.Errorf("gguf.CheckScales: %d bytes of %s; accepted: whole blocks of %d bytes", len(src), t, bb)
+	}
+	if block, at := firstNonFiniteScale(t, src); block >= 0 {
+		return scaleError(t, src[block*bb:(block+1)*bb], block, at)
+	}
+	return nil
+}
+
+// firstNonFiniteScale returns the index of the first block of t in src with a NaN or infinite
+// scale and that scale's offset in the block, or -1.
+func firstNonFiniteScale(t Type, src []byte) (block, at int) {
+	bb := t.BlockBytes()
+	block = -1
+	for _, s := range traits[t].scales {
+		// A half is NaN or infinite when its five exponent bits (of its high byte) are all set.
+		for off := s + 1; off < len(src); off += bb {
+			if src[off]&0x7C == 0x7C {
+				if b := off / bb; block < 0 || b < block {
+					block, at = b, s
+				}
+				break
+			}
+		}
+	}
+	return block, at
+}
+
+// scaleError describes the non-finite scale at offset at of blk, block number index of type t.
+func scaleError(t Type, blk []byte, index, at int) error {
+	names := []string{"d", "m"}
+	if t == TypeQ2_K || t == TypeQ4_K || t == TypeQ5_K {
+		names[1] = "dmin"
+	}
+	name := names[slices.Index(traits[t].scales, at)]
+	return errors.Wrapf(ErrCorrupt, "%s block %d: scale %s is %v; accepted: finite scales", t, index, name, f16(blk[at:]))
 }

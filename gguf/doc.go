@@ -71,5 +71,6 @@
 // not overlapping another (a tensor without elements overlaps nothing, even at the offset where
 // another starts). Versions, byte orders and tensor types outside the above wrap ErrUnsupported;
 // a missing key or tensor wraps ErrNotFound. Metadata getters report a value of the wrong type
-// with ErrCorrupt.
+// with ErrCorrupt, and so do DecodeInto and ReadFloat32 a block whose half-precision scale is NaN
+// or infinite (CheckScales checks raw blocks the same way; Decode decodes them as ggml does).
 package gguf

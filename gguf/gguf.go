@@ -278,7 +278,10 @@ func readAt(r io.ReaderAt, b []byte, off int64) error {
 const decodeChunk = 1 << 20
 
 // DecodeInto decodes the tensor called name into dst, which must have exactly its number of
-// elements, reading the file a chunk at a time (no copy of the whole stored tensor is made).
+// elements, reading the file a chunk at a time (no copy of the whole stored tensor is made). A
+// block whose scale is NaN or infinite (CheckScales), which would decode to NaN or infinite
+// values, is an error wrapping ErrCorrupt naming the tensor, the block and the scale; Decode
+// decodes such bytes as ggml does.
 func (f *File) DecodeInto(name string, dst []float32) error {
 	t, err := f.lookup("DecodeInto", name)
 	if err != nil {
@@ -300,6 +303,11 @@ func (f *File) DecodeInto(name string, dst []float32) error {
 		off := t.Offset + int64(b)*int64(bb)
 		if err := readAt(f.r, chunk, off); err != nil {
 			return errors.WithMessagef(err, "gguf.DecodeInto: tensor %s: reading %d bytes at offset %d", t, len(chunk), off)
+		}
+		// The scales are checked while the chunk is at hand: a NaN or infinite one would decode to
+		// NaN or infinite values silently.
+		if blk, at := firstNonFiniteScale(t.Type, chunk); blk >= 0 {
+			return errors.WithMessagef(scaleError(t.Type, chunk[blk*bb:(blk+1)*bb], b+blk, at), "gguf.DecodeInto: tensor %s", t)
 		}
 		if err := Decode(t.Type, chunk, dst[b*bs:(b+n)*bs]); err != nil {
 			return errors.WithMessagef(err, "gguf.DecodeInto: tensor %s", t)

@@ -42,25 +42,28 @@ type typeTraits struct {
 	blockBytes  int
 	decodeBlock func(blk []byte, out []float32)
 	quantize    func(src []float32, dst []byte)
+	// scales are the byte offsets in a block of its half-precision scales (d, and m or dmin where
+	// the type has one), as ggml-common.h lays them out; CheckScales reads them.
+	scales []int
 }
 
 // traits is the table of types, one row each (read-only).
 var traits = map[Type]typeTraits{
 	TypeF32:    {name: "F32", blockSize: 1, blockBytes: 4},
 	TypeF16:    {name: "F16", blockSize: 1, blockBytes: 2},
-	TypeQ4_0:   {"Q4_0", 32, 18, decodeQ4_0, quantizeQ4_0},
-	TypeQ4_1:   {"Q4_1", 32, 20, decodeQ4_1, quantizeQ4_1},
-	TypeQ5_0:   {"Q5_0", 32, 22, decodeQ5_0, quantizeQ5_0},
-	TypeQ5_1:   {"Q5_1", 32, 24, decodeQ5_1, quantizeQ5_1},
-	TypeQ8_0:   {"Q8_0", 32, 34, decodeQ8_0, quantizeQ8_0},
+	TypeQ4_0:   {"Q4_0", 32, 18, decodeQ4_0, quantizeQ4_0, []int{0}},
+	TypeQ4_1:   {"Q4_1", 32, 20, decodeQ4_1, quantizeQ4_1, []int{0, 2}},
+	TypeQ5_0:   {"Q5_0", 32, 22, decodeQ5_0, quantizeQ5_0, []int{0}},
+	TypeQ5_1:   {"Q5_1", 32, 24, decodeQ5_1, quantizeQ5_1, []int{0, 2}},
+	TypeQ8_0:   {"Q8_0", 32, 34, decodeQ8_0, quantizeQ8_0, []int{0}},
 	TypeQ8_1:   {name: "Q8_1", blockSize: 32, blockBytes: 36},
-	TypeQ2_K:   {"Q2_K", 256, 84, decodeQ2_K, quantizeQ2_K},
-	TypeQ3_K:   {"Q3_K", 256, 110, decodeQ3_K, quantizeQ3_K},
-	TypeQ4_K:   {"Q4_K", 256, 144, decodeQ4_K, quantizeQ4_K},
-	TypeQ5_K:   {"Q5_K", 256, 176, decodeQ5_K, quantizeQ5_K},
-	TypeQ6_K:   {"Q6_K", 256, 210, decodeQ6_K, quantizeQ6_K},
+	TypeQ2_K:   {"Q2_K", 256, 84, decodeQ2_K, quantizeQ2_K, []int{80, 82}},
+	TypeQ3_K:   {"Q3_K", 256, 110, decodeQ3_K, quantizeQ3_K, []int{108}},
+	TypeQ4_K:   {"Q4_K", 256, 144, decodeQ4_K, quantizeQ4_K, []int{0, 2}},
+	TypeQ5_K:   {"Q5_K", 256, 176, decodeQ5_K, quantizeQ5_K, []int{0, 2}},
+	TypeQ6_K:   {"Q6_K", 256, 210, decodeQ6_K, quantizeQ6_K, []int{208}},
 	TypeQ8_K:   {name: "Q8_K", blockSize: 256, blockBytes: 292},
-	TypeIQ4_NL: {"IQ4_NL", 32, 18, decodeIQ4_NL, quantizeIQ4_NL},
+	TypeIQ4_NL: {"IQ4_NL", 32, 18, decodeIQ4_NL, quantizeIQ4_NL, []int{0}},
 	TypeI8:     {name: "I8", blockSize: 1, blockBytes: 1},
 	TypeI16:    {name: "I16", blockSize: 1, blockBytes: 2},
 	TypeI32:    {name: "I32", blockSize: 1, blockBytes: 4},
