@@ -31,11 +31,11 @@ type Rule struct {
 
 // Options of QuantizeContext.
 type Options struct {
-	// KeepFloat keeps the float kernels (and their optimizer state) beside the quantized
-	// components, for more QAT later or to compare; Dense's inference then quantizes the float
-	// kernel in the graph, so training after the conversion is never ignored. By default the
-	// float kernels and their optimizer state are deleted, and the context is inference-only for
-	// those layers.
+	// KeepFloat keeps the float kernels and tables (and their optimizer state) beside the
+	// quantized components, for more QAT later or to compare; Dense's and Embedding's inference
+	// then quantize the float kernel or table in the graph, in the stored format, so training after
+	// the conversion is never ignored. By default the float kernels and their optimizer state are
+	// deleted, and the context is inference-only for those layers.
 	KeepFloat bool
 	// Tables also converts the embedding tables (rank-2 float variables named "embeddings", as
 	// layers.Embedding and Embedding keep them) whose scope a rule matches, for Embedding and

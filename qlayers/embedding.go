@@ -34,8 +34,10 @@ func TableFormatError(cfg quanta.Config) error {
 // Embedding is an embedding lookup whose table may be quantized, a drop-in for layers.Embedding
 // (the same variable "embeddings" (vocabSize, dim) in ctx): it returns the rows [ids..., dim] of
 // the table at the integer ids. When QuantizeContext stored the table quantized (Options.Tables)
-// and the float table is gone, the rows are gathered packed and only they are decoded; otherwise
-// the float table is read (created with the context's initializer if absent), in training too.
+// and the float table is gone, the rows are gathered packed and only they are decoded; when it
+// kept the float table beside the components (Options.KeepFloat), inference quantizes the float
+// table in the graph in the stored format (as Dense does a kept kernel); otherwise, and in
+// training, the float table is read (created with the context's initializer if absent).
 // It panics, naming the scope, for ids that are not integers or stored components that do not
 // fit the format and shape.
 func Embedding(ctx *context.Context, ids *graph.Node, dtype dtypes.DType, vocabSize, dim int) *graph.Node {
@@ -47,15 +49,22 @@ func Embedding(ctx *context.Context, ids *graph.Node, dtype dtypes.DType, vocabS
 
 // EmbeddingTable returns the embedding table of ctx, (vocabSize, dim), as Embedding reads it: the
 // implicit array rebuilt from the components QuantizeContext stored (when the float table is
-// gone), or the float variable. A tied output head multiplies by it with TiedHead.
+// gone), the float variable quantized in the graph in the stored format (when both are there, in
+// inference), or the float variable. A tied output head multiplies by it with TiedHead.
 func EmbeddingTable(ctx *context.Context, g *graph.Graph, dtype dtypes.DType, vocabSize, dim int) implicitarray.Value {
 	shape := shapes.Make(dtype, vocabSize, dim)
-	if stored := tableComponents(ctx); len(stored) > 0 && ctx.GetVariable(TableName) == nil {
+	stored := tableComponents(ctx)
+	if len(stored) > 0 && ctx.GetVariable(TableName) == nil {
 		return storedTable(ctx, g, stored, shape)
 	}
 	v := ctx.VariableWithShape(TableName, shape)
 	if !v.Shape().Equal(shape) {
 		panic(errors.Errorf("qlayers.EmbeddingTable in scope %q: %s is %s; accepted: %s", ctx.Scope(), TableName, v.Shape(), shape))
+	}
+	if len(stored) > 0 && !ctx.IsTraining(g) {
+		// The float table was kept (Options.KeepFloat) and may have been trained since: it is the
+		// source of truth, quantized in the graph in the stored format, as Dense does a kernel.
+		return quanta.QuantizeNode(v.ValueGraph(g), tableFormat(ctx))
 	}
 	return v.ValueGraph(g)
 }
@@ -95,11 +104,31 @@ func tableComponentName(i int) string { return TableComponentPrefix + strconv.It
 
 // storedTable rebuilds the quantized table of shape from the stored components and FormatParam.
 func storedTable(ctx *context.Context, g *graph.Graph, stored []*context.Variable, shape shapes.Shape) implicitarray.Array {
+	return arrayFromVariables(ctx, g, "qlayers.Embedding", "table", stored, shape, tableFormatText(ctx), lowering.Auto)
+}
+
+// tableFormatText returns the FormatParam of a table's scope, panicking when it is missing or not
+// a string.
+func tableFormatText(ctx *context.Context) string {
 	text, found := ctx.GetParam(FormatParam)
 	format, ok := text.(string)
 	if !found || !ok {
 		panic(errors.Errorf("qlayers.Embedding in scope %q: parameter %s=%v; accepted: the format QuantizeContext writes (\"int8\", \"nf4/64\")",
 			ctx.Scope(), FormatParam, text))
 	}
-	return arrayFromVariables(ctx, g, "qlayers.Embedding", "table", stored, shape, format, lowering.Auto)
+	return format
+}
+
+// tableFormat returns the stored format of a table's scope (FormatParam) as a Config, panicking
+// when it is missing or cannot store a table.
+func tableFormat(ctx *context.Context) quanta.Config {
+	text := tableFormatText(ctx)
+	cfg, err := parseFormat(text)
+	if err == nil {
+		err = TableFormatError(cfg)
+	}
+	if err != nil {
+		panic(errors.WithMessagef(err, "qlayers.Embedding in scope %q: parameter %s=%q", ctx.Scope(), FormatParam, text))
+	}
+	return cfg
 }

@@ -76,3 +76,46 @@ func TestQuantizeContextTables(t *testing.T) {
 		}
 	})
 }
+
+// TestKeepFloatTable: a table converted with Options.KeepFloat is looked up and multiplied in the
+// stored format in inference, as a kernel kept float is (the float table quantized in the graph),
+// giving what the components alone give; training reads the float table.
+func TestKeepFloatTable(t *testing.T) {
+	backend := testutil.Backend(t)
+	const vocab, dim = 40, 64
+	ids := [][]int32{{39, 0, 7}}
+	x := tensors.FromValue(matrix(4, 2, dim))
+	run := func(ctx *context.Context, training bool) []*tensors.Tensor {
+		return context.MustExecOnceN(backend, ctx.Reuse(), func(ctx *context.Context, ids, x *graph.Node) []*graph.Node {
+			ctx.SetTraining(x.Graph(), training)
+			tok := ctx.In("tok")
+			return []*graph.Node{qlayers.Embedding(tok, ids, dtypes.Float32, vocab, dim),
+				qlayers.TiedHead(x, qlayers.EmbeddingTable(tok, x.Graph(), dtypes.Float32, vocab, dim))}
+		}, ids, x)
+	}
+	for _, cfg := range []quanta.Config{{Type: quanta.Int8}, {Type: quanta.NF4, BlockSize: 32}} {
+		t.Run(cfg.Type.String(), func(t *testing.T) {
+			contexts := make([]*context.Context, 2)
+			for i, keep := range []bool{false, true} {
+				contexts[i] = context.New()
+				contexts[i].In("tok").VariableWithValue(qlayers.TableName, matrix(3, vocab, dim))
+				if _, err := qlayers.QuantizeContext(contexts[i], []qlayers.Rule{{Scope: ".*", Config: cfg}}, qlayers.Options{Tables: true, KeepFloat: keep}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, got := run(contexts[0], false), run(contexts[1], false)
+			for i, what := range []string{"lookup", "tied head"} {
+				if d := maxDiff(testutil.Float32s(t, got[i]), testutil.Float32s(t, want[i])); d > 1e-5 {
+					t.Errorf("%s with the float table kept differs from the stored format's by %g", what, d)
+				}
+			}
+			rows := testutil.Float32s(t, run(contexts[1], true)[0])
+			table := matrix(3, vocab, dim)
+			for k, id := range ids[0] {
+				if d := maxDiff(rows[k*dim:(k+1)*dim], table[id]); d != 0 {
+					t.Errorf("training: row %d differs from the float table's by %g", id, d)
+				}
+			}
+		})
+	}
+}
