@@ -35,7 +35,8 @@ type AdapterOptions struct {
 	// ModuleName maps a layer's scope (the scope LoRADense is called in, e.g.
 	// "/model/layers_0/q_proj") to the module path PEFT uses for it (e.g.
 	// "model.layers.0.self_attn.q_proj"). nil: the scope without its leading "/", "/" replaced by
-	// ".", so "/model/hidden_0" is "model.hidden_0".
+	// ".", so "/model/hidden_0" is "model.hidden_0". Two layers whose adapters are saved or loaded
+	// must have two names: SaveAdapters and LoadAdapters refuse one name for both.
 	ModuleName func(scope string) string
 }
 
@@ -44,6 +45,13 @@ func (o AdapterOptions) moduleName(scope string) string {
 		return o.ModuleName(scope)
 	}
 	return strings.ReplaceAll(strings.TrimPrefix(scope, "/"), "/", ".")
+}
+
+// moduleNameError reports that AdapterOptions.ModuleName gives the layers at scopes a and b one
+// module name.
+func moduleNameError(a, b, module string) error {
+	return errors.Errorf("AdapterOptions.ModuleName gives scopes %q and %q one module name %q; accepted: a module name per layer",
+		min(a, b), max(a, b), module)
 }
 
 // adapterConfig is the part of PEFT's adapter_config.json that SaveAdapters writes and
@@ -71,7 +79,8 @@ type adapterConfig struct {
 // lora_alpha = scale·r, target_modules, bias "none"). Every layer must share the rank and scale.
 // Each file is replaced whole (written to a temporary file, synced, renamed): an interrupted save
 // leaves the old file or the new one, never part of one. It returns an error, writing nothing, for
-// a nil context, when ctx holds no adapters, or when they differ in rank or scale.
+// a nil context, when ctx holds no adapters, when they differ in rank or scale, or when
+// opts.ModuleName gives two of their layers one name.
 func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 	if ctx == nil {
 		return errors.New("qlayers.SaveAdapters: nil context")
@@ -92,6 +101,9 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 				"accepted: one rank and scale for all layers", l.layer, r, l.scale, layers[0].layer, rank, scale)
 		}
 		module := opts.moduleName(l.layer)
+		if i := slices.Index(modules, module); i >= 0 {
+			return errors.WithMessage(moduleNameError(layers[i].layer, l.layer, module), "qlayers.SaveAdapters")
+		}
 		modules = append(modules, module)
 		for _, ab := range []struct {
 			v    *context.Variable
@@ -138,8 +150,8 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 // converted to float32, or to the dtype of the adapters the layer holds. It returns an error, loading nothing, for a nil context, a config whose r
 // is not from 1 to 2^31 − 1 or whose lora_alpha is not a finite positive number, a config that sets
 // use_dora, alpha_pattern or rank_pattern (which this plain LoRA does not compute) or a bias other
-// than "none" (trained biases, which are not loaded), a module no layer
-// of ctx is named, a lora_A without its lora_B, adapters whose dtypes or shapes do not fit r (checked
+// than "none" (trained biases, which are not loaded), a module no layer of ctx is named, a module
+// AdapterOptions.ModuleName gives two layers, a lora_A without its lora_B, adapters whose dtypes or shapes do not fit r (checked
 // before they are read), the layer's float kernel, its quantized components (as Base checks them)
 // or its existing adapters, a layer whose adapters are merged (MergeLoRA's dense merge: UnmergeLoRA
 // first), or a file without the config.
@@ -194,11 +206,16 @@ func loadAdapters(ctx *context.Context, configText []byte, f *safetensors.File, 
 	}
 
 	// The layers of ctx, by module name.
-	layers := map[string]string{} // module -> layer scope
+	layers := map[string]string{}    // module -> layer scope
+	shared := map[string][2]string{} // module -> two layer scopes ModuleName gives it
 	for v := range ctx.IterVariables() {
 		if v.Name() == WeightsName || v.Name() == componentName(0) {
 			if layer, ok := strings.CutSuffix(v.Scope(), "/"+Scope); ok {
-				layers[opts.moduleName(layer)] = layer
+				module := opts.moduleName(layer)
+				if other, found := layers[module]; found && other != layer {
+					shared[module] = [2]string{min(other, layer), max(other, layer)}
+				}
+				layers[module] = layer
 			}
 		}
 	}
@@ -211,6 +228,9 @@ func loadAdapters(ctx *context.Context, configText []byte, f *safetensors.File, 
 		module, ok := strings.CutSuffix(strings.TrimPrefix(name, adapterKeyPrefix), ".lora_A.weight")
 		if !ok {
 			continue
+		}
+		if pair, found := shared[module]; found {
+			return moduleNameError(pair[0], pair[1], module)
 		}
 		layer, found := layers[module]
 		if !found {

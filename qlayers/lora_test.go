@@ -634,5 +634,41 @@ func TestLoadAdaptersIntoMergedLayer(t *testing.T) {
 	w := "/layer/dense/" + qlayers.WeightsName
 	if d := maxDiff(bytesF32(snapshot(t, ctx)[w]), bytesF32(before[w])); d > 1e-6 {
 		t.Errorf("float base differs by %g after merge, load and unmerge", d)
+
+	}
+}
+
+// TestAdapterModuleNameCollision: an AdapterOptions.ModuleName that gives two layers one module
+// name is refused by SaveAdapters and LoadAdapters, naming both scopes, and nothing is loaded
+// (LoadAdapters would otherwise load the module's adapters into one of the layers, silently).
+func TestAdapterModuleNameCollision(t *testing.T) {
+	dir := t.TempDir()
+	if err := qlayers.SaveAdapters(loraContext(t, nf4DQ, false), dir, qlayers.AdapterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	last := qlayers.AdapterOptions{ModuleName: func(string) string { return "layer" }} // not one name per layer
+	const want = `AdapterOptions.ModuleName gives scopes "/a" and "/b" one module name "layer"`
+	ctx := context.New()
+	for _, scope := range []string{"a", "b"} {
+		ctx.In(scope).In(qlayers.Scope).VariableWithValue(qlayers.WeightsName, matrix(1, inDim, outDim))
+	}
+	if err := qlayers.LoadAdapters(ctx, dir, last); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("LoadAdapters: %v; want an error containing %q", err, want)
+	}
+	for _, scope := range []string{"/a/dense", "/b/dense"} {
+		if ctx.InspectVariable(scope, qlayers.LoRAAName) != nil {
+			t.Errorf("adapters loaded into %s", scope)
+		}
+	}
+	ctx = context.New()
+	for _, scope := range []string{"a", "b"} {
+		dense := ctx.In(scope).In(qlayers.Scope)
+		dense.VariableWithValue(qlayers.WeightsName, matrix(1, inDim, outDim))
+		dense.VariableWithValue(qlayers.LoRAAName, matrix(5, inDim, loraCfg.Rank))
+		dense.VariableWithValue(qlayers.LoRABName, matrix(6, loraCfg.Rank, outDim))
+		dense.SetParam(qlayers.LoRAScaleParam, loraCfg.Scale())
+	}
+	if err := qlayers.SaveAdapters(ctx, t.TempDir(), last); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("SaveAdapters: %v; want an error containing %q", err, want)
 	}
 }
