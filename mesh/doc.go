@@ -11,9 +11,14 @@
 // arguments are sharded by Exec.WithArgSpecs; implicit arrays by their own Sharding (or
 // WithArgSpecs when they have none).
 //
-// Placement never changes results: a sharding annotation tells XLA where data lives, not what is
-// computed. What the rules below decide is how much each device stores and how much XLA must
-// communicate.
+// Placement changes what is computed in two ways only: a sharded contracting axis sums its
+// partial products in another order (float rounding), and a sharded graph never calls quanta's
+// CPU kernels (package lowering), so the products the kernels would serve take a graph
+// formulation instead. For most formats that is the same arithmetic; for the GGML types whose
+// kernels multiply 8-bit activations at a few rows (Q4_0, Q4_1, Q5_0, Q5_1 and the K-quants, see
+// lowering.Kernel) the sharded product keeps float activations and differs from the unsharded
+// one by that quantization. What the rules below decide is how much each device stores and how
+// much XLA must communicate.
 //
 // # Errors
 //
