@@ -238,3 +238,31 @@ func TestAttentionErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestAttentionNaNScore: a visible key whose score is NaN (a NaN in the cache) makes the rows that
+// see it NaN on every path, as the softmax of the formulation does, and leaves the others alone:
+// per row, over several key blocks, and on the prompt path.
+func TestAttentionNaNScore(t *testing.T) {
+	for _, tc := range []struct{ seq, keys, bad int }{{1, 20, 7}, {2, 130, 100}, {40, 40, 9}} {
+		c := attnCase{"", 1, 2, 1, tc.seq, tc.keys, tc.keys, 8, causalFrom(tc.keys - tc.seq)}
+		q, k, v, visible := attnInputs(c, 5)
+		k[tc.bad*c.hd+3] = float32(math.NaN())
+		forEachISA(t, func(t *testing.T) {
+			out := make([]float32, len(q))
+			if err := attention(out, q, k, v, visible, c.batch, c.heads, c.kv, c.seq, c.length, c.nKeys, c.hd, 0.5); err != nil {
+				t.Fatal(err)
+			}
+			for h := range c.heads {
+				for s := range c.seq {
+					sees := c.visible(s, tc.bad)
+					for d := range c.hd {
+						if x := out[(h*c.seq+s)*c.hd+d]; math.IsNaN(float64(x)) != sees {
+							t.Fatalf("%+v: head %d row %d element %d = %g; want NaN exactly in the rows that see key %d",
+								tc, h, s, d, x, tc.bad)
+						}
+					}
+				}
+			}
+		})
+	}
+}

@@ -95,11 +95,12 @@ A256 __m128 lanes_sum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
 }
 
 /* exp8 is e^x for x <= 0 (Cephes' single-precision range reduction and degree-6 polynomial,
- * within about 2 ulp of expf; below -87.3, where e^x is under float32's normal range, 0). */
+ * within about 2 ulp of expf; below -87.3, where e^x is under float32's normal range, 0), NaN for
+ * a NaN x as expf (a NaN score makes its row NaN on every path). */
 A256 __m256 exp8(__m256 x) {
   const __m256 lo = _mm256_set1_ps(-87.33654f);
   const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-  x = _mm256_max_ps(x, lo);
+  x = _mm256_max_ps(lo, x); /* x where either is NaN (the second operand): the NaN goes through */
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
