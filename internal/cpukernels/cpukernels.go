@@ -79,6 +79,8 @@ func Threads() int { return int(C.qk_threads()) }
 func SetThreads(n int) int {
 	if n > math.MaxInt32 {
 		n = math.MaxInt32
+	} else if n < 0 {
+		n = 0 // the default, whatever the low 32 bits say
 	}
 	return int(C.qk_set_threads(C.int(n)))
 }

@@ -3,6 +3,7 @@ package cpukernels
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"strings"
@@ -160,6 +161,13 @@ func TestThreadsEnv(t *testing.T) {
 	}
 	if got := SetThreads(1 << 20); got != maxThreads {
 		t.Errorf("SetThreads(1<<20) = %d, want %d", got, maxThreads)
+	}
+	def = SetThreads(0)
+	for _, n := range []int{-1, math.MinInt32, -(1 << 32) + 5, math.MinInt64 + 3} { // restore the default, whatever the low 32 bits
+		SetThreads(7)
+		if got := SetThreads(n); got != def || Threads() != def {
+			t.Errorf("SetThreads(%d) = %d, Threads() = %d; want the default %d", n, got, Threads(), def)
+		}
 	}
 	SetThreads(0)
 }
