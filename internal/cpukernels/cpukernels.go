@@ -6,6 +6,19 @@ package cpukernels
 #include "quanta_kernels.h"
 #include "qk_internal.h"
 #include "qk_ggml.h"
+
+// qk_test_flush_denormals turns the calling thread's flush-to-zero and denormals-are-zero modes
+// on or off; -1 where there are none (not x86-64).
+#if QK_X86
+#include <xmmintrin.h>
+static int qk_test_flush_denormals(int on) {
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(on ? csr | 0x8040u : csr & ~0x8040u);
+  return 0;
+}
+#else
+static int qk_test_flush_denormals(int on) { return -1; }
+#endif
 */
 import "C"
 
@@ -504,6 +517,17 @@ func x8Quantize(x []float32, m, k, g int) (q []int8, d []float32, s []int16, ds 
 	C.qk_x8_quantize((*C.float)(ptr(x)), C.int64_t(m), C.int64_t(k), C.int64_t(g), (*C.int8_t)(ptr(q)),
 		(*C.float)(ptr(d)), (*C.int16_t)(ptr(s)), (*C.float)(ptr(ds)))
 	return q, d, s, ds
+}
+
+// flushDenormals turns the calling thread's flushing of denormals to zero (FTZ and DAZ, as XLA's
+// CPU client runs its computations) on or off, and reports whether the CPU has the modes (tests:
+// lock the goroutine to its thread first).
+func flushDenormals(on bool) bool {
+	v := C.int(0)
+	if on {
+		v = 1
+	}
+	return C.qk_test_flush_denormals(v) == 0
 }
 
 // rawNF4KN calls the C entry point without the Go-side checks (tests of the C checks).

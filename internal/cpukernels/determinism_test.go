@@ -3,6 +3,7 @@ package cpukernels
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -141,6 +142,67 @@ func TestDeterministic(t *testing.T) {
 					}
 				})
 			}
+		}
+	})
+}
+
+// TestDeterministicFlushDenormals: a caller that flushes denormals to zero (XLA's CPU client runs
+// its computations so) gets the bits it gets alone whatever the thread count, and so does one that
+// does not: the pool's workers run each product's chunks in its caller's floating-point mode,
+// whatever mode they were started in. The weight's values are denormal, so the modes differ.
+func TestDeterministicFlushDenormals(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if !flushDenormals(false) {
+		t.Skip("no flush-to-zero mode on this CPU")
+	}
+	defer flushDenormals(false)
+	defer SetThreads(0)
+	oldSmall, oldChunk := tune(tuneSmallWork, 0), tune(tuneChunkBytes, 4096)
+	defer func() { tune(tuneSmallWork, oldSmall); tune(tuneChunkBytes, oldChunk) }()
+	const m, k, n = 3, 1024, 1024
+	r := newRand(17)
+	x, w := make([]float32, m*k), make([]float32, k*n)
+	for i := range x {
+		x[i] = 1 + r.Float32()
+	}
+	for i := range w {
+		w[i] = float32(r.IntN(1001)-500) * 1e-41 // denormal
+	}
+	run := func(threads int) []float32 {
+		t.Helper()
+		SetThreads(threads)
+		y := make([]float32, m*n)
+		if err := denseKN(y, x, w, m, k, n); err != nil {
+			t.Fatal(err)
+		}
+		return y
+	}
+	forEachISA(t, func(t *testing.T) {
+		var alone [2][]float32
+		// 24 threads with flushing first: workers started in either mode serve callers in both
+		for _, c := range []struct {
+			flush   bool
+			threads int
+		}{{false, 4}, {true, 4}, {true, 24}, {false, 24}} {
+			flushDenormals(c.flush)
+			want := run(1)
+			f := 0
+			if c.flush {
+				f = 1
+			}
+			if alone[f] == nil {
+				alone[f] = want
+			}
+			for range 5 {
+				got := run(c.threads)
+				if i, ok := sameBits(got, want); !ok {
+					t.Fatalf("flush %v: %d threads give y[%d] = %g, the caller alone %g", c.flush, c.threads, i, got[i], want[i])
+				}
+			}
+		}
+		if _, ok := sameBits(alone[0], alone[1]); ok {
+			t.Fatal("the denormal weight gives the same bits with and without flushing: the test tests nothing")
 		}
 	})
 }

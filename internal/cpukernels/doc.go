@@ -188,7 +188,8 @@
 // XLA's own intra-op pool when XLA calls the kernel (a value other than xla or quanta is ignored
 // with a ConfigNote). A product's result depends only on its
 // inputs: never on the thread count, on which thread ran what, or on other products running at
-// the same time. k×n products (x·W) are split into stripes of stored rows whose number and bounds
+// the same time (and on the caller's floating-point mode, which the workers take for its chunks:
+// XLA's CPU client flushes denormals to zero, a Go program does not). k×n products (x·W) are split into stripes of stored rows whose number and bounds
 // depend on the sizes alone (about a sixteenth of the weight each, at least 32 KiB, with at most
 // a quarter of the weight's bytes in partial sums; for a float32 weight 256 rows, 64 at one
 // activation row); each stripe adds its rows, in order, into a partial sum of its own, and the

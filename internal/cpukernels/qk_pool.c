@@ -7,8 +7,11 @@
  * caller only waits for chunks that were claimed. A caller that finds the pool busy (another
  * thread's product in flight) runs its chunks alone instead of waiting. A thread out of work (an
  * idle worker, a caller whose chunks are all claimed) first lingers, yielding its CPU between
- * looks, for QK_TUNE_SPIN_NS, then blocks on a condition variable. */
+ * looks, for QK_TUNE_SPIN_NS, then blocks on a condition variable. The workers run a job's chunks
+ * in its caller's floating-point environment (XLA's CPU client runs with denormals flushed to
+ * zero, a Go program without), so that a chunk gives the same bits whichever thread claims it. */
 #define _GNU_SOURCE
+#include <fenv.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -85,6 +88,7 @@ static struct {
   void *ctx;
   int64_t nchunks;
   int nslots;
+  fenv_t env; /* the caller's floating-point environment (denormal flushing, rounding) */
   _Atomic uint64_t claim; /* gen << 32 | next chunk */
   _Atomic int64_t finished;
   atomic_flag busy;
@@ -179,8 +183,10 @@ static void *worker(void *arg) {
     void *ctx = pool.ctx;
     int64_t nchunks = pool.nchunks;
     int nslots = pool.nslots;
+    fenv_t env = pool.env;
     pthread_mutex_unlock(&pool.mu);
     if (slot < nslots) {
+      fesetenv(&env);
       run_chunks(seen, task, ctx, nchunks, nslots, slot, scratch);
     }
   }
@@ -242,6 +248,7 @@ int qk_parallel(int64_t nchunks, int nthreads, qk_task task, void *ctx) {
   pool.ctx = ctx;
   pool.nchunks = nchunks;
   pool.nslots = nthreads;
+  fegetenv(&pool.env);
   atomic_store_explicit(&pool.finished, 0, memory_order_relaxed);
   atomic_store_explicit(&pool.claim, (uint64_t)gen << 32, memory_order_release);
   atomic_store_explicit(&pool.gen, gen, memory_order_release);
