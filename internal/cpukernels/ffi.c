@@ -3,6 +3,7 @@
  * qk_targets.h). Each handler checks the operands' dtypes and shapes against the call's contract,
  * then runs the kernel; a mismatch or a kernel error is an error of the XLA execution, never a
  * crash. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "qffi.h"
@@ -26,11 +27,16 @@ _Static_assert((int)QK_ARG_NF4_KN_PACKED == (int)QK_ARG_NF4_NK_PACKED &&
 typedef struct {
   qk_task task;
   void *ctx;
+  _Atomic int no_scratch; /* a thread could not allocate its scratch: its chunks did not run */
 } xla_chunks;
 
 static void xla_range(void *arg, int64_t begin, int64_t end) {
   xla_chunks *c = (xla_chunks *)arg;
   void *scratch = qk_thread_scratch();
+  if (scratch == NULL) {
+    atomic_store(&c->no_scratch, 1);
+    return;
+  }
   for (int64_t i = begin; i < end; i++) {
     c->task(c->ctx, i, 0, scratch);
   }
@@ -38,9 +44,9 @@ static void xla_range(void *arg, int64_t begin, int64_t end) {
 
 static int xla_scheduler(void *frame, int64_t nchunks, int nthreads, qk_task task, void *ctx) {
   (void)nthreads;
-  xla_chunks c = {task, ctx};
+  xla_chunks c = {task, ctx, 0};
   qffi_error *err = qffi_parallel_for((qffi_frame *)frame, nchunks, 1, xla_range, &c);
-  return err == NULL ? QK_OK : QK_ERR_NOMEM;
+  return err == NULL && atomic_load(&c.no_scratch) == 0 ? QK_OK : QK_ERR_NOMEM;
 }
 
 /* QK_HANDLER defines the handler of target name over impl, whose kernels run on XLA's intra-op pool
