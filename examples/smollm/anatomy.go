@@ -33,7 +33,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"sort"
 	"time"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -405,8 +404,7 @@ func decodeRates(l *loaded, window int) ([]rateOf, error) {
 		}
 	}
 	for i := range configs {
-		sort.Float64s(samples[i])
-		configs[i].rate = samples[i][len(samples[i])/2]
+		configs[i].rate = median(samples[i])
 	}
 	return configs, nil
 }
@@ -425,6 +423,5 @@ func timeRuns(reps int, f func() error) (float64, error) {
 		}
 		times[i] = float64(time.Since(start).Microseconds()) / 1e3
 	}
-	sort.Float64s(times)
-	return times[reps/2], nil
+	return median(times), nil
 }

@@ -382,14 +382,20 @@ func bench() error {
 }
 
 // rates returns n / median(seconds) and n / min(seconds).
-func rates(n float64, seconds []float64) (median, best float64) {
-	s := append([]float64(nil), seconds...)
+func rates(n float64, seconds []float64) (med, best float64) {
+	return n / median(seconds), n / slices.Min(seconds)
+}
+
+// median returns the median of xs (not empty): the middle value, or the mean of the two middle
+// values of an even count, as Python's statistics.median (llamacpp_speed.py's).
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
 	m := s[len(s)/2]
 	if len(s)%2 == 0 {
 		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
 	}
-	return n / m, n / s[0]
+	return m
 }
 
 // procMemory returns a memory figure of the process (fileio.ProcStatus) in MB: "VmRSS" the
@@ -481,8 +487,7 @@ func speedTable(files []string) error {
 	}
 	bw := 0.0 // the median of the bandwidths measured with the quanta rows
 	if len(bandwidths) > 0 {
-		slices.Sort(bandwidths)
-		bw = bandwidths[len(bandwidths)/2]
+		bw = median(bandwidths)
 	}
 	fmt.Println("| engine | weights | file/weight MB | prompt tok/s (median, best) | decode tok/s (median, best) | decode after the prompt | decode: weight GB/s (of the read bandwidth) | RSS after load (peak while loading), peak |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")

@@ -2,6 +2,10 @@ package main
 
 import (
 	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -31,4 +35,70 @@ func TestCheckFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMedian: the middle value, or the mean of the two middle values of an even count (Python's
+// statistics.median, which llamacpp_speed.py's figures use); the input is left unsorted.
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		want float64
+	}{
+		{[]float64{7}, 7},
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+		{[]float64{20, 10}, 15},
+	} {
+		in := append([]float64(nil), tc.xs...)
+		if got := median(tc.xs); got != tc.want {
+			t.Errorf("median(%v) = %v; want %v", in, got, tc.want)
+		}
+		if !slices.Equal(in, tc.xs) {
+			t.Errorf("median reordered its input: %v, was %v", tc.xs, in)
+		}
+	}
+}
+
+// TestSpeedTableBandwidth: the read bandwidth the speed table sets the decoding rates against is
+// the median of the quanta runs' measurements (two runs: their mean), as the table says.
+func TestSpeedTableBandwidth(t *testing.T) {
+	dir := t.TempDir()
+	quanta := filepath.Join(dir, "quanta.jsonl")
+	lines := `{"engine":"quanta","type":"f32","backend":"xla","weight_bytes":1000000000,"decode_tok_s_median":3,"decode_tok_s_best":4,"read_gb_s":10}
+{"engine":"quanta","type":"nf4","backend":"xla","weight_bytes":500000000,"decode_tok_s_median":6,"decode_tok_s_best":7,"read_gb_s":20}
+`
+	if err := os.WriteFile(quanta, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := captureStdout(t, func() error { return speedTable([]string{quanta}) })
+	// Each row streams 3 GB/s of weights: 0.20 of the 15 GB/s median.
+	for _, want := range []string{"Read bandwidth: 15.0 GB/s (median of the 2 measurements", "| 3.0 (0.20) |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("speed table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// captureStdout returns what f prints on stdout.
+func captureStdout(t *testing.T, f func() error) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	done := make(chan []byte)
+	go func() {
+		data, _ := io.ReadAll(r)
+		done <- data
+	}()
+	err = f()
+	os.Stdout = stdout
+	_ = w.Close()
+	out := string(<-done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
