@@ -22,6 +22,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,7 +77,11 @@ func main() {
 		writeFile(*flagMarkdown, []byte(tables))
 	}
 	if *flagJSON != "" {
-		writeFile(*flagJSON, jsonOf(rep))
+		data, err := jsonOf(rep)
+		if err != nil {
+			fail(err)
+		}
+		writeFile(*flagJSON, data)
 	}
 	if *flagPNG != "" {
 		data, err := chart(rep)
@@ -126,6 +131,9 @@ func parseConfig() (config, error) {
 	}
 	if *flagStreamBytes <= 0 || *flagMaxLayers < 2 || *flagMinTime <= 0 {
 		return c, fmt.Errorf("-stream-bytes, -max-layers (>= 2) and -min-time must be positive")
+	}
+	if g := *flagPeakGBps; math.IsNaN(g) || math.IsInf(g, 0) || g < 0 {
+		return c, fmt.Errorf("-peak-gbps %v; accepted: a finite bandwidth in GB/s, or 0 (unknown: the measured read bandwidth)", g)
 	}
 	return c, nil
 }

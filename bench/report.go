@@ -67,9 +67,13 @@ func (rep *report) fillSpeedups() {
 	}
 }
 
-func jsonOf(rep *report) []byte {
-	data, _ := json.MarshalIndent(rep, "", "  ")
-	return append(data, '\n')
+// jsonOf returns the report as indented JSON, or why it cannot be (a figure that is not finite).
+func jsonOf(rep *report) ([]byte, error) {
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("writing the results as JSON: %w", err)
+	}
+	return append(data, '\n'), nil
 }
 
 // ordered returns the distinct values of field over the results, in first-seen order.
