@@ -307,7 +307,8 @@ func Activations(backend backends.Backend, m, k int, dtype dtypes.DType) *tensor
 }
 
 // Median runs call once to compile and warm up, then repeatedly for at least minTime (and three
-// calls), and returns the median duration.
+// calls), and returns the median duration (of an even count of calls, the mean of the two middle
+// ones).
 func Median(minTime time.Duration, call func() error) (time.Duration, error) {
 	if err := call(); err != nil {
 		return 0, err
@@ -322,8 +323,18 @@ func Median(minTime time.Duration, call func() error) (time.Duration, error) {
 		times = append(times, d)
 		total += d
 	}
-	slices.Sort(times)
-	return times[len(times)/2], nil
+	return median(times), nil
+}
+
+// median returns the median of times (not empty): the middle one, or the mean of the two middle
+// ones of an even count.
+func median(times []time.Duration) time.Duration {
+	s := slices.Clone(times)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return s[n/2-1] + (s[n/2]-s[n/2-1])/2
+	}
+	return s[len(s)/2]
 }
 
 // ReadBandwidth measures the bytes per second the backend reads from a large buffer, the
