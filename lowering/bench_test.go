@@ -12,8 +12,8 @@ import (
 	"github.com/quanta-ml/quanta/internal/benchflags"
 	"github.com/quanta-ml/quanta/internal/benchsuite"
 	"github.com/quanta-ml/quanta/internal/testutil"
-	"github.com/quanta-ml/quanta/kernels"
 	"github.com/quanta-ml/quanta/lowering"
+	"github.com/quanta-ml/quanta/runtime"
 )
 
 // BenchmarkProducts times every format's products, with Auto and with each strategy that serves
@@ -30,8 +30,7 @@ import (
 // contexts and writes the tables of docs/performance.md.
 func BenchmarkProducts(b *testing.B) {
 	backend := testutil.Backend(b)
-	report, _ := kernels.Attach(backend)
-	b.Logf("%s; platform %s", report.Summary(), lowering.PlatformOf(backend))
+	b.Logf("%s; platform %s", runtime.MustEnvironment(), lowering.PlatformOf(backend))
 	pairs := []benchflags.Shape{{K: 4096, N: 4096}, {K: 576, N: 1536}}
 	if os.Getenv(testutil.TestAllEnv) == "1" {
 		pairs = append(pairs, benchflags.Shape{K: 4096, N: 11008}, benchflags.Shape{K: 2048, N: 8192},
