@@ -22,7 +22,9 @@ type Window struct {
 // StridedWindows returns the windows of Hugging Face's strided perplexity recipe over n tokens:
 // windows of up to maxLength tokens starting every stride tokens; each scores the targets that
 // the previous window did not reach (the first window all of its predictions), and the last window
-// ends at n. Every token but the first is scored exactly once. With n = 1024, maxLength = 513 and
+// ends at n. With stride < maxLength every token but the first is scored exactly once; with
+// stride = maxLength (disjoint windows, as in Hugging Face's recipe) the first token of each window
+// is not scored either, since nothing precedes it in its window. With n = 1024, maxLength = 513 and
 // stride = 512 (the reference's rule) the windows are [0, 513) scoring 1..512 and [512, 1024)
 // scoring 513..1023.
 func StridedWindows(n, maxLength, stride int) ([]Window, error) {
@@ -123,8 +125,9 @@ func NewEvaluator(backend backends.Backend, ctx *context.Context, m LanguageMode
 
 // NLL returns the negative log-likelihoods of the targets of each window of ids, in order: each
 // window is run from an empty context, and its targets ids[FirstTarget:End] are scored (see
-// Window). With StridedWindows' windows every id but the first is scored once. A window longer
-// than the model's context length (when known) is an error, as a Generator's MaxLen is.
+// Window). With StridedWindows' windows of a stride below their length every id but the first is
+// scored once. A window longer than the model's context length (when known) is an error, as a
+// Generator's MaxLen is.
 func (e *Evaluator) NLL(ids []int, windows []Window) ([]float64, error) {
 	for _, id := range ids {
 		if id < 0 || id >= e.vocab {
