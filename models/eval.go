@@ -89,14 +89,20 @@ type LanguageModel interface {
 // [batch, seq] after the first, given the tokens before it, from one Forward pass of m:
 // nll[b, k] = -log softmax(float64(logits[b, k]))[tokens[b, k+1]]. The float32 logits are
 // converted before the softmax, as the reference harness computes it. It panics, naming the
-// shape, unless tokens are integers [batch, seq] with seq >= 2.
+// shape, unless tokens are integers [batch, seq] with seq >= 2, and unless m's logits are float
+// [batch, seq, VocabSize] (DecodeSpec's).
 func NLL(ctx *context.Context, m LanguageModel, tokens *graph.Node) *graph.Node {
 	if tokens.Rank() != 2 || !tokens.DType().IsInt() || tokens.Shape().Dim(1) < 2 {
 		panic(errors.Errorf("models.NLL: tokens %s; accepted: integer token ids [batch, sequence] with a sequence of at least 2", tokens.Shape()))
 	}
 	batch, seq := tokens.Shape().Dim(0), tokens.Shape().Dim(1)
 	vocab := m.DecodeSpec().VocabSize
-	logits := graph.SliceAxis(m.Forward(ctx, tokens), 1, graph.AxisRange(0, seq-1))
+	all := m.Forward(ctx, tokens)
+	if s := all.Shape(); !s.DType.IsFloat() || s.Rank() != 3 || s.Dim(0) != batch || s.Dim(1) != seq || s.Dim(2) != vocab {
+		panic(errors.Errorf("models.NLL: the model's Forward returned logits %s for tokens %s; accepted: float [%d, %d, %d] (the vocabulary size of its DecodeSpec)",
+			s, tokens.Shape(), batch, seq, vocab))
+	}
+	logits := graph.SliceAxis(all, 1, graph.AxisRange(0, seq-1))
 	logProbs := graph.LogSoftmax(graph.ConvertDType(logits, dtypes.Float64), -1)
 	targets := graph.ConvertDType(graph.SliceAxis(tokens, 1, graph.AxisRange(1, seq)), dtypes.Int32)
 	ids := graph.Iota(tokens.Graph(), shapes.Make(dtypes.Int32, batch, seq-1, vocab), 2)

@@ -141,3 +141,24 @@ func TestEvaluatorContextLength(t *testing.T) {
 		}
 	}
 }
+
+// wideLM is a uniformLM whose Forward returns more logits than its DecodeSpec's vocabulary.
+type wideLM struct{ uniformLM }
+
+func (m wideLM) Forward(ctx *context.Context, tokens *graph.Node) *graph.Node {
+	return graph.Zeros(tokens.Graph(), shapes.Make(dtypes.Float32, tokens.Shape().Dim(0), tokens.Shape().Dim(1), m.vocab+3))
+}
+
+// TestNLLLogitsShape: logits that do not match the model's DecodeSpec are an error naming models.NLL
+// and both shapes, not a shape mismatch deep inside GoMLX's Where.
+func TestNLLLogitsShape(t *testing.T) {
+	e, err := models.NewEvaluator(testutil.Backend(t), context.New(), wideLM{uniformLM{vocab: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Finalize()
+	_, err = e.NLL([]int{0, 1, 2, 3}, []models.Window{{Start: 0, End: 4, FirstTarget: 1}})
+	if err == nil || !strings.Contains(err.Error(), "models.NLL") || !strings.Contains(err.Error(), "[1, 4, 5]") {
+		t.Errorf("NLL with logits of 8 for a vocabulary of 5: error %v; want one naming models.NLL and the accepted [1, 4, 5]", err)
+	}
+}
