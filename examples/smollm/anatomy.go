@@ -47,6 +47,7 @@ import (
 	"github.com/quanta-ml/quanta/internal/modelbase"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/llama"
+	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/tokenizer"
 )
 
@@ -171,15 +172,7 @@ func anatomy() error {
 		return part{name, bytes, ms}, err
 	}
 
-	report := l.quantizer.Report()
-	var projBytes, tableBytes int64
-	for _, e := range report.Entries {
-		if e.Scope == "/"+models.EmbeddingScope {
-			tableBytes = e.BytesAfter()
-		} else {
-			projBytes += e.BytesAfter()
-		}
-	}
+	projBytes, headBytes := weightBytes(l.quantizer.Report(), m.TiedEmbeddings)
 	cacheBytes := int64(2*m.Layers) * int64(m.KVHeads*(int(pos)+positions)*m.HeadDim*cacheDType.Size()) // the filled positions
 	var parts []part
 	add := func(p part, err error) error {
@@ -189,7 +182,7 @@ func anatomy() error {
 		}
 		return err
 	}
-	if err := add(timeWithCaches("step", projBytes+tableBytes+cacheBytes, 1, func(ctx *context.Context, in []*Node) []*Node {
+	if err := add(timeWithCaches("step", projBytes+headBytes+cacheBytes, 1, func(ctx *context.Context, in []*Node) []*Node {
 		cache := models.NewKVCache(in[1], window, in[3:])
 		return append([]*Node{m.Step(ctx, in[0], in[2], cache)}, cache.Caches()...)
 	}, tokens, pos, int32(positions-1))); err != nil {
@@ -222,7 +215,7 @@ func anatomy() error {
 	}, x, pos)); err != nil {
 		return err
 	}
-	if err := add(timeOnce("head", tableBytes, func(ctx *context.Context, x *Node) *Node {
+	if err := add(timeOnce("head", headBytes, func(ctx *context.Context, x *Node) *Node {
 		return m.Logits(ctx, Reshape(x, 1, m.Dim))
 	}, x1)); err != nil {
 		return err
@@ -266,6 +259,28 @@ func anatomy() error {
 		fmt.Printf("| %s | %d | %.1f |\n", r.mode, r.maxLen, r.rate)
 	}
 	return nil
+}
+
+// weightBytes returns the weight bytes a decoding step's parts read per token, from the quantizer's
+// report: the blocks' projections, and the output head's (the token-embedding table when tied to
+// it, else the /lm_head kernel; the lookup reads a row of the table, left out).
+func weightBytes(r qlayers.Report, tied bool) (projections, head int64) {
+	table, lmHead := "/"+models.EmbeddingScope, "/"+models.HeadName+"/"+models.DenseScope
+	for _, e := range r.Entries {
+		switch {
+		case e.Scope == table:
+			if tied {
+				head += e.BytesAfter()
+			}
+		case e.Scope == lmHead:
+			if !tied {
+				head += e.BytesAfter()
+			}
+		default:
+			projections += e.BytesAfter()
+		}
+	}
+	return projections, head
 }
 
 // projections chains the blocks' products as the blocks do, without norms, RoPE or attention:

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/quanta-ml/quanta/qlayers"
 )
 
 // TestCheckFlags: -max, -maxlen and -minwindow out of range are errors naming the flag, not the
@@ -101,4 +103,29 @@ func captureStdout(t *testing.T, f func() error) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestWeightBytes: -anatomy sets the head part (and the step) against the bytes of the head the
+// model multiplies by: the token-embedding table when tied, the /lm_head kernel otherwise, which
+// is then not one of the blocks' projections; an untied table is only looked up.
+func TestWeightBytes(t *testing.T) {
+	entry := func(scope string, bytes int64) qlayers.ReportEntry {
+		return qlayers.ReportEntry{Scope: scope, FloatBytes: bytes}
+	}
+	tied := qlayers.Report{Entries: []qlayers.ReportEntry{
+		entry("/layer_0/attn_q/dense", 10), entry("/layer_0/ffn_down/dense", 20), entry("/token_embd", 300)}}
+	untied := qlayers.Report{Entries: append(slices.Clone(tied.Entries), entry("/lm_head/dense", 4000))}
+	for _, tc := range []struct {
+		name              string
+		r                 qlayers.Report
+		tied              bool
+		projections, head int64
+	}{
+		{"tied", tied, true, 30, 300},
+		{"untied", untied, false, 30, 4000},
+	} {
+		if p, h := weightBytes(tc.r, tc.tied); p != tc.projections || h != tc.head {
+			t.Errorf("%s: weightBytes = projections %d, head %d; want %d, %d", tc.name, p, h, tc.projections, tc.head)
+		}
+	}
 }
