@@ -37,3 +37,18 @@ func TestJSONNotFinite(t *testing.T) {
 		t.Errorf("jsonOf = %s, %v", data, err)
 	}
 }
+
+// TestParseFormatsTwice: a format named twice, or dense (always measured), is an error: it was
+// measured twice, and the tables showed one of the two while the JSON held both, the first dense
+// rows with a speed-up over the second.
+func TestParseFormatsTwice(t *testing.T) {
+	for _, s := range []string{"dense,nf4", "nf4,int8,nf4", "nf4@kernel, nf4@kernel"} {
+		if _, err := parseFormats(s); err == nil || !strings.Contains(err.Error(), "twice") {
+			t.Errorf("parseFormats(%q): error %v; want one saying a format is measured twice", s, err)
+		}
+	}
+	got, err := parseFormats("nf4,nf4@kernel,int8")
+	if err != nil || len(got) != 4 || got[0].Name != "dense" || got[2].Name != "nf4@kernel" {
+		t.Errorf("parseFormats(nf4,nf4@kernel,int8) = %v, %v", got, err)
+	}
+}

@@ -17,14 +17,17 @@ import (
 	"github.com/quanta-ml/quanta/runtime"
 )
 
-// parseFormats reads -formats: benchsuite formats, each optionally "@strategy". Dense is always
-// measured first: every speed-up is relative to it.
+// parseFormats reads -formats: benchsuite formats, each optionally "@strategy", each once. Dense
+// is always measured first (naming it is an error): every speed-up is relative to it.
 func parseFormats(s string) ([]benchsuite.Format, error) {
 	out := []benchsuite.Format{{Name: benchsuite.Dense}}
 	for _, name := range strings.Split(s, ",") {
 		f, err := benchsuite.ParseFormat(name)
 		if err != nil {
 			return nil, err
+		}
+		if slices.ContainsFunc(out, func(g benchsuite.Format) bool { return g.Name == f.Name }) {
+			return nil, fmt.Errorf("%q measured twice (%s is always measured, first)", f.Name, benchsuite.Dense)
 		}
 		out = append(out, f)
 	}
