@@ -88,9 +88,10 @@ type LanguageModel interface {
 // NLL returns the negative log-likelihood [batch, seq-1] (float64) of each token of tokens
 // [batch, seq] after the first, given the tokens before it, from one Forward pass of m:
 // nll[b, k] = -log softmax(float64(logits[b, k]))[tokens[b, k+1]]. The float32 logits are
-// converted before the softmax, as the reference harness computes it. It panics, naming the
-// shape, unless tokens are integers [batch, seq] with seq >= 2, and unless m's logits are float
-// [batch, seq, VocabSize] (DecodeSpec's).
+// converted before the softmax, as the reference harness computes it. The NLL of a token outside
+// 0..VocabSize-1 is NaN (Evaluator.NLL rejects such ids before running the graph). It panics,
+// naming the shape, unless tokens are integers [batch, seq] with seq >= 2, and unless m's logits
+// are float [batch, seq, VocabSize] (DecodeSpec's).
 func NLL(ctx *context.Context, m LanguageModel, tokens *graph.Node) *graph.Node {
 	if tokens.Rank() != 2 || !tokens.DType().IsInt() || tokens.Shape().Dim(1) < 2 {
 		panic(errors.Errorf("models.NLL: tokens %s; accepted: integer token ids [batch, sequence] with a sequence of at least 2", tokens.Shape()))
@@ -104,10 +105,14 @@ func NLL(ctx *context.Context, m LanguageModel, tokens *graph.Node) *graph.Node 
 	}
 	logits := graph.SliceAxis(all, 1, graph.AxisRange(0, seq-1))
 	logProbs := graph.LogSoftmax(graph.ConvertDType(logits, dtypes.Float64), -1)
-	targets := graph.ConvertDType(graph.SliceAxis(tokens, 1, graph.AxisRange(1, seq)), dtypes.Int32)
-	ids := graph.Iota(tokens.Graph(), shapes.Make(dtypes.Int32, batch, seq-1, vocab), 2)
+	g := tokens.Graph()
+	next := graph.ConvertDType(graph.SliceAxis(tokens, 1, graph.AxisRange(1, seq)), dtypes.Int64) // uint64 ids past int64 turn negative
+	inVocab := graph.LogicalAnd(graph.GreaterOrEqual(next, graph.ScalarZero(g, dtypes.Int64)), graph.LessThan(next, graph.Scalar(g, dtypes.Int64, vocab)))
+	targets := graph.ConvertDType(next, dtypes.Int32)
+	ids := graph.Iota(g, shapes.Make(dtypes.Int32, batch, seq-1, vocab), 2)
 	picked := graph.Where(graph.Equal(ids, graph.ExpandAxes(targets, -1)), logProbs, graph.ZerosLike(logProbs))
-	return graph.Neg(graph.ReduceSum(picked, -1))
+	nll := graph.Neg(graph.ReduceSum(picked, -1))
+	return graph.Where(inVocab, nll, graph.Scalar(g, dtypes.Float64, math.NaN()))
 }
 
 // Evaluator scores token sequences with a LanguageModel, for perplexity: it compiles one NLL

@@ -162,3 +162,30 @@ func TestNLLLogitsShape(t *testing.T) {
 		t.Errorf("NLL with logits of 8 for a vocabulary of 5: error %v; want one naming models.NLL and the accepted [1, 4, 5]", err)
 	}
 }
+
+// TestNLLOutsideVocabulary: models.NLL, which cannot return an error from inside a graph, gives
+// NaN for a target outside the vocabulary (it gave 0, a probability of 1, lowering the
+// perplexity); targets inside it get ln(vocab) from the uniform model.
+func TestNLLOutsideVocabulary(t *testing.T) {
+	const vocab = 5
+	for _, tc := range []struct {
+		name    string
+		tokens  any
+		outside []bool // of each target, tokens[1:]
+	}{
+		{"int32", [][]int32{{0, 5, 2, -1, 4}}, []bool{true, false, true, false}},
+		{"int64", [][]int64{{0, 5, 2, -1, 4 + 1<<32}}, []bool{true, false, true, true}}, // 2^32+4 is 4 once cut to 32 bits
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := context.MustExecOnce(testutil.Backend(t), context.New(), func(ctx *context.Context, tokens *graph.Node) *graph.Node {
+				return models.NLL(ctx, uniformLM{vocab: vocab}, tokens)
+			}, tc.tokens)
+			got := out.Value().([][]float64)[0]
+			for k, outside := range tc.outside {
+				if outside && !math.IsNaN(got[k]) || !outside && math.Abs(got[k]-math.Log(vocab)) > 1e-12 {
+					t.Errorf("nll[%d] = %v; want %s", k, got[k], map[bool]string{true: "NaN (outside the vocabulary)", false: "ln 5"}[outside])
+				}
+			}
+		})
+	}
+}
