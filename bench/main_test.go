@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"math"
 	"strings"
 	"testing"
@@ -50,5 +51,20 @@ func TestParseFormatsTwice(t *testing.T) {
 	got, err := parseFormats("nf4,nf4@kernel,int8")
 	if err != nil || len(got) != 4 || got[0].Name != "dense" || got[2].Name != "nf4@kernel" {
 		t.Errorf("parseFormats(nf4,nf4@kernel,int8) = %v, %v", got, err)
+	}
+}
+
+// TestChartOneRow: a chart of one activation row count (-m 1, a decoding-only run) is drawn; its
+// log axis was widened to start at 0 and the tick loop never ended, eating memory.
+func TestChartOneRow(t *testing.T) {
+	for _, speedup := range []float64{2, 1} {
+		rep := &report{DType: "Float32", Results: []result{
+			{Context: "chain", Shape: "8x8", Format: "dense", M: 1, MsPerProduct: 1, SpeedupVsDense: 1},
+			{Context: "chain", Shape: "8x8", Format: "nf4", M: 1, MsPerProduct: 1 / speedup, SpeedupVsDense: speedup},
+		}}
+		data, err := chart(rep)
+		if err != nil || !bytes.HasPrefix(data, []byte("\x89PNG")) {
+			t.Errorf("chart of M=1, speed-up %v: %d bytes, %v; want a PNG", speedup, len(data), err)
+		}
 	}
 }

@@ -284,6 +284,13 @@ func chart(rep *report) ([]byte, error) {
 			p.Add(line, points)
 			p.Legend.Add(f, line)
 		}
+		// gonum widens an axis of one value v (one M, or speed-ups all at 1) to [v-1, v+1], which
+		// from v = 1 starts at 0, where a log axis has no ticks to end; widen it by halves instead.
+		for _, a := range []*plot.Axis{&p.X, &p.Y} {
+			if a.Min == a.Max {
+				a.Min, a.Max = a.Min/2, a.Max*2
+			}
+		}
 		p.Legend.Top = true
 		p.Draw(tiles.At(dc, 0, i))
 	}
