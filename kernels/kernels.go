@@ -68,12 +68,17 @@ func (r *Report) Err() error {
 }
 
 // Summary is the report in one line, for benchmark and example headers: "kernels: 6 registered
-// (PJRT C API 0.115, XLA FFI API 0.4, platform Host), avx2, 2 threads" or "kernels: NONE: why".
+// (PJRT C API 0.115, XLA FFI API 0.4, platform Host), avx2, 2 threads" (with ", N refused (quanta
+// doctor lists them)" before the ISA when the plugin refused some) or "kernels: NONE: why".
 func (r *Report) Summary() string {
 	if err := r.Err(); err != nil {
 		return "kernels: NONE: " + strings.TrimPrefix(err.Error(), ErrUnavailable.Error()+": ")
 	}
-	return fmt.Sprintf("kernels: %d registered (%s), %s, %d threads", len(r.Registered), r.Plugin, r.ISA, r.Threads)
+	refused := ""
+	if len(r.Failed) > 0 {
+		refused = fmt.Sprintf(", %d refused (quanta doctor lists them)", len(r.Failed))
+	}
+	return fmt.Sprintf("kernels: %d registered (%s)%s, %s, %d threads", len(r.Registered), r.Plugin, refused, r.ISA, r.Threads)
 }
 
 // String formats the report as `quanta doctor` prints it.
@@ -206,6 +211,7 @@ func attach(backend backends.Backend) *Report {
 		}
 	}
 	report.Registered = p.Registered()
+	report.Unavailable = noneRegistered(report.Failed, len(cpukernels.Handlers()))
 	if report.CustomCalls == nil {
 		targets := map[string]bool{}
 		for _, target := range report.Registered {
@@ -217,6 +223,17 @@ func attach(backend backends.Backend) *Report {
 			}})
 	}
 	return report
+}
+
+// noneRegistered returns why no kernel can serve when the plugin refused all handlers of the
+// kernels (failed by target), nil otherwise: the plugin then serves the probe target at most, and
+// a report with no other error would call the kernels available.
+func noneRegistered(failed map[string]error, handlers int) error {
+	if handlers == 0 || len(failed) < handlers {
+		return nil
+	}
+	first := slices.Min(slices.Collect(maps.Keys(failed)))
+	return errors.Errorf("the plugin refused every kernel (%d; %s: %v)", len(failed), first, failed[first])
 }
 
 // Probe runs a graph on backend that calls xlaffi's probe kernel through a custom call and checks
