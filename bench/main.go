@@ -25,6 +25,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -113,6 +114,9 @@ func parseConfig() (config, error) {
 	for _, ctx := range strings.Split(*flagContexts, ",") {
 		switch ctx = strings.TrimSpace(ctx); ctx {
 		case benchsuite.Chain, benchsuite.Add:
+			if slices.Contains(c.contexts, ctx) {
+				return c, fmt.Errorf("-contexts: %q listed twice", ctx)
+			}
 			c.contexts = append(c.contexts, ctx)
 		default:
 			return c, fmt.Errorf("-contexts: %q; accepted: %s, %s", ctx, benchsuite.Chain, benchsuite.Add)

@@ -68,3 +68,22 @@ func TestChartOneRow(t *testing.T) {
 		}
 	}
 }
+
+// TestListedTwice: a value of -m, -shapes or -contexts listed twice is an error (it was measured
+// twice, the tables showing one of the two).
+func TestListedTwice(t *testing.T) {
+	for _, tc := range []struct {
+		flag  *string
+		value string
+	}{
+		{flagM, "1,4,1"}, {flagPairs, "576x1536,576x1536"}, {flagContexts, "chain,add,chain"},
+	} {
+		old := *tc.flag
+		*tc.flag = tc.value
+		_, err := parseConfig()
+		*tc.flag = old
+		if err == nil || !strings.Contains(err.Error(), "twice") {
+			t.Errorf("%q: parseConfig() error %v; want one saying a value is listed twice", tc.value, err)
+		}
+	}
+}

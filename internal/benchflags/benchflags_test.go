@@ -17,6 +17,8 @@ func TestParse(t *testing.T) {
 		{"4096x0", nil, false},
 		{"ax4", nil, false},
 		{"", nil, false},
+		{"576x576", []Shape{{576, 576}}, true},
+		{"576x1536,576x1536", nil, false}, // measured twice otherwise
 	} {
 		got, err := ParseShapes(tc.in)
 		if (err == nil) != tc.ok || !slices.Equal(got, tc.want) {
@@ -28,5 +30,8 @@ func TestParse(t *testing.T) {
 	}
 	if _, err := ParseInts("1,-4"); err == nil {
 		t.Error("ParseInts accepted -4")
+	}
+	if _, err := ParseInts("1,4,1"); err == nil {
+		t.Error("ParseInts accepted 1 twice")
 	}
 }
