@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# llama.cpp on GGUF files as they are (reference/gen_llamacpp.py, gen_tokens.py, gen_rope_freqs.py, gen_qwen2.py):
+# llama.cpp on GGUF files as they are (reference/gen_llamacpp.py, gen_tokens.py, gen_spm_vocab.py, gen_rope_freqs.py, gen_qwen2.py):
 # SmolLM2 in llama.cpp's block types, each file's perplexity, Gemma-3's tokenizer vectors, a tiny model with
 # rope_freqs, a tiny Qwen2 model.
 #
 #   reference/llamacpp.sh quants     write SmolLM2 in Q4_0, Q4_K_M, Q5_K_M, Q6_K, Q8_0 with llama.cpp's quantizer
 #                                    into $QUANTA_ASSETS/smollm2-quants (make assets-quants; not committed)
-#   reference/llamacpp.sh gen        regenerate reference/testdata/llamacpp (perplexities), tokenizer_gemma3,
+#   reference/llamacpp.sh gen        regenerate reference/testdata/llamacpp (perplexities), tokenizer_gemma3, tokenizer_spm,
 #                                    llamacpp_rope_freqs and llamacpp_qwen2 in place (then review and commit)
 #   reference/llamacpp.sh verify     regenerate into a temp dir and compare byte for byte with the committed sets
 #   reference/llamacpp.sh speed ARGS llama.cpp's prompt and decode tokens/s (reference/llamacpp_speed.py ARGS;
@@ -24,7 +24,7 @@ VENV=${QUANTA_LLAMACPP_VENV:-$WORK/venv}
 REQ=$HERE/requirements-llamacpp.txt
 ASSETS=${QUANTA_ASSETS:-${XDG_CACHE_HOME:-$HOME/.cache}/quanta/assets}
 QUANTS=$ASSETS/smollm2-quants
-SETS=(llamacpp tokenizer_gemma3 llamacpp_rope_freqs llamacpp_qwen2)
+SETS=(llamacpp tokenizer_gemma3 tokenizer_spm llamacpp_rope_freqs llamacpp_qwen2)
 
 # One thread everywhere: float reductions must not depend on the core count (and the machine is shared).
 export OMP_NUM_THREADS=1
@@ -50,6 +50,7 @@ generate() {
   "$VENV/bin/python" "$HERE/gen_llamacpp.py" perplexity --quants "$QUANTS" --out "$out/llamacpp"
   "$VENV/bin/python" "$HERE/gen_tokens.py" --gguf "$ASSETS/gemma3/gemma-3-270m-q4_k_m.gguf" --no-transformers --chat \
     --out "$out/tokenizer_gemma3"
+  "$VENV/bin/python" "$HERE/gen_spm_vocab.py" --gguf "$ASSETS/gemma3/gemma-3-270m-q4_k_m.gguf" --out "$out/tokenizer_spm"
   "$VENV/bin/python" "$HERE/gen_rope_freqs.py" --out "$out/llamacpp_rope_freqs"
   "$VENV/bin/python" "$HERE/gen_qwen2.py" --out "$out/llamacpp_qwen2"
 }

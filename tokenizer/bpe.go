@@ -458,12 +458,19 @@ func (t *BPE) encodeWord(word string, out []int) []int {
 }
 
 // Decode returns the text of ids: each token's bytes (Bytes), control and unknown tokens omitted,
-// as llama.cpp's detokenizer does without its special flag. Ids outside the vocabulary are
-// skipped.
+// as llama.cpp's detokenizer (llama_detokenize) does without its special flags. With
+// AddSpacePrefix (a SentencePiece vocabulary without tokenizer.ggml.add_space_prefix false, as
+// Llama 2's), the space the first token starts with is removed, as llama.cpp removes it, so that
+// Decode(Encode(text)) is text; a BOS first keeps the next token's space, as in llama.cpp. Ids
+// outside the vocabulary are skipped.
 func (t *BPE) Decode(ids []int) string {
 	var b strings.Builder
-	for _, id := range ids {
-		b.Write(t.Piece(id))
+	for i, id := range ids {
+		p := t.Piece(id)
+		if i == 0 && t.addSpacePrefix && len(p) > 0 && p[0] == ' ' {
+			p = p[1:]
+		}
+		b.Write(p)
 	}
 	return b.String()
 }

@@ -1,11 +1,13 @@
 package tokenizer_test
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"testing"
 
 	"github.com/quanta-ml/quanta/gguf"
@@ -116,6 +118,102 @@ func TestSentencePieceByteFallback(t *testing.T) {
 		}
 		if d := tok.Decode(got); d != tc.text {
 			t.Errorf("Decode(%v) = %q, want %q", got, d, tc.text)
+		}
+	}
+}
+
+// spmDir holds llama.cpp's ids and detokenized text for a Llama-2-style variant of Gemma-3's
+// vocabulary (reference/gen_spm_vocab.py: add_space_prefix true, some token types changed).
+var spmDir = filepath.Join("..", "reference", "testdata", "tokenizer_spm")
+
+// TestSentencePieceSpacePrefixReference compares the Llama-2-style variant of Gemma-3's
+// vocabulary with llama.cpp: Encode with and without AddSpecial and ParseSpecial, and Decode as
+// llama_detokenize (the first token's leading space removed).
+func TestSentencePieceSpacePrefixReference(t *testing.T) {
+	f := openAsset(t, assets.Gemma3)
+	var index struct {
+		Variant struct {
+			AddSpacePrefix bool           `json:"tokenizer.ggml.add_space_prefix"`
+			TokenTypes     map[string]int `json:"token_types"`
+		}
+	}
+	var strs struct {
+		Strings []struct {
+			Text string
+			Runs []struct {
+				AddSpecial   bool   `json:"add_special"`
+				ParseSpecial bool   `json:"parse_special"`
+				IDs          []int  `json:"ids"`
+				Detokenized  string `json:"detokenized_hex"`
+			}
+		}
+	}
+	var dec struct {
+		Decode []struct {
+			IDs         []int  `json:"ids"`
+			Detokenized string `json:"detokenized_hex"`
+		}
+	}
+	for name, dst := range map[string]any{"index.json": &index, "strings.json": &strs, "decode.json": &dec} {
+		raw, err := os.ReadFile(filepath.Join(spmDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, dst); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	tokens, err := f.Strings("tokenizer.ggml.tokens")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scores, err := gguf.Get[[]float32](f, "tokenizer.ggml.scores")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawTypes, err := gguf.Get[[]int32](f, "tokenizer.ggml.token_type")
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := make([]tokenizer.TokenType, len(rawTypes))
+	for i, v := range rawTypes {
+		types[i] = tokenizer.TokenType(v)
+	}
+	for id, typ := range index.Variant.TokenTypes {
+		i, err := strconv.Atoi(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		types[i] = tokenizer.TokenType(typ)
+	}
+	tok, err := tokenizer.NewBPE(tokenizer.BPEConfig{
+		Tokens: tokens, Types: types, Scores: scores, SentencePiece: true, AddSpacePrefix: index.Variant.AddSpacePrefix,
+		BOS: 2, EOS: 1, UNK: 3, AddBOS: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unhex := func(s string) string {
+		b, err := hex.DecodeString(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, s := range strs.Strings {
+		for _, r := range s.Runs {
+			opts := tokenizer.EncodeOptions{AddSpecial: r.AddSpecial, ParseSpecial: r.ParseSpecial}
+			if got := tok.Encode(s.Text, opts); !(len(got) == 0 && len(r.IDs) == 0) && !reflect.DeepEqual(got, r.IDs) {
+				t.Errorf("Encode(%q, %+v) = %v\nllama.cpp:     %v", s.Text, opts, got, r.IDs)
+			}
+			if got, want := tok.Decode(r.IDs), unhex(r.Detokenized); got != want {
+				t.Errorf("Decode(%v) = %q, llama.cpp %q (Encode(%q, %+v))", r.IDs, got, want, s.Text, opts)
+			}
+		}
+	}
+	for _, d := range dec.Decode {
+		if got, want := tok.Decode(d.IDs), unhex(d.Detokenized); got != want {
+			t.Errorf("Decode(%v) = %q, llama.cpp %q", d.IDs, got, want)
 		}
 	}
 }
