@@ -7,14 +7,14 @@ No Llama-2 file is among the assets, so the vocabulary is Gemma-3's (tokens, sco
 score) with the metadata a Llama-2 file has that Gemma-3's has not: tokenizer.ggml.add_space_prefix
 true (a space is written before the text, and llama_detokenize removes the first token's leading
 space), and token types changed as index.json's "variant" lists them (the unknown token typed
-Unknown). The variant GGUF (metadata only, no tensors) is written to a
+Unknown, some tokens Unused or undefined). The variant GGUF (metadata only, no tensors) is written to a
 temporary folder and loaded with Llama(vocab_only=True).
 
 Writes
     strings.json  for each text, for each EncodeOptions (add_special = add_bos, parse_special =
                   special): llama_tokenize's ids and llama_detokenize(ids, remove_special=false,
                   unparse_special=false) as hex (the bytes may not be UTF-8)
-    decode.json   id lists and llama_detokenize of each, as above
+    decode.json   id lists (Unused and undefined tokens among them) and llama_detokenize of each, as above
     index.json    versions, the source GGUF's sha256, the variant
 """
 
@@ -31,9 +31,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402
 
-# The metadata changed from the source file. Token types by id: 3 (<unk>) Unknown.
+# The metadata changed from the source file. Token types by id: 3 (<unk>) Unknown; 6..9
+# (<unused0>..<unused3>) and 1080 ("mask") Unused, as converters type unused pieces and the
+# [PAD...] entries of a padded vocabulary; 10 (<unused4>) 0, undefined.
 ADD_SPACE_PREFIX = True
-TYPES = {3: 2}
+TYPES = {3: 2, 6: 5, 7: 5, 8: 5, 9: 5, 1080: 5, 10: 0}
 
 STRINGS = [
     "",
@@ -51,8 +53,10 @@ STRINGS = [
     "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n",
     "<eos> after",
 ]
-# Id lists to detokenize: "Hello" (9259) first, after BOS (2), after <unk> (3); " " (236743) first.
-DECODE = [[9259], [2, 9259], [3, 26352], [236743], [236743, 236743], [3]]
+# Id lists to detokenize: "Hello" (9259) first, after BOS (2), after <unk> (3); " " (236743) first;
+# Unused (6, 1080) and undefined (10) tokens alone, among text and after BOS.
+DECODE = [[9259], [2, 9259], [3, 26352], [236743], [236743, 236743], [3],
+          [6], [1080], [10], [2, 1080], [655, 1080, 236813], [9259, 6, 9259], [9259, 10, 9259]]
 
 
 def main():

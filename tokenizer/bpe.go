@@ -457,8 +457,8 @@ func (t *BPE) encodeWord(word string, out []int) []int {
 	return out
 }
 
-// Decode returns the text of ids: each token's bytes (Bytes), control and unknown tokens omitted,
-// as llama.cpp's detokenizer (llama_detokenize) does without its special flags. With
+// Decode returns the text of ids: each token's Piece (control, unknown and unused tokens omitted),
+// as llama.cpp's detokenizer (llama_detokenize) writes it without its special flags. With
 // AddSpacePrefix (a SentencePiece vocabulary without tokenizer.ggml.add_space_prefix false, as
 // Llama 2's), the space the first token starts with is removed, as llama.cpp removes it, so that
 // Decode(Encode(text)) is text; a BOS first keeps the next token's space, as in llama.cpp. Ids
@@ -475,14 +475,18 @@ func (t *BPE) Decode(ids []int) string {
 	return b.String()
 }
 
-// Piece returns the bytes Decode writes for token id, one token of a streamed answer: its Bytes,
-// or nil for a control or unknown token (as llama.cpp's detokenizer omits them) and for an id
-// outside the vocabulary.
+// Piece returns the bytes Decode writes for token id, one token of a streamed answer: the Bytes
+// of a normal, byte or user-defined token; nil for a control, unknown or unused token or one of
+// another type (as llama.cpp's detokenizer omits them) and for an id outside the vocabulary.
 func (t *BPE) Piece(id int) []byte {
-	if id < 0 || id >= len(t.tokens) || t.types[id] == Control || t.types[id] == Unknown {
+	if id < 0 || id >= len(t.tokens) {
 		return nil
 	}
-	return t.Bytes(id)
+	switch t.types[id] {
+	case Normal, Byte, UserDefined:
+		return t.Bytes(id)
+	}
+	return nil
 }
 
 // Bytes returns the bytes token id stands for: its byte-level text mapped back to bytes, or for a

@@ -34,8 +34,8 @@
 //
 // BOS/EOS are added with EncodeOptions.AddSpecial only when the vocabulary asks
 // (tokenizer.ggml.add_bos_token: false for SmolLM2; by default true for "llama-bpe" and false
-// for the others, as in llama.cpp). Decode maps tokens back to bytes and drops control tokens, as
-// llama.cpp's detokenizer without its special flag; it does not remove the spaces before
+// for the others, as in llama.cpp). Decode maps tokens back to bytes and drops control (and unknown
+// and unused) tokens, as llama.cpp's detokenizer without its special flag; it does not remove the spaces before
 // punctuation that llama.cpp's detokenizer removes for "llama-bpe" and "starcoder" (its
 // clean_spaces), so that Decode(Encode(text)) is text. UTF8Writer writes a generation's tokens
 // as they come as valid UTF-8, holding back a character split across tokens.
