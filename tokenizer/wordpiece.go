@@ -19,7 +19,7 @@ import (
 //  1. added special tokens ("[CLS]", "[MASK]", ...) written in the text are matched first, as
 //     they are (leftmost, longest);
 //  2. normalization (BertNormalizer): drop NUL, U+FFFD and control characters (categories
-//     Cc, Cf, Co, Cs, and unassigned code points, except tab, newline and carriage return), turn
+//     Cc, Cf, Co and Cs, except tab, newline and carriage return; unassigned code points stay), turn
 //     whitespace into spaces, surround CJK ideographs with spaces, then with StripAccents
 //     decompose (NFD) and drop non-spacing marks (Mn), then with Lowercase map each character to
 //     lower case;
@@ -454,16 +454,14 @@ func isBertWhitespace(r rune) bool {
 	return r == '\t' || r == '\n' || r == '\r' || unicode.Is(unicode.White_Space, r)
 }
 
-// isBertControl: the "other" categories (Cc, Cf, Co, Cs, unassigned) except tab, newline and
-// carriage return.
+// isBertControl: the "other" categories Cc, Cf, Co and Cs except tab, newline and carriage
+// return. Unassigned code points (Cn) are kept, as Hugging Face tokenizers keeps them (its
+// is_other finds none): such a character makes its word [UNK].
 func isBertControl(r rune) bool {
 	if r == '\t' || r == '\n' || r == '\r' {
 		return false
 	}
-	if unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs) {
-		return true
-	}
-	return !unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z)
+	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs)
 }
 
 // isBertPunctuation: ASCII punctuation (which includes symbols such as $ + < = > ^ ` | ~) or a

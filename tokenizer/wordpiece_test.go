@@ -42,6 +42,8 @@ func TestWordPiece(t *testing.T) {
 		{"中文", []string{"中", "文"}},             // CJK ideographs are words of their own
 		{"$1", []string{"$", "1"}},             // ASCII symbols are BERT punctuation
 		{"hel\x01lo\u200b", []string{"hello"}}, // control and format characters removed
+		{"hello\u0378", []string{"[UNK]"}},     // an unassigned code point stays: no piece covers it
+		{"a\uffff hello", []string{"[UNK]", "hello"}},
 		{"hello\tworld\u00a0!", []string{"hello", "world", "!"}},
 		{"ab abc", []string{"a", "##b", "[UNK]"}}, // "c" has no piece: the whole word is unknown
 		{"unknownword", []string{"[UNK]"}},
@@ -93,8 +95,8 @@ func TestNewWordPieceErrors(t *testing.T) {
 }
 
 // TestMiniLMHF compares with the ids Hugging Face tokenizers gives for all-MiniLM-L6-v2's
-// tokenizer.json (testdata/minilm_hf_ids.json says how they were made), from tokenizer.json and
-// from vocab.txt.
+// tokenizer.json (testdata/minilm_hf_ids.json, written by reference/gen_minilm_hf_ids.py), from
+// tokenizer.json and from vocab.txt.
 func TestMiniLMHF(t *testing.T) {
 	path := assets.Require(t, assets.MiniLMTokenizer, assets.MiniLMVocab)
 	raw, err := os.ReadFile(filepath.Join("testdata", "minilm_hf_ids.json"))
