@@ -70,13 +70,12 @@ func BertOptions() WordPieceOptions {
 	}
 }
 
-// NewWordPiece builds a tokenizer from a vocabulary (token texts indexed by id) and options.
+// NewWordPiece builds a tokenizer from a vocabulary (token texts indexed by id) and options. A
+// text given twice maps to its last id, as Hugging Face tokenizers reads a vocab.txt.
 func NewWordPiece(tokens []string, opts WordPieceOptions) (*WordPiece, error) {
 	w := &WordPiece{vocab: make(map[string]int, len(tokens)), tokens: tokens, options: opts}
 	for id, tok := range tokens {
-		if _, dup := w.vocab[tok]; !dup {
-			w.vocab[tok] = id
-		}
+		w.vocab[tok] = id
 		w.longest = max(w.longest, len(tok))
 	}
 	var missing []string
@@ -107,7 +106,7 @@ func NewWordPiece(tokens []string, opts WordPieceOptions) (*WordPiece, error) {
 }
 
 // NewWordPieceFromVocab builds a tokenizer from a vocab.txt file (one token a line, the line
-// number is the id) and options.
+// number is the id, trailing whitespace trimmed as Hugging Face tokenizers trims it) and options.
 func NewWordPieceFromVocab(path string, opts WordPieceOptions) (*WordPiece, error) {
 	data, err := fileio.ReadFile("tokenizer.NewWordPieceFromVocab", path, fileio.MaxConfigBytes)
 	if err != nil {
@@ -117,7 +116,7 @@ func NewWordPieceFromVocab(path string, opts WordPieceOptions) (*WordPiece, erro
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 1<<16), 1<<20)
 	for sc.Scan() {
-		tokens = append(tokens, strings.TrimRight(sc.Text(), "\r"))
+		tokens = append(tokens, strings.TrimRightFunc(sc.Text(), unicode.IsSpace))
 	}
 	if err := sc.Err(); err != nil {
 		return nil, errors.Wrapf(err, "tokenizer.NewWordPieceFromVocab(%q)", path)

@@ -94,6 +94,24 @@ func TestNewWordPieceErrors(t *testing.T) {
 	}
 }
 
+// TestWordPieceVocabLines: a vocab.txt line is read as Hugging Face tokenizers' WordPiece.read_file
+// reads it (and transformers' load_vocab maps a repeated token): trailing whitespace trimmed, and a
+// token written twice has the id of its last line. Checked with tokenizers 0.23.3
+// (BertWordPieceTokenizer of this file encodes "hello world foo" as [2 7 6 8 3]).
+func TestWordPieceVocabLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vocab.txt")
+	if err := os.WriteFile(path, []byte("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nworld \nhello\nfoo\t\r\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := tokenizer.NewWordPieceFromVocab(path, tokenizer.BertOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := w.Encode("hello world foo"), []int{2, 7, 6, 8, 3}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Encode(\"hello world foo\") = %v, want %v", got, want)
+	}
+}
+
 // TestMiniLMHF compares with the ids Hugging Face tokenizers gives for all-MiniLM-L6-v2's
 // tokenizer.json (testdata/minilm_hf_ids.json, written by reference/gen_minilm_hf_ids.py), from
 // tokenizer.json and from vocab.txt.
