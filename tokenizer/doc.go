@@ -82,7 +82,7 @@
 // # Errors
 //
 // Constructors return errors naming the file and what was accepted (a "gpt2" or "llama" model,
-// one score per token, a supported pre-tokenizer, a WordPiece model with a BertPreTokenizer, special tokens present in the
+// one score per token, a supported pre-tokenizer, a WordPiece model with a BertPreTokenizer and only special added tokens, special tokens present in the
 // vocabulary). Every id a tokenizer can emit is checked to be in its vocabulary when it is built:
 // BOS, EOS and UNK (the error names the GGUF key, e.g. tokenizer.ggml.bos_token_id, and the
 // vocabulary size), token types one per token, tokenizer.json's added tokens and post-processor

@@ -161,8 +161,9 @@ type tokenizerJSON struct {
 }
 
 // NewWordPieceFromJSON builds the tokenizer a Hugging Face tokenizer.json describes. It must have
-// a WordPiece model, a BertNormalizer (or none) and a BertPreTokenizer; MaxLength comes from its
-// truncation (0 if none), the special tokens from its added tokens and post-processor.
+// a WordPiece model, a BertNormalizer (or none), a BertPreTokenizer and only special added
+// tokens; MaxLength comes from its truncation (0 if none), the special tokens from its added
+// tokens and post-processor.
 func NewWordPieceFromJSON(path string) (*WordPiece, error) {
 	raw, err := fileio.ReadFile("tokenizer.NewWordPieceFromJSON", path, fileio.MaxConfigBytes)
 	if err != nil {
@@ -212,6 +213,11 @@ func parseWordPieceJSON(raw []byte) (*WordPiece, error) {
 	// Every id Encode can emit is one of the vocabulary, which the model's tables have rows for.
 	w.added = w.added[:0]
 	for _, a := range j.AddedTokens {
+		if !a.Special && a.Content != "" {
+			// Hugging Face tokenizers splits it out of the (normalized) text like a special token.
+			return nil, fail("added token %q (id %d) is not special; accepted: special added tokens only (a non-special "+
+				"one, added by add_tokens, is not matched by this package)", a.Content, a.ID)
+		}
 		if a.Special && a.Content != "" {
 			if a.ID < 0 || a.ID >= len(tokens) {
 				return nil, fail("added token %q has id %d; accepted: an id below the vocabulary size %d", a.Content, a.ID, len(tokens))

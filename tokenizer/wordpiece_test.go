@@ -94,6 +94,32 @@ func TestNewWordPieceErrors(t *testing.T) {
 	}
 }
 
+// TestWordPieceNonSpecialAddedToken: a tokenizer.json added token that is not special (one added
+// by tokenizer.add_tokens) is split out of the text by Hugging Face tokenizers (tokenizers
+// 0.23.3 encodes "xfoobary" as x, foobar, y with "foobar" added), which this package does not
+// do: it is an error naming the token, not ids that differ in silence.
+func TestWordPieceNonSpecialAddedToken(t *testing.T) {
+	raw, err := json.Marshal(map[string]any{
+		"added_tokens": []map[string]any{{"id": 0, "content": "[PAD]", "special": true},
+			{"id": 5, "content": "foobar", "special": false, "normalized": true}},
+		"normalizer":    map[string]any{"type": "BertNormalizer", "lowercase": true, "clean_text": true, "handle_chinese_chars": true},
+		"pre_tokenizer": map[string]any{"type": "BertPreTokenizer"},
+		"model": map[string]any{"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+			"max_input_chars_per_word": 100, "vocab": map[string]int{"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "x": 4, "foobar": 5}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tokenizer.json")
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tokenizer.NewWordPieceFromJSON(path); err == nil || !strings.Contains(err.Error(), `added token "foobar"`) ||
+		!strings.Contains(err.Error(), "special") {
+		t.Errorf("error %v; want one naming the non-special added token \"foobar\" and saying only special ones are accepted", err)
+	}
+}
+
 // TestWordPieceVocabLines: a vocab.txt line is read as Hugging Face tokenizers' WordPiece.read_file
 // reads it (and transformers' load_vocab maps a repeated token): trailing whitespace trimmed, and a
 // token written twice has the id of its last line. Checked with tokenizers 0.23.3
