@@ -24,12 +24,16 @@
 /* A job's floating-point mode: on x86-64 the MXCSR, which holds what the kernels' vector code
  * depends on (denormal flushing, rounding) and costs a few nanoseconds to read and set, where the
  * whole environment (fegetenv/fesetenv, x87 state included) costs about 250; elsewhere the whole
- * environment. */
+ * environment. The MXCSR is read and set by instruction: SIMDe's emulated _mm_getcsr (the qk_simde
+ * build) keeps the rounding mode only. */
 #if QK_X86
-#include <xmmintrin.h>
 typedef unsigned fp_mode;
-static fp_mode fp_mode_get(void) { return _mm_getcsr(); }
-static void fp_mode_set(const fp_mode *m) { _mm_setcsr(*m); }
+static fp_mode fp_mode_get(void) {
+  fp_mode m;
+  __asm__ volatile("stmxcsr %0" : "=m"(m));
+  return m;
+}
+static void fp_mode_set(const fp_mode *m) { __asm__ volatile("ldmxcsr %0" : : "m"(*m)); }
 #else
 typedef fenv_t fp_mode;
 static fp_mode fp_mode_get(void) {
