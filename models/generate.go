@@ -94,7 +94,8 @@ const DefaultMinWindow = 64
 
 // GeneratorOptions are the options of NewGenerator.
 type GeneratorOptions struct {
-	// MaxLen is the longest sequence (prompt and generated tokens), 1..the model's ContextLength.
+	// MaxLen is the longest sequence (prompt and generated tokens), 2 (a prompt token and a
+	// generated one)..the model's ContextLength.
 	MaxLen int
 	// MinWindow is the smallest attention window (0: DefaultMinWindow); the windows double from
 	// it up to MaxLen.
@@ -174,8 +175,9 @@ func NewGenerator(backend backends.Backend, ctx *context.Context, model Decoder,
 		// up to MaxLen, cannot overflow int (an endless loop).
 		limit, what = fileio.MaxCount, "the context length is unknown"
 	}
-	if opts.MaxLen < 1 || opts.MaxLen > limit {
-		return nil, errors.Errorf("models.NewGenerator: MaxLen %d; accepted: 1..%d (%s)", opts.MaxLen, limit, what)
+	if opts.MaxLen < 2 || opts.MaxLen > limit {
+		return nil, errors.Errorf("models.NewGenerator: MaxLen %d; accepted: 2 (a prompt token and a generated one)..%d (%s)",
+			opts.MaxLen, limit, what)
 	}
 	if opts.MinWindow == 0 {
 		opts.MinWindow = DefaultMinWindow

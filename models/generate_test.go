@@ -181,6 +181,8 @@ func TestGeneratorErrors(t *testing.T) {
 		want string
 	}{
 		{models.GeneratorOptions{MaxLen: 0}, "MaxLen 0"},
+		// A sequence of one token holds no generated token: every Generate would fail.
+		{models.GeneratorOptions{MaxLen: 1}, "MaxLen 1; accepted: 2"},
 		{models.GeneratorOptions{MaxLen: 65}, "MaxLen 65"},
 		{models.GeneratorOptions{MaxLen: 8, MinWindow: -1}, "MinWindow -1"},
 		{models.GeneratorOptions{MaxLen: 8, Cache: models.CacheMode(7)}, "Cache"},
