@@ -145,7 +145,8 @@ func rate(n int, seconds float64) float64 {
 }
 
 // Generator decodes with a Decoder and a key/value cache: the prompt in one step (its length
-// rounded up to a power of two from 16, so that few prompt lengths compile), then one step per
+// rounded up to a power of two from 16, or to MaxLen below it, so that few prompt lengths
+// compile), then one step per
 // token, the cache buffers donated from step to step. Step graphs are compiled once per window
 // (see CacheMode) and prompt length, and kept. A Generator is not safe for concurrent use.
 type Generator struct {
@@ -301,7 +302,7 @@ func (g *Generator) stream(prompt []int, opts GenerateOptions, yield func(int, e
 		bucket *= 2
 	}
 	if bucket > maxLen {
-		bucket = n
+		bucket = maxLen // one graph for every prompt past the last power of two
 	}
 	st := &decodeState{window: g.windowFor(bucket)}
 	defer st.release()

@@ -253,3 +253,36 @@ func TestGeneratorMaxLenUnknownContext(t *testing.T) {
 		}
 	}
 }
+
+// TestGeneratorPromptLengthsPastTheLastBucket: prompts whose power-of-two bucket is longer than
+// MaxLen are padded to MaxLen, so that they share one compiled step: with one graph per prompt
+// length, the step of the last window (MaxLen 100, windows 64 and 100) failed from the 33rd
+// length on with GoMLX's "maximum cache size of 32 reached".
+func TestGeneratorPromptLengthsPastTheLastBucket(t *testing.T) {
+	backend := testutil.Backend(t)
+	const vocab, maxLen = 97, 100
+	gen, err := models.NewGenerator(backend, context.New(), sumDecoder{vocab: vocab, contextLength: 128}, models.GeneratorOptions{MaxLen: maxLen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gen.Finalize()
+	compilations := 0
+	for n := 65; n < maxLen; n++ { // buckets of 128 > MaxLen
+		prompt := make([]int, n)
+		for i := range prompt {
+			prompt[i] = (7*i + 3) % vocab
+		}
+		got, err := gen.Generate(prompt, models.GenerateOptions{MaxNewTokens: 2})
+		if err != nil {
+			t.Fatalf("a prompt of %d tokens: %v", n, err)
+		}
+		if want := sumContinuation(prompt, vocab, min(2, maxLen-n)); !slices.Equal(got, want) {
+			t.Errorf("a prompt of %d tokens: generated %v; want %v", n, got, want)
+		}
+		compilations += gen.Stats().Compilations
+	}
+	// The empty cache and the prompt's step once, one decoding step.
+	if compilations > 3 {
+		t.Errorf("%d compilations for prompts of 65..99 tokens; want at most 3 (one prompt step shared by all)", compilations)
+	}
+}
