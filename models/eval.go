@@ -131,7 +131,10 @@ func NewEvaluator(backend backends.Backend, ctx *context.Context, m LanguageMode
 		return nil, errors.WithMessage(err, "models.NewEvaluator")
 	}
 	spec := m.DecodeSpec()
-	return &Evaluator{vocab: spec.VocabSize, contextLength: spec.ContextLength, exec: exec.WithName("models.NLL")}, nil
+	// One program per window length, as many as the windows have (GoMLX's default bound of 32
+	// failed the 33rd length: windows of every length below a context, say).
+	exec = exec.WithName("models.NLL").SetMaxCache(-1)
+	return &Evaluator{vocab: spec.VocabSize, contextLength: spec.ContextLength, exec: exec}, nil
 }
 
 // NLL returns the negative log-likelihoods of the targets of each window of ids, in order: each

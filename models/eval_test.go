@@ -189,3 +189,28 @@ func TestNLLOutsideVocabulary(t *testing.T) {
 		})
 	}
 }
+
+// TestNLLManyWindowLengths: an Evaluator scores windows of more distinct lengths than GoMLX's
+// default bound of compiled programs (32), one program each (the 33rd length failed).
+func TestNLLManyWindowLengths(t *testing.T) {
+	const vocab, lengths = 5, 34
+	e, err := models.NewEvaluator(testutil.Backend(t), context.New(), uniformLM{vocab: vocab})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Finalize()
+	ids := make([]int, lengths+1)
+	var windows []models.Window
+	for n := 2; n <= lengths+1; n++ {
+		windows = append(windows, models.Window{Start: 0, End: n, FirstTarget: n - 1})
+	}
+	nll, err := e.NLL(ids, windows)
+	if err != nil {
+		t.Fatalf("windows of %d lengths: %v", len(windows), err)
+	}
+	for i, v := range nll {
+		if math.Abs(v-math.Log(vocab)) > 1e-12 {
+			t.Fatalf("nll[%d] = %g; want ln %d", i, v, vocab)
+		}
+	}
+}
