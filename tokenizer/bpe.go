@@ -152,6 +152,10 @@ func NewBPEFromGGUF(f *gguf.File) (*BPE, error) {
 	cfg := BPEConfig{BOS: -1, EOS: -1, UNK: -1}
 	switch model {
 	case "gpt2":
+		if _, has := f.Value("tokenizer.ggml.pre"); !has {
+			return nil, errors.Errorf("tokenizer.NewBPEFromGGUF: no tokenizer.ggml.pre (llama.cpp then splits with its "+
+				"\"default\" pre-tokenizer, which this package does not implement); accepted: %s", acceptedPreTokenizers)
+		}
 		preName, err := f.String("tokenizer.ggml.pre")
 		if err != nil {
 			return nil, errors.WithMessage(err, "tokenizer.NewBPEFromGGUF")

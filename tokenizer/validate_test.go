@@ -86,6 +86,16 @@ func TestSentencePieceFromGGUFMetadata(t *testing.T) {
 	}
 }
 
+// TestBPEWithoutPreTokenizer: a byte-level vocabulary without tokenizer.ggml.pre (llama.cpp splits
+// it with a "default" pre-tokenizer this package lacks) is refused naming the key and the
+// pre-tokenizers accepted, not with a bare "key not found".
+func TestBPEWithoutPreTokenizer(t *testing.T) {
+	_, err := bpeFromGGUF(t, toyBPEGGUF(ggufbuild.KV{Key: "tokenizer.ggml.pre"}))
+	if err == nil || !strings.Contains(err.Error(), "no tokenizer.ggml.pre") || !strings.Contains(err.Error(), `"llama-bpe"`) {
+		t.Errorf("error %v; want one naming tokenizer.ggml.pre and the accepted pre-tokenizers", err)
+	}
+}
+
 func bpeFromGGUF(t *testing.T, data []byte) (*tokenizer.BPE, error) {
 	t.Helper()
 	f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
