@@ -270,6 +270,9 @@ func Base(ctx *context.Context, scope string, inDim, outDim int) (implicitarray.
 		if err != nil {
 			return nil, InOut, errors.WithMessagef(err, "qlayers.Base(%q): reading %s", scope, v.Name())
 		}
+		if !t.Ok() { // an array Base returned was deleted, and with it the stored kernel
+			return nil, InOut, errors.Wrapf(implicitarray.ErrDeleted, "qlayers.Base(%q): stored %s", scope, v.Name())
+		}
 		values[i] = implicitarray.TensorComponent(t)
 	}
 	// float32, or the dtype of a kernel whose scales are stored in it (NF4's absmax, int8's scale).

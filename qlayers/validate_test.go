@@ -15,6 +15,7 @@ import (
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/safetensors"
 )
@@ -113,6 +114,26 @@ func TestBadLayoutParam(t *testing.T) {
 			!strings.Contains(err.Error(), want) {
 			t.Errorf("%s with %s=\"outin\": %v; want an error containing %q", name, qlayers.KernelLayoutParam, err, want)
 		}
+	}
+}
+
+// TestBaseAfterDelete: Base once an array it returned was deleted (which finalizes the stored
+// kernel) is an error wrapping implicitarray.ErrDeleted, as StoreBase's is, not a report of
+// components of an invalid dtype.
+func TestBaseAfterDelete(t *testing.T) {
+	w := mustFlat(t, tensors.FromValue(matrix(11, 24, 40)))
+	ctx := context.New()
+	if err := qlayers.StoreBase(ctx, "/proj", w, nil, qlayers.OutIn); err != nil {
+		t.Fatal(err)
+	}
+	base, _, err := qlayers.Base(ctx, "/proj", 40, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base.(*nf4.Array).Delete()
+	if _, _, err := qlayers.Base(ctx, "/proj", 40, 24); !errors.Is(err, implicitarray.ErrDeleted) ||
+		!strings.Contains(err.Error(), `qlayers.Base("/proj")`) {
+		t.Errorf("Base after Delete: %v; want an error wrapping ErrDeleted naming the scope", err)
 	}
 }
 
