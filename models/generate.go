@@ -335,7 +335,11 @@ func (g *Generator) stream(prompt []int, opts GenerateOptions, yield func(int, e
 	}
 	for pos, produced := n, 0; ; pos++ {
 		if slices.ContainsFunc(logits, func(l float32) bool { return l != l }) {
-			return errors.Errorf("models.Generator: the logits at position %d hold a NaN: the model's weights or activations are not finite", pos)
+			why := "the model's weights or activations are not finite"
+			if g.opts.CacheDType == dtypes.Float16 {
+				why += ", or a key or value beyond float16's ±65504 (CacheDType float16; float32 holds it)"
+			}
+			return errors.Errorf("models.Generator: the logits at position %d hold a NaN: %s", pos, why)
 		}
 		next := sp.Pick(logits)
 		produced++

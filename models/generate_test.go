@@ -219,15 +219,20 @@ func TestGeneratorErrors(t *testing.T) {
 			t.Errorf("prompt %v, %+v: error %v; want one naming %q", tc.prompt, tc.opts, err, tc.want)
 		}
 	}
-	nanGen, err := models.NewGenerator(backend, context.New(), nanDecoder{d}, models.GeneratorOptions{MaxLen: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nanGen.Finalize()
-	for _, s := range []models.Sampling{{}, {Temperature: 1, TopP: 0.9}} {
-		if _, err := nanGen.Generate([]int{1}, models.GenerateOptions{Sampling: s}); err == nil || !strings.Contains(err.Error(), "NaN") {
-			t.Errorf("NaN logits, %+v: error %v; want one naming the NaN", s, err)
+	// NaN logits name the NaN, and with a float16 cache its range (keys or values beyond it are
+	// infinite, and their attention NaN).
+	for _, cacheDType := range []dtypes.DType{dtypes.Float32, dtypes.Float16} {
+		nanGen, err := models.NewGenerator(backend, context.New(), nanDecoder{d}, models.GeneratorOptions{MaxLen: 8, CacheDType: cacheDType})
+		if err != nil {
+			t.Fatal(err)
 		}
+		for _, s := range []models.Sampling{{}, {Temperature: 1, TopP: 0.9}} {
+			_, err := nanGen.Generate([]int{1}, models.GenerateOptions{Sampling: s})
+			if err == nil || !strings.Contains(err.Error(), "NaN") || strings.Contains(err.Error(), "65504") != (cacheDType == dtypes.Float16) {
+				t.Errorf("NaN logits, %s cache, %+v: error %v; want one naming the NaN (and float16's range for a float16 cache)", cacheDType, s, err)
+			}
+		}
+		nanGen.Finalize()
 	}
 	if _, err := models.ParseCacheMode("half"); err == nil {
 		t.Error("ParseCacheMode(half): no error")
