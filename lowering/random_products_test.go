@@ -787,3 +787,28 @@ func sameBits(t *testing.T, a, b *tensors.Tensor) bool {
 	}
 	return len(x) == len(y)
 }
+
+// TestKernelScaleDType: a Blockwise4 or Int8 weight with float64 scales accumulates in float64,
+// which the kernels do not: Kernel, forced, refuses it with a message naming the scales it takes,
+// and Auto serves it.
+func TestKernelScaleDType(t *testing.T) {
+	backend := testutil.Backend(t)
+	if lowering.PlatformOf(backend)&lowering.Kernels == 0 {
+		t.Skipf("no kernels on %s", backend.Name())
+	}
+	weight := asDType(testutil.RandomTensor(3, 65, 7), dtypes.Float64)
+	x := testutil.RandomTensor(4, 3, 65)
+	p := randomProduct{kind: "x@W", xDims: []int{3, 65}, wDims: []int{65, 7}, dtype: dtypes.Float32, wDType: dtypes.Float64,
+		via: "dot_general", axes: lowering.Axes{XContracting: []int{1}, WContracting: []int{0}}}
+	for name, w := range map[string]lowering.Quantized{"nf4": nf4.MustQuantize(weight, 64), "int8": qint8.MustQuantize(weight)} {
+		t.Run(name, func(t *testing.T) {
+			err := buildOnly(t, w, x, p, lowering.Kernel)
+			if !errors.Is(err, lowering.ErrUnsupported) || !strings.Contains(err.Error(), "float32, bfloat16 or float16 scales") {
+				t.Errorf("Kernel with float64 scales: want ErrUnsupported naming the scales accepted, got %v", err)
+			}
+			if err := buildOnly(t, w, x, p, lowering.Auto); err != nil {
+				t.Errorf("Auto: %v", err)
+			}
+		})
+	}
+}

@@ -47,11 +47,12 @@ const (
 	// DecodeDot formulation for GoMLX's gradients (XLA drops it from graphs that do not
 	// differentiate). It serves rank-2 products on XLA CPU with the kernels registered (the
 	// runtime registers them when it starts the backend), float32 or bfloat16 activations, and
-	// graphs that are not sharded: Blockwise4 with the kernels' codebook, Int8, Signs
-	// contracted on their packed axis with no scale, a per-tensor or a per-column scale, and GGML
-	// contracted on its block axis (x·Wᵀ, GGUF's linear weight), whose kernels for up to 8 rows
-	// multiply 8-bit activations for Q4_K, Q5_K, Q6_K, Q4_1, Q5_0 and Q5_1, and for up to 2 rows
-	// for Q4_0 (package cpukernels documents both numerical contracts).
+	// graphs that are not sharded: Blockwise4 with the kernels' codebook and Int8, both with
+	// float32, bfloat16 or float16 scales (a float64 scale accumulates in float64), Signs
+	// contracted on their packed axis with no scale, a per-tensor or a per-column float32 scale,
+	// and GGML contracted on its block axis (x·Wᵀ, GGUF's linear weight), whose kernels for up to
+	// 8 rows multiply 8-bit activations for Q4_K, Q5_K, Q6_K, Q4_1, Q5_0 and Q5_1, and for up to 2
+	// rows for Q4_0 (package cpukernels documents both numerical contracts).
 	Kernel
 	// PrologueDot is the GEMM form of XLA's GPU and TPU compilers: the weight is decoded with
 	// only the ops XLA's Triton GEMM emitter takes in a dot operand's prologue (after one bitcast
