@@ -102,17 +102,7 @@ func TestDenseMatmul(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%+v", err)
 			}
-			for leaf, wantShard := range [][]int{tc.xShard, tc.wShard} {
-				shards, err := placed.ShardShapes(backend, leaf)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for d, s := range shards {
-					if !slices.Equal(s.Dimensions, wantShard) {
-						t.Errorf("input #%d on device %d has shape %s, want %v", leaf, d, s, wantShard)
-					}
-				}
-			}
+			checkShardShapes(t, backend, placed, 0, [][]int{tc.xShard, tc.wShard})
 			out, err := e.CallPlaced(placed)
 			if err != nil {
 				t.Fatalf("%+v", err)
@@ -220,5 +210,24 @@ func TestTooManyArgSpecs(t *testing.T) {
 	_, err := e.Call(tensors.FromValue([]float32{1, 2}))
 	if err == nil || !strings.Contains(err.Error(), "2 specs") || !strings.Contains(err.Error(), "1 arguments") {
 		t.Fatalf("2 specs for 1 argument: error %v, want one counting specs and arguments", err)
+	}
+}
+
+// checkShardShapes checks that each device holds leaf first+i of placed (what Exec.Place returns)
+// in the shape want[i].
+func checkShardShapes(t *testing.T, backend backends.Backend, placed interface {
+	ShardShapes(backends.Backend, int) ([]shapes.Shape, error)
+}, first int, want [][]int) {
+	t.Helper()
+	for i, wantShape := range want {
+		shards, err := placed.ShardShapes(backend, first+i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for d, s := range shards {
+			if !slices.Equal(s.Dimensions, wantShape) {
+				t.Errorf("leaf #%d on device %d has shape %s, want %v", first+i, d, s, wantShape)
+			}
+		}
 	}
 }

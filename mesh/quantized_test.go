@@ -2,7 +2,6 @@ package mesh_test
 
 import (
 	"math"
-	"slices"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -106,17 +105,7 @@ func TestQuantizedMatmul(t *testing.T) {
 			if got := len(placed.Leaves) - 1; got != len(tc.shardShapes) {
 				t.Fatalf("%d weight components placed, want %d", got, len(tc.shardShapes))
 			}
-			for c, wantShape := range tc.shardShapes {
-				shards, err := placed.ShardShapes(backend, 1+c)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for d, s := range shards {
-					if !slices.Equal(s.Dimensions, wantShape) {
-						t.Errorf("component #%d on device %d has shape %s, want %v", c, d, s, wantShape)
-					}
-				}
-			}
+			checkShardShapes(t, backend, placed, 1, tc.shardShapes)
 			lowering.ResetBuilt()
 			out, err := e.CallPlaced(placed)
 			if err != nil {
@@ -266,17 +255,7 @@ func TestTransposedArgumentSharded(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%+v", err)
 			}
-			for c, wantShape := range tc.shardShapes {
-				shards, err := placed.ShardShapes(backend, 1+c)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for d, s := range shards {
-					if !slices.Equal(s.Dimensions, wantShape) {
-						t.Errorf("component #%d on device %d has shape %s, want %v", c, d, s, wantShape)
-					}
-				}
-			}
+			checkShardShapes(t, backend, placed, 1, tc.shardShapes)
 			out, err := e.CallPlaced(placed)
 			if err != nil {
 				t.Fatalf("%+v", err)
