@@ -223,6 +223,9 @@ func TestGeneratorErrors(t *testing.T) {
 	// infinite, and their attention NaN).
 	for _, cacheDType := range []dtypes.DType{dtypes.Float32, dtypes.Float16} {
 		nanGen, err := models.NewGenerator(backend, context.New(), nanDecoder{d}, models.GeneratorOptions{MaxLen: 8, CacheDType: cacheDType})
+		if err != nil && cacheDType == dtypes.Float16 && strings.Contains(err.Error(), "has no Float16") {
+			continue // the pure-Go backend
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
