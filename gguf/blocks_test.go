@@ -2,6 +2,7 @@ package gguf_test
 
 import (
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -111,5 +112,29 @@ func TestQuantizeSplitInvariant(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestQuantizeIQ4NLCarriesCodes: an IQ4_NL block whose largest magnitude is below 1e-15 takes the
+// codes of the previous block of the call, as ggml's quantize_row_iq4_nl_ref does, wherever the
+// call's blocks are split over goroutines.
+func TestQuantizeIQ4NLCarriesCodes(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
+	const blocks = 2048
+	src := make([]float32, blocks*32)
+	for i := range src {
+		if b := i / 32; b%64 != 0 || b == 0 {
+			src[i] = float32(math.Sin(float64(i) * 0.37))
+		}
+	}
+	dst := make([]byte, blocks*18)
+	if err := gguf.Quantize(gguf.TypeIQ4_NL, src, dst); err != nil {
+		t.Fatal(err)
+	}
+	for b := 64; b < blocks; b += 64 {
+		got, want := dst[18*b:18*b+18], append([]byte{0, 0}, dst[18*b-16:18*b]...)
+		if string(got) != string(want) {
+			t.Errorf("zero block %d: % x, want scale 0 and the codes of block %d: % x", b, got, b-1, want)
+		}
 	}
 }

@@ -31,9 +31,14 @@ func Quantize(t Type, src []float32, dst []byte) error {
 			return errors.Errorf("gguf.Quantize: %s: element %d is %v; accepted: finite values", t, i, v)
 		}
 	}
-	// Blocks are quantized independently: the bytes do not depend on the split.
+	// Blocks are quantized independently: the bytes do not depend on the split. IQ4_NL's are not
+	// (a block below groupMaxEps takes the codes of the previous block of the call): one goroutine.
 	blocks := len(src) / bs
-	parallel.Chunks(blocks, parallel.Workers(blocks, 256), func(from, to int) {
+	workers := parallel.Workers(blocks, 256)
+	if t == TypeIQ4_NL {
+		workers = 1
+	}
+	parallel.Chunks(blocks, workers, func(from, to int) {
 		traits[t].quantize(src[from*bs:to*bs], dst[from*bb:to*bb])
 	})
 	return nil
