@@ -10,9 +10,9 @@ The C results are written; gguf-py is checked against them here and its agreemen
 index.json (a disagreement is reported, never hidden).
 
   gen_ggml.py vectors --lib libggml-base.so --out DIR
-      x.npy                  float32 (12, 256): the inputs, one edge case a row (index.json)
-      <type>.q.npy           uint8 (12, bytes per row): quantize_row_<type>_ref of x (all rows in one call)
-      <type>.deq.npy         float32 (12, 256): dequantize_row_<type> of <type>.q
+      x.npy                  float32 (24, 256): the inputs, one edge case a row (index.json)
+      <type>.q.npy           uint8 (24, bytes per row): quantize_row_<type>_ref of x (all rows in one call)
+      <type>.deq.npy         float32 (24, 256): dequantize_row_<type> of <type>.q
       <type>.raw.npy         uint8 (4, bytes per row): random blocks (finite random half scales)
       <type>.raw_deq.npy     float32 (4, 256): dequantize_row_<type> of <type>.raw
       index.json             versions, rows, and gguf-py's agreement per type
