@@ -129,10 +129,8 @@ func parseHeader(header []byte, dataStart, size int64) (*File, error) {
 	// By name, so that a file with several bad entries always gets the error of the same one.
 	for _, name := range slices.Sorted(maps.Keys(entries)) {
 		raw := entries[name]
-		var ri rawInfo
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&ri); err != nil {
+		ri, err := decodeEntry(raw)
+		if err != nil {
 			return nil, errors.Wrapf(ErrCorrupt, "safetensors: tensor %q: %v", name, err)
 		}
 		info, err := checkInfo(name, ri, dataBytes)
@@ -173,6 +171,59 @@ func parseHeader(header []byte, dataStart, size int64) (*File, error) {
 			next-dataStart, dataBytes)
 	}
 	return f, nil
+}
+
+// entryFields are the keys of a tensor entry, each required exactly once.
+var entryFields = []string{"dtype", "shape", "data_offsets"}
+
+// decodeEntry decodes one tensor entry by the reference implementation's rules: the keys
+// "dtype", "shape" and "data_offsets" (matched exactly, not case-insensitively as encoding/json
+// matches struct fields), each present once and not null; other keys are ignored.
+func decodeEntry(raw json.RawMessage) (rawInfo, error) {
+	var ri rawInfo
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return ri, errors.Errorf("%s; accepted: an object with %q, %q and %q", raw, entryFields[0], entryFields[1], entryFields[2])
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return ri, err
+		}
+		key, _ := tok.(string) // object keys are strings
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return ri, err
+		}
+		var field any
+		switch key {
+		case "dtype":
+			field = &ri.DType
+		case "shape":
+			field = &ri.Shape
+		case "data_offsets":
+			field = &ri.DataOffsets
+		default:
+			continue
+		}
+		if seen[key] {
+			return ri, errors.Errorf("field %q appears twice", key)
+		}
+		seen[key] = true
+		if string(value) == "null" {
+			return ri, errors.Errorf("field %q is null", key)
+		}
+		if err := json.Unmarshal(value, field); err != nil {
+			return ri, errors.Wrapf(err, "field %q", key)
+		}
+	}
+	for _, key := range entryFields {
+		if !seen[key] {
+			return ri, errors.Errorf("missing field %q", key)
+		}
+	}
+	return ri, nil
 }
 
 // checkInfo validates one header entry against the size of the data section.

@@ -211,7 +211,14 @@ func TestCorrupt(t *testing.T) {
 		{"not an object", file(`["a"]   `, nil), "not a JSON object"},
 		{"bad json", file(`{"a":{`, nil), "header JSON"},
 		{"bad metadata", file(`{"__metadata__":{"k":1}}`, nil), "__metadata__"},
-		{"unknown field", file(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}}`, data), `unknown field "x"`},
+		{"missing shape", file(`{"a":{"dtype":"F32","data_offsets":[0,4]}}`, data[:4]), `tensor "a": missing field "shape"`},
+		{"null shape", file(`{"a":{"dtype":"F32","shape":null,"data_offsets":[0,4]}}`, data[:4]), `tensor "a": field "shape" is null`},
+		{"missing dtype", file(`{"a":{"shape":[2],"data_offsets":[0,8]}}`, data), `tensor "a": missing field "dtype"`},
+		{"missing offsets", file(`{"a":{"dtype":"F32","shape":[0]}}`, nil), `tensor "a": missing field "data_offsets"`},
+		{"field case", file(`{"a":{"DType":"F32","Shape":[2],"data_offsets":[0,8]}}`, data), `tensor "a": missing field "dtype"`},
+		{"duplicate field", file(`{"a":{"dtype":"F32","shape":[2],"shape":[2],"data_offsets":[0,8]}}`, data), `tensor "a": field "shape" appears twice`},
+		{"entry not an object", file(`{"a":[1]}`, nil), `tensor "a": [1]; accepted: an object`},
+		{"shape type", file(`{"a":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}}`, data), `tensor "a": field "shape"`},
 		{"dtype", file(`{"a":{"dtype":"F31","shape":[2],"data_offsets":[0,8]}}`, data), `dtype "F31"`},
 		{"offsets", file(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0]}}`, data), "accepted: [begin, end]"},
 		{"reversed offsets", file(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}}`, data), "data_offsets [8, 0]"},
@@ -231,6 +238,19 @@ func TestCorrupt(t *testing.T) {
 				t.Errorf("error %v; want ErrCorrupt containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestUnknownEntryFields: keys of a tensor entry other than dtype, shape and data_offsets are
+// ignored, as the reference implementation ignores them.
+func TestUnknownEntryFields(t *testing.T) {
+	data := file(`{"a":{"x":{"y":[1]},"dtype":"F32","shape":[2],"data_offsets":[0,8],"dtype_":"U8"}}`, f32LE(1, 2))
+	f, err := safetensors.Read(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, ok := f.Info("a"); !ok || info.DType != safetensors.F32 || len(info.Shape) != 1 || info.Shape[0] != 2 {
+		t.Errorf("Info(a) = %v, %v; want a F32[2]", info, ok)
 	}
 }
 
