@@ -24,7 +24,7 @@
 // # Errors
 //
 // Open and Read validate the whole header up front, as the reference implementation does: the
-// header length within the file (and under MaxHeaderBytes), valid JSON and dtypes, each entry
+// header length within the file (and under MaxHeaderBytes), valid UTF-8 JSON and dtypes, each entry
 // with "dtype", "shape" and "data_offsets" once and not null (other keys ignored), each tensor's
 // byte count equal to its shape times its element size, tensors back to back from the start of
 // the data section to the end of the file with no gap or overlap. A tensor with a zero dimension

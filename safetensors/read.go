@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"unicode/utf8"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -110,6 +111,10 @@ type rawInfo struct {
 func parseHeader(header []byte, dataStart, size int64) (*File, error) {
 	if len(bytes.TrimSpace(header)) == 0 || bytes.TrimSpace(header)[0] != '{' {
 		return nil, errors.Wrapf(ErrCorrupt, "safetensors: the header is not a JSON object")
+	}
+	// encoding/json would replace invalid bytes with U+FFFD, renaming the tensor.
+	if !utf8.Valid(header) {
+		return nil, errors.Wrapf(ErrCorrupt, "safetensors: the header is not valid UTF-8; accepted: UTF-8 JSON")
 	}
 	var entries map[string]json.RawMessage
 	if err := json.Unmarshal(header, &entries); err != nil {

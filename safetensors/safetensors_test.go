@@ -210,6 +210,7 @@ func TestCorrupt(t *testing.T) {
 		{"header past end", binary.LittleEndian.AppendUint64(nil, 1<<40), "header length is 1099511627776"},
 		{"not an object", file(`["a"]   `, nil), "not a JSON object"},
 		{"bad json", file(`{"a":{`, nil), "header JSON"},
+		{"invalid UTF-8", file("{\"a\xff\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", []byte{0}), "not valid UTF-8"},
 		{"bad metadata", file(`{"__metadata__":{"k":1}}`, nil), "__metadata__"},
 		{"missing shape", file(`{"a":{"dtype":"F32","data_offsets":[0,4]}}`, data[:4]), `tensor "a": missing field "shape"`},
 		{"null shape", file(`{"a":{"dtype":"F32","shape":null,"data_offsets":[0,4]}}`, data[:4]), `tensor "a": field "shape" is null`},
