@@ -34,8 +34,8 @@
 // the tensor; a truncated file fails there, before anything is read, and nothing is allocated in
 // proportion to a number of the header before it is checked. Names the file lacks wrap
 // ErrNotFound; 8-bit floats asked for as GoMLX tensors, and non-float tensors asked for with
-// ReadFloat32, wrap ErrUnsupported. Write and WriteFile check the tensors by Read's rules before
-// writing anything, so that what they write reads back (names and metadata must be valid UTF-8,
-// which JSON would otherwise alter); WriteFile writes through a temporary file synced and renamed
-// into place.
+// ReadFloat32, wrap ErrUnsupported. Write and WriteFile check the tensors and the header's size
+// by Read's rules before writing anything, so that what they write reads back (names and metadata
+// must be valid UTF-8, which JSON would otherwise alter); WriteFile writes through a temporary
+// file synced and renamed into place.
 package safetensors

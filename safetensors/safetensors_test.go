@@ -255,6 +255,16 @@ func TestUnknownEntryFields(t *testing.T) {
 	}
 }
 
+// TestWriteHeaderLimit: a header over MaxHeaderBytes, which Read refuses, is not written.
+func TestWriteHeaderLimit(t *testing.T) {
+	list := []safetensors.Tensor{{Name: "a", DType: safetensors.U8, Shape: []int{1}, Data: []byte{1}}}
+	metadata := map[string]string{"k": strings.Repeat("x", safetensors.MaxHeaderBytes)}
+	var b bytes.Buffer
+	if err := safetensors.Write(&b, list, metadata); err == nil || !strings.Contains(err.Error(), "over the limit") || b.Len() != 0 {
+		t.Errorf("Write: error %v (wrote %d bytes); want one saying the header is over the limit, nothing written", err, b.Len())
+	}
+}
+
 // TestTruncated cuts a valid file at every length: each prefix must be rejected by Read.
 func TestTruncated(t *testing.T) {
 	var b bytes.Buffer

@@ -100,6 +100,10 @@ func Header(list []Tensor, metadata map[string]string) ([]byte, error) {
 	for b.Len()%8 != 0 {
 		b.WriteByte(' ')
 	}
+	if b.Len() > MaxHeaderBytes {
+		return nil, errors.Errorf("safetensors: the header of %d tensors and %d metadata entries has %d bytes, over the limit of "+
+			"%d that Read (and the reference implementation) accepts", len(list), len(metadata), b.Len(), MaxHeaderBytes)
+	}
 	return b.Bytes(), nil
 }
 
@@ -136,7 +140,7 @@ func checkTensor(t Tensor, seen map[string]bool) error {
 
 // Write writes a safetensors file to w: the header (see Header), then the tensors' data in order.
 // Nothing is written if the tensors are invalid (duplicate or empty names, unknown dtypes, data
-// whose size does not match dtype and shape).
+// whose size does not match dtype and shape) or the header would exceed MaxHeaderBytes.
 func Write(w io.Writer, list []Tensor, metadata map[string]string) error {
 	header, err := Header(list, metadata)
 	if err != nil {
