@@ -57,16 +57,16 @@
 // # Errors
 //
 // Readers return an error, and nothing, for a missing key (wrapping safetensors.ErrNotFound), an
-// FP4 weight, a quant state that is not JSON (wrapping safetensors.ErrCorrupt), quant maps other
-// than NF4's and the dynamic map, tensors whose dtypes or sizes do not fit the quant state, and
-// absmax, nested absmax or SCB values that are NaN, infinite or negative (wrapping
-// safetensors.ErrCorrupt); the message names the tensor and what is accepted. The quant state is
-// checked before anything is sized by it: its shape against the packed codes the weight holds (two
-// a byte), its block size against the bound Quantize4bit applies too (even, from 2 to 4096,
-// bitsandbytes' largest, or the weight's size rounded up to even when larger: a weight smaller than
-// a block is one short block), its nested fields (nested_blocksize, nested_dtype, nested_offset)
-// all present with the nested absmax, or none. Tensors returns an error for an NF4 array whose
-// blocks bitsandbytes cannot hold (rows padded to whole blocks) or that holds graph nodes, and
-// Tensors and NewLinear8bitLt for a bias that is not a float vector of out elements, so that every
-// state dict written reads back.
+// FP4 weight, a quant state that is not JSON or has a key bitsandbytes does not write (wrapping
+// safetensors.ErrCorrupt), quant maps other than NF4's and the dynamic map, tensors whose dtypes or
+// sizes do not fit the quant state, and absmax, nested absmax or SCB values that are NaN, infinite
+// or negative (wrapping safetensors.ErrCorrupt); the message names the tensor and what is accepted.
+// The quant state is checked before anything is sized by it: its shape against the packed codes the
+// weight holds (two a byte), its block size against the bound Quantize4bit applies too (even, from
+// 2 to 4096, bitsandbytes' largest, or the weight's size rounded up to even when larger: a weight
+// smaller than a block is one short block), its nested fields (nested_blocksize, nested_dtype,
+// nested_offset) all present with the nested absmax, or none. Tensors returns an error for an NF4
+// array whose blocks bitsandbytes cannot hold (rows padded to whole blocks) or that holds graph
+// nodes, and Tensors and NewLinear8bitLt for a bias that is not a float vector of out elements, so
+// that every state dict written reads back.
 package bnb

@@ -3,6 +3,7 @@ package bnb
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -97,8 +98,8 @@ func readLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
 		return nil, err
 	}
 	var qs QuantState
-	if err := json.Unmarshal(stateBytes, &qs); err != nil {
-		return nil, errors.Wrapf(safetensors.ErrCorrupt, "quant state %q is not JSON: %v", stateBytes, err)
+	if err := decodeQuantState(stateBytes, &qs); err != nil {
+		return nil, err
 	}
 	if qs.QuantType != "nf4" {
 		return nil, errors.Errorf("quant_type %q; accepted: \"nf4\"", qs.QuantType)
@@ -180,6 +181,28 @@ func readLinear4bit(f *safetensors.File, prefix string) (*Linear4bit, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// quantStateKeys are the keys of a quant state's JSON, as bitsandbytes writes them.
+var quantStateKeys = []string{"quant_type", "blocksize", "dtype", "shape", "nested_blocksize", "nested_dtype", "nested_offset"}
+
+// decodeQuantState decodes a quant state's JSON into qs. A key other than quantStateKeys, which
+// bitsandbytes' QuantState.from_dict refuses, is an error naming it (encoding/json would ignore
+// it, or match it to a field case-insensitively).
+func decodeQuantState(data []byte, qs *QuantState) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return errors.Wrapf(safetensors.ErrCorrupt, "quant state %q is not JSON: %v", data, err)
+	}
+	for _, key := range slices.Sorted(maps.Keys(fields)) {
+		if !slices.Contains(quantStateKeys, key) {
+			return errors.Wrapf(safetensors.ErrCorrupt, "quant state key %q; accepted: %s", key, strings.Join(quantStateKeys, ", "))
+		}
+	}
+	if err := json.Unmarshal(data, qs); err != nil {
+		return errors.Wrapf(safetensors.ErrCorrupt, "quant state %q: %v", data, err)
+	}
+	return nil
 }
 
 // checkNested reports whether the quant state says the absmax are double-quantized: its three
