@@ -18,9 +18,11 @@ var metadata = map[string]string{"format": "pt"}
 // dtypeRank orders safetensors dtypes as the safetensors library declares them; save_file
 // writes the tensors by dtype, last declared first, then by name.
 var dtypeRank = map[safetensors.DType]int{
-	safetensors.Bool: 0, safetensors.U8: 1, safetensors.I8: 2, safetensors.F8E5M2: 3, safetensors.F8E4M3: 4,
-	safetensors.I16: 5, safetensors.U16: 6, safetensors.F16: 7, safetensors.BF16: 8, safetensors.I32: 9,
-	safetensors.U32: 10, safetensors.F32: 11, safetensors.F64: 12, safetensors.I64: 13, safetensors.U64: 14,
+	safetensors.Bool: 0, safetensors.F4: 1, safetensors.F6E2M3: 2, safetensors.F6E3M2: 3, safetensors.U8: 4,
+	safetensors.I8: 5, safetensors.F8E5M2: 6, safetensors.F8E4M3: 7, safetensors.F8E8M0: 8,
+	safetensors.F8E4M3FNUZ: 9, safetensors.F8E5M2FNUZ: 10, safetensors.I16: 11, safetensors.U16: 12,
+	safetensors.F16: 13, safetensors.BF16: 14, safetensors.I32: 15, safetensors.U32: 16, safetensors.F32: 17,
+	safetensors.C64: 18, safetensors.F64: 19, safetensors.I64: 20, safetensors.U64: 21,
 }
 
 // sortLikeTorch orders tensors as safetensors.torch.save_file lays them out: by dtype (F32 before

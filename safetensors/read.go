@@ -248,17 +248,17 @@ func checkInfo(name string, ri rawInfo, dataBytes int64) (*Info, error) {
 	// No product overflows, and the byte count must then be the data_offsets' (within the data
 	// section). A tensor with a zero dimension has no elements whatever its other dimensions, as
 	// the reference implementation accepts it.
-	elements, ok := fileio.Elements(ri.Shape, math.MaxInt64/uint64(ri.DType.Size()))
+	nbytes, ok := tensorBytes(ri.DType, ri.Shape)
 	if !ok {
-		return nil, errors.Wrapf(ErrCorrupt, "safetensors: tensor %q: shape %v; accepted: non-negative dimensions whose "+
-			"product fits an int64", name, ri.Shape)
+		return nil, errors.Wrapf(ErrCorrupt, "safetensors: tensor %q: %s shape %v; accepted: non-negative dimensions whose "+
+			"product fits an int64 (in bits), of whole bytes", name, ri.DType, ri.Shape)
 	}
 	for i, d := range ri.Shape {
 		info.Shape[i] = int(d)
 	}
-	if elements*uint64(ri.DType.Size()) != end-begin {
+	if nbytes != end-begin {
 		return nil, errors.Wrapf(ErrCorrupt, "safetensors: tensor %q: %s%v needs %d bytes, data_offsets [%d, %d] give %d",
-			name, ri.DType, ri.Shape, elements*uint64(ri.DType.Size()), begin, end, end-begin)
+			name, ri.DType, ri.Shape, nbytes, begin, end, end-begin)
 	}
 	return info, nil
 }
@@ -335,9 +335,9 @@ func (f *File) readInto(op string, info *Info, dst []byte) error {
 	return nil
 }
 
-// ReadTensor reads the tensor called name into a new GoMLX tensor of its dtype and shape,
-// copying the file's bytes straight into the tensor's storage. 8-bit float tensors are an error
-// wrapping ErrUnsupported (read them with ReadBytes).
+// ReadTensor reads the tensor called name into a new GoMLX tensor of its dtype and shape, copying
+// the file's bytes straight into the tensor's storage. 8-bit and sub-byte float tensors are an
+// error wrapping ErrUnsupported (read them with ReadBytes).
 func (f *File) ReadTensor(name string) (*tensors.Tensor, error) {
 	info, err := f.lookup("ReadTensor", name)
 	if err != nil {

@@ -148,7 +148,7 @@ func TestWriteErrors(t *testing.T) {
 			{Name: "a", DType: safetensors.U8, Shape: []int{1}, Data: []byte{1}}}, `"a" appears twice`},
 		{"empty name", []safetensors.Tensor{{DType: safetensors.U8, Shape: []int{1}, Data: []byte{1}}}, "tensor name"},
 		{"metadata name", []safetensors.Tensor{{Name: "__metadata__", DType: safetensors.U8, Shape: []int{1}, Data: []byte{1}}}, "tensor name"},
-		{"dtype", []safetensors.Tensor{{Name: "a", DType: "F4", Shape: []int{1}, Data: []byte{1}}}, `dtype "F4"`},
+		{"dtype", []safetensors.Tensor{{Name: "a", DType: "F5", Shape: []int{1}, Data: []byte{1}}}, `dtype "F5"`},
 		{"size", []safetensors.Tensor{{Name: "a", DType: safetensors.F32, Shape: []int{2}, Data: []byte{1}}}, "needs 8"},
 		{"negative", []safetensors.Tensor{{Name: "a", DType: safetensors.F32, Shape: []int{-1}}}, "negative"},
 	}

@@ -191,3 +191,73 @@ func TestReadSizeLargerThanContent(t *testing.T) {
 		})
 	}
 }
+
+// TestNewerDTypes: the types the reference implementation added in 0.6 read as it reads them:
+// the 8-bit floats as raw bytes, C64 as GoMLX complex64 tensors (two float32, real part first).
+func TestNewerDTypes(t *testing.T) {
+	c64 := f32LE(1, -2, 0.5, 3)
+	data := file(`{"c":{"dtype":"C64","shape":[2],"data_offsets":[0,16]},`+
+		`"e8m0":{"dtype":"F8_E8M0","shape":[2],"data_offsets":[16,18]},`+
+		`"e4m3fnuz":{"dtype":"F8_E4M3FNUZ","shape":[1],"data_offsets":[18,19]},`+
+		`"e5m2fnuz":{"dtype":"F8_E5M2FNUZ","shape":[1],"data_offsets":[19,20]}}`,
+		append(c64, 127, 130, 0x40, 0x3c))
+	f := read(t, data)
+	for name, want := range map[string][]byte{"e8m0": {127, 130}, "e4m3fnuz": {0x40}, "e5m2fnuz": {0x3c}} {
+		if got, err := f.ReadBytes(name); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("ReadBytes(%s) = %v, %v; want %v", name, got, err, want)
+		}
+		if _, err := f.ReadTensor(name); !errors.Is(err, safetensors.ErrUnsupported) {
+			t.Errorf("ReadTensor(%s): error %v; want ErrUnsupported", name, err)
+		}
+	}
+	x, err := f.ReadTensor("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tensors.MustCopyFlatData[complex64](x); !reflect.DeepEqual(got, []complex64{complex(1, -2), complex(0.5, 3)}) {
+		t.Errorf("ReadTensor(c) = %v; want [(1-2i) (0.5+3i)]", got)
+	}
+	st, err := safetensors.FromTensor("c", x)
+	if err != nil || st.DType != safetensors.C64 || !bytes.Equal(st.Data, c64) {
+		t.Errorf("FromTensor(complex64) = %v %v, %v; want C64 with the bytes read", st.DType, st.Shape, err)
+	}
+}
+
+// TestSubByteDTypes: F4 and F6 tensors read and write as packed raw bytes when their bits fill
+// whole bytes (an F4[2] is one byte, an F6[4] three), and are refused otherwise, as the reference
+// implementation refuses them.
+func TestSubByteDTypes(t *testing.T) {
+	data := file(`{"f4":{"dtype":"F4","shape":[2,3],"data_offsets":[0,3]},`+
+		`"f6":{"dtype":"F6_E2M3","shape":[4],"data_offsets":[3,6]},"g6":{"dtype":"F6_E3M2","shape":[0,3],"data_offsets":[6,6]}}`,
+		[]byte{1, 2, 3, 4, 5, 6})
+	f := read(t, data)
+	for name, want := range map[string][]byte{"f4": {1, 2, 3}, "f6": {4, 5, 6}, "g6": {}} {
+		if got, err := f.ReadBytes(name); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("ReadBytes(%s) = %v, %v; want %v", name, got, err, want)
+		}
+		if _, err := f.ReadTensor(name); !errors.Is(err, safetensors.ErrUnsupported) {
+			t.Errorf("ReadTensor(%s): error %v; want ErrUnsupported", name, err)
+		}
+	}
+	list := []safetensors.Tensor{{Name: "f4", DType: safetensors.F4, Shape: []int{2, 3}, Data: []byte{1, 2, 3}},
+		{Name: "f6", DType: safetensors.F6E2M3, Shape: []int{4}, Data: []byte{4, 5, 6}},
+		{Name: "g6", DType: safetensors.F6E3M2, Shape: []int{0, 3}, Data: []byte{}}}
+	var b bytes.Buffer
+	if err := safetensors.Write(&b, list, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Bytes()[len(b.Bytes())-6:]; !bytes.Equal(got, []byte{1, 2, 3, 4, 5, 6}) {
+		t.Errorf("Write: data %v", got)
+	}
+	for _, tc := range []struct{ dtype, shape, offsets string }{{"F4", "[3]", "[0,2]"}, {"F6_E2M3", "[2]", "[0,2]"}} {
+		bad := file(fmt.Sprintf(`{"a":{"dtype":%q,"shape":%s,"data_offsets":%s}}`, tc.dtype, tc.shape, tc.offsets), []byte{0, 0})
+		if _, err := safetensors.Read(bytes.NewReader(bad), int64(len(bad))); !errors.Is(err, safetensors.ErrCorrupt) ||
+			!strings.Contains(err.Error(), "of whole bytes") {
+			t.Errorf("%s%s: error %v; want ErrCorrupt saying the bits must fill whole bytes", tc.dtype, tc.shape, err)
+		}
+	}
+	if err := safetensors.Write(&b, []safetensors.Tensor{{Name: "a", DType: safetensors.F4, Shape: []int{3}, Data: []byte{0, 0}}}, nil); err == nil ||
+		!strings.Contains(err.Error(), "of whole bytes") {
+		t.Errorf("Write of F4[3]: error %v; want one saying the bits must fill whole bytes", err)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"io"
-	"math"
 	"sort"
 	"strconv"
 	"unicode/utf8"
@@ -127,12 +126,12 @@ func checkTensor(t Tensor, seen map[string]bool) error {
 	}
 	seen[t.Name] = true
 	// The rule of Read: non-negative dimensions whose product is the data's elements.
-	n, ok := fileio.Elements(t.Shape, math.MaxInt64/uint64(t.DType.Size()))
+	want, ok := tensorBytes(t.DType, t.Shape)
 	if !ok {
-		return errors.Errorf("safetensors: tensor %q: shape %v; accepted: non-negative dimensions whose product fits an int64",
-			t.Name, t.Shape)
+		return errors.Errorf("safetensors: tensor %q: %s shape %v; accepted: non-negative dimensions whose product fits an int64 "+
+			"(in bits), of whole bytes", t.Name, t.DType, t.Shape)
 	}
-	if want := n * uint64(t.DType.Size()); uint64(len(t.Data)) != want {
+	if uint64(len(t.Data)) != want {
 		return errors.Errorf("safetensors: tensor %q: %d bytes of data for %s%v, which needs %d", t.Name, len(t.Data), t.DType, t.Shape, want)
 	}
 	return nil
