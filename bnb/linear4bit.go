@@ -237,7 +237,8 @@ func checkNested(f *safetensors.File, prefix string, qs QuantState) (bool, error
 //
 // The weight must be a host array whose blocks are bitsandbytes' (nf4.Format.FlatBlocks, or
 // blocks along the last axis of a weight whose last dimension is a multiple of the block size, or
-// of one row); other NF4 arrays must be re-quantized (bnb.Quantize4bit of the dense weight).
+// of one row); other NF4 arrays must be re-quantized (bnb.Quantize4bit of the dense weight), as
+// must one with float64 absmax that float32, bitsandbytes' absmax dtype, does not hold exactly.
 func (l *Linear4bit) Tensors(prefix string) ([]safetensors.Tensor, error) {
 	out, err := l.tensors(prefix)
 	return out, errors.WithMessagef(err, "bnb.Linear4bit.Tensors(prefix %q)", prefix)
@@ -282,6 +283,14 @@ func (l *Linear4bit) tensors(prefix string) ([]safetensors.Tensor, error) {
 		absmax, err := float32Values(components[1].Tensor())
 		if err != nil {
 			return nil, err
+		}
+		if components[1].Tensor().DType() == dtypes.Float64 {
+			for i, v := range tensors.MustCopyFlatData[float64](components[1].Tensor()) {
+				if float64(absmax[i]) != v {
+					return nil, errors.Errorf("weight %s: absmax %v of block %d is not a float32; accepted: absmax that float32 "+
+						"holds exactly, as bitsandbytes stores them (re-quantize the dense weight with bnb.Quantize4bit)", w, v, i)
+				}
+			}
 		}
 		list = append(list, float32Tensor(prefix+keyAbsmax, absmax))
 	} else {

@@ -204,6 +204,42 @@ func TestQuantStateErrors(t *testing.T) {
 	}
 }
 
+// TestFloat64Absmax: an NF4 array with float64 absmax (nf4.Quantize of a float64 weight) writes
+// when float32 holds its absmax exactly, and is refused otherwise, rather than written with
+// absmax rounded to float32 (bitsandbytes' dtype) and values other than the array's.
+func TestFloat64Absmax(t *testing.T) {
+	for _, tc := range []struct {
+		scale float64
+		ok    bool
+	}{{0.5, true}, {0.1, false}} {
+		v := make([]float64, 128)
+		for i := range v {
+			v[i] = tc.scale * float64(i%64-32)
+		}
+		w, err := nf4.Quantize(tensors.FromFlatDataAndDimensions(v, 2, 64), 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, err := (&bnb.Linear4bit{Weight: w}).Tensors("")
+		if tc.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "holds exactly")) {
+			t.Fatalf("scale %v: Tensors error %v; want ok = %v", tc.scale, err, tc.ok)
+		}
+		if !tc.ok {
+			continue
+		}
+		l, err := bnb.ReadLinear4bit(reopen(t, list), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := tensors.MustCopyFlatData[float32](l.Weight.Components()[1].Tensor()), tensors.MustCopyFlatData[float64](w.Components()[1].Tensor())
+		for i := range want {
+			if float64(got[i]) != want[i] {
+				t.Errorf("scale %v: absmax %d read back %v; want %v", tc.scale, i, got[i], want[i])
+			}
+		}
+	}
+}
+
 // TestBias: a bias that is not a float vector of out elements is refused where the layer is made
 // or written, so that every state dict written reads back.
 func TestBias(t *testing.T) {
