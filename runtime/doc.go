@@ -47,7 +47,8 @@
 // CPU plugin only, including when chosen by GOMLX_BACKEND=xla:cpu or by a path (one whose file name
 // does not say "cpu", such as xla_cpu_pjrt.so, is known by its devices); elsewhere it is ignored
 // and Report says so. An invalid value is an error only where the variable may apply
-// (GOMLX_BACKEND unset, or naming XLA with the CPU plugin or none); with another backend
+// (GOMLX_BACKEND unset, or naming XLA with the CPU plugin, by name or by a path to it whatever the
+// file's name, or none); with another backend
 // (GOMLX_BACKEND=go, xla:cuda) it is ignored too, with the same note. XLA_FLAGS=--xla_force_host_platform_device_count has no effect on the
 // PJRT plugins quanta uses.
 //

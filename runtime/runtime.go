@@ -116,7 +116,8 @@ func start() (backends.Backend, *Info, error) {
 		return nil, nil, err
 	}
 	// QUANTA_CPU_DEVICES applies to the XLA CPU plugin only: an invalid value is an error where
-	// that plugin may start, and ignored with a note elsewhere, as a valid one is.
+	// that plugin may start (or, for a plugin path, where the plugin started has CPU devices), and
+	// ignored with a note elsewhere, as a valid one is.
 	cpuDevices, cpuErr := parseCPUDevices(os.Getenv(CPUDevicesEnv))
 	config := os.Getenv(backends.ConfigEnvVar)
 	if cpuErr != nil && mayStartXLACPU(config) {
@@ -142,6 +143,12 @@ func start() (backends.Backend, *Info, error) {
 		if err != nil {
 			return nil, nil, err
 		}
+	}
+	// A plugin given by a path whose file name does not say "cpu" is known by its devices: on CPUs
+	// it is the XLA CPU plugin, where an invalid value is an error as everywhere else.
+	if _, cpu := kernelreg.XLACPU(backend); cpuErr != nil && cpu {
+		backend.Finalize()
+		return nil, nil, cpuErr
 	}
 	info.Name = backend.Name()
 	info.Description = backend.Description()

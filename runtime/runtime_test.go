@@ -80,7 +80,13 @@ const childDevicesEnv = "QUANTA_RUNTIME_TEST_CHILD_DEVICES"
 
 // TestVirtualCPUDevices checks that QUANTA_CPU_DEVICES=N gives a GoMLX graph N XLA CPU devices.
 func TestVirtualCPUDevices(t *testing.T) {
-	if want := os.Getenv(childDevicesEnv); want != "" {
+	if want := os.Getenv(childDevicesEnv); want == "error" {
+		if _, err := runtime.Report(); err == nil || !strings.Contains(err.Error(), runtime.CPUDevicesEnv) {
+			t.Fatalf("%s=%q: Report() = %v, want an error naming %s", runtime.CPUDevicesEnv, os.Getenv(runtime.CPUDevicesEnv),
+				err, runtime.CPUDevicesEnv)
+		}
+		return
+	} else if want != "" {
 		n, err := strconv.Atoi(want)
 		if err != nil {
 			t.Fatalf("bad %s=%q", childDevicesEnv, want)
@@ -114,6 +120,13 @@ func TestVirtualCPUDevices(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "--- PASS") {
 			t.Fatalf("child test with %s=xla:%s, %s=3 failed: %v\n%s", backends.ConfigEnvVar, plugin, runtime.CPUDevicesEnv, err, out)
+		}
+		// An invalid value is an error there too, not ignored as for a plugin other than the CPU one.
+		cmd = exec.Command(os.Args[0], "-test.run=^TestVirtualCPUDevices$", "-test.v")
+		cmd.Env = append(os.Environ(), backends.ConfigEnvVar+"=xla:"+plugin, runtime.CPUDevicesEnv+"=abc", childDevicesEnv+"=error")
+		out, err = cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS") {
+			t.Fatalf("child test with %s=xla:%s, %s=abc failed: %v\n%s", backends.ConfigEnvVar, plugin, runtime.CPUDevicesEnv, err, out)
 		}
 	})
 }
