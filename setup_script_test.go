@@ -109,3 +109,14 @@ func TestSetupNoWheel(t *testing.T) {
 		t.Errorf("setup-xla.sh: %v; want it to fail saying pip left no wheel:\n%s", err, out)
 	}
 }
+
+// TestSetupCorruptedWheel: a downloaded wheel that is not a zip file makes scripts/setup-xla.sh
+// fail saying so, with no traceback (it said the plugin was "not found in" the wheel, under a
+// folder it had already removed, after a Python traceback).
+func TestSetupCorruptedWheel(t *testing.T) {
+	out, err := runSetup(t, fakePip(t, `echo "not a zip" >"${dest}/fake-1.0-py3-none-any.whl"`))
+	if err == nil || !strings.Contains(out, "could not install the XLA CPU PJRT plugin") ||
+		!strings.Contains(out, "BadZipFile: File is not a zip file") || strings.Contains(out, "Traceback") {
+		t.Errorf("setup-xla.sh: %v; want it to fail saying the wheel is not a zip file:\n%s", err, out)
+	}
+}

