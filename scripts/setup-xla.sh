@@ -71,9 +71,18 @@ warn_no_kernels() {
 
 preferred="${CANDIDATES[0]%% *}"
 
+case "${QUANTA_SETUP_FORCE:-}" in
+"" | 0 | [Ff][Aa][Ll][Ss][Ee] | [Nn][Oo] | [Oo][Ff][Ff]) FORCE="" ;;
+1 | [Tt][Rr][Uu][Ee] | [Yy][Ee][Ss] | [Oo][Nn]) FORCE=1 ;;
+*)
+  log "ERROR: invalid QUANTA_SETUP_FORCE=${QUANTA_SETUP_FORCE}; accepted: 1, true, yes, on (reinstall) or 0, false, no, off"
+  exit 1
+  ;;
+esac
+
 # Fast path: installed by this script from the preferred wheel, unchanged since.
 installed() {
-  [[ -z "${QUANTA_SETUP_FORCE:-}" && -f "${DEST}" && -f "${STAMP}" &&
+  [[ -z "${FORCE}" && -f "${DEST}" && -f "${STAMP}" &&
     "$(sed -n 1p "${STAMP}")" == "${preferred}" && "$(file_id "${DEST}")" == "$(sed -n 2p "${STAMP}")" ]]
 }
 if installed; then
@@ -96,7 +105,7 @@ RUN_DIR="$(mktemp -d "${CACHE}/run.XXXXXX")"
 trap 'rm -rf "${RUN_DIR}"' EXIT
 
 # A plugin installed by other means (e.g. GoMLX's installer) is kept if it works.
-if [[ -z "${QUANTA_SETUP_FORCE:-}" && -f "${DEST}" && ! -f "${STAMP}" ]]; then
+if [[ -z "${FORCE}" && -f "${DEST}" && ! -f "${STAMP}" ]]; then
   DOCTOR_OUT="${RUN_DIR}/doctor.txt"
   if verify "${DEST}"; then
     log "keeping the XLA CPU plugin found at ${DEST} (not installed by quanta; QUANTA_SETUP_FORCE=1 replaces it)"
