@@ -29,7 +29,7 @@ assets: ## fetch the real models (SmolLM2, Gemma-3, MiniLM) and llama.cpp's Llam
 assets-quants: assets ## SmolLM2 in Q4_0, Q4_K_M, Q5_K_M, Q6_K, Q8_0 by llama.cpp's quantizer, into ~/.cache/quanta/assets/smollm2-quants
 	@reference/llamacpp.sh quants
 
-doctor: ## report the backend quanta runs on (exit 0: XLA; 3: pure-Go fallback)
+doctor: ## report the backend quanta runs on (fails on the pure-Go fallback, where the quanta binary exits 3)
 	$(GO) run ./cmd/quanta doctor
 
 demo: setup ## quantize a weight in every format, run the fused matmul, then a short QAT run
