@@ -11,6 +11,13 @@
 //
 //	backend := backends.MustNew() // GoMLX's own way; GOMLX_BACKEND chooses
 //
+// Run such a program with GOMLX_NO_AUTO_INSTALL=1 (or call GoMLX's xla.EnableAutoInstall(false)
+// before backends.New), as package runtime does for its own backend: otherwise GoMLX's
+// backends.New fetches its own XLA CPU plugin from GitHub (go-xla's pjrt-cpu-binaries v0.83.3,
+// older than the PJRT C API 0.115 the kernels need) and links it over
+// ~/.local/lib/go-xla/pjrt_c_api_cpu_plugin.so, the plugin `make setup` installed, and without
+// network it fails to start.
+//
 // The kernels then attach to each backend the first time a quantized product is built on it:
 // package lowering asks, and Attach registers the kernels with the backend's plugin. Attach can
 // also be called directly, to learn at start-up whether the kernels serve a backend (its Report
