@@ -341,12 +341,14 @@ func startCandidate(c candidate, options string, cpuDevices int, info *Info) (ba
 		return nil, err
 	}
 	// A plugin file whose name does not say what it is (a wheel's xla_cpu_pjrt.so): its devices do.
-	// On CPUs it is XLA's CPU plugin, and starts again with the virtual devices asked for.
-	if _, cpu := kernelreg.XLACPU(backend); cpuDevices > 0 && clientOptions == nil && !IsAccelerator(c.name) && cpu {
-		backend.Finalize()
-		backend, err = xla.NewWithOptions(pluginConfig, pjrt.NamedValuesMap{cpuDeviceCountOption: int64(cpuDevices)})
-		if err != nil {
-			return nil, errors.WithMessagef(err, "restarting the CPU plugin %s with %s=%d", c.config, CPUDevicesEnv, cpuDevices)
+	// On CPUs it is XLA's CPU plugin, named so, and starts again with the virtual devices asked for.
+	if _, cpu := kernelreg.XLACPU(backend); !IsAccelerator(c.name) && cpu {
+		if cpuDevices > 0 && clientOptions == nil {
+			backend.Finalize()
+			backend, err = xla.NewWithOptions(pluginConfig, pjrt.NamedValuesMap{cpuDeviceCountOption: int64(cpuDevices)})
+			if err != nil {
+				return nil, errors.WithMessagef(err, "restarting the CPU plugin %s with %s=%d", c.config, CPUDevicesEnv, cpuDevices)
+			}
 		}
 		c.name = "cpu"
 	}

@@ -86,6 +86,12 @@ func TestVirtualCPUDevices(t *testing.T) {
 				err, runtime.CPUDevicesEnv)
 		}
 		return
+	} else if want == "cpu" {
+		if info := runtime.MustReport(); info.PluginName != "cpu" {
+			t.Fatalf("%s=%q: PluginName %q, want \"cpu\" (the plugin's devices are %q)", backends.ConfigEnvVar,
+				os.Getenv(backends.ConfigEnvVar), info.PluginName, info.Devices)
+		}
+		return
 	} else if want != "" {
 		n, err := strconv.Atoi(want)
 		if err != nil {
@@ -120,6 +126,13 @@ func TestVirtualCPUDevices(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "--- PASS") {
 			t.Fatalf("child test with %s=xla:%s, %s=3 failed: %v\n%s", backends.ConfigEnvVar, plugin, runtime.CPUDevicesEnv, err, out)
+		}
+		// Without the variable, it is named the CPU plugin all the same.
+		cmd = exec.Command(os.Args[0], "-test.run=^TestVirtualCPUDevices$", "-test.v")
+		cmd.Env = append(os.Environ(), backends.ConfigEnvVar+"=xla:"+plugin, runtime.CPUDevicesEnv+"=", childDevicesEnv+"=cpu")
+		out, err = cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS") {
+			t.Fatalf("child test with %s=xla:%s failed: %v\n%s", backends.ConfigEnvVar, plugin, err, out)
 		}
 		// An invalid value is an error there too, not ignored as for a plugin other than the CPU one.
 		cmd = exec.Command(os.Args[0], "-test.run=^TestVirtualCPUDevices$", "-test.v")
