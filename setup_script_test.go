@@ -224,3 +224,17 @@ func TestSetupForceValues(t *testing.T) {
 		})
 	}
 }
+
+// TestAssetsRelativeDir: a relative QUANTA_ASSETS is refused, naming the variable: the script
+// wrote there from the repository's folder while the tests, run from each package's folder, looked
+// elsewhere and skipped as if the assets were missing.
+func TestAssetsRelativeDir(t *testing.T) {
+	out, err := runFetchAssets(t, "relative/assets", fakePip(t, `echo "fake pip: no network" >&2; exit 1`))
+	if err == nil || !strings.Contains(out, "set QUANTA_ASSETS (or XDG_CACHE_HOME) to an absolute path") {
+		t.Errorf("fetch-assets.sh: %v; want it to refuse a relative QUANTA_ASSETS:\n%s", err, out)
+	}
+	if _, err := os.Stat("relative"); err == nil {
+		t.Errorf("fetch-assets.sh created ./relative")
+		_ = os.RemoveAll("relative")
+	}
+}

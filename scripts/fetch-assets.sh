@@ -21,12 +21,17 @@
 # before anything is read from it) and its files taken out with tar. Every file is checked
 # against its pinned sha256; a mismatch is an error and nothing is left half-written.
 # Idempotent: files already present and correct are kept. Environment: PYTHON (default
-# python3), QUANTA_ASSETS.
+# python3), QUANTA_ASSETS (an absolute path).
 set -euo pipefail
 
 PYTHON="${PYTHON:-python3}"
 ASSETS="${QUANTA_ASSETS:-${XDG_CACHE_HOME:-${HOME}/.cache}/quanta/assets}"
 WHEELS="${ASSETS}/.wheels"
+if [[ "${ASSETS}" != /* ]]; then
+  # The tests read the folder from each package's own, where a relative one is another folder.
+  echo "fetch-assets: error: the assets folder ${ASSETS} is relative: set QUANTA_ASSETS (or XDG_CACHE_HOME) to an absolute path" >&2
+  exit 1
+fi
 FASHION_DIR=/usr/share/datasets/fashion-mnist
 
 log() { echo "fetch-assets: $*" >&2; }
