@@ -105,7 +105,13 @@ func pythonSysPath() []string {
 	if err != nil {
 		return nil
 	}
-	return strings.Fields(string(out))
+	var paths []string
+	for line := range strings.Lines(string(out)) { // one folder a line: a name may hold spaces
+		if line = strings.TrimRight(line, "\r\n"); line != "" {
+			paths = append(paths, line)
+		}
+	}
+	return paths
 }
 
 // underRoot places an absolute path of a pattern under env.root, and "~" under env.home.

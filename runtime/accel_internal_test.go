@@ -296,3 +296,20 @@ func TestInfoStringAccelerator(t *testing.T) {
 		}
 	}
 }
+
+// TestPythonSysPathSpaces: python3's sys.path is read one folder a line, so that a folder whose
+// name holds a space (a virtualenv under "/opt/my envs") is searched (it was split into pieces at
+// the space, and its wheels' plugins were not found).
+func TestPythonSysPathSpaces(t *testing.T) {
+	dir := t.TempDir()
+	script := "#!/bin/sh\nprintf '%s\\n' '' '/usr/lib/python3.12' '/opt/my envs/venv/lib/python3.12/site-packages'\n"
+	if err := os.WriteFile(filepath.Join(dir, "python3"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+	got := pythonSysPath()
+	want := []string{"/usr/lib/python3.12", "/opt/my envs/venv/lib/python3.12/site-packages"}
+	if !slices.Equal(got, want) {
+		t.Errorf("pythonSysPath() = %q, want %q", got, want)
+	}
+}
