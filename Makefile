@@ -50,7 +50,7 @@ test: setup assets vet ## fetch what is missing, then run every test on XLA CPU 
 # qk_simde): how a CPU without AVX-512 tests that path. Run on every machine, so that the emulation
 # a machine without AVX-512 relies on is itself tested where the native path is there to agree.
 test-avx512: ## the CPU kernels' tests on their AVX-512 path emulated over SIMDe
-	CGO_CFLAGS="-I$$(scripts/simde.sh)" $(GO) test $(GOTEST_FLAGS) -short -tags qk_simde ./internal/cpukernels/
+	simde=$$(scripts/simde.sh) && CGO_CFLAGS="-I$$simde" $(GO) test $(GOTEST_FLAGS) -short -tags qk_simde ./internal/cpukernels/
 
 check-setup: ## run `make setup` from two clones at once with an empty cache (fetches the wheel): both must end with the kernels
 	scripts/check-setup-concurrent.sh
