@@ -24,7 +24,7 @@ const (
 	// LoRABName is the adapter B, (rank, outDim), trainable, initialized to zero: a fresh adapter
 	// leaves the layer's output unchanged.
 	LoRABName = "lora_b"
-	// LoRAScaleParam records α/r, the factor of the adapters' product (float64).
+	// LoRAScaleParam records α/r (LoRA.Scale()), the factor of the adapters' product (float64).
 	LoRAScaleParam = "quanta_lora_scale"
 	// LoRAMergedParam is true while MergeLoRA's dense merge is in place: the float kernel
 	// "weights" holds W + (α/r)·A·B, and LoRADense uses it alone.
@@ -39,14 +39,21 @@ type LoRA struct {
 	Rank int
 	// Alpha scales the adapters' product by Alpha/Rank (PEFT's lora_alpha); 0 means Rank.
 	Alpha float64
+	// RSLoRA scales by Alpha/√Rank instead (PEFT's use_rslora, rank-stabilized LoRA), the scale
+	// LoadAdapters records for such an adapter file.
+	RSLoRA bool
 }
 
-// Scale is α/r, the factor of the adapters' product.
+// Scale is α/r (α/√r with RSLoRA), the factor of the adapters' product.
 func (l LoRA) Scale() float64 {
-	if l.Alpha == 0 {
-		return 1
+	alpha := l.Alpha
+	if alpha == 0 {
+		alpha = float64(l.Rank)
 	}
-	return l.Alpha / float64(l.Rank)
+	if l.RSLoRA {
+		return alpha / math.Sqrt(float64(l.Rank))
+	}
+	return alpha / float64(l.Rank)
 }
 
 // Validate returns an error for a rank outside 1 to 2^31 − 1 or a negative or non-finite alpha.
@@ -147,9 +154,10 @@ func adapters(ctx *context.Context, x *graph.Node, outDim int, lora LoRA) *graph
 	if ctx.GetVariable(LoRAAName) != nil {
 		if s, found := ctx.GetParam(LoRAScaleParam); found {
 			if scale, ok := s.(float64); ok && scale != lora.Scale() {
-				panic(errors.Errorf("qlayers.LoRADense in scope %q: the adapters' recorded scale %s=%v (α/r) differs from "+
-					"the LoRA's %v (rank %d, alpha %v); accepted: the alpha and rank the adapters were made with",
-					ctx.Scope(), LoRAScaleParam, scale, lora.Scale(), lora.Rank, lora.Alpha))
+				panic(errors.Errorf("qlayers.LoRADense in scope %q: the adapters' recorded scale %s=%v differs from "+
+					"the LoRA's %v (rank %d, alpha %v, RSLoRA %v); accepted: the alpha and rank the adapters were made with "+
+					"(RSLoRA for a file with use_rslora)",
+					ctx.Scope(), LoRAScaleParam, scale, lora.Scale(), lora.Rank, lora.Alpha, lora.RSLoRA))
 			}
 		}
 	}

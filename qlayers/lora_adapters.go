@@ -145,7 +145,7 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 // LoadAdapters reads the adapters SaveAdapters (or PEFT) wrote in dir into ctx: for each module
 // of the file, the LoRA layer whose scope opts names so gets A and B (trainable; created if
 // missing) and the scale lora_alpha/r (lora_alpha/√r with use_rslora, PEFT's rank-stabilized
-// LoRA). A layer is a scope holding a base kernel ("weights" or quantized components) in its
+// LoRA: LoRADense then takes a LoRA with RSLoRA set). A layer is a scope holding a base kernel ("weights" or quantized components) in its
 // "dense" sub-scope. Adapters saved as F16, BF16 or F64 are
 // converted to float32, or to the dtype of the adapters the layer holds. It returns an error, loading nothing, for a nil context, a config whose r
 // is not from 1 to 2^31 − 1 or whose lora_alpha is not a finite positive number, a config that sets

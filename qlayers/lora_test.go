@@ -672,3 +672,54 @@ func TestAdapterModuleNameCollision(t *testing.T) {
 		t.Errorf("SaveAdapters: %v; want an error containing %q", err, want)
 	}
 }
+
+// TestLoRADenseRSLoRA: adapters of a file with use_rslora (scale lora_alpha/√r) are used by a
+// LoRA with the file's rank and alpha and RSLoRA set, and give the output of the same adapters
+// loaded plainly with the same scale (8/√4 = 16/4); without RSLoRA the LoRA is
+// refused, naming it.
+func TestLoRADenseRSLoRA(t *testing.T) {
+	backend := testutil.Backend(t)
+	ctx := loraContext(t, nf4DQ, false)
+	x := matrix(3, batch, inDim)
+	dir := t.TempDir()
+	if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
+		t.Fatalf("%+v", err)
+	}
+	configFile := filepath.Join(dir, qlayers.AdapterConfigFile)
+	config, err := os.ReadFile(configFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(t *testing.T, config string) *context.Context {
+		if err := os.WriteFile(configFile, []byte(config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fresh := floatContext()
+		if _, err := qlayers.QuantizeContext(fresh, []qlayers.Rule{{Scope: ".*", Config: nf4DQ}}, qlayers.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := qlayers.LoadAdapters(fresh, dir, qlayers.AdapterOptions{}); err != nil {
+			t.Fatalf("%+v", err)
+		}
+		return fresh
+	}
+	layer := func(lora qlayers.LoRA) func(ctx *context.Context, x *graph.Node) *graph.Node {
+		return func(ctx *context.Context, x *graph.Node) *graph.Node {
+			return qlayers.LoRADense(ctx.In("layer").Checked(false), x, true, outDim, nf4DQ, lora)
+		}
+	}
+	// lora_alpha 16 at r 4 is the scale 4 that lora_alpha 8 gives with use_rslora (8/√4).
+	plain := load(t, strings.Replace(string(config), `"lora_alpha": 8`, `"lora_alpha": 16`, 1))
+	want := flat(t, context.MustExecOnce(backend, plain, layer(qlayers.LoRA{Rank: 4, Alpha: 16}), x))
+	rs := load(t, strings.Replace(string(config), `"r": 4`, `"use_rslora": true, "r": 4`, 1))
+	got := flat(t, context.MustExecOnce(backend, rs, layer(qlayers.LoRA{Rank: 4, Alpha: 8, RSLoRA: true}), x))
+	if d := maxDiff(got, want); d != 0 {
+		t.Errorf("rank-stabilized adapters with LoRA{Rank: 4, Alpha: 8, RSLoRA: true} differ by %g from the same scale loaded plainly", d)
+	}
+	func() {
+		defer testutil.RecoverError(&err)
+		err = nil
+		context.MustExecOnce(backend, rs, layer(qlayers.LoRA{Rank: 4, Alpha: 8}), x)
+	}()
+	testutil.WantError(t, err, "RSLoRA false")
+}
