@@ -89,7 +89,8 @@ func FromBytes(typ gguf.Type, dims []int, data []byte) (*Array, error) {
 // Read returns the tensor called name of a GGUF file as an array of its own block type, reading
 // its bytes straight into the array's storage: the shape is the tensor's row-major Shape, the
 // materialization dtype float32. A tensor of another type (F32, F16, ...) is an error wrapping
-// gguf.ErrUnsupported: read it with File.ReadFloat32.
+// gguf.ErrUnsupported: read it with File.ReadFloat32. A block whose scale is NaN or infinite is an
+// error wrapping gguf.ErrCorrupt (gguf.CheckScales), as File.DecodeInto reports it.
 func Read(f *gguf.File, name string) (*Array, error) {
 	info, ok := f.Tensor(name)
 	if !ok {
@@ -121,6 +122,13 @@ func Read(f *gguf.File, name string) (*Array, error) {
 			return nil, errors.Wrapf(gguf.ErrCorrupt, "ggml.Read: tensor %s: reading %d bytes: %v", info, info.Bytes, err)
 		}
 		return nil, errors.WithMessagef(err, "ggml.Read: tensor %s: reading %d bytes", info, info.Bytes)
+	}
+	if accessErr := blocks.ConstBytes(func(b []byte) { err = gguf.CheckScales(info.Type, b) }); accessErr != nil {
+		err = accessErr
+	}
+	if err != nil {
+		_ = blocks.FinalizeAll()
+		return nil, errors.WithMessagef(err, "ggml.Read: tensor %s", info)
 	}
 	return newArray(implicitarray.TensorComponent(blocks), info.Type, shapes.Make(dtypes.Float32, dims...)), nil
 }

@@ -59,6 +59,24 @@ func TestRead(t *testing.T) {
 	testutil.WantError(t, err, "tensor empty Q4_K [256 0]: dimensions [0 256]; accepted: rank >= 1, every dimension positive")
 }
 
+// TestReadNonFiniteScale: a block whose half-precision scale is NaN or infinite (here the d of
+// Q8_0's second block set to +Inf, 0x7C00) is an error wrapping gguf.ErrCorrupt naming the tensor,
+// the block and the scale, as File.DecodeInto reports it, never an array whose products are NaN.
+func TestReadNonFiniteScale(t *testing.T) {
+	data := make([]byte, 68)
+	data[35] = 0x7C
+	file := ggufbuild.Build(nil, []ggufbuild.Tensor{{Name: "w", Type: uint32(gguf.TypeQ8_0), Dims: []uint64{32, 2}, Data: data}})
+	f, err := gguf.Read(bytes.NewReader(file), int64(len(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ggml.Read(f, "w")
+	if !errors.Is(err, gguf.ErrCorrupt) {
+		t.Errorf("Read: %v; want an error wrapping gguf.ErrCorrupt", err)
+	}
+	testutil.WantError(t, err, "tensor w Q8_0 [32 2]: Q8_0 block 1: scale d is +Inf")
+}
+
 // TestReadClosedOrCut: reading from a closed file is an error saying so (os.ErrClosed), not one
 // wrapping gguf.ErrCorrupt, since the file is not malformed; a file cut after it was opened is
 // corrupt.

@@ -224,7 +224,9 @@ func (v *Vars) readKept(f *gguf.File, p Tensor) (*ggml.Array, error) {
 
 // readRows reads the stored rows of kernel p into dst, which holds exactly its bytes: in order,
 // or, when p.UnpermuteHeads says so, row r from the stored row headRows(r) (whole rows of blocks
-// move: exact).
+// move: exact). A block whose scale is NaN or infinite is an error wrapping gguf.ErrCorrupt
+// (gguf.CheckScales), as DecodeInto reports it for a decoded tensor: the products over it would
+// give NaN silently.
 func readRows(f *gguf.File, p Tensor, dst []byte) error {
 	info, _ := f.Tensor(p.Name)
 	if info.Bytes != int64(len(dst)) {
@@ -236,7 +238,10 @@ func readRows(f *gguf.File, p Tensor, dst []byte) error {
 	}
 	if p.UnpermuteHeads == 0 {
 		_, err := io.ReadFull(r, dst)
-		return readError(err, "tensor %s: reading %d bytes", info, len(dst))
+		if err := readError(err, "tensor %s: reading %d bytes", info, len(dst)); err != nil {
+			return err
+		}
+		return errors.WithMessagef(gguf.CheckScales(info.Type, dst), "tensor %s", info)
 	}
 	n := len(dst) / p.Out
 	src := headRows(p.Out, p.UnpermuteHeads)
@@ -247,6 +252,9 @@ func readRows(f *gguf.File, p Tensor, dst []byte) error {
 				err = io.ErrUnexpectedEOF
 			}
 			return readError(err, "tensor %s: reading row %d", info, src(row))
+		}
+		if err := gguf.CheckScales(info.Type, dst[row*n:(row+1)*n]); err != nil {
+			return errors.WithMessagef(err, "tensor %s: row %d", info, src(row))
 		}
 	}
 	return nil

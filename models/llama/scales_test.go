@@ -26,15 +26,16 @@ func nanScaleGGUF(t *testing.T) []byte {
 	return data
 }
 
-// TestLoadNaNScale: a block whose scale is NaN is named at load (tensor and block) when the
-// loader decodes the tensor, under every converting rule set, never a model whose logits are NaN.
+// TestLoadNaNScale: a block whose scale is NaN is named at load (tensor and block) under every
+// converting rule set and when the tensor is kept as stored (FilePreset, quanta run's default),
+// never a model whose logits are NaN.
 func TestLoadNaNScale(t *testing.T) {
 	data := nanScaleGGUF(t)
-	for _, preset := range []string{"f32", "int8", "ternary-scaled"} {
+	for _, preset := range []string{"f32", "int8", "ternary-scaled", models.FilePreset} {
 		t.Run(preset, func(t *testing.T) {
 			q := decodertest.Quantizer(t, preset)
 			ctx := context.New()
-			m, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), llama.LoadOptions{LoadOptions: models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable}})
+			m, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), llama.LoadOptions{LoadOptions: models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q}})
 			if err == nil {
 				m.Projection, m.Table = q.Projection, q.Table
 				logits := decodertest.Forward(t, testutil.Backend(t), ctx, m, []int32{1, 2, 3})
