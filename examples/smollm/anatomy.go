@@ -42,6 +42,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/benchsuite"
 	"github.com/quanta-ml/quanta/internal/cpukernels"
 	"github.com/quanta-ml/quanta/internal/customcall"
 	"github.com/quanta-ml/quanta/internal/modelbase"
@@ -419,7 +420,7 @@ func decodeRates(l *loaded, window int) ([]rateOf, error) {
 		}
 	}
 	for i := range configs {
-		configs[i].rate = median(samples[i])
+		configs[i].rate = benchsuite.MedianOf(samples[i])
 	}
 	return configs, nil
 }
@@ -438,5 +439,5 @@ func timeRuns(reps int, f func() error) (float64, error) {
 		}
 		times[i] = float64(time.Since(start).Microseconds()) / 1e3
 	}
-	return median(times), nil
+	return benchsuite.MedianOf(times), nil
 }

@@ -38,7 +38,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -47,6 +46,7 @@ import (
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/benchsuite"
 	"github.com/quanta-ml/quanta/internal/cpukernels"
 	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/models"
@@ -383,19 +383,7 @@ func bench() error {
 
 // rates returns n / median(seconds) and n / min(seconds).
 func rates(n float64, seconds []float64) (med, best float64) {
-	return n / median(seconds), n / slices.Min(seconds)
-}
-
-// median returns the median of xs (not empty): the middle value, or the mean of the two middle
-// values of an even count, as Python's statistics.median (llamacpp_speed.py's).
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return m
+	return n / benchsuite.MedianOf(seconds), n / slices.Min(seconds)
 }
 
 // procMemory returns a memory figure of the process (fileio.ProcStatus) in MB: "VmRSS" the
@@ -487,7 +475,7 @@ func speedTable(files []string) error {
 	}
 	bw := 0.0 // the median of the bandwidths measured with the quanta rows
 	if len(bandwidths) > 0 {
-		bw = median(bandwidths)
+		bw = benchsuite.MedianOf(bandwidths)
 	}
 	fmt.Println("| engine | weights | file/weight MB | prompt tok/s (median, best) | decode tok/s (median, best) | decode after the prompt | decode: weight GB/s (of the read bandwidth) | RSS after load (peak while loading), peak |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")

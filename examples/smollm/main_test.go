@@ -39,28 +39,6 @@ func TestCheckFlags(t *testing.T) {
 	}
 }
 
-// TestMedian: the middle value, or the mean of the two middle values of an even count (Python's
-// statistics.median, which llamacpp_speed.py's figures use); the input is left unsorted.
-func TestMedian(t *testing.T) {
-	for _, tc := range []struct {
-		xs   []float64
-		want float64
-	}{
-		{[]float64{7}, 7},
-		{[]float64{3, 1, 2}, 2},
-		{[]float64{4, 1, 3, 2}, 2.5},
-		{[]float64{20, 10}, 15},
-	} {
-		in := append([]float64(nil), tc.xs...)
-		if got := median(tc.xs); got != tc.want {
-			t.Errorf("median(%v) = %v; want %v", in, got, tc.want)
-		}
-		if !slices.Equal(in, tc.xs) {
-			t.Errorf("median reordered its input: %v, was %v", tc.xs, in)
-		}
-	}
-}
-
 // TestSpeedTableBandwidth: the read bandwidth the speed table sets the decoding rates against is
 // the median of the quanta runs' measurements (two runs: their mean), as the table says.
 func TestSpeedTableBandwidth(t *testing.T) {

@@ -323,16 +323,17 @@ func Median(minTime time.Duration, call func() error) (time.Duration, error) {
 		times = append(times, d)
 		total += d
 	}
-	return median(times), nil
+	return MedianOf(times), nil
 }
 
-// median returns the median of times (not empty): the middle one, or the mean of the two middle
-// ones of an even count.
-func median(times []time.Duration) time.Duration {
-	s := slices.Clone(times)
+// MedianOf returns the median of xs (not empty), left unsorted: the middle value, or the mean of
+// the two middle values of an even count, as Python's statistics.median (llamacpp_speed.py's).
+// Every median of the benchmarks (go run ./bench, examples/smollm) is this one.
+func MedianOf[T float64 | time.Duration](xs []T) T {
+	s := slices.Clone(xs)
 	slices.Sort(s)
 	if n := len(s); n%2 == 0 {
-		return s[n/2-1] + (s[n/2]-s[n/2-1])/2
+		return (s[n/2-1] + s[n/2]) / 2
 	}
 	return s[len(s)/2]
 }

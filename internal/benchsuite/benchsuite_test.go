@@ -1,6 +1,7 @@
 package benchsuite
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -17,8 +18,30 @@ func TestMedian(t *testing.T) {
 		{[]time.Duration{40, 10, 30, 20}, 25},
 		{[]time.Duration{100, 300}, 200},
 	} {
-		if got := median(tc.times); got != tc.want {
-			t.Errorf("median(%v) = %v; want %v", tc.times, got, tc.want)
+		if got := MedianOf(tc.times); got != tc.want {
+			t.Errorf("MedianOf(%v) = %v; want %v", tc.times, got, tc.want)
+		}
+	}
+}
+
+// TestMedianOfSeconds: MedianOf of float64 values (examples/smollm's seconds and bandwidths), as
+// Python's statistics.median (llamacpp_speed.py's figures); the input is left unsorted.
+func TestMedianOfSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		want float64
+	}{
+		{[]float64{7}, 7},
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+		{[]float64{20, 10}, 15},
+	} {
+		in := slices.Clone(tc.xs)
+		if got := MedianOf(tc.xs); got != tc.want {
+			t.Errorf("MedianOf(%v) = %v; want %v", in, got, tc.want)
+		}
+		if !slices.Equal(in, tc.xs) {
+			t.Errorf("MedianOf reordered its input: %v, was %v", tc.xs, in)
 		}
 	}
 }
