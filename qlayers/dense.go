@@ -247,6 +247,14 @@ func arrayFromVariables(ctx *context.Context, g *graph.Graph, op, what string, s
 			panic(errors.Errorf("%s in scope %q: component %q is %s; a %s %s %s needs %s (%s)",
 				op, ctx.Scope(), v.Name(), v.Shape(), format, what, shape, want[i].Shape(), describeComponents(want)))
 		}
+		// Deleting an array Base returned finalizes these very tensors: name that here, where
+		// GoMLX would only say, while feeding the parameters, that a tensor shape is invalid.
+		if v.ShardingSpec() == nil && v.HasValue() {
+			if t, err := v.Value(); err == nil && !t.Ok() {
+				panic(errors.Wrapf(implicitarray.ErrDeleted, "%s in scope %q: stored %s (finalized with an array qlayers.Base returned)",
+					op, ctx.Scope(), v.Name()))
+			}
+		}
 		// Components loaded from a checkpoint into a fresh context come back trainable; an
 		// optimizer must never see these integer arrays.
 		v.SetTrainable(false)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta"
@@ -119,7 +120,8 @@ func TestBadLayoutParam(t *testing.T) {
 
 // TestBaseAfterDelete: Base once an array it returned was deleted (which finalizes the stored
 // kernel) is an error wrapping implicitarray.ErrDeleted, as StoreBase's is, not a report of
-// components of an invalid dtype.
+// components of an invalid dtype; Dense on that layer panics with the same error, not GoMLX's
+// "Tensor shape is invalid" while feeding the parameters.
 func TestBaseAfterDelete(t *testing.T) {
 	w := mustFlat(t, tensors.FromValue(matrix(11, 24, 40)))
 	ctx := context.New()
@@ -134,6 +136,17 @@ func TestBaseAfterDelete(t *testing.T) {
 	if _, _, err := qlayers.Base(ctx, "/proj", 40, 24); !errors.Is(err, implicitarray.ErrDeleted) ||
 		!strings.Contains(err.Error(), `qlayers.Base("/proj")`) {
 		t.Errorf("Base after Delete: %v; want an error wrapping ErrDeleted naming the scope", err)
+	}
+	// Dense on the finalized kernel: the same error, naming Dense and its scope.
+	func() {
+		defer testutil.RecoverError(&err)
+		err = nil
+		context.MustExecOnce(testutil.Backend(t), ctx, func(ctx *context.Context, x *graph.Node) *graph.Node {
+			return qlayers.Dense(ctx.In("proj").Checked(false), x, false, 24, nf4DQ)
+		}, matrix(3, 2, 40))
+	}()
+	if !errors.Is(err, implicitarray.ErrDeleted) || !strings.Contains(err.Error(), `qlayers.Dense in scope "/proj/dense"`) {
+		t.Errorf("Dense after Delete: %v; want an error wrapping ErrDeleted naming qlayers.Dense and the scope", err)
 	}
 }
 
