@@ -60,7 +60,7 @@
 //		{Scope: "/lm_head", Skip: true},
 //		{Scope: ".*", Config: quanta.Config{Type: quanta.NF4}, Layout: qlayers.OutIn},
 //	})
-//	model, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{Kernel: q.Kernel})
+//	model, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{LoadOptions: models.LoadOptions{Kernel: q.Kernel}})
 //	err = q.CheckMatched() // a rule that converted nothing (a misspelt scope) is an error
 //	model.Projection = q.Projection
 //

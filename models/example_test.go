@@ -14,8 +14,8 @@ import (
 
 // Rules choose each projection's format as a loader hands over its kernels: here the output head
 // stays float and every other projection is NF4 with blocks along in (bitsandbytes' layout). A
-// real model is loaded with llama.LoadOptions{Kernel: q.Kernel} and run with
-// model.Projection = q.Projection; this example plays the loader for one kernel.
+// real model is loaded with llama.LoadOptions{LoadOptions: models.LoadOptions{Kernel: q.Kernel}}
+// and run with model.Projection = q.Projection; this example plays the loader for one kernel.
 func ExampleQuantizer() {
 	q := models.MustNewQuantizer([]models.Rule{
 		{Scope: "/lm_head", Skip: true},
