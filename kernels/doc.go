@@ -7,7 +7,10 @@
 //
 // Import the package, for its effect or to call it, in the program that creates the backend:
 //
-//	import _ "github.com/quanta-ml/quanta/kernels"
+//	import (
+//		_ "github.com/gomlx/gomlx/backends/default" // GoMLX's backends: XLA and pure Go
+//		_ "github.com/quanta-ml/quanta/kernels"
+//	)
 //
 //	backend := backends.MustNew() // GoMLX's own way; GOMLX_BACKEND chooses
 //
@@ -24,7 +27,8 @@
 // says why not); Probe runs one custom call end to end. Package runtime, which starts quanta's
 // commands and examples, is one user of it. Importing this package is the opt-in: it registers
 // the lazy attachment with the products (internal/kernelreg) and does nothing else until a
-// product is built.
+// product is built. It links GoMLX's XLA backend but not the pure-Go one: GOMLX_BACKEND=go needs
+// GoMLX's backends/default (or backends/simplego) imported, as any GoMLX program does.
 //
 // # Which backends
 //
