@@ -303,6 +303,7 @@ func (q *Quantizer) Projection(ctx *context.Context, name string, x *graph.Node,
 	k := q.kernels[pctx.Scope()]
 	q.mu.Unlock()
 	if k == nil {
+		unrecorded("models.Quantizer.Projection", pctx.In(DenseScope), componentName(0), DenseWeights, "kernel")
 		return Dense(ctx, name, x, outDim, useBias)
 	}
 	dctx := pctx.In(DenseScope)
@@ -385,6 +386,7 @@ func (q *Quantizer) Table(ctx *context.Context, name string, g *graph.Graph, row
 	k := q.tables[tctx.Scope()]
 	q.mu.Unlock()
 	if k == nil {
+		unrecorded("models.Quantizer.Table", tctx, tableComponentName(0), TableName, "table")
 		return DenseTable(ctx, name, g, rows, dim)
 	}
 	if want := shapes.Make(dtypes.Float32, rows, dim); !k.template.Shape().Equal(want) {
@@ -392,6 +394,18 @@ func (q *Quantizer) Table(ctx *context.Context, name string, g *graph.Graph, row
 			tctx.Scope(), k.format(), k.template.Shape(), want))
 	}
 	return k.fromVariables(tctx, g, tableComponentName, "models.Quantizer.Table", "table")
+}
+
+// unrecorded panics, naming op and the scope, when ctx holds a stored component (component) and
+// no float variable (float) for a kernel or table the Quantizer has no record of: the components
+// of another Quantizer (a checkpoint loaded in a fresh process), whose format only that one
+// recorded. Without it the float fallback would fail on the float variable that does not exist.
+func unrecorded(op string, ctx *context.Context, component, float, what string) {
+	if ctx.GetVariable(component) != nil && ctx.GetVariable(float) == nil {
+		panic(errors.Errorf("%s in scope %q: the context holds the stored component %q but this Quantizer stored no %s there; "+
+			"accepted: a %s stored through this Quantizer (its Kernel, QuantizeTable, Keep or Fuse hooks, as a loader calls them), "+
+			"which records its format (a checkpoint does not)", op, ctx.Scope(), component, what, what))
+	}
 }
 
 func variableShape(v *context.Variable) string {

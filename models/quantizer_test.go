@@ -208,6 +208,52 @@ func TestQuantizerProjectionErrors(t *testing.T) {
 	}
 }
 
+// TestQuantizerUnrecordedComponents: a Quantizer runs only the kernels and tables it stored
+// itself; given a context with another Quantizer's components (a checkpoint loaded in a fresh
+// process), Projection and Table panic naming the scope and the stored component, rather than
+// falling back to the float layer and failing on a float variable that does not exist.
+func TestQuantizerUnrecordedComponents(t *testing.T) {
+	rules := []models.Rule{{Scope: ".*", Config: quanta.Config{Type: quanta.Int8}, Layout: qlayers.OutIn}}
+	loader := models.MustNewQuantizer(rules)
+	vars, err := loader.Kernel("/proj", testutil.RandomTensor(1, 4, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := loader.QuantizeTable("/emb", testutil.RandomTensor(2, 2, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.New()
+	if err := models.Store(ctx, append(vars, table...)); err != nil {
+		t.Fatal(err)
+	}
+	fresh := models.MustNewQuantizer(rules)
+	backend := testutil.Backend(t)
+	for _, tc := range []struct {
+		name string
+		fn   func(ctx *context.Context, x *graph.Node) *graph.Node
+		want []string
+	}{
+		{"Projection", func(ctx *context.Context, x *graph.Node) *graph.Node {
+			return fresh.Projection(ctx, "proj", x, 8, false)
+		}, []string{"models.Quantizer.Projection", "/proj/dense", "weights.q0"}},
+		{"Table", func(ctx *context.Context, x *graph.Node) *graph.Node {
+			return implicitarray.Materialize(fresh.Table(ctx, "emb", x.Graph(), 2, 3))
+		}, []string{"models.Quantizer.Table", "/emb", "embeddings.q0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := catch(func() {
+				context.MustExecOnce(backend, ctx.Reuse(), tc.fn, [][]float32{{1, 2, 3, 4}})
+			})
+			for _, want := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("got %v; want a panic naming %q", err, want)
+				}
+			}
+		})
+	}
+}
+
 func catch(f func()) (err error) {
 	defer testutil.RecoverError(&err)
 	f()
