@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta"
@@ -132,8 +133,10 @@ func (r Report) String() string {
 // FormatParam parameter, so GoMLX checkpoints save and load both. The float kernel is deleted
 // unless opts.KeepFloat. Dense then runs those layers on the quantized kernels in inference.
 //
-// Only loaded variables are seen: with a checkpoint attached, load it with checkpoints'
-// Immediate() first. Converting an already converted kernel (kept with Options.KeepFloat) replaces
+// A checkpoint attached the GoMLX way loads variables lazily, as a graph first uses them:
+// QuantizeContext first asks a loader that lists its variables (GoMLX's checkpoints.Handler) for
+// the kernels (and tables) it holds, so a float model loaded from a checkpoint, Immediate or not,
+// is converted whole. Converting an already converted kernel (kept with Options.KeepFloat) replaces
 // its components; when no rule quantizes it now (no match, or a Skip rule), its components are
 // deleted, so the layer is float again as after a first conversion by the same rules.
 //
@@ -161,6 +164,7 @@ func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, 
 		}
 	}
 
+	loadPending(ctx, opts)
 	var kernels []*context.Variable
 	for v := range ctx.IterVariables() {
 		if (v.Name() == WeightsName || (opts.Tables && v.Name() == TableName)) && v.Shape().Rank() == 2 && v.DType().IsFloat() {
@@ -248,6 +252,32 @@ func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, 
 		}
 	}
 	return report, nil
+}
+
+// loadPending brings into ctx the kernels (and with opts.Tables the tables), with their optimizer
+// state and stored components (the variables named after them), that its checkpoint loader holds
+// but the context has not asked for yet: GoMLX's checkpoints load variables lazily, as a graph
+// first uses them, so a float model loaded without Immediate has none of them in IterVariables,
+// and a pending optimizer state would escape deleteFloat and be saved again. Asking for a
+// variable by scope and name loads it (the loader hands its value over); a loader that cannot
+// list its variables is left as it is.
+func loadPending(ctx *context.Context, opts Options) {
+	lister, ok := ctx.Loader().(interface {
+		LoadedVariables() map[string]*tensors.Tensor
+	})
+	if !ok {
+		return
+	}
+	var pending [][2]string
+	for key := range lister.LoadedVariables() {
+		scope, name := context.VariableScopeAndNameFromParameterName(key)
+		if strings.HasPrefix(name, WeightsName) || (opts.Tables && strings.HasPrefix(name, TableName)) {
+			pending = append(pending, [2]string{scope, name})
+		}
+	}
+	for _, p := range pending { // not while ranging over the loader's map, which loading edits
+		ctx.GetVariableByScopeAndName(p[0], p[1])
+	}
 }
 
 // decideRules returns the index of the first rule whose pattern matches each kernel's scope (-1

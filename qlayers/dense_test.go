@@ -398,6 +398,57 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	}
 }
 
+// TestQuantizeLoadedCheckpoint: a float model saved as a checkpoint and loaded in a fresh context
+// the GoMLX way (lazily: its variables come into the context as they are first asked for) is
+// converted by QuantizeContext, as one loaded with Immediate is, and runs as the model converted
+// before the save; the optimizer state of the float kernel goes with it, so that a checkpoint of
+// the converted context does not carry it.
+func TestQuantizeLoadedCheckpoint(t *testing.T) {
+	backend := testutil.Backend(t)
+	x := matrix(5, batch, inDim)
+	cfg := quanta.Config{Type: quanta.Int8}
+	rules := []qlayers.Rule{{Scope: ".*", Config: cfg}}
+	dir := t.TempDir()
+	ctx := floatContext()
+	trainStep(t, ctx, cfg) // Adam's moments of the kernel
+	checkpoint, err := checkpoints.Build(ctx).Dir(dir).Done()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.Save(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := qlayers.QuantizeContext(ctx, rules, qlayers.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	want := flat(t, context.MustExecOnce(backend, ctx, layer(cfg), x))
+
+	loaded := context.New()
+	handler, err := checkpoints.Build(loaded).Dir(dir).Done()
+	if err != nil {
+		t.Fatal(err)
+	}
+	report, err := qlayers.QuantizeContext(loaded, rules, qlayers.Options{})
+	if err != nil {
+		t.Fatalf("QuantizeContext on the lazily loaded checkpoint: %v", err)
+	}
+	if len(report.Entries) != 1 || !report.Entries[0].Quantized {
+		t.Fatalf("report %+v; want the one kernel quantized", report.Entries)
+	}
+	got := flat(t, context.MustExecOnce(backend, loaded.Reuse(), layer(cfg), x))
+	if d := maxDiff(got, want); d != 0 {
+		t.Errorf("the loaded and converted model differs from the one converted before the save by %g", d)
+	}
+	if loaded.GetVariableByScopeAndName(scope, qlayers.WeightsName) != nil {
+		t.Errorf("the float kernel is still in the loaded context")
+	}
+	for key := range handler.LoadedVariables() { // what a Save of the loaded context would write besides its variables
+		if _, name := context.VariableScopeAndNameFromParameterName(key); strings.HasPrefix(name, qlayers.WeightsName+"_") {
+			t.Errorf("the float kernel's optimizer state %s is still waiting in the checkpoint loader", key)
+		}
+	}
+}
+
 // trainStep runs one Adam step of the one-layer model on ctx (mean squared error to zero).
 func trainStep(t *testing.T, ctx *context.Context, cfg quanta.Config) {
 	t.Helper()
