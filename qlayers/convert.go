@@ -164,7 +164,11 @@ func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, 
 		}
 	}
 
-	loadPending(ctx, opts)
+	// The kernels and tables with their optimizer state and components (named after them), so
+	// that a pending optimizer state does not escape deleteFloat and get saved again.
+	loadPending(ctx, func(name string) bool {
+		return strings.HasPrefix(name, WeightsName) || (opts.Tables && strings.HasPrefix(name, TableName))
+	})
 	var kernels []*context.Variable
 	for v := range ctx.IterVariables() {
 		if (v.Name() == WeightsName || (opts.Tables && v.Name() == TableName)) && v.Shape().Rank() == 2 && v.DType().IsFloat() {
@@ -254,14 +258,13 @@ func QuantizeContext(ctx *context.Context, rules []Rule, opts Options) (Report, 
 	return report, nil
 }
 
-// loadPending brings into ctx the kernels (and with opts.Tables the tables), with their optimizer
-// state and stored components (the variables named after them), that its checkpoint loader holds
-// but the context has not asked for yet: GoMLX's checkpoints load variables lazily, as a graph
-// first uses them, so a float model loaded without Immediate has none of them in IterVariables,
-// and a pending optimizer state would escape deleteFloat and be saved again. Asking for a
-// variable by scope and name loads it (the loader hands its value over); a loader that cannot
-// list its variables is left as it is.
-func loadPending(ctx *context.Context, opts Options) {
+// loadPending brings into ctx the variables that its checkpoint loader holds but the context has
+// not asked for yet, of the names wanted accepts: GoMLX's checkpoints load variables lazily, as a
+// graph first uses them, so a model loaded without Immediate has none of them in IterVariables,
+// which the host-side functions here search for layers. Asking for a variable by scope and name
+// loads it (the loader hands its value over); a loader that cannot list its variables is left as
+// it is.
+func loadPending(ctx *context.Context, wanted func(name string) bool) {
 	lister, ok := ctx.Loader().(interface {
 		LoadedVariables() map[string]*tensors.Tensor
 	})
@@ -270,8 +273,7 @@ func loadPending(ctx *context.Context, opts Options) {
 	}
 	var pending [][2]string
 	for key := range lister.LoadedVariables() {
-		scope, name := context.VariableScopeAndNameFromParameterName(key)
-		if strings.HasPrefix(name, WeightsName) || (opts.Tables && strings.HasPrefix(name, TableName)) {
+		if scope, name := context.VariableScopeAndNameFromParameterName(key); wanted(name) {
 			pending = append(pending, [2]string{scope, name})
 		}
 	}

@@ -208,6 +208,7 @@ func loadAdapters(ctx *context.Context, configText []byte, f *safetensors.File, 
 	// The layers of ctx, by module name.
 	layers := map[string]string{}    // module -> layer scope
 	shared := map[string][2]string{} // module -> two layer scopes ModuleName gives it
+	loadPending(ctx, func(name string) bool { return name == WeightsName || name == componentName(0) })
 	for v := range ctx.IterVariables() {
 		if v.Name() == WeightsName || v.Name() == componentName(0) {
 			if layer, ok := strings.CutSuffix(v.Scope(), "/"+Scope); ok {

@@ -30,6 +30,7 @@ type loraLayer struct {
 // loraLayers returns the layers of ctx that hold adapters, sorted by scope.
 func loraLayers(ctx *context.Context) ([]loraLayer, error) {
 	var out []loraLayer
+	loadPending(ctx, func(name string) bool { return name == LoRAAName })
 	for v := range ctx.IterVariables() {
 		if v.Name() != LoRAAName {
 			continue

@@ -14,6 +14,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/context/checkpoints"
 	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/internal/testutil"
@@ -235,6 +236,42 @@ func TestLoRAFreshAdapterIsIdentity(t *testing.T) {
 // unmerging restores the quantized base exactly; a float base merges into its kernel and unmerges
 // to it within float rounding; Requantize stores a quantized kernel of the merged weight (within
 // NF4's rounding of the merged layer) and removes the adapters.
+// TestLoRALoadedCheckpoint: the adapters of a LoRA checkpoint loaded the GoMLX way (lazily, as a
+// graph first uses its variables) are found by MergeLoRA and SaveAdapters, and its layers by
+// LoadAdapters, as those of a context loaded with Immediate: the merge happens (the adapters are
+// removed by a Requantize merge), not a silent no-op.
+func TestLoRALoadedCheckpoint(t *testing.T) {
+	backend := testutil.Backend(t)
+	dir := t.TempDir()
+	checkpoint, err := checkpoints.Build(loraContext(t, nf4DQ, false)).Dir(dir).Done()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.Save(); err != nil {
+		t.Fatal(err)
+	}
+	load := func() *context.Context {
+		ctx := context.New()
+		if _, err := checkpoints.Build(ctx).Dir(dir).Done(); err != nil {
+			t.Fatal(err)
+		}
+		return ctx
+	}
+	if err := qlayers.SaveAdapters(load(), filepath.Join(dir, "adapters"), qlayers.AdapterOptions{}); err != nil {
+		t.Errorf("SaveAdapters: %v", err)
+	}
+	if err := qlayers.LoadAdapters(load(), filepath.Join(dir, "adapters"), qlayers.AdapterOptions{}); err != nil {
+		t.Errorf("LoadAdapters: %v", err)
+	}
+	ctx := load()
+	if err := qlayers.MergeLoRA(ctx, backend, qlayers.MergeOptions{Requantize: true}); err != nil {
+		t.Fatalf("MergeLoRA: %v", err)
+	}
+	if a := ctx.In("layer").In(qlayers.Scope).GetVariable(qlayers.LoRAAName); a != nil {
+		t.Errorf("after a Requantize merge the adapter %s is still there", a.ScopeAndName())
+	}
+}
+
 func TestLoRAMerge(t *testing.T) {
 	backend := testutil.Backend(t)
 	x := matrix(3, batch, inDim)
