@@ -153,7 +153,9 @@ func adapters(ctx *context.Context, x *graph.Node, outDim int, lora LoRA) *graph
 	// merged) with.
 	if ctx.GetVariable(LoRAAName) != nil {
 		if s, found := ctx.GetParam(LoRAScaleParam); found {
-			if scale, ok := s.(float64); ok && scale != lora.Scale() {
+			// within rounding: a scale saved as lora_alpha = scale·r (SaveAdapters; PEFT's files
+			// do not say how alpha was chosen) and read back as lora_alpha/r may move by an ulp
+			if scale, ok := s.(float64); ok && math.Abs(scale-lora.Scale()) > 1e-12*math.Abs(lora.Scale()) {
 				panic(errors.Errorf("qlayers.LoRADense in scope %q: the adapters' recorded scale %s=%v differs from "+
 					"the LoRA's %v (rank %d, alpha %v, RSLoRA %v); accepted: the alpha and rank the adapters were made with "+
 					"(RSLoRA for a file with use_rslora)",

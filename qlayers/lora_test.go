@@ -759,4 +759,16 @@ func TestLoRADenseRSLoRA(t *testing.T) {
 		context.MustExecOnce(backend, rs, layer(qlayers.LoRA{Rank: 4, Alpha: 8}), x)
 	}()
 	testutil.WantError(t, err, "RSLoRA false")
+	// A recorded scale an ulp from the LoRA's (a rank-stabilized scale saved as lora_alpha =
+	// scale·r and read back as lora_alpha/r moves so for about 9% of alphas and ranks) is the
+	// same scale: 0.10000000000000002/4 against 0.1/4.
+	ulp := load(t, strings.Replace(string(config), `"lora_alpha": 8`, `"lora_alpha": 0.10000000000000002`, 1))
+	func() {
+		defer testutil.RecoverError(&err)
+		err = nil
+		context.MustExecOnce(backend, ulp, layer(qlayers.LoRA{Rank: 4, Alpha: 0.1}), x)
+	}()
+	if err != nil {
+		t.Errorf("a recorded scale one ulp from the LoRA's: %v", err)
+	}
 }
