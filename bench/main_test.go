@@ -87,3 +87,16 @@ func TestListedTwice(t *testing.T) {
 		}
 	}
 }
+
+// TestTicksNotFinite: a log axis whose range is not finite and positive (a speed-up of 0 or +Inf
+// in the results) gets no ticks instead of an endless list.
+func TestTicksNotFinite(t *testing.T) {
+	for _, r := range [][2]float64{{0, 4}, {0.5, math.Inf(1)}, {math.NaN(), 2}} {
+		if ticks := (powersOfTwo{}).Ticks(r[0], r[1]); ticks != nil {
+			t.Errorf("Ticks(%v, %v) = %d ticks; want none", r[0], r[1], len(ticks))
+		}
+	}
+	if ticks := (powersOfTwo{}).Ticks(0.5, 4); len(ticks) != 4 {
+		t.Errorf("Ticks(0.5, 4) = %v; want 0.5, 1, 2, 4", ticks)
+	}
+}

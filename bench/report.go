@@ -229,9 +229,15 @@ func writeHeader(sb *strings.Builder, leading []string, ms []int) {
 // powersOfTwo ticks a log axis at the powers of two in its range.
 type powersOfTwo struct{}
 
+// A range that is not finite and positive (a speed-up of 0 or +Inf) gets no ticks: its exponents
+// would never end.
 func (powersOfTwo) Ticks(lo, hi float64) []plot.Tick {
 	var ticks []plot.Tick
-	for e := math.Floor(math.Log2(lo)); e <= math.Ceil(math.Log2(hi)); e++ {
+	first, last := math.Floor(math.Log2(lo)), math.Ceil(math.Log2(hi))
+	if math.IsInf(first, 0) || math.IsNaN(first) || math.IsInf(last, 0) || math.IsNaN(last) {
+		return nil
+	}
+	for e := first; e <= last; e++ {
 		v := math.Exp2(e)
 		ticks = append(ticks, plot.Tick{Value: v, Label: strings.TrimSuffix(fmt.Sprintf("%g", v), ".0")})
 	}
