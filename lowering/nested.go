@@ -66,9 +66,9 @@ func (s NestedScales) Decode() *graph.Node {
 	if pad := nb*s.BlockSize - n; pad > 0 {
 		values = zeroPad(values, 0, pad)
 	}
-	keep := func(x *graph.Node) *graph.Node { // drops the padding
+	keep := func(x *graph.Node) *graph.Node { // drops the padding (the gradient flows through it)
 		if x.Shape().Dim(0) != n {
-			return graph.SliceAxis(x, 0, graph.AxisRange(0, n))
+			return sliceActivations(x, 0, 0, n)
 		}
 		return x
 	}
@@ -88,7 +88,9 @@ func (s NestedScales) Decode() *graph.Node {
 }
 
 // roundToFloat32 rounds float64 values to float32 precision (to nearest, ties to even), keeping
-// them in float64, with integer ops on their bits: normal float32 magnitudes only.
+// them in float64, with integer ops on their bits: normal float32 magnitudes only. The rounding
+// has the gradient of the identity (GoMLX defines none for Bitcast), as ste.Apply: the rounded
+// value under a StopGradient, plus x - StopGradient(x), which is zero.
 func roundToFloat32(x *graph.Node) *graph.Node {
 	g := x.Graph()
 	const dropped = 52 - 23 // mantissa bits float32 lacks
@@ -97,7 +99,7 @@ func roundToFloat32(x *graph.Node) *graph.Node {
 	odd := graph.Where(graph.NotEqual(graph.BitwiseAnd(bits, i64(1<<dropped)), i64(0)), i64(1), i64(0))
 	bits = graph.Add(bits, graph.Add(i64(1<<(dropped-1)-1), odd))
 	bits = graph.BitwiseAnd(bits, i64(^(1<<dropped - 1)))
-	return graph.Bitcast(bits, dtypes.Float64)
+	return graph.Add(graph.StopGradient(graph.Bitcast(bits, dtypes.Float64)), graph.Sub(x, graph.StopGradient(x)))
 }
 
 // Blockwise4DQ is a Blockwise4 weight whose block scales are double-quantized (NF4 with

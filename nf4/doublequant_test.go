@@ -319,3 +319,55 @@ func TestFromTensorsErrors(t *testing.T) {
 		t.Errorf("after Delete: %v, want ErrDeleted", err)
 	}
 }
+
+// TestDoubleQuantizedGradient: graph.Gradient reaches the float components of a double-quantized
+// array (the second-level absmax and the offset), through its materialization and through a
+// product, on every backend. The hand-encoded weight of TestDoubleQuantizeHandEncoded is -1 (NF4
+// code 0) times its row's scale m[code]·absmax2 + offset, two columns per row, so the sum of its
+// elements has the derivatives -2·Σ m[code] (absmax2) and -2·3 (offset).
+func TestDoubleQuantizedGradient(t *testing.T) {
+	backend := testutil.Backend(t)
+	packed := tensors.FromShape(shapes.Make(dtypes.Uint8, 3, 1, 1))
+	a, err := nf4.FromTensors(shapes.Make(dtypes.Float32, 3, 2), nf4.Format{BlockSize: 2}, packed,
+		tensors.FromValue([][]float32{{1}, {2}, {3}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dq := nf4.MustDoubleQuantize(a)
+	m := nf4.DynamicMap()
+	codes := tensors.MustCopyFlatData[uint8](dq.Absmax().Tensor())
+	wantAbsmax := 0.0
+	for _, c := range codes {
+		wantAbsmax -= 2 * float64(m[c])
+	}
+	for name, loss := range map[string]func(w *nf4.Array) *graph.Node{
+		"materialize": func(w *nf4.Array) *graph.Node { return graph.ReduceAllSum(implicitarray.Materialize(w)) },
+		"matmul": func(w *nf4.Array) *graph.Node {
+			ones := graph.Ones(w.Packed().Node().Graph(), shapes.Make(dtypes.Float32, 1, 3))
+			return graph.ReduceAllSum(implicitarray.Materialize(implicitarray.MatMul(ones, w)))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out []any
+			err := func() (err error) {
+				defer testutil.RecoverError(&err)
+				e := implicitarray.MustNewExec(backend, func(w *nf4.Array) []*graph.Node {
+					return graph.Gradient(loss(w), w.NestedAbsmax().Node(), w.Offset().Node())
+				})
+				defer e.Finalize()
+				out, err = e.Call(dq)
+				return err
+			}()
+			if err != nil {
+				t.Fatalf("gradient: %+v", err)
+			}
+			grads := out[0].([]*tensors.Tensor)
+			if got := testutil.Float64s(t, grads[0]); len(got) != 1 || math.Abs(got[0]-wantAbsmax) > 1e-6 {
+				t.Errorf("d/d absmax2 = %v, want [%g]", got, wantAbsmax)
+			}
+			if got := testutil.Float64s(t, grads[1]); len(got) != 1 || got[0] != -6 {
+				t.Errorf("d/d offset = %v, want [-6]", got)
+			}
+		})
+	}
+}
