@@ -107,7 +107,9 @@ func (w GGML) decodeFloat32() *graph.Node {
 	if bs.Size() == 0 { // no blocks (e.g. a gather of no rows): nothing to slice the fields from
 		return graph.Zeros(w.Blocks.Graph(), shapes.Make(dtypes.Float32, w.Dimensions()...))
 	}
-	b := blockBytes{graph.Reshape(w.Blocks, product1(lead)*nb, bs.Dim(-1))}
+	// The bytes carry no gradient (GoMLX differentiates their slices with Pad, which the pure-Go
+	// backend lacks).
+	b := blockBytes{graph.StopGradient(graph.Reshape(w.Blocks, product1(lead)*nb, bs.Dim(-1)))}
 	var values *graph.Node
 	switch w.Type {
 	case gguf.TypeQ4_0:

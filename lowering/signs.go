@@ -117,13 +117,14 @@ func (w Signs) slice(axis, start, end int) (Layout, bool) {
 
 // bytePrefixes returns, for the packed bytes, the G floats floor(b / radix^g), g = 0..G-1, in
 // dtype. Code g of a byte is prefix[g] - radix·prefix[g+1], with prefix[G] = 0. Written with
-// convert, multiply and floor only, XLA fuses it into its consumer.
+// convert, multiply and floor only, XLA fuses it into its consumer. The prefixes carry no
+// gradient (the bytes get none, and GoMLX has none for Floor).
 func (w Signs) bytePrefixes(b *graph.Node, dtype dtypes.DType) []*graph.Node {
 	f := graph.ConvertDType(b, dtype)
 	prefixes := make([]*graph.Node, w.valuesPerByte())
-	prefixes[0] = f
+	prefixes[0] = graph.StopGradient(f)
 	for g := 1; g < len(prefixes); g++ {
-		prefixes[g] = graph.Floor(graph.MulScalar(f, 1/float64(int(1)<<(w.Bits*g))))
+		prefixes[g] = graph.StopGradient(graph.Floor(graph.MulScalar(f, 1/float64(int(1)<<(w.Bits*g)))))
 	}
 	return prefixes
 }

@@ -135,8 +135,15 @@ func Component(b *Base, i int) implicitarray.Component {
 }
 
 // Node returns component i as a graph node, panicking after Delete or if it is a host tensor.
+// An integer component (codes, packed bytes) is returned under a StopGradient: it gets no
+// gradient, as implicitarray documents, rather than a float gradient truncated to integers or a
+// panic from an integer op GoMLX cannot differentiate.
 func Node(b *Base, i int) *graph.Node {
-	return Component(b, i).Node()
+	n := Component(b, i).Node()
+	if !n.DType().IsFloat() {
+		return graph.StopGradient(n)
+	}
+	return n
 }
 
 // NormalizeAxes maps the axes given to a quantizer or constructor into [0, rank), in the order

@@ -405,3 +405,61 @@ func TestHandlersDeferToFallback(t *testing.T) {
 		})
 	}
 }
+
+// TestIntegerComponentsGetNoGradient: as implicitarray's documentation says, graph.Gradient
+// reaches the float components and the integer ones (codes, packed bytes) get none: the gradient
+// of a loss built from the array (materialized, or through a product) with respect to an integer
+// component is zero, never the float gradient truncated to integers, which an optimizer step
+// would add to the codes.
+func TestIntegerComponentsGetNoGradient(t *testing.T) {
+	backend := testutil.Backend(t)
+	arrays := map[string]implicitarray.Array{
+		"ggml/Q8_0": ggml.MustQuantize(testutil.RandomTensor(7, 8, 32), gguf.TypeQ8_0),
+		"ggml/Q4_K": ggml.MustQuantize(testutil.RandomTensor(7, 8, 256), gguf.TypeQ4_K),
+		"ternary":   onebit.MustQuantizeTernary(testutil.RandomTensor(7, 8, 16), nil).WithDType(dtypes.Float32),
+	}
+	for _, f := range formats() {
+		arrays[f.name] = f.make()
+	}
+	for name, a := range arrays {
+		for _, through := range []string{"materialize", "matmul"} {
+			t.Run(name+"/"+through, func(t *testing.T) {
+				var out []any
+				err := func() (err error) {
+					defer testutil.RecoverError(&err)
+					e := implicitarray.MustNewExec(backend, func(w implicitarray.Array) []*graph.Node {
+						var y *graph.Node
+						if through == "materialize" {
+							y = implicitarray.Materialize(w)
+						} else {
+							g := w.Components()[0].Node().Graph()
+							x := graph.Ones(g, shapes.Make(dtypes.Float32, 2, w.Shape().Dim(0)))
+							y = implicitarray.Materialize(implicitarray.MatMul(x, w))
+						}
+						loss := graph.ReduceAllSum(graph.MulScalar(y, 1000))
+						var wrt []*graph.Node
+						for _, c := range w.Components() {
+							if c.IsNode() && !c.Node().DType().IsFloat() {
+								wrt = append(wrt, c.Node())
+							}
+						}
+						return graph.Gradient(loss, wrt...)
+					})
+					defer e.Finalize()
+					out, err = e.Call(a)
+					return err
+				}()
+				if err != nil {
+					t.Fatalf("gradient: %+v", err)
+				}
+				for i, g := range out[0].([]*tensors.Tensor) {
+					for _, v := range testutil.Float64s(t, g) {
+						if v != 0 {
+							t.Fatalf("gradient with respect to integer component #%d (%s) is not zero: %v", i, g.Shape(), g)
+						}
+					}
+				}
+			})
+		}
+	}
+}
