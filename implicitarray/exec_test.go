@@ -182,9 +182,13 @@ func TestBadInput(t *testing.T) {
 			[]string{"broadcast_in_dim", "[2 -3]", "accepted"}},
 		{"concatenate scalars", func() { Concatenate([]Value{graph.Const(g, float32(1)), graph.Const(g, float32(2))}, 0) },
 			[]string{"concatenate", "rank 0", "accepted"}},
-		{"bad transpose", func() { TransposeAllAxes(x, 0, 0) }, []string{"transpose", "repeat"}},
+		{"bad transpose", func() { TransposeAllAxes(x, 0, 0) }, []string{"transpose", "repeat", "accepted: distinct axes"}},
+		{"dot axes of other sizes", func() { DotGeneral(x, []int{1}, nil, x, []int{0}, nil) },
+			[]string{"dot_general", "paired but differ", "accepted: paired axes of equal dimensions"}},
+		{"dot axis both contracting and batch", func() { DotGeneral(x, []int{0}, []int{0}, x, []int{0}, []int{0}) },
+			[]string{"dot_general", "both contracting and batch", "accepted"}},
 		{"transpose axis out of range", func() { Transpose(x, 0, 5) }, []string{"transpose", "out of range"}},
-		{"bad dot", func() { DotGeneral(x, []int{1}, nil, x, []int{1, 0}, nil) }, []string{"dot_general", "differ in count"}},
+		{"bad dot", func() { DotGeneral(x, []int{1}, nil, x, []int{1, 0}, nil) }, []string{"dot_general", "differ in count", "accepted: as many lhs as rhs axes"}},
 		{"axis out of range", func() { ReduceSum(x, 2) }, []string{"reduce_sum", "out of range", "accepted"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

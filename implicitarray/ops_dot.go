@@ -28,25 +28,25 @@ func DotGeneral(lhs Value, lhsContractingAxes, lhsBatchAxes []int, rhs Value, rh
 		RhsBatchAxes:       normalizeAxes(rhsBatchAxes, rs.Rank(), "rhsBatchAxes"),
 	}
 	if len(p.LhsContractingAxes) != len(p.RhsContractingAxes) || len(p.LhsBatchAxes) != len(p.RhsBatchAxes) {
-		panic(errors.Errorf("contracting axes %v/%v or batch axes %v/%v differ in count",
+		panic(errors.Errorf("contracting axes %v/%v or batch axes %v/%v differ in count; accepted: as many lhs as rhs axes of each kind",
 			lhsContractingAxes, rhsContractingAxes, lhsBatchAxes, rhsBatchAxes))
 	}
 	for _, pair := range [][2][]int{{p.LhsContractingAxes, p.RhsContractingAxes}, {p.LhsBatchAxes, p.RhsBatchAxes}} {
 		for i := range pair[0] {
 			if ld, rd := ls.Dimensions[pair[0][i]], rs.Dimensions[pair[1][i]]; ld != rd {
-				panic(errors.Errorf("lhs axis %d (dim %d) and rhs axis %d (dim %d) are paired but differ",
+				panic(errors.Errorf("lhs axis %d (dim %d) and rhs axis %d (dim %d) are paired but differ; accepted: paired axes of equal dimensions",
 					pair[0][i], ld, pair[1][i], rd))
 			}
 		}
 	}
 	for _, a := range p.LhsContractingAxes {
 		if slices.Contains(p.LhsBatchAxes, a) {
-			panic(errors.Errorf("lhs axis %d is both contracting and batch", a))
+			panic(errors.Errorf("lhs axis %d is both contracting and batch; accepted: an axis in one of the two lists", a))
 		}
 	}
 	for _, a := range p.RhsContractingAxes {
 		if slices.Contains(p.RhsBatchAxes, a) {
-			panic(errors.Errorf("rhs axis %d is both contracting and batch", a))
+			panic(errors.Errorf("rhs axis %d is both contracting and batch; accepted: an axis in one of the two lists", a))
 		}
 	}
 	return dispatch(OpDotGeneral, []Value{lhs, rhs}, p, func(n []*graph.Node) *graph.Node {

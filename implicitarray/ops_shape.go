@@ -26,7 +26,7 @@ func normalizeAxes(axes []int, rank int, what string) []int {
 	for i, a := range axes {
 		out[i] = normalizeAxis(a, rank, what)
 		if slices.Contains(out[:i], out[i]) {
-			panic(errors.Errorf("%s %v repeat axis %d", what, axes, out[i]))
+			panic(errors.Errorf("%s %v repeat axis %d; accepted: distinct axes", what, axes, out[i]))
 		}
 	}
 	return out
