@@ -15,7 +15,7 @@ GOTEST_FLAGS ?=
 .PHONY: help setup assets assets-quants doctor demo vet test test-avx512 check-setup test-all test-race fuzz bench conformance conformance-random bench-peer
 
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 setup: ## install the XLA CPU PJRT plugin (PyPI wheel) as ~/.local/lib/go-xla/pjrt_c_api_cpu_plugin.so
 	@scripts/setup-xla.sh
