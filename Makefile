@@ -68,10 +68,10 @@ test-race: ## go test -race of quanta's host code (the packages and tests that e
 	GOMLX_BACKEND=go $(GO) test -race -count=1 $(RACE_PACKAGES)
 	GOMLX_BACKEND=go $(GO) test -race -count=1 -run '$(RACE_HOST_TESTS)' ./nf4 ./int8 ./onebit
 
-# The fuzz targets of the file and configuration readers (GGUF and the llama config, safetensors
-# and the MiniLM config, bitsandbytes state dicts, LoRA adapter files, the tokenizers), each for
-# FUZZTIME under a memory limit: FUZZ_AS of address space and FUZZ_RSS_MB resident a process
-# (docs/testing.md). Not part of `make test`, which runs the targets' seed corpora.
+# The fuzz targets of the file and configuration readers (GGUF and the llama, gemma3 and qwen2
+# configs, safetensors and the MiniLM config, bitsandbytes state dicts, LoRA adapter files, the
+# tokenizers), each for FUZZTIME under a memory limit: FUZZ_AS of address space and FUZZ_RSS_MB
+# resident a process (docs/testing.md). Not part of `make test`, which runs the targets' seed corpora.
 FUZZTIME ?= 20s
 FUZZ_AS ?= 3G
 FUZZ_RSS_MB ?= 1024
@@ -113,7 +113,7 @@ SPEED_OUT ?= $(or $(TMPDIR),/tmp)/quanta-smollm-speed
 
 .PHONY: bench-llamacpp
 
-bench-llamacpp: setup ## SmolLM2 prompt and decode tokens/s: quanta per format (f32, nf4, int8) beside llama.cpp, one table
+bench-llamacpp: setup ## SmolLM2 prompt and decode tokens/s: quanta per format (f32, int8, nf4, nf4-out) beside llama.cpp, one table
 	@test -x $(REFERENCE_RUN) || { echo "bench-llamacpp: $(REFERENCE_RUN) not found (the reference harness; set REFERENCE_RUN)" >&2; exit 2; }
 	rm -f $(SPEED_OUT).quanta.jsonl $(SPEED_OUT).llamacpp.jsonl
 	for p in $(SPEED_PAIRS); do \
