@@ -33,7 +33,8 @@ func (t Type) String() string {
 	return typeNames[t]
 }
 
-// ParseType reads a Type from its string form, case-insensitively.
+// ParseType reads a Type from its string form, case-insensitively and ignoring surrounding white
+// space.
 func ParseType(s string) (Type, error) {
 	for i, name := range typeNames {
 		if strings.EqualFold(strings.TrimSpace(s), name) {
