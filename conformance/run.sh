@@ -86,6 +86,8 @@ case "$cmd" in
     ensure_venv
     if [ -n "${3:-}" ]; then
       out=$3
+      # The comparison runs from the repository root: a relative DIR is the caller's.
+      case $out in /*) ;; *) out=$PWD/$out ;; esac
     else
       out=$(mktemp -d)/random
       trap 'rm -rf "$(dirname "$out")"' EXIT
