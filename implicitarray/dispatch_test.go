@@ -324,3 +324,22 @@ func TestNesting(t *testing.T) {
 		t.Errorf("lazyNeg materialize: got %v, want [-3 6]", got)
 	}
 }
+
+// TestIntegerPowNegativeExponentOfIntegers: a negative exponent of an integer operand (an unscaled
+// 1-bit array materializes as int8) panics naming the op, as JAX's integer_pow raises; it gave
+// truncated integer results silently (0^-2 = 0, 2^-2 = 0). Floats still accept it.
+func TestIntegerPowNegativeExponentOfIntegers(t *testing.T) {
+	g := graph.NewGraph(newBackend(t), "integer_pow")
+	for _, x := range []*graph.Node{graph.Const(g, []int32{2, 1, -1, 0}), graph.Const(g, []int8{1, 0, -1, 1})} {
+		err := recoverError(func() { IntegerPow(x, -2) })
+		if err == nil || !strings.Contains(err.Error(), "implicitarray.integer_pow") || !strings.Contains(err.Error(), "exponent -2") {
+			t.Errorf("IntegerPow(%s, -2): error = %v; want one naming integer_pow and the exponent", x.Shape(), err)
+		}
+	}
+	if err := recoverError(func() { IntegerPow(graph.Const(g, []float32{2, 4}), -2) }); err != nil {
+		t.Errorf("IntegerPow(float32, -2): %v", err)
+	}
+	if err := recoverError(func() { IntegerPow(graph.Const(g, []int32{2, 3}), 2) }); err != nil {
+		t.Errorf("IntegerPow(int32, 2): %v", err)
+	}
+}

@@ -98,9 +98,14 @@ func Sqrt(x Value) Value { return unary(OpSqrt, x, graph.Sqrt) }
 // IntegerPowParams are the parameters of IntegerPow.
 type IntegerPowParams struct{ Exponent int }
 
-// IntegerPow returns x^exponent for an integer exponent (negative allowed for floats).
+// IntegerPow returns x^exponent for an integer exponent (negative allowed for floats; it panics
+// for a negative exponent of an integer x, as JAX's integer_pow).
 func IntegerPow(x Value, exponent int) Value {
 	defer annotate(OpIntegerPow, x)
+	mustNotBeNil(x)
+	if s := x.Shape(); exponent < 0 && !s.DType.IsFloat() && !s.DType.IsComplex() {
+		panic(errors.Errorf("exponent %d for %s; accepted: an exponent >= 0, or a float operand", exponent, s))
+	}
 	return dispatch(OpIntegerPow, []Value{x}, &IntegerPowParams{exponent}, func(n []*graph.Node) *graph.Node {
 		return graph.Pow(n[0], graph.Scalar(n[0].Graph(), n[0].DType(), exponent))
 	})
