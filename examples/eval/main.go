@@ -110,7 +110,7 @@ func referenceVariant(preset string) string {
 	return strings.ReplaceAll(preset, "-", "_")
 }
 
-// checkFlags checks the numeric flags, naming the one out of range.
+// checkFlags checks the numeric flags and -models, naming the one out of range.
 func checkFlags() error {
 	switch {
 	case *flagTokens < 2:
@@ -119,6 +119,11 @@ func checkFlags() error {
 		return errors.Errorf("-window %d; accepted: >= 2 (tokens a window)", *flagWindow)
 	case *flagStride < 1 || *flagStride > *flagWindow:
 		return errors.Errorf("-stride %d; accepted: 1 to -window (%d)", *flagStride, *flagWindow)
+	}
+	for _, name := range strings.Split(*flagModels, ",") {
+		if name != "smollm2" && name != "minilm" {
+			return errors.Errorf("-models: unknown model %q; accepted: smollm2, minilm", name)
+		}
 	}
 	return nil
 }
@@ -149,8 +154,6 @@ func run() error {
 			if res.MiniLM, err = evalMiniLM(backend, formats); err != nil {
 				return err
 			}
-		default:
-			return errors.Errorf("unknown model %q; accepted: smollm2, minilm", name)
 		}
 	}
 	md := markdown(res)

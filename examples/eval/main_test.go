@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -77,5 +78,17 @@ func TestFlagsOutOfRange(t *testing.T) {
 				t.Errorf("run() = %v; want an error naming %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestUnknownModel: an unknown name in -models is an error naming it before any model is
+// evaluated, not after the models listed before it ran.
+func TestUnknownModel(t *testing.T) {
+	gguf, models := *flagGGUF, *flagModels
+	defer func() { *flagGGUF, *flagModels = gguf, models }()
+	*flagGGUF, *flagModels = filepath.Join(t.TempDir(), "missing.gguf"), "smollm2,bogus"
+	err := run()
+	if err == nil || !strings.Contains(err.Error(), `-models: unknown model "bogus"`) {
+		t.Errorf("run() = %v; want an error naming -models and \"bogus\"", err)
 	}
 }
