@@ -110,7 +110,7 @@ func referenceVariant(preset string) string {
 	return strings.ReplaceAll(preset, "-", "_")
 }
 
-// checkFlags checks the numeric flags and -models, naming the one out of range.
+// checkFlags checks the numeric flags, -models and -heads, naming the one out of range.
 func checkFlags() error {
 	switch {
 	case *flagTokens < 2:
@@ -123,6 +123,11 @@ func checkFlags() error {
 	for _, name := range strings.Split(*flagModels, ",") {
 		if name != "smollm2" && name != "minilm" {
 			return errors.Errorf("-models: unknown model %q; accepted: smollm2, minilm", name)
+		}
+	}
+	for _, head := range strings.Split(*flagHeads, ",") {
+		if _, err := models.TableRule("/"+models.EmbeddingScope, head); err != nil {
+			return errors.WithMessage(err, "-heads")
 		}
 	}
 	return nil

@@ -92,3 +92,15 @@ func TestUnknownModel(t *testing.T) {
 		t.Errorf("run() = %v; want an error naming -models and \"bogus\"", err)
 	}
 }
+
+// TestUnknownHead: an unknown name in -heads is an error naming it before any model loads, not
+// after every format ran with the heads listed before it.
+func TestUnknownHead(t *testing.T) {
+	gguf, heads := *flagGGUF, *flagHeads
+	defer func() { *flagGGUF, *flagHeads = gguf, heads }()
+	*flagGGUF, *flagHeads = filepath.Join(t.TempDir(), "missing.gguf"), "f32,bogus"
+	err := run()
+	if err == nil || !strings.Contains(err.Error(), "-heads") || !strings.Contains(err.Error(), `"bogus"`) {
+		t.Errorf("run() = %v; want an error naming -heads and \"bogus\"", err)
+	}
+}
