@@ -1,6 +1,9 @@
 package main
 
 import (
+	"image/png"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -28,5 +31,27 @@ func TestHiddenNotPackable(t *testing.T) {
 	*flagHidden, *flagTypes, *flagQuick = 6, "binary", true
 	if err := run(); err == nil || !strings.Contains(err.Error(), "-hidden") {
 		t.Errorf("-hidden 6 -types binary: run() = %v; want an error naming -hidden", err)
+	}
+}
+
+// TestPlotAnyExtension: -plot is a PNG file whatever its name; a name without an extension (or
+// with another one) was an "unsupported format" error after the whole run, leaving an empty file
+// at the path (truncating one that was there).
+func TestPlotAnyExtension(t *testing.T) {
+	curves := []curve{{name: "float", points: []point{{0, 0.3}, {10, 0.9}}}}
+	for _, name := range []string{"curves", "curves.txt", "curves.png"} {
+		path := filepath.Join(t.TempDir(), name)
+		if err := plotCurves(path, curves, 10); err != nil {
+			t.Errorf("plotCurves(%q): %v", name, err)
+			continue
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := png.Decode(f); err != nil {
+			t.Errorf("%s: not a PNG: %v", name, err)
+		}
+		f.Close()
 	}
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"image/color"
 	mathrand "math/rand"
 	"math/rand/v2"
+	"os"
 
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/internal/plotstyle"
@@ -20,8 +22,9 @@ func randV1(rng *rand.Rand) *mathrand.Rand {
 // palette colours the float run, then the QAT runs.
 var palette = append([]color.RGBA{plotstyle.Baseline()}, plotstyle.Colors(5)...)
 
-// plotCurves writes the test-accuracy curves as a PNG: the float run, then each QAT run starting
-// at its PTQ accuracy where the float run ended (a dotted vertical line).
+// plotCurves writes the test-accuracy curves as a PNG file, whatever path's extension: the float
+// run, then each QAT run starting at its PTQ accuracy where the float run ended (a dotted
+// vertical line).
 func plotCurves(path string, curves []curve, floatSteps int) error {
 	p := plot.New()
 	p.Title.Text = "Test accuracy: float training, then QAT from the float weights"
@@ -47,8 +50,15 @@ func plotCurves(path string, curves []curve, floatSteps int) error {
 	boundary.Color = color.Gray{Y: 0x80}
 	p.Add(boundary)
 	p.Legend.Add("QAT starts (PTQ accuracy)", boundary)
-	if err := p.Save(8*vg.Inch, 5*vg.Inch, path); err != nil {
-		return errors.Wrapf(err, "writing %s", path)
+	// A PNG whatever path's extension (plot.Save picks the format from it, and for an unknown
+	// one fails after creating the file), encoded before the file is created.
+	png, err := p.WriterTo(8*vg.Inch, 5*vg.Inch, "png")
+	if err != nil {
+		return errors.Wrap(err, "plotting the curves")
 	}
-	return nil
+	var buf bytes.Buffer
+	if _, err := png.WriteTo(&buf); err != nil {
+		return errors.Wrap(err, "encoding the PNG")
+	}
+	return errors.Wrapf(os.WriteFile(path, buf.Bytes(), 0o644), "writing %s", path)
 }
