@@ -102,9 +102,10 @@ func main() {
 	}
 }
 
-// checkFlags reports -max, -maxlen or -minwindow out of range, naming the flag, before the model
-// loads (models.GenerateOptions reads a MaxNewTokens of 0 as no bound, and the generator's own
-// errors name its fields, not the flags).
+// checkFlags reports -max, -maxlen or -minwindow out of range, naming the flag, or an argument
+// without -speed-table (a prompt given as one would answer -prompt's), before the model loads
+// (models.GenerateOptions reads a MaxNewTokens of 0 as no bound, and the generator's own errors
+// name its fields, not the flags).
 func checkFlags() error {
 	switch {
 	case *flagMaxNew < 1:
@@ -113,6 +114,8 @@ func checkFlags() error {
 		return fmt.Errorf("-maxlen %d; accepted: >= 2 (a prompt token and an answer token)", *flagMaxLen)
 	case *flagWindow < 0:
 		return fmt.Errorf("-minwindow %d; accepted: >= 1 (0: %d)", *flagWindow, models.DefaultMinWindow)
+	case flag.NArg() > 0 && !*flagSpeedTable:
+		return fmt.Errorf("argument %q; accepted: none (the prompt is -prompt; arguments are -speed-table's files)", flag.Arg(0))
 	}
 	return nil
 }

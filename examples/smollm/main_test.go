@@ -39,6 +39,25 @@ func TestCheckFlags(t *testing.T) {
 	}
 }
 
+// TestCheckFlagsArguments: an argument is -speed-table's file; without -speed-table it is an error
+// naming it, not ignored (smollm "Tell me a joke" answered the default -prompt).
+func TestCheckFlagsArguments(t *testing.T) {
+	defer func() { _ = flag.CommandLine.Parse(nil) }()
+	if err := flag.CommandLine.Parse([]string{"Tell me a joke"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkFlags(); err == nil || !strings.Contains(err.Error(), `argument "Tell me a joke"`) || !strings.Contains(err.Error(), "-prompt") {
+		t.Errorf("checkFlags() = %v; want an error naming the argument and -prompt", err)
+	}
+	if err := flag.CommandLine.Parse([]string{"-speed-table", "bench.jsonl"}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = flag.Set("speed-table", "false") }()
+	if err := checkFlags(); err != nil {
+		t.Errorf("-speed-table bench.jsonl: checkFlags() = %v", err)
+	}
+}
+
 // TestSpeedTableBandwidth: the read bandwidth the speed table sets the decoding rates against is
 // the median of the quanta runs' measurements (two runs: their mean), as the table says.
 func TestSpeedTableBandwidth(t *testing.T) {
