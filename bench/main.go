@@ -105,6 +105,9 @@ type config struct {
 func parseConfig() (config, error) {
 	var c config
 	var err error
+	if flag.NArg() > 0 {
+		return c, fmt.Errorf("argument %q; accepted: none (flags only; a flag after an argument is not read)", flag.Arg(0))
+	}
 	if c.rows, err = benchflags.ParseInts(*flagM); err != nil {
 		return c, fmt.Errorf("-m: %w", err)
 	}

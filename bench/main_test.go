@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"math"
 	"strings"
 	"testing"
@@ -98,5 +99,18 @@ func TestTicksNotFinite(t *testing.T) {
 	}
 	if ticks := (powersOfTwo{}).Ticks(0.5, 4); len(ticks) != 4 {
 		t.Errorf("Ticks(0.5, 4) = %v; want 0.5, 1, 2, 4", ticks)
+	}
+}
+
+// TestArguments: an argument is an error naming it, before anything runs; it was ignored, and
+// with it every flag after it (flag parsing stops at the first argument).
+func TestArguments(t *testing.T) {
+	defer func() { _ = flag.CommandLine.Parse(nil) }()
+	if err := flag.CommandLine.Parse([]string{"int8", "-json", "out.json"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := parseConfig()
+	if err == nil || !strings.Contains(err.Error(), `argument "int8"`) {
+		t.Errorf("parseConfig() with the arguments int8 -json out.json = %v; want an error naming \"int8\"", err)
 	}
 }

@@ -110,9 +110,12 @@ func referenceVariant(preset string) string {
 	return strings.ReplaceAll(preset, "-", "_")
 }
 
-// checkFlags checks the numeric flags, -models and -heads, naming the one out of range.
+// checkFlags checks the numeric flags, -models and -heads, naming the one out of range, and that
+// no argument follows them.
 func checkFlags() error {
 	switch {
+	case flag.NArg() > 0:
+		return errors.Errorf("argument %q; accepted: none (flags only; a flag after an argument is not read)", flag.Arg(0))
 	case *flagTokens < 2:
 		return errors.Errorf("-tokens %d; accepted: >= 2 (tokens scored)", *flagTokens)
 	case *flagWindow < 2:

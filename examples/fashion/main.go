@@ -93,9 +93,12 @@ type settings struct {
 	seed                  uint64
 }
 
-// checkFlags checks the epoch counts, naming the flag out of range.
+// checkFlags checks the epoch counts, naming the flag out of range, and that no argument follows
+// the flags.
 func checkFlags() error {
 	switch {
+	case flag.NArg() > 0:
+		return errors.Errorf("argument %q; accepted: none (flags only; a flag after an argument is not read)", flag.Arg(0))
 	case *flagEpochs < 0:
 		return errors.Errorf("-epochs %d; accepted: >= 0 (float epochs)", *flagEpochs)
 	case *flagQAT < 0:

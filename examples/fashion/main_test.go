@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"image/png"
 	"io"
 	"os"
@@ -76,5 +77,18 @@ func TestEpochsOutOfRange(t *testing.T) {
 	}
 	if err := checkFlags(); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+}
+
+// TestArguments: an argument is an error naming it, before anything runs; it was ignored, and
+// with it every flag after it (flag parsing stops at the first argument).
+func TestArguments(t *testing.T) {
+	defer func() { _ = flag.CommandLine.Parse(nil) }()
+	if err := flag.CommandLine.Parse([]string{"int8", "-json", "out.json"}); err != nil {
+		t.Fatal(err)
+	}
+	err := checkFlags()
+	if err == nil || !strings.Contains(err.Error(), `argument "int8"`) {
+		t.Errorf("checkFlags() with the arguments int8 -json out.json = %v; want an error naming \"int8\"", err)
 	}
 }

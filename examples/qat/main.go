@@ -75,6 +75,9 @@ const numClasses = 3
 const quantizedLayers = `/model/(hidden_[0-9]+|output)/dense`
 
 func run() error {
+	if flag.NArg() > 0 {
+		return errors.Errorf("argument %q; accepted: none (flags only; a flag after an argument is not read)", flag.Arg(0))
+	}
 	if *flagHidden < 1 {
 		return errors.Errorf("-hidden %d; accepted: >= 1 (the width of the hidden layers)", *flagHidden)
 	}

@@ -89,9 +89,12 @@ func main() {
 	}
 }
 
-// checkFlags checks the flags' values before anything runs, naming the one out of range.
+// checkFlags checks the flags' values before anything runs, naming the one out of range, and that
+// no argument follows the flags.
 func checkFlags() error {
 	switch {
+	case flag.NArg() > 0:
+		return errors.Errorf("argument %q; accepted: none (flags only; a flag after an argument is not read)", flag.Arg(0))
 	case *flagHidden < 1:
 		return errors.Errorf("-hidden %d; accepted: >= 1 (the width of the hidden layers)", *flagHidden)
 	case *flagRank < 1 || *flagRank > math.MaxInt32:
