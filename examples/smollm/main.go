@@ -476,6 +476,9 @@ func speedTable(files []string) error {
 			return err
 		}
 	}
+	if len(rows) == 0 {
+		return errors.Errorf("-speed-table: no JSON line (quanta's -bench, llamacpp_speed.py's) in %s", strings.Join(files, ", "))
+	}
 	bw := 0.0 // the median of the bandwidths measured with the quanta rows
 	if len(bandwidths) > 0 {
 		bw = benchsuite.MedianOf(bandwidths)

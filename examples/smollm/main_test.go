@@ -78,6 +78,18 @@ func TestSpeedTableBandwidth(t *testing.T) {
 	}
 }
 
+// TestSpeedTableNoRows: files without one JSON line (a wrong file, a run's log without its
+// result) are an error naming them, not an empty table and exit 0.
+func TestSpeedTableNoRows(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "log.txt")
+	if err := os.WriteFile(name, []byte("loading...\nsmollm: error\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := speedTable([]string{name}); err == nil || !strings.Contains(err.Error(), name) {
+		t.Errorf("speedTable of a file without JSON lines = %v; want an error naming it", err)
+	}
+}
+
 // captureStdout returns what f prints on stdout.
 func captureStdout(t *testing.T, f func() error) string {
 	t.Helper()
