@@ -63,9 +63,12 @@ func main() {
 
 // Results is what the command writes as JSON.
 type Results struct {
-	Backend string      `json:"backend"`
-	SmolLM2 []SmolLM2   `json:"smollm2,omitempty"`
-	MiniLM  []MiniLMRow `json:"minilm,omitempty"`
+	Backend string `json:"backend"`
+	// Environment is runtime.Environment: the plugin, quanta's kernels and XLA_FLAGS, which the
+	// timings depend on.
+	Environment string      `json:"environment"`
+	SmolLM2     []SmolLM2   `json:"smollm2,omitempty"`
+	MiniLM      []MiniLMRow `json:"minilm,omitempty"`
 }
 
 // SmolLM2 is one format's perplexity row.
@@ -150,7 +153,11 @@ func run() error {
 			return err
 		}
 	}
-	res := Results{Backend: backend.Description()}
+	env, err := runtime.Environment()
+	if err != nil {
+		return err
+	}
+	res := Results{Backend: backend.Description(), Environment: env}
 	fmt.Printf("backend: %s\n", res.Backend)
 	for _, name := range strings.Split(*flagModels, ",") {
 		switch name {

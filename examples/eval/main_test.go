@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -116,5 +118,34 @@ func TestArguments(t *testing.T) {
 	err := checkFlags()
 	if err == nil || !strings.Contains(err.Error(), `argument "int8"`) {
 		t.Errorf("checkFlags() with the arguments int8 -json out.json = %v; want an error naming \"int8\"", err)
+	}
+}
+
+// TestJSONEnvironment: the JSON names what the timings ran on, runtime.Environment's plugin,
+// kernels and XLA_FLAGS, not only the backend's description.
+func TestJSONEnvironment(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(*flagMiniLM, "tokenizer.json")); err != nil {
+		t.Skipf("all-MiniLM-L6-v2 missing (%v): make assets fetches it", err)
+	}
+	models, formats, jsonPath := *flagModels, *flagFormats, *flagJSON
+	defer func() { *flagModels, *flagFormats, *flagJSON = models, formats, jsonPath }()
+	*flagModels, *flagFormats, *flagJSON = "minilm", "f32", filepath.Join(t.TempDir(), "eval.json")
+	if err := run(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(*flagJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Environment string `json:"environment"`
+	}
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"backend ", "kernels", "XLA_FLAGS="} {
+		if !strings.Contains(got.Environment, want) {
+			t.Errorf("JSON environment %q lacks %q", got.Environment, want)
+		}
 	}
 }
