@@ -171,6 +171,7 @@ type row struct {
 // results of an experiment.
 type results struct {
 	Backend     string    `json:"backend"`
+	Environment string    `json:"environment"` // runtime.Environment: plugin, quanta's kernels, XLA_FLAGS
 	Config      string    `json:"config"`
 	QATEpochs   int       `json:"qat_epochs"`
 	FloatAcc    float64   `json:"float_accuracy"`
@@ -193,7 +194,11 @@ func experiment(backend backends.Backend, s settings, log io.Writer) (*results, 
 	if err != nil {
 		return nil, err
 	}
-	r := &results{Backend: backend.Description(), QATEpochs: s.qatEpochs, Config: fmt.Sprintf("784-%d-%d-10 ReLU MLP, Adam(%g), batch %d, %d float epochs, %d QAT epochs, %d training and %d test images, seed %d",
+	env, err := runtime.Environment()
+	if err != nil {
+		return nil, err
+	}
+	r := &results{Backend: backend.Description(), Environment: env, QATEpochs: s.qatEpochs, Config: fmt.Sprintf("784-%d-%d-10 ReLU MLP, Adam(%g), batch %d, %d float epochs, %d QAT epochs, %d training and %d test images, seed %d",
 		s.hidden, s.hidden, s.learningRate, s.batch, s.epochs, s.qatEpochs, trainSet.len(), testSet.len(), s.seed)}
 	fmt.Fprintf(log, "%s\n%s\n", r.Backend, r.Config)
 	var ref struct {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"image/png"
 	"io"
@@ -90,5 +91,38 @@ func TestArguments(t *testing.T) {
 	err := checkFlags()
 	if err == nil || !strings.Contains(err.Error(), `argument "int8"`) {
 		t.Errorf("checkFlags() with the arguments int8 -json out.json = %v; want an error naming \"int8\"", err)
+	}
+}
+
+// TestJSONEnvironment: fashion.json names what its figures and wall time ran on,
+// runtime.Environment's plugin, kernels and XLA_FLAGS, not only the backend's description.
+func TestJSONEnvironment(t *testing.T) {
+	dir := assets.FashionMNISTDir
+	if _, err := os.Stat(filepath.Join(dir, "train-images-idx3-ubyte.gz")); err != nil {
+		t.Skipf("Fashion-MNIST missing (%v): Debian's dataset-fashion-mnist installs it", err)
+	}
+	s := settings{dataDir: dir, trainLimit: 256, testLimit: 100, hidden: 8, batch: 128, learningRate: 1e-3, evalsPerEpoch: 1, seed: 1}
+	r, err := experiment(testutil.Backend(t), s, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if err := r.write(out); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "fashion.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Environment string `json:"environment"`
+	}
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"backend ", "kernels", "XLA_FLAGS="} {
+		if !strings.Contains(got.Environment, want) {
+			t.Errorf("fashion.json environment %q lacks %q", got.Environment, want)
+		}
 	}
 }
