@@ -130,6 +130,10 @@ func main() {
 			os.Exit(2)
 		}
 	}
+	if err := outputDir(*flagOut); err != nil {
+		fmt.Fprintf(os.Stderr, "fashion: %v\n", err)
+		os.Exit(2)
+	}
 	backend, err := runtime.Backend()
 	if err == nil {
 		var r *results
@@ -442,20 +446,26 @@ func (r *results) table() string {
 	return sb.String()
 }
 
+// outputDir creates -out's directory before the experiment, so that a path that cannot hold the
+// results is an error naming -out before the training, not after it.
+func outputDir(dir string) error {
+	return errors.Wrapf(os.MkdirAll(dir, 0o755), "-out %s: the directory of the results", dir)
+}
+
 // write stores fashion.md, fashion.json and fashion.png in dir.
 func (r *results) write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return errors.Wrap(err, "fashion: the output directory")
+		return errors.Wrap(err, "the output directory")
 	}
 	if err := os.WriteFile(filepath.Join(dir, "fashion.md"), []byte(r.table()), 0o644); err != nil {
-		return errors.Wrap(err, "fashion: writing the table")
+		return errors.Wrap(err, "writing the table")
 	}
 	raw, err := json.MarshalIndent(r, "", " ")
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "fashion.json"), append(raw, '\n'), 0o644); err != nil {
-		return errors.Wrap(err, "fashion: writing the JSON")
+		return errors.Wrap(err, "writing the JSON")
 	}
 	if err := r.plot(filepath.Join(dir, "fashion.png")); err != nil {
 		return err

@@ -126,3 +126,22 @@ func TestJSONEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputDir: an -out that cannot be a directory is an error naming -out, checked before the
+// training (it was reported once the whole experiment had run, as "fashion: fashion: ...").
+func TestOutputDir(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := outputDir(filepath.Join(file, "out")); err == nil || !strings.Contains(err.Error(), "-out "+file) {
+		t.Errorf("outputDir under a file = %v; want an error naming -out", err)
+	}
+	if err := (&results{}).write(file); err == nil || strings.Contains(err.Error(), "fashion:") {
+		t.Errorf("write to a file = %v; want an error without the command's prefix, which main adds", err)
+	}
+	dir := filepath.Join(t.TempDir(), "a", "b")
+	if err := outputDir(dir); err != nil {
+		t.Errorf("outputDir(%s) = %v", dir, err)
+	}
+}
