@@ -32,6 +32,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/quanta-ml/quanta/internal/benchflags"
 	"github.com/quanta-ml/quanta/internal/benchsuite"
+	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/internal/kernelreg"
 	"github.com/quanta-ml/quanta/runtime"
 )
@@ -141,6 +142,14 @@ func parseConfig() (config, error) {
 	}
 	if g := *flagPeakGBps; math.IsNaN(g) || math.IsInf(g, 0) || g < 0 {
 		return c, fmt.Errorf("-peak-gbps %v; accepted: a finite bandwidth in GB/s, or 0 (unknown: the measured read bandwidth)", g)
+	}
+	// The outputs are written after the measurements: check now that they can be.
+	for _, out := range []struct{ key, path string }{{"-json", *flagJSON}, {"-markdown", *flagMarkdown}, {"-png", *flagPNG}} {
+		if out.path != "" {
+			if err := fileio.CheckOutput(out.key, out.path); err != nil {
+				return c, err
+			}
+		}
 	}
 	return c, nil
 }

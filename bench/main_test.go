@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"flag"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -112,5 +114,26 @@ func TestArguments(t *testing.T) {
 	_, err := parseConfig()
 	if err == nil || !strings.Contains(err.Error(), `argument "int8"`) {
 		t.Errorf("parseConfig() with the arguments int8 -json out.json = %v; want an error naming \"int8\"", err)
+	}
+}
+
+// TestOutputsChecked: an output that cannot be written is an error naming its flag before
+// anything is measured, not after the measurements.
+func TestOutputsChecked(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		flag *string
+		key  string
+	}{{flagJSON, "-json"}, {flagMarkdown, "-markdown"}, {flagPNG, "-png"}} {
+		old := *c.flag
+		*c.flag = filepath.Join(file, "out")
+		_, err := parseConfig()
+		*c.flag = old
+		if err == nil || !strings.Contains(err.Error(), c.key+" "+file) {
+			t.Errorf("%s under a file: parseConfig() = %v; want an error naming %s", c.key, err, c.key)
+		}
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/internal/refdata"
 	"github.com/quanta-ml/quanta/models"
 	"github.com/quanta-ml/quanta/models/llama"
@@ -142,6 +143,14 @@ func checkFlags() error {
 func run() error {
 	if err := checkFlags(); err != nil {
 		return err
+	}
+	// The outputs are written after the evaluations: check now that they can be.
+	for _, out := range []struct{ key, path string }{{"-json", *flagJSON}, {"-markdown", *flagMarkdown}} {
+		if out.path != "" {
+			if err := fileio.CheckOutput(out.key, out.path); err != nil {
+				return err
+			}
+		}
 	}
 	backend, err := runtime.Backend()
 	if err != nil {

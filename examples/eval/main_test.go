@@ -149,3 +149,25 @@ func TestJSONEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputsChecked: an output that cannot be written is an error naming its flag before any
+// model loads, not after the evaluations.
+func TestOutputsChecked(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gguf, jsonPath, md := *flagGGUF, *flagJSON, *flagMarkdown
+	defer func() { *flagGGUF, *flagJSON, *flagMarkdown = gguf, jsonPath, md }()
+	*flagGGUF = filepath.Join(t.TempDir(), "missing.gguf")
+	for _, c := range []struct {
+		flag *string
+		key  string
+	}{{flagJSON, "-json"}, {flagMarkdown, "-markdown"}} {
+		*flagJSON, *flagMarkdown = "", ""
+		*c.flag = filepath.Join(file, "out")
+		if err := run(); err == nil || !strings.Contains(err.Error(), c.key+" "+file) {
+			t.Errorf("%s under a file: run() = %v; want an error naming %s", c.key, err, c.key)
+		}
+	}
+}

@@ -39,6 +39,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/runtime"
 )
@@ -99,6 +100,12 @@ func run() error {
 			// The quantized kernels are (H, H) and (H, 3): binary and ternary pack 4 input rows a byte.
 			return errors.Errorf("-hidden %d with %s; accepted: a multiple of 4 (binary and ternary kernels pack 4 rows a byte)",
 				*flagHidden, t)
+		}
+	}
+
+	if *flagPlot != "" { // written after the training: check now that it can be
+		if err := fileio.CheckOutput("-plot", *flagPlot); err != nil {
+			return err
 		}
 	}
 

@@ -69,3 +69,18 @@ func TestArguments(t *testing.T) {
 		t.Errorf("run() with the arguments int8 -json out.json = %v; want an error naming \"int8\"", err)
 	}
 }
+
+// TestPlotChecked: a -plot that cannot be written is an error naming -plot before the training,
+// not after it.
+func TestPlotChecked(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plot, quick, types := *flagPlot, *flagQuick, *flagTypes
+	defer func() { *flagPlot, *flagQuick, *flagTypes = plot, quick, types }()
+	*flagPlot, *flagQuick, *flagTypes = filepath.Join(file, "curves.png"), true, "int8"
+	if err := run(); err == nil || !strings.Contains(err.Error(), "-plot "+file) {
+		t.Errorf("-plot under a file: run() = %v; want an error naming -plot", err)
+	}
+}

@@ -40,6 +40,7 @@ import (
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/runtime"
 )
@@ -116,6 +117,17 @@ func run() error {
 	s := settings{pretrainSteps: 1500, finetuneSteps: 800, evalEvery: 40, batchSize: 128, pretrainLR: 1e-3, finetuneLR: 2e-3}
 	if *flagQuick {
 		s = settings{pretrainSteps: 500, finetuneSteps: 300, evalEvery: 30, batchSize: 128, pretrainLR: 2e-3, finetuneLR: 3e-3}
+	}
+	// The plot and the adapters are written after the training: check now that they can be.
+	if *flagPlot != "" {
+		if err := fileio.CheckOutput("-plot", *flagPlot); err != nil {
+			return err
+		}
+	}
+	if *flagAdapters != "" {
+		if err := fileio.CheckOutput("-adapters", filepath.Join(*flagAdapters, qlayers.AdapterWeightsFile)); err != nil {
+			return err
+		}
 	}
 	backend, err := runtime.Backend()
 	if err != nil {

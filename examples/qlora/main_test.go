@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -60,5 +62,27 @@ func TestArguments(t *testing.T) {
 	err := checkFlags()
 	if err == nil || !strings.Contains(err.Error(), `argument "int8"`) {
 		t.Errorf("checkFlags() with the arguments int8 -json out.json = %v; want an error naming \"int8\"", err)
+	}
+}
+
+// TestOutputsChecked: a -plot or -adapters that cannot be written is an error naming the flag
+// before the data loads and the training, not after it.
+func TestOutputsChecked(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plot, adapters, data := *flagPlot, *flagAdapters, *flagData
+	defer func() { *flagPlot, *flagAdapters, *flagData = plot, adapters, data }()
+	*flagData = filepath.Join(t.TempDir(), "missing")
+	for _, c := range []struct {
+		flag *string
+		key  string
+	}{{flagPlot, "-plot"}, {flagAdapters, "-adapters"}} {
+		*flagPlot, *flagAdapters = "", ""
+		*c.flag = filepath.Join(file, "out")
+		if err := run(); err == nil || !strings.Contains(err.Error(), c.key+" "+file) {
+			t.Errorf("%s under a file: run() = %v; want an error naming %s", c.key, err, c.key)
+		}
 	}
 }

@@ -34,3 +34,22 @@ func WriteAtomic(op, path string, write func(w io.Writer) error) (err error) {
 	}
 	return errors.Wrap(os.Rename(tmp.Name(), path), op)
 }
+
+// CheckOutput checks, before a long run, that a file can be written at path once it is done: its
+// directory is created when missing, path is not a directory, and the directory takes a new file
+// (one is created and removed). The error names key, the flag that gave path.
+func CheckOutput(key, path string) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return errors.Wrapf(err, "%s %s", key, path)
+	}
+	if info, err := os.Stat(path); err == nil && info.IsDir() {
+		return errors.Errorf("%s %s: a directory; accepted: a file's path", key, path)
+	}
+	f, err := os.CreateTemp(dir, ".quanta-check*")
+	if err != nil {
+		return errors.Wrapf(err, "%s %s", key, path)
+	}
+	_ = f.Close()
+	return errors.Wrapf(os.Remove(f.Name()), "%s %s", key, path)
+}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/quanta-ml/quanta/internal/fileio"
@@ -41,5 +42,28 @@ func TestWriteAtomic(t *testing.T) {
 	info, err := os.Stat(path)
 	if got, _ := os.ReadFile(path); err != nil || string(got) != "new" || info.Mode().Perm() != 0o644 {
 		t.Errorf("after a write: %q, mode %v, %v; want %q, 0644", got, info.Mode().Perm(), err, "new")
+	}
+}
+
+// TestCheckOutput: a path under a regular file, or naming a directory, is an error naming the
+// flag; a path in a missing directory gets the directory, and nothing else is left behind.
+func TestCheckOutput(t *testing.T) {
+	root := t.TempDir()
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{filepath.Join(file, "out.json"), root} {
+		if err := fileio.CheckOutput("-json", path); err == nil || !strings.Contains(err.Error(), "-json "+path) {
+			t.Errorf("CheckOutput(%s) = %v; want an error naming -json and the path", path, err)
+		}
+	}
+	path := filepath.Join(root, "a", "b", "out.json")
+	if err := fileio.CheckOutput("-json", path); err != nil {
+		t.Fatalf("CheckOutput(%s) = %v", path, err)
+	}
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil || len(entries) != 0 {
+		t.Errorf("the directory holds %v (%v); want it empty", entries, err)
 	}
 }
