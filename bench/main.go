@@ -62,12 +62,22 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	backend := runtime.MustBackend()
-	env := runtime.MustEnvironment()
+	backend, err := runtime.Backend()
+	if err != nil {
+		fail(err)
+	}
+	env, err := runtime.Environment()
+	if err != nil {
+		fail(err)
+	}
 	fmt.Fprintf(os.Stderr, "bench: %s\n", env)
-	if _, cpu := kernelreg.XLACPU(backend); cpu && runtime.MustKernels().Err() != nil && !*flagNoKernels {
+	report, err := runtime.Kernels()
+	if err != nil {
+		fail(err)
+	}
+	if _, cpu := kernelreg.XLACPU(backend); cpu && report.Err() != nil && !*flagNoKernels {
 		fail(fmt.Errorf("%v; the products would run without quanta's kernels (run make setup; -allow-no-kernels measures anyway)",
-			runtime.MustKernels().Err()))
+			report.Err()))
 	}
 	rep, err := run(backend, cfg)
 	if err != nil {

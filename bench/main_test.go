@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -135,5 +137,26 @@ func TestOutputsChecked(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.key+" "+file) {
 			t.Errorf("%s under a file: parseConfig() = %v; want an error naming %s", c.key, err, c.key)
 		}
+	}
+}
+
+// TestBackendError: a backend that does not start is one line naming it and exit 1, not a Go
+// panic trace (main used runtime.MustBackend). main runs in a child process of the test binary.
+func TestBackendError(t *testing.T) {
+	if os.Getenv("QUANTA_BENCH_TEST_MAIN") == "1" {
+		os.Args = []string{"bench", "-m", "1", "-shapes", "64x128"}
+		main()
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBackendError$")
+	cmd.Env = append(os.Environ(), "QUANTA_BENCH_TEST_MAIN=1", "GOMLX_BACKEND=no-such-backend")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("exit %v; want status 1\n%s", err, out)
+	}
+	if !strings.HasPrefix(string(out), "bench: ") || !strings.Contains(string(out), "no-such-backend") ||
+		strings.Contains(string(out), "panic") || strings.Contains(string(out), ".go:") {
+		t.Errorf("output %q; want one error line naming the backend, no panic trace", out)
 	}
 }
