@@ -93,8 +93,8 @@ type settings struct {
 	seed                  uint64
 }
 
-// checkFlags checks the epoch counts, naming the flag out of range, and that no argument follows
-// the flags.
+// checkFlags checks the epoch counts, naming the flag out of range, that -quick comes without
+// them, and that no argument follows the flags.
 func checkFlags() error {
 	switch {
 	case flag.NArg() > 0:
@@ -103,6 +103,15 @@ func checkFlags() error {
 		return errors.Errorf("-epochs %d; accepted: >= 0 (float epochs)", *flagEpochs)
 	case *flagQAT < 0:
 		return errors.Errorf("-qat-epochs %d; accepted: >= 0 (QAT epochs)", *flagQAT)
+	}
+	if *flagQuick { // -quick sets the epochs: an epoch count given with it would be ignored
+		var err error
+		flag.Visit(func(f *flag.Flag) {
+			if err == nil && (f.Name == "epochs" || f.Name == "qat-epochs") {
+				err = errors.Errorf("-quick with -%s; accepted: one of them (-quick runs 1 float and 1 QAT epoch)", f.Name)
+			}
+		})
+		return err
 	}
 	return nil
 }

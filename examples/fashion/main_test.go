@@ -145,3 +145,19 @@ func TestOutputDir(t *testing.T) {
 		t.Errorf("outputDir(%s) = %v", dir, err)
 	}
 }
+
+// TestQuickWithEpochs: -quick sets the epoch counts; one given with it is an error naming both,
+// not silently replaced by 1. (One case: the flag package remembers which flags a parse set.)
+func TestQuickWithEpochs(t *testing.T) {
+	quick, qat := *flagQuick, *flagQAT
+	defer func() {
+		*flagQuick, *flagQAT = quick, qat
+		_ = flag.CommandLine.Parse(nil)
+	}()
+	if err := flag.CommandLine.Parse([]string{"-quick", "-qat-epochs", "3"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkFlags(); err == nil || !strings.Contains(err.Error(), "-quick with -qat-epochs") {
+		t.Errorf("-quick -qat-epochs 3: checkFlags() = %v; want an error naming both", err)
+	}
+}
