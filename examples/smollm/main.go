@@ -102,10 +102,10 @@ func main() {
 	}
 }
 
-// checkFlags reports -max, -maxlen or -minwindow out of range, naming the flag, or an argument
-// without -speed-table (a prompt given as one would answer -prompt's), before the model loads
-// (models.GenerateOptions reads a MaxNewTokens of 0 as no bound, and the generator's own errors
-// name its fields, not the flags).
+// checkFlags reports -max, -maxlen or -minwindow out of range, naming the flag, more than one of
+// -bench, -anatomy and -speed-table, or an argument without -speed-table (a prompt given as one
+// would answer -prompt's), before the model loads (models.GenerateOptions reads a MaxNewTokens of
+// 0 as no bound, and the generator's own errors name its fields, not the flags).
 func checkFlags() error {
 	switch {
 	case *flagMaxNew < 1:
@@ -114,10 +114,21 @@ func checkFlags() error {
 		return fmt.Errorf("-maxlen %d; accepted: >= 2 (a prompt token and an answer token)", *flagMaxLen)
 	case *flagWindow < 0:
 		return fmt.Errorf("-minwindow %d; accepted: >= 1 (0: %d)", *flagWindow, models.DefaultMinWindow)
+	case btoi(*flagBench)+btoi(*flagAnatomy)+btoi(*flagSpeedTable) > 1:
+		return fmt.Errorf("-bench %v, -anatomy %v, -speed-table %v; accepted: at most one of them (each replaces the generation)",
+			*flagBench, *flagAnatomy, *flagSpeedTable)
 	case flag.NArg() > 0 && !*flagSpeedTable:
 		return fmt.Errorf("argument %q; accepted: none (the prompt is -prompt; arguments are -speed-table's files)", flag.Arg(0))
 	}
 	return nil
+}
+
+// btoi is 1 for true, 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // loaded is the model of one format, ready to run.

@@ -39,6 +39,25 @@ func TestCheckFlags(t *testing.T) {
 	}
 }
 
+// TestCheckFlagsModes: -bench, -anatomy and -speed-table each replace the generation; two of them
+// are an error naming them, not the first one run and the other ignored.
+func TestCheckFlagsModes(t *testing.T) {
+	for _, pair := range [][2]string{{"bench", "anatomy"}, {"anatomy", "speed-table"}, {"bench", "speed-table"}} {
+		for _, name := range pair {
+			if err := flag.Set(name, "true"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := checkFlags()
+		for _, name := range pair {
+			_ = flag.Set(name, "false")
+		}
+		if err == nil || !strings.Contains(err.Error(), "at most one") {
+			t.Errorf("-%s -%s: checkFlags() = %v; want an error naming both", pair[0], pair[1], err)
+		}
+	}
+}
+
 // TestCheckFlagsArguments: an argument is -speed-table's file; without -speed-table it is an error
 // naming it, not ignored (smollm "Tell me a joke" answered the default -prompt).
 func TestCheckFlagsArguments(t *testing.T) {
