@@ -159,7 +159,7 @@ func run() error {
 	formats := strings.Split(*flagFormats, ",")
 	for _, f := range formats {
 		if _, err := models.Preset(f); err != nil {
-			return err
+			return errors.WithMessage(err, "-formats")
 		}
 	}
 	env, err := runtime.Environment()

@@ -171,3 +171,13 @@ func TestOutputsChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownFormat: an unknown name in -formats is an error naming -formats.
+func TestUnknownFormat(t *testing.T) {
+	gguf, formats := *flagGGUF, *flagFormats
+	defer func() { *flagGGUF, *flagFormats = gguf, formats }()
+	*flagGGUF, *flagFormats = filepath.Join(t.TempDir(), "missing.gguf"), "nf4,bogus"
+	if err := run(); err == nil || !strings.Contains(err.Error(), `-formats: models.Preset: unknown name "bogus"`) {
+		t.Errorf("run() = %v; want an error naming -formats and \"bogus\"", err)
+	}
+}

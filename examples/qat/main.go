@@ -93,7 +93,7 @@ func run() error {
 	for _, name := range strings.Split(*flagTypes, ",") {
 		t, err := quanta.ParseType(name)
 		if err != nil {
-			return err
+			return errors.WithMessage(err, "-types")
 		}
 		types = append(types, t)
 		if (t == quanta.Binary || t == quanta.Ternary) && *flagHidden%4 != 0 {

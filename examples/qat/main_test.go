@@ -84,3 +84,13 @@ func TestPlotChecked(t *testing.T) {
 		t.Errorf("-plot under a file: run() = %v; want an error naming -plot", err)
 	}
 }
+
+// TestUnknownType: an unknown name in -types is an error naming -types.
+func TestUnknownType(t *testing.T) {
+	saved := *flagTypes
+	defer func() { *flagTypes = saved }()
+	*flagTypes = "nf4,bogus"
+	if err := run(); err == nil || !strings.Contains(err.Error(), `-types: quanta: unknown quantization type "bogus"`) {
+		t.Errorf("run() = %v; want an error naming -types and \"bogus\"", err)
+	}
+}

@@ -103,8 +103,8 @@ func main() {
 }
 
 // checkFlags reports -max, -maxlen or -minwindow out of range, naming the flag, more than one of
-// -bench, -anatomy and -speed-table, or an argument without -speed-table (a prompt given as one
-// would answer -prompt's), before the model loads (models.GenerateOptions reads a MaxNewTokens of
+// -bench, -anatomy and -speed-table, an argument without -speed-table (a prompt given as one
+// would answer -prompt's), or an unknown -cache or -cache-dtype, before the model loads (models.GenerateOptions reads a MaxNewTokens of
 // 0 as no bound, and the generator's own errors name its fields, not the flags).
 func checkFlags() error {
 	switch {
@@ -120,7 +120,8 @@ func checkFlags() error {
 	case flag.NArg() > 0 && !*flagSpeedTable:
 		return fmt.Errorf("argument %q; accepted: none (the prompt is -prompt; arguments are -speed-table's files)", flag.Arg(0))
 	}
-	return nil
+	_, err := generatorOptions(*flagMaxLen) // -cache and -cache-dtype, before the model loads
+	return err
 }
 
 // btoi is 1 for true, 0 for false.
@@ -156,11 +157,11 @@ func headFormat() string {
 func load() (*loaded, error) {
 	rules, err := models.Preset(*flagFormat)
 	if err != nil {
-		return nil, err
+		return nil, errors.WithMessage(err, "-format")
 	}
 	head, err := models.TableRule("/"+models.EmbeddingScope, headFormat())
 	if err != nil {
-		return nil, err
+		return nil, errors.WithMessage(err, "-head")
 	}
 	q, err := models.NewQuantizer(append([]models.Rule{head}, rules...))
 	if err != nil {
@@ -205,11 +206,11 @@ func (l *loaded) weights() string {
 func generatorOptions(maxLen int) (models.GeneratorOptions, error) {
 	mode, err := models.ParseCacheMode(*flagCache)
 	if err != nil {
-		return models.GeneratorOptions{}, err
+		return models.GeneratorOptions{}, errors.WithMessage(err, "-cache")
 	}
 	dtype, err := models.ParseCacheDType(*flagCacheDType)
 	if err != nil {
-		return models.GeneratorOptions{}, err
+		return models.GeneratorOptions{}, errors.WithMessage(err, "-cache-dtype")
 	}
 	return models.GeneratorOptions{MaxLen: maxLen, MinWindow: *flagWindow, Cache: mode, CacheDType: dtype}, nil
 }

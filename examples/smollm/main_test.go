@@ -22,6 +22,8 @@ func TestCheckFlags(t *testing.T) {
 		{"max", "-1", "-max -1; accepted: >= 1"},
 		{"maxlen", "1", "-maxlen 1; accepted: >= 2"},
 		{"minwindow", "-1", "-minwindow -1; accepted: >= 1"},
+		{"cache", "bogus", `-cache: models.ParseCacheMode("bogus"): accepted: grow, full`},
+		{"cache-dtype", "int8", `-cache-dtype: models.ParseCacheDType("int8"): accepted:`},
 		{"max", "1", ""},
 		{"minwindow", "0", ""},
 	} {
@@ -36,6 +38,22 @@ func TestCheckFlags(t *testing.T) {
 				t.Errorf("checkFlags() = %v; want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestLoadFlagNames: an unknown -format or -head is an error naming the flag, before the model
+// loads.
+func TestLoadFlagNames(t *testing.T) {
+	for _, tc := range []struct{ flag, want string }{{"format", "-format: models.Preset"}, {"head", "-head: models.TableRule"}} {
+		old := flag.Lookup(tc.flag).Value.String()
+		if err := flag.Set(tc.flag, "bogus"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := load()
+		_ = flag.Set(tc.flag, old)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("-%s bogus: load() = %v; want %q", tc.flag, err, tc.want)
+		}
 	}
 }
 
