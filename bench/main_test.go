@@ -3,13 +3,14 @@ package main
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/quanta-ml/quanta/internal/testutil"
 )
 
 // TestPeakGBps: a -peak-gbps that is not a finite bandwidth (or 0, unknown) is an error naming the
@@ -109,23 +110,13 @@ func TestTicksNotFinite(t *testing.T) {
 // TestArguments: an argument is an error naming it, before anything runs; it was ignored, and
 // with it every flag after it (flag parsing stops at the first argument).
 func TestArguments(t *testing.T) {
-	defer func() { _ = flag.CommandLine.Parse(nil) }()
-	if err := flag.CommandLine.Parse([]string{"int8", "-json", "out.json"}); err != nil {
-		t.Fatal(err)
-	}
-	_, err := parseConfig()
-	if err == nil || !strings.Contains(err.Error(), `argument "int8"`) {
-		t.Errorf("parseConfig() with the arguments int8 -json out.json = %v; want an error naming \"int8\"", err)
-	}
+	testutil.ArgumentRefused(t, func() error { _, err := parseConfig(); return err })
 }
 
 // TestOutputsChecked: an output that cannot be written is an error naming its flag before
 // anything is measured, not after the measurements.
 func TestOutputsChecked(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := testutil.FileInTemp(t)
 	for _, c := range []struct {
 		flag *string
 		key  string

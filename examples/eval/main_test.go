@@ -1,14 +1,13 @@
 package main
 
 import (
-	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/quanta-ml/quanta/internal/refdata"
+	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
 )
 
@@ -110,16 +109,7 @@ func TestUnknownHead(t *testing.T) {
 
 // TestArguments: an argument is an error naming it, before anything runs; it was ignored, and
 // with it every flag after it (flag parsing stops at the first argument).
-func TestArguments(t *testing.T) {
-	defer func() { _ = flag.CommandLine.Parse(nil) }()
-	if err := flag.CommandLine.Parse([]string{"int8", "-json", "out.json"}); err != nil {
-		t.Fatal(err)
-	}
-	err := checkFlags()
-	if err == nil || !strings.Contains(err.Error(), `argument "int8"`) {
-		t.Errorf("checkFlags() with the arguments int8 -json out.json = %v; want an error naming \"int8\"", err)
-	}
-}
+func TestArguments(t *testing.T) { testutil.ArgumentRefused(t, checkFlags) }
 
 // TestJSONEnvironment: the JSON names what the timings ran on, runtime.Environment's plugin,
 // kernels and XLA_FLAGS, not only the backend's description.
@@ -133,30 +123,13 @@ func TestJSONEnvironment(t *testing.T) {
 	if err := run(); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(*flagJSON)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got struct {
-		Environment string `json:"environment"`
-	}
-	if err := json.Unmarshal(raw, &got); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"backend ", "kernels", "XLA_FLAGS="} {
-		if !strings.Contains(got.Environment, want) {
-			t.Errorf("JSON environment %q lacks %q", got.Environment, want)
-		}
-	}
+	testutil.JSONEnvironment(t, *flagJSON)
 }
 
 // TestOutputsChecked: an output that cannot be written is an error naming its flag before any
 // model loads, not after the evaluations.
 func TestOutputsChecked(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := testutil.FileInTemp(t)
 	gguf, jsonPath, md := *flagGGUF, *flagJSON, *flagMarkdown
 	defer func() { *flagGGUF, *flagJSON, *flagMarkdown = gguf, jsonPath, md }()
 	*flagGGUF = filepath.Join(t.TempDir(), "missing.gguf")

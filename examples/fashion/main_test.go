@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"image/png"
 	"io"
@@ -83,16 +82,7 @@ func TestEpochsOutOfRange(t *testing.T) {
 
 // TestArguments: an argument is an error naming it, before anything runs; it was ignored, and
 // with it every flag after it (flag parsing stops at the first argument).
-func TestArguments(t *testing.T) {
-	defer func() { _ = flag.CommandLine.Parse(nil) }()
-	if err := flag.CommandLine.Parse([]string{"int8", "-json", "out.json"}); err != nil {
-		t.Fatal(err)
-	}
-	err := checkFlags()
-	if err == nil || !strings.Contains(err.Error(), `argument "int8"`) {
-		t.Errorf("checkFlags() with the arguments int8 -json out.json = %v; want an error naming \"int8\"", err)
-	}
-}
+func TestArguments(t *testing.T) { testutil.ArgumentRefused(t, checkFlags) }
 
 // TestJSONEnvironment: fashion.json names what its figures and wall time ran on,
 // runtime.Environment's plugin, kernels and XLA_FLAGS, not only the backend's description.
@@ -110,30 +100,13 @@ func TestJSONEnvironment(t *testing.T) {
 	if err := r.write(out); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(out, "fashion.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got struct {
-		Environment string `json:"environment"`
-	}
-	if err := json.Unmarshal(raw, &got); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"backend ", "kernels", "XLA_FLAGS="} {
-		if !strings.Contains(got.Environment, want) {
-			t.Errorf("fashion.json environment %q lacks %q", got.Environment, want)
-		}
-	}
+	testutil.JSONEnvironment(t, filepath.Join(out, "fashion.json"))
 }
 
 // TestOutputDir: an -out that cannot be a directory is an error naming -out, checked before the
 // training (it was reported once the whole experiment had run, as "fashion: fashion: ...").
 func TestOutputDir(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := testutil.FileInTemp(t)
 	if err := outputDir(filepath.Join(file, "out")); err == nil || !strings.Contains(err.Error(), "-out "+file) {
 		t.Errorf("outputDir under a file = %v; want an error naming -out", err)
 	}

@@ -1,12 +1,13 @@
 package main
 
 import (
-	"flag"
 	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/quanta-ml/quanta/internal/testutil"
 )
 
 // TestHiddenOutOfRange: a width below 1 is an error naming -hidden, not a shape error from deep
@@ -59,24 +60,12 @@ func TestPlotAnyExtension(t *testing.T) {
 
 // TestArguments: an argument is an error naming it, before anything runs; it was ignored, and
 // with it every flag after it (flag parsing stops at the first argument).
-func TestArguments(t *testing.T) {
-	defer func() { _ = flag.CommandLine.Parse(nil) }()
-	if err := flag.CommandLine.Parse([]string{"int8", "-json", "out.json"}); err != nil {
-		t.Fatal(err)
-	}
-	err := run()
-	if err == nil || !strings.Contains(err.Error(), `argument "int8"`) {
-		t.Errorf("run() with the arguments int8 -json out.json = %v; want an error naming \"int8\"", err)
-	}
-}
+func TestArguments(t *testing.T) { testutil.ArgumentRefused(t, run) }
 
 // TestPlotChecked: a -plot that cannot be written is an error naming -plot before the training,
 // not after it.
 func TestPlotChecked(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := testutil.FileInTemp(t)
 	plot, quick, types := *flagPlot, *flagQuick, *flagTypes
 	defer func() { *flagPlot, *flagQuick, *flagTypes = plot, quick, types }()
 	*flagPlot, *flagQuick, *flagTypes = filepath.Join(file, "curves.png"), true, "int8"

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"flag"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/quanta-ml/quanta/internal/testutil"
 )
 
 // TestFlagsOutOfRange: each flag out of range is an error naming it, before anything runs
@@ -54,24 +54,12 @@ func TestFlagsOutOfRange(t *testing.T) {
 
 // TestArguments: an argument is an error naming it, before anything runs; it was ignored, and
 // with it every flag after it (flag parsing stops at the first argument).
-func TestArguments(t *testing.T) {
-	defer func() { _ = flag.CommandLine.Parse(nil) }()
-	if err := flag.CommandLine.Parse([]string{"int8", "-json", "out.json"}); err != nil {
-		t.Fatal(err)
-	}
-	err := checkFlags()
-	if err == nil || !strings.Contains(err.Error(), `argument "int8"`) {
-		t.Errorf("checkFlags() with the arguments int8 -json out.json = %v; want an error naming \"int8\"", err)
-	}
-}
+func TestArguments(t *testing.T) { testutil.ArgumentRefused(t, checkFlags) }
 
 // TestOutputsChecked: a -plot or -adapters that cannot be written is an error naming the flag
 // before the data loads and the training, not after it.
 func TestOutputsChecked(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := testutil.FileInTemp(t)
 	plot, adapters, data := *flagPlot, *flagAdapters, *flagData
 	defer func() { *flagPlot, *flagAdapters, *flagData = plot, adapters, data }()
 	*flagData = filepath.Join(t.TempDir(), "missing")
