@@ -75,10 +75,10 @@
 // block type, a non-float or scalar input, a last axis that is not a multiple of the block size,
 // a NaN or infinite value, bytes or blocks that do not match the dimensions (every size is checked
 // against the bytes given, or the file, before anything is allocated), or a GGUF tensor of another
-// type (gguf.ErrUnsupported) or name (gguf.ErrNotFound). Blocks whose half-precision scales are
-// NaN or infinite are read and decoded as ggml decodes them (gguf.DecodeInto and gguf.CheckScales
-// refuse them). Graph-side functions (the handlers, the
-// products) panic with a message naming the op and the shapes. After Delete, using the array, or
+// type (gguf.ErrUnsupported) or name (gguf.ErrNotFound). Read also refuses a block whose
+// half-precision scale is NaN or infinite (an error wrapping gguf.ErrCorrupt, gguf.CheckScales),
+// as gguf.DecodeInto does; FromBytes and New take such blocks as given, and they decode as ggml
+// decodes them. Graph-side functions (the handlers, the products) panic with a message naming the op and the shapes. After Delete, using the array, or
 // any array derived from it without new components, is implicitarray.ErrDeleted.
 package ggml
 
