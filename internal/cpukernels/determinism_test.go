@@ -150,13 +150,14 @@ func TestDeterministic(t *testing.T) {
 // its computations so) gets the bits it gets alone whatever the thread count, and so does one that
 // does not: the pool's workers run each product's chunks in its caller's floating-point mode,
 // whatever mode they were started in. The weight's values are denormal, so the modes differ.
+//
+// The mode belongs to an OS thread: each subtest (a goroutine of its own) locks its thread before
+// it sets the mode and clears the mode before it unlocks, so that its products run in the mode it
+// set and no other goroutine inherits it.
 func TestDeterministicFlushDenormals(t *testing.T) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if !flushDenormals(false) {
+	if !flushDenormals(false) { // clearing the mode is harmless on any thread
 		t.Skip("no flush-to-zero mode on this CPU")
 	}
-	defer flushDenormals(false)
 	defer SetThreads(0)
 	oldSmall, oldChunk := tune(tuneSmallWork, 0), tune(tuneChunkBytes, 4096)
 	defer func() { tune(tuneSmallWork, oldSmall); tune(tuneChunkBytes, oldChunk) }()
@@ -178,14 +179,10 @@ func TestDeterministicFlushDenormals(t *testing.T) {
 		}
 		return y
 	}
-	if avx512Emulated {
-		// The SIMDe build (make test-avx512: -O1, SIMDe's headers) gave unflushed sums on some
-		// runs at 4-24 threads, on the portable and AVX-512 paths alike (3 of 60), with the
-		// workers' MXCSR checked equal to the caller's; the native build passed 150 of 150.
-		// Unexplained: left open rather than hidden behind a retry.
-		t.Skip("denormal flushing across threads is not checked in the SIMDe build (see the comment)")
-	}
 	forEachISA(t, func(t *testing.T) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		defer flushDenormals(false)
 		var alone [2][]float32
 		// 24 threads with flushing first: workers started in either mode serve callers in both
 		for _, c := range []struct {
