@@ -22,9 +22,9 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -85,23 +85,46 @@ func main() {
 	}
 	tables := markdown(rep)
 	fmt.Print(tables)
-	if *flagMarkdown != "" {
-		writeFile(*flagMarkdown, []byte(tables))
+	if err := writeOutputs(rep, tables); err != nil {
+		fail(err)
 	}
+}
+
+// writeOutputs writes the -json, -markdown and -png files: all are encoded before any is written,
+// the JSON first (an error leaves no table without its data), and each is replaced whole
+// (fileio.WriteAtomic), so that an interrupted run leaves no truncated file.
+func writeOutputs(rep *report, tables string) error {
+	type output struct {
+		key, path string
+		data      []byte
+	}
+	var outs []output
 	if *flagJSON != "" {
 		data, err := jsonOf(rep)
 		if err != nil {
-			fail(err)
+			return err
 		}
-		writeFile(*flagJSON, data)
+		outs = append(outs, output{"-json", *flagJSON, data})
+	}
+	if *flagMarkdown != "" {
+		outs = append(outs, output{"-markdown", *flagMarkdown, []byte(tables)})
 	}
 	if *flagPNG != "" {
 		data, err := chart(rep)
 		if err != nil {
-			fail(err)
+			return err
 		}
-		writeFile(*flagPNG, data)
+		outs = append(outs, output{"-png", *flagPNG, data})
 	}
+	for _, out := range outs {
+		if err := fileio.WriteAtomic(out.key+" "+out.path, out.path, func(w io.Writer) error {
+			_, err := w.Write(out.data)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // config is the parsed command line.
@@ -167,13 +190,4 @@ func parseConfig() (config, error) {
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "bench:", err)
 	os.Exit(1)
-}
-
-func writeFile(path string, data []byte) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		fail(err)
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		fail(err)
-	}
 }

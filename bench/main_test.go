@@ -151,3 +151,34 @@ func TestBackendError(t *testing.T) {
 		t.Errorf("output %q; want one error line naming the backend, no panic trace", out)
 	}
 }
+
+// TestOutputsReplacedWhole: -json, -markdown and -png are each replaced whole (a complete new file
+// renamed over the old one), not rewritten in place, where an interrupted run left a truncated
+// file.
+func TestOutputsReplacedWhole(t *testing.T) {
+	dir := t.TempDir()
+	saved := [3]string{*flagJSON, *flagMarkdown, *flagPNG}
+	defer func() { *flagJSON, *flagMarkdown, *flagPNG = saved[0], saved[1], saved[2] }()
+	*flagJSON, *flagMarkdown, *flagPNG = filepath.Join(dir, "b.json"), filepath.Join(dir, "b.md"), filepath.Join(dir, "b.png")
+	rep := &report{DType: "Float32", Results: []result{
+		{Context: "chain", Shape: "8x8", Format: "dense", M: 1, MsPerProduct: 1, SpeedupVsDense: 1},
+		{Context: "chain", Shape: "8x8", Format: "nf4", M: 1, MsPerProduct: 0.5, SpeedupVsDense: 2},
+	}}
+	testutil.ReplacedWhole(t, func() error { return writeOutputs(rep, markdown(rep)) }, *flagJSON, *flagMarkdown, *flagPNG)
+}
+
+// TestNoTableWithoutData: results the JSON cannot carry are an error before any file is written;
+// the markdown was written first, leaving a table without its data.
+func TestNoTableWithoutData(t *testing.T) {
+	dir := t.TempDir()
+	saved := [2]string{*flagJSON, *flagMarkdown}
+	defer func() { *flagJSON, *flagMarkdown = saved[0], saved[1] }()
+	*flagJSON, *flagMarkdown = filepath.Join(dir, "b.json"), filepath.Join(dir, "b.md")
+	rep := &report{Results: []result{{Context: "chain", Shape: "8x8", Format: "nf4", M: 1, LimitFraction: math.Inf(1)}}}
+	if err := writeOutputs(rep, markdown(rep)); err == nil {
+		t.Errorf("writeOutputs of an infinite fraction: no error")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("after the error the folder holds %v; want nothing written", entries)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strings"
@@ -182,18 +183,34 @@ func run() error {
 	}
 	md := markdown(res)
 	fmt.Print("\n" + md)
-	if *flagMarkdown != "" {
-		if err := os.WriteFile(*flagMarkdown, []byte(md), 0o644); err != nil {
-			return errors.Wrap(err, "writing the markdown")
-		}
+	return writeOutputs(res, md)
+}
+
+// writeOutputs writes the -json and -markdown files, the JSON first (an error leaves no table
+// without its data), each replaced whole (fileio.WriteAtomic), so that an interrupted run leaves
+// no truncated file.
+func writeOutputs(res Results, md string) error {
+	type output struct {
+		key, path string
+		data      []byte
 	}
+	var outs []output
 	if *flagJSON != "" {
 		raw, err := json.MarshalIndent(res, "", " ")
 		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*flagJSON, append(raw, '\n'), 0o644); err != nil {
 			return errors.Wrap(err, "writing the JSON")
+		}
+		outs = append(outs, output{"-json", *flagJSON, append(raw, '\n')})
+	}
+	if *flagMarkdown != "" {
+		outs = append(outs, output{"-markdown", *flagMarkdown, []byte(md)})
+	}
+	for _, out := range outs {
+		if err := fileio.WriteAtomic(out.key+" "+out.path, out.path, func(w io.Writer) error {
+			_, err := w.Write(out.data)
+			return err
+		}); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -154,3 +154,15 @@ func TestUnknownFormat(t *testing.T) {
 		t.Errorf("run() = %v; want an error naming -formats and \"bogus\"", err)
 	}
 }
+
+// TestOutputsReplacedWhole: -json and -markdown are each replaced whole (a complete new file
+// renamed over the old one), not rewritten in place, where an interrupted run left a truncated
+// file.
+func TestOutputsReplacedWhole(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath, md := *flagJSON, *flagMarkdown
+	defer func() { *flagJSON, *flagMarkdown = jsonPath, md }()
+	*flagJSON, *flagMarkdown = filepath.Join(dir, "eval.json"), filepath.Join(dir, "eval.md")
+	res := Results{Backend: "test", MiniLM: []MiniLMRow{{Format: "int8", MeanCosine: 0.9995, MinCosine: 0.99}}}
+	testutil.ReplacedWhole(t, func() error { return writeOutputs(res, markdown(res)) }, *flagJSON, *flagMarkdown)
+}

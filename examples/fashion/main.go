@@ -19,6 +19,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -41,6 +42,7 @@ import (
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/internal/refdata"
 	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/runtime"
@@ -461,23 +463,34 @@ func outputDir(dir string) error {
 	return errors.Wrapf(os.MkdirAll(dir, 0o755), "-out %s: the directory of the results", dir)
 }
 
-// write stores fashion.md, fashion.json and fashion.png in dir.
+// write stores fashion.json, fashion.md and fashion.png in dir: all are encoded before any is
+// written, the JSON first (an error leaves no table without its data), and each is replaced whole
+// (fileio.WriteAtomic), so that an interrupted run leaves no truncated file.
 func (r *results) write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return errors.Wrap(err, "the output directory")
-	}
-	if err := os.WriteFile(filepath.Join(dir, "fashion.md"), []byte(r.table()), 0o644); err != nil {
-		return errors.Wrap(err, "writing the table")
 	}
 	raw, err := json.MarshalIndent(r, "", " ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "fashion.json"), append(raw, '\n'), 0o644); err != nil {
-		return errors.Wrap(err, "writing the JSON")
-	}
-	if err := r.plot(filepath.Join(dir, "fashion.png")); err != nil {
+	png, err := r.plot()
+	if err != nil {
 		return err
+	}
+	for _, out := range []struct {
+		name string
+		data io.WriterTo
+	}{
+		{"fashion.json", bytes.NewReader(append(raw, '\n'))}, {"fashion.md", strings.NewReader(r.table())}, {"fashion.png", png},
+	} {
+		path := filepath.Join(dir, out.name)
+		if err := fileio.WriteAtomic("writing "+path, path, func(w io.Writer) error {
+			_, err := out.data.WriteTo(w)
+			return err
+		}); err != nil {
+			return err
+		}
 	}
 	fmt.Printf("wrote %s/fashion.{md,json,png}\n", dir)
 	return nil

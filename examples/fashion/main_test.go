@@ -134,3 +134,25 @@ func TestQuickWithEpochs(t *testing.T) {
 		t.Errorf("-quick -qat-epochs 3: checkFlags() = %v; want an error naming both", err)
 	}
 }
+
+// TestOutputsReplacedWhole: fashion.json, fashion.md and fashion.png are each replaced whole (a
+// complete new file renamed over the old one), not rewritten in place, where an interrupted run
+// left a truncated file.
+func TestOutputsReplacedWhole(t *testing.T) {
+	dir := t.TempDir()
+	r := &results{Backend: "test", FloatAcc: 0.8, FloatCurve: []point{{0.5, 0.7}, {1, 0.8}},
+		Rows: []row{{Format: "int8", PTQ: 0.79, QAT: 0.8, Curve: []point{{1, 0.79}, {2, 0.8}}}}}
+	var paths []string
+	for _, name := range []string{"fashion.json", "fashion.md", "fashion.png"} {
+		paths = append(paths, filepath.Join(dir, name))
+	}
+	testutil.ReplacedWhole(t, func() error { return r.write(dir) }, paths...)
+	f, err := os.Open(paths[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := png.Decode(f); err != nil {
+		t.Errorf("fashion.png: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"image/color"
+	"io"
 	"math"
 
 	"github.com/pkg/errors"
@@ -14,9 +15,9 @@ import (
 // palette colours the float run, then the formats.
 var palette = append([]color.RGBA{plotstyle.Baseline()}, plotstyle.Colors(7)...)
 
-// plot writes the test-accuracy curves as a PNG: the float run, then each format's QAT run from
-// its PTQ accuracy where the float run ended.
-func (r *results) plot(path string) error {
+// plot draws the test-accuracy curves as a PNG: the float run, then each format's QAT run from its
+// PTQ accuracy where the float run ended.
+func (r *results) plot() (io.WriterTo, error) {
 	p := plot.New()
 	p.Title.Text = "Fashion-MNIST test accuracy: float training, then QAT from the float weights"
 	p.X.Label.Text = "epoch"
@@ -47,15 +48,13 @@ func (r *results) plot(path string) error {
 		return nil
 	}
 	if err := add(0, "float32", r.FloatCurve); err != nil {
-		return err
+		return nil, err
 	}
 	for i, rw := range r.Rows {
 		if err := add(i+1, "QAT "+rw.Format, rw.Curve); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if err := p.Save(9*vg.Inch, 5*vg.Inch, path); err != nil {
-		return errors.Wrapf(err, "fashion: writing %s", path)
-	}
-	return nil
+	png, err := p.WriterTo(9*vg.Inch, 5*vg.Inch, "png")
+	return png, errors.Wrap(err, "drawing the curves")
 }

@@ -83,3 +83,11 @@ func TestUnknownType(t *testing.T) {
 		t.Errorf("run() = %v; want an error naming -types and \"bogus\"", err)
 	}
 }
+
+// TestPlotReplacedWhole: -plot is replaced whole (a complete new file renamed over the old one),
+// not rewritten in place, where an interrupted run left a truncated file.
+func TestPlotReplacedWhole(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "curves.png")
+	curves := []curve{{name: "float", points: []point{{0, 0.3}, {10, 0.9}}}}
+	testutil.ReplacedWhole(t, func() error { return plotCurves(path, curves, 10) }, path)
+}

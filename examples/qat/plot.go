@@ -1,13 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"image/color"
+	"io"
 	mathrand "math/rand"
 	"math/rand/v2"
-	"os"
 
 	"github.com/pkg/errors"
+	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/internal/plotstyle"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -51,14 +51,14 @@ func plotCurves(path string, curves []curve, floatSteps int) error {
 	p.Add(boundary)
 	p.Legend.Add("QAT starts (PTQ accuracy)", boundary)
 	// A PNG whatever path's extension (plot.Save picks the format from it, and for an unknown
-	// one fails after creating the file), encoded before the file is created.
+	// one fails after creating the file), replaced whole (fileio.WriteAtomic): an interrupted run
+	// leaves no truncated file.
 	png, err := p.WriterTo(8*vg.Inch, 5*vg.Inch, "png")
 	if err != nil {
 		return errors.Wrap(err, "plotting the curves")
 	}
-	var buf bytes.Buffer
-	if _, err := png.WriteTo(&buf); err != nil {
-		return errors.Wrap(err, "encoding the PNG")
-	}
-	return errors.Wrapf(os.WriteFile(path, buf.Bytes(), 0o644), "writing %s", path)
+	return fileio.WriteAtomic("writing "+path, path, func(w io.Writer) error {
+		_, err := png.WriteTo(w)
+		return err
+	})
 }

@@ -74,3 +74,11 @@ func TestOutputsChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestPlotReplacedWhole: -plot is replaced whole (a complete new file renamed over the old one),
+// not rewritten in place, where an interrupted run left a truncated file.
+func TestPlotReplacedWhole(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "curves.png")
+	c := curves{loss: []point{{1, 1.5}, {2, 1.2}}, acc: []point{{2, 0.8}}}
+	testutil.ReplacedWhole(t, func() error { return plotCurves(path, []named{{"QLoRA", c}, {"LoRA", c}}) }, path)
+}

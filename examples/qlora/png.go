@@ -1,20 +1,17 @@
 package main
 
 import (
-	"os"
+	"io"
 
+	"github.com/quanta-ml/quanta/internal/fileio"
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// savePNG writes the canvas as a PNG file.
+// savePNG writes the canvas as a PNG file, replaced whole (fileio.WriteAtomic): an interrupted
+// run leaves no truncated file.
 func savePNG(img *vgimg.Canvas, path string) error {
-	f, err := os.Create(path)
-	if err != nil {
+	return fileio.WriteAtomic("savePNG", path, func(w io.Writer) error {
+		_, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w)
 		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
+	})
 }

@@ -54,3 +54,37 @@ func JSONEnvironment(t testing.TB, path string) {
 		}
 	}
 }
+
+// ReplacedWhole checks that write, a command's writing of its output files at paths, replaces each
+// file whole (fileio.WriteAtomic: a complete new file renamed over it) rather than rewriting it in
+// place, where an interrupted run leaves it truncated: a hard link taken to the old file before
+// the write still reads the old content after it, and path reads something else.
+func ReplacedWhole(t testing.TB, write func() error, paths ...string) {
+	t.Helper()
+	const old = "old content"
+	for _, path := range paths {
+		if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Link(path, path+".link"); err != nil {
+			t.Skipf("no hard links here: %v", err)
+		}
+	}
+	if err := write(); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range paths {
+		linked, err := os.ReadFile(path + ".link")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(linked) != old || string(got) == old {
+			t.Errorf("%s: rewritten in place (the old file now holds %d bytes, %q before); want a new file renamed over it",
+				filepath.Base(path), len(linked), old)
+		}
+	}
+}
