@@ -170,8 +170,13 @@ func parseConfig() (config, error) {
 	default:
 		return c, fmt.Errorf("-dtype %q: accepted float32 or bfloat16", *flagDType)
 	}
-	if *flagStreamBytes <= 0 || *flagMaxLayers < 2 || *flagMinTime <= 0 {
-		return c, fmt.Errorf("-stream-bytes, -max-layers (>= 2) and -min-time must be positive")
+	switch {
+	case *flagStreamBytes <= 0:
+		return c, fmt.Errorf("-stream-bytes %d; accepted: > 0 (stored weight bytes each call streams)", *flagStreamBytes)
+	case *flagMaxLayers < 2:
+		return c, fmt.Errorf("-max-layers %d; accepted: >= 2 (distinct weights per call, an even count)", *flagMaxLayers)
+	case *flagMinTime <= 0:
+		return c, fmt.Errorf("-min-time %v; accepted: > 0 (measuring time per cell)", *flagMinTime)
 	}
 	if g := *flagPeakGBps; math.IsNaN(g) || math.IsInf(g, 0) || g < 0 {
 		return c, fmt.Errorf("-peak-gbps %v; accepted: a finite bandwidth in GB/s, or 0 (unknown: the measured read bandwidth)", g)

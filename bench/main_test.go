@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quanta-ml/quanta/internal/testutil"
 )
@@ -180,5 +181,36 @@ func TestNoTableWithoutData(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("after the error the folder holds %v; want nothing written", entries)
+	}
+}
+
+// TestCountsOutOfRange: -stream-bytes, -max-layers and -min-time out of range are each an error
+// naming the flag and its value; one message named all three, whichever was wrong.
+func TestCountsOutOfRange(t *testing.T) {
+	for _, c := range []struct {
+		set  func()
+		want string
+	}{
+		{func() { *flagStreamBytes = 0 }, "-stream-bytes 0"},
+		{func() { *flagStreamBytes = -1 }, "-stream-bytes -1"},
+		{func() { *flagMaxLayers = 1 }, "-max-layers 1"},
+		{func() { *flagMaxLayers = -4 }, "-max-layers -4"},
+		{func() { *flagMinTime = 0 }, "-min-time 0s"},
+		{func() { *flagMinTime = -time.Second }, "-min-time -1s"},
+	} {
+		t.Run(c.want, func(t *testing.T) {
+			stream, layers, minTime := *flagStreamBytes, *flagMaxLayers, *flagMinTime
+			defer func() { *flagStreamBytes, *flagMaxLayers, *flagMinTime = stream, layers, minTime }()
+			c.set()
+			_, err := parseConfig()
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("parseConfig() = %v; want an error naming %q", err, c.want)
+			}
+			for _, other := range []string{"-stream-bytes", "-max-layers", "-min-time"} {
+				if err != nil && !strings.HasPrefix(c.want, other) && strings.Contains(err.Error(), other) {
+					t.Errorf("parseConfig() = %v; names %s, which is in range", err, other)
+				}
+			}
+		})
 	}
 }
