@@ -62,6 +62,9 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	if err := checkStorable(cfg); err != nil {
+		fail(err)
+	}
 	backend, err := runtime.Backend()
 	if err != nil {
 		fail(err)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/quanta-ml/quanta/internal/benchflags"
 	"github.com/quanta-ml/quanta/internal/testutil"
 )
 
@@ -212,5 +214,26 @@ func TestCountsOutOfRange(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestShapeNotStorable: a shape a requested format cannot store (a GGML block of 32 does not
+// divide K = 30 of the transposed weight) is an error naming both before anything is measured;
+// it was found once the formats before it had been measured on every shape before it.
+func TestShapeNotStorable(t *testing.T) {
+	formats, err := parseFormats("nf4,q4_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := []benchflags.Shape{{K: 64, N: 64}, {K: 64, N: 30}}
+	for _, contexts := range [][]string{{"chain"}, {"add"}} {
+		err := checkStorable(config{pairs: pairs, contexts: contexts, formats: formats, dtype: dtypes.Float32})
+		if err == nil || !strings.Contains(err.Error(), "-formats q4_0 cannot store the 30x64 weight of -shapes 64x30") {
+			t.Errorf("%v: checkStorable = %v; want an error naming q4_0 and 30x64", contexts, err)
+		}
+	}
+	pairs = []benchflags.Shape{{K: 64, N: 64}, {K: 64, N: 32}}
+	if err := checkStorable(config{pairs: pairs, contexts: []string{"chain", "add"}, formats: formats, dtype: dtypes.BFloat16}); err != nil {
+		t.Errorf("64x64, 64x32: checkStorable = %v", err)
 	}
 }

@@ -92,6 +92,31 @@ func shapeSets(context string, pairs []benchflags.Shape) [][]benchflags.Shape {
 	return sets
 }
 
+// checkStorable checks, before anything is measured, that every format can store every weight
+// the contexts measure (each pair of -shapes and its transpose); the error names both.
+func checkStorable(cfg config) error {
+	for _, f := range cfg.formats {
+		var checked []benchflags.Shape
+		for _, p := range cfg.pairs {
+			for _, context := range cfg.contexts {
+				for _, set := range shapeSets(context, []benchflags.Shape{p}) {
+					for _, s := range set {
+						if slices.Contains(checked, s) {
+							continue
+						}
+						checked = append(checked, s)
+						if err := benchsuite.Check(f, s, cfg.dtype); err != nil {
+							return fmt.Errorf("-formats %s cannot store the %s weight of -shapes %s (a pair is measured in both orientations): %w",
+								f.Name, s, p, err)
+						}
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // run measures every context, shape set, format and M.
 func run(backend backends.Backend, cfg config) (*report, error) {
 	rep := &report{Backend: backend.Description(), Environment: runtime.MustEnvironment(), DType: cfg.dtype.String(),

@@ -138,6 +138,26 @@ func ParseFormat(s string) (Format, error) {
 	return f, nil
 }
 
+// Check returns the error f's quantizer gives for a weight of shape s in dtype, nil for Dense:
+// a shape the format cannot store (a dimension that is not a multiple of its block or of the
+// values its layout packs a byte), found before anything is measured. It quantizes one zero
+// weight of that shape.
+func Check(f Format, s benchflags.Shape, dtype dtypes.DType) error {
+	if f.Quantize == nil {
+		return nil
+	}
+	t := tensors.FromShape(shapes.Make(dtype, s.K, s.N))
+	defer func() { _ = t.FinalizeAll() }()
+	a, err := f.Quantize(t, f.Strategy)
+	if err != nil {
+		return err
+	}
+	if d, ok := a.(interface{ Delete() }); ok {
+		d.Delete()
+	}
+	return nil
+}
+
 // Weights are the distinct weights of one format for one measurement: the values the graph takes
 // and the stored bytes per product (averaged over the products).
 type Weights struct {

@@ -4,6 +4,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/quanta-ml/quanta/internal/benchflags"
 )
 
 // TestMedian: the middle duration, or the mean of the two middle ones of an even count (Median's
@@ -42,6 +45,31 @@ func TestMedianOfSeconds(t *testing.T) {
 		}
 		if !slices.Equal(in, tc.xs) {
 			t.Errorf("MedianOf reordered its input: %v, was %v", tc.xs, in)
+		}
+	}
+}
+
+// TestCheck: every format stores a zero weight whose K is a multiple of 256 in either dtype; one
+// whose K is not a multiple of a GGML block, or of the values a byte packs, is refused.
+func TestCheck(t *testing.T) {
+	for _, name := range append(append([]string{Dense}, QuantizedNames()...), GGMLNames()...) {
+		f, err := ParseFormat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dtype := range []dtypes.DType{dtypes.Float32, dtypes.BFloat16} {
+			if err := Check(f, benchflags.Shape{K: 256, N: 24}, dtype); err != nil {
+				t.Errorf("Check(%s, 256x24, %s) = %v", name, dtype, err)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		shape benchflags.Shape
+	}{{"q4_k", benchflags.Shape{K: 64, N: 256}}, {"q8_0", benchflags.Shape{K: 48, N: 32}}, {"binary1", benchflags.Shape{K: 12, N: 8}}, {"ternary", benchflags.Shape{K: 6, N: 8}}} {
+		f, _ := ParseFormat(c.name)
+		if err := Check(f, c.shape, dtypes.Float32); err == nil {
+			t.Errorf("Check(%s, %s) = nil; want an error", c.name, c.shape)
 		}
 	}
 }
