@@ -54,7 +54,7 @@ var (
 	flagPlot     = flag.String("plot", filepath.Join(os.TempDir(), "quanta_qlora_curves.png"), "PNG file for the curves; empty: none")
 	flagAdapters = flag.String("adapters", filepath.Join(os.TempDir(), "quanta_qlora_adapters"), "directory for the QLoRA adapters; empty: not saved")
 	flagData     = flag.String("data", assets.FashionMNISTDir, "directory of the Fashion-MNIST .gz files")
-	flagMemory   = flag.Bool("memory", false, "measure the memory of training steps instead (see memory.go)")
+	flagMemory   = flag.Bool("memory", false, "measure the memory of training steps instead (see memory.go), on its own model sized by -memory-dim and -memory-layers; the training flags (-quick, -seed, -hidden, -rank, -alpha, -plot, -adapters, -data) are refused with it")
 	flagMemMode  = flag.String("memory-mode", "", "internal: the configuration one -memory child process measures")
 )
 
@@ -109,8 +109,31 @@ func checkFlags() error {
 	case *flagMemMode != "" && !slices.Contains(memModes, *flagMemMode):
 		return errors.Errorf("-memory-mode %q; accepted: one of %s", *flagMemMode, strings.Join(memModes, ", "))
 	}
+	// The training run and the memory measurement read disjoint flags: one given for the other
+	// would be ignored.
+	var training, memory []string
+	flag.Visit(func(f *flag.Flag) {
+		switch {
+		case slices.Contains(trainingFlags, f.Name):
+			training = append(training, "-"+f.Name)
+		case f.Name == "memory-dim" || f.Name == "memory-layers":
+			memory = append(memory, "-"+f.Name)
+		}
+	})
+	measuring := *flagMemory || *flagMemMode != ""
+	switch {
+	case measuring && len(training) > 0:
+		return errors.Errorf("-memory with %s; accepted: -memory-dim and -memory-layers (the measurement trains its own model: "+
+			"rank %d, batch %d, seed 1)", strings.Join(training, ", "), memRank, memBatch)
+	case !measuring && len(memory) > 0:
+		return errors.Errorf("%s without -memory; accepted: with -memory (the training run does not read them: -hidden sets its width)",
+			strings.Join(memory, ", "))
+	}
 	return nil
 }
+
+// trainingFlags are the flags of the training run, which the memory measurement does not read.
+var trainingFlags = []string{"quick", "seed", "hidden", "rank", "alpha", "plot", "adapters", "data"}
 
 func run() error {
 	start := time.Now()

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"flag"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -81,4 +83,45 @@ func TestPlotReplacedWhole(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "curves.png")
 	c := curves{loss: []point{{1, 1.5}, {2, 1.2}}, acc: []point{{2, 0.8}}}
 	testutil.ReplacedWhole(t, func() error { return plotCurves(path, []named{{"QLoRA", c}, {"LoRA", c}}) }, path)
+}
+
+// TestMemoryWithTrainingFlags: -memory measures its own model (-memory-dim, -memory-layers, rank
+// 16, seed 1); a training flag given with it is an error naming it, not silently ignored, and so
+// is a -memory flag given without -memory. (The flag package remembers which flags a parse set.)
+func TestMemoryWithTrainingFlags(t *testing.T) {
+	memory, rank, plot, dim, layers := *flagMemory, *flagRank, *flagPlot, *flagMemDim, *flagMemLayers
+	defer func() {
+		*flagMemory, *flagRank, *flagPlot, *flagMemDim, *flagMemLayers = memory, rank, plot, dim, layers
+		resetVisited()
+	}()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-memory", "-rank", "32", "-plot", "x.png"}, "-memory with -plot, -rank"},
+		{[]string{"-memory-dim", "512"}, "-memory-dim without -memory"},
+	} {
+		resetVisited()
+		*flagMemory = false
+		if err := flag.CommandLine.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		if err := checkFlags(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: checkFlags() = %v; want an error naming %q", c.args, err, c.want)
+		}
+	}
+	resetVisited()
+	if err := flag.CommandLine.Parse([]string{"-memory", "-memory-dim", "512", "-memory-layers", "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkFlags(); err != nil {
+		t.Errorf("-memory -memory-dim 512 -memory-layers 2: %v", err)
+	}
+}
+
+// resetVisited forgets which flags a parse set (flag.Visit's), restoring none.
+func resetVisited() {
+	fs := flag.NewFlagSet(os.Args[0], flag.ContinueOnError)
+	flag.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
+	flag.CommandLine = fs
 }

@@ -40,8 +40,8 @@ import (
 //     for the backward pass;
 //   - float: qlayers.LoRADense on float bases.
 var (
-	flagMemDim    = flag.Int("memory-dim", 2048, "width of the layers of the memory measurement")
-	flagMemLayers = flag.Int("memory-layers", 4, "number of layers of the memory measurement")
+	flagMemDim    = flag.Int("memory-dim", 2048, "-memory: width of the layers of the measurement")
+	flagMemLayers = flag.Int("memory-layers", 4, "-memory: number of layers of the measurement")
 )
 
 const (
