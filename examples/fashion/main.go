@@ -27,6 +27,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,6 +83,24 @@ func formatNames() []string {
 	return names
 }
 
+// parseFormats reads -formats: names of formats, each once (one listed twice would be trained
+// and reported twice).
+func parseFormats(list string) ([]format, error) {
+	var out []format
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		i := slices.IndexFunc(formats, func(f format) bool { return f.name == name })
+		switch {
+		case i < 0:
+			return nil, errors.Errorf("-formats: unknown format %q; accepted: %s", name, strings.Join(formatNames(), ", "))
+		case slices.ContainsFunc(out, func(f format) bool { return f.name == name }):
+			return nil, errors.Errorf("-formats: %q listed twice; accepted: each format once", name)
+		}
+		out = append(out, formats[i])
+	}
+	return out, nil
+}
+
 // settings of one experiment.
 type settings struct {
 	dataDir               string
@@ -95,8 +114,8 @@ type settings struct {
 	seed                  uint64
 }
 
-// checkFlags checks the epoch counts, naming the flag out of range, that -quick comes without
-// them, and that no argument follows the flags.
+// checkFlags checks the epoch counts, naming the flag out of range, the list of formats, that
+// -quick comes without the epoch counts, and that no argument follows the flags.
 func checkFlags() error {
 	switch {
 	case flag.NArg() > 0:
@@ -105,6 +124,9 @@ func checkFlags() error {
 		return errors.Errorf("-epochs %d; accepted: >= 0 (float epochs)", *flagEpochs)
 	case *flagQAT < 0:
 		return errors.Errorf("-qat-epochs %d; accepted: >= 0 (QAT epochs)", *flagQAT)
+	}
+	if _, err := parseFormats(*flagFormats); err != nil {
+		return err
 	}
 	if *flagQuick { // -quick sets the epochs: an epoch count given with it would be ignored
 		var err error
@@ -129,18 +151,7 @@ func main() {
 	if *flagQuick {
 		s.trainLimit, s.epochs, s.qatEpochs = 8000, 1, 1
 	}
-	for _, name := range strings.Split(*flagFormats, ",") {
-		found := false
-		for _, f := range formats {
-			if f.name == strings.TrimSpace(name) {
-				s.formats, found = append(s.formats, f), true
-			}
-		}
-		if !found {
-			fmt.Fprintf(os.Stderr, "fashion: unknown format %q; accepted: %s\n", name, strings.Join(formatNames(), ", "))
-			os.Exit(2)
-		}
-	}
+	s.formats, _ = parseFormats(*flagFormats) // checkFlags refused a bad list
 	if err := outputDir(*flagOut); err != nil {
 		fmt.Fprintf(os.Stderr, "fashion: %v\n", err)
 		os.Exit(2)

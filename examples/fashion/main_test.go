@@ -156,3 +156,24 @@ func TestOutputsReplacedWhole(t *testing.T) {
 		t.Errorf("fashion.png: %v", err)
 	}
 }
+
+// TestFormatsListed: a format listed twice in -formats is an error naming it (it was trained and
+// reported twice), as is an unknown one, before anything runs.
+func TestFormatsListed(t *testing.T) {
+	saved := *flagFormats
+	defer func() { *flagFormats = saved }()
+	for list, want := range map[string]string{
+		"int8,nf4,int8":  `-formats: "int8" listed twice`,
+		"nf4, fp32,fp32": `-formats: "fp32" listed twice`,
+		"nf4,bogus":      `-formats: unknown format "bogus"`,
+	} {
+		*flagFormats = list
+		if err := checkFlags(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("-formats %s: checkFlags() = %v; want an error naming %q", list, err, want)
+		}
+	}
+	*flagFormats = "int8, binary_scaled"
+	if got, err := parseFormats(*flagFormats); err != nil || len(got) != 2 || got[1].name != "binary_scaled" {
+		t.Errorf("parseFormats(%q) = %v, %v", *flagFormats, got, err)
+	}
+}

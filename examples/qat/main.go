@@ -24,6 +24,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -94,6 +95,9 @@ func run() error {
 		t, err := quanta.ParseType(name)
 		if err != nil {
 			return errors.WithMessage(err, "-types")
+		}
+		if slices.Contains(types, t) { // it would be trained and reported twice
+			return errors.Errorf("-types: %q listed twice (as %s); accepted: each type once", strings.TrimSpace(name), t)
 		}
 		types = append(types, t)
 		if (t == quanta.Binary || t == quanta.Ternary) && *flagHidden%4 != 0 {

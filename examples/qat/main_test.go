@@ -91,3 +91,19 @@ func TestPlotReplacedWhole(t *testing.T) {
 	curves := []curve{{name: "float", points: []point{{0, 0.3}, {10, 0.9}}}}
 	testutil.ReplacedWhole(t, func() error { return plotCurves(path, curves, 10) }, path)
 }
+
+// TestTypeListedTwice: a type listed twice in -types (under any spelling ParseType accepts) is an
+// error naming it before anything runs; it was trained and reported twice. (-plot under a file
+// fails the run early had the list been accepted.)
+func TestTypeListedTwice(t *testing.T) {
+	file := testutil.FileInTemp(t)
+	types, plot := *flagTypes, *flagPlot
+	defer func() { *flagTypes, *flagPlot = types, plot }()
+	*flagPlot = filepath.Join(file, "curves.png")
+	for list, want := range map[string]string{"nf4,int8,nf4": `-types: "nf4" listed twice`, "int8, INT8": `-types: "INT8" listed twice`} {
+		*flagTypes = list
+		if err := run(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("-types %s: run() = %v; want an error naming %q", list, err, want)
+		}
+	}
+}
