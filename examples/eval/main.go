@@ -23,6 +23,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -153,6 +154,14 @@ func run() error {
 			}
 		}
 	}
+	// MiniLM is scored on the reference's sentences: read them before any model runs.
+	var sentences []string
+	if slices.Contains(strings.Split(*flagModels, ","), "minilm") {
+		var err error
+		if sentences, err = miniLMSentences(); err != nil {
+			return err
+		}
+	}
 	backend, err := runtime.Backend()
 	if err != nil {
 		return err
@@ -176,7 +185,7 @@ func run() error {
 				return err
 			}
 		case "minilm":
-			if res.MiniLM, err = evalMiniLM(backend, formats); err != nil {
+			if res.MiniLM, err = evalMiniLM(backend, formats, sentences); err != nil {
 				return err
 			}
 		}
@@ -317,7 +326,9 @@ func evalSmolLM2Format(backend backends.Backend, f *gguf.File, ids []int, window
 		LoadSeconds: loaded.Seconds(), EvalSeconds: (time.Since(start) - loaded).Seconds()}, nil
 }
 
-func evalMiniLM(backend backends.Backend, formats []string) ([]MiniLMRow, error) {
+// miniLMSentences reads the reference's sentences MiniLM is scored on (refdata: the error says
+// to set QUANTA_REFERENCE outside the repository).
+func miniLMSentences() ([]string, error) {
 	var sentences struct {
 		Sentences []struct {
 			Text string `json:"text"`
@@ -330,6 +341,10 @@ func evalMiniLM(backend backends.Backend, formats []string) ([]MiniLMRow, error)
 	for _, s := range sentences.Sentences {
 		texts = append(texts, s.Text)
 	}
+	return texts, nil
+}
+
+func evalMiniLM(backend backends.Backend, formats, texts []string) ([]MiniLMRow, error) {
 	var refIndex struct {
 		Results map[string]struct {
 			Mean float64 `json:"mean_cosine_to_f32"`

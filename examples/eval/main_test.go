@@ -166,3 +166,17 @@ func TestOutputsReplacedWhole(t *testing.T) {
 	res := Results{Backend: "test", MiniLM: []MiniLMRow{{Format: "int8", MeanCosine: 0.9995, MinCosine: 0.99}}}
 	testutil.ReplacedWhole(t, func() error { return writeOutputs(res, markdown(res)) }, *flagJSON, *flagMarkdown)
 }
+
+// TestReferenceOutside: run outside the repository, MiniLM's sentences (reference data) are not
+// found; the error names QUANTA_REFERENCE, the variable to set, before any model runs (it named
+// only a go.mod, after SmolLM2's evaluation when both models were asked for).
+func TestReferenceOutside(t *testing.T) {
+	gguf, models := *flagGGUF, *flagModels
+	defer func() { *flagGGUF, *flagModels = gguf, models }()
+	*flagGGUF, *flagModels = filepath.Join(t.TempDir(), "missing.gguf"), "smollm2,minilm"
+	t.Setenv(refdata.EnvDir, "")
+	t.Chdir(t.TempDir())
+	if err := run(); err == nil || !strings.Contains(err.Error(), refdata.EnvDir) {
+		t.Errorf("run() outside the repository = %v; want an error naming %s", err, refdata.EnvDir)
+	}
+}

@@ -34,7 +34,8 @@ func Dir() (string, error) {
 			return filepath.Join(dir, "reference", "testdata"), nil
 		}
 		if filepath.Dir(dir) == dir {
-			return "", errors.Wrapf(ErrMissing, "refdata.Dir: no go.mod above %s", wd)
+			return "", errors.Wrapf(ErrMissing, "refdata.Dir: no go.mod above %s (outside quanta's repository, set %s to its reference/testdata)",
+				wd, EnvDir)
 		}
 	}
 }
@@ -47,7 +48,7 @@ func Path(elem ...string) (string, error) {
 	}
 	path := filepath.Join(append([]string{dir}, elem...)...)
 	if _, err := os.Stat(path); err != nil {
-		return "", errors.Wrapf(ErrMissing, "refdata: %s (reference/run.sh gen writes it)", path)
+		return "", errors.Wrapf(ErrMissing, "refdata: %s (reference/run.sh gen writes it; %s sets the directory, now %s)", path, EnvDir, dir)
 	}
 	return path, nil
 }

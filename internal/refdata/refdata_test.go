@@ -2,6 +2,9 @@ package refdata
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -44,4 +47,22 @@ func product(dims []int) int {
 		n *= d
 	}
 	return n
+}
+
+// TestMissingNamesEnv: a reference directory that cannot be found, from a working directory
+// outside any module or inside another one, is an error naming QUANTA_REFERENCE, the variable to
+// set; it named only the go.mod it looked for.
+func TestMissingNamesEnv(t *testing.T) {
+	t.Setenv(EnvDir, "")
+	outside := t.TempDir()
+	t.Chdir(outside)
+	if _, err := Path("minilm", "sentences.json"); !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), EnvDir) {
+		t.Errorf("outside a module: Path = %v; want ErrMissing naming %s", err, EnvDir)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "go.mod"), []byte("module other\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Path("minilm", "sentences.json"); !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), EnvDir) {
+		t.Errorf("in another module: Path = %v; want ErrMissing naming %s", err, EnvDir)
+	}
 }
