@@ -68,9 +68,6 @@ type part struct {
 
 func anatomy() error {
 	window, reps, positions := *flagAnatomyWindow, *flagAnatomyReps, *flagAnatomyPositions
-	if window < 2 || reps < 1 || *flagAnatomyTokens < 1 || positions < 1 || positions > window {
-		return errors.New("-anatomy-window must be at least 2, -anatomy-reps and -anatomy-tokens positive, -anatomy-positions from 1 to the window")
-	}
 	l, err := load()
 	if err != nil {
 		return err

@@ -102,10 +102,11 @@ func main() {
 	}
 }
 
-// checkFlags reports -max, -maxlen or -minwindow out of range, naming the flag, more than one of
-// -bench, -anatomy and -speed-table, an argument without -speed-table (a prompt given as one
-// would answer -prompt's), or an unknown -cache or -cache-dtype, before the model loads (models.GenerateOptions reads a MaxNewTokens of
-// 0 as no bound, and the generator's own errors name its fields, not the flags).
+// checkFlags reports -max, -maxlen, -minwindow, a -bench or an -anatomy count out of range,
+// naming the flag and its value, more than one of -bench, -anatomy and -speed-table, an argument
+// without -speed-table (a prompt given as one would answer -prompt's), or an unknown -cache or
+// -cache-dtype, before the model loads (models.GenerateOptions reads a MaxNewTokens of 0 as no
+// bound, and the generator's own errors name its fields, not the flags).
 func checkFlags() error {
 	switch {
 	case *flagMaxNew < 1:
@@ -114,6 +115,20 @@ func checkFlags() error {
 		return fmt.Errorf("-maxlen %d; accepted: >= 2 (a prompt token and an answer token)", *flagMaxLen)
 	case *flagWindow < 0:
 		return fmt.Errorf("-minwindow %d; accepted: >= 1 (0: %d)", *flagWindow, models.DefaultMinWindow)
+	case *flagReps < 1:
+		return fmt.Errorf("-reps %d; accepted: >= 1 (timed repetitions)", *flagReps)
+	case *flagBenchPrompt < 1:
+		return fmt.Errorf("-bench-prompt %d; accepted: >= 1 (the prompt's tokens)", *flagBenchPrompt)
+	case *flagBenchDecode < 1:
+		return fmt.Errorf("-bench-decode %d; accepted: >= 1 (decoding steps)", *flagBenchDecode)
+	case *flagAnatomyWindow < 2:
+		return fmt.Errorf("-anatomy-window %d; accepted: >= 2", *flagAnatomyWindow)
+	case *flagAnatomyReps < 1:
+		return fmt.Errorf("-anatomy-reps %d; accepted: >= 1 (timed runs)", *flagAnatomyReps)
+	case *flagAnatomyTokens < 1:
+		return fmt.Errorf("-anatomy-tokens %d; accepted: >= 1 (tokens decoded a run)", *flagAnatomyTokens)
+	case *flagAnatomyPositions < 1 || *flagAnatomyPositions > *flagAnatomyWindow:
+		return fmt.Errorf("-anatomy-positions %d; accepted: 1 to -anatomy-window (%d)", *flagAnatomyPositions, *flagAnatomyWindow)
 	case btoi(*flagBench)+btoi(*flagAnatomy)+btoi(*flagSpeedTable) > 1:
 		return fmt.Errorf("-bench %v, -anatomy %v, -speed-table %v; accepted: at most one of them (each replaces the generation)",
 			*flagBench, *flagAnatomy, *flagSpeedTable)
@@ -296,9 +311,6 @@ type BenchResult struct {
 }
 
 func bench() error {
-	if *flagReps < 1 || *flagBenchPrompt < 1 || *flagBenchDecode < 1 {
-		return errors.New("-reps, -bench-prompt and -bench-decode must be positive")
-	}
 	l, err := load()
 	if err != nil {
 		return err

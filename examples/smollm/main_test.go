@@ -175,3 +175,31 @@ func TestWeightBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckFlagsCounts: a -bench or -anatomy count out of range is an error naming its flag and
+// value before the model loads; one message named every count of the mode, whichever was wrong.
+func TestCheckFlagsCounts(t *testing.T) {
+	for _, tc := range []struct{ flag, value, want string }{
+		{"reps", "0", "-reps 0; accepted: >= 1"},
+		{"bench-prompt", "0", "-bench-prompt 0; accepted: >= 1"},
+		{"bench-decode", "-1", "-bench-decode -1; accepted: >= 1"},
+		{"anatomy-window", "1", "-anatomy-window 1; accepted: >= 2"},
+		{"anatomy-reps", "0", "-anatomy-reps 0; accepted: >= 1"},
+		{"anatomy-tokens", "0", "-anatomy-tokens 0; accepted: >= 1"},
+		{"anatomy-positions", "0", "-anatomy-positions 0; accepted: 1 to -anatomy-window (256)"},
+		{"anatomy-positions", "257", "-anatomy-positions 257; accepted: 1 to -anatomy-window (256)"},
+		{"anatomy-positions", "256", ""},
+	} {
+		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {
+			old := flag.Lookup(tc.flag).Value.String()
+			defer func() { _ = flag.Set(tc.flag, old) }()
+			if err := flag.Set(tc.flag, tc.value); err != nil {
+				t.Fatal(err)
+			}
+			err := checkFlags()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("checkFlags() = %v; want %q", err, tc.want)
+			}
+		})
+	}
+}
