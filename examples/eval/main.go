@@ -116,8 +116,8 @@ func referenceVariant(preset string) string {
 	return strings.ReplaceAll(preset, "-", "_")
 }
 
-// checkFlags checks the numeric flags, -models and -heads, naming the one out of range, and that
-// no argument follows them.
+// checkFlags checks the numeric flags, -models and -heads, naming the one out of range, that no
+// name is listed twice in -models, -formats or -heads, and that no argument follows them.
 func checkFlags() error {
 	switch {
 	case flag.NArg() > 0:
@@ -128,6 +128,15 @@ func checkFlags() error {
 		return errors.Errorf("-window %d; accepted: >= 2 (tokens a window)", *flagWindow)
 	case *flagStride < 1 || *flagStride > *flagWindow:
 		return errors.Errorf("-stride %d; accepted: 1 to -window (%d)", *flagStride, *flagWindow)
+	}
+	// A name listed twice would be evaluated twice (a model's second run replacing its first).
+	for _, list := range []struct{ key, value string }{{"-models", *flagModels}, {"-formats", *flagFormats}, {"-heads", *flagHeads}} {
+		names := strings.Split(list.value, ",")
+		for i, name := range names {
+			if slices.Contains(names[:i], name) {
+				return errors.Errorf("%s: %q listed twice; accepted: each once", list.key, name)
+			}
+		}
 	}
 	for _, name := range strings.Split(*flagModels, ",") {
 		if name != "smollm2" && name != "minilm" {

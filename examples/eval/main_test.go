@@ -180,3 +180,27 @@ func TestReferenceOutside(t *testing.T) {
 		t.Errorf("run() outside the repository = %v; want an error naming %s", err, refdata.EnvDir)
 	}
 }
+
+// TestListedTwice: a name listed twice in -models, -formats or -heads is an error naming it before
+// anything runs; it was evaluated twice (a model's second run replacing its first).
+func TestListedTwice(t *testing.T) {
+	for _, c := range []struct {
+		flag        *string
+		value, want string
+	}{
+		{flagModels, "minilm,smollm2,minilm", `-models: "minilm" listed twice`},
+		{flagFormats, "nf4,int8,nf4", `-formats: "nf4" listed twice`},
+		{flagHeads, "f32,f32", `-heads: "f32" listed twice`},
+	} {
+		saved := *c.flag
+		*c.flag = c.value
+		err := checkFlags()
+		*c.flag = saved
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: checkFlags() = %v; want an error naming %q", c.value, err, c.want)
+		}
+	}
+	if err := checkFlags(); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+}
