@@ -612,3 +612,52 @@ func TestConvertFloatToUnsigned(t *testing.T) {
 		})
 	}
 }
+
+// TestTransposeShardingFitsPacking transposes arrays sharded over 4 devices: the sharding follows
+// the axes unless the axis brought to the front is sharded in more pieces than the new packed rows
+// allow, where that axis is replicated, so that the result can be placed (its ComponentSpecs
+// accepts its own sharding).
+func TestTransposeShardingFitsPacking(t *testing.T) {
+	m := sharding.MustNewMesh([]string{"model"}, []int{4})
+	columns := sharding.PartitionSpec{nil, {"model"}}
+	e := implicitarray.MustNewExec(testutil.Backend(t), func(w implicitarray.Value) implicitarray.Value {
+		return implicitarray.Transpose(w, 1, 0)
+	})
+	defer e.Finalize()
+	for _, tc := range []struct {
+		name string
+		a    interface {
+			implicitarray.Array
+			sharding.Sharded
+		}
+		want sharding.PartitionSpec
+	}{
+		// 32 columns become 32 rows: 8 packed 2-bit rows, 2 a device.
+		{"ternary 16x32", onebit.MustQuantizeTernary(testutil.RandomTensor(1, 16, 32), nil).WithSharding(sharding.Sharding{Mesh: m, Spec: columns}),
+			sharding.PartitionSpec{{"model"}, nil}},
+		// 8 columns become 8 rows: 2 packed 2-bit rows, fewer than the 4 shards.
+		{"ternary 16x8", onebit.MustQuantizeTernary(testutil.RandomTensor(1, 16, 8), nil).WithSharding(sharding.Sharding{Mesh: m, Spec: columns}),
+			sharding.PartitionSpec{nil, nil}},
+		// 16 columns become 16 rows: 2 packed 1-bit rows, fewer than the 4 shards.
+		{"bits 8x16", onebit.MustQuantizeBinaryBits(testutil.RandomTensor(1, 8, 16), nil).WithSharding(sharding.Sharding{Mesh: m, Spec: columns}),
+			sharding.PartitionSpec{nil, nil}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, ok := e.MustCall1(tc.a).(interface {
+				implicitarray.Array
+				sharding.Sharded
+				ComponentSpecs(*sharding.Mesh, sharding.PartitionSpec) ([]sharding.PartitionSpec, error)
+			})
+			if !ok {
+				t.Fatalf("transpose returned %T, want a packed array", e.MustCall1(tc.a))
+			}
+			s, isSharded := out.Sharding()
+			if !isSharded || s.Mesh != m || !s.Spec.Equal(tc.want) {
+				t.Fatalf("transposed sharding %s (%v), want %s over %s", s, isSharded, tc.want, m)
+			}
+			if _, err := out.ComponentSpecs(m, s.Spec); err != nil {
+				t.Errorf("the transposed array refuses its own sharding: %v", err)
+			}
+		})
+	}
+}

@@ -84,12 +84,28 @@ func transpose(c *implicitarray.Call) implicitarray.Value {
 	w := c.Operands[0].(packedArray).base()
 	perm := c.Params.(*implicitarray.TransposeParams).Permutation
 	scale := func(s *graph.Node) *graph.Node { return graph.TransposeAllAxes(s, perm...) }
-	placement := qarray.Placement(&w.Base).Transposed(perm)
+	dims := qarray.TransposedDims(w.Shape().Dimensions, perm)
+	placement := packablePlacement(qarray.Placement(&w.Base).Transposed(perm), w.packing, dims)
 	if perm[0] != 0 {
 		return repack(c, w, scale, placement)
 	}
-	dims := qarray.TransposedDims(w.Shape().Dimensions, perm)
 	return moved(c, w, graph.TransposeAllAxes(w.Packed().Node(), perm...), dims, scale, placement)
+}
+
+// packablePlacement returns p, the placement of an array of dims packed by l, with its first axis
+// replicated when that axis is sharded in more pieces than the packed rows (dims[0] / values a
+// byte) divide into (sharding.PackedRowsSpec): a transpose can bring such an axis to the front.
+func packablePlacement(p sharding.Placement, l Packing, dims []int) sharding.Placement {
+	s, ok := p.Sharding()
+	if !ok || s.Mesh == nil || len(s.Spec) == 0 || len(s.Spec[0]) == 0 {
+		return p
+	}
+	n, err := sharding.NumShards(s.Mesh, s.Spec, len(dims))
+	if err != nil || (dims[0]/l.ValuesPerByte())%n[0] == 0 {
+		return p
+	}
+	s.Spec[0] = nil
+	return p.With(s)
 }
 
 // reshape keeps the bytes packed when the first dimension is unchanged, else re-packs. A scale
