@@ -65,9 +65,10 @@
 // # Sharding
 //
 // An Array carries an optional sharding.Sharding as static metadata (WithSharding,
-// WithMeshAndAxis); the shape handlers keep it, moving its entries with the axes. ComponentSpecs
-// maps it onto the blocks: a sharded last axis shards the block axis, whose shards must hold whole
-// blocks.
+// WithMeshAndAxis); the shape handlers keep it, moving its entries with the axes (a concatenation
+// keeps those its sharded operands agree on, in any order: sharding.Placement.Concatenated).
+// ComponentSpecs maps it onto the blocks: a sharded last axis shards the block axis, whose shards
+// must hold whole blocks.
 //
 // # Errors
 //

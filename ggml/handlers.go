@@ -4,6 +4,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	ia "github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/qarray"
+	"github.com/quanta-ml/quanta/sharding"
 )
 
 // The handlers of the ops that keep a GGML array in its blocks: those that move whole rows of
@@ -76,12 +77,13 @@ func concatenate(c *ia.Call) ia.Value {
 	axis := c.Params.(*ia.ConcatenateParams).Axis
 	first := c.Operands[0].(*Array)
 	blocks := make([]*graph.Node, len(c.Operands))
+	placements := make([]sharding.Placement, len(c.Operands))
 	for i, v := range c.Operands {
 		b, ok := v.(*Array)
 		if !ok || axis == first.Shape().Rank()-1 || b.typ != first.typ || b.DType() != first.DType() {
 			return c.Next()
 		}
-		blocks[i] = b.Blocks().Node()
+		blocks[i], placements[i] = b.Blocks().Node(), qarray.Placement(&b.Base)
 	}
-	return first.withBlocks(graph.Concatenate(blocks, axis), qarray.ConcatenatedDims(c.Operands, axis), qarray.Placement(&first.Base).Concatenated(axis))
+	return first.withBlocks(graph.Concatenate(blocks, axis), qarray.ConcatenatedDims(c.Operands, axis), placements[0].Concatenated(axis, placements[1:]...))
 }

@@ -91,9 +91,11 @@
 // # Sharding
 //
 // An Array carries an optional sharding.Sharding as static metadata (WithSharding,
-// WithMeshAndAxis, Sharding, IsSharded); the shape ops keep it, moving its entries with the axes.
-// ComponentSpecs maps it onto packed and absmax (a sharded last axis shards the block axis; shards
-// must hold whole blocks), and mesh.Exec places the shards on the devices.
+// WithMeshAndAxis, Sharding, IsSharded); the shape ops keep it, moving its entries with the axes
+// (a concatenation keeps those its sharded operands agree on, in any order:
+// sharding.Placement.Concatenated). ComponentSpecs maps it onto packed and absmax (a sharded
+// last axis shards the block axis; shards must hold whole blocks), and mesh.Exec places the
+// shards on the devices.
 //
 // # Errors
 //

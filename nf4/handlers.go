@@ -5,6 +5,7 @@ import (
 	"github.com/pkg/errors"
 	ia "github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/qarray"
+	"github.com/quanta-ml/quanta/sharding"
 )
 
 // The handlers of the ops that keep an NF4 array quantized; every other op reaches implicitarray's
@@ -104,14 +105,15 @@ func concatenate(c *ia.Call) ia.Value {
 	first := c.Operands[0].(*Array)
 	packed := make([]*graph.Node, len(c.Operands))
 	absmax := make([]*graph.Node, len(c.Operands))
+	placements := make([]sharding.Placement, len(c.Operands))
 	for i, v := range c.Operands {
 		b, isNF4 := v.(*Array)
 		if !isNF4 || b.flat || b.doubleQuant || axis == first.Shape().Rank()-1 || b.blockSize != first.blockSize ||
 			b.Absmax().Shape().DType != first.Absmax().Shape().DType || b.DType() != first.DType() {
 			return c.Next()
 		}
-		packed[i], absmax[i] = b.Packed().Node(), b.Absmax().Node()
+		packed[i], absmax[i], placements[i] = b.Packed().Node(), b.Absmax().Node(), qarray.Placement(&b.Base)
 	}
 	out := first.withNodes(graph.Concatenate(packed, axis), graph.Concatenate(absmax, axis), qarray.ConcatenatedDims(c.Operands, axis))
-	return out.withPlacement(qarray.Placement(&first.Base).Concatenated(axis))
+	return out.withPlacement(placements[0].Concatenated(axis, placements[1:]...))
 }

@@ -325,3 +325,38 @@ func TestReshapeToScalar(t *testing.T) {
 		})
 	}
 }
+
+// TestConcatenateShardingOperandOrder: a concatenation of a sharded array with one that has no
+// sharding carries the sharded operand's spec (the concatenation axis replicated) whichever comes
+// first, and sharded operands that disagree on an axis leave it replicated.
+func TestConcatenateShardingOperandOrder(t *testing.T) {
+	backend := testutil.Backend(t)
+	m := sharding.MustNewMesh([]string{"data", "model"}, []int{2, 2})
+	plain := nf4.MustQuantize(testutil.RandomTensor(6, 4, 64), 16)
+	sharded := nf4.MustQuantize(testutil.RandomTensor(7, 4, 64), 16).WithSharding(sharding.Sharding{Mesh: m, Spec: sharding.PartitionSpec{{"data"}, {"model"}}})
+	byData := plain.WithSharding(sharding.Sharding{Mesh: m, Spec: sharding.PartitionSpec{nil, {"data"}}})
+	e := implicitarray.MustNewExec(backend, func(a, b *nf4.Array) implicitarray.Value {
+		return implicitarray.Concatenate([]implicitarray.Value{a, b}, 0)
+	})
+	defer e.Finalize()
+	for _, tc := range []struct {
+		name string
+		a, b *nf4.Array
+		want sharding.PartitionSpec
+	}{
+		{"sharded first", sharded, plain, sharding.PartitionSpec{nil, {"model"}}},
+		{"sharded second", plain, sharded, sharding.PartitionSpec{nil, {"model"}}},
+		{"specs differ", sharded, byData, sharding.PartitionSpec{}},
+		{"specs differ, swapped", byData, sharded, sharding.PartitionSpec{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, ok := e.MustCall1(tc.a, tc.b).(*nf4.Array)
+			if !ok {
+				t.Fatalf("result is not an *nf4.Array")
+			}
+			if s, ok := out.Sharding(); !ok || s.Mesh != m || !s.Spec.Equal(tc.want) {
+				t.Errorf("sharding %v (%v), want %v over %s", s, ok, tc.want, m)
+			}
+		})
+	}
+}

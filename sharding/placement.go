@@ -76,15 +76,54 @@ func (p Placement) Reshaped(dims, newDims []int) Placement {
 	return Placement{&Sharding{Mesh: p.sharding.Mesh, Spec: spec}}
 }
 
-// Concatenated returns the placement of the array concatenated with others along axis: that axis
-// is replicated (its new length need not divide by the shards), the others keep their entries.
-func (p Placement) Concatenated(axis int) Placement {
-	if p.sharding == nil || axis >= len(p.sharding.Spec) {
-		return p
+// Concatenated returns the placement of the array concatenated with others (the placements of the
+// other operands) along axis, the same for any order of the operands. Operands without a sharding
+// take no part: if none has one, neither has the result. The concatenation axis is replicated (its
+// new length need not divide by the shards); another axis keeps the entry the sharded operands
+// agree on and is replicated where they differ. The mesh is theirs (a spec alone, with a nil
+// mesh, agrees with any); operands sharded over different meshes give no sharding.
+func (p Placement) Concatenated(axis int, others ...Placement) Placement {
+	var mesh *Mesh
+	var specs []PartitionSpec
+	for _, q := range append([]Placement{p}, others...) {
+		if q.sharding == nil {
+			continue
+		}
+		if m := q.sharding.Mesh; m != nil {
+			if mesh != nil && !mesh.Equal(m) {
+				return Placement{}
+			}
+			mesh = m
+		}
+		specs = append(specs, q.sharding.Spec)
 	}
-	spec := cloneSpec(p.sharding.Spec)
-	spec[axis] = nil
-	return Placement{&Sharding{Mesh: p.sharding.Mesh, Spec: spec}}
+	if len(specs) == 0 {
+		return Placement{}
+	}
+	rank := 0
+	for _, s := range specs {
+		rank = max(rank, len(s))
+	}
+	entry := func(s PartitionSpec, i int) AxisSpec {
+		if i < len(s) {
+			return s[i]
+		}
+		return nil
+	}
+	spec := make(PartitionSpec, rank)
+	for i := range rank {
+		if i == axis {
+			continue
+		}
+		spec[i] = slices.Clone(entry(specs[0], i))
+		for _, s := range specs[1:] {
+			if !slices.Equal(entry(s, i), spec[i]) {
+				spec[i] = nil
+				break
+			}
+		}
+	}
+	return Placement{&Sharding{Mesh: mesh, Spec: spec}}
 }
 
 // String describes the placement for an array's Metadata: "unsharded" or the sharding.

@@ -79,3 +79,39 @@ func TestPlacementReshapedAndConcatenated(t *testing.T) {
 		t.Errorf("Concatenated(1) = %v, want P('data')", got)
 	}
 }
+
+// TestConcatenatedOperandOrder: the placement of a concatenation does not depend on the order of
+// its operands. Operands without a sharding take no part; the concatenation axis is replicated;
+// another axis keeps the entry the sharded operands agree on and is replicated where they differ;
+// operands over different meshes give no sharding.
+func TestConcatenatedOperandOrder(t *testing.T) {
+	m := sharding.MustNewMesh([]string{"data", "model"}, []int{2, 2})
+	other := sharding.MustNewMesh([]string{"data", "model"}, []int{1, 4})
+	on := func(m *sharding.Mesh, spec sharding.PartitionSpec) sharding.Placement {
+		return sharding.Placement{}.With(sharding.Sharding{Mesh: m, Spec: spec})
+	}
+	rows := on(m, sharding.PartitionSpec{{"data"}, {"model"}})
+	for _, tc := range []struct {
+		name     string
+		operands []sharding.Placement
+		want     sharding.PartitionSpec // nil: no sharding
+		wantMesh *sharding.Mesh
+	}{
+		{"none sharded", []sharding.Placement{{}, {}}, nil, nil},
+		{"unsharded, sharded", []sharding.Placement{{}, rows}, sharding.PartitionSpec{nil, {"model"}}, m},
+		{"sharded, unsharded", []sharding.Placement{rows, {}}, sharding.PartitionSpec{nil, {"model"}}, m},
+		{"same spec", []sharding.Placement{rows, rows, rows}, sharding.PartitionSpec{nil, {"model"}}, m},
+		{"replicated, sharded", []sharding.Placement{on(m, sharding.PartitionSpec{}), rows}, sharding.PartitionSpec{}, m},
+		{"sharded, replicated", []sharding.Placement{rows, on(m, sharding.PartitionSpec{})}, sharding.PartitionSpec{}, m},
+		{"spec alone, sharded", []sharding.Placement{on(nil, sharding.PartitionSpec{nil, {"model"}}), rows}, sharding.PartitionSpec{nil, {"model"}}, m},
+		{"different meshes", []sharding.Placement{rows, on(other, sharding.PartitionSpec{nil, {"model"}})}, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.operands[0].Concatenated(0, tc.operands[1:]...)
+			s, ok := got.Sharding()
+			if ok != (tc.want != nil) || ok && (!s.Spec.Equal(tc.want) || s.Mesh != tc.wantMesh) {
+				t.Errorf("Concatenated(0) = %v, want %v over %v", got, tc.want, tc.wantMesh)
+			}
+		})
+	}
+}
