@@ -105,6 +105,7 @@ func (e *Exec) Place(args ...any) (*placed, error) {
 		return nil, errors.WithMessagef(err, "mesh.Exec %s", e.name)
 	}
 	p := &placed{defs: defs}
+	var argOf []int // the argument each leaf comes from
 	for i, arg := range args {
 		var argSpec sharding.PartitionSpec
 		if i < len(e.argSpecs) {
@@ -115,11 +116,14 @@ func (e *Exec) Place(args ...any) (*placed, error) {
 			return nil, errors.WithMessagef(err, "mesh.Exec: argument #%d", i)
 		}
 		p.Specs = append(p.Specs, specs...)
+		for range specs {
+			argOf = append(argOf, i)
+		}
 	}
 	for j, t := range leaves {
 		dt, err := e.shard(t, p.Specs[j])
 		if err != nil {
-			return nil, errors.WithMessagef(err, "mesh.Exec: leaf #%d", j)
+			return nil, errors.WithMessagef(err, "mesh.Exec: argument #%d (leaf #%d)", argOf[j], j)
 		}
 		p.Leaves = append(p.Leaves, dt)
 	}

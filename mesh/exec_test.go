@@ -16,6 +16,7 @@ import (
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/mesh"
+	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/runtime"
 	"github.com/quanta-ml/quanta/sharding"
 )
@@ -197,6 +198,20 @@ func TestEmptyArgument(t *testing.T) {
 	}()
 	if err == nil || !strings.Contains(err.Error(), "is empty") || !strings.Contains(err.Error(), empty.Shape().String()) {
 		t.Fatalf("Place of an empty %s: error %v, want one naming the shape and saying it is empty", empty.Shape(), err)
+	}
+}
+
+// TestEmptyArgumentNamed checks that the error for an empty tensor names the argument it is, not
+// only its place among the flattened leaves (an NF4 array before it is two leaves).
+func TestEmptyArgumentNamed(t *testing.T) {
+	backend := testutil.Backend(t)
+	one := sharding.MustNewMesh([]string{"model"}, []int{1})
+	e := mesh.MustNewExec(backend, one, func(w implicitarray.Value, x *graph.Node) *graph.Node { return x })
+	defer e.Finalize()
+	w := nf4.MustQuantize(tensors.FromValue(matrix(4, 64, 1)), 64)
+	_, err := e.Place(w, tensors.FromShape(shapes.Make(dtypes.Float32, 0, 4)))
+	if err == nil || !strings.Contains(err.Error(), "argument #1") {
+		t.Fatalf("Place of an NF4 array and an empty tensor: error %v, want one naming argument #1", err)
 	}
 }
 
