@@ -21,15 +21,15 @@ func init() {
 
 // gather keeps the blocks when the indices pick whole rows (they index leading axes, never the
 // last): the rows of blocks are gathered as they are (exact), so an embedding lookup decodes the
-// looked-up rows only. Otherwise (the last axis indexed, or a sharded array) the fallback
-// materializes.
+// looked-up rows only. Otherwise (the last axis indexed, or an array sharded along an axis) the
+// fallback materializes.
 func gather(c *ia.Call) ia.Value {
 	a := c.Operands[0].(*Array)
 	indices, sorted, dims, rows := qarray.RowGather(c)
 	if !rows {
 		return c.Next()
 	}
-	return a.withBlocks(graph.Gather(a.Blocks().Node(), indices, sorted), dims, qarray.Placement(&a.Base))
+	return a.withBlocks(graph.Gather(a.Blocks().Node(), indices, sorted), dims, qarray.ReplicatedPlacement(&a.Base))
 }
 
 // reshape keeps the blocks when the last axis is unchanged; otherwise it defers to the fallback.

@@ -21,7 +21,7 @@ func init() {
 // gatherHandler keeps the array quantized when the indices pick slices along leading axes that
 // are not quantized (e.g. rows of a table with one scale per row): weight and scale are gathered
 // with the same indices, so an embedding lookup reads the looked-up rows only. Otherwise (a
-// quantized axis or an axis the scale is broadcast along indexed, or a sharded array) the
+// quantized axis or an axis the scale is broadcast along indexed, or an array sharded along an axis) the
 // fallback materializes.
 func gatherHandler(c *implicitarray.Call) implicitarray.Value {
 	a := c.Operands[0].(*Array)
@@ -42,7 +42,7 @@ func gatherHandler(c *implicitarray.Call) implicitarray.Value {
 	for i, axis := range a.axes {
 		axes[i] = axis - k + lead
 	}
-	return a.withParts(implicitarray.NodeComponent(weight), implicitarray.NodeComponent(scale), weight.Shape().Dimensions, axes, qarray.Placement(&a.Base))
+	return a.withParts(implicitarray.NodeComponent(weight), implicitarray.NodeComponent(scale), weight.Shape().Dimensions, axes, qarray.ReplicatedPlacement(&a.Base))
 }
 
 // transposeHandler transposes weight and scale; quantized axis a moves to the output axis i with

@@ -20,14 +20,15 @@ func init() {
 // gather keeps the array quantized when the indices pick whole rows (they index leading axes,
 // never the last): the packed and absmax rows are gathered as they are (exact), so an embedding
 // lookup reads the looked-up rows only. Otherwise (the last axis indexed, or stored blocks that
-// run across rows, or a sharded array) the fallback materializes.
+// run across rows, or an array sharded along an axis) the fallback materializes.
 func gather(c *ia.Call) ia.Value {
 	a := c.Operands[0].(*Array)
 	indices, sorted, dims, rows := qarray.RowGather(c)
 	if a.flat || a.doubleQuant || !rows {
 		return c.Next()
 	}
-	return a.withNodes(graph.Gather(a.Packed().Node(), indices, sorted), graph.Gather(a.Absmax().Node(), indices, sorted), dims)
+	return a.withNodes(graph.Gather(a.Packed().Node(), indices, sorted), graph.Gather(a.Absmax().Node(), indices, sorted), dims).
+		withPlacement(qarray.ReplicatedPlacement(&a.Base))
 }
 
 // reshape keeps the array quantized when the last axis is unchanged (the packed and absmax rows

@@ -7,6 +7,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/lowering"
+	"github.com/quanta-ml/quanta/sharding"
 )
 
 // Handlers are the implicitarray handlers of a format's array type that keep it in its format
@@ -54,13 +55,16 @@ func Register[A lowering.Quantized](name string, h Handlers) {
 // put.
 
 // RowGather reads a gather call from an array (operand 0) with dense indices (operand 1): when
-// the array is not sharded and the indices pick whole slices of leading axes (their last
-// dimension, the number of axes they index, is below the array's rank) it returns the indices,
-// whether they are sorted and the logical dimensions of the result; otherwise ok is false (the
-// fallback gathers a sharded array).
+// the array shards no axis (it has no sharding, or one that replicates it over its mesh) and the
+// indices pick whole slices of leading axes (their last dimension, the number of axes they index,
+// is below the array's rank) it returns the indices, whether they are sorted and the logical
+// dimensions of the result; otherwise ok is false (the fallback gathers a sharded array). The
+// result's placement is ReplicatedPlacement.
 func RowGather(c *implicitarray.Call) (indices *graph.Node, sorted bool, dims []int, ok bool) {
-	if a, isArray := c.Operands[0].(interface{ IsSharded() bool }); isArray && a.IsSharded() {
-		return nil, false, nil, false
+	if a, isArray := c.Operands[0].(sharding.Sharded); isArray {
+		if s, isSharded := a.Sharding(); isSharded && slices.ContainsFunc(s.Spec, func(a sharding.AxisSpec) bool { return len(a) > 0 }) {
+			return nil, false, nil, false
+		}
 	}
 	shape := c.Operands[0].Shape()
 	indices = c.Operands[1].(*graph.Node)
@@ -70,6 +74,17 @@ func RowGather(c *implicitarray.Call) (indices *graph.Node, sorted bool, dims []
 	k := indices.Shape().Dim(-1)
 	dims = append(slices.Clone(indices.Shape().Dimensions[:indices.Rank()-1]), shape.Dimensions[k:]...)
 	return indices, c.Params.(*implicitarray.GatherParams).IndicesAreSorted, dims, true
+}
+
+// ReplicatedPlacement is b's placement replicated: none if b has none, else replicated over b's
+// mesh with a spec of no axes, which fits any rank. It is the placement of what an op makes of
+// the array when b's spec cannot follow, e.g. the rows RowGather gathers (the rank changes).
+func ReplicatedPlacement(b *Base) sharding.Placement {
+	s, ok := b.placement.Sharding()
+	if !ok {
+		return b.placement
+	}
+	return b.placement.With(sharding.Sharding{Mesh: s.Mesh, Spec: sharding.PartitionSpec{}})
 }
 
 // ConvertFloatDType is the convert_element_type handler of an array type A that materializes in

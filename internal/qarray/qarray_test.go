@@ -463,3 +463,55 @@ func TestIntegerComponentsGetNoGradient(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicatedGatherKeepsFormat: a gather of whole rows from an array sharded over a mesh but
+// replicated (every axis of its spec None, as WithMeshAndAxis(m, nil) gives) is handled as for an
+// unsharded array, not materialized whole: an embedding table replicated on every device looks up
+// its rows only. The values are the dense gather's, and the result is replicated over the same
+// mesh with a spec that fits its rank (here one less than the table's).
+func TestReplicatedGatherKeepsFormat(t *testing.T) {
+	backend := testutil.Backend(t)
+	m := sharding.MustNewMesh([]string{"model"}, []int{4})
+	replicated := sharding.Sharding{Mesh: m, Spec: sharding.PartitionSpec{nil, nil, nil}}
+	table := testutil.RandomTensor(11, 4, 8, 64)
+	ids := tensors.FromValue([][]int32{{3, 7}, {0, 0}, {2, 5}, {3, 7}, {1, 2}})
+	type gathered interface {
+		implicitarray.Array
+		Sharding() (sharding.Sharding, bool)
+		ComponentSpecs(*sharding.Mesh, sharding.PartitionSpec) ([]sharding.PartitionSpec, error)
+	}
+	for _, tc := range []struct {
+		name string
+		key  implicitarray.Key
+		a    implicitarray.Array
+	}{
+		{"nf4", implicitarray.Key{Op: implicitarray.OpGather, Type: "*nf4.Array"}, nf4.MustQuantize(table, 16).WithSharding(replicated)},
+		{"int8", implicitarray.Key{Op: implicitarray.OpGather, Type: "*int8.Array"}, qint8.MustQuantize(table, 2).WithSharding(replicated)},
+		{"ggml", implicitarray.Key{Op: implicitarray.OpGather, Type: "*ggml.Array"}, ggml.MustQuantize(table, gguf.TypeQ8_0).WithSharding(replicated)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			implicitarray.ResetStats()
+			e := implicitarray.MustNewExec(backend, func(a implicitarray.Array, ids *graph.Node) implicitarray.Value {
+				return implicitarray.Gather(a, ids)
+			})
+			defer e.Finalize()
+			out, ok := e.MustCall1(tc.a, ids).(gathered)
+			if !ok {
+				t.Fatalf("gather of rows returned %T, want a quantized array", e.MustCall1(tc.a, ids))
+			}
+			if st := implicitarray.CurrentStats(); st.Fallbacks[tc.key] != 0 {
+				t.Errorf("stats %+v: the replicated table was materialized for the gather", st)
+			}
+			s, isSharded := out.Sharding()
+			if !isSharded || !s.Mesh.Equal(m) || slices.ContainsFunc(s.Spec, func(a sharding.AxisSpec) bool { return len(a) > 0 }) {
+				t.Errorf("result sharding %s (%v), want replicated over %s", s, isSharded, m)
+			}
+			if _, err := out.ComponentSpecs(m, s.Spec); err != nil {
+				t.Errorf("the result refuses its own sharding: %v", err)
+			}
+			want := graph.MustExecOnce(backend, func(x, ids *graph.Node) *graph.Node { return graph.Gather(x, ids) },
+				testutil.Materialize(t, tc.a), ids)
+			testutil.SameBits(t, "gathered rows", testutil.Float32s(t, testutil.Materialize(t, out)), testutil.Float32s(t, want))
+		})
+	}
+}
