@@ -227,7 +227,8 @@ func MustDoubleQuantize(a *Array) *Array {
 
 // DoubleQuantizeNode is DoubleQuantize inside a graph, for arrays with node components (e.g.
 // from QuantizeNode): the same rule, except that the offset is XLA's float32 mean, whose last bits
-// may differ from torch's. It panics for an array already double-quantized or with host tensors.
+// may differ from torch's. The result keeps a's mesh, replicated (the only spec it takes). It
+// panics for an array already double-quantized or with host tensors.
 func DoubleQuantizeNode(a *Array) *Array {
 	if a == nil {
 		panic(errors.New("nf4.DoubleQuantizeNode: nil array"))
@@ -265,7 +266,8 @@ func DoubleQuantizeNode(a *Array) *Array {
 	codes = graph.Reshape(graph.SliceAxis(codes, 0, graph.AxisRange(0, n)), dims...)
 	base := qarray.New(typeName, a.Shape(), implicitarray.NodeComponent(packed.Node()), implicitarray.NodeComponent(codes),
 		implicitarray.NodeComponent(nested), implicitarray.NodeComponent(offset))
-	base = qarray.WithPlacement(qarray.WithStrategy(base, a.Strategy()), qarray.Placement(&a.Base))
+	// A double-quantized array takes only a replicated spec (its nested scales run across rows).
+	base = qarray.WithPlacement(qarray.WithStrategy(base, a.Strategy()), qarray.ReplicatedPlacement(&a.Base))
 	return &Array{Base: base, blockSize: a.blockSize, flat: a.flat, doubleQuant: true}
 }
 

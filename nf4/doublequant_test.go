@@ -371,3 +371,25 @@ func TestDoubleQuantizedGradient(t *testing.T) {
 		})
 	}
 }
+
+// TestDoubleQuantizeNodeSharding: a double-quantized array takes only a replicated spec (its
+// nested scales run across rows), so DoubleQuantizeNode of an array sharded along an axis gives
+// one replicated over the same mesh, which it can be placed by; a replicated sharding is kept.
+func TestDoubleQuantizeNodeSharding(t *testing.T) {
+	m := sharding.MustNewMesh([]string{"model"}, []int{4})
+	w := nf4.MustQuantize(testutil.RandomTensor(8, 8, 256), 64)
+	e := implicitarray.MustNewExec(testutil.Backend(t), func(w *nf4.Array) implicitarray.Value { return nf4.DoubleQuantizeNode(w) })
+	defer e.Finalize()
+	for _, spec := range []sharding.PartitionSpec{{nil, {"model"}}, {{"model"}}, {}} {
+		t.Run(spec.String(), func(t *testing.T) {
+			dq := e.MustCall1(w.WithSharding(sharding.Sharding{Mesh: m, Spec: spec})).(*nf4.Array)
+			s, ok := dq.Sharding()
+			if !ok || s.Mesh != m || !s.Spec.Equal(sharding.Replicated) {
+				t.Fatalf("sharding %s (%v), want replicated over %s", s, ok, m)
+			}
+			if _, err := dq.ComponentSpecs(m, s.Spec); err != nil {
+				t.Errorf("the double-quantized array refuses its own sharding: %v", err)
+			}
+		})
+	}
+}
