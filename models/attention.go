@@ -210,10 +210,15 @@ func RoPETables(positions *Node, headDim int, base float64) (cos, sin *Node) {
 	return RoPETablesWithFactors(positions, headDim, base, nil)
 }
 
+// MinRoPEFactor is the smallest rotary frequency factor RoPETablesWithFactors accepts: 2^31 /
+// float32's largest value, about 6.3e-30. A smaller factor makes the angle of a position (int32,
+// up to 2^31 as float32) +Inf in float32, and its cos and sin NaN.
+const MinRoPEFactor = (1 << 31) / math.MaxFloat32
+
 // RoPETablesWithFactors is RoPETables with each pair's frequency divided by its factor:
 // θ_i = base^(-2i/headDim) / factors[i], llama.cpp's rope frequency factors (the rope_freqs
 // tensor of Llama 3.1 and later). nil factors are all 1 (RoPETables); otherwise there must be
-// headDim/2 of them, each finite and positive, or it panics naming the factor.
+// headDim/2 of them, each finite and at least MinRoPEFactor, or it panics naming the factor.
 func RoPETablesWithFactors(positions *Node, headDim int, base float64, factors []float32) (cos, sin *Node) {
 	if factors != nil {
 		if len(factors) != headDim/2 {
@@ -223,6 +228,10 @@ func RoPETablesWithFactors(positions *Node, headDim int, base float64, factors [
 		for i, f := range factors {
 			if !(f > 0) || math.IsInf(float64(f), 1) {
 				panic(errors.Errorf("models.RoPETablesWithFactors: factors[%d] = %g; accepted: finite and positive", i, f))
+			}
+			if float64(f) < MinRoPEFactor {
+				panic(errors.Errorf("models.RoPETablesWithFactors: factors[%d] = %g; accepted: at least %.4g (MinRoPEFactor: the "+
+					"angles of positions up to 2^31 then stay finite in float32)", i, f, MinRoPEFactor))
 			}
 		}
 	}

@@ -49,7 +49,8 @@ func TestApplyRoPE(t *testing.T) {
 
 // TestRoPETablesWithFactors checks the frequency factors by hand: head width 4, base 100,
 // position 3, factors 2 and 0.5, so the angles are 3/2 and 3·0.1/0.5 = 0.6; factors that
-// llama.cpp would not run panic, naming the factor or the count.
+// llama.cpp would not run, or below MinRoPEFactor (angles +Inf in float32), panic, naming the
+// factor or the count.
 func TestRoPETablesWithFactors(t *testing.T) {
 	backend := testutil.Backend(t)
 	out := graph.MustExecOnceN(backend, func(pos *graph.Node) []*graph.Node {
@@ -62,6 +63,22 @@ func TestRoPETablesWithFactors(t *testing.T) {
 			t.Errorf("pair %d: cos %g, sin %g; want the angle %g: %g, %g", i, c, s, want, math.Cos(want), math.Sin(want))
 		}
 	}
+	// The smallest factor accepted keeps the angle of the last int32 position finite.
+	least := float32(models.MinRoPEFactor)
+	if float64(least) < models.MinRoPEFactor {
+		least = math.Nextafter32(least, 1)
+	}
+	out = graph.MustExecOnceN(backend, func(pos *graph.Node) []*graph.Node {
+		cos, sin := models.RoPETablesWithFactors(pos, 4, 100, []float32{least, 1})
+		return []*graph.Node{cos, sin}
+	}, []int32{math.MaxInt32})
+	for i, o := range out {
+		for _, v := range o.Value().([][]float32)[0] {
+			if math.IsNaN(float64(v)) {
+				t.Errorf("factor %g at position 2^31 - 1: table %d holds NaN", least, i)
+			}
+		}
+	}
 	for _, tc := range []struct {
 		factors []float32
 		want    string
@@ -71,6 +88,7 @@ func TestRoPETablesWithFactors(t *testing.T) {
 		{[]float32{-2, 1}, "factors[0] = -2"},
 		{[]float32{1, float32(math.NaN())}, "factors[1] = NaN"},
 		{[]float32{float32(math.Inf(1)), 1}, "factors[0] = +Inf"},
+		{[]float32{1, 1e-39}, "factors[1] = 1e-39; accepted: at least 6.311e-30"},
 	} {
 		func() {
 			defer func() {

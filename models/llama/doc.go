@@ -80,7 +80,8 @@
 // missing tensors, tensors it would not read (a block count below the file's blocks, a feature it
 // does not implement, such as LongRoPE's rope_factors_long/short), shapes that disagree with the
 // metadata, undecodable types, and a rope_freqs tensor llama.cpp would not run (not F32, not
-// HeadDim/2 factors, a factor not finite and positive); all are checked before any tensor is
+// HeadDim/2 factors, a factor not finite and positive) or that would give NaN logits (a factor
+// below models.MinRoPEFactor, whose angles overflow float32); all are checked before any tensor is
 // decoded (rope_freqs' factors before the others), and nothing is stored unless everything loads.
 // Graph methods panic with messages naming the shapes they accept.
 //

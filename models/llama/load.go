@@ -39,7 +39,7 @@ type LoadOptions struct {
 // (halves), kept kernels too (whole rows of blocks move), unless RotateAdjacent. A file of Llama
 // 3.1 or later also has rope_freqs.weight, the factors that divide the rotary frequencies in
 // every layer (one per pair: F32, HeadDim/2 of them, each finite and positive, as llama.cpp
-// accepts them): they become Model.RoPEFreqFactors, not a variable.
+// accepts them, and at least models.MinRoPEFactor): they become Model.RoPEFreqFactors, not a variable.
 //
 // Every tensor's presence, type and shape is checked before anything is read, and nothing is
 // stored in ctx until all are converted: on error ctx is unchanged. ctx must not already hold the
@@ -87,7 +87,8 @@ func LoadGGUF(ctx *context.Context, f *gguf.File, opts LoadOptions) (*Model, err
 const ropeFreqs = "rope_freqs.weight"
 
 // readRoPEFreqs reads the rotary frequency factors of f (the tensor is planned: present, with
-// headDim/2 elements), as llama.cpp accepts them: F32, each finite and positive.
+// headDim/2 elements), as llama.cpp accepts them: F32, each finite and positive; and each at
+// least models.MinRoPEFactor, below which the angles overflow float32 (NaN logits).
 func readRoPEFreqs(f *gguf.File, headDim int) ([]float32, error) {
 	t, _ := f.Tensor(ropeFreqs)
 	if t.Type != gguf.TypeF32 {
@@ -100,6 +101,10 @@ func readRoPEFreqs(f *gguf.File, headDim int) ([]float32, error) {
 	for i, v := range factors {
 		if !(v > 0) || math.IsInf(float64(v), 1) {
 			return nil, errors.Wrapf(gguf.ErrCorrupt, "tensor %s (RoPE frequency factors): factor %d = %g; accepted: finite and positive", t, i, v)
+		}
+		if float64(v) < models.MinRoPEFactor {
+			return nil, errors.Wrapf(gguf.ErrCorrupt, "tensor %s (RoPE frequency factors): factor %d = %g; accepted: at least %.4g "+
+				"(models.MinRoPEFactor: the rotary angles are +Inf in float32 below it, the logits NaN)", t, i, v, models.MinRoPEFactor)
 		}
 	}
 	return factors, nil

@@ -109,7 +109,8 @@ func TestLlamaCppRoPEFreqs(t *testing.T) {
 }
 
 // TestLoadGGUFRoPEFreqsErrors: a rope_freqs tensor that llama.cpp would not run (not F32, not
-// HeadDim/2 long, a factor not finite and positive) is an error naming it, as are the tensors
+// HeadDim/2 long, a factor not finite and positive), or one whose angles overflow float32 (a
+// factor below models.MinRoPEFactor: NaN logits), is an error naming it, as are the tensors
 // of the RoPE variants still not implemented; the context is left without variables.
 func TestLoadGGUFRoPEFreqsErrors(t *testing.T) {
 	index, factors, _ := loadRoPEFreqsReference(t)
@@ -139,6 +140,8 @@ func TestLoadGGUFRoPEFreqsErrors(t *testing.T) {
 		{"negative", with(0, -1), nil, "factor 0 = -1; accepted: finite and positive", gguf.ErrCorrupt},
 		{"NaN", with(7, float32(math.NaN())), nil, "factor 7 = NaN", gguf.ErrCorrupt},
 		{"Inf", with(2, float32(math.Inf(1))), nil, "factor 2 = +Inf", gguf.ErrCorrupt},
+		// Positive and finite, but the angles 1/factor·position are +Inf in float32: NaN logits.
+		{"tiny", with(0, 1e-39), nil, "factor 0 = 1e-39; accepted: at least 6.311e-30", gguf.ErrCorrupt},
 		// LongRoPE's factors (Phi-3) and per-layer factors are still refused.
 		{"rope_factors_long", &good, []ggufbuild.Tensor{ggufbuild.F32Tensor("rope_factors_long.weight", factors, n)},
 			"tensor rope_factors_long.weight F32 [8] is not one the configuration reads", gguf.ErrUnsupported},
