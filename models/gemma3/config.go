@@ -41,7 +41,8 @@ func (c Config) Sliding(i int) bool {
 
 // Validate reports a configuration the model cannot be built with: a count or width outside 1 to
 // 2^31 − 1 (HeadDim even, KVHeads dividing Heads), a negative ContextLength, SlidingWindow or
-// SlidingPattern, an RMSNormEps, QueryScale or RoPEScale that is not a finite positive number,
+// SlidingPattern, an RMSNormEps, QueryScale or RoPEScale that is not a finite positive number (a
+// RoPEScale above 1 / models.MinRoPEFactor, whose scaled positions overflow float32, too),
 // RoPE bases that are not finite numbers above 1, a FinalSoftcap that is negative or not finite.
 // The error names the field and the accepted range.
 func (c Config) Validate() error {
@@ -67,6 +68,10 @@ func (c Config) Validate() error {
 			return errors.WithMessage(err, "gemma3.Config")
 		}
 	}
+	if maxScale := 1 / models.MinRoPEFactor; float64(float32(c.RoPEScale)) > maxScale {
+		return errors.Errorf("gemma3.Config: RoPEScale = %g; accepted: at most %.4g (1 / models.MinRoPEFactor: positions up to 2^31 "+
+			"times it stay finite in float32)", c.RoPEScale, maxScale)
+	}
 	return nil
 }
 
@@ -89,8 +94,9 @@ func (c Config) Validate() error {
 //
 // Each value is checked before it is used, with an error naming the key and the accepted range:
 // counts and widths from 1 to 2^31 − 1, no more layers than the file has tensors for (13 a
-// layer), head_count_kv dividing head_count, an even head width, finite positive epsilon,
-// scaling factor and softcap, finite RoPE bases above 1.
+// layer), head_count_kv dividing head_count, an even head width, finite positive epsilon and
+// softcap, a finite scaling factor of at least models.MinRoPEFactor (below it the scaled positions
+// overflow float32: NaN logits), finite RoPE bases above 1.
 func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	c, err := configFromGGUF(f)
 	return c, errors.WithMessage(err, "gemma3.ConfigFromGGUF")
@@ -151,8 +157,14 @@ func configFromGGUF(f *gguf.File) (Config, error) {
 				if err := fileio.CheckFloatAbove(keyFactor, factor, 0); err != nil {
 					return Config{}, err
 				}
+				// The positions (up to 2^31) are multiplied by 1/factor in float32: a tiny factor
+				// makes the products +Inf there, and the rotary tables NaN.
+				if factor < models.MinRoPEFactor {
+					return Config{}, errors.Errorf("%s = %g; accepted: at least %.4g (models.MinRoPEFactor: positions up to 2^31 "+
+						"times 1/factor stay finite in float32), or 0 (none)", keyFactor, factor, models.MinRoPEFactor)
+				}
 				c.RoPEScale = 1 / factor
-				// The positions are multiplied by 1/factor in float32: a tiny factor makes it +Inf there.
+				// A huge factor makes 1/factor 0 as float32: every position would rotate by 0.
 				if err := fileio.CheckFloatAbove("1 / "+keyFactor, c.RoPEScale, 0); err != nil {
 					return Config{}, err
 				}

@@ -95,5 +95,6 @@ func TestConfigValidate(t *testing.T) {
 		{Name: "query scale", Modify: func(c *gemma3.Config) { c.QueryScale = 0 }, Want: "QueryScale = 0; accepted: a finite number above 0"},
 		{Name: "local base", Modify: func(c *gemma3.Config) { c.RoPEBaseLocal = 1 }, Want: "RoPEBaseLocal = 1; accepted: a finite number above 1"},
 		{Name: "softcap", Modify: func(c *gemma3.Config) { c.FinalSoftcap = -1 }, Want: "FinalSoftcap = -1"},
+		{Name: "RoPE scale", Modify: func(c *gemma3.Config) { c.RoPEScale = 5e37 }, Want: "RoPEScale = 5e+37; accepted: at most 1.585e+29"},
 	})
 }
