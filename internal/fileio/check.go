@@ -58,14 +58,21 @@ func CheckInt[T integer](key string, v T, lo, hi int64) error {
 
 // CheckFloatAbove checks a float hyper-parameter read from a file or a configuration: key = v
 // must be finite and above lo (an epsilon above 0, a RoPE base above 1), and stay so as a
-// float32, the dtype the models compute in (a float64 epsilon of 1e-300 is 0 there). The error
-// names the key, the value and the accepted range.
+// float32, the dtype the models compute in (a float64 epsilon of 1e-300 is 0 there), subnormals
+// counted as 0: XLA's CPU backend flushes them to zero (an RMSNorm epsilon of 1e-40 is 0 there,
+// and a row of zeros normalizes to NaN). The error names the key, the value and the accepted
+// range.
 func CheckFloatAbove(key string, v, lo float64) error {
 	if math.IsNaN(v) || math.IsInf(v, 0) || !(v > lo) {
 		return errors.Errorf("%s = %g; accepted: a finite number above %g", key, v, lo)
 	}
-	if f := float64(float32(v)); math.IsInf(f, 0) || !(f > lo) {
-		return errors.Errorf("%s = %g, %g as float32 (the models' dtype); accepted: a finite number above %g as float32", key, v, f, lo)
+	f := float64(float32(v))
+	if math.Abs(f) < 0x1p-126 {
+		f = 0 // flushed
+	}
+	if math.IsInf(f, 0) || !(f > lo) {
+		return errors.Errorf("%s = %g, %g as float32 (the models' dtype, subnormals flushed to zero); accepted: a finite number above %g as float32",
+			key, v, f, lo)
 	}
 	return nil
 }

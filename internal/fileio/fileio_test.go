@@ -114,6 +114,17 @@ func TestCheckFloatAbove(t *testing.T) {
 			t.Errorf("error %v, want %q", err, want)
 		}
 	}
+	// 0 as float32, or subnormal there (flushed to zero by XLA's CPU backend); the smallest normal
+	// float32 passes.
+	for _, v := range []float64{1e-300, 1e-40, 0x1p-127} {
+		err := fileio.CheckFloatAbove("eps", v, 0)
+		if want := fmt.Sprintf("eps = %g, 0 as float32", v); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("error %v, want one starting %q", err, want)
+		}
+	}
+	if err := fileio.CheckFloatAbove("eps", 0x1p-126, 0); err != nil {
+		t.Errorf("2^-126 above 0: %v", err)
+	}
 }
 
 func TestDecodeHalfFloats(t *testing.T) {

@@ -302,6 +302,8 @@ func TestConfigFloat32Range(t *testing.T) {
 		{"epsilon 1e-300", []ggufbuild.KV{{Key: "gemma3.attention.layer_norm_rms_epsilon", Value: 1e-300}}, "gemma3.attention.layer_norm_rms_epsilon"},
 		{"freq_base 1e300", []ggufbuild.KV{{Key: "gemma3.rope.freq_base", Value: 1e300}}, "gemma3.rope.freq_base"},
 		{"scaling factor 1e-44", []ggufbuild.KV{linear, {Key: "gemma3.rope.scaling.factor", Value: float32(1e-44)}}, "gemma3.rope.scaling.factor"},
+		// 1/factor = 3.3e-39 is subnormal in float32, flushed to zero by XLA's CPU backend: no rotation.
+		{"scaling factor 3e38", []ggufbuild.KV{linear, {Key: "gemma3.rope.scaling.factor", Value: float32(3e38)}}, "1 / gemma3.rope.scaling.factor"},
 		// 1/factor = 5e37 is finite, but the positions from 7 on times it are not: NaN logits.
 		{"scaling factor 2e-38", []ggufbuild.KV{linear, {Key: "gemma3.rope.scaling.factor", Value: float32(2e-38)}},
 			"gemma3.rope.scaling.factor = 2.0000000102211272e-38; accepted: at least 6.311e-30"},

@@ -33,6 +33,9 @@ func TestLoadGGUFHyperParameters(t *testing.T) {
 		decodertest.Bad("scaling factor", "llama.rope.scaling.factor", float32(4), "llama.rope.scaling.factor = 4: RoPE scaling is not supported; accepted: absent, 0 or 1"),
 		decodertest.Bad("scaling type", "llama.rope.scaling.type", "yarn", `llama.rope.scaling.type = yarn: RoPE scaling is not supported; accepted: absent or "none"`),
 		decodertest.Bad("scale_linear", "llama.rope.scale_linear", float32(2), "llama.rope.scale_linear = 2: RoPE scaling is not supported"),
+		// Subnormal in float32, flushed to zero by XLA's CPU backend: a row of zeros normalizes to NaN.
+		decodertest.Bad("epsilon 1e-40", "llama.attention.layer_norm_rms_epsilon", float32(1e-40),
+			"llama.attention.layer_norm_rms_epsilon = 9.99994610111476e-41, 0 as float32"),
 		decodertest.Bad("key_length odd", "llama.attention.key_length", uint32(5), "a head width of 5 (llama.attention.key_length)"),
 		decodertest.Bad("value_length", "llama.attention.value_length", uint32(8),
 			"llama.attention.value_length = 8, but the head width is 4 (llama.embedding_length / llama.attention.head_count = 16 / 4)"),

@@ -68,6 +68,8 @@ func TestLoadDirHyperParameters(t *testing.T) {
 		{"vocabulary -1", map[string]any{"vocab_size": -1}, "VocabSize (vocab_size) = -1; accepted: 1 to 2147483647"},
 		{"epsilon 0", map[string]any{"layer_norm_eps": 0}, "LayerNormEps (layer_norm_eps) = 0; accepted: a finite number above 0"},
 		{"epsilon negative", map[string]any{"layer_norm_eps": -1e-12}, "LayerNormEps (layer_norm_eps) = -1e-12; accepted: a finite number above 0"},
+		// Subnormal in float32, flushed to zero by XLA's CPU backend: a constant row normalizes to NaN.
+		{"epsilon 1e-40", map[string]any{"layer_norm_eps": 1e-40}, "LayerNormEps (layer_norm_eps) = 1e-40, 0 as float32"},
 		{"width 2^20", map[string]any{"hidden_size": 1 << 20}, "F32[30 8]; the configuration needs [30 1048576]"},
 	}
 	for _, tc := range tests {
