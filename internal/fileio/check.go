@@ -78,10 +78,11 @@ func CheckFloatAbove(key string, v, lo float64) error {
 }
 
 // CheckSoftcap checks a logit softcap: 0 (none), or a finite positive number that stays finite
-// and positive as a float32 (the logits are divided by it there: 0 or +Inf gives NaN or zeros).
+// and positive as a float32, subnormals counted as 0 as CheckFloatAbove counts them (the logits
+// are divided by it there: 0 or +Inf gives NaN or zeros).
 func CheckSoftcap(key string, v float64) error {
-	if f := float64(float32(v)); math.IsNaN(v) || math.IsInf(f, 0) || v < 0 || (v > 0 && f == 0) {
-		return errors.Errorf("%s = %g; accepted: 0 (none) or a finite positive number (as float32 too)", key, v)
+	if f := float64(float32(v)); math.IsNaN(v) || math.IsInf(f, 0) || v < 0 || (v > 0 && f < 0x1p-126) {
+		return errors.Errorf("%s = %g; accepted: 0 (none) or a finite positive number (as float32 too, not subnormal there)", key, v)
 	}
 	return nil
 }

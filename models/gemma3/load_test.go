@@ -299,6 +299,8 @@ func TestConfigFloat32Range(t *testing.T) {
 		want string
 	}{
 		{"softcap 1e-300", []ggufbuild.KV{{Key: "gemma3.final_logit_softcapping", Value: 1e-300}}, "gemma3.final_logit_softcapping"},
+		// Subnormal in float32, flushed to zero by XLA's CPU backend: every logit 0.
+		{"softcap 1e-40", []ggufbuild.KV{{Key: "gemma3.final_logit_softcapping", Value: float32(1e-40)}}, "gemma3.final_logit_softcapping"},
 		{"epsilon 1e-300", []ggufbuild.KV{{Key: "gemma3.attention.layer_norm_rms_epsilon", Value: 1e-300}}, "gemma3.attention.layer_norm_rms_epsilon"},
 		{"freq_base 1e300", []ggufbuild.KV{{Key: "gemma3.rope.freq_base", Value: 1e300}}, "gemma3.rope.freq_base"},
 		{"scaling factor 1e-44", []ggufbuild.KV{linear, {Key: "gemma3.rope.scaling.factor", Value: float32(1e-44)}}, "gemma3.rope.scaling.factor"},
