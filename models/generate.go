@@ -3,6 +3,7 @@ package models
 import (
 	"fmt"
 	"iter"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -95,7 +96,8 @@ const DefaultMinWindow = 64
 // GeneratorOptions are the options of NewGenerator.
 type GeneratorOptions struct {
 	// MaxLen is the longest sequence (prompt and generated tokens), 2 (a prompt token and a
-	// generated one)..the model's ContextLength.
+	// generated one)..the model's ContextLength, and small enough that the caches of MaxLen
+	// positions have a byte count within int64.
 	MaxLen int
 	// MinWindow is the smallest attention window (0: DefaultMinWindow); the windows double from
 	// it up to MaxLen.
@@ -198,6 +200,14 @@ func NewGenerator(backend backends.Backend, ctx *context.Context, model Decoder,
 	if !hasDType(backend, opts.CacheDType) {
 		return nil, errors.Errorf("models.NewGenerator: CacheDType %s on backend %s, which has no %s; accepted: Float32",
 			opts.CacheDType, backend.Name(), opts.CacheDType)
+	}
+	// The caches of MaxLen positions must have a byte count: XLA aborts the process, past any
+	// recover, on a shape whose element count overflows int64.
+	if _, ok := fileio.Elements([]int{2, spec.Layers, spec.KVHeads, opts.MaxLen, spec.HeadDim},
+		math.MaxInt64/uint64(opts.CacheDType.Size())); !ok {
+		return nil, errors.Errorf("models.NewGenerator: MaxLen %d: caches of 2 × %d layers × %d key/value heads × %d positions × %d "+
+			"values of %s overflow int64 bytes; accepted: a MaxLen that keeps them within it", opts.MaxLen, spec.Layers, spec.KVHeads,
+			opts.MaxLen, spec.HeadDim, opts.CacheDType)
 	}
 	g := &Generator{backend: backend, ctx: ctx.Reuse(), model: model, spec: spec, opts: opts,
 		steps: map[int]*context.Exec{}, grows: map[int]*graph.Exec{}, empties: map[int]*graph.Exec{}, compiled: map[[3]int]bool{}}

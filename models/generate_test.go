@@ -262,6 +262,33 @@ func TestGeneratorMaxLenUnknownContext(t *testing.T) {
 	}
 }
 
+// wideDecoder is sumDecoder with the key/value heads of a decoder built in code with huge widths
+// (llama.Config's counts may each reach 2^31 − 1).
+type wideDecoder struct{ sumDecoder }
+
+func (d wideDecoder) DecodeSpec() models.DecodeSpec {
+	spec := d.sumDecoder.DecodeSpec()
+	spec.KVHeads, spec.HeadDim = 1<<30, 1<<30
+	return spec
+}
+
+// TestGeneratorCacheOverflow: caches whose element count overflows int64 must be an error naming
+// MaxLen, not a shape XLA's compiler aborts the process on (SIGABRT: "overflow in static extent
+// product") when the first generation builds them.
+func TestGeneratorCacheOverflow(t *testing.T) {
+	backend := testutil.Backend(t)
+	for _, cache := range []models.CacheMode{models.GrowCache, models.FullCache} {
+		gen, err := models.NewGenerator(backend, context.New(), wideDecoder{sumDecoder{vocab: 11}}, models.GeneratorOptions{MaxLen: 8, Cache: cache})
+		if err == nil {
+			_, err = gen.Generate([]int{1}, models.GenerateOptions{})
+			gen.Finalize()
+		}
+		if err == nil || !strings.Contains(err.Error(), "MaxLen 8: caches of 2 × 2 layers × 1073741824 key/value heads") {
+			t.Errorf("%s cache: error %v; want one naming MaxLen and the caches", cache, err)
+		}
+	}
+}
+
 // TestGeneratorPromptLengthsPastTheLastBucket: prompts whose power-of-two bucket is longer than
 // MaxLen are padded to MaxLen, so that they share one compiled step: with one graph per prompt
 // length, the step of the last window (MaxLen 100, windows 64 and 100) failed from the 33rd
