@@ -114,8 +114,8 @@ type GeneratorOptions struct {
 type GenerateOptions struct {
 	// MaxNewTokens bounds the generated tokens (0: until MaxLen).
 	MaxNewTokens int
-	// Stop lists token ids that end the generation (e.g. the EOS token); the stop token is
-	// produced.
+	// Stop lists token ids that end the generation (e.g. the EOS token), each in
+	// 0..VocabSize-1; the stop token is produced.
 	Stop []int
 	// Sampling picks each token (the zero value: greedy).
 	Sampling Sampling
@@ -303,6 +303,9 @@ func (g *Generator) stream(prompt []int, opts GenerateOptions, yield func(int, e
 	}
 	stop := map[int]bool{}
 	for _, id := range opts.Stop {
+		if id < 0 || id >= g.spec.VocabSize {
+			return errors.Errorf("models.Generator: stop id %d outside the vocabulary of %d (it could never end the generation)", id, g.spec.VocabSize)
+		}
 		stop[id] = true
 	}
 	// The prompt, padded to a bucket: the padding's keys land after the prompt in the cache and

@@ -213,6 +213,9 @@ func TestGeneratorErrors(t *testing.T) {
 		{make([]int, 8), models.GenerateOptions{}, "prompt of 8 tokens"},
 		{[]int{1, 11}, models.GenerateOptions{}, "token id 11"},
 		{[]int{1}, models.GenerateOptions{MaxNewTokens: -1}, "MaxNewTokens"},
+		// A stop id the model cannot produce would never end the generation.
+		{[]int{1}, models.GenerateOptions{Stop: []int{2, 11}}, "stop id 11 outside the vocabulary of 11"},
+		{[]int{1}, models.GenerateOptions{Stop: []int{-1}}, "stop id -1 outside the vocabulary of 11"},
 		{[]int{1}, models.GenerateOptions{Sampling: models.Sampling{TopP: 2}}, "TopP"},
 	} {
 		if _, err := gen.Generate(tc.prompt, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
