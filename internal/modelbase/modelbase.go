@@ -17,6 +17,8 @@
 package modelbase
 
 import (
+	"math"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -264,12 +266,28 @@ func CheckTokens(op string, tokens *graph.Node) {
 }
 
 // PickRow returns x[:, last, :] of hidden states x [batch, seq, dim] at the scalar integer index
-// last, by a one-hot sum (the pure-Go backend has no DynamicSlice): [batch, dim].
-func PickRow(x, last *graph.Node) *graph.Node {
+// last, by a one-hot sum (the pure-Go backend has no DynamicSlice): [batch, dim]. A last outside
+// 0..seq-1 gives a row of NaN (a row of zeros would pass for hidden states); a constant one, or
+// x or last of another shape or type, panics naming op (e.g. "llama.Step").
+func PickRow(op string, x, last *graph.Node) *graph.Node {
+	if x.Rank() != 3 || !x.DType().IsFloat() {
+		panic(errors.Errorf("%s: x %s; accepted: float hidden states [batch, sequence, dim]", op, x.Shape()))
+	}
+	if !last.IsScalar() || !last.DType().IsInt() {
+		panic(errors.Errorf("%s: last %s; accepted: a scalar integer index into the sequence of %d", op, last.Shape(), x.Shape().Dim(1)))
+	}
 	seq := x.Shape().Dim(1)
+	if c := last.ConstantValue(); c != nil {
+		if v := reflect.ValueOf(c.Value()); v.CanInt() && (v.Int() < 0 || v.Int() >= int64(seq)) || v.CanUint() && v.Uint() >= uint64(seq) {
+			panic(errors.Errorf("%s: last %v outside the sequence of %d (x %s)", op, v, seq, x.Shape()))
+		}
+	}
 	g := x.Graph()
-	pick := graph.ConvertDType(graph.Equal(graph.Iota(g, shapes.Make(dtypes.Int32, seq), 0), graph.ConvertDType(last, dtypes.Int32)), x.DType())
-	return graph.ReduceSum(graph.Mul(x, graph.Reshape(pick, 1, seq, 1)), 1)
+	pick := graph.ConvertDType(graph.Equal(graph.Iota(g, shapes.Make(last.DType(), seq), 0), last), x.DType())
+	row := graph.ReduceSum(graph.Mul(x, graph.Reshape(pick, 1, seq, 1)), 1)
+	inside := graph.LogicalAnd(graph.GreaterOrEqual(last, graph.ScalarZero(g, last.DType())),
+		graph.LessThan(last, graph.Scalar(g, last.DType(), seq)))
+	return graph.Add(row, graph.Where(inside, graph.ScalarZero(g, x.DType()), graph.Scalar(g, x.DType(), math.NaN())))
 }
 
 // SplitHeads reshapes y [batch, seq, heads·headDim] to [batch, heads, seq, headDim].

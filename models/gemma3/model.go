@@ -117,8 +117,9 @@ func (m *Model) masks(mask func(window int) *Node) []*Node {
 
 // Step runs tokens [batch, seq] at positions cache.Start().. against a key/value cache (see
 // models.KVCache: per layer keys then values [batch, KVHeads, length, HeadDim]) and returns the
-// logits [batch, VocabSize] of the token at index last (a scalar int32 node, in 0..seq-1); the
-// chunk's keys and values are written through cache.
+// logits [batch, VocabSize] of the token at index last (a scalar integer node, in 0..seq-1: a
+// last outside gives NaN logits, a constant one panics); the chunk's keys and values are written
+// through cache.
 func (m *Model) Step(ctx *context.Context, tokens, last *Node, cache *models.KVCache) *Node {
 	modelbase.CheckTokens("gemma3.Step", tokens)
 	modelbase.CheckCache("gemma3.Step", cache, m.Layers)
@@ -134,7 +135,7 @@ func (m *Model) Step(ctx *context.Context, tokens, last *Node, cache *models.KVC
 	for i := 0; i < m.Layers; i++ {
 		x = m.Block(ctx.In(models.LayerScope(i)), x, positions, masks[i], cache, i)
 	}
-	return m.Logits(ctx, modelbase.PickRow(x, last))
+	return m.Logits(ctx, modelbase.PickRow("gemma3.Step", x, last))
 }
 
 // Block is decoder block layer (ctx is its scope): x + PostNorm(attention(Norm(x))), then

@@ -85,9 +85,10 @@ func (m *Model) Forward(ctx *context.Context, tokens *Node) *Node {
 
 // Step runs tokens [batch, seq] at positions cache.Start().. against a key/value cache (see
 // models.KVCache: per layer keys then values [batch, KVHeads, length, HeadDim]) and returns the
-// logits [batch, VocabSize] of the token at index last (a scalar int32 node, in 0..seq-1); the
-// chunk's keys and values are written through cache. cache.Start()+seq must not exceed the
-// cache's length (the write would be clamped).
+// logits [batch, VocabSize] of the token at index last (a scalar integer node, in 0..seq-1: a
+// last outside gives NaN logits, a constant one panics); the chunk's keys and values are written
+// through cache. cache.Start()+seq must not exceed the cache's length (the write would be
+// clamped).
 func (m *Model) Step(ctx *context.Context, tokens, last *Node, cache *models.KVCache) *Node {
 	modelbase.CheckTokens("llama.Step", tokens)
 	modelbase.CheckCache("llama.Step", cache, m.Layers)
@@ -98,7 +99,7 @@ func (m *Model) Step(ctx *context.Context, tokens, last *Node, cache *models.KVC
 	for i := 0; i < m.Layers; i++ {
 		x = m.Block(ctx.In(models.LayerScope(i)), x, positions, mask, cache, i)
 	}
-	return m.Logits(ctx, modelbase.PickRow(x, last))
+	return m.Logits(ctx, modelbase.PickRow("llama.Step", x, last))
 }
 
 // Block is decoder block layer (ctx is its scope): x + attention(RMSNorm(x)), then
