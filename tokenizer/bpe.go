@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"container/heap"
+	"fmt"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -141,7 +142,9 @@ func NewBPE(cfg BPEConfig) (*BPE, error) {
 // (SentencePiece BPE, with "tokenizer.ggml.scores" and "tokenizer.ggml.add_space_prefix",
 // default true); tokens, token types, the BOS/EOS/UNK ids and add_bos_token/add_eos_token are
 // read from their "tokenizer.ggml.*" keys, with llama.cpp's defaults (a "llama" vocabulary, and a
-// "gpt2" one with the "llama-bpe" pre-tokenizer, adds BOS unless the file says otherwise). As in
+// "gpt2" one with the "llama-bpe" pre-tokenizer, adds BOS unless the file says otherwise; a
+// "llama" vocabulary's BOS, EOS and UNK are 1, 2 and 0 unless the file says otherwise, each only
+// where the vocabulary has that id; a "gpt2" one has none unless the file says). As in
 // llama.cpp, the end-of-generation tokens (EndOfTurnIDs) are control tokens whatever type the
 // file gives them.
 func NewBPEFromGGUF(f *gguf.File) (*BPE, error) {
@@ -199,6 +202,17 @@ func NewBPEFromGGUF(f *gguf.File) (*BPE, error) {
 			cfg.Types[i] = TokenType(v)
 		}
 	}
+	if cfg.SentencePiece {
+		// llama.cpp's defaults for its SPM type, each disabled where the vocabulary has no such id.
+		for _, d := range []struct {
+			dst *int
+			id  int
+		}{{&cfg.BOS, 1}, {&cfg.EOS, 2}, {&cfg.UNK, 0}} {
+			if d.id < len(cfg.Tokens) {
+				*d.dst = d.id
+			}
+		}
+	}
 	for _, s := range []struct {
 		key string
 		dst *int
@@ -228,13 +242,17 @@ func NewBPEFromGGUF(f *gguf.File) (*BPE, error) {
 	// NewBPE refuses these too, but by its field names.
 	for _, s := range []struct {
 		add         bool
-		id          int
+		id, def     int
 		addKey, key string
-	}{{cfg.AddBOS, cfg.BOS, "tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id"},
-		{cfg.AddEOS, cfg.EOS, "tokenizer.ggml.add_eos_token", "tokenizer.ggml.eos_token_id"}} {
+	}{{cfg.AddBOS, cfg.BOS, 1, "tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id"},
+		{cfg.AddEOS, cfg.EOS, 2, "tokenizer.ggml.add_eos_token", "tokenizer.ggml.eos_token_id"}} {
 		if s.add && s.id < 0 {
+			why := ""
+			if cfg.SentencePiece {
+				why = fmt.Sprintf(" (nor id %d, a \"llama\" vocabulary's default, in a vocabulary of %d token(s))", s.def, len(cfg.Tokens))
+			}
 			return nil, errors.Errorf("tokenizer.NewBPEFromGGUF: %s is true (by default for the BOS of a \"llama\" vocabulary or of the \"llama-bpe\" pre-tokenizer), "+
-				"but there is no %s; accepted: the id, or %s false", s.addKey, s.key, s.addKey)
+				"but there is no %s%s; accepted: the id, or %s false", s.addKey, s.key, why, s.addKey)
 		}
 	}
 	if cfg.Types != nil && len(cfg.Types) != len(cfg.Tokens) {

@@ -225,7 +225,7 @@ func TestNewBPEErrors(t *testing.T) {
 }
 
 // TestAddSpecialWithoutID: add_bos_token (or the default of a "llama" vocabulary or of the
-// "llama-bpe" pre-tokenizer) without a BOS id,
+// "llama-bpe" pre-tokenizer) without a BOS id (a "llama" vocabulary's default, 1, beyond its one token),
 // or add_eos_token without an EOS id, is an error naming the keys, as every other metadata error
 // of NewBPEFromGGUF, not NewBPE's field names (AddBOS/AddEOS), which a GGUF file does not have.
 func TestAddSpecialWithoutID(t *testing.T) {
@@ -234,7 +234,7 @@ func TestAddSpecialWithoutID(t *testing.T) {
 		data []byte
 		want []string
 	}{
-		{"llama default BOS", toySPMGGUF(ggufbuild.KV{Key: "tokenizer.ggml.bos_token_id"}),
+		{"llama default BOS", toySPMGGUF(oneTokenSPM...),
 			[]string{"tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id"}},
 		{"llama-bpe default BOS", toyBPEGGUF(ggufbuild.KV{Key: "tokenizer.ggml.bos_token_id"}, ggufbuild.KV{Key: "tokenizer.ggml.pre", Value: "llama-bpe"}),
 			[]string{"tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id"}},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/ggufbuild"
 	"github.com/quanta-ml/quanta/tokenizer"
 )
 
@@ -195,7 +196,9 @@ func TestEncodePrompt(t *testing.T) {
 // TestEncodePromptWithoutEOS: a vocabulary without an EOS token gives stops that are all ids of
 // the vocabulary, without -1, EOS's "none".
 func TestEncodePromptWithoutEOS(t *testing.T) {
-	data := toySPMGGUF()
+	// A byte-level vocabulary has no default EOS; its one end-of-generation text renamed.
+	data := toyBPEGGUF(ggufbuild.KV{Key: "tokenizer.ggml.eos_token_id"}, ggufbuild.KV{Key: "tokenizer.ggml.tokens",
+		Value: []string{"<|begin|>", "a", "b", "c", "Ġ", "ab", "Ġa", "Ġab", "1", "<|im_start|>"}})
 	f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		t.Fatal(err)

@@ -52,8 +52,10 @@
 // Decode writes ▁ as a space and byte tokens as their bytes and, with add_space_prefix, drops the
 // space the first token starts with, as llama.cpp's detokenizer does (after a BOS the space stays,
 // as there). A "llama" vocabulary adds BOS unless
-// the file says otherwise (llama.cpp's default). Repeated token texts map to their last id, as
-// llama.cpp's token map is filled.
+// the file says otherwise (llama.cpp's default), and its BOS, EOS and UNK ids are 1, 2 and 0 when
+// the file has no tokenizer.ggml.bos_token_id, eos_token_id or unknown_token_id (llama.cpp's
+// defaults for its SPM type, each dropped where the vocabulary is too short for it). Repeated
+// token texts map to their last id, as llama.cpp's token map is filled.
 //
 // # WordPiece (WordPiece, NewWordPieceFromJSON, NewWordPieceFromVocab)
 //

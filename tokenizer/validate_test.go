@@ -44,6 +44,12 @@ func toySPMGGUF(kvs ...ggufbuild.KV) []byte {
 	return ggufbuild.Build(ggufbuild.Override(base, kvs...), nil)
 }
 
+// oneTokenSPM overrides toySPMGGUF's vocabulary with one token, "<unk>": too short for the
+// default BOS (1) and EOS (2) of a "llama" vocabulary.
+var oneTokenSPM = []ggufbuild.KV{{Key: "tokenizer.ggml.tokens", Value: []string{"<unk>"}},
+	{Key: "tokenizer.ggml.token_type", Value: []int32{2}}, {Key: "tokenizer.ggml.scores", Value: []float32{0}},
+	{Key: "tokenizer.ggml.bos_token_id"}}
+
 // TestSentencePieceFromGGUFMetadata: a "llama" vocabulary reads its scores and
 // add_space_prefix (default true, as llama.cpp), adds BOS by default, and its scores must be one
 // per token.
@@ -83,6 +89,42 @@ func TestSentencePieceFromGGUFMetadata(t *testing.T) {
 				t.Errorf("error %v; want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestSentencePieceDefaultSpecialIDs: a "llama" vocabulary without bos_token_id, eos_token_id or
+// unknown_token_id takes llama.cpp's defaults for its SPM type (BOS 1, EOS 2, UNK 0), each only
+// where the vocabulary has that id (llama.cpp disables a default beyond it); the default BOS
+// added by default, when the vocabulary is too short for it, is an error naming the keys.
+func TestSentencePieceDefaultSpecialIDs(t *testing.T) {
+	noIDs := []ggufbuild.KV{{Key: "tokenizer.ggml.bos_token_id"}, {Key: "tokenizer.ggml.unknown_token_id"},
+		{Key: "tokenizer.ggml.add_space_prefix", Value: false}}
+	tok, err := bpeFromGGUF(t, toySPMGGUF(noIDs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.BOS() != 1 || tok.EOS() != 2 {
+		t.Errorf("BOS %d, EOS %d; want llama.cpp's defaults 1, 2", tok.BOS(), tok.EOS())
+	}
+	// "x" is neither a token nor a byte token: the unknown token, 0 by default.
+	if got := tok.Encode("abx", tokenizer.EncodeOptions{AddSpecial: true}); !reflect.DeepEqual(got, []int{1, 8, 0}) {
+		t.Errorf("Encode(\"abx\", AddSpecial) = %v, want [1 8 0] (BOS 1, ab, UNK 0)", got)
+	}
+	// Two tokens: no id 2, so no EOS.
+	short := append(noIDs, ggufbuild.KV{Key: "tokenizer.ggml.tokens", Value: []string{"<unk>", "<s>"}},
+		ggufbuild.KV{Key: "tokenizer.ggml.token_type", Value: []int32{2, 3}},
+		ggufbuild.KV{Key: "tokenizer.ggml.scores", Value: []float32{0, 0}})
+	if tok, err = bpeFromGGUF(t, toySPMGGUF(short...)); err != nil {
+		t.Fatal(err)
+	} else if tok.BOS() != 1 || tok.EOS() != -1 {
+		t.Errorf("two tokens: BOS %d, EOS %d; want 1, -1 (none)", tok.BOS(), tok.EOS())
+	}
+	// One token: no id 1 for the BOS that a "llama" vocabulary adds by default.
+	_, err = bpeFromGGUF(t, toySPMGGUF(append(noIDs, oneTokenSPM...)...))
+	for _, w := range []string{"tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id", "1 token"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("one token: error %v; want one naming %s", err, w)
+		}
 	}
 }
 
