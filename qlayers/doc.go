@@ -81,7 +81,9 @@
 // arrays, layouts other than InOut and OutIn, files or adapters that do not fit the layers; the
 // message names the variable or scope. An adapter file is checked before its tensors are read: r
 // from 1 to 2^31 − 1 and a finite positive lora_alpha in adapter_config.json, each lora_A with its
-// lora_B, float matrices of rank r (F16, BF16 and F64 are converted), and a recorded format's
+// lora_B and no other tensor (PEFT's modules_to_save copies, embedding adapters, DoRA magnitudes
+// and LoRA biases are refused, not skipped), float matrices of rank r (F16, BF16 and F64 are
+// converted), and a recorded format's
 // block size is checked before anything is sized by it.
 // Dense and LoRADense, graph-building functions, panic with a message naming the scope and shapes
 // for an invalid Config, LoRA or input (Dense: a binary or ternary Config on an input dimension

@@ -151,7 +151,10 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 // is not from 1 to 2^31 − 1 or whose lora_alpha is not a finite positive number, a config that sets
 // use_dora, alpha_pattern or rank_pattern (which this plain LoRA does not compute) or a bias other
 // than "none" (trained biases, which are not loaded), a module no layer of ctx is named, a module
-// AdapterOptions.ModuleName gives two layers, a lora_A without its lora_B, adapters whose dtypes or shapes do not fit r (checked
+// AdapterOptions.ModuleName gives two layers, a lora_A without its lora_B, a tensor other than a
+// lora_A.weight and its lora_B.weight (PEFT's modules_to_save copies, embedding adapters
+// lora_embedding_A/B, DoRA's lora_magnitude_vector, lora_bias's lora_B.bias: loading the rest
+// would give a model without them), adapters whose dtypes or shapes do not fit r (checked
 // before they are read), the layer's float kernel, its quantized components (as Base checks them)
 // or its existing adapters, a layer whose adapters are merged (MergeLoRA's dense merge: UnmergeLoRA
 // first), or a file without the config.
@@ -219,6 +222,21 @@ func loadAdapters(ctx *context.Context, configText []byte, f *safetensors.File, 
 				layers[module] = layer
 			}
 		}
+	}
+	// Every tensor is a lora_A or the lora_B of one: PEFT's other tensors change the model too, and
+	// a model without them is not the adapted one.
+	for _, name := range f.Names() {
+		if strings.HasSuffix(name, ".lora_A.weight") {
+			continue
+		}
+		if module, ok := strings.CutSuffix(name, ".lora_B.weight"); ok {
+			if _, ok := f.Info(module + ".lora_A.weight"); ok {
+				continue
+			}
+		}
+		return errors.Errorf("tensor %q is not a lora_A.weight or the lora_B.weight of one; accepted: LoRA adapters of "+
+			"linear layers only (not modules_to_save copies, embedding adapters lora_embedding_A/B, DoRA's "+
+			"lora_magnitude_vector, lora_bias's lora_B.bias or other PEFT tensors)", name)
 	}
 	type pending struct {
 		dense *context.Context

@@ -201,6 +201,13 @@ func TestLoadAdaptersChecks(t *testing.T) {
 		out[1].Shape, out[1].Data = shape, data
 		return out
 	}
+	with := func(name string, shape ...int) []safetensors.Tensor {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		return append(append([]safetensors.Tensor(nil), list...), safetensors.Tensor{Name: name, DType: safetensors.F32, Shape: shape, Data: make([]byte, 4*n)})
+	}
 	for _, tc := range []struct {
 		name   string
 		config []byte
@@ -216,6 +223,13 @@ func TestLoadAdaptersChecks(t *testing.T) {
 		{"rank per module", setConfig(`"r": 4`, `"rank_pattern": {"layer": 2}, "r": 4`), list, "adapter_config.json sets rank_pattern"},
 		{"lora_B of another rank", config, withB([]int{outDim, 2}, make([]byte, 4*outDim*2)), "lora_B base_model.model.layer.lora_B.weight F32[128 2]"},
 		{"empty lora_B with a huge dimension", config, withB([]int{1 << 40, 0}, []byte{}), "F32[1099511627776 0]"},
+		// Tensors PEFT saves beside lora_A/lora_B: each would change the model, so none is skipped.
+		{"modules_to_save", config, with("base_model.model.head.weight", 2, 3), `tensor "base_model.model.head.weight"`},
+		{"embedding adapter", config, with("base_model.model.embed.lora_embedding_A", 4, 10), `tensor "base_model.model.embed.lora_embedding_A"`},
+		{"DoRA magnitude", config, with("base_model.model.layer.lora_magnitude_vector.weight", outDim), `tensor "base_model.model.layer.lora_magnitude_vector.weight"`},
+		{"DoRA magnitude (PEFT < 0.12)", config, with("base_model.model.layer.lora_magnitude_vector", outDim), `tensor "base_model.model.layer.lora_magnitude_vector"`},
+		{"lora_B bias", config, with("base_model.model.layer.lora_B.bias", outDim), `tensor "base_model.model.layer.lora_B.bias"`},
+		{"lora_B without lora_A", config, with("base_model.model.other.lora_B.weight", outDim, 4), `tensor "base_model.model.other.lora_B.weight"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fresh := floatContext()
