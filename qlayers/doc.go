@@ -80,7 +80,8 @@
 // a kernel its format cannot hold (e.g. binary with inputDim not a multiple of 4), the others for
 // arrays, layouts other than InOut and OutIn, files or adapters that do not fit the layers; the
 // message names the variable or scope. An adapter file is checked before its tensors are read: r
-// from 1 to 2^31 − 1 and a finite positive lora_alpha in adapter_config.json, each lora_A with its
+// from 1 to 2^31 − 1, a finite positive lora_alpha and a lora_dropout from 0 to 1 (checked, not
+// applied: LoRADense has no dropout) in adapter_config.json, each lora_A with its
 // lora_B and no other tensor (PEFT's modules_to_save copies, embedding adapters, DoRA magnitudes
 // and LoRA biases are refused, not skipped), float matrices of rank r (F16, BF16 and F64 are
 // converted), and a recorded format's

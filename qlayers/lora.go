@@ -32,7 +32,7 @@ const (
 )
 
 // LoRA configures the low-rank adapters of LoRADense (Hu et al., 2021; QLoRA when the base is
-// NF4).
+// NF4). It has no dropout (PEFT's lora_dropout): LoRADense trains the adapters without one.
 type LoRA struct {
 	// Rank is r, the inner dimension of the adapters, from 1 to 2^31 − 1 (LoadAdapters' bound on
 	// a file's r).

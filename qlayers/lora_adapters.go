@@ -145,10 +145,12 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 // LoadAdapters reads the adapters SaveAdapters (or PEFT) wrote in dir into ctx: for each module
 // of the file, the LoRA layer whose scope opts names so gets A and B (trainable; created if
 // missing) and the scale lora_alpha/r (lora_alpha/√r with use_rslora, PEFT's rank-stabilized
-// LoRA: LoRADense then takes a LoRA with RSLoRA set). A layer is a scope holding a base kernel ("weights" or quantized components) in its
-// "dense" sub-scope. Adapters saved as F16, BF16 or F64 are
+// LoRA: LoRADense then takes a LoRA with RSLoRA set); lora_dropout, a training setting, is checked
+// but not applied: LoRADense, training the loaded adapters further too, has no dropout. A layer is
+// a scope holding a base kernel ("weights" or quantized components) in its "dense" sub-scope. Adapters saved as F16, BF16 or F64 are
 // converted to float32, or to the dtype of the adapters the layer holds. It returns an error, loading nothing, for a nil context, a config whose r
-// is not from 1 to 2^31 − 1 or whose lora_alpha is not a finite positive number, a config that sets
+// is not from 1 to 2^31 − 1, whose lora_alpha is not a finite positive number or whose lora_dropout
+// is not from 0 to 1, a config that sets
 // use_dora, alpha_pattern or rank_pattern (which this plain LoRA does not compute) or a bias other
 // than "none" (trained biases, which are not loaded), a module no layer of ctx is named, a module
 // AdapterOptions.ModuleName gives two layers, a lora_A without its lora_B, a tensor other than a
@@ -189,6 +191,12 @@ func loadAdapters(ctx *context.Context, configText []byte, f *safetensors.File, 
 	}
 	if err := fileio.CheckFloatAbove("lora_alpha", config.LoRAAlpha, 0); err != nil {
 		return errors.WithMessage(err, AdapterConfigFile)
+	}
+	// lora_dropout is a training setting (PEFT drops the adapters' input while training): not
+	// applied here, LoRADense having no dropout, but a value torch's Dropout refuses is a broken
+	// config.
+	if d := config.LoRADropout; !(d >= 0 && d <= 1) {
+		return errors.Errorf("%s: lora_dropout = %g; accepted: 0 to 1 (a dropout probability)", AdapterConfigFile, d)
 	}
 	for _, k := range []struct {
 		key string

@@ -220,6 +220,10 @@ func TestLoadAdaptersChecks(t *testing.T) {
 		{"DoRA", setConfig(`"r": 4`, `"use_dora": true, "r": 4`), list, "adapter_config.json sets use_dora"},
 		{"alpha per module", setConfig(`"r": 4`, `"alpha_pattern": {"layer": 16}, "r": 4`), list, "adapter_config.json sets alpha_pattern"},
 		{"trained biases", setConfig(`"bias": "none"`, `"bias": "lora_only"`), list, `adapter_config.json has bias "lora_only"`},
+		// lora_dropout is a training setting, not applied here, but a value torch's Dropout refuses
+		// is a broken config.
+		{"negative dropout", setConfig(`"lora_dropout": 0`, `"lora_dropout": -0.1`), list, "adapter_config.json: lora_dropout = -0.1; accepted: 0 to 1"},
+		{"dropout above 1", setConfig(`"lora_dropout": 0`, `"lora_dropout": 1.5`), list, "adapter_config.json: lora_dropout = 1.5; accepted: 0 to 1"},
 		{"rank per module", setConfig(`"r": 4`, `"rank_pattern": {"layer": 2}, "r": 4`), list, "adapter_config.json sets rank_pattern"},
 		{"lora_B of another rank", config, withB([]int{outDim, 2}, make([]byte, 4*outDim*2)), "lora_B base_model.model.layer.lora_B.weight F32[128 2]"},
 		{"empty lora_B with a huge dimension", config, withB([]int{1 << 40, 0}, []byte{}), "F32[1099511627776 0]"},
@@ -254,6 +258,8 @@ func TestLoadAdaptersChecks(t *testing.T) {
 	}{
 		{"plain", `"r": 4`, `"use_rslora": false, "use_dora": false, "alpha_pattern": {}, "rank_pattern": {}, "r": 4`, 8.0 / 4},
 		{"rslora", `"r": 4`, `"use_rslora": true, "r": 4`, 8.0 / 2},
+		{"dropout", `"lora_dropout": 0`, `"lora_dropout": 0.05`, 8.0 / 4}, // PEFT's usual: training only
+		{"dropout 1", `"lora_dropout": 0`, `"lora_dropout": 1`, 8.0 / 4},  // torch's Dropout takes 1
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fresh := floatContext()
