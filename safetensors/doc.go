@@ -26,10 +26,12 @@
 // # Errors
 //
 // Open and Read validate the whole header up front, as the reference implementation does: the
-// header length within the file (and under MaxHeaderBytes), valid UTF-8 JSON and dtypes, each entry
-// with "dtype", "shape" and "data_offsets" once and not null (other keys ignored), each tensor's
-// byte count equal to its shape times its element size, tensors back to back from the start of the
-// data section to the end of the file with no gap or overlap. A tensor with a zero dimension has no
+// header length within the file (and under MaxHeaderBytes), valid UTF-8 JSON without a lone
+// UTF-16 surrogate escape (\ud800 alone; encoding/json would read it as U+FFFD) and with
+// "__metadata__" once (a tensor name given twice keeps its last entry, as in the reference), valid
+// dtypes, each entry with "dtype", "shape" and "data_offsets" once and not null (other keys
+// ignored), each tensor's byte count equal to its shape times its element size, tensors back to
+// back from the start of the data section to the end of the file with no gap or overlap. A tensor with a zero dimension has no
 // elements whatever its other dimensions (their product need only fit an int64) and may sit at the
 // offset where the next tensor starts, as PyTorch writes such tensors and the reference
 // implementation reads them. A violation is an error wrapping ErrCorrupt that names the tensor; a

@@ -212,6 +212,14 @@ func TestCorrupt(t *testing.T) {
 		{"bad json", file(`{"a":{`, nil), "header JSON"},
 		{"invalid UTF-8", file("{\"a\xff\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", []byte{0}), "not valid UTF-8"},
 		{"bad metadata", file(`{"__metadata__":{"k":1}}`, nil), "__metadata__"},
+		// The reference (serde_json) refuses these; encoding/json would keep the last map, or
+		// read the escape as U+FFFD, renaming the tensor or altering the metadata.
+		{"duplicate metadata", file(`{"__metadata__":{"k":"1"},"__metadata__":{"k":"2"}}`, nil), `"__metadata__" appears twice`},
+		{"duplicate escaped metadata", file(`{"__metadata__":{},"\u005f_metadata__":{}}`, nil), `"__metadata__" appears twice`},
+		{"lone high surrogate in a name", file(`{"a\ud800":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, data), `lone UTF-16 surrogate escape \ud800 in "a\ud800"`},
+		{"lone low surrogate in metadata", file(`{"__metadata__":{"k":"x\uDC00y"}}`, nil), `lone UTF-16 surrogate escape \uDC00 in "x\uDC00y"`},
+		{"high surrogate then not a low one", file(`{"__metadata__":{"k":"\ud800\u0041"}}`, nil), `\ud800`},
+		{"two high surrogates", file(`{"__metadata__":{"\ud800\ud800":""}}`, nil), `\ud800`},
 		{"missing shape", file(`{"a":{"dtype":"F32","data_offsets":[0,4]}}`, data[:4]), `tensor "a": missing field "shape"`},
 		{"null shape", file(`{"a":{"dtype":"F32","shape":null,"data_offsets":[0,4]}}`, data[:4]), `tensor "a": field "shape" is null`},
 		{"missing dtype", file(`{"a":{"shape":[2],"data_offsets":[0,8]}}`, data), `tensor "a": missing field "dtype"`},
@@ -239,6 +247,29 @@ func TestCorrupt(t *testing.T) {
 				t.Errorf("error %v; want ErrCorrupt containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestHeaderStrings: what the reference reads as it does: a surrogate pair escape is its
+// character, an escaped backslash before "u" is no escape, a metadata key given twice keeps its
+// last value, and a tensor name given twice its last entry (the other's data must then belong to
+// another tensor: the data section is checked after).
+func TestHeaderStrings(t *testing.T) {
+	data := file(`{"__metadata__":{"k":"1","k":"2","\\ud800":"\ud83d\ude00"},`+
+		`"a":{"dtype":"I32","shape":[1],"data_offsets":[4,8]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},`+
+		`"b\uD83D\uDE00":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}}`, f32LE(1, 2))
+	f, err := safetensors.Read(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"k": "2", `\ud800`: "😀"}; !reflect.DeepEqual(f.Metadata, want) {
+		t.Errorf("metadata %q; want %q", f.Metadata, want)
+	}
+	if got := f.Names(); !reflect.DeepEqual(got, []string{"a", "b😀"}) {
+		t.Errorf("names %q; want [a b😀]", got)
+	}
+	if info, _ := f.Info("a"); info == nil || info.DType != safetensors.F32 {
+		t.Errorf("Info(a) = %v; want the last entry, F32", info)
 	}
 }
 
