@@ -57,14 +57,16 @@ func moduleNameError(a, b, module string) error {
 // adapterConfig is the part of PEFT's adapter_config.json that SaveAdapters writes and
 // LoadAdapters reads.
 type adapterConfig struct {
-	PEFTType      string   `json:"peft_type"`
-	R             int      `json:"r"`
-	LoRAAlpha     float64  `json:"lora_alpha"`
-	LoRADropout   float64  `json:"lora_dropout"`
-	Bias          string   `json:"bias"`
-	FanInFanOut   bool     `json:"fan_in_fan_out"`
-	TargetModules []string `json:"target_modules"`
-	InitWeights   bool     `json:"init_lora_weights"`
+	PEFTType    string  `json:"peft_type"`
+	R           int     `json:"r"`
+	LoRAAlpha   float64 `json:"lora_alpha"`
+	LoRADropout float64 `json:"lora_dropout"`
+	Bias        string  `json:"bias"`
+	FanInFanOut bool    `json:"fan_in_fan_out"`
+	// Not read: PEFT writes a list of module names or a regular expression (target_modules), true,
+	// false or an initialization method's name (init_lora_weights).
+	TargetModules any `json:"target_modules"`
+	InitWeights   any `json:"init_lora_weights"`
 	// Read only (SaveAdapters writes none of them): the keys that change the adapters' product.
 	UseRSLoRA    bool           `json:"use_rslora,omitempty"`
 	UseDoRA      bool           `json:"use_dora,omitempty"`
@@ -146,7 +148,9 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 // of the file, the LoRA layer whose scope opts names so gets A and B (trainable; created if
 // missing) and the scale lora_alpha/r (lora_alpha/√r with use_rslora, PEFT's rank-stabilized
 // LoRA: LoRADense then takes a LoRA with RSLoRA set); lora_dropout, a training setting, is checked
-// but not applied: LoRADense, training the loaded adapters further too, has no dropout. A layer is
+// but not applied: LoRADense, training the loaded adapters further too, has no dropout;
+// target_modules and init_lora_weights are not read (the adapters of a method that rewrites the
+// base, PEFT's "pissa", "olora", "corda" or "loftq", need that base in ctx). A layer is
 // a scope holding a base kernel ("weights" or quantized components) in its "dense" sub-scope. Adapters saved as F16, BF16 or F64 are
 // converted to float32, or to the dtype of the adapters the layer holds. It returns an error, loading nothing, for a nil context, a config whose r
 // is not from 1 to 2^31 − 1, whose lora_alpha is not a finite positive number or whose lora_dropout

@@ -260,6 +260,10 @@ func TestLoadAdaptersChecks(t *testing.T) {
 		{"rslora", `"r": 4`, `"use_rslora": true, "r": 4`, 8.0 / 2},
 		{"dropout", `"lora_dropout": 0`, `"lora_dropout": 0.05`, 8.0 / 4}, // PEFT's usual: training only
 		{"dropout 1", `"lora_dropout": 0`, `"lora_dropout": 1`, 8.0 / 4},  // torch's Dropout takes 1
+		// PEFT's target_modules may be a regular expression, and init_lora_weights a method's name:
+		// neither changes the adapters' product.
+		{"target_modules regexp", `"target_modules": [`, `"target_modules": ".*layer", "x": [`, 8.0 / 4},
+		{"gaussian init", `"init_lora_weights": true`, `"init_lora_weights": "gaussian"`, 8.0 / 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fresh := floatContext()
