@@ -126,11 +126,15 @@ func parseHeader(header []byte, dataStart, size int64) (*File, error) {
 	}
 	f := &File{Metadata: map[string]string{}, Size: size, byName: map[string]*Info{}}
 	if raw, ok := entries[metadataKey]; ok {
-		if err := json.Unmarshal(raw, &f.Metadata); err != nil {
+		var metadata map[string]*string // a null value is an error, as in the reference, not ""
+		if err := json.Unmarshal(raw, &metadata); err != nil {
 			return nil, errors.Wrapf(ErrCorrupt, "safetensors: %s: %v; accepted: an object of strings", metadataKey, err)
 		}
-		if f.Metadata == nil {
-			f.Metadata = map[string]string{}
+		for _, k := range slices.Sorted(maps.Keys(metadata)) {
+			if metadata[k] == nil {
+				return nil, errors.Wrapf(ErrCorrupt, "safetensors: %s: %q is null; accepted: an object of strings", metadataKey, k)
+			}
+			f.Metadata[k] = *metadata[k]
 		}
 		delete(entries, metadataKey)
 	}

@@ -212,6 +212,7 @@ func TestCorrupt(t *testing.T) {
 		{"bad json", file(`{"a":{`, nil), "header JSON"},
 		{"invalid UTF-8", file("{\"a\xff\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", []byte{0}), "not valid UTF-8"},
 		{"bad metadata", file(`{"__metadata__":{"k":1}}`, nil), "__metadata__"},
+		{"null metadata value", file(`{"__metadata__":{"k":"v","n":null}}`, nil), `__metadata__: "n" is null; accepted: an object of strings`},
 		// The reference (serde_json) refuses these; encoding/json would keep the last map, or
 		// read the escape as U+FFFD, renaming the tensor or altering the metadata.
 		{"duplicate metadata", file(`{"__metadata__":{"k":"1"},"__metadata__":{"k":"2"}}`, nil), `"__metadata__" appears twice`},
