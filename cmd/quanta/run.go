@@ -125,6 +125,12 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 		seed = rand.Uint64() >> 1
 	}
 	o.sampling.Seed = seed
+	// models.Sampling reads TopP 0 as every token; llama.cpp and transformers keep the most likely
+	// token alone, so a user of theirs would get the opposite of what they asked: the command
+	// accepts above 0 up to 1 (0 only where greedy decoding draws nothing), and says so.
+	if tp := o.sampling.TopP; !(tp > 0 && tp <= 1) && !(tp == 0 && o.sampling.Greedy()) {
+		return fmt.Errorf("-top-p %g; accepted: above 0 up to 1 (1: every token); the most likely token alone is -temp 0", tp)
+	}
 	// Each setting alone, so that the error names its flag.
 	for _, f := range []struct {
 		name string
@@ -134,11 +140,6 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 		if err := f.s.Validate(); err != nil {
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
-	}
-	if o.sampling.TopP == 0 && !o.sampling.Greedy() {
-		// models.Sampling reads TopP 0 as every token; llama.cpp and transformers keep the most
-		// likely token alone, so a user of theirs would get the opposite of what they asked.
-		return errors.New("-top-p 0; accepted: above 0 up to 1 (1: every token); the most likely token alone is -temp 0")
 	}
 	if o.maxNew < 1 {
 		return fmt.Errorf("-max %d; accepted: >= 1", o.maxNew)

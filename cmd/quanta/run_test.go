@@ -136,7 +136,10 @@ func TestRun(t *testing.T) {
 		{"head upper case", []string{"-max", "2", "-head", "INT8", model, "hi"}, exitOK, []string{"head int8"}},
 		{"format", []string{"-format", "q3", model, "hi"}, exitFailure, []string{`-format: `, `unknown name "q3"; accepted: file, f32, nf4`}},
 		{"head", []string{"-head", "ternary", model, "hi"}, exitFailure, []string{"-head (auto, or", "accepted: file, f32, int8, nf4"}},
-		{"top-p", []string{"-top-p", "2", model, "hi"}, exitFailure, []string{"quanta run: -top-p: ", "TopP 2"}},
+		// Out of range, -top-p names what the command accepts (0 is not, below), not models.Sampling's 0..1.
+		{"top-p", []string{"-top-p", "2", model, "hi"}, exitFailure, []string{"quanta run: -top-p 2; accepted: above 0 up to 1"}},
+		{"top-p negative", []string{"-top-p", "-0.5", model, "hi"}, exitFailure, []string{"quanta run: -top-p -0.5; accepted: above 0 up to 1"}},
+		{"top-p NaN greedy", []string{"-temp", "0", "-top-p", "NaN", model, "hi"}, exitFailure, []string{"quanta run: -top-p NaN; accepted: above 0 up to 1"}},
 		{"top-k", []string{"-top-k", "-1", model, "hi"}, exitFailure, []string{"quanta run: -top-k: ", "TopK -1"}},
 		{"temp", []string{"-temp", "NaN", model, "hi"}, exitFailure, []string{"quanta run: -temp: ", "Temperature NaN"}},
 		{"repeat-penalty", []string{"-repeat-penalty", "-1", model, "hi"}, exitFailure, []string{"quanta run: -repeat-penalty: ", "RepetitionPenalty -1"}},
