@@ -86,7 +86,7 @@ func (info *Info) String() string {
 		field("plugin", "none")
 	}
 	devices := fmt.Sprintf("%d", len(info.Devices))
-	if info.CPUDevices > 0 {
+	if info.CPUDevices > 0 && isCPUPlugin(info.PluginName) { // elsewhere ignored, with a note
 		devices += fmt.Sprintf(" (%s=%d)", CPUDevicesEnv, info.CPUDevices)
 	}
 	field("devices", "%s", devices)

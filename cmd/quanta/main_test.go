@@ -152,6 +152,13 @@ func TestDoctor(t *testing.T) {
 			wantStdout: []string{`QUANTA_CPU_DEVICES="abc" ignored: it applies to the XLA CPU plugin only`, "check:        ok"},
 		},
 		{
+			// Ignored, a valid value does not explain the device count either.
+			name:       "QUANTA_CPU_DEVICES off XLA CPU",
+			set:        []string{runtime.CPUDevicesEnv + "=3", backends.ConfigEnvVar + "=go"},
+			wantCode:   exitOK,
+			wantStdout: []string{"devices:      1\n", "QUANTA_CPU_DEVICES=3 ignored: it applies to the XLA CPU plugin only"},
+		},
+		{
 			name:        "unknown GOMLX_BACKEND",
 			set:         []string{backends.ConfigEnvVar + "=nosuchbackend"},
 			wantCode:    exitFailure,
