@@ -23,10 +23,10 @@
 //	                same answer); -max bounds the answer, -maxlen the sequence (default: the
 //	                model's context length; attention follows the filled positions, not -maxlen).
 //
-// Exit codes of doctor: 0 when XLA is in use (or the backend that GOMLX_BACKEND asked for);
-// 3 when the pure-Go fallback is in use because no XLA plugin could start; 1 when the backend
-// fails to start or to run the check graph. run exits 1 on an error — an architecture other than
-// "llama", "gemma3" and "qwen2", a tensor type it cannot decode, an unknown format, a sampling flag out of range, each
-// named with what is accepted — and 2 on a bad command line. An unknown subcommand prints the
-// usage and exits 2.
+// Exit codes of doctor: 0 when XLA is in use (or the backend that GOMLX_BACKEND asked for); 3 when
+// the pure-Go fallback is in use because no XLA plugin could start; 1 when the backend fails to
+// start or to run the check graph, or the report cannot be written. run exits 1 on an error — an
+// architecture other than "llama", "gemma3" and "qwen2", a tensor type it cannot decode, an unknown
+// format, a sampling flag out of range, each named with what is accepted — and 2 on a bad command
+// line. An unknown subcommand prints the usage and exits 2.
 package main

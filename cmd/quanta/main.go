@@ -64,8 +64,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 // isHelp reports whether arg asks for help, as the flag package reads -h.
 func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
 
-// doctor prints the runtime report and checks that the backend runs a graph.
-func doctor(stdout, stderr io.Writer) int {
+// doctor prints the runtime report and checks that the backend runs a graph. A report that
+// cannot be written is a failure: a script reading it would miss what it says.
+func doctor(stdout, stderr io.Writer) (code int) {
+	out := &errWriter{w: stdout}
+	stdout = out
+	defer func() {
+		if out.err != nil {
+			fmt.Fprintf(stderr, "quanta doctor: writing the report: %v\n", out.err)
+			code = exitFailure
+		}
+	}()
 	info, err := runtime.Report()
 	if err != nil {
 		fmt.Fprintf(stderr, "quanta doctor: %v\n", err)
@@ -91,4 +100,19 @@ func doctor(stdout, stderr io.Writer) int {
 		return exitFallback
 	}
 	return exitOK
+}
+
+// errWriter writes to w until a write fails, then keeps the error and writes nothing more.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
 }

@@ -191,3 +191,14 @@ func TestDoctor(t *testing.T) {
 		})
 	}
 }
+
+// TestDoctorWriteError: a report that cannot be written (a full disk, a closed file) is an error
+// (exit 1, named on stderr), not a success that a script reading the report would trust.
+func TestDoctorWriteError(t *testing.T) {
+	testutil.Backend(t)
+	var stderr bytes.Buffer
+	code := run([]string{"doctor"}, failingWriter{}, &stderr)
+	if code != exitFailure || !strings.Contains(stderr.String(), "quanta doctor: writing the report: no space left on device") {
+		t.Errorf("exit code %d, want %d and the write error; stderr:\n%s", code, exitFailure, stderr.String())
+	}
+}
