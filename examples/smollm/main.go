@@ -28,6 +28,10 @@
 //
 // -anatomy times the parts of one decoding step instead (see anatomy.go) and prints a markdown
 // table: run it on a quiet machine.
+//
+// Each mode reads its own flags: one the chosen mode does not read is refused before the model
+// loads (-bench with -prompt or -max, -reps without -bench, -anatomy with -cache, which it runs
+// both of, -speed-table with any model flag).
 package main
 
 import (
@@ -104,8 +108,8 @@ func main() {
 
 // checkFlags reports -max, -maxlen, -minwindow, a -bench or an -anatomy count out of range,
 // naming the flag and its value, more than one of -bench, -anatomy and -speed-table, an argument
-// without -speed-table (a prompt given as one would answer -prompt's), or an unknown -cache or
-// -cache-dtype, before the model loads (models.GenerateOptions reads a MaxNewTokens of 0 as no
+// without -speed-table (a prompt given as one would answer -prompt's), a flag the mode does not
+// read (checkModeFlags), or an unknown -cache or -cache-dtype, before the model loads (models.GenerateOptions reads a MaxNewTokens of 0 as no
 // bound, and the generator's own errors name its fields, not the flags).
 func checkFlags() error {
 	switch {
@@ -135,8 +139,60 @@ func checkFlags() error {
 	case flag.NArg() > 0 && !*flagSpeedTable:
 		return fmt.Errorf("argument %q; accepted: none (the prompt is -prompt; arguments are -speed-table's files)", flag.Arg(0))
 	}
+	if err := checkModeFlags(); err != nil {
+		return err
+	}
 	_, err := generatorOptions(*flagMaxLen) // -cache and -cache-dtype, before the model loads
 	return err
+}
+
+// modeFlags lists the flags each mode reads: the generation (""), -bench, -anatomy (which runs
+// both cache modes, so not -cache) and -speed-table (none: its arguments are the files).
+var modeFlags = map[string][]string{
+	"":            {"gguf", "format", "head", "fuse", "cache", "cache-dtype", "minwindow", "maxlen", "prompt", "chat", "system", "max"},
+	"bench":       {"gguf", "format", "head", "fuse", "cache", "cache-dtype", "minwindow", "maxlen", "bench-text", "bench-prompt", "bench-decode", "reps"},
+	"anatomy":     {"gguf", "format", "head", "fuse", "cache-dtype", "minwindow", "maxlen", "anatomy-window", "anatomy-reps", "anatomy-tokens", "anatomy-positions"},
+	"speed-table": {},
+}
+
+// checkModeFlags reports the flags given that the chosen mode does not read, naming them (-bench
+// with -max, -prompt; -reps without -bench): they would be silently ignored.
+func checkModeFlags() error {
+	mode := ""
+	switch {
+	case *flagBench:
+		mode = "bench"
+	case *flagAnatomy:
+		mode = "anatomy"
+	case *flagSpeedTable:
+		mode = "speed-table"
+	}
+	var ignored []string
+	flag.Visit(func(f *flag.Flag) {
+		if slices.Contains(modeFlags[mode], f.Name) {
+			return
+		}
+		for _, other := range []string{"", "bench", "anatomy"} { // the mode flags and others are in no list
+			if slices.Contains(modeFlags[other], f.Name) {
+				if mode == "" {
+					ignored = append(ignored, "-"+f.Name+" without -"+other)
+				} else {
+					ignored = append(ignored, "-"+f.Name)
+				}
+				return
+			}
+		}
+	})
+	switch {
+	case len(ignored) == 0:
+		return nil
+	case mode == "":
+		return fmt.Errorf("%s; accepted: each with its mode (the generation reads none of them)", strings.Join(ignored, ", "))
+	case mode == "speed-table":
+		return fmt.Errorf("-speed-table with %s; accepted: none (-speed-table reads only the files given as arguments)", strings.Join(ignored, ", "))
+	}
+	return fmt.Errorf("-%s with %s; accepted: -%s (-%s reads no other flag)", mode, strings.Join(ignored, ", "),
+		strings.Join(modeFlags[mode], ", -"), mode)
 }
 
 // btoi is 1 for true, 0 for false.

@@ -28,11 +28,7 @@ func TestCheckFlags(t *testing.T) {
 		{"minwindow", "0", ""},
 	} {
 		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {
-			old := flag.Lookup(tc.flag).Value.String()
-			defer func() { _ = flag.Set(tc.flag, old) }()
-			if err := flag.Set(tc.flag, tc.value); err != nil {
-				t.Fatal(err)
-			}
+			setFlags(t, "-"+tc.flag, tc.value)
 			err := checkFlags()
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("checkFlags() = %v; want %q", err, tc.want)
@@ -45,15 +41,12 @@ func TestCheckFlags(t *testing.T) {
 // loads.
 func TestLoadFlagNames(t *testing.T) {
 	for _, tc := range []struct{ flag, want string }{{"format", "-format: models.Preset"}, {"head", "-head: models.TableRule"}} {
-		old := flag.Lookup(tc.flag).Value.String()
-		if err := flag.Set(tc.flag, "bogus"); err != nil {
-			t.Fatal(err)
-		}
-		_, err := load()
-		_ = flag.Set(tc.flag, old)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("-%s bogus: load() = %v; want %q", tc.flag, err, tc.want)
-		}
+		t.Run(tc.flag, func(t *testing.T) {
+			setFlags(t, "-"+tc.flag, "bogus")
+			if _, err := load(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("-%s bogus: load() = %v; want %q", tc.flag, err, tc.want)
+			}
+		})
 	}
 }
 
@@ -61,38 +54,30 @@ func TestLoadFlagNames(t *testing.T) {
 // are an error naming them, not the first one run and the other ignored.
 func TestCheckFlagsModes(t *testing.T) {
 	for _, pair := range [][2]string{{"bench", "anatomy"}, {"anatomy", "speed-table"}, {"bench", "speed-table"}} {
-		for _, name := range pair {
-			if err := flag.Set(name, "true"); err != nil {
-				t.Fatal(err)
+		t.Run(pair[0]+","+pair[1], func(t *testing.T) {
+			setFlags(t, "-"+pair[0], "-"+pair[1])
+			if err := checkFlags(); err == nil || !strings.Contains(err.Error(), "at most one") {
+				t.Errorf("-%s -%s: checkFlags() = %v; want an error naming both", pair[0], pair[1], err)
 			}
-		}
-		err := checkFlags()
-		for _, name := range pair {
-			_ = flag.Set(name, "false")
-		}
-		if err == nil || !strings.Contains(err.Error(), "at most one") {
-			t.Errorf("-%s -%s: checkFlags() = %v; want an error naming both", pair[0], pair[1], err)
-		}
+		})
 	}
 }
 
 // TestCheckFlagsArguments: an argument is -speed-table's file; without -speed-table it is an error
 // naming it, not ignored (smollm "Tell me a joke" answered the default -prompt).
 func TestCheckFlagsArguments(t *testing.T) {
-	defer func() { _ = flag.CommandLine.Parse(nil) }()
-	if err := flag.CommandLine.Parse([]string{"Tell me a joke"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := checkFlags(); err == nil || !strings.Contains(err.Error(), `argument "Tell me a joke"`) || !strings.Contains(err.Error(), "-prompt") {
-		t.Errorf("checkFlags() = %v; want an error naming the argument and -prompt", err)
-	}
-	if err := flag.CommandLine.Parse([]string{"-speed-table", "bench.jsonl"}); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = flag.Set("speed-table", "false") }()
-	if err := checkFlags(); err != nil {
-		t.Errorf("-speed-table bench.jsonl: checkFlags() = %v", err)
-	}
+	t.Run("prompt", func(t *testing.T) {
+		setFlags(t, "Tell me a joke")
+		if err := checkFlags(); err == nil || !strings.Contains(err.Error(), `argument "Tell me a joke"`) || !strings.Contains(err.Error(), "-prompt") {
+			t.Errorf("checkFlags() = %v; want an error naming the argument and -prompt", err)
+		}
+	})
+	t.Run("speed-table", func(t *testing.T) {
+		setFlags(t, "-speed-table", "bench.jsonl")
+		if err := checkFlags(); err != nil {
+			t.Errorf("-speed-table bench.jsonl: checkFlags() = %v", err)
+		}
+	})
 }
 
 // TestSpeedTableBandwidth: the read bandwidth the speed table sets the decoding rates against is
@@ -191,15 +176,72 @@ func TestCheckFlagsCounts(t *testing.T) {
 		{"anatomy-positions", "256", ""},
 	} {
 		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {
-			old := flag.Lookup(tc.flag).Value.String()
-			defer func() { _ = flag.Set(tc.flag, old) }()
-			if err := flag.Set(tc.flag, tc.value); err != nil {
-				t.Fatal(err)
+			mode := "-bench"
+			if strings.HasPrefix(tc.flag, "anatomy") {
+				mode = "-anatomy"
 			}
+			setFlags(t, mode, "-"+tc.flag, tc.value)
 			err := checkFlags()
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("checkFlags() = %v; want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestCheckFlagsOtherMode: a flag that only another mode reads is an error naming it and the
+// mode, before the model loads; it was silently ignored (-bench -max 5 ran the benchmark's
+// -bench-decode steps, -reps 5 without -bench generated as usual).
+func TestCheckFlagsOtherMode(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-reps", "5"}, "-reps without -bench"},
+		{[]string{"-bench-prompt", "64", "-bench-text", "x.txt"}, "-bench-prompt without -bench, -bench-text without -bench"},
+		{[]string{"-anatomy-window", "128"}, "-anatomy-window without -anatomy"},
+		{[]string{"-bench", "-prompt", "Hi"}, "-bench with -prompt;"},
+		{[]string{"-bench", "-max", "5", "-chat=false", "-system", "x"}, "-bench with -chat, -max, -system;"},
+		{[]string{"-bench", "-anatomy-reps", "5"}, "-bench with -anatomy-reps;"},
+		{[]string{"-anatomy", "-reps", "5", "-cache", "full"}, "-anatomy with -cache, -reps;"},
+		{[]string{"-anatomy", "-max", "5"}, "-anatomy with -max;"},
+		{[]string{"-speed-table", "-format", "nf4", "a.jsonl"}, "-speed-table with -format;"},
+		{[]string{"-bench", "-reps", "5", "-format", "nf4", "-maxlen", "600", "-cache", "full"}, ""},
+		{[]string{"-anatomy", "-anatomy-reps", "5", "-head", "f32", "-cache-dtype", "float16"}, ""},
+		{[]string{"-prompt", "Hi", "-max", "5", "-fuse=false", "-minwindow", "32"}, ""},
+		{[]string{"-speed-table", "a.jsonl", "b.jsonl"}, ""},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			setFlags(t, tc.args...)
+			err := checkFlags()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("checkFlags() = %v; want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// setFlags parses args as the command line, for the test's duration, into a fresh flag set over
+// the command's flag values (flag.Visit then sees only the flags args set): at cleanup the command
+// line and every flag's value are restored.
+func setFlags(t *testing.T, args ...string) {
+	t.Helper()
+	saved := flag.CommandLine
+	values := map[string]string{}
+	fs := flag.NewFlagSet(saved.Name(), flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	saved.VisitAll(func(f *flag.Flag) {
+		values[f.Name] = f.Value.String()
+		fs.Var(f.Value, f.Name, f.Usage)
+	})
+	flag.CommandLine = fs
+	t.Cleanup(func() {
+		flag.CommandLine = saved
+		for name, value := range values {
+			_ = saved.Lookup(name).Value.Set(value)
+		}
+	})
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
 	}
 }
