@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +31,7 @@ import (
 	"strings"
 
 	"github.com/quanta-ml/quanta/internal/benchflags"
+	"github.com/quanta-ml/quanta/internal/fileio"
 )
 
 var (
@@ -98,9 +100,18 @@ func main() {
 		fail(err)
 	}
 	fmt.Print(table)
-	if err := os.WriteFile(*flagMarkdown, []byte(table), 0o644); err != nil {
+	if err := writeMarkdown(*flagMarkdown, table); err != nil {
 		fail(err)
 	}
+}
+
+// writeMarkdown writes the table to path, replaced whole (fileio.WriteAtomic), so that an
+// interrupted run leaves no truncated file.
+func writeMarkdown(path, table string) error {
+	return fileio.WriteAtomic("-markdown "+path, path, func(w io.Writer) error {
+		_, err := io.WriteString(w, table)
+		return err
+	})
 }
 
 func fail(err error) {

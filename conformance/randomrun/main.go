@@ -12,9 +12,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/quanta-ml/quanta/conformance"
+	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/runtime"
 )
 
@@ -36,8 +38,7 @@ func main() {
 	if s != nil {
 		s.Report(os.Stdout)
 		if *jsonOut != "" {
-			data, _ := json.MarshalIndent(s, "", " ")
-			if werr := os.WriteFile(*jsonOut, data, 0o644); werr != nil {
+			if werr := writeSummary(*jsonOut, s); werr != nil {
 				fmt.Fprintf(os.Stderr, "randomrun: %v\n", werr)
 			}
 		}
@@ -50,4 +51,17 @@ func main() {
 		fmt.Fprintf(os.Stderr, "randomrun: %d of %d cases differ from eformer without a documented reason\n", s.NumBugs, s.Cases)
 		os.Exit(1)
 	}
+}
+
+// writeSummary writes the summary s as JSON to path, replaced whole (fileio.WriteAtomic), so that
+// an interrupted run leaves no truncated file.
+func writeSummary(path string, s any) error {
+	data, err := json.MarshalIndent(s, "", " ")
+	if err != nil {
+		return fmt.Errorf("-json %s: %w", path, err)
+	}
+	return fileio.WriteAtomic("-json "+path, path, func(w io.Writer) error {
+		_, err := w.Write(append(data, '\n'))
+		return err
+	})
 }
