@@ -4,6 +4,7 @@ import (
 	"flag"
 	"image/png"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,5 +176,15 @@ func TestFormatsListed(t *testing.T) {
 	*flagFormats = "int8, binary_scaled"
 	if got, err := parseFormats(*flagFormats); err != nil || len(got) != 2 || got[1].name != "binary_scaled" {
 		t.Errorf("parseFormats(%q) = %v, %v", *flagFormats, got, err)
+	}
+}
+
+// TestPlotErrorPrefix: an error drawing a curve names the curve without the command's prefix,
+// which main adds (it printed "fashion: fashion: plotting ...").
+func TestPlotErrorPrefix(t *testing.T) {
+	r := &results{FloatCurve: []point{{0.5, 0.7}, {1, math.NaN()}}}
+	_, err := r.plot()
+	if err == nil || !strings.Contains(err.Error(), "plotting float32") || strings.Contains(err.Error(), "fashion:") {
+		t.Errorf("plot() of a NaN accuracy = %v; want an error naming the curve, without the command's prefix", err)
 	}
 }

@@ -43,7 +43,7 @@ func (r *results) plot() (io.WriterTo, error) {
 			xys[j] = plotter.XY{X: pt.Epoch, Y: pt.Accuracy}
 		}
 		if _, err := plotstyle.AddLine(p, name, xys, palette[i%len(palette)]); err != nil {
-			return errors.Wrapf(err, "fashion: plotting %s", name)
+			return errors.Wrapf(err, "plotting %s", name)
 		}
 		return nil
 	}
