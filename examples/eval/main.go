@@ -13,7 +13,9 @@
 //
 // Each model is loaded once per format, one tensor at a time through the format's
 // models.Quantizer. The SmolLM2 token ids come from quanta's tokenizer (equal to llama.cpp's,
-// checked against the reference's ids when they are present).
+// checked against the reference's ids when they are present). The reference's figures are read from
+// reference/testdata, or from $QUANTA_REFERENCE outside the repository: without them the tables
+// lack their reference columns, and stderr says why, once.
 package main
 
 import (
@@ -259,6 +261,8 @@ func evalSmolLM2(backend backends.Backend, formats []string) ([]SmolLM2, error) 
 			same = ref[i] == ids[i]
 		}
 		fmt.Printf("smollm2: %d ids of %s, equal to the reference's: %v\n", len(ids), *flagText, same)
+	} else {
+		noteReference(err)
 	}
 	windows, err := models.StridedWindows(len(ids), *flagWindow, *flagStride)
 	if err != nil {
@@ -269,7 +273,7 @@ func evalSmolLM2(backend backends.Backend, formats []string) ([]SmolLM2, error) 
 			Perplexity float64 `json:"perplexity"`
 		} `json:"results"`
 	}
-	_ = refdata.JSON(&refIndex, "smollm2", "index.json") // optional: the table then lacks the reference column
+	noteReference(refdata.JSON(&refIndex, "smollm2", "index.json")) // optional: the table then lacks the reference column
 	var rows []SmolLM2
 	for _, head := range strings.Split(*flagHeads, ",") {
 		for _, format := range formats {
@@ -359,7 +363,7 @@ func evalMiniLM(backend backends.Backend, formats, texts []string) ([]MiniLMRow,
 			Mean float64 `json:"mean_cosine_to_f32"`
 		} `json:"results"`
 	}
-	_ = refdata.JSON(&refIndex, "minilm", "index.json")
+	noteReference(refdata.JSON(&refIndex, "minilm", "index.json")) // optional, as SmolLM2's
 	tok, err := tokenizer.NewWordPieceFromJSON(*flagMiniLM + "/tokenizer.json")
 	if err != nil {
 		return nil, errors.WithMessage(err, "run make assets to fetch the model")
@@ -410,6 +414,20 @@ func evalMiniLM(backend backends.Backend, formats, texts []string) ([]MiniLMRow,
 			refNote(row.Reference, fmt.Sprintf("%.6f", row.RefMeanCosine)))
 	}
 	return rows, nil
+}
+
+// referenceNoted records that noteReference said why the reference figures are left out.
+var referenceNoted bool
+
+// noteReference says on stderr, once a run, that the reference figures (the tables' optional
+// reference columns) are left out when err, reading one, is not nil: refdata's error names the
+// file or, outside the repository, QUANTA_REFERENCE, which locates them.
+func noteReference(err error) {
+	if err == nil || referenceNoted {
+		return
+	}
+	referenceNoted = true
+	fmt.Fprintf(os.Stderr, "eval: the reference figures are left out: %v\n", err)
 }
 
 // releaseContext frees the variables' device buffers now rather than at garbage collection.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -203,4 +204,57 @@ func TestListedTwice(t *testing.T) {
 	if err := checkFlags(); err != nil {
 		t.Errorf("defaults: %v", err)
 	}
+}
+
+// TestReferenceColumnsOutside: run outside the repository, the optional reference figures are not
+// found; the table then lacks its reference columns, and stderr says so once, naming
+// QUANTA_REFERENCE, the variable that locates them (they were dropped without a word).
+func TestReferenceColumnsOutside(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(*flagMiniLM, "tokenizer.json")); err != nil {
+		t.Skipf("all-MiniLM-L6-v2 missing (%v): make assets fetches it", err)
+	}
+	backend := testutil.Backend(t)
+	t.Setenv(refdata.EnvDir, "")
+	t.Chdir(t.TempDir())
+	referenceNoted = false
+	t.Cleanup(func() { referenceNoted = false })
+	var rows []MiniLMRow
+	out := captureStderr(t, func() (err error) {
+		for range 2 { // two reads of the reference index: one note
+			if rows, err = evalMiniLM(backend, []string{"int8"}, []string{"The cat sat on the mat."}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if len(rows) != 1 || rows[0].Reference != "" {
+		t.Errorf("rows %+v; want one without a reference", rows)
+	}
+	if n := strings.Count(out, refdata.EnvDir); n != 1 || !strings.HasPrefix(out, "eval: ") {
+		t.Errorf("stderr %q names %s %d times; want one line", out, refdata.EnvDir, n)
+	}
+}
+
+// captureStderr returns what f writes on stderr.
+func captureStderr(t *testing.T, f func() error) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	done := make(chan []byte)
+	go func() {
+		data, _ := io.ReadAll(r)
+		done <- data
+	}()
+	err = f()
+	os.Stderr = stderr
+	_ = w.Close()
+	out := string(<-done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -1,7 +1,9 @@
 // Command fashion trains an MLP on Fashion-MNIST in float32, then compares per quantization format
 // the test accuracy after post-training quantization (PTQ) and after quantization-aware training
 // (QAT, straight-through estimator) started from the float weights: the setting of the reference
-// harness's reference/fashion_mnist.py, whose figures it prints beside its own.
+// harness's reference/fashion_mnist.py, whose figures it prints beside its own (read from
+// reference/testdata, or from $QUANTA_REFERENCE outside the repository; without them stderr says
+// why).
 //
 //	go run ./examples/fashion                   # 784-512-512-10, 5 epochs, then 2 QAT epochs per format
 //	go run ./examples/fashion -quick            # 8000 training images, 1 + 1 epochs, for a smoke run
@@ -233,7 +235,11 @@ func experiment(backend backends.Backend, s settings, log io.Writer) (*results, 
 			QAT float64 `json:"qat"`
 		} `json:"accuracy"`
 	}
-	_ = refdata.JSON(&ref, "fmnist", "accuracy.json") // optional: the reference columns stay empty
+	// Optional: without them the reference column stays empty, and stderr says why (refdata's error
+	// names the file or, outside the repository, QUANTA_REFERENCE, which locates them).
+	if err := refdata.JSON(&ref, "fmnist", "accuracy.json"); err != nil {
+		fmt.Fprintf(os.Stderr, "fashion: the reference figures are left out: %v\n", err)
+	}
 
 	floatCtx := newContext(s.seed)
 	rng := rand.New(rand.NewPCG(s.seed, 1000))

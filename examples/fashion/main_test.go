@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/refdata"
 	"github.com/quanta-ml/quanta/internal/testutil"
 )
 
@@ -187,4 +188,54 @@ func TestPlotErrorPrefix(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "plotting float32") || strings.Contains(err.Error(), "fashion:") {
 		t.Errorf("plot() of a NaN accuracy = %v; want an error naming the curve, without the command's prefix", err)
 	}
+}
+
+// TestReferenceColumnsOutside: run outside the repository, the reference harness's accuracies are
+// not found; the table then lacks its reference column, and stderr says so, naming
+// QUANTA_REFERENCE, the variable that locates them (they were dropped without a word).
+func TestReferenceColumnsOutside(t *testing.T) {
+	dir := assets.FashionMNISTDir
+	if _, err := os.Stat(filepath.Join(dir, "train-images-idx3-ubyte.gz")); err != nil {
+		t.Skipf("Fashion-MNIST missing (%v): Debian's dataset-fashion-mnist installs it", err)
+	}
+	backend := testutil.Backend(t)
+	t.Setenv(refdata.EnvDir, "")
+	t.Chdir(t.TempDir())
+	s := settings{dataDir: dir, trainLimit: 256, testLimit: 100, hidden: 8, batch: 128, learningRate: 1e-3, evalsPerEpoch: 1, seed: 1,
+		formats: []format{formats[1]}}
+	var r *results
+	out := captureStderr(t, func() (err error) {
+		r, err = experiment(backend, s, io.Discard)
+		return err
+	})
+	if len(r.Rows) != 1 || r.Rows[0].RefPTQ != 0 {
+		t.Errorf("rows %+v; want one without a reference", r.Rows)
+	}
+	if n := strings.Count(out, refdata.EnvDir); n != 1 || !strings.HasPrefix(out, "fashion: ") {
+		t.Errorf("stderr %q names %s %d times; want one line", out, refdata.EnvDir, n)
+	}
+}
+
+// captureStderr returns what f writes on stderr.
+func captureStderr(t *testing.T, f func() error) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	done := make(chan []byte)
+	go func() {
+		data, _ := io.ReadAll(r)
+		done <- data
+	}()
+	err = f()
+	os.Stderr = stderr
+	_ = w.Close()
+	out := string(<-done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
