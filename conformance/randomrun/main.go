@@ -3,7 +3,8 @@
 // each input with quanta's host and graph quantizers on the backend GOMLX_BACKEND selects,
 // compares every component bit for bit with eformer's, classifies each difference (see
 // conformance.Class) and prints the counts per format, dtype and class. It exits with status 1 if
-// any case is a quanta bug. `make conformance-random` generates the run and calls it.
+// any case is a quanta bug, and with status 2 if the run fails or the -json summary cannot be
+// written. `make conformance-random` generates the run and calls it.
 //
 //	go run ./conformance/randomrun -dir /tmp/random [-json summary.json]
 package main
@@ -20,12 +21,15 @@ import (
 	"github.com/quanta-ml/quanta/runtime"
 )
 
+var (
+	flagDir  = flag.String("dir", "", "folder written by conformance/gen_random.py (cases.jsonl, arrays.bin)")
+	flagJSON = flag.String("json", "", "also write the summary as JSON to this file")
+)
+
 func main() {
-	dir := flag.String("dir", "", "folder written by conformance/gen_random.py (cases.jsonl, arrays.bin)")
-	jsonOut := flag.String("json", "", "also write the summary as JSON to this file")
 	flag.Parse()
-	if *dir == "" {
-		fmt.Fprintln(os.Stderr, "randomrun: -dir is required")
+	if err := checkFlags(); err != nil {
+		fmt.Fprintf(os.Stderr, "randomrun: %v\n", err)
 		os.Exit(2)
 	}
 	backend, err := runtime.Backend()
@@ -34,12 +38,13 @@ func main() {
 		os.Exit(2)
 	}
 	fmt.Printf("randomrun: backend %s\n", backend.Description())
-	s, err := conformance.CheckRandomDir(*dir, backend, runtime.IsGo(backend))
+	s, err := conformance.CheckRandomDir(*flagDir, backend, runtime.IsGo(backend))
 	if s != nil {
 		s.Report(os.Stdout)
-		if *jsonOut != "" {
-			if werr := writeSummary(*jsonOut, s); werr != nil {
+		if *flagJSON != "" {
+			if werr := writeSummary(*flagJSON, s); werr != nil {
 				fmt.Fprintf(os.Stderr, "randomrun: %v\n", werr)
+				os.Exit(2)
 			}
 		}
 	}
@@ -51,6 +56,20 @@ func main() {
 		fmt.Fprintf(os.Stderr, "randomrun: %d of %d cases differ from eformer without a documented reason\n", s.NumBugs, s.Cases)
 		os.Exit(1)
 	}
+}
+
+// checkFlags reports a missing -dir, an argument (a flag after it is not read) and a -json that
+// cannot be written, naming the flag, before the run (the summary is written after it).
+func checkFlags() error {
+	switch {
+	case flag.NArg() > 0:
+		return fmt.Errorf("argument %q; accepted: none (flags only; a flag after an argument is not read)", flag.Arg(0))
+	case *flagDir == "":
+		return fmt.Errorf("-dir is required (the folder conformance/gen_random.py wrote)")
+	case *flagJSON != "":
+		return fileio.CheckOutput("-json", *flagJSON)
+	}
+	return nil
 }
 
 // writeSummary writes the summary s as JSON to path, replaced whole (fileio.WriteAtomic), so that
