@@ -15,6 +15,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
+	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -26,11 +28,37 @@ import (
 	"github.com/quanta-ml/quanta/onebit"
 )
 
+var (
+	format = flag.String("format", "nf4", "nf4, int8, binary or ternary")
+	rows   = flag.Int("rows", 8192, "rows of the float32 input")
+	cols   = flag.Int("cols", 8192, "columns of the float32 input")
+)
+
+// formats are the accepted values of -format.
+var formats = []string{"nf4", "int8", "binary", "ternary"}
+
+// checkFlags reports an unknown -format, a -rows or -cols below 1 and an argument, naming the
+// flag, before the input is built (shapes.Make panicked on a negative size).
+func checkFlags() error {
+	switch {
+	case flag.NArg() > 0:
+		return fmt.Errorf("argument %q; accepted: none (flags only: -format, -rows, -cols)", flag.Arg(0))
+	case !slices.Contains(formats, *format):
+		return fmt.Errorf("-format %q; accepted: %s", *format, strings.Join(formats, ", "))
+	case *rows < 1:
+		return fmt.Errorf("-rows %d; accepted: >= 1", *rows)
+	case *cols < 1:
+		return fmt.Errorf("-cols %d; accepted: >= 1", *cols)
+	}
+	return nil
+}
+
 func main() {
-	format := flag.String("format", "nf4", "nf4, int8, binary or ternary")
-	rows := flag.Int("rows", 8192, "rows of the float32 input")
-	cols := flag.Int("cols", 8192, "columns of the float32 input")
 	flag.Parse()
+	if err := checkFlags(); err != nil {
+		fmt.Fprintf(os.Stderr, "peakrss: %v\n", err)
+		os.Exit(2)
+	}
 
 	x := tensors.FromShape(shapes.Make(dtypes.Float32, *rows, *cols))
 	r := rand.New(rand.NewPCG(1, 2))
@@ -53,8 +81,6 @@ func main() {
 		q, err = onebit.QuantizeBinary(x, nil)
 	case "ternary":
 		q, err = onebit.QuantizeTernary(x, nil)
-	default:
-		err = fmt.Errorf("unknown format %q; accepted: nf4, int8, binary, ternary", *format)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "peakrss: %+v\n", err)

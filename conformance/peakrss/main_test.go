@@ -1,0 +1,35 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/quanta-ml/quanta/internal/testutil"
+)
+
+// TestCheckFlags: a size below 1 or an unknown format is an error naming its flag before the input
+// is built (a negative -rows panicked inside shapes.Make; an unknown -format was reported after
+// the default 256 MiB input was built and filled), and an argument is refused (-format's value
+// given as one was ignored, the default nf4 measured).
+func TestCheckFlags(t *testing.T) {
+	f, r, c := *format, *rows, *cols
+	defer func() { *format, *rows, *cols = f, r, c }()
+	for _, tc := range []struct {
+		format     string
+		rows, cols int
+		want       string
+	}{
+		{"nf4", -1, 8, "-rows -1; accepted: >= 1"},
+		{"nf4", 0, 8, "-rows 0; accepted: >= 1"},
+		{"int8", 8, -2, "-cols -2; accepted: >= 1"},
+		{"bogus", 8, 8, `-format "bogus"; accepted: nf4, int8, binary, ternary`},
+		{"ternary", 1, 1, ""},
+	} {
+		*format, *rows, *cols = tc.format, tc.rows, tc.cols
+		if err := checkFlags(); tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("-format %s -rows %d -cols %d: checkFlags() = %v; want %q", tc.format, tc.rows, tc.cols, err, tc.want)
+		}
+	}
+	*format, *rows, *cols = f, r, c
+	testutil.ArgumentRefused(t, checkFlags)
+}
