@@ -31,6 +31,7 @@ import (
 	"strings"
 
 	"github.com/quanta-ml/quanta/internal/benchflags"
+	"github.com/quanta-ml/quanta/internal/benchsuite"
 	"github.com/quanta-ml/quanta/internal/fileio"
 )
 
@@ -73,8 +74,8 @@ type quantaReport struct {
 
 func main() {
 	flag.Parse()
-	if _, err := benchflags.ParseInts(*flagM); err != nil {
-		fail(fmt.Errorf("-m: %w", err))
+	if err := checkFlags(); err != nil {
+		fail(err)
 	}
 	if _, err := os.Stat(filepath.Join("conformance", "run.sh")); err != nil {
 		fail(fmt.Errorf("run from the repository root (conformance/run.sh not found): %w", err))
@@ -112,6 +113,62 @@ func writeMarkdown(path, table string) error {
 		_, err := io.WriteString(w, table)
 		return err
 	})
+}
+
+// checkFlags reports, naming the flag, a count below 1, a value listed twice in -m, -formats or
+// -variants (it was measured twice, or refused by bench after eformer's run), a quanta variant
+// bench does not know or without an eformer format to set it against (left out of the table
+// after its run), the flags -reuse does not read, and an argument, before the harnesses run.
+func checkFlags() error {
+	switch {
+	case flag.NArg() > 0:
+		return fmt.Errorf("argument %q; accepted: none (flags only; a flag after an argument is not read)", flag.Arg(0))
+	case *flagK < 1:
+		return fmt.Errorf("-k %d; accepted: >= 1", *flagK)
+	case *flagLayers < 1:
+		return fmt.Errorf("-layers %d; accepted: >= 1", *flagLayers)
+	case *flagLayersLarge < 1:
+		return fmt.Errorf("-layers-large %d; accepted: >= 1", *flagLayersLarge)
+	}
+	if _, err := benchflags.ParseInts(*flagM); err != nil {
+		return fmt.Errorf("-m: %w", err)
+	}
+	if *flagReuse {
+		var ignored []string
+		flag.Visit(func(f *flag.Flag) {
+			if f.Name == "m" || f.Name == "formats" || f.Name == "variants" {
+				ignored = append(ignored, "-"+f.Name)
+			}
+		})
+		if len(ignored) > 0 {
+			return fmt.Errorf("-reuse with %s; accepted: without them (-reuse reads the JSON files, measured with their own)", strings.Join(ignored, ", "))
+		}
+	}
+	formats := strings.Split(*flagFormats, ",")
+	for i, f := range formats {
+		switch {
+		case f == "":
+			return fmt.Errorf("-formats %q: an empty name; accepted: comma-separated eformer formats", *flagFormats)
+		case slices.Contains(formats[:i], f):
+			return fmt.Errorf("-formats: %q listed twice; accepted: each format once", f)
+		}
+	}
+	variants := strings.Split(*flagVariants, ",")
+	for i, v := range variants {
+		if slices.Contains(variants[:i], v) {
+			return fmt.Errorf("-variants: %q listed twice; accepted: each variant once", v)
+		}
+		f, err := benchsuite.ParseFormat(v)
+		switch {
+		case err != nil:
+			return fmt.Errorf("-variants: %w", err)
+		case f.Name == benchsuite.Dense:
+			return fmt.Errorf("-variants: %q; accepted: quantized formats (bench measures %s first, always)", v, benchsuite.Dense)
+		case formatOf(v, formats) == "":
+			return fmt.Errorf("-variants: %q has no eformer format in -formats (%s) to compare it with", v, *flagFormats)
+		}
+	}
+	return nil
 }
 
 func fail(err error) {
