@@ -67,7 +67,7 @@ var (
 		strings.Join(models.PresetNames()[1:], ", "))
 	flagPrompt = flag.String("prompt", "What is the capital of France?", "the user's message (or the raw text with -chat=false)")
 	flagChat   = flag.Bool("chat", true, "wrap the prompt in the file's chat template (a file without one, a base model's such as Gemma-3's, gets the raw prompt)")
-	flagSystem = flag.String("system", "", "the system message of the chat template (default: the template's own, SmolLM2's \"You are a helpful AI assistant named SmolLM, ...\")")
+	flagSystem = flag.String("system", "", "the system message of the chat template (default: the template's own, SmolLM2's \"You are a helpful AI assistant named SmolLM, ...\"); refused with -chat=false")
 	flagMaxNew = flag.Int("max", 128, "the most tokens to generate")
 	flagMaxLen = flag.Int("maxlen", 1024, "the longest sequence (prompt and answer): the size of the key/value cache")
 	flagHead   = flag.String("head", "auto", "the token-embedding table and tied head: auto (file for -format file, f32 for -format f32, "+
@@ -107,7 +107,8 @@ func main() {
 }
 
 // checkFlags reports -max, -maxlen, -minwindow, a -bench or an -anatomy count out of range,
-// naming the flag and its value, more than one of -bench, -anatomy and -speed-table, an argument
+// naming the flag and its value, more than one of -bench, -anatomy and -speed-table, -system
+// with -chat=false (the raw prompt has no system message), an argument
 // without -speed-table (a prompt given as one would answer -prompt's), a flag the mode does not
 // read (checkModeFlags), or an unknown -cache or -cache-dtype, before the model loads (models.GenerateOptions reads a MaxNewTokens of 0 as no
 // bound, and the generator's own errors name its fields, not the flags).
@@ -136,6 +137,8 @@ func checkFlags() error {
 	case btoi(*flagBench)+btoi(*flagAnatomy)+btoi(*flagSpeedTable) > 1:
 		return fmt.Errorf("-bench %v, -anatomy %v, -speed-table %v; accepted: at most one of them (each replaces the generation)",
 			*flagBench, *flagAnatomy, *flagSpeedTable)
+	case *flagSystem != "" && !*flagChat:
+		return fmt.Errorf("-system with -chat=false; accepted: -system with the chat template (the raw prompt has no system message)")
 	case flag.NArg() > 0 && !*flagSpeedTable:
 		return fmt.Errorf("argument %q; accepted: none (the prompt is -prompt; arguments are -speed-table's files)", flag.Arg(0))
 	}

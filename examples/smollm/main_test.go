@@ -201,7 +201,7 @@ func TestCheckFlagsOtherMode(t *testing.T) {
 		{[]string{"-bench-prompt", "64", "-bench-text", "x.txt"}, "-bench-prompt without -bench, -bench-text without -bench"},
 		{[]string{"-anatomy-window", "128"}, "-anatomy-window without -anatomy"},
 		{[]string{"-bench", "-prompt", "Hi"}, "-bench with -prompt;"},
-		{[]string{"-bench", "-max", "5", "-chat=false", "-system", "x"}, "-bench with -chat, -max, -system;"},
+		{[]string{"-bench", "-max", "5", "-chat", "-system", "x"}, "-bench with -chat, -max, -system;"},
 		{[]string{"-bench", "-anatomy-reps", "5"}, "-bench with -anatomy-reps;"},
 		{[]string{"-anatomy", "-reps", "5", "-cache", "full"}, "-anatomy with -cache, -reps;"},
 		{[]string{"-anatomy", "-max", "5"}, "-anatomy with -max;"},
@@ -210,6 +210,8 @@ func TestCheckFlagsOtherMode(t *testing.T) {
 		{[]string{"-anatomy", "-anatomy-reps", "5", "-head", "f32", "-cache-dtype", "float16"}, ""},
 		{[]string{"-prompt", "Hi", "-max", "5", "-fuse=false", "-minwindow", "32"}, ""},
 		{[]string{"-speed-table", "a.jsonl", "b.jsonl"}, ""},
+		{[]string{"-chat=false", "-system", "Be brief."}, "-system with -chat=false"},
+		{[]string{"-chat=false", "-prompt", "Once upon a time"}, ""},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			setFlags(t, tc.args...)
