@@ -119,7 +119,8 @@ func referenceVariant(preset string) string {
 }
 
 // checkFlags checks the numeric flags, -models and -heads, naming the one out of range, that no
-// name is listed twice in -models, -formats or -heads, and that no argument follows them.
+// name is listed twice in -models, -formats or -heads, that no flag of a model left out of
+// -models is given (-models minilm with -heads), and that no argument follows them.
 func checkFlags() error {
 	switch {
 	case flag.NArg() > 0:
@@ -150,8 +151,27 @@ func checkFlags() error {
 			return errors.WithMessage(err, "-heads")
 		}
 	}
+	// A model's flags given without it in -models would be ignored.
+	for model, names := range map[string][]string{"smollm2": smolLM2Flags, "minilm": {"minilm"}} {
+		if slices.Contains(strings.Split(*flagModels, ","), model) {
+			continue
+		}
+		var ignored []string
+		flag.Visit(func(f *flag.Flag) {
+			if slices.Contains(names, f.Name) {
+				ignored = append(ignored, "-"+f.Name)
+			}
+		})
+		if len(ignored) > 0 {
+			return errors.Errorf("-models %s with %s; accepted: with %s in -models (only %s reads them)", *flagModels,
+				strings.Join(ignored, ", "), model, model)
+		}
+	}
 	return nil
 }
+
+// smolLM2Flags are the flags only SmolLM2's evaluation reads.
+var smolLM2Flags = []string{"gguf", "text", "tokens", "window", "stride", "heads"}
 
 func run() error {
 	if err := checkFlags(); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -257,4 +258,51 @@ func captureStderr(t *testing.T, f func() error) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestModelFlagsWithoutModel: a flag only one model's evaluation reads, given without that model
+// in -models, is an error naming it; it was silently ignored (-models minilm -heads int8 ran
+// MiniLM alone, -models smollm2 -minilm DIR never read DIR).
+func TestModelFlagsWithoutModel(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-models", "minilm", "-heads", "int8", "-tokens", "512"}, "-models minilm with -heads, -tokens; accepted: with smollm2"},
+		{[]string{"-models", "smollm2", "-minilm", "/tmp/minilm"}, "-models smollm2 with -minilm; accepted: with minilm"},
+		{[]string{"-models", "minilm", "-minilm", "/tmp/minilm", "-formats", "int8"}, ""},
+		{[]string{"-models", "smollm2,minilm", "-heads", "int8", "-minilm", "/tmp/minilm"}, ""},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			setFlags(t, c.args...)
+			if err := checkFlags(); c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+				t.Errorf("checkFlags() = %v; want %q", err, c.want)
+			}
+		})
+	}
+}
+
+// setFlags parses args as the command line, for the test's duration, into a fresh flag set over
+// the command's flag values (flag.Visit then sees only the flags args set): at cleanup the command
+// line and every flag's value are restored.
+func setFlags(t *testing.T, args ...string) {
+	t.Helper()
+	saved := flag.CommandLine
+	values := map[string]string{}
+	fs := flag.NewFlagSet(saved.Name(), flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	saved.VisitAll(func(f *flag.Flag) {
+		values[f.Name] = f.Value.String()
+		fs.Var(f.Value, f.Name, f.Usage)
+	})
+	flag.CommandLine = fs
+	t.Cleanup(func() {
+		flag.CommandLine = saved
+		for name, value := range values {
+			_ = saved.Lookup(name).Value.Set(value)
+		}
+	})
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
 }
