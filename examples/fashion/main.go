@@ -284,8 +284,11 @@ func experiment(backend backends.Backend, s settings, log io.Writer) (*results, 
 			rw.Recovered = (rw.QAT - rw.PTQ) / loss
 		}
 		r.Rows = append(r.Rows, rw)
-		fmt.Fprintf(log, "%-15s PTQ %.4f  QAT %.4f  (reference %.4f / %.4f)  (%s)\n", f.name, rw.PTQ, rw.QAT, rw.RefPTQ, rw.RefQAT,
-			time.Since(start).Round(time.Second))
+		reference := "no reference" // the table's "—"
+		if rw.RefPTQ > 0 {
+			reference = fmt.Sprintf("reference %.4f / %.4f", rw.RefPTQ, rw.RefQAT)
+		}
+		fmt.Fprintf(log, "%-15s PTQ %.4f  QAT %.4f  (%s)  (%s)\n", f.name, rw.PTQ, rw.QAT, reference, time.Since(start).Round(time.Second))
 	}
 	r.WallSeconds = time.Since(start).Seconds()
 	fmt.Fprint(log, "\n"+r.table())

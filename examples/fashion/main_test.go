@@ -192,7 +192,8 @@ func TestPlotErrorPrefix(t *testing.T) {
 
 // TestReferenceColumnsOutside: run outside the repository, the reference harness's accuracies are
 // not found; the table then lacks its reference column, and stderr says so, naming
-// QUANTA_REFERENCE, the variable that locates them (they were dropped without a word).
+// QUANTA_REFERENCE, the variable that locates them (they were dropped without a word); the log
+// says "no reference" (it gave "reference 0.0000 / 0.0000", figures the reference never had).
 func TestReferenceColumnsOutside(t *testing.T) {
 	dir := assets.FashionMNISTDir
 	if _, err := os.Stat(filepath.Join(dir, "train-images-idx3-ubyte.gz")); err != nil {
@@ -204,10 +205,14 @@ func TestReferenceColumnsOutside(t *testing.T) {
 	s := settings{dataDir: dir, trainLimit: 256, testLimit: 100, hidden: 8, batch: 128, learningRate: 1e-3, evalsPerEpoch: 1, seed: 1,
 		formats: []format{formats[1]}}
 	var r *results
+	var log strings.Builder
 	out := captureStderr(t, func() (err error) {
-		r, err = experiment(backend, s, io.Discard)
+		r, err = experiment(backend, s, &log)
 		return err
 	})
+	if strings.Contains(log.String(), "reference 0.0000") {
+		t.Errorf("the log gives a reference accuracy of 0 where there is none:\n%s", log.String())
+	}
 	if len(r.Rows) != 1 || r.Rows[0].RefPTQ != 0 {
 		t.Errorf("rows %+v; want one without a reference", r.Rows)
 	}
