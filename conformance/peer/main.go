@@ -14,7 +14,8 @@
 //	go run ./conformance/peer [-m 1,8,64,512,2048] [-k 4096] [-markdown FILE]
 //
 // -eformer-json and -quanta-json name the intermediate files (kept); with -reuse, existing files are
-// read instead of running the harnesses again.
+// read instead of running the harnesses again (the flags of the measurement are then refused: the
+// table's K and layer counts are the eformer file's, whose shape the quanta file's must match).
 package main
 
 import (
@@ -53,7 +54,12 @@ var (
 type eformerReport struct {
 	Versions map[string]string `json:"versions"`
 	Device   string            `json:"device"`
-	Results  []struct {
+	Config   struct {
+		K           int `json:"K"`
+		Layers      int `json:"layers"`
+		LayersLarge int `json:"layers_large"`
+	} `json:"config"`
+	Results []struct {
 		Format  string  `json:"format"`
 		M       int     `json:"M"`
 		Layers  int     `json:"layers"`
@@ -66,6 +72,7 @@ type quantaReport struct {
 	Backend     string `json:"backend"`
 	Environment string `json:"environment"`
 	Results     []struct {
+		Shape        string  `json:"shape"`
 		Format       string  `json:"format"`
 		M            int     `json:"m"`
 		MsPerProduct float64 `json:"ms_per_product"`
@@ -136,7 +143,7 @@ func checkFlags() error {
 	if *flagReuse {
 		var ignored []string
 		flag.Visit(func(f *flag.Flag) {
-			if f.Name == "m" || f.Name == "formats" || f.Name == "variants" {
+			if f.Name != "reuse" && f.Name != "eformer-json" && f.Name != "quanta-json" && f.Name != "markdown" {
 				ignored = append(ignored, "-"+f.Name)
 			}
 		})
@@ -211,7 +218,8 @@ func formatOf(variant string, formats []string) string {
 }
 
 // markdown builds the ratio table: one row per quanta variant that has an eformer format, one column
-// per M; a cell is quanta ms / eformer ms = ratio.
+// per M; a cell is quanta ms / eformer ms = ratio. The header gives K and the layer counts from
+// the eformer file, which the quanta file's shape must match.
 func markdown(ef *eformerReport, qu *quantaReport) (string, error) {
 	eMs := map[string]map[int]float64{}
 	var formats []string
@@ -229,7 +237,11 @@ func markdown(ef *eformerReport, qu *quantaReport) (string, error) {
 	var rows []*row
 	byVariant := map[string]*row{}
 	var ms []int
+	shape := benchflags.Shape{K: ef.Config.K, N: ef.Config.K}.String()
 	for _, r := range qu.Results {
+		if r.Shape != shape {
+			return "", fmt.Errorf("the quanta results measured %s %s, the eformer results K=N=%d: not the same products", r.Format, r.Shape, ef.Config.K)
+		}
 		f := formatOf(r.Format, formats)
 		if f == "" {
 			fmt.Fprintf(os.Stderr, "peer: quanta format %q has no eformer counterpart (formats %v); left out\n", r.Format, formats)
@@ -250,10 +262,10 @@ func markdown(ef *eformerReport, qu *quantaReport) (string, error) {
 	sort.Ints(ms)
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "Peer benchmark: quanta (%s) vs eformer %s (jax %s, %s); K=N=%d, float32 activations.\n",
-		qu.Backend, ef.Versions["eformer"], ef.Versions["jax"], ef.Device, *flagK)
+		qu.Backend, ef.Versions["eformer"], ef.Versions["jax"], ef.Device, ef.Config.K)
 	fmt.Fprintf(&sb, "Cells: quanta ms / eformer ms per product = **ratio** (below 1: quanta is faster); eformer chains %d "+
 		"distinct layers for M<512 and %d for M>=512, quanta enough that each call streams >= 128 MiB; host in and out, medians.\n\n",
-		*flagLayers, *flagLayersLarge)
+		ef.Config.Layers, ef.Config.LayersLarge)
 	fmt.Fprintf(&sb, "quanta's environment: %s.\n\n", qu.Environment)
 	sb.WriteString("| quanta variant | eformer |")
 	for _, m := range ms {

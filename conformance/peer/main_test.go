@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"io"
 	"path/filepath"
@@ -37,7 +38,8 @@ func TestCheckFlags(t *testing.T) {
 		{[]string{"-variants", "dense,nf4"}, `-variants: "dense"`},
 		{[]string{"-formats", "int8,dense", "-variants", "nf4"}, `-variants: "nf4" has no eformer format`},
 		{[]string{"-reuse", "-m", "1", "-variants", "nf4"}, "-reuse with -m, -variants"},
-		{[]string{"-reuse", "-k", "2048"}, ""},
+		{[]string{"-reuse", "-k", "2048", "-layers", "4"}, "-reuse with -k, -layers"},
+		{[]string{"-reuse", "-markdown", "x.md", "-quanta-json", "q.json"}, ""},
 		{[]string{"-m", "1,8", "-formats", "nf4,dense", "-variants", "nf4,nf4@materialize"}, ""},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
@@ -72,5 +74,35 @@ func setFlags(t *testing.T, args ...string) {
 	})
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMarkdownFromFiles: the table's header gives the K and layer counts the files were measured
+// with, not the flags' (peer -reuse after a run with -k 2048 printed K=N=4096), and files of
+// different shapes are an error naming both, not ratios of unlike products.
+func TestMarkdownFromFiles(t *testing.T) {
+	var ef eformerReport
+	var qu quantaReport
+	if err := json.Unmarshal([]byte(`{"versions": {"eformer": "0.1", "jax": "0.5"}, "device": "cpu",
+		"config": {"K": 2048, "N": 2048, "layers": 6, "layers_large": 3},
+		"results": [{"format": "nf4", "M": 1, "K": 2048, "N": 2048, "layers": 6, "median_s": 0.002}]}`), &ef); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(`{"backend": "xla", "environment": "test",
+		"results": [{"context": "chain", "shape": "2048x2048", "format": "nf4", "m": 1, "ms_per_product": 1}]}`), &qu); err != nil {
+		t.Fatal(err)
+	}
+	table, err := markdown(&ef, &qu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"K=N=2048", "eformer chains 6 distinct layers for M<512 and 3 for M>=512", "| nf4 | nf4 | 1 / 2 = **0.50** |"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	qu.Results[0].Shape = "4096x4096"
+	if _, err := markdown(&ef, &qu); err == nil || !strings.Contains(err.Error(), "4096x4096") || !strings.Contains(err.Error(), "2048") {
+		t.Errorf("files of different shapes: markdown = %v; want an error naming both", err)
 	}
 }
