@@ -25,6 +25,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -119,8 +120,9 @@ func referenceVariant(preset string) string {
 }
 
 // checkFlags checks the numeric flags, -models and -heads, naming the one out of range, that no
-// name is listed twice in -models, -formats or -heads, that no flag of a model left out of
-// -models is given (-models minilm with -heads), and that no argument follows them.
+// name is listed twice in -models, -formats or -heads, that -json and -markdown are two files,
+// that no flag of a model left out of -models is given (-models minilm with -heads), and that no
+// argument follows them.
 func checkFlags() error {
 	switch {
 	case flag.NArg() > 0:
@@ -131,6 +133,8 @@ func checkFlags() error {
 		return errors.Errorf("-window %d; accepted: >= 2 (tokens a window)", *flagWindow)
 	case *flagStride < 1 || *flagStride > *flagWindow:
 		return errors.Errorf("-stride %d; accepted: 1 to -window (%d)", *flagStride, *flagWindow)
+	case *flagJSON != "" && filepath.Clean(*flagJSON) == filepath.Clean(*flagMarkdown):
+		return errors.Errorf("-json and -markdown both %s; accepted: two files (the table would replace the JSON)", *flagJSON)
 	}
 	// A name listed twice would be evaluated twice (a model's second run replacing its first).
 	for _, list := range []struct{ key, value string }{{"-models", *flagModels}, {"-formats", *flagFormats}, {"-heads", *flagHeads}} {

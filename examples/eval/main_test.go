@@ -306,3 +306,13 @@ func setFlags(t *testing.T, args ...string) {
 		t.Fatal(err)
 	}
 }
+
+// TestOutputsSamePath: -json and -markdown naming the same file is an error naming both before
+// anything runs; the table was written over the JSON after the evaluations.
+func TestOutputsSamePath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "eval.out")
+	setFlags(t, "-json", path, "-markdown", filepath.Join(filepath.Dir(path), ".", "eval.out"))
+	if err := checkFlags(); err == nil || !strings.Contains(err.Error(), "-json and -markdown both") {
+		t.Errorf("checkFlags() = %v; want an error naming -json and -markdown", err)
+	}
+}
