@@ -122,10 +122,12 @@ func writeMarkdown(path, table string) error {
 	})
 }
 
-// checkFlags reports, naming the flag, a count below 1, a value listed twice in -m, -formats or
-// -variants (it was measured twice, or refused by bench after eformer's run), a quanta variant
-// bench does not know or without an eformer format to set it against (left out of the table
-// after its run), the flags -reuse does not read, and an argument, before the harnesses run.
+// checkFlags reports, naming the flag, a count below 1, an empty file or one named by two of
+// -eformer-json, -quanta-json and -markdown (one would replace the other), a value listed twice
+// in -m, -formats or -variants (it was measured twice, or refused by bench after eformer's run), a
+// quanta variant bench does not know or without an eformer format to set it against (left out of
+// the table after its run), the flags -reuse does not read, and an argument, before the
+// harnesses run.
 func checkFlags() error {
 	switch {
 	case flag.NArg() > 0:
@@ -139,6 +141,17 @@ func checkFlags() error {
 	}
 	if _, err := benchflags.ParseInts(*flagM); err != nil {
 		return fmt.Errorf("-m: %w", err)
+	}
+	outputs := map[string]string{} // cleaned path: flag
+	for _, out := range []struct{ key, path string }{{"-eformer-json", *flagEformerJSON}, {"-quanta-json", *flagQuantaJSON}, {"-markdown", *flagMarkdown}} {
+		path := filepath.Clean(out.path)
+		switch other, taken := outputs[path]; {
+		case out.path == "":
+			return fmt.Errorf("%s is empty; accepted: a file", out.key)
+		case taken:
+			return fmt.Errorf("%s and %s both %s; accepted: three files (one would replace the other)", other, out.key, out.path)
+		}
+		outputs[path] = out.key
 	}
 	if *flagReuse {
 		var ignored []string

@@ -40,6 +40,9 @@ func TestCheckFlags(t *testing.T) {
 		{[]string{"-reuse", "-m", "1", "-variants", "nf4"}, "-reuse with -m, -variants"},
 		{[]string{"-reuse", "-k", "2048", "-layers", "4"}, "-reuse with -k, -layers"},
 		{[]string{"-reuse", "-markdown", "x.md", "-quanta-json", "q.json"}, ""},
+		{[]string{"-quanta-json", "out/a.json", "-eformer-json", "out/./a.json"}, "-eformer-json and -quanta-json both out/a.json"},
+		{[]string{"-markdown", "bench-results/peer/quanta.json"}, "-quanta-json and -markdown both"},
+		{[]string{"-markdown", ""}, "-markdown is empty"},
 		{[]string{"-m", "1,8", "-formats", "nf4,dense", "-variants", "nf4,nf4@materialize"}, ""},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
