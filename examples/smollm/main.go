@@ -310,7 +310,16 @@ func generate() error {
 	case l.prompt.Raw != nil:
 		fmt.Fprintf(os.Stderr, "smollm: %v; using the raw prompt\n", l.prompt.Raw)
 	}
-	gen, err := l.generator(min(*flagMaxLen, l.model.DecodeSpec().ContextLength))
+	contextLen := l.model.DecodeSpec().ContextLength
+	maxLen := min(*flagMaxLen, contextLen)
+	switch { // the generator's error would name its MaxLen
+	case len(ids) >= contextLen:
+		return errors.Errorf("-prompt of %d tokens; accepted: fewer than the model's context, %d", len(ids), contextLen)
+	case len(ids) >= maxLen:
+		return errors.Errorf("-maxlen %d: the prompt has %d tokens; accepted: more than the prompt's tokens (up to the model's context, %d)",
+			*flagMaxLen, len(ids), contextLen)
+	}
+	gen, err := l.generator(maxLen)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quanta-ml/quanta/internal/assets"
 	"github.com/quanta-ml/quanta/qlayers"
 )
 
@@ -245,5 +246,17 @@ func setFlags(t *testing.T, args ...string) {
 	})
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPromptLongerThanMaxLen: a prompt that leaves no room in -maxlen is an error naming -maxlen
+// and the prompt's tokens; it named the generator's MaxLen ("models.Generator: prompt of 37
+// tokens; accepted: 1..3 (MaxLen-1)"), a field the command line does not have.
+func TestPromptLongerThanMaxLen(t *testing.T) {
+	assets.Require(t, assets.SmolLM2)
+	setFlags(t, "-maxlen", "4")
+	err := generate()
+	if err == nil || !strings.Contains(err.Error(), "-maxlen 4") || !strings.Contains(err.Error(), "tokens") {
+		t.Errorf("generate() with -maxlen 4 = %v; want an error naming -maxlen and the prompt's tokens", err)
 	}
 }
