@@ -108,10 +108,11 @@ func main() {
 
 // checkFlags reports -max, -maxlen, -minwindow, a -bench or an -anatomy count out of range,
 // naming the flag and its value, more than one of -bench, -anatomy and -speed-table, -system
-// with -chat=false (the raw prompt has no system message), an argument
-// without -speed-table (a prompt given as one would answer -prompt's), a flag the mode does not
-// read (checkModeFlags), or an unknown -cache or -cache-dtype, before the model loads (models.GenerateOptions reads a MaxNewTokens of 0 as no
-// bound, and the generator's own errors name its fields, not the flags).
+// with -chat=false (the raw prompt has no system message), an argument without -speed-table (a
+// prompt given as one would answer -prompt's) or given to it twice, a flag the mode does not
+// read (checkModeFlags), or an unknown -cache or -cache-dtype, before the model loads
+// (models.GenerateOptions reads a MaxNewTokens of 0 as no bound, and the generator's own errors
+// name its fields, not the flags).
 func checkFlags() error {
 	switch {
 	case *flagMaxNew < 1:
@@ -141,6 +142,11 @@ func checkFlags() error {
 		return fmt.Errorf("-system with -chat=false; accepted: -system with the chat template (the raw prompt has no system message)")
 	case flag.NArg() > 0 && !*flagSpeedTable:
 		return fmt.Errorf("argument %q; accepted: none (the prompt is -prompt; arguments are -speed-table's files)", flag.Arg(0))
+	}
+	for i, name := range flag.Args() { // a file given twice would give its rows twice
+		if slices.ContainsFunc(flag.Args()[:i], func(o string) bool { return filepath.Clean(o) == filepath.Clean(name) }) {
+			return fmt.Errorf("-speed-table: %q listed twice; accepted: each file once", name)
+		}
 	}
 	if err := checkModeFlags(); err != nil {
 		return err

@@ -260,3 +260,12 @@ func TestPromptLongerThanMaxLen(t *testing.T) {
 		t.Errorf("generate() with -maxlen 4 = %v; want an error naming -maxlen and the prompt's tokens", err)
 	}
 }
+
+// TestSpeedTableListedTwice: a file given twice to -speed-table is an error naming it; its rows
+// were printed twice and its bandwidths counted twice in the median.
+func TestSpeedTableListedTwice(t *testing.T) {
+	setFlags(t, "-speed-table", "a.jsonl", "b.jsonl", "./a.jsonl")
+	if err := checkFlags(); err == nil || !strings.Contains(err.Error(), `-speed-table: "./a.jsonl" listed twice`) {
+		t.Errorf("checkFlags() = %v; want an error naming the file", err)
+	}
+}
