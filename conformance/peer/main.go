@@ -20,9 +20,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,8 +103,12 @@ func main() {
 	}
 	var ef eformerReport
 	var qu quantaReport
-	readJSON(*flagEformerJSON, &ef)
-	readJSON(*flagQuantaJSON, &qu)
+	if err := readJSON("-eformer-json", *flagEformerJSON, &ef); err != nil {
+		fail(err)
+	}
+	if err := readJSON("-quanta-json", *flagQuantaJSON, &qu); err != nil {
+		fail(err)
+	}
 	table, err := markdown(&ef, &qu)
 	if err != nil {
 		fail(err)
@@ -206,14 +212,20 @@ func run(name string, args ...string) {
 	}
 }
 
-func readJSON(path string, v any) {
+// readJSON decodes the JSON file at path, given by flag key, into v; an error names key and,
+// for a missing file, -reuse, which reads files an earlier run wrote.
+func readJSON(key, path string, v any) error {
 	data, err := os.ReadFile(path)
-	if err != nil {
-		fail(err)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && *flagReuse:
+		return fmt.Errorf("%s: %w (-reuse reads the files of an earlier run: run without it first)", key, err)
+	case err != nil:
+		return fmt.Errorf("%s: %w", key, err)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		fail(fmt.Errorf("%s: %w", path, err))
+		return fmt.Errorf("%s %s: %w", key, path, err)
 	}
+	return nil
 }
 
 // formatOf returns the eformer format a quanta variant measures: the format itself or a name

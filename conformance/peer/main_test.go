@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -107,5 +108,25 @@ func TestMarkdownFromFiles(t *testing.T) {
 	qu.Results[0].Shape = "4096x4096"
 	if _, err := markdown(&ef, &qu); err == nil || !strings.Contains(err.Error(), "4096x4096") || !strings.Contains(err.Error(), "2048") {
 		t.Errorf("files of different shapes: markdown = %v; want an error naming both", err)
+	}
+}
+
+// TestReadJSONNamesFlag: a results file that is missing or not JSON is an error naming its flag
+// (and -reuse for a missing one); it named only the path ("open bench-results/peer/eformer.json:
+// no such file or directory").
+func TestReadJSONNamesFlag(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	setFlags(t, "-reuse")
+	var ef eformerReport
+	if err := readJSON("-eformer-json", filepath.Join(dir, "missing.json"), &ef); err == nil ||
+		!strings.Contains(err.Error(), "-eformer-json: open") || !strings.Contains(err.Error(), "-reuse") {
+		t.Errorf("missing file: readJSON = %v; want an error naming -eformer-json and -reuse", err)
+	}
+	if err := readJSON("-quanta-json", bad, &ef); err == nil || !strings.Contains(err.Error(), "-quanta-json "+bad) {
+		t.Errorf("bad file: readJSON = %v; want an error naming -quanta-json", err)
 	}
 }
