@@ -75,6 +75,8 @@ type Results struct {
 	Environment string      `json:"environment"`
 	SmolLM2     []SmolLM2   `json:"smollm2,omitempty"`
 	MiniLM      []MiniLMRow `json:"minilm,omitempty"`
+	// MiniLMSentences is the number of sentences MiniLM's cosines are taken over.
+	MiniLMSentences int `json:"minilm_sentences,omitempty"`
 }
 
 // SmolLM2 is one format's perplexity row.
@@ -223,6 +225,7 @@ func run() error {
 			if res.MiniLM, err = evalMiniLM(backend, formats, sentences); err != nil {
 				return err
 			}
+			res.MiniLMSentences = len(sentences)
 		}
 	}
 	md := markdown(res)
@@ -482,7 +485,7 @@ func markdown(r Results) string {
 		sb.WriteString("\n")
 	}
 	if len(r.MiniLM) > 0 {
-		sb.WriteString("all-MiniLM-L6-v2, cosine to the float32 embeddings (32 sentences)\n\n")
+		fmt.Fprintf(&sb, "all-MiniLM-L6-v2, cosine to the float32 embeddings (%d sentences)\n\n", r.MiniLMSentences)
 		sb.WriteString("| format | mean cosine | min cosine | reference mean (same rule) | difference | projections (MB) |\n")
 		sb.WriteString("|---|---|---|---|---|---|\n")
 		for _, row := range r.MiniLM {

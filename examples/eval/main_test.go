@@ -316,3 +316,12 @@ func TestOutputsSamePath(t *testing.T) {
 		t.Errorf("checkFlags() = %v; want an error naming -json and -markdown", err)
 	}
 }
+
+// TestMarkdownSentences: the MiniLM table gives the number of sentences its cosines were taken
+// over; it said 32, the reference's count, whatever sentences.json held.
+func TestMarkdownSentences(t *testing.T) {
+	got := markdown(Results{Backend: "test", MiniLMSentences: 3, MiniLM: []MiniLMRow{{Format: "int8", MeanCosine: 0.99, MinCosine: 0.98}}})
+	if !strings.Contains(got, "(3 sentences)") {
+		t.Errorf("markdown lacks \"(3 sentences)\":\n%s", got)
+	}
+}
