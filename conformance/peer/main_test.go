@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,38 +45,13 @@ func TestCheckFlags(t *testing.T) {
 		{[]string{"-m", "1,8", "-formats", "nf4,dense", "-variants", "nf4,nf4@materialize"}, ""},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
-			setFlags(t, c.args...)
+			testutil.SetFlags(t, c.args...)
 			if err := checkFlags(); c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 				t.Errorf("checkFlags() = %v; want %q", err, c.want)
 			}
 		})
 	}
 	t.Run("argument", func(t *testing.T) { testutil.ArgumentRefused(t, checkFlags) })
-}
-
-// setFlags parses args as the command line, for the test's duration, into a fresh flag set over
-// the command's flag values (flag.Visit then sees only the flags args set): at cleanup the command
-// line and every flag's value are restored.
-func setFlags(t *testing.T, args ...string) {
-	t.Helper()
-	saved := flag.CommandLine
-	values := map[string]string{}
-	fs := flag.NewFlagSet(saved.Name(), flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	saved.VisitAll(func(f *flag.Flag) {
-		values[f.Name] = f.Value.String()
-		fs.Var(f.Value, f.Name, f.Usage)
-	})
-	flag.CommandLine = fs
-	t.Cleanup(func() {
-		flag.CommandLine = saved
-		for name, value := range values {
-			_ = saved.Lookup(name).Value.Set(value)
-		}
-	})
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestMarkdownFromFiles: the table's header gives the K and layer counts the files were measured
@@ -120,7 +93,7 @@ func TestReadJSONNamesFlag(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	setFlags(t, "-reuse")
+	testutil.SetFlags(t, "-reuse")
 	var ef eformerReport
 	if err := readJSON("-eformer-json", filepath.Join(dir, "missing.json"), &ef); err == nil ||
 		!strings.Contains(err.Error(), "-eformer-json: open") || !strings.Contains(err.Error(), "-reuse") {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -274,7 +273,7 @@ func TestModelFlagsWithoutModel(t *testing.T) {
 		{[]string{"-models", "smollm2,minilm", "-heads", "int8", "-minilm", "/tmp/minilm"}, ""},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
-			setFlags(t, c.args...)
+			testutil.SetFlags(t, c.args...)
 			if err := checkFlags(); c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 				t.Errorf("checkFlags() = %v; want %q", err, c.want)
 			}
@@ -282,36 +281,11 @@ func TestModelFlagsWithoutModel(t *testing.T) {
 	}
 }
 
-// setFlags parses args as the command line, for the test's duration, into a fresh flag set over
-// the command's flag values (flag.Visit then sees only the flags args set): at cleanup the command
-// line and every flag's value are restored.
-func setFlags(t *testing.T, args ...string) {
-	t.Helper()
-	saved := flag.CommandLine
-	values := map[string]string{}
-	fs := flag.NewFlagSet(saved.Name(), flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	saved.VisitAll(func(f *flag.Flag) {
-		values[f.Name] = f.Value.String()
-		fs.Var(f.Value, f.Name, f.Usage)
-	})
-	flag.CommandLine = fs
-	t.Cleanup(func() {
-		flag.CommandLine = saved
-		for name, value := range values {
-			_ = saved.Lookup(name).Value.Set(value)
-		}
-	})
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestOutputsSamePath: -json and -markdown naming the same file is an error naming both before
 // anything runs; the table was written over the JSON after the evaluations.
 func TestOutputsSamePath(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "eval.out")
-	setFlags(t, "-json", path, "-markdown", filepath.Join(filepath.Dir(path), ".", "eval.out"))
+	testutil.SetFlags(t, "-json", path, "-markdown", filepath.Join(filepath.Dir(path), ".", "eval.out"))
 	if err := checkFlags(); err == nil || !strings.Contains(err.Error(), "-json and -markdown both") {
 		t.Errorf("checkFlags() = %v; want an error naming -json and -markdown", err)
 	}

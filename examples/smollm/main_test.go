@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/qlayers"
 )
 
@@ -29,7 +29,7 @@ func TestCheckFlags(t *testing.T) {
 		{"minwindow", "0", ""},
 	} {
 		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {
-			setFlags(t, "-"+tc.flag, tc.value)
+			testutil.SetFlags(t, "-"+tc.flag, tc.value)
 			err := checkFlags()
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("checkFlags() = %v; want %q", err, tc.want)
@@ -43,7 +43,7 @@ func TestCheckFlags(t *testing.T) {
 func TestLoadFlagNames(t *testing.T) {
 	for _, tc := range []struct{ flag, want string }{{"format", "-format: models.Preset"}, {"head", "-head: models.TableRule"}} {
 		t.Run(tc.flag, func(t *testing.T) {
-			setFlags(t, "-"+tc.flag, "bogus")
+			testutil.SetFlags(t, "-"+tc.flag, "bogus")
 			if _, err := load(); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("-%s bogus: load() = %v; want %q", tc.flag, err, tc.want)
 			}
@@ -56,7 +56,7 @@ func TestLoadFlagNames(t *testing.T) {
 func TestCheckFlagsModes(t *testing.T) {
 	for _, pair := range [][2]string{{"bench", "anatomy"}, {"anatomy", "speed-table"}, {"bench", "speed-table"}} {
 		t.Run(pair[0]+","+pair[1], func(t *testing.T) {
-			setFlags(t, "-"+pair[0], "-"+pair[1])
+			testutil.SetFlags(t, "-"+pair[0], "-"+pair[1])
 			if err := checkFlags(); err == nil || !strings.Contains(err.Error(), "at most one") {
 				t.Errorf("-%s -%s: checkFlags() = %v; want an error naming both", pair[0], pair[1], err)
 			}
@@ -68,13 +68,13 @@ func TestCheckFlagsModes(t *testing.T) {
 // naming it, not ignored (smollm "Tell me a joke" answered the default -prompt).
 func TestCheckFlagsArguments(t *testing.T) {
 	t.Run("prompt", func(t *testing.T) {
-		setFlags(t, "Tell me a joke")
+		testutil.SetFlags(t, "Tell me a joke")
 		if err := checkFlags(); err == nil || !strings.Contains(err.Error(), `argument "Tell me a joke"`) || !strings.Contains(err.Error(), "-prompt") {
 			t.Errorf("checkFlags() = %v; want an error naming the argument and -prompt", err)
 		}
 	})
 	t.Run("speed-table", func(t *testing.T) {
-		setFlags(t, "-speed-table", "bench.jsonl")
+		testutil.SetFlags(t, "-speed-table", "bench.jsonl")
 		if err := checkFlags(); err != nil {
 			t.Errorf("-speed-table bench.jsonl: checkFlags() = %v", err)
 		}
@@ -181,7 +181,7 @@ func TestCheckFlagsCounts(t *testing.T) {
 			if strings.HasPrefix(tc.flag, "anatomy") {
 				mode = "-anatomy"
 			}
-			setFlags(t, mode, "-"+tc.flag, tc.value)
+			testutil.SetFlags(t, mode, "-"+tc.flag, tc.value)
 			err := checkFlags()
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("checkFlags() = %v; want %q", err, tc.want)
@@ -215,7 +215,7 @@ func TestCheckFlagsOtherMode(t *testing.T) {
 		{[]string{"-chat=false", "-prompt", "Once upon a time"}, ""},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			setFlags(t, tc.args...)
+			testutil.SetFlags(t, tc.args...)
 			err := checkFlags()
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("checkFlags() = %v; want %q", err, tc.want)
@@ -224,37 +224,12 @@ func TestCheckFlagsOtherMode(t *testing.T) {
 	}
 }
 
-// setFlags parses args as the command line, for the test's duration, into a fresh flag set over
-// the command's flag values (flag.Visit then sees only the flags args set): at cleanup the command
-// line and every flag's value are restored.
-func setFlags(t *testing.T, args ...string) {
-	t.Helper()
-	saved := flag.CommandLine
-	values := map[string]string{}
-	fs := flag.NewFlagSet(saved.Name(), flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	saved.VisitAll(func(f *flag.Flag) {
-		values[f.Name] = f.Value.String()
-		fs.Var(f.Value, f.Name, f.Usage)
-	})
-	flag.CommandLine = fs
-	t.Cleanup(func() {
-		flag.CommandLine = saved
-		for name, value := range values {
-			_ = saved.Lookup(name).Value.Set(value)
-		}
-	})
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestPromptLongerThanMaxLen: a prompt that leaves no room in -maxlen is an error naming -maxlen
 // and the prompt's tokens; it named the generator's MaxLen ("models.Generator: prompt of 37
 // tokens; accepted: 1..3 (MaxLen-1)"), a field the command line does not have.
 func TestPromptLongerThanMaxLen(t *testing.T) {
 	assets.Require(t, assets.SmolLM2)
-	setFlags(t, "-maxlen", "4")
+	testutil.SetFlags(t, "-maxlen", "4")
 	err := generate()
 	if err == nil || !strings.Contains(err.Error(), "-maxlen 4") || !strings.Contains(err.Error(), "tokens") {
 		t.Errorf("generate() with -maxlen 4 = %v; want an error naming -maxlen and the prompt's tokens", err)
@@ -264,7 +239,7 @@ func TestPromptLongerThanMaxLen(t *testing.T) {
 // TestSpeedTableListedTwice: a file given twice to -speed-table is an error naming it; its rows
 // were printed twice and its bandwidths counted twice in the median.
 func TestSpeedTableListedTwice(t *testing.T) {
-	setFlags(t, "-speed-table", "a.jsonl", "b.jsonl", "./a.jsonl")
+	testutil.SetFlags(t, "-speed-table", "a.jsonl", "b.jsonl", "./a.jsonl")
 	if err := checkFlags(); err == nil || !strings.Contains(err.Error(), `-speed-table: "./a.jsonl" listed twice`) {
 		t.Errorf("checkFlags() = %v; want an error naming the file", err)
 	}

@@ -3,6 +3,7 @@ package testutil
 import (
 	"encoding/json"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,12 +15,34 @@ import (
 // argument, so the flags after it would otherwise be dropped silently.
 func ArgumentRefused(t *testing.T, check func() error) {
 	t.Helper()
-	defer func() { _ = flag.CommandLine.Parse(nil) }()
-	if err := flag.CommandLine.Parse([]string{"int8", "-json", "out.json"}); err != nil {
-		t.Fatal(err)
-	}
+	SetFlags(t, "int8", "-json", "out.json")
 	if err := check(); err == nil || !strings.Contains(err.Error(), `argument "int8"`) {
 		t.Errorf("the flag check with the arguments int8 -json out.json = %v; want an error naming \"int8\"", err)
+	}
+}
+
+// SetFlags parses args as a command's command line (flag.CommandLine) for the rest of the test:
+// into a fresh flag set holding the command's flags, so that flag.Visit sees only the flags args
+// give, and the flags' values and flag.CommandLine are restored when the test ends.
+func SetFlags(t testing.TB, args ...string) {
+	t.Helper()
+	saved := flag.CommandLine
+	values := map[string]string{}
+	fs := flag.NewFlagSet(saved.Name(), flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	saved.VisitAll(func(f *flag.Flag) {
+		values[f.Name] = f.Value.String()
+		fs.Var(f.Value, f.Name, f.Usage)
+	})
+	flag.CommandLine = fs
+	t.Cleanup(func() {
+		flag.CommandLine = saved
+		for name, value := range values {
+			_ = saved.Lookup(name).Value.Set(value)
+		}
+	})
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
 	}
 }
 

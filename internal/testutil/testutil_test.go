@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -140,5 +141,25 @@ func TestRecoverError(t *testing.T) {
 	}
 	if err := run("bad axis"); err == nil || err.Error() != "bad axis" {
 		t.Errorf("panic with a string: %v, want its text", err)
+	}
+}
+
+// TestSetFlags: the flags SetFlags parses are the only ones flag.Visit sees during the test, and
+// flag.CommandLine and the values are back as they were after it.
+func TestSetFlags(t *testing.T) {
+	given := flag.String("testutil-given", "a", "")
+	other := flag.Int("testutil-other", 1, "")
+	saved := flag.CommandLine
+	t.Run("set", func(t *testing.T) {
+		SetFlags(t, "-testutil-given", "b", "arg")
+		var seen []string
+		flag.Visit(func(f *flag.Flag) { seen = append(seen, f.Name) })
+		if *given != "b" || *other != 1 || len(seen) != 1 || seen[0] != "testutil-given" || flag.NArg() != 1 {
+			t.Errorf("after SetFlags: given %q, other %d, visited %v, arguments %v; want b, 1, [testutil-given], [arg]",
+				*given, *other, seen, flag.Args())
+		}
+	})
+	if flag.CommandLine != saved || *given != "a" {
+		t.Errorf("after the test: flag.CommandLine restored %v, given %q; want true, a", flag.CommandLine == saved, *given)
 	}
 }
