@@ -34,8 +34,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdRun(args[1:], stdout, stderr)
 	}
 	if len(args) == 2 && args[0] == "doctor" && isHelp(args[1]) { // as quanta run -h: the usage, exit 0
-		fmt.Fprint(stdout, usage)
-		return exitOK
+		return writeHelp(usage, stdout, stderr)
 	}
 	if len(args) != 1 {
 		what := "no command"
@@ -49,16 +48,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "doctor":
 		return doctor(stdout, stderr)
 	case "help":
-		fmt.Fprint(stdout, usage)
-		return exitOK
+		return writeHelp(usage, stdout, stderr)
 	default:
 		if isHelp(args[0]) {
-			fmt.Fprint(stdout, usage)
-			return exitOK
+			return writeHelp(usage, stdout, stderr)
 		}
 		fmt.Fprintf(stderr, "quanta: unknown command %q\n%s", args[0], usage)
 		return exitUsage
 	}
+}
+
+// writeHelp writes the help asked for to stdout: exit 0, or 1 when it cannot be written (a full
+// disk, a closed pipe), the error named on stderr.
+func writeHelp(help string, stdout, stderr io.Writer) int {
+	if _, err := io.WriteString(stdout, help); err != nil {
+		fmt.Fprintf(stderr, "quanta: writing the help: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
 }
 
 // isHelp reports whether arg asks for help, as the flag package reads -h.

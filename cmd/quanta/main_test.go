@@ -56,6 +56,34 @@ func TestUsage(t *testing.T) {
 	}
 }
 
+// TestHelp: the help asked for goes to stdout with exit 0, as `quanta -h` and `quanta help`
+// always did, quanta run's flags included; a help that cannot be written is a failure (exit 1,
+// named on stderr), not a silent success.
+func TestHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-h"}, "usage: quanta <command>"},
+		{[]string{"--help"}, "usage: quanta <command>"},
+		{[]string{"help"}, "usage: quanta <command>"},
+		{[]string{"doctor", "-h"}, "usage: quanta <command>"},
+		{[]string{"run", "-h"}, "usage: quanta run"},
+		{[]string{"run", "-help"}, "-repeat-penalty"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(tc.args, &stdout, &stderr); code != exitOK || !strings.Contains(stdout.String(), tc.want) || stderr.Len() != 0 {
+				t.Errorf("run(%q) = %d, stdout %q, stderr %q; want 0, stdout with %q, no stderr", tc.args, code, stdout.String(), stderr.String(), tc.want)
+			}
+			stderr.Reset()
+			if code := run(tc.args, failingWriter{}, &stderr); code != exitFailure || !strings.Contains(stderr.String(), "writing the help: no space left on device") {
+				t.Errorf("run(%q) on a failing stdout = %d, stderr %q; want %d and the write error", tc.args, code, stderr.String(), exitFailure)
+			}
+		})
+	}
+}
+
 // runChild runs `quanta args...` in a child process with the environment changed by set
 // ("KEY=value") and unset, and returns its exit code, stdout and stderr.
 func runChild(t *testing.T, set, unset []string, args ...string) (int, string, string) {

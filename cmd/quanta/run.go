@@ -51,10 +51,7 @@ type runOptions struct {
 func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, runUsage)
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() {} // written below: to stdout when asked for (-h), to stderr after an error
 	var o runOptions
 	fs.StringVar(&o.format, "format", models.FilePreset, "the weights' format: file (as the file stores them), or a conversion of the projections: "+
 		strings.Join(models.PresetNames()[1:], ", "))
@@ -74,13 +71,14 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.cacheDType, "cache-dtype", "float32", "the key/value cache's element type: float32, or float16 (half the bytes a step reads, as llama.cpp's default cache)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
+			return writeHelp(runHelp(fs), stdout, stderr)
 		}
+		fmt.Fprint(stderr, runHelp(fs))
 		return exitUsage
 	}
 	if fs.NArg() != 2 {
 		fmt.Fprintf(stderr, "quanta run: %d arguments %q; want MODEL.gguf and the prompt, after the flags\n\n", fs.NArg(), fs.Args())
-		fs.Usage()
+		fmt.Fprint(stderr, runHelp(fs))
 		return exitUsage
 	}
 	if err := runModel(fs.Arg(0), fs.Arg(1), o, stdout, stderr); err != nil {
@@ -88,6 +86,17 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// runHelp returns quanta run's help: the usage and the flags of fs.
+func runHelp(fs *flag.FlagSet) string {
+	var b strings.Builder
+	b.WriteString(runUsage)
+	out := fs.Output()
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
+	return b.String()
 }
 
 // progressKeeper is a models.Keeper that reports each kept kernel's scope to progress.

@@ -159,7 +159,6 @@ func TestRun(t *testing.T) {
 			[]string{"head_count"}},
 		{"arguments", []string{model}, exitUsage, []string{"1 arguments", "want MODEL.gguf and the prompt, after the flags", "usage: quanta run"}},
 		{"flag after the arguments", []string{model, "hi", "-max", "2"}, exitUsage, []string{"4 arguments"}},
-		{"help", []string{"-h"}, exitOK, []string{"usage: quanta run"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCmd(append([]string{"run"}, tc.args...)...)
@@ -174,7 +173,7 @@ func TestRun(t *testing.T) {
 			if code != exitOK && strings.HasPrefix(stderr, "\n") {
 				t.Errorf("stderr starts with a blank line (no progress line to end here):\n%s", stderr)
 			}
-			if code == exitOK && tc.name != "help" && !strings.HasSuffix(stdout, "\n") {
+			if code == exitOK && !strings.HasSuffix(stdout, "\n") {
 				t.Errorf("stdout %q does not end the answer's line", stdout)
 			}
 		})
