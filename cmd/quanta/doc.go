@@ -28,5 +28,6 @@
 // start or to run the check graph, or the report cannot be written. run exits 1 on an error — an
 // architecture other than "llama", "gemma3" and "qwen2", a tensor type it cannot decode, an unknown
 // format, a sampling flag out of range, each named with what is accepted — and 2 on a bad command
-// line. An unknown subcommand prints the usage and exits 2.
+// line. An unknown subcommand prints the usage and exits 2. Help asked for (quanta -h, quanta help
+// [command], quanta run -h) goes to stdout and exits 0, or 1 when it cannot be written.
 package main

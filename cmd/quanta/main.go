@@ -22,6 +22,7 @@ const usage = `usage: quanta <command>
 commands:
   doctor                     report the backend quanta runs on (exit 0: XLA; 3: pure-Go fallback; 1: failure)
   run [flags] MODEL "prompt" run a GGUF model (llama, gemma3, qwen2) on a prompt (quanta run -h lists the flags)
+  help [command]             print this usage, or the command's help
 `
 
 func main() {
@@ -33,6 +34,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "run" {
 		return cmdRun(args[1:], stdout, stderr)
 	}
+	if len(args) == 2 && args[0] == "help" { // as go help CMD: CMD's help, exit 0
+		switch args[1] {
+		case "run":
+			return cmdRun([]string{"-h"}, stdout, stderr)
+		case "doctor", "help":
+			return writeHelp(usage, stdout, stderr)
+		}
+		fmt.Fprintf(stderr, "quanta help: unknown command %q\n%s", args[1], usage)
+		return exitUsage
+	}
 	if len(args) == 2 && args[0] == "doctor" && isHelp(args[1]) { // as quanta run -h: the usage, exit 0
 		return writeHelp(usage, stdout, stderr)
 	}
@@ -40,6 +51,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		what := "no command"
 		if len(args) > 1 {
 			what = fmt.Sprintf("%q takes no arguments; got %q", args[0], args[1:])
+			if args[0] == "help" {
+				what = fmt.Sprintf("%q takes no arguments or one command; got %q", args[0], args[1:])
+			}
 		}
 		fmt.Fprintf(stderr, "quanta: %s\n%s", what, usage)
 		return exitUsage
