@@ -78,7 +78,15 @@ func (r *Report) Summary() string {
 	if len(r.Failed) > 0 {
 		refused = fmt.Sprintf(", %d refused (quanta doctor lists them)", len(r.Failed))
 	}
-	return fmt.Sprintf("kernels: %d registered (%s)%s, %s, %d threads", len(r.Registered), r.Plugin, refused, r.ISA, r.Threads)
+	return fmt.Sprintf("kernels: %d registered (%s)%s, %s, %s", len(r.Registered), r.Plugin, refused, r.ISA, threads(r.Threads))
+}
+
+// threads writes n and "thread", plural unless n is 1.
+func threads(n int) string {
+	if n == 1 {
+		return "1 thread"
+	}
+	return fmt.Sprintf("%d threads", n)
 }
 
 // String formats the report as `quanta doctor` prints it.
@@ -91,7 +99,7 @@ func (r *Report) String() string {
 		field("kernels", "none: %v", r.Unavailable)
 	} else {
 		field("kernels", "%d registered (%s): %s", len(r.Registered), r.Plugin, strings.Join(r.Registered, ", "))
-		field("kernel CPU", "%s, %d threads", r.ISA, r.Threads)
+		field("kernel CPU", "%s, %s", r.ISA, threads(r.Threads))
 	}
 	if r.ThreadsNote != "" {
 		field("kernel note", "%s", r.ThreadsNote)

@@ -187,3 +187,20 @@ func TestLostKernelsSaid(t *testing.T) {
 		t.Errorf("stderr %q; want one line starting %q saying the products run on their HLO formulations", out, want)
 	}
 }
+
+// TestReportThreads: the report counts one thread as "1 thread", as doctor and the benchmark
+// headers print it, and more as "N threads".
+func TestReportThreads(t *testing.T) {
+	for _, tc := range []struct {
+		threads int
+		want    string
+	}{{1, ", 1 thread"}, {2, ", 2 threads"}} {
+		r := &kernels.Report{Plugin: "PJRT C API 0.115", Registered: []string{"quanta_probe"}, ISA: "avx2", Threads: tc.threads}
+		if s := r.Summary(); !strings.HasSuffix(s, tc.want) {
+			t.Errorf("Summary() = %q, want it to end with %q", s, tc.want)
+		}
+		if s := r.String(); !strings.Contains(s, "avx2"+tc.want+"\n") {
+			t.Errorf("String() = %q, want a line ending with %q", s, tc.want)
+		}
+	}
+}

@@ -77,7 +77,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if fs.NArg() != 2 {
-		fmt.Fprintf(stderr, "quanta run: %d arguments %q; want MODEL.gguf and the prompt, after the flags\n\n", fs.NArg(), fs.Args())
+		fmt.Fprintf(stderr, "quanta run: %s %q; want MODEL.gguf and the prompt, after the flags\n\n", count(fs.NArg(), "argument"), fs.Args())
 		fmt.Fprint(stderr, runHelp(fs))
 		return exitUsage
 	}

@@ -157,7 +157,7 @@ func TestRun(t *testing.T) {
 			[]string{"-maxlen 65; accepted: at most llama.context_length = 64"}},
 		{"load error", []string{tinyModel(t, 0, ggufbuild.KV{Key: "llama.attention.head_count", Value: uint32(0)}), "hi"}, exitFailure,
 			[]string{"head_count"}},
-		{"arguments", []string{model}, exitUsage, []string{"1 arguments", "want MODEL.gguf and the prompt, after the flags", "usage: quanta run"}},
+		{"arguments", []string{model}, exitUsage, []string{"quanta run: 1 argument [", "want MODEL.gguf and the prompt, after the flags", "usage: quanta run"}},
 		{"flag after the arguments", []string{model, "hi", "-max", "2"}, exitUsage, []string{"4 arguments"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
