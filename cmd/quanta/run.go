@@ -213,7 +213,10 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	ids, stops := p.IDs, p.Stops
 	// Checked before the weights load: the loader validates the context length too.
 	contextLength := 0
-	if n, err := f.Uint(archName + ".context_length"); err == nil && n <= fileio.MaxCount {
+	if n, err := f.Uint(archName + ".context_length"); err == nil {
+		if err := fileio.CheckInt(archName+".context_length", n, 0, fileio.MaxCount); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
 		contextLength = int(n)
 	}
 	maxLen := o.maxLen

@@ -153,6 +153,8 @@ func TestRun(t *testing.T) {
 		{"maxlen reached", []string{"-max", "8", "-temp", "0", "-raw", "-maxlen", "4", model, "hi"}, exitOK,
 			[]string{"the answer stopped at -maxlen 4 (a prompt of 2 tokens)"}},
 		{"missing file", []string{filepath.Join(t.TempDir(), "none.gguf"), "hi"}, exitFailure, []string{"none.gguf"}},
+		{"context length above the limit", []string{tinyModel(t, 0, ggufbuild.KV{Key: "llama.context_length", Value: uint64(1) << 32}), "hi"},
+			exitFailure, []string{"tiny.gguf: llama.context_length = 4294967296; accepted: 0 to 2147483647"}},
 		{"maxlen above the context length", []string{"-maxlen", "65", model, "hi"}, exitFailure,
 			[]string{"-maxlen 65; accepted: at most llama.context_length = 64"}},
 		{"load error", []string{tinyModel(t, 0, ggufbuild.KV{Key: "llama.attention.head_count", Value: uint32(0)}), "hi"}, exitFailure,
