@@ -37,7 +37,8 @@
 // FFI extension at PJRT C API 0.115 or later with XLA FFI API 0.4 (internal/xlaffi checks each),
 // and GoMLX's graphs can emit custom calls there (internal/customcall checks the GoMLX and go-xla
 // versions it was written for). A plugin without the FFI extension (xla-cpu-pjrt 0.0.1, PJRT C
-// API 0.81) runs quanta's products on their HLO formulations, several times slower at few rows:
+// API 0.81) runs quanta's products on their HLO formulations: decoding (one activation row) one to
+// two orders of magnitude slower, a prompt a few times (docs/performance.md has the figures):
 // Attach's error says so, the first attachment to such a backend prints one line on stderr (also
 // for a kernel that failed to register), and `quanta doctor`, `make setup` and every benchmark
 // header report it.

@@ -159,13 +159,15 @@ func MustAttach(backend backends.Backend) *Report {
 
 // sayLost says on stderr, when the kernels are attached to an XLA backend on a CPU plugin (where the
 // products would call them), which of them cannot serve it: its quantized products then run on
-// their HLO formulations, several times slower at few rows, and a program that never calls Attach
+// their HLO formulations, decoding one to two orders of magnitude slower (docs/performance.md), and
+// a program that never calls Attach
 // would not know.
 func sayLost(backend backends.Backend, r *Report) {
 	if _, cpu := kernelreg.XLACPU(backend); !cpu {
 		return
 	}
-	const slower = "quantized products on this XLA CPU backend run on their HLO formulations (several times slower at few rows)"
+	const slower = "quantized products on this XLA CPU backend run on their HLO formulations " +
+		"(decoding 10 to 300 times slower, a prompt 2 to 6 times: docs/performance.md)"
 	if r.Err() != nil {
 		fmt.Fprintf(os.Stderr, "quanta: %s; %s\n", r.Summary(), slower)
 		return

@@ -157,7 +157,7 @@ func (hiddenPlugin) Description() string { return "xla:cpu (plugin not named)" }
 
 // TestLostKernelsSaid: when the kernels cannot serve an XLA CPU backend, the first attachment says
 // so on stderr, once, so that a program that builds products without calling Attach learns that
-// they run on their HLO formulations; a backend the kernels never serve (not XLA CPU) gets no line.
+// they run on their HLO formulations and what that costs; a backend the kernels never serve (not XLA CPU) gets no line.
 func TestLostKernelsSaid(t *testing.T) {
 	backend := testutil.Backend(t)
 	stderr := func(b backends.Backend) string {
@@ -183,8 +183,8 @@ func TestLostKernelsSaid(t *testing.T) {
 	}
 	out := stderr(&hiddenPlugin{backend})
 	const want = "quanta: kernels: NONE: "
-	if strings.Count(out, want) != 1 || !strings.Contains(out, "HLO formulations") {
-		t.Errorf("stderr %q; want one line starting %q saying the products run on their HLO formulations", out, want)
+	if strings.Count(out, want) != 1 || !strings.Contains(out, "HLO formulations") || !strings.Contains(out, "decoding 10 to 300 times slower") {
+		t.Errorf("stderr %q; want one line starting %q saying the products run on their HLO formulations and what decoding loses", out, want)
 	}
 }
 
