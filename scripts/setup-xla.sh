@@ -34,8 +34,9 @@ log() { echo "setup-xla: $*" >&2; }
 # file_id prints size and modification time: cheap to compare, changes when the file does.
 file_id() { stat -c '%s %Y' "$1"; }
 
-# verify PLUGIN_PATH: loads the plugin through GoMLX and runs a graph on it; the doctor's report
-# goes to ${DOCTOR_OUT}. quanta's variables that could fail the doctor for reasons other than the
+# verify PLUGIN_PATH: loads the plugin through GoMLX and runs a graph on it, and where quanta's
+# kernels register with it, their probe custom call (doctor fails when it fails: the products
+# would call them); the doctor's report goes to ${DOCTOR_OUT}. quanta's variables that could fail the doctor for reasons other than the
 # plugin (an invalid QUANTA_CPU_DEVICES or QUANTA_XLA_LIBRARY_FUSIONS) are cleared for it.
 DOCTOR_OUT=/dev/null
 verify() {
@@ -115,7 +116,7 @@ if [[ -z "${FORCE}" && -f "${DEST}" && ! -f "${STAMP}" ]]; then
     fi
     exit 0
   fi
-  log "the plugin at ${DEST} does not load; replacing it"
+  log "the plugin at ${DEST} fails quanta doctor (see its error above); replacing it"
 fi
 
 if ! "${PYTHON}" -m pip --version >/dev/null 2>&1; then
@@ -157,7 +158,7 @@ PY
   log "checking that ${spec}'s plugin loads and runs a graph"
   DOCTOR_OUT="${dir}/doctor.txt"
   if ! verify "${plugin}"; then
-    errors+=("${spec}: its plugin did not load or run a graph through GoMLX (see the doctor error above)")
+    errors+=("${spec}: its plugin did not load, run a graph through GoMLX or run the kernels' probe (see the doctor error above)")
     continue
   fi
   mkdir -p "${DEST_DIR}"

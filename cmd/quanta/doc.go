@@ -4,7 +4,8 @@
 //
 //	quanta doctor   print the backend quanta runs on: name, description, PJRT plugin file and
 //	                API version, devices, and whether the pure-Go fallback is in use; then run
-//	                a small matmul graph on it
+//	                a small matmul graph on it, and, where quanta's kernels register with it,
+//	                one custom call (the kernel probe)
 //
 //	quanta run [flags] MODEL.gguf "prompt"
 //	                run a GGUF model ("llama": SmolLM2, Llama, ...; "gemma3"; "qwen2": Qwen2,
@@ -25,7 +26,8 @@
 //
 // Exit codes of doctor: 0 when XLA is in use (or the backend that GOMLX_BACKEND asked for); 3 when
 // the pure-Go fallback is in use because no XLA plugin could start; 1 when the backend fails to
-// start or to run the check graph, or the report cannot be written. run exits 1 on an error — an
+// start or to run the check graph, when the kernels registered with it fail their probe (the
+// products would call them), or when the report cannot be written. run exits 1 on an error — an
 // architecture other than "llama", "gemma3" and "qwen2", a tensor type it cannot decode, an unknown
 // format, a sampling flag out of range, each named with what is accepted — and 2 on a bad command
 // line. An unknown subcommand prints the usage and exits 2. Help asked for (quanta -h, quanta help

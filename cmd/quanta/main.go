@@ -85,6 +85,9 @@ func writeHelp(help string, stdout, stderr io.Writer) int {
 // isHelp reports whether arg asks for help, as the flag package reads -h.
 func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
 
+// probe is kernels.Probe; a test replaces it to see a probe that fails.
+var probe = kernels.Probe
+
 // doctor prints the runtime report and checks that the backend runs a graph. A report that
 // cannot be written is a failure: a script reading it would miss what it says.
 func doctor(stdout, stderr io.Writer) (code int) {
@@ -111,11 +114,13 @@ func doctor(stdout, stderr io.Writer) (code int) {
 	report := runtime.MustKernels()
 	fmt.Fprint(stdout, report)
 	if report.Err() == nil {
-		if err := kernels.Probe(runtime.MustBackend()); err != nil {
-			fmt.Fprintf(stdout, "%-13s failed: %v\n", "kernel probe:", err)
-		} else {
-			fmt.Fprintf(stdout, "%-13s ok (a custom call ran)\n", "kernel probe:")
+		// The products built on the backend call the kernels: a probe that fails is a failure.
+		if err := probe(runtime.MustBackend()); err != nil {
+			fmt.Fprintf(stdout, "%-13s failed\n", "kernel probe:")
+			fmt.Fprintf(stderr, "quanta doctor: %v\n", err)
+			return exitFailure
 		}
+		fmt.Fprintf(stdout, "%-13s ok (a custom call ran)\n", "kernel probe:")
 	}
 	if info.Fallback {
 		return exitFallback

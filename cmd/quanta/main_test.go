@@ -236,3 +236,26 @@ func TestDoctorWriteError(t *testing.T) {
 		t.Errorf("exit code %d, want %d and the write error; stderr:\n%s", code, exitFailure, stderr.String())
 	}
 }
+
+// TestDoctorProbeFailure: where the kernels register with the backend but their probe (one custom
+// call) fails, the products built on it would call them: doctor says so on stdout and stderr and
+// exits 1, so that scripts/setup-xla.sh, which checks doctor's exit status, does not keep the
+// plugin as working.
+func TestDoctorProbeFailure(t *testing.T) {
+	backend := testutil.Backend(t)
+	if err := runtime.MustKernels().Err(); err != nil {
+		t.Skipf("the kernels do not serve %s: doctor runs no probe (%v)", backend.Name(), err)
+	}
+	saved := probe
+	defer func() { probe = saved }()
+	probe = func(backends.Backend) error {
+		return errors.New("kernels.Probe: the probe returned [0 0 0], want its input [1 -2 3.5]")
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"doctor"}, &stdout, &stderr)
+	if code != exitFailure || !strings.Contains(stdout.String(), "kernel probe: failed\n") ||
+		!strings.Contains(stderr.String(), "quanta doctor: kernels.Probe: the probe returned [0 0 0]") {
+		t.Errorf("exit code %d, want %d, stdout saying the probe failed, stderr naming why; stdout:\n%s\nstderr:\n%s",
+			code, exitFailure, stdout.String(), stderr.String())
+	}
+}
