@@ -185,8 +185,8 @@
 //
 // A product runs on up to Threads() threads: the caller plus workers of a small persistent
 // pthread pool started on first use (signals blocked in them), or, with QUANTA_KERNEL_POOL=xla,
-// XLA's own intra-op pool when XLA calls the kernel (a value other than xla or quanta is ignored
-// with a ConfigNote). A product's result depends only on its
+// XLA's own intra-op pool when XLA calls the kernel (case and white space around it ignored, as
+// for quanta's other variables; a value other than xla or quanta is ignored with a ConfigNote). A product's result depends only on its
 // inputs: never on the thread count, on which thread ran what, or on other products running at
 // the same time (and on the caller's floating-point mode, which the workers take for its chunks:
 // XLA's CPU client flushes denormals to zero, a Go program does not). k×n products (x·W) are split into stripes of stored rows whose number and bounds

@@ -10,10 +10,12 @@
  * depend on the panel it is in, since panel bounds are multiples of every kernel's column group
  * (128) and the kernels' tails fall only at the end of the columns. An n x k product writes each
  * output from one chunk, whose bounds are multiples of the kernels' output groups (16). */
+#include <ctype.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 
 #include "qk_internal.h"
 
@@ -26,16 +28,28 @@ static _Atomic int64_t tune_panels = 0;
 static _Atomic int64_t tune_xla_pool = 0;
 
 /* QUANTA_KERNEL_POOL=xla makes the kernels XLA calls run on XLA's intra-op pool (the default,
- * "quanta", is quanta's own pool): read once, at the first use of the knob or of qk_pool_note. Any
- * other value is ignored with a note. */
+ * "quanta", is quanta's own pool): read once, at the first use of the knob or of qk_pool_note. As
+ * quanta's other variables, white space around the value is ignored and its case too; any other
+ * value is ignored with a note. */
 static pthread_once_t pool_env_once = PTHREAD_ONCE_INIT;
 static char pool_note[160];
 static void pool_env_init(void) {
   const char *v = getenv("QUANTA_KERNEL_POOL");
-  if (v == NULL || *v == '\0' || strcmp(v, "quanta") == 0) {
+  if (v == NULL) {
     return;
   }
-  if (strcmp(v, "xla") == 0) {
+  const char *s = v;
+  while (isspace((unsigned char)*s)) {
+    s++;
+  }
+  size_t n = strlen(s);
+  while (n > 0 && isspace((unsigned char)s[n - 1])) {
+    n--;
+  }
+  if (n == 0 || (n == 6 && strncasecmp(s, "quanta", 6) == 0)) {
+    return;
+  }
+  if (n == 3 && strncasecmp(s, "xla", 3) == 0) {
     atomic_store(&tune_xla_pool, 1);
     return;
   }

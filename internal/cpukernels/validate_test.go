@@ -173,7 +173,8 @@ func TestThreadsEnv(t *testing.T) {
 }
 
 // TestPoolEnv runs the test binary with QUANTA_KERNEL_POOL set: xla and quanta choose the pool,
-// any other value is ignored with a note naming the variable, so that a typo does not go unseen.
+// in any case and with white space around, as quanta's other variables are read; any other value
+// is ignored with a note naming the variable, so that a typo does not go unseen.
 func TestPoolEnv(t *testing.T) {
 	if os.Getenv("QK_POOL_CHILD") == "1" {
 		fmt.Printf("xla=%v note=%s\n", SetXLAPool(false), ConfigNote())
@@ -182,7 +183,8 @@ func TestPoolEnv(t *testing.T) {
 	for _, c := range []struct {
 		env       string
 		xla, note bool
-	}{{"", false, false}, {"xla", true, false}, {"quanta", false, false}, {"XLA", false, true}, {"garbage", false, true}, {" xla", false, true}} {
+	}{{"", false, false}, {"xla", true, false}, {"quanta", false, false}, {"XLA", true, false}, {" xla\t", true, false},
+		{" Quanta ", false, false}, {"  ", false, false}, {"garbage", false, true}, {"x la", false, true}, {"xlaa", false, true}} {
 		state, note := childReport(t, "TestPoolEnv", "xla=", "QK_POOL_CHILD=1", "QUANTA_KERNEL_POOL="+c.env, threadsEnv+"=")
 		xla := state == "xla=true"
 		if xla != c.xla || (note != "") != c.note || (c.note && !strings.Contains(note, "QUANTA_KERNEL_POOL")) {
