@@ -16,7 +16,10 @@
 //
 //  1. by $GOMLX_BACKEND when set, GoMLX's own convention: "xla:cpu", "xla:cuda", "xla:tpu",
 //     "xla:/abs/path/to/pjrt_c_api_cpu_plugin.so", "go", ...; a failure is returned, never
-//     replaced by another backend;
+//     replaced by another backend. Options after the plugin ("xla:cpu,shared_buffers") are
+//     GoMLX's, read as GoMLX reads them: v0.26.0 knows shared_buffers, noshared_buffers and tf32,
+//     and logs any other as "unknown plugin options" on stderr and starts without it, as any GoMLX
+//     program given the same value (the CPU device count is QUANTA_CPU_DEVICES, not an option);
 //  2. otherwise XLA on the best PJRT plugin found: tpu, then cuda, then cpu. Plugins are
 //     looked up where go-xla looks ($PJRT_PLUGIN_LIBRARY_PATH, or $HOME/.local/lib/go-xla,
 //     /usr/local/lib/go-xla and the system library paths) and, when the machine has the

@@ -193,6 +193,18 @@ func TestDoctor(t *testing.T) {
 			wantStdout: []string{"devices:      1\n", "QUANTA_CPU_DEVICES=3 ignored: it applies to the XLA CPU plugin only"},
 		},
 		{
+			// GoMLX's plugin options are GoMLX's: an unknown one is logged and ignored, as in any
+			// GoMLX program (runtime's doc).
+			name:        "unknown plugin option",
+			set:         []string{backends.ConfigEnvVar + "=xla:cpu,foo=1"},
+			unset:       []string{runtime.CPUDevicesEnv},
+			needXLACPU:  true,
+			wantCode:    exitOK,
+			wantStdout:  []string{"backend:      xla:cpu,foo=1 (set by $GOMLX_BACKEND)", "check:        ok"},
+			wantStderr:  `unknown plugin options ["foo=1"]`,
+			stderrLines: 1,
+		},
+		{
 			name:        "unknown GOMLX_BACKEND",
 			set:         []string{backends.ConfigEnvVar + "=nosuchbackend"},
 			wantCode:    exitFailure,
