@@ -55,8 +55,8 @@
 //   - ConvertDType to a float dtype is lazy: an array that materializes in that dtype.
 //   - Transpose that moves the last axis is lazy: an implicitarray.Transposed of the array, whose
 //     products contract the blocks where they are (MatMul(x, Transpose(w, 0, 1)) of a weight
-//     stored as GGUF stores it, (out, in), is DotGeneral(x, [1], w, [1])); a sharded array
-//     materializes instead.
+//     stored as GGUF stores it, (out, in), is DotGeneral(x, [1], w, [1])), sharded or not: the
+//     inner array keeps its sharding.
 //
 // Anything else (a reshape or concatenation through the last axis, element-wise ops,
 // reductions) materializes, counted in implicitarray.Stats and logged once per op

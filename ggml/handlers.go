@@ -44,15 +44,12 @@ func reshape(c *ia.Call) ia.Value {
 }
 
 // transpose keeps the blocks when the last axis stays last. Otherwise the transpose is lazy
-// (implicitarray.Transposed: a product contracts the blocks where they are), or, for a sharded
-// array, defers to the fallback.
+// (implicitarray.Transposed: a product contracts the blocks where they are), sharded or not: the
+// inner array keeps its sharding, as NF4's.
 func transpose(c *ia.Call) ia.Value {
 	perm := c.Params.(*ia.TransposeParams).Permutation
 	a := c.Operands[0].(*Array)
 	if !qarray.TransposeKeepsRows(perm) {
-		if a.IsSharded() {
-			return c.Next()
-		}
 		return ia.NewTransposed(a, perm)
 	}
 	blocks := qarray.TransposeRows(a.Blocks().Node(), perm)

@@ -41,7 +41,6 @@ func TestHandlersKeepBlocks(t *testing.T) {
 	for _, tc := range append(cases, []handlerCase{
 		{name: "concatenate", kept: true, with: other, axis: 0},
 		{name: "reshape-last-axis", op: func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 3, 8, 32) }},
-		{name: "transpose-last-axis", op: func(v implicitarray.Value) implicitarray.Value { return implicitarray.Transpose(v, 1, 2) }},
 		{name: "broadcast-last-axis", op: func(v implicitarray.Value) implicitarray.Value {
 			return implicitarray.BroadcastInDim(v, []int{3, 4, 64, 2}, []int{0, 1, 2})
 		}},
@@ -190,6 +189,46 @@ func TestComponentSpecs(t *testing.T) {
 	big := ggml.MustQuantize(testutil.RandomTensor(1, 4, 256), gguf.TypeQ4_K)
 	if _, err := big.ComponentSpecs(m, sharding.PartitionSpec{nil, {"x"}}); !testutil.WantError(t, err, "not a multiple of the Q4_K block size 256") {
 		t.Errorf("Q4_K 256 in 2 shards: %v", err)
+	}
+}
+
+// TestShardedTransposeIsLazy: a transpose that moves the last axis of an array carrying a
+// sharding (a spec alone, replicated over a mesh, sharded over a mesh) is lazy as for an unsharded
+// one: no fallback, the inner array keeps its sharding, and the values are the dense transpose of
+// the unsharded array's, bit for bit (it was materialized through the fallback).
+func TestShardedTransposeIsLazy(t *testing.T) {
+	backend := testutil.Backend(t)
+	plain := ggml.MustQuantize(testutil.RandomTensor(3, 3, 4, 64), gguf.TypeQ4_1)
+	m := sharding.MustNewMesh([]string{"model"}, []int{2})
+	op := func(v implicitarray.Value) implicitarray.Value { return implicitarray.Transpose(v, 1, 2) }
+	want := graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node { return op(x).(*graph.Node) }, testutil.Materialize(t, plain))
+	for _, tc := range []struct {
+		name string
+		s    sharding.Sharding
+	}{
+		{"spec alone", sharding.Sharding{Spec: sharding.PartitionSpec{{"model"}}}},
+		{"replicated", sharding.Sharding{Mesh: m, Spec: sharding.PartitionSpec{}}},
+		{"sharded", sharding.Sharding{Mesh: m, Spec: sharding.PartitionSpec{nil, {"model"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := plain.WithSharding(tc.s)
+			implicitarray.ResetStats()
+			e := implicitarray.MustNewExec(backend, func(w *ggml.Array) implicitarray.Value { return op(w) })
+			defer e.Finalize()
+			out, ok := e.MustCall1(w).(*implicitarray.Transposed)
+			if !ok {
+				t.Fatalf("result is not an *implicitarray.Transposed")
+			}
+			if st := implicitarray.CurrentStats(); len(st.Fallbacks) != 0 || st.Materializations["*ggml.Array"] != 0 {
+				t.Errorf("stats %+v: want no fallback and no materialization", st)
+			}
+			if inner, ok := out.Inner().(*ggml.Array); !ok {
+				t.Errorf("inner array is a %T, want *ggml.Array", out.Inner())
+			} else if s, ok := inner.Sharding(); !ok || !s.Spec.Equal(tc.s.Spec) || !s.Mesh.Equal(tc.s.Mesh) {
+				t.Errorf("inner sharding %v (%v), want %v", s, ok, tc.s)
+			}
+			testutil.SameBits(t, "values", testutil.Float32s(t, testutil.Materialize(t, out)), testutil.Float32s(t, want))
+		})
 	}
 }
 

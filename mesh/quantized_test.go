@@ -7,6 +7,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/ggml"
+	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/lowering"
@@ -34,6 +36,8 @@ func withSharding(t *testing.T, w implicitarray.Array, m *sharding.Mesh, spec sh
 		return w.WithSharding(s)
 	case *onebit.Array:
 		return w.WithSharding(s)
+	case *ggml.Array:
+		return w.WithSharding(s)
 	}
 	t.Fatalf("withSharding: %T is not a format under test", w)
 	return nil
@@ -58,7 +62,13 @@ func quantizedWeights(t *testing.T, w *tensors.Tensor) map[string]implicitarray.
 	if err != nil {
 		t.Fatal(err)
 	}
-	return map[string]implicitarray.Array{"nf4": n4, "int8": i8, "ternary": ternary, "ternary scaled": scaled}
+	// Q8_0: its products take float activations with or without kernels, so sharding changes
+	// nothing but the order of the sums.
+	q8, err := ggml.Quantize(w, gguf.TypeQ8_0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]implicitarray.Array{"nf4": n4, "int8": i8, "ternary": ternary, "ternary scaled": scaled, "ggml": q8}
 }
 
 // TestQuantizedMatmul runs x @ W over 4 devices with W a real *nf4.Array (blocks of 64),
