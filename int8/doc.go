@@ -47,8 +47,8 @@
 //     default axes): weight and scale are gathered with the same indices, still int8, exact, so an
 //     embedding table's lookup decodes only the rows it reads. Otherwise it materializes.
 //   - Reshape: materialize, reshape, re-quantize along (-1,) in the array's dtype, keeping the
-//     strategy and the sharding of the unchanged leading axes (a second rounding, counted in
-//     implicitarray.Stats.Requantizations and logged once per op).
+//     strategy and the sharding of the unchanged leading and trailing axes (a second rounding,
+//     counted in implicitarray.Stats.Requantizations and logged once per op).
 //
 // Every other op reaches implicitarray's generic fallback: the array is materialized and the
 // dense op applied, counted in implicitarray.Stats and logged once per op (FallbackWarn).

@@ -89,8 +89,9 @@ func broadcastInDimHandler(c *implicitarray.Call) implicitarray.Value {
 }
 
 // reshapeHandler materializes, reshapes and re-quantizes with the default axis (-1,) in the
-// array's dtype, keeping the strategy and the sharding of the unchanged leading axes. A reshape
-// to a scalar, which has no axis to quantize along, defers to the generic fallback.
+// array's dtype, keeping the strategy and the sharding of the unchanged leading and trailing axes
+// (sharding.Placement.Reshaped). A reshape to a scalar, which has no axis to quantize along,
+// defers to the generic fallback.
 func reshapeHandler(c *implicitarray.Call) implicitarray.Value {
 	a := c.Operands[0].(*Array)
 	if len(c.Params.(*implicitarray.ReshapeParams).Dimensions) == 0 {

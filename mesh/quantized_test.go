@@ -276,3 +276,59 @@ func TestTransposedArgumentSharded(t *testing.T) {
 		})
 	}
 }
+
+// TestReshapeKeepsTrailingSharding reshapes a (4, 8, 256) weight sharded P(None, None, 'model')
+// over 4 devices to (32, 256) in each format: the last axis, unchanged, keeps its sharding
+// (P(None, 'model'), it was dropped), the result is placed by it in the next Exec, and its values
+// are those of the unsharded weight reshaped on one device.
+func TestReshapeKeepsTrailingSharding(t *testing.T) {
+	backend := multiDevice(t)
+	dense := tensors.FromValue([][][]float32{matrix(8, 256, 10), matrix(8, 256, 11), matrix(8, 256, 12), matrix(8, 256, 13)})
+	n4, err := nf4.Quantize(dense, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i8, err := qint8.Quantize(dense, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ternary, err := onebit.QuantizeTernary(dense, &onebit.Options{DType: dtypes.Float32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q8, err := ggml.Quantize(dense, gguf.TypeQ8_0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reshape := func(w implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(w, 32, 256) }
+	materialize := func(w implicitarray.Value) *graph.Node { return implicitarray.Materialize(w) }
+	single := implicitarray.MustNewExec(backend, func(w implicitarray.Value) *graph.Node { return materialize(reshape(w)) })
+	defer single.Finalize()
+	for format, w := range map[string]implicitarray.Array{"nf4": n4, "int8": i8, "ternary": ternary, "ggml": q8} {
+		t.Run(format, func(t *testing.T) {
+			want := single.MustCall1(w).(*tensors.Tensor)
+			e := mesh.MustNewExec(backend, mesh4, reshape)
+			defer e.Finalize()
+			outs, err := e.Call(withSharding(t, w, mesh4, sharding.PartitionSpec{nil, nil, {"model"}}))
+			if err != nil {
+				t.Fatalf("%+v", err)
+			}
+			a, ok := outs[0].(shardable)
+			if !ok {
+				t.Fatalf("result is a %T, want a quantized array", outs[0])
+			}
+			if s, ok := a.Sharding(); !ok || !s.Mesh.Equal(mesh4) || !s.Spec.Equal(sharding.PartitionSpec{nil, {"model"}}) {
+				t.Errorf("sharding %v (%v), want %s P(None, 'model')", s, ok, mesh4)
+			}
+			next := mesh.MustNewExec(backend, mesh4, materialize)
+			defer next.Finalize()
+			got, err := next.Call(a)
+			if err != nil {
+				t.Fatalf("%+v", err)
+			}
+			if d := maxDiff(t, got[0].(*tensors.Tensor), want); d != 0 {
+				t.Errorf("max |sharded - single device| = %g", d)
+			}
+		})
+	}
+}

@@ -61,17 +61,28 @@ func (p Placement) Broadcasted(broadcastAxes []int, rank int) Placement {
 }
 
 // Reshaped returns the placement of the array reshaped from dims to newDims: the entries stay on
-// the leading axes whose dimensions, and those of every axis before them, are unchanged; the other
+// the leading axes whose dimensions, and those of every axis before them, are unchanged, and on
+// the trailing axes whose dimensions, and those of every axis after them, are unchanged (a
+// reshape of (4, 8, 128) P(None, None, 'model') to (32, 128) keeps P(None, 'model')); the other
 // axes are replicated, since a reshape moves data across them in a way no per-axis spec follows.
 func (p Placement) Reshaped(dims, newDims []int) Placement {
 	if p.sharding == nil {
 		return p
 	}
-	var spec PartitionSpec
-	for i := 0; i < len(dims) && i < len(newDims) && dims[i] == newDims[i]; i++ {
+	entry := func(i int) AxisSpec {
 		if i < len(p.sharding.Spec) {
-			spec = append(spec, slices.Clone(p.sharding.Spec[i]))
+			return slices.Clone(p.sharding.Spec[i])
 		}
+		return nil
+	}
+	spec := make(PartitionSpec, len(newDims))
+	lead := 0
+	for ; lead < len(dims) && lead < len(newDims) && dims[lead] == newDims[lead]; lead++ {
+		spec[lead] = entry(lead)
+	}
+	// The trailing axes kept, after the leading ones in both shapes.
+	for t := 1; t <= min(len(dims), len(newDims))-lead && dims[len(dims)-t] == newDims[len(newDims)-t]; t++ {
+		spec[len(newDims)-t] = entry(len(dims) - t)
 	}
 	return Placement{&Sharding{Mesh: p.sharding.Mesh, Spec: spec}}
 }

@@ -70,8 +70,28 @@ func TestPlacementReshapedAndConcatenated(t *testing.T) {
 		{"leading axes kept", []int{4, 6, 8}, []int{4, 6, 2, 4}, sharding.PartitionSpec{{"data"}, {"model"}}},
 		{"second axis merged", []int{4, 6, 8}, []int{4, 48}, sharding.PartitionSpec{{"data"}}},
 		{"first axis changed", []int{4, 6, 8}, []int{2, 2, 48}, nil},
+		{"leading axes merged, last kept", []int{4, 6, 8}, []int{24, 8}, nil},
+		{"first two axes regrouped", []int{4, 6, 8}, []int{2, 12, 8}, nil},
+		{"size-1 axis inserted", []int{4, 6, 8}, []int{4, 1, 6, 8}, sharding.PartitionSpec{{"data"}, nil, {"model"}}},
+		{"size-1 axis dropped", []int{4, 1, 6, 8}, []int{4, 6, 8}, sharding.PartitionSpec{{"data"}}},
 	} {
 		if got := mustSpec(t, p.Reshaped(tc.dims, tc.into)); !got.Equal(tc.want) {
+			t.Errorf("%s: Reshaped = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// Trailing axes whose dimensions (and those after them) are unchanged keep their entries.
+	last := sharding.Placement{}.With(sharding.Sharding{Mesh: m, Spec: sharding.PartitionSpec{nil, {"data"}, {"model"}}})
+	for _, tc := range []struct {
+		name       string
+		dims, into []int
+		want       sharding.PartitionSpec
+	}{
+		{"leading axes merged", []int{4, 8, 128}, []int{32, 128}, sharding.PartitionSpec{nil, {"model"}}},
+		{"leading axis split", []int{4, 8, 128}, []int{2, 2, 8, 128}, sharding.PartitionSpec{nil, nil, {"data"}, {"model"}}},
+		{"last axis changed", []int{4, 8, 128}, []int{4, 8, 2, 64}, sharding.PartitionSpec{nil, {"data"}}},
+		{"everything changed", []int{4, 8, 128}, []int{4096}, nil},
+	} {
+		if got := mustSpec(t, last.Reshaped(tc.dims, tc.into)); !got.Equal(tc.want) {
 			t.Errorf("%s: Reshaped = %v, want %v", tc.name, got, tc.want)
 		}
 	}
