@@ -60,7 +60,8 @@
 // axis (any reshape with FlatBlocks); a broadcast re-quantizes (blocks along the last axis,
 // double-quantized again if it was), a transpose is lazy as below, and a concatenation
 // materializes. They cannot be
-// sharded (their scales run across rows): ComponentSpecs accepts only a replicated spec.
+// sharded (their scales run across rows): ComponentSpecs accepts only a replicated spec, and
+// DoubleQuantize and DoubleQuantizeNode keep the array's mesh with a replicated spec.
 //
 // # Operations
 //

@@ -159,7 +159,8 @@ func FromTensors(shape shapes.Shape, f Format, components ...*tensors.Tensor) (*
 // same absmax: the absmax in float32 (exact for float32, bfloat16 and float16 absmax), offset =
 // their mean (torch's float32 mean on one thread), absmax − offset quantized with DynamicMap in
 // blocks of NestedBlockSize consecutive absmax of the flattened absmax, across rows (see
-// quantizeDynamic). a is left as it is (the result holds a copy of its packed codes).
+// quantizeDynamic). a is left as it is (the result holds a copy of its packed codes). The result
+// keeps a's mesh, replicated (the only spec it takes).
 //
 // It returns an error for an array that is already double-quantized, holds graph nodes, or was
 // deleted.
@@ -213,7 +214,8 @@ func DoubleQuantize(a *Array) (*Array, error) {
 	if err != nil {
 		return nil, err
 	}
-	return out.WithStrategy(a.Strategy()), nil
+	// A double-quantized array takes only a replicated spec (its nested scales run across rows).
+	return out.WithStrategy(a.Strategy()).withPlacement(qarray.ReplicatedPlacement(&a.Base)), nil
 }
 
 // MustDoubleQuantize is DoubleQuantize that panics on error.

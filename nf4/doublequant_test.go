@@ -393,3 +393,28 @@ func TestDoubleQuantizeNodeSharding(t *testing.T) {
 		})
 	}
 }
+
+// TestDoubleQuantizeSharding: host DoubleQuantize keeps the array's mesh, replicated (the only
+// spec a double-quantized array takes), as DoubleQuantizeNode does; it dropped any sharding, even
+// a replicated one. The values are those of the unsharded array's double quantization.
+func TestDoubleQuantizeSharding(t *testing.T) {
+	m := sharding.MustNewMesh([]string{"model"}, []int{4})
+	w := nf4.MustQuantize(testutil.RandomTensor(8, 8, 256), 64)
+	plain := nf4.MustDoubleQuantize(w)
+	if _, ok := plain.Sharding(); ok {
+		t.Errorf("an unsharded array's double quantization has a sharding")
+	}
+	for _, spec := range []sharding.PartitionSpec{{nil, {"model"}}, {{"model"}}, {}} {
+		t.Run(spec.String(), func(t *testing.T) {
+			dq := nf4.MustDoubleQuantize(w.WithSharding(sharding.Sharding{Mesh: m, Spec: spec}))
+			s, ok := dq.Sharding()
+			if !ok || s.Mesh != m || !s.Spec.Equal(sharding.Replicated) {
+				t.Fatalf("sharding %s (%v), want replicated over %s", s, ok, m)
+			}
+			if _, err := dq.ComponentSpecs(m, s.Spec); err != nil {
+				t.Errorf("the double-quantized array refuses its own sharding: %v", err)
+			}
+			testutil.SameBits(t, "values", testutil.Float32s(t, testutil.Materialize(t, dq)), testutil.Float32s(t, testutil.Materialize(t, plain)))
+		})
+	}
+}
