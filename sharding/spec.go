@@ -154,8 +154,9 @@ func (s Sharding) String() string {
 }
 
 // SpecFrom builds a PartitionSpec from the forms WithMeshAndAxis accepts: nil
-// (replicated), a PartitionSpec, a single axis name, or a slice whose elements are nil/"" (that
-// axis replicated), a name, or a []string of names.
+// (replicated), a PartitionSpec, a single axis name ("": the first axis replicated, as in a
+// slice), or a slice whose elements are nil/"" (that axis replicated), a name, or a []string of
+// names.
 func SpecFrom(axis any) (PartitionSpec, error) {
 	switch a := axis.(type) {
 	case nil:
@@ -163,6 +164,9 @@ func SpecFrom(axis any) (PartitionSpec, error) {
 	case PartitionSpec:
 		return a, nil
 	case string:
+		if a == "" {
+			return PartitionSpec{nil}, nil
+		}
 		return PartitionSpec{{a}}, nil
 	case []string:
 		p := make(PartitionSpec, len(a))

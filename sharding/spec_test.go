@@ -171,3 +171,19 @@ func checkSpecs(t *testing.T, err error, wantErr string, got, want []sharding.Pa
 		}
 	}
 }
+
+// TestSpecFromEmptyName: "" means a replicated axis wherever it is given, alone as in a slice
+// (alone, it was taken for a mesh axis named "", unknown to every mesh).
+func TestSpecFromEmptyName(t *testing.T) {
+	m := sharding.MustNewMesh([]string{"model"}, []int{2})
+	for _, axis := range []any{"", []string{""}, []any{""}, []any{nil}} {
+		spec, err := sharding.SpecFrom(axis)
+		if err != nil || !spec.Equal(sharding.Replicated) {
+			t.Errorf("SpecFrom(%#v) = %v, %v; want a replicated spec", axis, spec, err)
+			continue
+		}
+		if err := sharding.Validate(m, spec, f32(3, 5)); err != nil {
+			t.Errorf("SpecFrom(%#v) = %v: %v", axis, spec, err)
+		}
+	}
+}
