@@ -62,5 +62,6 @@
 // (NumShards, Validate); an array axis not divisible by its number of shards (Validate); packed
 // rows not divisible by the shards, a scale that does not fit its array (PackedRowsSpec,
 // ScaleSpec); a mesh of more than MaxDevices devices (NewMesh); a mesh with more devices than the
-// backend has (Mesh.CheckDevices).
+// backend has (Mesh.CheckDevices). A Mesh method called on a nil mesh names the method: an error
+// where it returns one, a panic otherwise (String gives "<nil>").
 package sharding

@@ -63,17 +63,41 @@ func MustNewMesh(names []string, sizes []int) *Mesh {
 	return m
 }
 
-// Rank is the number of mesh axes.
-func (m *Mesh) Rank() int { return len(m.names) }
+// errNilMesh is the error of a Mesh method called on a nil mesh.
+func errNilMesh(method string) error {
+	return errors.Errorf("sharding.Mesh.%s: nil mesh; accepted: a mesh from sharding.NewMesh", method)
+}
 
-// Names of the mesh axes.
-func (m *Mesh) Names() []string { return slices.Clone(m.names) }
+// checkNotNil panics, naming method, when m is nil: the methods that return no error.
+func (m *Mesh) checkNotNil(method string) {
+	if m == nil {
+		panic(errNilMesh(method))
+	}
+}
 
-// Sizes of the mesh axes.
-func (m *Mesh) Sizes() []int { return slices.Clone(m.sizes) }
+// Rank is the number of mesh axes. It panics on a nil mesh.
+func (m *Mesh) Rank() int {
+	m.checkNotNil("Rank")
+	return len(m.names)
+}
 
-// AxisSize returns the size of the named axis, or an error if the mesh has no such axis.
+// Names of the mesh axes. It panics on a nil mesh.
+func (m *Mesh) Names() []string {
+	m.checkNotNil("Names")
+	return slices.Clone(m.names)
+}
+
+// Sizes of the mesh axes. It panics on a nil mesh.
+func (m *Mesh) Sizes() []int {
+	m.checkNotNil("Sizes")
+	return slices.Clone(m.sizes)
+}
+
+// AxisSize returns the size of the named axis, or an error if the mesh has no such axis or is nil.
 func (m *Mesh) AxisSize(name string) (int, error) {
+	if m == nil {
+		return 0, errNilMesh("AxisSize")
+	}
 	i := slices.Index(m.names, name)
 	if i < 0 {
 		return 0, errors.Errorf("mesh %s has no axis %q", m, name)
@@ -81,8 +105,9 @@ func (m *Mesh) AxisSize(name string) (int, error) {
 	return m.sizes[i], nil
 }
 
-// NumDevices is the product of the axis sizes.
+// NumDevices is the product of the axis sizes. It panics on a nil mesh.
 func (m *Mesh) NumDevices() int {
+	m.checkNotNil("NumDevices")
 	n := 1
 	for _, s := range m.sizes {
 		n *= s
@@ -90,8 +115,11 @@ func (m *Mesh) NumDevices() int {
 	return n
 }
 
-// String returns e.g. "Mesh{data:2, model:2}".
+// String returns e.g. "Mesh{data:2, model:2}", and "<nil>" for a nil mesh, as fmt prints it.
 func (m *Mesh) String() string {
+	if m == nil {
+		return "<nil>"
+	}
 	parts := make([]string, len(m.names))
 	for i, n := range m.names {
 		parts[i] = fmt.Sprintf("%s:%d", n, m.sizes[i])

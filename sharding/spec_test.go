@@ -187,3 +187,36 @@ func TestSpecFromEmptyName(t *testing.T) {
 		}
 	}
 }
+
+// TestNilMesh: a Mesh method called on a nil mesh names the method and the constructor, as an
+// error where the method returns one and as a panic otherwise (it was a nil pointer dereference);
+// String gives "<nil>", as fmt prints a nil pointer.
+func TestNilMesh(t *testing.T) {
+	var m *sharding.Mesh
+	check := func(method string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "sharding.Mesh."+method+": nil mesh") || !strings.Contains(err.Error(), "sharding.NewMesh") {
+			t.Errorf("%s of a nil mesh: %v; want an error naming the method and sharding.NewMesh", method, err)
+		}
+	}
+	panics := func(method string, f func()) {
+		t.Helper()
+		defer func() {
+			err, _ := recover().(error)
+			check(method, err)
+		}()
+		f()
+	}
+	panics("Rank", func() { m.Rank() })
+	panics("Names", func() { m.Names() })
+	panics("Sizes", func() { m.Sizes() })
+	panics("NumDevices", func() { m.NumDevices() })
+	_, err := m.AxisSize("model")
+	check("AxisSize", err)
+	_, err = m.DeviceMesh()
+	check("DeviceMesh", err)
+	check("CheckDevices", m.CheckDevices(nil))
+	if got := m.String(); got != "<nil>" {
+		t.Errorf("String of a nil mesh = %q, want \"<nil>\"", got)
+	}
+}

@@ -19,8 +19,12 @@ func (m *Mesh) Equal(o *Mesh) bool {
 }
 
 // DeviceMesh returns the GoMLX distributed.DeviceMesh with the same axes: the mesh that XLA
-// sharding annotations refer to. It is built once; every call returns the same one.
+// sharding annotations refer to. It is built once; every call returns the same one. A nil mesh
+// is an error.
 func (m *Mesh) DeviceMesh() (*distributed.DeviceMesh, error) {
+	if m == nil {
+		return nil, errNilMesh("DeviceMesh")
+	}
 	m.deviceMeshOnce.Do(func() {
 		if len(m.names) == 0 {
 			m.deviceMeshErr = errors.New("sharding: a Mesh with no axes (build it with sharding.NewMesh)")
@@ -35,8 +39,12 @@ func (m *Mesh) DeviceMesh() (*distributed.DeviceMesh, error) {
 }
 
 // CheckDevices returns an error if backend has fewer devices than the mesh needs. It names the
-// mesh, the backend and, on XLA CPU, how to get more devices (QUANTA_CPU_DEVICES).
+// mesh, the backend and, on XLA CPU, how to get more devices (QUANTA_CPU_DEVICES). A nil mesh
+// is an error.
 func (m *Mesh) CheckDevices(backend backends.Backend) error {
+	if m == nil {
+		return errNilMesh("CheckDevices")
+	}
 	if backend == nil {
 		return errors.Errorf("sharding: %s: nil backend", m)
 	}
