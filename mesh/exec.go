@@ -74,7 +74,7 @@ func (e *Exec) WithArgSpecs(specs ...sharding.PartitionSpec) *Exec {
 	return e
 }
 
-// sharding.Mesh returns the mesh e runs over.
+// Mesh returns the mesh e runs over.
 func (e *Exec) Mesh() *sharding.Mesh { return e.mesh }
 
 // placed holds the arguments of a call flattened into their leaves, each cut into shards by its
@@ -94,15 +94,17 @@ type placed struct {
 // Place flattens args, shards every leaf over the mesh (flatSpecs, with the specs of
 // WithArgSpecs) and copies each shard to its device.
 func (e *Exec) Place(args ...any) (*placed, error) {
+	// The arguments first (their number included): a missing argument is reported as such, not
+	// as a spec too many.
+	leaves, defs, key, err := e.fn.FlattenArgs(args)
+	if err != nil {
+		return nil, errors.WithMessagef(err, "mesh.Exec %s", e.name)
+	}
 	if len(e.argSpecs) > len(args) {
 		// A spec past the last argument would be dropped silently, leaving its array placed
 		// other than intended (usually specs and arguments out of step).
 		return nil, errors.Errorf("mesh.Exec %s: %d specs (WithArgSpecs %v) for %d arguments; accepted: at most one spec per argument",
 			e.name, len(e.argSpecs), e.argSpecs, len(args))
-	}
-	leaves, defs, key, err := e.fn.FlattenArgs(args)
-	if err != nil {
-		return nil, errors.WithMessagef(err, "mesh.Exec %s", e.name)
 	}
 	p := &placed{defs: defs}
 	var argOf []int // the argument each leaf comes from

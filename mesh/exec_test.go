@@ -228,6 +228,20 @@ func TestTooManyArgSpecs(t *testing.T) {
 	}
 }
 
+// TestMissingArgument: a call without the function's argument reports the missing argument, not
+// the spec given for it as a spec too many.
+func TestMissingArgument(t *testing.T) {
+	backend := testutil.Backend(t)
+	one := sharding.MustNewMesh([]string{"model"}, []int{1})
+	e := mesh.MustNewExec(backend, one, func(x *graph.Node) *graph.Node { return x }).
+		WithArgSpecs(sharding.PartitionSpec{{"model"}})
+	defer e.Finalize()
+	_, err := e.Call()
+	if err == nil || !strings.Contains(err.Error(), "got 0 arguments, the function takes 1") {
+		t.Fatalf("no argument: error %v, want one saying the function takes 1", err)
+	}
+}
+
 // checkShardShapes checks that each device holds leaf first+i of placed (what Exec.Place returns)
 // in the shape want[i].
 func checkShardShapes(t *testing.T, backend backends.Backend, placed interface {
