@@ -5,7 +5,7 @@
 //
 // Exec compiles a graph function with XLA's automatic SPMD partitioning (GoMLX's AutoSharding
 // strategy): the function sees logical shapes, each argument's components are cut into shards on
-// the host and each device receives only its own (Exec.Place; placed.ShardShapes reads the shapes
+// the host and each device receives only its own (Exec.Place; Placed.ShardShapes reads the shapes
 // back from the device buffers); XLA inserts the collectives the shardings imply, e.g. the
 // all-reduce of a matmul whose contracting axis is sharded. Results come back replicated. Dense
 // arguments are sharded by Exec.WithArgSpecs; implicit arrays by their own Sharding (or

@@ -77,10 +77,11 @@ func (e *Exec) WithArgSpecs(specs ...sharding.PartitionSpec) *Exec {
 // Mesh returns the mesh e runs over.
 func (e *Exec) Mesh() *sharding.Mesh { return e.mesh }
 
-// placed holds the arguments of a call flattened into their leaves, each cut into shards by its
+// Placed holds the arguments of a call flattened into their leaves, each cut into shards by its
 // sharding.PartitionSpec and each shard on its device: Leaves[i].Shards()[d] lives on device d. Placing
-// once and calling CallPlaced many times keeps weights on the devices.
-type placed struct {
+// once and calling CallPlaced many times keeps weights on the devices: Place returns one, which a
+// caller keeps (in a struct field, say) for as long as the weights are used.
+type Placed struct {
 	// Leaves are the flattened arguments (implicit arrays as their components), in order.
 	Leaves []*distributed.Tensor
 
@@ -93,7 +94,7 @@ type placed struct {
 
 // Place flattens args, shards every leaf over the mesh (flatSpecs, with the specs of
 // WithArgSpecs) and copies each shard to its device.
-func (e *Exec) Place(args ...any) (*placed, error) {
+func (e *Exec) Place(args ...any) (*Placed, error) {
 	// The arguments first (their number included): a missing argument is reported as such, not
 	// as a spec too many.
 	leaves, defs, key, err := e.fn.FlattenArgs(args)
@@ -106,7 +107,7 @@ func (e *Exec) Place(args ...any) (*placed, error) {
 		return nil, errors.Errorf("mesh.Exec %s: %d specs (WithArgSpecs %v) for %d arguments; accepted: at most one spec per argument",
 			e.name, len(e.argSpecs), e.argSpecs, len(args))
 	}
-	p := &placed{defs: defs}
+	p := &Placed{defs: defs}
 	var argOf []int // the argument each leaf comes from
 	for i, arg := range args {
 		var argSpec sharding.PartitionSpec
@@ -180,7 +181,7 @@ func (e *Exec) MustCall(args ...any) []any {
 
 // CallPlaced runs the function on arguments placed by Place (on this Exec), compiling it once per
 // structure, metadata, shapes and specs of the arguments, and returns its results on the host.
-func (e *Exec) CallPlaced(p *placed) ([]any, error) {
+func (e *Exec) CallPlaced(p *Placed) ([]any, error) {
 	entry, err := e.entry(p)
 	if err != nil {
 		return nil, err
@@ -208,7 +209,7 @@ func (e *Exec) CallPlaced(p *placed) ([]any, error) {
 // Finalize releases the compiled graphs.
 func (e *Exec) Finalize() { e.cache.Finalize() }
 
-func (e *Exec) entry(p *placed) (*execcache.Entry[*implicitarray.TreeDef], error) {
+func (e *Exec) entry(p *Placed) (*execcache.Entry[*implicitarray.TreeDef], error) {
 	return e.cache.Get(p.key, e.fn, p.defs, func(graphFn func([]*graph.Node) []*graph.Node) (*graph.Exec, error) {
 		dm, _ := e.mesh.DeviceMesh()
 		inSpecs := make([]*distributed.ShardingSpec, len(p.Leaves))
@@ -230,7 +231,7 @@ func (e *Exec) entry(p *placed) (*execcache.Entry[*implicitarray.TreeDef], error
 }
 
 // ShardShapes returns the shape of leaf i's shard on each device, read from the device buffers.
-func (p *placed) ShardShapes(backend backends.Backend, i int) ([]shapes.Shape, error) {
+func (p *Placed) ShardShapes(backend backends.Backend, i int) ([]shapes.Shape, error) {
 	shards := p.Leaves[i].Shards()
 	out := make([]shapes.Shape, len(shards))
 	for d, s := range shards {

@@ -242,11 +242,32 @@ func TestMissingArgument(t *testing.T) {
 	}
 }
 
+// TestPlacedHeld: what Place returns has a name, so that placed weights can be kept in a struct
+// field and called on many times.
+func TestPlacedHeld(t *testing.T) {
+	backend := testutil.Backend(t)
+	one := sharding.MustNewMesh([]string{"model"}, []int{1})
+	e := mesh.MustNewExec(backend, one, func(x *graph.Node) *graph.Node { return graph.AddScalar(x, 1) })
+	defer e.Finalize()
+	var held struct{ weights *mesh.Placed }
+	var err error
+	if held.weights, err = e.Place(tensors.FromValue([]float32{1, 2})); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		out, err := e.CallPlaced(held.weights)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tensors.MustCopyFlatData[float32](out[0].(*tensors.Tensor)); !slices.Equal(got, []float32{2, 3}) {
+			t.Errorf("x + 1 = %v, want [2 3]", got)
+		}
+	}
+}
+
 // checkShardShapes checks that each device holds leaf first+i of placed (what Exec.Place returns)
 // in the shape want[i].
-func checkShardShapes(t *testing.T, backend backends.Backend, placed interface {
-	ShardShapes(backends.Backend, int) ([]shapes.Shape, error)
-}, first int, want [][]int) {
+func checkShardShapes(t *testing.T, backend backends.Backend, placed *mesh.Placed, first int, want [][]int) {
 	t.Helper()
 	for i, wantShape := range want {
 		shards, err := placed.ShardShapes(backend, first+i)
