@@ -86,7 +86,7 @@
 // Both types carry an optional sharding.Sharding as static metadata (WithSharding,
 // WithMeshAndAxis, Sharding, IsSharded); the shape ops keep it, moving its entries with the axes,
 // except that an axis a transpose brings to the front is replicated when the new packed rows do not
-// split into its shards.
+// split into its shards, or when the sharding is a spec alone (no mesh, so no number of shards).
 // ComponentSpecs maps it onto the packed bytes and the scale. A sharded first axis shards the
 // packed rows, which hold strided logical rows, not a contiguous block (ShardRows): valid for
 // computation, see package sharding.

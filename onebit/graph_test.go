@@ -661,3 +661,43 @@ func TestTransposeShardingFitsPacking(t *testing.T) {
 		})
 	}
 }
+
+// TestTransposeSpecAloneFitsPacking: a sharding given as a spec alone (no mesh) does not say into
+// how many pieces an axis is cut, so an axis a transpose brings to the front is replicated: kept,
+// it made a (16, 8) ternary array sharded P(None, 'model') transposed unplaceable over 4 devices
+// (2 packed rows). An axis that stays first keeps its entry.
+func TestTransposeSpecAloneFitsPacking(t *testing.T) {
+	m := sharding.MustNewMesh([]string{"model"}, []int{4})
+	specAlone := func(spec sharding.PartitionSpec) sharding.Sharding { return sharding.Sharding{Spec: spec} }
+	for _, tc := range []struct {
+		name string
+		a    *onebit.Array
+		perm []int
+		want sharding.PartitionSpec
+	}{
+		{"ternary 16x8", onebit.MustQuantizeTernary(testutil.RandomTensor(1, 16, 8), nil).WithSharding(specAlone(sharding.PartitionSpec{nil, {"model"}})),
+			[]int{1, 0}, sharding.PartitionSpec{nil, nil}},
+		{"ternary 16x4x8, first axis kept", onebit.MustQuantizeTernary(testutil.RandomTensor(1, 16, 4, 8), nil).
+			WithSharding(specAlone(sharding.PartitionSpec{{"model"}, nil, {"data"}})), []int{0, 2, 1}, sharding.PartitionSpec{{"model"}, {"data"}, nil}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := implicitarray.MustNewExec(testutil.Backend(t), func(w implicitarray.Value) implicitarray.Value {
+				return implicitarray.TransposeAllAxes(w, tc.perm...)
+			})
+			defer e.Finalize()
+			out, ok := e.MustCall1(tc.a).(*onebit.Array)
+			if !ok {
+				t.Fatalf("transpose returned %T, want an *onebit.Array", e.MustCall1(tc.a))
+			}
+			s, isSharded := out.Sharding()
+			if !isSharded || s.Mesh != nil || !s.Spec.Equal(tc.want) {
+				t.Fatalf("transposed sharding %s (%v), want %s alone", s, isSharded, tc.want)
+			}
+			if tc.perm[0] != 0 {
+				if _, err := out.ComponentSpecs(m, s.Spec); err != nil {
+					t.Errorf("the transposed array does not fit %s: %v", m, err)
+				}
+			}
+		})
+	}
+}

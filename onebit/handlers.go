@@ -85,7 +85,7 @@ func transpose(c *implicitarray.Call) implicitarray.Value {
 	perm := c.Params.(*implicitarray.TransposeParams).Permutation
 	scale := func(s *graph.Node) *graph.Node { return graph.TransposeAllAxes(s, perm...) }
 	dims := qarray.TransposedDims(w.Shape().Dimensions, perm)
-	placement := packablePlacement(qarray.Placement(&w.Base).Transposed(perm), w.packing, dims)
+	placement := packablePlacement(qarray.Placement(&w.Base).Transposed(perm), w.packing, dims, perm[0] != 0)
 	if perm[0] != 0 {
 		return repack(c, w, scale, placement)
 	}
@@ -94,15 +94,19 @@ func transpose(c *implicitarray.Call) implicitarray.Value {
 
 // packablePlacement returns p, the placement of an array of dims packed by l, with its first axis
 // replicated when that axis is sharded in more pieces than the packed rows (dims[0] / values a
-// byte) divide into (sharding.PackedRowsSpec): a transpose can bring such an axis to the front.
-func packablePlacement(p sharding.Placement, l Packing, dims []int) sharding.Placement {
+// byte) divide into (sharding.PackedRowsSpec): a transpose can bring such an axis to the front
+// (moved). A spec alone (no mesh) does not say into how many pieces: an axis brought to the front
+// is then replicated, as it may not fit the mesh the array is placed over.
+func packablePlacement(p sharding.Placement, l Packing, dims []int, moved bool) sharding.Placement {
 	s, ok := p.Sharding()
-	if !ok || s.Mesh == nil || len(s.Spec) == 0 || len(s.Spec[0]) == 0 {
+	if !ok || len(s.Spec) == 0 || len(s.Spec[0]) == 0 || s.Mesh == nil && !moved {
 		return p
 	}
-	n, err := sharding.NumShards(s.Mesh, s.Spec, len(dims))
-	if err != nil || (dims[0]/l.ValuesPerByte())%n[0] == 0 {
-		return p
+	if s.Mesh != nil {
+		n, err := sharding.NumShards(s.Mesh, s.Spec, len(dims))
+		if err != nil || (dims[0]/l.ValuesPerByte())%n[0] == 0 {
+			return p
+		}
 	}
 	s.Spec[0] = nil
 	return p.With(s)
