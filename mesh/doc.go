@@ -27,5 +27,6 @@
 // virtual devices and must be set before the backend starts; the pure-Go backend has one device.
 // Place and Call return errors naming the argument, the spec and the mesh when a spec does not fit
 // (see package sharding), a leaf is empty (GoMLX cannot shard it) or an array type cannot place
-// its components.
+// its components. CallPlaced returns an error for arguments placed by an Exec of another function
+// type or over another mesh.
 package mesh

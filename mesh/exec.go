@@ -88,8 +88,10 @@ type Placed struct {
 	// Specs are the leaves' PartitionSpecs (flatSpecs).
 	Specs []sharding.PartitionSpec
 
-	key  string
-	defs []*implicitarray.TreeDef
+	key    string
+	defs   []*implicitarray.TreeDef
+	mesh   *sharding.Mesh // the mesh and function type of the Exec that placed them
+	fnType string
 }
 
 // Place flattens args, shards every leaf over the mesh (flatSpecs, with the specs of
@@ -107,7 +109,7 @@ func (e *Exec) Place(args ...any) (*Placed, error) {
 		return nil, errors.Errorf("mesh.Exec %s: %d specs (WithArgSpecs %v) for %d arguments; accepted: at most one spec per argument",
 			e.name, len(e.argSpecs), e.argSpecs, len(args))
 	}
-	p := &Placed{defs: defs}
+	p := &Placed{defs: defs, mesh: e.mesh, fnType: e.fn.String()}
 	var argOf []int // the argument each leaf comes from
 	for i, arg := range args {
 		var argSpec sharding.PartitionSpec
@@ -179,9 +181,17 @@ func (e *Exec) MustCall(args ...any) []any {
 	return results
 }
 
-// CallPlaced runs the function on arguments placed by Place (on this Exec), compiling it once per
-// structure, metadata, shapes and specs of the arguments, and returns its results on the host.
+// CallPlaced runs the function on arguments placed by Place (on this Exec, or on one of a function
+// of the same type over the same mesh), compiling it once per structure, metadata, shapes and
+// specs of the arguments, and returns its results on the host.
 func (e *Exec) CallPlaced(p *Placed) ([]any, error) {
+	if p == nil {
+		return nil, errors.Errorf("mesh.Exec %s: nil placed arguments; accepted: what Place returns", e.name)
+	}
+	if fnType := e.fn.String(); p.fnType != fnType || !p.mesh.Equal(e.mesh) {
+		return nil, errors.Errorf("mesh.Exec %s over %s: arguments placed for a function %s over %s; accepted: those Place "+
+			"returns on an Exec of a function of the same type over the same mesh", e.name, e.mesh, p.fnType, p.mesh)
+	}
 	entry, err := e.entry(p)
 	if err != nil {
 		return nil, err
@@ -231,7 +241,11 @@ func (e *Exec) entry(p *Placed) (*execcache.Entry[*implicitarray.TreeDef], error
 }
 
 // ShardShapes returns the shape of leaf i's shard on each device, read from the device buffers.
+// It returns an error for an i that is not the index of a leaf.
 func (p *Placed) ShardShapes(backend backends.Backend, i int) ([]shapes.Shape, error) {
+	if i < 0 || i >= len(p.Leaves) {
+		return nil, errors.Errorf("mesh.Placed.ShardShapes: leaf #%d; accepted: 0 to %d (%d leaves)", i, len(p.Leaves)-1, len(p.Leaves))
+	}
 	shards := p.Leaves[i].Shards()
 	out := make([]shapes.Shape, len(shards))
 	for d, s := range shards {

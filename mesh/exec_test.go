@@ -265,6 +265,50 @@ func TestPlacedHeld(t *testing.T) {
 	}
 }
 
+// TestCallPlacedMismatch: placed arguments that do not fit the Exec they are given to (nil, placed
+// for a function of another type, or over another mesh) and a leaf index out of range are errors
+// naming what was expected; they panicked (nil pointer, "reflect: Call with too few input
+// arguments", index out of range) or failed inside GoMLX.
+func TestCallPlacedMismatch(t *testing.T) {
+	backend := multiDevice(t)
+	inc := func(x *graph.Node) *graph.Node { return graph.AddScalar(x, 1) }
+	e := mesh.MustNewExec(backend, mesh4, inc).WithArgSpecs(sharding.PartitionSpec{{"model"}})
+	defer e.Finalize()
+	p, err := e.Place(tensors.FromValue([]float32{1, 2, 3, 4, 5, 6, 7, 8}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := mesh.MustNewExec(backend, mesh4, func(x, y *graph.Node) *graph.Node { return graph.Add(x, y) })
+	defer add.Finalize()
+	other := mesh.MustNewExec(backend, sharding.MustNewMesh([]string{"model"}, []int{2}), inc)
+	defer other.Finalize()
+	for _, tc := range []struct {
+		name    string
+		call    func() ([]any, error)
+		wantErr string
+	}{
+		{"nil", func() ([]any, error) { return e.CallPlaced(nil) }, "nil placed arguments"},
+		{"other function type", func() ([]any, error) { return add.CallPlaced(p) }, "arguments placed for a function func(*graph.Node) *graph.Node over Mesh{model:4}"},
+		{"other mesh", func() ([]any, error) { return other.CallPlaced(p) }, "over Mesh{model:4}; accepted"},
+		{"leaf out of range", func() ([]any, error) { _, err := p.ShardShapes(backend, 1); return nil, err }, "leaf #1; accepted: 0 to 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.call()
+			testutil.WantError(t, err, tc.wantErr)
+		})
+	}
+	// The same function type over the same mesh takes them.
+	same := mesh.MustNewExec(backend, mesh4, inc)
+	defer same.Finalize()
+	out, err := same.CallPlaced(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tensors.MustCopyFlatData[float32](out[0].(*tensors.Tensor)); !slices.Equal(got, []float32{2, 3, 4, 5, 6, 7, 8, 9}) {
+		t.Errorf("x + 1 = %v, want [2 ... 9]", got)
+	}
+}
+
 // checkShardShapes checks that each device holds leaf first+i of placed (what Exec.Place returns)
 // in the shape want[i].
 func checkShardShapes(t *testing.T, backend backends.Backend, placed *mesh.Placed, first int, want [][]int) {
