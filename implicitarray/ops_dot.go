@@ -54,14 +54,17 @@ func DotGeneral(lhs Value, lhsContractingAxes, lhsBatchAxes []int, rhs Value, rh
 	})
 }
 
-// MatMul is the matrix product on values that may be implicit, expressed as one DotGeneral:
-// a rank-1 or rank-2 operand contracts its last (lhs) or first-of-last-two (rhs) axis; operands of
-// rank > 2 must have the same leading batch dimensions, or rhs must be rank 2 (shared weights, the
-// common "activations @ weight" case).
+// MatMul is graph.MatMul (numpy's matmul) on values that may be implicit, expressed as one
+// DotGeneral: a rank-1 or rank-2 operand contracts its last (lhs) or first-of-last-two (rhs)
+// axis; the axes before the last two of operands of rank > 2 are batch axes, broadcast against
+// each other by numpy's rules (aligned from the right, each pair equal or one of them 1). An
+// operand whose batch axes need broadcasting goes through BroadcastInDim first; "activations @
+// weight" with a rank-2 weight needs none.
 func MatMul(lhs, rhs Value) Value {
 	defer annotate("matmul", lhs, rhs)
 	mustNotBeNil(lhs, rhs)
-	lr, rr := lhs.Shape().Rank(), rhs.Shape().Rank()
+	ls, rs := lhs.Shape(), rhs.Shape()
+	lr, rr := ls.Rank(), rs.Rank()
 	switch {
 	case lr == 0 || rr == 0:
 		panic(errors.New("MatMul needs operands of rank >= 1"))
@@ -69,14 +72,41 @@ func MatMul(lhs, rhs Value) Value {
 		return DotGeneral(lhs, []int{-1}, nil, rhs, []int{0}, nil)
 	case lr == 1:
 		return DotGeneral(lhs, []int{0}, nil, rhs, []int{-2}, nil)
-	case lr == rr:
-		batch := make([]int, lr-2)
-		for i := range batch {
-			batch[i] = i
-		}
-		return DotGeneral(lhs, []int{-1}, batch, rhs, []int{-2}, batch)
 	}
-	panic(errors.Errorf("MatMul of ranks %d and %d: accepted are rhs of rank <= 2, lhs of rank 1, or equal ranks", lr, rr))
+	lb, rb := ls.Dimensions[:lr-2], rs.Dimensions[:rr-2]
+	batch := make([]int, max(len(lb), len(rb)))
+	for i := range batch {
+		l, r := 1, 1
+		if j := i - len(batch) + len(lb); j >= 0 {
+			l = lb[j]
+		}
+		if j := i - len(batch) + len(rb); j >= 0 {
+			r = rb[j]
+		}
+		if l != r && l != 1 && r != 1 {
+			panic(errors.Errorf("batch dimensions %v of %s and %v of %s do not broadcast; accepted: batch "+
+				"dimensions (all but the last two) that are equal or 1, aligned from the right", lb, ls, rb, rs))
+		}
+		batch[i] = max(l, r)
+	}
+	lhs, rhs = broadcastBatch(lhs, batch), broadcastBatch(rhs, batch)
+	axes := make([]int, len(batch))
+	for i := range axes {
+		axes[i] = i
+	}
+	return DotGeneral(lhs, []int{-1}, axes, rhs, []int{-2}, axes)
+}
+
+// broadcastBatch broadcasts the axes of x before its last two to the batch dimensions batch,
+// aligned from the right; x itself if they are already batch.
+func broadcastBatch(x Value, batch []int) Value {
+	s := x.Shape()
+	dims := append(slices.Clone(batch), s.Dimensions[s.Rank()-2:]...)
+	axes := make([]int, s.Rank())
+	for i := range axes {
+		axes[i] = i + len(dims) - s.Rank()
+	}
+	return BroadcastInDim(x, dims, axes)
 }
 
 // Einsum computes a two-operand Einstein summation such as "bk,kn->bn" or "bk,nk->bn" with one

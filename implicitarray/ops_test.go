@@ -117,6 +117,19 @@ var opCases = []opCase{
 		y := signed(g, 4, 3)
 		return MatMul(y, x), graph.MatMul(y, xd)
 	}},
+	// MatMul broadcasts the batch axes as graph.MatMul (numpy's matmul) does.
+	{"matmul_broadcast_rhs", [][]int{{2, 4, 5}, {3, 2, 4, 5}}, func(g *graph.Graph, x Value, xd *graph.Node) (Value, *graph.Node) {
+		y := signed(g, 3, 4)
+		return MatMul(y, x), graph.MatMul(y, xd)
+	}},
+	{"matmul_broadcast_batch", [][]int{{2, 4, 5}, {1, 1, 4, 5}, {1, 4, 5}}, func(g *graph.Graph, x Value, xd *graph.Node) (Value, *graph.Node) {
+		y := signed(g, 2, 1, 3, 4)
+		return MatMul(y, x), graph.MatMul(y, xd)
+	}},
+	{"matmul_broadcast_lhs", [][]int{{1, 3, 4}, {3, 4}, {2, 1, 3, 4}}, func(g *graph.Graph, x Value, xd *graph.Node) (Value, *graph.Node) {
+		y := signed(g, 2, 4, 5)
+		return MatMul(x, y), graph.MatMul(xd, y)
+	}},
 	{"einsum_transposed", [][]int{{5, 3}, {2, 3}}, func(g *graph.Graph, x Value, xd *graph.Node) (Value, *graph.Node) {
 		y := signed(g, 4, 3)
 		return Einsum("bk,nk->nb", y, x), graph.Einsum("bk,nk->nb", y, xd)
