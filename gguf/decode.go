@@ -86,6 +86,41 @@ func firstNonFiniteScale(t Type, src []byte) (block, at int) {
 	return block, at
 }
 
+// nonFiniteFloats reports whether src, values of the float type t (F32, F16 or BF16; any other
+// type gives false), holds a NaN or an infinity: a value whose exponent bits are all set. It tests
+// eight bytes at a time: adding the lowest exponent bit to a value's masked exponent bits carries
+// into its sign bit only when they are all set, and never past it into the next value.
+func nonFiniteFloats(t Type, src []byte) bool {
+	var mask, low uint64
+	switch t {
+	case TypeF32:
+		mask, low = 0x7F800000_7F800000, 0x00800000_00800000
+	case TypeF16:
+		mask, low = 0x7C00_7C00_7C00_7C00, 0x0400_0400_0400_0400
+	case TypeBF16:
+		mask, low = 0x7F80_7F80_7F80_7F80, 0x0080_0080_0080_0080
+	default:
+		return false
+	}
+	var acc, acc1, acc2, acc3 uint64 // four chains, so that the ORs of consecutive words overlap
+	i := 0
+	for ; i+32 <= len(src); i += 32 {
+		w := src[i : i+32]
+		acc |= binary.LittleEndian.Uint64(w)&mask + low
+		acc1 |= binary.LittleEndian.Uint64(w[8:])&mask + low
+		acc2 |= binary.LittleEndian.Uint64(w[16:])&mask + low
+		acc3 |= binary.LittleEndian.Uint64(w[24:])&mask + low
+	}
+	acc |= acc1 | acc2 | acc3
+	for ; i+8 <= len(src); i += 8 {
+		acc |= binary.LittleEndian.Uint64(src[i:])&mask + low
+	}
+	var tail [8]byte // the last values, padded with zeros (finite)
+	copy(tail[:], src[i:])
+	acc |= binary.LittleEndian.Uint64(tail[:])&mask + low
+	return acc&(mask+low) != 0
+}
+
 // scaleError describes the non-finite scale at offset at of blk, block number index of type t.
 func scaleError(t Type, blk []byte, index, at int) error {
 	names := []string{"d", "m"}

@@ -72,5 +72,6 @@
 // another starts). Versions, byte orders and tensor types outside the above wrap ErrUnsupported;
 // a missing key or tensor wraps ErrNotFound. Metadata getters report a value of the wrong type
 // with ErrCorrupt, and so do DecodeInto and ReadFloat32 a block whose half-precision scale is NaN
-// or infinite (CheckScales checks raw blocks the same way; Decode decodes them as ggml does).
+// or infinite (CheckScales checks raw blocks the same way) and an F32, F16 or BF16 value that is
+// NaN or infinite, as llama.cpp's ggml_validate_row_data does (Decode decodes them as ggml does).
 package gguf

@@ -280,8 +280,9 @@ const decodeChunk = 1 << 20
 // DecodeInto decodes the tensor called name into dst, which must have exactly its number of
 // elements, reading the file a chunk at a time (no copy of the whole stored tensor is made). A
 // block whose scale is NaN or infinite (CheckScales), which would decode to NaN or infinite
-// values, is an error wrapping ErrCorrupt naming the tensor, the block and the scale; Decode
-// decodes such bytes as ggml does.
+// values, is an error wrapping ErrCorrupt naming the tensor, the block and the scale, and so is
+// an F32, F16 or BF16 element that is NaN or infinite, naming the element (llama.cpp's
+// ggml_validate_row_data refuses both); Decode decodes such bytes as ggml does.
 func (f *File) DecodeInto(name string, dst []float32) error {
 	t, err := f.lookup("DecodeInto", name)
 	if err != nil {
@@ -311,6 +312,14 @@ func (f *File) DecodeInto(name string, dst []float32) error {
 		}
 		if err := Decode(t.Type, chunk, dst[b*bs:(b+n)*bs]); err != nil {
 			return errors.WithMessagef(err, "gguf.DecodeInto: tensor %s", t)
+		}
+		if nonFiniteFloats(t.Type, chunk) { // F32, F16 and BF16 decode exactly: find the value
+			for i, v := range dst[b*bs : (b+n)*bs] {
+				if v-v != 0 {
+					return errors.Wrapf(ErrCorrupt, "gguf.DecodeInto: tensor %s: element %d is %v; accepted: finite values",
+						t, b*bs+i, v)
+				}
+			}
 		}
 	}
 	return nil

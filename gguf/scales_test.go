@@ -91,3 +91,64 @@ func TestCheckScales(t *testing.T) {
 		t.Error("CheckScales of 35 bytes of Q8_0: no error")
 	}
 }
+
+// TestDecodeIntoNonFinite: an F32, F16 or BF16 tensor holding a NaN or an infinity, as llama.cpp's
+// ggml_validate_row_data refuses it, is an error wrapping ErrCorrupt naming the tensor and the
+// element (past the first 1 MiB chunk, and as the last element, after the last whole 8 bytes);
+// Decode still decodes the bytes; finite values (1.0 and the largest) pass.
+func TestDecodeIntoNonFinite(t *testing.T) {
+	const n = 1<<19 + 7
+	for _, tc := range []struct {
+		typ  gguf.Type
+		at   int
+		bits uint32 // the non-finite value as stored
+		want string
+	}{
+		{gguf.TypeF32, 524291, 0x7FC00000, "element 524291 is NaN"},
+		{gguf.TypeF32, n - 1, 0xFF800000, "element 524294 is -Inf"},
+		{gguf.TypeF16, 524291, 0x7C00, "element 524291 is +Inf"},
+		{gguf.TypeF16, n - 1, 0xFE01, "element 524294 is NaN"},
+		{gguf.TypeBF16, 524291, 0x7F81, "element 524291 is NaN"},
+		{gguf.TypeBF16, n - 1, 0xFF80, "element 524294 is -Inf"},
+	} {
+		t.Run(tc.typ.String()+"/"+tc.want, func(t *testing.T) {
+			size := tc.typ.BlockBytes()
+			one, largest := map[gguf.Type]uint32{gguf.TypeF32: 0x3F800000, gguf.TypeF16: 0x3C00, gguf.TypeBF16: 0x3F80}[tc.typ],
+				map[gguf.Type]uint32{gguf.TypeF32: 0xFF7FFFFF, gguf.TypeF16: 0xFBFF, gguf.TypeBF16: 0xFF7F}[tc.typ] // negative
+			raw := make([]byte, n*size)
+			set := func(i int, bits uint32) {
+				for k := range size {
+					raw[i*size+k] = byte(bits >> (8 * k))
+				}
+			}
+			for i := range n {
+				set(i, one)
+			}
+			set(tc.at-1, largest)
+			read := func() error {
+				data := ggufbuild.Build(nil, []ggufbuild.Tensor{{Name: "w", Type: uint32(tc.typ), Dims: []uint64{n}, Data: raw}})
+				f, err := gguf.Read(strings.NewReader(string(data)), int64(len(data)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = f.ReadFloat32("w")
+				return err
+			}
+			if err := read(); err != nil {
+				t.Fatalf("finite values: %v", err)
+			}
+			set(tc.at, tc.bits)
+			err := read()
+			if err == nil || !errors.Is(err, gguf.ErrCorrupt) || !strings.Contains(err.Error(), "tensor w") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ReadFloat32: %v; want an error wrapping ErrCorrupt naming tensor w and %q", err, tc.want)
+			}
+			decoded := make([]float32, n)
+			if err := gguf.Decode(tc.typ, raw, decoded); err != nil {
+				t.Fatal(err)
+			}
+			if v := float64(decoded[tc.at]); !math.IsNaN(v) && !math.IsInf(v, 0) {
+				t.Errorf("Decode: element %d is %v; want the stored non-finite value", tc.at, v)
+			}
+		})
+	}
+}

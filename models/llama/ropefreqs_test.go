@@ -138,8 +138,8 @@ func TestLoadGGUFRoPEFreqsErrors(t *testing.T) {
 		{"short", &short, nil, "tensor rope_freqs.weight F32 [7] has row-major shape [7]; the configuration needs [8] (head width / 2", gguf.ErrCorrupt},
 		{"zero", with(3, 0), nil, "factor 3 = 0; accepted: finite and positive", gguf.ErrCorrupt},
 		{"negative", with(0, -1), nil, "factor 0 = -1; accepted: finite and positive", gguf.ErrCorrupt},
-		{"NaN", with(7, float32(math.NaN())), nil, "factor 7 = NaN", gguf.ErrCorrupt},
-		{"Inf", with(2, float32(math.Inf(1))), nil, "factor 2 = +Inf", gguf.ErrCorrupt},
+		{"NaN", with(7, float32(math.NaN())), nil, "tensor rope_freqs.weight F32 [8]: element 7 is NaN", gguf.ErrCorrupt},
+		{"Inf", with(2, float32(math.Inf(1))), nil, "tensor rope_freqs.weight F32 [8]: element 2 is +Inf", gguf.ErrCorrupt},
 		// Positive and finite, but the angles 1/factor·position are +Inf in float32: NaN logits.
 		{"tiny", with(0, 1e-39), nil, "factor 0 = 1e-39; accepted: at least 6.311e-30", gguf.ErrCorrupt},
 		// LongRoPE's factors (Phi-3) and per-layer factors are still refused.
