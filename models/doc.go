@@ -137,8 +137,9 @@
 // of them, so it cannot tell earlier), Kernel for a kernel the format cannot hold (naming the scope), QuantizeTable for a table
 // rule that cannot serve a lookup, KeepKernel and KeepTable for a scope no Keep rule matches or an
 // array that is not rank 2, Store for a variable that exists or repeats; NewGenerator, Generate and Stream for
-// options out of range and prompts that do not fit (naming the field), Evaluator.NLL for ids
-// outside the vocabulary and windows that do not fit the ids or the context length,
+// options out of range and prompts that do not fit (naming the field) and for NaN logits, Evaluator.NLL
+// for ids outside the vocabulary, windows that do not fit the ids or the context length and a NaN
+// NLL (logits not finite, naming the id),
 // Sampling.Validate for a setting that is not finite or out of range. The graph functions (Projection,
 // Quantizer.Projection, Quantizer.Table, NewKVCache, GroupedAttention, ...) panic with messages
 // naming the scope and shapes.

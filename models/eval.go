@@ -141,7 +141,9 @@ func NewEvaluator(backend backends.Backend, ctx *context.Context, m LanguageMode
 // window is run from an empty context, and its targets ids[FirstTarget:End] are scored (see
 // Window). With StridedWindows' windows of a stride below their length every id but the first is
 // scored once. A window longer than the model's context length (when known) is an error, as a
-// Generator's MaxLen is.
+// Generator's MaxLen is, and so is a NaN NLL (logits that are NaN or infinite), naming the window
+// and the id, as a Generator reports NaN logits: its perplexity would be NaN. An NLL of +Inf (a
+// target whose logit is -Inf, probability 0, among finite logits) is returned as it is.
 func (e *Evaluator) NLL(ids []int, windows []Window) ([]float64, error) {
 	for _, id := range ids {
 		if id < 0 || id >= e.vocab {
@@ -171,6 +173,12 @@ func (e *Evaluator) NLL(ids []int, windows []Window) ([]float64, error) {
 			return nil, errors.WithMessage(err, "models.Evaluator.NLL")
 		}
 		// nll[k] is the NLL of window position k+1, i.e. of ids[Start+k+1].
+		for k := w.FirstTarget - w.Start - 1; k < len(nll); k++ {
+			if math.IsNaN(nll[k]) {
+				return nil, errors.Errorf("models.Evaluator.NLL: window %+v: the NLL of ids[%d] is NaN: the logits predicting it "+
+					"hold a NaN or an infinity: the model's weights or activations are not finite", w, w.Start+k+1)
+			}
+		}
 		out = append(out, nll[w.FirstTarget-w.Start-1:]...)
 	}
 	return out, nil

@@ -190,6 +190,74 @@ func TestNLLOutsideVocabulary(t *testing.T) {
 	}
 }
 
+// pokedLM is a uniformLM whose logit for id at position pos is value.
+type pokedLM struct {
+	uniformLM
+	pos, id int
+	value   float64
+}
+
+func (m pokedLM) Forward(ctx *context.Context, tokens *graph.Node) *graph.Node {
+	g := tokens.Graph()
+	shape := shapes.Make(dtypes.Float32, tokens.Shape().Dim(0), tokens.Shape().Dim(1), m.vocab)
+	at := graph.LogicalAnd(graph.Equal(graph.Iota(g, shape, 1), graph.Scalar(g, dtypes.Float32, m.pos)),
+		graph.Equal(graph.Iota(g, shape, 2), graph.Scalar(g, dtypes.Float32, m.id)))
+	return graph.Where(at, graph.Scalar(g, dtypes.Float32, m.value), graph.Zeros(g, shape))
+}
+
+// TestEvaluatorNonFinite: a NaN or infinite logit makes the NLL of the token it predicts NaN;
+// the Evaluator reports it, naming the window and the id, as a Generator reports NaN logits (a
+// perplexity of NaN was printed silently); a NaN where no target is scored is not looked at. A
+// target logit of -Inf among finite ones gives the NLL +Inf (probability 0), returned as is.
+func TestEvaluatorNonFinite(t *testing.T) {
+	const vocab = 5
+	ids := []int{0, 1, 2, 3, 4, 0}
+	window := models.Window{Start: 1, End: 6, FirstTarget: 3} // positions 1..5, scoring ids[3:]
+	for _, tc := range []struct {
+		name    string
+		pos, id int // in the window
+		value   float64
+		want    string // "": scored, the NLL of ids[1+pos+1] wantNLL, the others ln(vocab)
+		wantNLL float64
+	}{
+		{"NaN", 2, 0, math.NaN(), "the NLL of ids[4] is NaN: the logits predicting it hold a NaN or an infinity", 0},
+		{"+Inf", 1, 4, math.Inf(1), "the NLL of ids[3] is NaN: the logits predicting it hold a NaN or an infinity", 0},
+		{"NaN before the first target", 0, 0, math.NaN(), "", math.Log(vocab)},
+		{"-Inf target", 2, 4, math.Inf(-1), "", math.Inf(1)},
+		{"-Inf elsewhere", 2, 0, math.Inf(-1), "", math.Log(vocab - 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := models.NewEvaluator(testutil.Backend(t), context.New(), pokedLM{uniformLM{vocab: vocab}, tc.pos, tc.id, tc.value})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Finalize()
+			nll, err := e.NLL(ids, []models.Window{window})
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "window {Start:1 End:6 FirstTarget:3}") {
+					t.Errorf("NLL = %v, error %v; want one naming the window and %q", nll, err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(nll) != 3 {
+				t.Fatalf("%d NLLs; want 3", len(nll))
+			}
+			for k, v := range nll { // of ids[3+k], predicted at window position k+1
+				want := math.Log(vocab)
+				if k+1 == tc.pos {
+					want = tc.wantNLL
+				}
+				if v != want && math.Abs(v-want) > 1e-12 {
+					t.Errorf("NLL of ids[%d] = %v; want %v", 3+k, v, want)
+				}
+			}
+		})
+	}
+}
+
 // TestNLLManyWindowLengths: an Evaluator scores windows of more distinct lengths than GoMLX's
 // default bound of compiled programs (32), one program each (the 33rd length failed).
 func TestNLLManyWindowLengths(t *testing.T) {
