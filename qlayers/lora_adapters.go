@@ -153,8 +153,9 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 // base, PEFT's "pissa", "olora", "corda" or "loftq", need that base in ctx). A layer is
 // a scope holding a base kernel ("weights" or quantized components) in its "dense" sub-scope. Adapters saved as F16, BF16 or F64 are
 // converted to float32, or to the dtype of the adapters the layer holds. It returns an error, loading nothing, for a nil context, a config whose r
-// is not from 1 to 2^31 − 1, whose lora_alpha is not a finite positive number or whose lora_dropout
-// is not from 0 to 1, a config that sets
+// is not from 1 to 2^31 − 1, whose lora_alpha is not a finite positive number, whose scale is 0 as
+// a float32 (subnormals flushed to zero, as XLA's CPU backend does: the adapters would be ignored),
+// whose lora_dropout is not from 0 to 1, a config that sets
 // use_dora, alpha_pattern or rank_pattern (which this plain LoRA does not compute) or a bias other
 // than "none" (trained biases, which are not loaded), a module no layer of ctx is named, a module
 // AdapterOptions.ModuleName gives two layers, a lora_A without its lora_B, a tensor other than a
@@ -215,9 +216,13 @@ func loadAdapters(ctx *context.Context, configText []byte, f *safetensors.File, 
 		return errors.Errorf("%s has bias %q (the file holds trained biases, which are not loaded); accepted: \"none\"",
 			AdapterConfigFile, config.Bias)
 	}
-	scale := config.LoRAAlpha / float64(config.R)
+	scale, key := config.LoRAAlpha/float64(config.R), "lora_alpha / r"
 	if config.UseRSLoRA {
-		scale = config.LoRAAlpha / math.Sqrt(float64(config.R)) // PEFT's rank-stabilized scaling
+		scale, key = config.LoRAAlpha/math.Sqrt(float64(config.R)), "lora_alpha / √r (use_rslora)" // PEFT's rank-stabilized scaling
+	}
+	// A scale that is 0 as float32 (subnormals flushed) would ignore the adapters silently.
+	if err := fileio.CheckFloatAbove(key, scale, 0); err != nil {
+		return errors.WithMessagef(err, "%s: lora_alpha %g, r %d", AdapterConfigFile, config.LoRAAlpha, config.R)
 	}
 
 	// The layers of ctx, by module name.

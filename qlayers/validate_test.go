@@ -216,6 +216,12 @@ func TestLoadAdaptersChecks(t *testing.T) {
 	}{
 		{"rank 0", setConfig(`"r": 4`, `"r": 0`), list, "adapter_config.json: r = 0; accepted: 1 to 2147483647"},
 		{"negative alpha", setConfig(`"lora_alpha": 8`, `"lora_alpha": -8`), list, "lora_alpha = -8; accepted: a finite number above 0"},
+		// lora_alpha is a normal float32, but the scale lora_alpha/r (/√r) is subnormal: 0 on XLA's CPU
+		// backend, the adapters ignored.
+		{"scale flushed to zero", setConfig(`"lora_alpha": 8`, `"lora_alpha": 4e-38`), list,
+			"lora_alpha / r = 1e-38, 0 as float32"},
+		{"rslora scale flushed to zero", setConfig(`"lora_alpha": 8`, `"use_rslora": true, "lora_alpha": 2e-38`), list,
+			"lora_alpha / √r (use_rslora) = 1e-38, 0 as float32"},
 		{"missing lora_B", config, list[:1], `tensor "base_model.model.layer.lora_B.weight"`},
 		{"DoRA", setConfig(`"r": 4`, `"use_dora": true, "r": 4`), list, "adapter_config.json sets use_dora"},
 		{"alpha per module", setConfig(`"r": 4`, `"alpha_pattern": {"layer": 16}, "r": 4`), list, "adapter_config.json sets alpha_pattern"},
