@@ -56,13 +56,22 @@ func (l LoRA) Scale() float64 {
 	return alpha / float64(l.Rank)
 }
 
-// Validate returns an error for a rank outside 1 to 2^31 − 1 or a negative or non-finite alpha.
+// Validate returns an error for a rank outside 1 to 2^31 − 1, a negative or non-finite alpha, or
+// a Scale that is 0 or infinite as a float32 (subnormals flushed to zero, as XLA's CPU backend
+// does: the adapters would be ignored, or give NaN).
 func (l LoRA) Validate() error {
 	if l.Rank < 1 || l.Rank > fileio.MaxCount {
 		return errors.Errorf("qlayers: LoRA rank %d; accepted: 1 to %d", l.Rank, fileio.MaxCount)
 	}
 	if l.Alpha < 0 || math.IsNaN(l.Alpha) || math.IsInf(l.Alpha, 0) {
 		return errors.Errorf("qlayers: LoRA alpha %v; accepted: 0 (meaning the rank) or a positive number", l.Alpha)
+	}
+	key := "scale alpha/rank"
+	if l.RSLoRA {
+		key = "scale alpha/√rank (RSLoRA)"
+	}
+	if err := fileio.CheckFloatAbove(key, l.Scale(), 0); err != nil {
+		return errors.WithMessagef(err, "qlayers: LoRA rank %d, alpha %v", l.Rank, l.Alpha)
 	}
 	return nil
 }

@@ -607,8 +607,8 @@ func TestLoRADenseRecordedScale(t *testing.T) {
 }
 
 // TestLoRAValidate: a rank outside 1 to 2^31 − 1 (one whose adapters' sizes overflow made XLA
-// abort the process) and a negative or non-finite alpha are errors naming the key, from Validate
-// and as LoRADense's panic.
+// abort the process), a negative or non-finite alpha and a scale that is 0 or infinite as float32
+// are errors naming the key, from Validate and as LoRADense's panic.
 func TestLoRAValidate(t *testing.T) {
 	backend := testutil.Backend(t)
 	for _, c := range []struct {
@@ -622,6 +622,11 @@ func TestLoRAValidate(t *testing.T) {
 		{qlayers.LoRA{Rank: 4, Alpha: -1}, "alpha -1"},
 		{qlayers.LoRA{Rank: 4, Alpha: math.NaN()}, "alpha NaN"},
 		{qlayers.LoRA{Rank: 4, Alpha: math.Inf(1)}, "alpha +Inf"},
+		// A finite alpha whose scale is 0 (subnormal, flushed by XLA's CPU backend: the adapters
+		// ignored) or infinite as float32.
+		{qlayers.LoRA{Rank: 4, Alpha: 4e-38}, "scale alpha/rank = 1e-38, 0 as float32"},
+		{qlayers.LoRA{Rank: 4, Alpha: 2e-38, RSLoRA: true}, "scale alpha/√rank (RSLoRA) = 1e-38, 0 as float32"},
+		{qlayers.LoRA{Rank: 1, Alpha: 1e300}, "scale alpha/rank = 1e+300, +Inf as float32"},
 	} {
 		t.Run(fmt.Sprintf("%+v", c.lora), func(t *testing.T) {
 			if testutil.WantError(t, c.lora.Validate(), c.want) {
