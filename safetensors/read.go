@@ -10,7 +10,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -121,7 +120,7 @@ func parseHeader(header []byte, dataStart, size int64) (*File, error) {
 	if err != nil {
 		return nil, errors.Wrapf(ErrCorrupt, "safetensors: header JSON: %v", err)
 	}
-	if err := checkSurrogates(header); err != nil {
+	if err := fileio.CheckSurrogates(header); err != nil {
 		return nil, errors.Wrapf(ErrCorrupt, "safetensors: header JSON: %v", err)
 	}
 	f := &File{Metadata: map[string]string{}, Size: size, byName: map[string]*Info{}}
@@ -220,48 +219,6 @@ func headerEntries(header []byte) (map[string]json.RawMessage, error) {
 		return nil, errors.Errorf("%v after the header object; accepted: the object alone", tok)
 	}
 	return entries, nil
-}
-
-// checkSurrogates returns an error for a \u escape of a UTF-16 surrogate that is not half of a
-// pair (a high one, then a low one), which the reference (serde_json) refuses and encoding/json
-// would read as U+FFFD, renaming a tensor or altering the metadata. The header is valid JSON: a
-// backslash starts an escape, inside a string.
-func checkSurrogates(header []byte) error {
-	surrogate := func(at int) (rune, bool) { // the \uXXXX escape at header[at:], if any
-		if at+6 > len(header) || header[at] != '\\' || header[at+1] != 'u' {
-			return 0, false
-		}
-		v, err := strconv.ParseUint(string(header[at+2:at+6]), 16, 16)
-		return rune(v), err == nil
-	}
-	start := -1 // the string being read
-	for i := 0; i < len(header); i++ {
-		switch {
-		case start < 0 && header[i] == '"':
-			start = i
-		case start >= 0 && header[i] == '"':
-			start = -1
-		case start >= 0 && header[i] == '\\':
-			r, ok := surrogate(i)
-			if !ok { // another escape: \" \\ \/ \b \f \n \r \t
-				i++
-				continue
-			}
-			if r >= 0xD800 && r < 0xDC00 {
-				if low, ok := surrogate(i + 6); ok && low >= 0xDC00 && low < 0xE000 {
-					i += 11
-					continue
-				}
-			}
-			if r >= 0xD800 && r < 0xE000 {
-				end := start + 1 + bytes.IndexByte(header[start+1:], '"') // at an escaped quote at worst: a shorter excerpt
-				return errors.Errorf("lone UTF-16 surrogate escape %s in %s; accepted: a high surrogate escape followed by a low one",
-					header[i:i+6], header[start:min(end+1, start+200)])
-			}
-			i += 5
-		}
-	}
-	return nil
 }
 
 // entryFields are the keys of a tensor entry, each required exactly once.

@@ -88,6 +88,7 @@
 // vocabulary). Every id a tokenizer can emit is checked to be in its vocabulary when it is built:
 // BOS, EOS and UNK (the error names the GGUF key, e.g. tokenizer.ggml.bos_token_id, and the
 // vocabulary size), token types one per token, tokenizer.json's added tokens and post-processor
-// ids. Encoding never fails: text that no token covers becomes byte tokens (BPE) or
+// ids. A tokenizer.json that is not UTF-8 or holds a lone UTF-16 surrogate escape is an error, as
+// in Hugging Face tokenizers (encoding/json would read either as U+FFFD). Encoding never fails: text that no token covers becomes byte tokens (BPE) or
 // [UNK] (WordPiece).
 package tokenizer

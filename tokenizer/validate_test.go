@@ -290,3 +290,47 @@ func TestWordPieceJSONIDs(t *testing.T) {
 		})
 	}
 }
+
+// TestWordPieceJSONText: a tokenizer.json whose text Hugging Face's tokenizers (serde_json) refuses
+// is an error, not a vocabulary with a token renamed U+FFFD (encoding/json's reading): a lone UTF-16
+// surrogate escape, high or low, and bytes that are not UTF-8. tokenizers 0.23.3 gave, for the
+// same files: "unexpected end of hex escape", "lone leading surrogate in hex escape", "stream did
+// not contain valid UTF-8"; and loaded the pair \ud83d\ude00 as 😀.
+func TestWordPieceJSONText(t *testing.T) {
+	const template = `{"added_tokens": [{"id": 0, "content": "[PAD]", "special": true}],
+"normalizer": {"type": "BertNormalizer", "clean_text": true, "lowercase": true},
+"pre_tokenizer": {"type": "BertPreTokenizer"},
+"model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 100,
+"vocab": {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "a": 4, TOKEN: 5}}}`
+	for _, tc := range []struct {
+		name, token, want string
+	}{
+		{"pair", `"\ud83d\ude00"`, ""},
+		{"escaped backslash", `"\\ud800"`, ""}, // the text \ud800, no escape
+		{"lone high", `"\ud800"`, `lone UTF-16 surrogate escape \ud800 in "\ud800"`},
+		{"lone low", `"\uDC00"`, `lone UTF-16 surrogate escape \uDC00`},
+		{"high then a letter", `"\ud800x"`, `lone UTF-16 surrogate escape \ud800`},
+		{"low then high", `"\udc00\ud800"`, `lone UTF-16 surrogate escape \udc00`},
+		{"not UTF-8", "\"\xff\"", "tokenizer.json is not valid UTF-8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "tokenizer.json")
+			if err := os.WriteFile(path, []byte(strings.Replace(template, "TOKEN", tc.token, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			w, err := tokenizer.NewWordPieceFromJSON(path)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if w.VocabSize() != 6 {
+					t.Errorf("vocabulary of %d; want 6", w.VocabSize())
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v; want one containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -175,9 +175,17 @@ func NewWordPieceFromJSON(path string) (*WordPiece, error) {
 
 // parseWordPieceJSON builds the tokenizer the content of a tokenizer.json describes.
 func parseWordPieceJSON(raw []byte) (*WordPiece, error) {
+	// encoding/json would read invalid UTF-8, and a lone surrogate escape, as U+FFFD, renaming a
+	// token; Hugging Face's tokenizers (serde_json) refuses both.
+	if !utf8.Valid(raw) {
+		return nil, errors.New("tokenizer.json is not valid UTF-8; accepted: UTF-8 JSON")
+	}
 	var j tokenizerJSON
 	if err := json.Unmarshal(raw, &j); err != nil {
 		return nil, errors.Wrap(err, "tokenizer.json")
+	}
+	if err := fileio.CheckSurrogates(raw); err != nil {
+		return nil, errors.WithMessage(err, "tokenizer.json")
 	}
 	fail := errors.Errorf
 	if j.Model.Type != "WordPiece" {

@@ -2,7 +2,8 @@
 // opening a file (gguf, safetensors), the conversion of the half-precision floats both store
 // (DecodeF16, DecodeBF16), and the checks of the numbers read from them (Elements, CheckInt,
 // CheckFloatAbove), applied before anything is allocated in proportion to a number and before a
-// hyper-parameter is used, with errors that name the key and the accepted range; the writing of a
+// hyper-parameter is used, with errors that name the key and the accepted range; the check of JSON
+// text that Hugging Face's serde_json refuses and encoding/json reads (CheckSurrogates); the writing of a
 // file replaced whole (WriteAtomic); and the process's memory figures the commands report
 // (ProcStatus).
 package fileio
