@@ -100,7 +100,14 @@ func NewBPE(cfg BPEConfig) (*BPE, error) {
 		}
 	}
 	for id, tok := range cfg.Tokens {
-		t.ids[tok] = id // as llama.cpp's token_to_id, filled in id order: a repeated text maps to its last id
+		// llama.cpp (llama-cpp-python 0.3.36 included) aborts on a repeated text: its token_to_id
+		// would hold fewer entries than its tokens. It renames an empty token "[EMPTY_<id>]":
+		// several never collide.
+		if prev, dup := t.ids[tok]; dup && tok != "" {
+			return nil, errors.Errorf("tokenizer.NewBPE: tokens %d and %d are both %q; accepted: distinct token texts "+
+				"(llama.cpp refuses a repeated one)", prev, id, tok)
+		}
+		t.ids[tok] = id
 		switch t.types[id] {
 		case Control, UserDefined, Unknown:
 			if tok != "" {

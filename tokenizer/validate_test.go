@@ -232,6 +232,9 @@ func TestBPEFromGGUFMetadata(t *testing.T) {
 			"tokenizer.ggml.token_type has 2 entries; accepted: one per token of tokenizer.ggml.tokens (10)"},
 		{ggufbuild.KV{Key: "tokenizer.ggml.merges", Value: []string{"ab"}}, `merge #0 "ab" has no space`},
 		{ggufbuild.KV{Key: "tokenizer.ggml.tokens", Value: []string{}}, "tokenizer.ggml.bos_token_id = 0; accepted: an id below the vocabulary size 0"},
+		// llama-cpp-python 0.3.36 aborts on it: GGML_ASSERT(id_to_token.size() == token_to_id.size()).
+		{ggufbuild.KV{Key: "tokenizer.ggml.tokens", Value: []string{"<|endoftext|>", "a", "b", "c", "Ġ", "ab", "Ġa", "Ġab", "a", "<|im_start|>"}},
+			`tokenizer.NewBPE: tokens 1 and 8 are both "a"; accepted: distinct token texts`},
 	} {
 		t.Run(tc.kv.Key, func(t *testing.T) {
 			if _, err := bpeFromGGUF(t, toyBPEGGUF(tc.kv)); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -270,14 +270,16 @@ func TestRunNoContextLength(t *testing.T) {
 }
 
 // TestRunSplitCharacter: an answer cut inside a character that spans tokens is written as valid
-// UTF-8, never ending with the character's first byte alone. The vocabulary's byte tokens all stand
-// for 0xF0, the first byte of a four-byte character, but h and i, the prompt's.
+// UTF-8, never ending with the first bytes of a character alone. The vocabulary's byte tokens all
+// stand for three bytes F0 9x xx, the start of a four-byte character (each a different one: a
+// vocabulary repeats no text), but h and i, the prompt's.
 func TestRunSplitCharacter(t *testing.T) {
 	testutil.Backend(t)
+	alphabet := byteAlphabet()
 	tokens := append(byteAlphabet(), "<|im_start|>", "<|im_end|>")
 	for b := range 256 {
 		if b != 'h' && b != 'i' {
-			tokens[b] = byteAlphabet()[0xF0]
+			tokens[b] = alphabet[0xF0] + alphabet[0x90+b/64] + alphabet[0x80+b%64]
 		}
 	}
 	model := tinyModel(t, 0, ggufbuild.KV{Key: "tokenizer.ggml.tokens", Value: tokens})
