@@ -107,10 +107,26 @@ func NewWordPiece(tokens []string, opts WordPieceOptions) (*WordPiece, error) {
 
 // NewWordPieceFromVocab builds a tokenizer from a vocab.txt file (one token a line, the line
 // number is the id, trailing whitespace trimmed as Hugging Face tokenizers trims it) and options.
+// A file that is not UTF-8 is an error naming the first line that is not, as Hugging Face
+// tokenizers refuses it.
 func NewWordPieceFromVocab(path string, opts WordPieceOptions) (*WordPiece, error) {
 	data, err := fileio.ReadFile("tokenizer.NewWordPieceFromVocab", path, fileio.MaxConfigBytes)
 	if err != nil {
 		return nil, err
+	}
+	if !utf8.Valid(data) {
+		line := 1
+		for i := 0; i < len(data); {
+			r, n := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && n == 1 {
+				break
+			}
+			if r == '\n' {
+				line++
+			}
+			i += n
+		}
+		return nil, errors.Errorf("tokenizer.NewWordPieceFromVocab(%q): line %d is not valid UTF-8; accepted: a UTF-8 text file", path, line)
 	}
 	var tokens []string
 	sc := bufio.NewScanner(bytes.NewReader(data))

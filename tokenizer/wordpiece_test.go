@@ -120,6 +120,20 @@ func TestWordPieceNonSpecialAddedToken(t *testing.T) {
 	}
 }
 
+// TestWordPieceVocabNotUTF8: a vocab.txt that is not UTF-8 is an error naming the line, as
+// Hugging Face tokenizers 0.23.3 refuses it ("stream did not contain valid UTF-8"), not a
+// vocabulary holding a token no text can match.
+func TestWordPieceVocabNotUTF8(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vocab.txt")
+	if err := os.WriteFile(path, []byte("[PAD]\n[UNK]\n[CLS]\n[SEP]\né\n\xff\xfe\nb\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := tokenizer.NewWordPieceFromVocab(path, tokenizer.BertOptions())
+	if err == nil || !strings.Contains(err.Error(), "line 6 is not valid UTF-8") {
+		t.Errorf("error %v; want one naming line 6", err)
+	}
+}
+
 // TestWordPieceVocabLines: a vocab.txt line is read as Hugging Face tokenizers' WordPiece.read_file
 // reads it (and transformers' load_vocab maps a repeated token): trailing whitespace trimmed, and a
 // token written twice has the id of its last line. Checked with tokenizers 0.23.3
