@@ -194,8 +194,10 @@ func loadAdapters(ctx *context.Context, configText []byte, f *safetensors.File, 
 	if err := fileio.CheckInt("r", config.R, 1, fileio.MaxCount); err != nil {
 		return errors.WithMessage(err, AdapterConfigFile)
 	}
-	if err := fileio.CheckFloatAbove("lora_alpha", config.LoRAAlpha, 0); err != nil {
-		return errors.WithMessage(err, AdapterConfigFile)
+	// lora_alpha itself is never a float32 (the scale below is checked as one): PEFT reads any
+	// finite alpha, and SaveAdapters writes scale·r, beyond float32's range for a large scale and r.
+	if a := config.LoRAAlpha; !(a > 0) || math.IsInf(a, 0) {
+		return errors.Errorf("%s: lora_alpha = %g; accepted: a finite number above 0", AdapterConfigFile, a)
 	}
 	// lora_dropout is a training setting (PEFT drops the adapters' input while training): not
 	// applied here, LoRADense having no dropout, but a value torch's Dropout refuses is a broken

@@ -606,6 +606,32 @@ func TestLoRADenseRecordedScale(t *testing.T) {
 	}
 }
 
+// TestAdaptersLargeAlphaRoundTrip: adapters whose scale is a float32 but whose lora_alpha = scale·r,
+// as SaveAdapters writes it, is not (1e38 at rank 512: 5.12e40) load back with their scale, as PEFT
+// reads any finite lora_alpha; only the scale is computed in float32.
+func TestAdaptersLargeAlphaRoundTrip(t *testing.T) {
+	const rank, scale = 512, 1e38
+	ctx := floatContext()
+	dense := ctx.In("layer").In(qlayers.Scope)
+	dense.VariableWithValue(qlayers.LoRAAName, matrix(5, inDim, rank))
+	dense.VariableWithValue(qlayers.LoRABName, matrix(6, rank, outDim))
+	dense.SetParam(qlayers.LoRAScaleParam, float64(scale))
+	dir := t.TempDir()
+	if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
+		t.Fatalf("%+v", err)
+	}
+	if config, err := os.ReadFile(filepath.Join(dir, qlayers.AdapterConfigFile)); err != nil || !strings.Contains(string(config), `"lora_alpha": 5.12e+40`) {
+		t.Fatalf("%s: %s, %v; want lora_alpha 5.12e+40", qlayers.AdapterConfigFile, config, err)
+	}
+	fresh := floatContext()
+	if err := qlayers.LoadAdapters(fresh, dir, qlayers.AdapterOptions{}); err != nil {
+		t.Fatalf("%+v", err)
+	}
+	if s, _ := fresh.In("layer").In(qlayers.Scope).GetParam(qlayers.LoRAScaleParam); s != float64(scale) {
+		t.Errorf("scale %v; want %v", s, float64(scale))
+	}
+}
+
 // TestLoRAValidate: a rank outside 1 to 2^31 − 1 (one whose adapters' sizes overflow made XLA
 // abort the process), a negative or non-finite alpha and a scale that is 0 or infinite as float32
 // are errors naming the key, from Validate and as LoRADense's panic.
