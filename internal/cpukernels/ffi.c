@@ -127,8 +127,8 @@ QK_HANDLER(quanta_nf4_kn, nf4_kn)
 QK_HANDLER(quanta_nf4_nk, nf4_nk)
 
 /* scale reads the scale_kind attribute and, unless it is QK_SCALE_NONE, the scale operand i,
- * whose size must fit the kind. */
-static qffi_error* scale(qffi_frame* frame, int i, int64_t k, int64_t n, int64_t* kind, qffi_buffer* s) {
+ * whose size must fit the kind: for the packed signs (signs != 0), float32 and no per-K kind. */
+static qffi_error* scale(qffi_frame* frame, int i, int64_t k, int64_t n, int signs, int64_t* kind, qffi_buffer* s) {
   qffi_error* err;
   if ((err = qffi_attr_int(frame, QK_ATTR_SCALE_KIND, kind))) return err;
   memset(s, 0, sizeof(*s));
@@ -136,9 +136,12 @@ static qffi_error* scale(qffi_frame* frame, int i, int64_t k, int64_t n, int64_t
     return qffi_num_args(frame) == i ? NULL : bad_shapes(frame, "no scale operand with scale_kind 0 (none)");
   }
   if ((err = qffi_arg(frame, i, s))) return err;
-  const int64_t want = *kind == QK_SCALE_TENSOR ? 1 : *kind == QK_SCALE_K ? k : *kind == QK_SCALE_N ? n : -1;
-  if (qffi_num_args(frame) != i + 1 || s->size != want || qk_dtype(s->dtype) < 0) {
-    return bad_shapes(frame, "a float scale of 1 (tensor), K (scale_kind 2) or N (scale_kind 3) values");
+  const int64_t want = *kind == QK_SCALE_TENSOR ? 1 : *kind == QK_SCALE_K && !signs ? k : *kind == QK_SCALE_N ? n : -1;
+  if (qffi_num_args(frame) != i + 1 || s->size != want || qk_dtype(s->dtype) < 0 || (signs && s->dtype != QFFI_F32)) {
+    return bad_shapes(frame, signs ? "scale_kind 0 (none) and no scale operand, or a float32 scale of 1 (scale_kind 1) "
+                                     "or N (scale_kind 3) values"
+                                   : "scale_kind 0 (none) and no scale operand, or a float scale of 1 (scale_kind 1), K "
+                                     "(scale_kind 2) or N (scale_kind 3) values");
   }
   return NULL;
 }
@@ -156,7 +159,7 @@ static qffi_error* int8(qffi_frame* frame, int contracted) {
   if (w.dims[0] != (contracted ? n : k) || w.dims[1] != (contracted ? k : n)) {
     return bad_shapes(frame, contracted ? "x (M, K), w int8 (N, K)" : "x (M, K), w int8 (K, N)");
   }
-  if ((err = scale(frame, QK_ARG_INT8_KN_SCALE, k, n, &kind, &s))) return err;
+  if ((err = scale(frame, QK_ARG_INT8_KN_SCALE, k, n, 0, &kind, &s))) return err;
   const int sd = kind == QK_SCALE_NONE ? QK_F32 : qk_dtype(s.dtype);
   int st = contracted ? qk_int8_nk(x.data, qk_dtype(x.dtype), w.data, s.data, sd, (int)kind, m, k, n, y.data)
                       : qk_int8_kn(x.data, qk_dtype(x.dtype), w.data, s.data, sd, (int)kind, m, k, n, y.data);
@@ -181,8 +184,7 @@ static qffi_error* signs(qffi_frame* frame, int per) {
   if (k % per != 0 || packed.dims[0] != k / per || packed.dims[1] != n) {
     return bad_shapes(frame, per == 4 ? "x (M, K), packed uint8 (K/4, N)" : "x (M, K), packed uint8 (K/8, N)");
   }
-  if ((err = scale(frame, QK_ARG_TWOBIT_KN_SCALE, k, n, &kind, &s))) return err;
-  if (kind != QK_SCALE_NONE && s.dtype != QFFI_F32) return bad_shapes(frame, "a float32 scale");
+  if ((err = scale(frame, QK_ARG_TWOBIT_KN_SCALE, k, n, 1, &kind, &s))) return err;
   int st = per == 4 ? qk_twobit_kn(x.data, qk_dtype(x.dtype), packed.data, s.data, (int)kind, m, k, n, y.data)
                     : qk_onebit_kn(x.data, qk_dtype(x.dtype), packed.data, s.data, (int)kind, m, k, n, y.data);
   return st == QK_OK ? NULL : kernel_error(frame, st);
