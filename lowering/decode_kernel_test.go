@@ -23,10 +23,10 @@ func identity(n int) *tensors.Tensor {
 }
 
 // TestDecodeKernel: on a backend with quanta's kernels, DecodeDot (forced: Auto takes it beyond
-// the product kernels' rows) decodes NF4 weights (both layouts) and GGML weights with the decode
-// kernel, whose values are the materialized weight's: the product with the identity (each output
-// one weight times 1, plus zeros) returns them exactly (a zero's sign aside; package cpukernels
-// checks the decode's bits).
+// the product kernels' rows) decodes NF4 weights (both layouts, also double-quantized) and GGML
+// weights with the decode kernel, whose values are the materialized weight's: the product with
+// the identity (each output one weight times 1, plus zeros) returns them exactly (a zero's sign
+// aside; package cpukernels checks the decode's bits).
 func TestDecodeKernel(t *testing.T) {
 	backend := testutil.Backend(t)
 	if lowering.PlatformOf(backend)&lowering.Kernels == 0 {
@@ -43,6 +43,8 @@ func TestDecodeKernel(t *testing.T) {
 		{"nf4/x@Wt", nf4.MustQuantize(testutil.NormalTensor(r, 40, 4200), 64).WithStrategy(lowering.DecodeDot), xWt},
 		{"nf4/x@W", nf4.MustQuantize(testutil.NormalTensor(r, 300, 70), 64).WithStrategy(lowering.DecodeDot), xW},
 		{"nf4/padded", nf4.MustQuantize(testutil.NormalTensor(r, 5, 100), 64).WithStrategy(lowering.DecodeDot), xWt},
+		{"nf4-dq/x@Wt", nf4.MustDoubleQuantize(nf4.MustQuantize(testutil.NormalTensor(r, 40, 4200), 64)).
+			WithStrategy(lowering.DecodeDot), xWt},
 	}
 	for _, typ := range []gguf.Type{gguf.TypeQ4_0, gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeQ6_K} {
 		cases = append(cases, struct {

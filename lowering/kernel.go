@@ -163,14 +163,17 @@ type decodeCall struct {
 }
 
 // decodeFor returns the decode kernel that serves DecodeDot's weight for p, if any: on a backend
-// with the kernels, in float32, a rank-2 NF4-codebook or GGML weight in an unsharded graph. The
-// operands are built here, before the decode node they will replace.
+// with the kernels, in float32, a rank-2 NF4-codebook (also double-quantized) or GGML weight in an
+// unsharded graph. The operands are built here, before the decode node they will replace.
 func decodeFor(p *product, w Layout) (decodeCall, bool) {
 	if p.platform&Kernels == 0 || p.kernels == nil || p.x == nil || p.cdt != dtypes.Float32 || len(p.wDims) != 2 ||
 		p.x.Graph().DistributedStrategy() != distributed.None {
 		return decodeCall{}, false
 	}
 	var c decodeCall
+	if dq, ok := w.(Blockwise4DQ); ok {
+		w = dq.decoded() // the scales decoded in the graph, then NF4's decode kernel
+	}
 	switch w := w.(type) {
 	case Blockwise4:
 		if p.kernels.Codebook4 != w.Codebook || !floatScale(w.Scales.DType()) {
