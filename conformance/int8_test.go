@@ -78,7 +78,7 @@ func checkInt8(s *suite, t *testing.T, c *Case) {
 	s.skipFloat16OnGo(t, x.DType(), q.Shape().DType)
 	got := s.materialize(t, q)
 	// Reference: eformer's materialized values; ours may differ by one rounding of the dtype
-	// (weight × scale is computed in the scale's dtype, then converted).
+	// (weight × scale is computed in float32, then converted).
 	wv := tensorFloat64s(want)
 	eps := 2*max(epsilon(want.DType()), epsilon(scale.DType())) + s.convertSlack(want.DType())
 	checkClose(t, "materialized", got, want.Shape().Dimensions, wv, func(i int) float64 {

@@ -106,8 +106,8 @@ func (a *Array) Layout() lowering.Layout {
 	return lowering.Int8{Codes: qarray.Node(&a.Base, weightIndex), Scale: qarray.Node(&a.Base, scaleIndex)}
 }
 
-// Materialize returns weight × scale computed in the scale's dtype, converted to the array's
-// dtype. Library code calls implicitarray.Materialize, which counts it.
+// Materialize returns weight × scale computed in float32 (float64 for a float64 scale or
+// dtype), converted to the array's dtype. Library code calls implicitarray.Materialize, which counts it.
 func (a *Array) Materialize() implicitarray.Value { return a.Layout().Dequantize(a.DType()) }
 
 // ComponentSpecs returns the specs of [weight, scale] when the logical array is sharded by logical

@@ -28,7 +28,8 @@
 // reach 127.5, which rounds to ±128; the codes are clipped to [-128, 127], never wrapped.
 //
 // The materialization dtype (Array.DType) is the one given at quantize time (default x's);
-// materializing computes q · scale in the scale's dtype and converts. conformance/README.md lists
+// materializing computes q · scale in float32 (float64 for a float64 scale or dtype) and
+// converts, so an array whose dtype is its scale's gets q · scale rounded once to that dtype. conformance/README.md lists
 // where these bytes are checked against eformer's Array8B.
 //
 // # Operations
@@ -42,7 +43,9 @@
 //     permutes weight and scale and maps each quantized axis through the inverse permutation; a
 //     broadcast broadcasts the weight and keeps the scale compact (size 1 on the new axes, which
 //     join the quantized axes).
-//   - ConvertDType to a float dtype is lazy: an array with another materialization dtype.
+//   - ConvertDType to a float dtype is lazy: an array with another materialization dtype. Its
+//     products decode the weight in their compute dtype, whatever that dtype is (package
+//     lowering's Numerics).
 //   - Gather along leading axes that are not quantized (rows of a table with a scale per row, the
 //     default axes): weight and scale are gathered with the same indices, still int8, exact, so an
 //     embedding table's lookup decodes only the rows it reads. Otherwise it materializes.

@@ -90,7 +90,11 @@
 // # Numerics
 //
 // Products accumulate in float32 (float64 when the activations or the scales are float64) and
-// return the activations' dtype. On a GPU or a TPU, PrologueDot and CodesDot multiply 16-bit float
+// return the activations' dtype. The weight is decoded from its components straight into that
+// compute dtype whatever the array's materialization dtype (WithDType): the Materialize strategy
+// materializes the array converted to it, so no strategy rounds a bfloat16 or float16 array's
+// weight to that dtype, and all of them compute the same values up to the order of the
+// accumulation (but for the 16-bit operands of PrologueDot and CodesDot on a GPU or TPU, below). On a GPU or a TPU, PrologueDot and CodesDot multiply 16-bit float
 // activations by the weight decoded in their dtype, as the dense product of that dtype does, and
 // those platforms accumulate such products in float32; elsewhere (XLA CPU and the
 // pure-Go backend accumulate 16-bit products in 16 bits) they multiply in float32. An unscaled Signs weight also multiplies integer activations,

@@ -117,7 +117,9 @@ func dotGeneral(x *graph.Node, a Quantized, axes Axes, as *Platform) *graph.Node
 	}
 	switch s {
 	case Materialize:
-		return p.finish(p.dot(p.activations(), graph.ConvertDType(implicitarray.Materialize(a), p.cdt)))
+		// The array materialized in the compute dtype (ConvertDType is lazy for every format),
+		// never in its own narrower dtype first: the weight the other strategies decode.
+		return p.finish(p.dot(p.activations(), implicitarray.Materialize(implicitarray.ConvertDType(a, p.cdt))))
 	case MulReduce:
 		return mulReduce(p, w)
 	case SlicedSum, ProductTable:

@@ -54,12 +54,17 @@ func (w Int8) scaleDType() dtypes.DType { return w.Scale.DType() }
 
 func (w Int8) separableScale() *graph.Node { return w.Scale }
 
-// Dequantize returns codes × scale computed in the scale's dtype, then converted to dtype.
+// Dequantize returns codes × scale computed in float32 (float64 for a float64 scale or dtype),
+// then converted to dtype: in the scale's own dtype, one rounding of the exact product, as a
+// product computed in that dtype.
 func (w Int8) Dequantize(dtype dtypes.DType) *graph.Node {
 	w.check("lowering.Int8.Dequantize")
-	s := w.Scale
-	dense := graph.Mul(graph.ConvertDType(w.Codes, s.DType()), graph.BroadcastToDims(s, w.Dimensions()...))
-	return graph.ConvertDType(dense, dtype)
+	cdt := dtypes.Float32
+	if dtype == dtypes.Float64 || w.Scale.DType() == dtypes.Float64 {
+		cdt = dtypes.Float64
+	}
+	scale := graph.BroadcastToDims(graph.ConvertDType(w.Scale, cdt), w.Dimensions()...)
+	return graph.ConvertDType(graph.Mul(graph.ConvertDType(w.Codes, cdt), scale), dtype)
 }
 
 func (w Int8) decode(p *product, unit bool) *graph.Node {

@@ -17,8 +17,10 @@ const (
 	// Auto picks the strategy with Choose. It serves every product.
 	Auto Strategy = iota
 	// Materialize builds the dense weight through implicitarray.Materialize (counted in its
-	// Stats) and runs one dense DotGeneral: what a library without fused products does. It serves
-	// every product.
+	// Stats) and runs one dense DotGeneral: what a library without fused products does. The array
+	// is materialized in the product's compute dtype (its lazy ConvertDType), not in its own
+	// dtype: a bfloat16 or float16 array's weight is not rounded to that dtype first, so the
+	// values are those of every other strategy. It serves every product.
 	Materialize
 	// DecodeDot decodes the stored codes to float inside the graph and runs one dense DotGeneral,
 	// with a scale that is constant along the contracting axes multiplied into the result and one

@@ -82,6 +82,8 @@
 //   - Concatenate: NF4 arrays of the same block size and dtypes along a leading axis stay NF4;
 //     otherwise the generic fallback below materializes them.
 //   - ConvertDType to a float dtype is lazy: an array that materializes in that dtype (WithDType).
+//     Its products decode the weight in their compute dtype, whatever that dtype is (package
+//     lowering's Numerics).
 //   - Gather of whole rows (indices that index leading axes, never the last) gathers the packed
 //     and absmax rows: still NF4, exact, so an embedding table's lookup decodes only the rows it
 //     reads. Gathering single elements materializes.
