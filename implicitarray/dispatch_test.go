@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	. "github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/testutil"
@@ -341,5 +342,31 @@ func TestIntegerPowNegativeExponentOfIntegers(t *testing.T) {
 	}
 	if err := recoverError(func() { IntegerPow(graph.Const(g, []int32{2, 3}), 2) }); err != nil {
 		t.Errorf("IntegerPow(int32, 2): %v", err)
+	}
+}
+
+// TestConvertDTypeRejectsInvalidDType: a target dtype GoMLX cannot convert to panics in
+// ConvertDType, naming the op, the operand and the accepted dtypes, for dense and implicit
+// operands alike (not from deep inside GoMLX, nor after a fallback's materialization).
+func TestConvertDTypeRejectsInvalidDType(t *testing.T) {
+	g := graph.NewGraph(newBackend(t), "convert")
+	dense := graph.Const(g, [][]float32{{1, 2}})
+	for name, x := range map[string]Value{"dense": dense, "implicit": graphToy[plainTag](dense, 2)} {
+		for _, dtype := range []dtypes.DType{dtypes.InvalidDType, dtypes.DType(1000)} {
+			err := recoverError(func() { ConvertDType(x, dtype) })
+			if err == nil {
+				t.Errorf("%s to %s: no panic", name, dtype)
+				continue
+			}
+			msg := err.Error()
+			for _, want := range []string{"implicitarray.convert_element_type", "(Float32)[1 2]", dtype.String(), "accepted:", "Float32"} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("%s to %s: error %q does not mention %q", name, dtype, msg, want)
+				}
+			}
+			if strings.Count(msg, "implicitarray.convert_element_type") != 1 {
+				t.Errorf("%s to %s: error %q: want one implicitarray.convert_element_type prefix", name, dtype, msg)
+			}
+		}
 	}
 }

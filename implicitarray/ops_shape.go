@@ -213,9 +213,14 @@ func Gather(params, indices Value, indicesAreSorted ...bool) Value {
 type ConvertDTypeParams struct{ DType dtypes.DType }
 
 // ConvertDType returns x converted to dtype. Format handlers make this lazy: the result stays
-// implicit and only its materialization dtype changes.
+// implicit and only its materialization dtype changes. It panics, naming x, if dtype is not one
+// GoMLX converts to (a bool, integer, float or complex dtype; InvalidDType is none).
 func ConvertDType(x Value, dtype dtypes.DType) Value {
 	defer annotate(OpConvertDType, x)
+	if !dtype.IsSupported() && dtype != dtypes.Uint64 {
+		panic(errors.Errorf("target dtype %s; accepted: Bool, Int8, Int16, Int32, Int64, Uint8, Uint16, Uint32, Uint64, "+
+			"Float16, BFloat16, Float32, Float64, Complex64 or Complex128", dtype))
+	}
 	return dispatch(OpConvertDType, []Value{x}, &ConvertDTypeParams{dtype}, func(n []*graph.Node) *graph.Node {
 		return graph.ConvertDType(n[0], dtype)
 	})
