@@ -73,10 +73,14 @@ func (w Blockwise4) scaleDType() dtypes.DType { return w.Scales.DType() }
 func (w Blockwise4) separableScale() *graph.Node { return nil }
 
 // Dequantize returns the dense weight in dtype, with its logical dimensions: code value × scale
-// computed in float32 (float64 for float64 scales), then converted.
+// computed in float32 (float64 for float64 scales or dtype), then converted.
 func (w Blockwise4) Dequantize(dtype dtypes.DType) *graph.Node {
 	w.check("lowering.Blockwise4.Dequantize")
-	return graph.ConvertDType(w.tableDecode(computeDType(w.Scales.DType(), w)), dtype)
+	cdt := computeDType(w.Scales.DType(), w)
+	if dtype == dtypes.Float64 {
+		cdt = dtypes.Float64
+	}
+	return graph.ConvertDType(w.tableDecode(cdt), dtype)
 }
 
 // decode uses the arithmetic decode where XLA CPU fuses it into one loop (library fusions off),

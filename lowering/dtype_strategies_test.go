@@ -162,44 +162,54 @@ func TestStrategiesAgreeAcrossDTypes(t *testing.T) {
 				}
 				k := pc.xDims[1]
 				for _, s := range strategies {
-					t.Run(fmt.Sprintf("%s/%s/%s/%s", f.name, dtype, pc.name, s), func(t *testing.T) {
-						w := f.make(t, dtype, s)
-						want, bound := make([]float64, 3*free), make([]float64, 3*free)
-						for m := range 3 {
-							for n := range free {
-								for kk := range k {
-									var wv float64
-									if wContr == 0 {
-										wv = w.dense[kk*cols+n]
-									} else {
-										wv = w.dense[n*cols+kk]
+					for _, xdt := range []dtypes.DType{dtypes.Float32, dtypes.Float64} {
+						t.Run(fmt.Sprintf("%s/%s/%s/x=%s/%s", f.name, dtype, pc.name, xdt, s), func(t *testing.T) {
+							w := f.make(t, dtype, s)
+							want, bound := make([]float64, 3*free), make([]float64, 3*free)
+							for m := range 3 {
+								for n := range free {
+									for kk := range k {
+										var wv float64
+										if wContr == 0 {
+											wv = w.dense[kk*cols+n]
+										} else {
+											wv = w.dense[n*cols+kk]
+										}
+										xv := float64(x[m*k+kk])
+										want[m*free+n] += xv * wv
+										bound[m*free+n] += math.Abs(xv * wv)
 									}
-									xv := float64(x[m*k+kk])
-									want[m*free+n] += xv * wv
-									bound[m*free+n] += math.Abs(xv * wv)
 								}
 							}
-						}
-						e := implicitarray.MustNewExec(backend, func(x *graph.Node, w implicitarray.Array) *graph.Node {
-							return lowering.DotGeneral(x, w.(lowering.Quantized), pc.axes)
-						})
-						defer e.Finalize()
-						out, err := e.Call1(tensors.FromFlatDataAndDimensions(x, pc.xDims...), w.a)
-						if errors.Is(err, lowering.ErrUnsupported) {
-							t.Skipf("%s does not serve this product", s)
-						}
-						if err != nil {
-							t.Fatalf("%+v", err)
-						}
-						got := testutil.Float64s(t, out.(*tensors.Tensor))
-						for i := range want {
-							// float32 accumulation: 8 float32 ulps (2^-23) of Σ|x||w|, as conformance/README.md.
-							if d := math.Abs(got[i] - want[i]); d > 16*0x1p-24*bound[i] {
-								t.Fatalf("element %d: got %.7g, want %.7g (float64 from the components): off by %.3g, "+
-									"%.3g·Σ|x||w|", i, got[i], want[i], d, d/bound[i])
+							e := implicitarray.MustNewExec(backend, func(x *graph.Node, w implicitarray.Array) *graph.Node {
+								return lowering.DotGeneral(x, w.(lowering.Quantized), pc.axes)
+							})
+							defer e.Finalize()
+							xt := tensors.FromFlatDataAndDimensions(x, pc.xDims...)
+							if xdt == dtypes.Float64 {
+								xt = tensors.FromFlatDataAndDimensions(testutil.Converted[float64](x), pc.xDims...)
 							}
-						}
-					})
+							out, err := e.Call1(xt, w.a)
+							if errors.Is(err, lowering.ErrUnsupported) {
+								t.Skipf("%s does not serve this product", s)
+							}
+							if err != nil {
+								t.Fatalf("%+v", err)
+							}
+							got := testutil.Float64s(t, out.(*tensors.Tensor))
+							for i := range want {
+								// Accumulation in x's dtype: 8 ulps of Σ|x||w|, as conformance/README.md.
+								ulp := 0x1p-23
+								if xdt == dtypes.Float64 {
+									ulp = 0x1p-52
+								}
+								if d := math.Abs(got[i] - want[i]); d > 8*ulp*bound[i] {
+									t.Fatalf("element %d: got %.7g, want %.7g (float64 from the components): off by %.3g, "+
+										"%.3g·Σ|x||w|", i, got[i], want[i], d, d/bound[i])
+								}
+							}
+						})
+					}
 				}
 			}
 		}

@@ -163,7 +163,7 @@ func (w Blockwise4DQ) scaleDType() dtypes.DType { return dtypes.Float32 }
 func (w Blockwise4DQ) separableScale() *graph.Node { return nil }
 
 // Dequantize returns the dense weight in dtype: the scales decoded (float32), then code value ×
-// scale in float32, then converted.
+// scale in float32 (float64 for dtype float64), then converted.
 func (w Blockwise4DQ) Dequantize(dtype dtypes.DType) *graph.Node {
 	w.check("lowering.Blockwise4DQ.Dequantize")
 	return w.decoded().Dequantize(dtype)
@@ -270,7 +270,7 @@ func (w FlatBlockwise4) scaleDType() dtypes.DType {
 func (w FlatBlockwise4) separableScale() *graph.Node { return nil }
 
 // Dequantize returns the dense weight in dtype, with its logical dimensions: code value × scale
-// computed in float32 (float64 for float64 scales), then converted.
+// computed in float32 (float64 for float64 scales or dtype), then converted.
 func (w FlatBlockwise4) Dequantize(dtype dtypes.DType) *graph.Node {
 	w.check("lowering.FlatBlockwise4.Dequantize")
 	return graph.Reshape(w.rows().Dequantize(dtype), w.Dims...)

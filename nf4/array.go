@@ -99,8 +99,8 @@ func (a *Array) Layout() lowering.Layout {
 }
 
 // Materialize builds the dense array with the exact codebook: code value × block absmax,
-// computed in float32 (float64 for float64 absmax), padding dropped, in the array's dtype. Library
-// code calls implicitarray.Materialize, which counts it.
+// computed in float32 (float64 for float64 absmax or dtype), padding dropped, in the array's
+// dtype. Library code calls implicitarray.Materialize, which counts it.
 func (a *Array) Materialize() implicitarray.Value {
 	return a.Layout().Dequantize(a.DType())
 }

@@ -31,7 +31,7 @@
 //     even element in the high nibble (codes [3, 12] → 0x3C; a zero block is 0x77); absmax
 //     (..., numBlocks).
 //   - Materialize decodes with the exact codebook: value = codebook[code] × absmax, computed in
-//     float32 (float64 for float64 absmax) and converted to the array's dtype.
+//     float32 (float64 for a float64 absmax or dtype) and converted to the array's dtype.
 //   - Storage: 0.5 byte per element plus one absmax per block: 4.5 bits per parameter with
 //     float32 absmax and blocks of 64 (9 MiB instead of 64 MiB for 4096×4096).
 //
