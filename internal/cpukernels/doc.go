@@ -199,9 +199,9 @@
 // whatever panel it is in, since panel bounds are multiples of every kernel's column group (128)
 // and tails fall only at the end of the columns. n×k products (x·Wᵀ) give each output to one
 // chunk, whose bounds are multiples of 16 outputs (the kernels' output groups). Tasks are claimed
-// one at a time from an atomic counter tagged with the job's generation, so a descheduled thread
-// delays at most its current task, and a worker that wakes after the job ended finds nothing to
-// claim. Products below a small amount of work run on the caller alone, and a caller that finds
+// from an atomic counter tagged with the job's generation, in runs of consecutive tasks that
+// shrink to one task as the job's unclaimed tasks run out, so a descheduled thread delays at most
+// its current run, and a worker that wakes after the job ended finds nothing to claim. Products below a small amount of work run on the caller alone, and a caller that finds
 // the pool busy with another thread's product runs its tasks alone instead of waiting: the same
 // stripes, so the same bits. A thread out of work (an idle worker, a caller waiting for the
 // others' tasks) lingers for 200 µs, yielding its CPU between looks, before it blocks on a
