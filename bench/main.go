@@ -22,7 +22,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"slices"
@@ -97,37 +96,25 @@ func main() {
 // the JSON first (an error leaves no table without its data), and each is replaced whole
 // (fileio.WriteAtomic), so that an interrupted run leaves no truncated file.
 func writeOutputs(rep *report, tables string) error {
-	type output struct {
-		key, path string
-		data      []byte
-	}
-	var outs []output
+	var outs []fileio.Output
 	if *flagJSON != "" {
 		data, err := jsonOf(rep)
 		if err != nil {
 			return err
 		}
-		outs = append(outs, output{"-json", *flagJSON, data})
+		outs = append(outs, fileio.Output{Name: "-json", Path: *flagJSON, Data: data})
 	}
 	if *flagMarkdown != "" {
-		outs = append(outs, output{"-markdown", *flagMarkdown, []byte(tables)})
+		outs = append(outs, fileio.Output{Name: "-markdown", Path: *flagMarkdown, Data: []byte(tables)})
 	}
 	if *flagPNG != "" {
 		data, err := chart(rep)
 		if err != nil {
 			return err
 		}
-		outs = append(outs, output{"-png", *flagPNG, data})
+		outs = append(outs, fileio.Output{Name: "-png", Path: *flagPNG, Data: data})
 	}
-	for _, out := range outs {
-		if err := fileio.WriteAtomic(out.key+" "+out.path, out.path, func(w io.Writer) error {
-			_, err := w.Write(out.data)
-			return err
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return fileio.WriteOutputs(outs...)
 }
 
 // config is the parsed command line.

@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -237,30 +236,18 @@ func run() error {
 // without its data), each replaced whole (fileio.WriteAtomic), so that an interrupted run leaves
 // no truncated file.
 func writeOutputs(res Results, md string) error {
-	type output struct {
-		key, path string
-		data      []byte
-	}
-	var outs []output
+	var outs []fileio.Output
 	if *flagJSON != "" {
 		raw, err := json.MarshalIndent(res, "", " ")
 		if err != nil {
 			return errors.Wrap(err, "writing the JSON")
 		}
-		outs = append(outs, output{"-json", *flagJSON, append(raw, '\n')})
+		outs = append(outs, fileio.Output{Name: "-json", Path: *flagJSON, Data: append(raw, '\n')})
 	}
 	if *flagMarkdown != "" {
-		outs = append(outs, output{"-markdown", *flagMarkdown, []byte(md)})
+		outs = append(outs, fileio.Output{Name: "-markdown", Path: *flagMarkdown, Data: []byte(md)})
 	}
-	for _, out := range outs {
-		if err := fileio.WriteAtomic(out.key+" "+out.path, out.path, func(w io.Writer) error {
-			_, err := w.Write(out.data)
-			return err
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return fileio.WriteOutputs(outs...)
 }
 
 func evalSmolLM2(backend backends.Backend, formats []string) ([]SmolLM2, error) {

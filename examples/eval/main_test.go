@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -219,7 +218,7 @@ func TestReferenceColumnsOutside(t *testing.T) {
 	referenceNoted = false
 	t.Cleanup(func() { referenceNoted = false })
 	var rows []MiniLMRow
-	out := captureStderr(t, func() (err error) {
+	out := testutil.CaptureStderr(t, func() (err error) {
 		for range 2 { // two reads of the reference index: one note
 			if rows, err = evalMiniLM(backend, []string{"int8"}, []string{"The cat sat on the mat."}); err != nil {
 				return err
@@ -233,30 +232,6 @@ func TestReferenceColumnsOutside(t *testing.T) {
 	if n := strings.Count(out, refdata.EnvDir); n != 1 || !strings.HasPrefix(out, "eval: ") {
 		t.Errorf("stderr %q names %s %d times; want one line", out, refdata.EnvDir, n)
 	}
-}
-
-// captureStderr returns what f writes on stderr.
-func captureStderr(t *testing.T, f func() error) string {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := os.Stderr
-	os.Stderr = w
-	done := make(chan []byte)
-	go func() {
-		data, _ := io.ReadAll(r)
-		done <- data
-	}()
-	err = f()
-	os.Stderr = stderr
-	_ = w.Close()
-	out := string(<-done)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // TestModelFlagsWithoutModel: a flag only one model's evaluation reads, given without that model

@@ -498,19 +498,16 @@ func (r *results) write(dir string) error {
 	if err != nil {
 		return err
 	}
-	for _, out := range []struct {
-		name string
-		data io.WriterTo
-	}{
-		{"fashion.json", bytes.NewReader(append(raw, '\n'))}, {"fashion.md", strings.NewReader(r.table())}, {"fashion.png", png},
-	} {
-		path := filepath.Join(dir, out.name)
-		if err := fileio.WriteAtomic("writing "+path, path, func(w io.Writer) error {
-			_, err := out.data.WriteTo(w)
-			return err
-		}); err != nil {
-			return err
-		}
+	var pngData bytes.Buffer
+	if _, err := png.WriteTo(&pngData); err != nil {
+		return errors.Wrap(err, "encoding fashion.png")
+	}
+	if err := fileio.WriteOutputs(
+		fileio.Output{Name: "writing", Path: filepath.Join(dir, "fashion.json"), Data: append(raw, '\n')},
+		fileio.Output{Name: "writing", Path: filepath.Join(dir, "fashion.md"), Data: []byte(r.table())},
+		fileio.Output{Name: "writing", Path: filepath.Join(dir, "fashion.png"), Data: pngData.Bytes()},
+	); err != nil {
+		return err
 	}
 	fmt.Printf("wrote %s/fashion.{md,json,png}\n", dir)
 	return nil

@@ -206,7 +206,7 @@ func TestReferenceColumnsOutside(t *testing.T) {
 		formats: []format{formats[1]}}
 	var r *results
 	var log strings.Builder
-	out := captureStderr(t, func() (err error) {
+	out := testutil.CaptureStderr(t, func() (err error) {
 		r, err = experiment(backend, s, &log)
 		return err
 	})
@@ -219,28 +219,4 @@ func TestReferenceColumnsOutside(t *testing.T) {
 	if n := strings.Count(out, refdata.EnvDir); n != 1 || !strings.HasPrefix(out, "fashion: ") {
 		t.Errorf("stderr %q names %s %d times; want one line", out, refdata.EnvDir, n)
 	}
-}
-
-// captureStderr returns what f writes on stderr.
-func captureStderr(t *testing.T, f func() error) string {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := os.Stderr
-	os.Stderr = w
-	done := make(chan []byte)
-	go func() {
-		data, _ := io.ReadAll(r)
-		done <- data
-	}()
-	err = f()
-	os.Stderr = stderr
-	_ = w.Close()
-	out := string(<-done)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

@@ -53,3 +53,25 @@ func CheckOutput(key, path string) error {
 	_ = f.Close()
 	return errors.Wrapf(os.Remove(f.Name()), "%s %s", key, path)
 }
+
+// Output is one result file of a command: the flag or action that names it in errors, its path
+// and its encoded content.
+type Output struct {
+	Name, Path string
+	Data       []byte
+}
+
+// WriteOutputs writes each output in order, each replaced whole (WriteAtomic), so that an
+// interrupted run leaves no truncated file. Callers encode every output before they call it, so
+// that an encoding error leaves none written, and put the data before the tables made from it.
+func WriteOutputs(outs ...Output) error {
+	for _, out := range outs {
+		if err := WriteAtomic(out.Name+" "+out.Path, out.Path, func(w io.Writer) error {
+			_, err := w.Write(out.Data)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -67,3 +67,28 @@ func TestCheckOutput(t *testing.T) {
 		t.Errorf("the directory holds %v (%v); want it empty", entries, err)
 	}
 }
+
+// TestWriteOutputs: the outputs are written whole and in order; the first that cannot be written
+// stops the rest, with an error naming its flag and path.
+func TestWriteOutputs(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.md")
+	if err := fileio.WriteOutputs(fileio.Output{Name: "-json", Path: a, Data: []byte("{}\n")},
+		fileio.Output{Name: "-markdown", Path: b, Data: []byte("| x |\n")}); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{a: "{}\n", b: "| x |\n"} {
+		if got, err := os.ReadFile(path); err != nil || string(got) != want {
+			t.Errorf("%s = %q, %v; want %q", path, got, err, want)
+		}
+	}
+	blocked, c := filepath.Join(a, "under-a-file.md"), filepath.Join(dir, "c.png")
+	err := fileio.WriteOutputs(fileio.Output{Name: "-markdown", Path: blocked, Data: []byte("x")},
+		fileio.Output{Name: "-png", Path: c, Data: []byte("x")})
+	if err == nil || !strings.Contains(err.Error(), "-markdown "+blocked) {
+		t.Errorf("an output under a file: %v; want an error naming -markdown and its path", err)
+	}
+	if _, err := os.Stat(c); !os.IsNotExist(err) {
+		t.Errorf("the output after the failed one was written (stat: %v)", err)
+	}
+}

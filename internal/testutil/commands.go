@@ -111,3 +111,27 @@ func ReplacedWhole(t testing.TB, write func() error, paths ...string) {
 		}
 	}
 }
+
+// CaptureStderr returns what f writes on os.Stderr (the test fails if f returns an error).
+func CaptureStderr(t testing.TB, f func() error) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	done := make(chan []byte)
+	go func() {
+		data, _ := io.ReadAll(r)
+		done <- data
+	}()
+	err = f()
+	os.Stderr = stderr
+	_ = w.Close()
+	out := string(<-done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
