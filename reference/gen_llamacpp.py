@@ -30,12 +30,18 @@ perplexities too (a test may score one window). For Gemma-3 the F32 run's 20 lar
 positions of the first window (gemma3_f32_w0_top20_{ids,logits}.npy; position 512 is the one whose
 sliding-window layers no longer see position 0), and llama.cpp's greedy tokens for two prompts on the
 file itself (GREEDY_PROMPTS, BOS added, special tokens parsed). Everything runs on one thread.
+
+``rescore`` scores the files of a committed index again with the llama.cpp of the running virtualenv
+(the same ids, windows and rule) and prints each perplexity beside the committed one: how much
+llama.cpp's own figure moves from one build to another (e.g. a virtualenv whose llama-cpp-python was
+built with ``CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF"`` against a native AVX-512 build).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import sys
 import tempfile
@@ -217,6 +223,24 @@ def cmd_perplexity(args) -> None:
     })
 
 
+def cmd_rescore(args) -> None:
+    from llama_cpp import llama_print_system_info
+
+    print("llamacpp:", llama_print_system_info().decode().strip(), file=sys.stderr)
+    index = json.load(open(os.path.join(args.index, "index.json")))
+    for key, ref in sorted(index["files"].items()):
+        path = common.require(gemma_gguf() if ref["model"] == "gemma3" else
+                              common.smollm_gguf() if ref["type"] == "Q4_1" else quant_path(args.quants, ref["type"]))
+        if sha256(path) != ref["sha256"]:
+            print(f"{key}: {path} is not the file the index scored; skipped")
+            continue
+        ids_file = ref["ids"] if ref["model"] == "gemma3" else os.path.join("..", ref["ids"])
+        ids = [int(i) for i in np.load(os.path.join(args.index, ids_file))]
+        ppl = figures(window_nll(path, windows(ids)))["perplexity"]
+        print(f"{key}: {ppl:.4f}, the index {ref['perplexity']:.4f} ({100 * (ppl / ref['perplexity'] - 1):+.3f} %)",
+              flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -227,8 +251,11 @@ def main():
     p = sub.add_parser("perplexity")
     p.add_argument("--quants", required=True)
     p.add_argument("--out", required=True)
+    r = sub.add_parser("rescore")
+    r.add_argument("--quants", required=True)
+    r.add_argument("--index", default=os.path.join(common.HERE, "testdata", "llamacpp"))
     args = ap.parse_args()
-    {"quants": cmd_quants, "perplexity": cmd_perplexity}[args.cmd](args)
+    {"quants": cmd_quants, "perplexity": cmd_perplexity, "rescore": cmd_rescore}[args.cmd](args)
 
 
 if __name__ == "__main__":
