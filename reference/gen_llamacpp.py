@@ -34,7 +34,7 @@ file itself (GREEDY_PROMPTS, BOS added, special tokens parsed). Everything runs 
 ``rescore`` scores the files of a committed index again with the llama.cpp of the running virtualenv
 (the same ids, windows and rule) and prints each perplexity beside the committed one: how much
 llama.cpp's own figure moves from one build to another (e.g. a virtualenv whose llama-cpp-python was
-built with ``CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF"`` against a native AVX-512 build).
+built with ``CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF ..."`` (reference/README.md) against a native AVX-512 build).
 """
 
 from __future__ import annotations
