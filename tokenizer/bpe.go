@@ -102,7 +102,7 @@ func NewBPE(cfg BPEConfig) (*BPE, error) {
 	for id, tok := range cfg.Tokens {
 		// llama.cpp (llama-cpp-python 0.3.36 included) aborts on a repeated text: its token_to_id
 		// would hold fewer entries than its tokens. It renames an empty token "[EMPTY_<id>]":
-		// several never collide.
+		// several never collide with each other (a literal "[EMPTY_<id>]" is checked below).
 		if prev, dup := t.ids[tok]; dup && tok != "" {
 			return nil, errors.Errorf("tokenizer.NewBPE: tokens %d and %d are both %q; accepted: distinct token texts "+
 				"(llama.cpp refuses a repeated one)", prev, id, tok)
@@ -113,6 +113,16 @@ func NewBPE(cfg BPEConfig) (*BPE, error) {
 			if tok != "" {
 				t.special = append(t.special, id)
 			}
+		}
+	}
+	for id, tok := range cfg.Tokens { // llama.cpp's "[EMPTY_<id>]" would repeat a token's text: it aborts
+		if tok != "" {
+			continue
+		}
+		name := fmt.Sprintf("[EMPTY_%d]", id)
+		if other, dup := t.ids[name]; dup {
+			return nil, errors.Errorf("tokenizer.NewBPE: token %d is empty and token %d is %q, the name llama.cpp gives an empty "+
+				"token %d; accepted: distinct token texts (llama.cpp refuses a repeated one)", id, other, name, id)
 		}
 	}
 	sort.SliceStable(t.special, func(i, j int) bool { return len(t.tokens[t.special[i]]) > len(t.tokens[t.special[j]]) })

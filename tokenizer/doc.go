@@ -55,7 +55,8 @@
 // the file says otherwise (llama.cpp's default), and its BOS, EOS and UNK ids are 1, 2 and 0 when
 // the file has no tokenizer.ggml.bos_token_id, eos_token_id or unknown_token_id (llama.cpp's
 // defaults for its SPM type, each dropped where the vocabulary is too short for it). A token text
-// given twice (but the empty one) is an error, as llama.cpp refuses it.
+// given twice (but the empty one) is an error, as llama.cpp refuses it; so is an empty token
+// beside a token "[EMPTY_<id>]" of its id, the name llama.cpp gives it.
 //
 // # WordPiece (WordPiece, NewWordPieceFromJSON, NewWordPieceFromVocab)
 //

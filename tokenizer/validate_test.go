@@ -235,6 +235,12 @@ func TestBPEFromGGUFMetadata(t *testing.T) {
 		// llama-cpp-python 0.3.36 aborts on it: GGML_ASSERT(id_to_token.size() == token_to_id.size()).
 		{ggufbuild.KV{Key: "tokenizer.ggml.tokens", Value: []string{"<|endoftext|>", "a", "b", "c", "Ġ", "ab", "Ġa", "Ġab", "a", "<|im_start|>"}},
 			`tokenizer.NewBPE: tokens 1 and 8 are both "a"; accepted: distinct token texts`},
+		// llama.cpp renames the empty token 2 "[EMPTY_2]", which token 8 already is, and aborts on
+		// the same assertion, whichever comes first.
+		{ggufbuild.KV{Key: "tokenizer.ggml.tokens", Value: []string{"<|endoftext|>", "a", "", "c", "Ġ", "ab", "Ġa", "Ġab", "[EMPTY_2]", "<|im_start|>"}},
+			`tokenizer.NewBPE: token 2 is empty and token 8 is "[EMPTY_2]", the name llama.cpp gives an empty token 2; accepted: distinct token texts`},
+		{ggufbuild.KV{Key: "tokenizer.ggml.tokens", Value: []string{"<|endoftext|>", "a", "b", "c", "Ġ", "[EMPTY_8]", "Ġa", "Ġab", "", "<|im_start|>"}},
+			`tokenizer.NewBPE: token 8 is empty and token 5 is "[EMPTY_8]", the name llama.cpp gives an empty token 8; accepted: distinct token texts`},
 	} {
 		t.Run(tc.kv.Key, func(t *testing.T) {
 			if _, err := bpeFromGGUF(t, toyBPEGGUF(tc.kv)); err == nil || !strings.Contains(err.Error(), tc.want) {
