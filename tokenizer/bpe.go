@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"container/heap"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -60,7 +61,7 @@ type BPEConfig struct {
 	// and Pre, byte-fallback tokens "<0xXX>".
 	SentencePiece bool
 	// Scores gives each token's score (SentencePiece: the merge whose result scores highest goes
-	// first).
+	// first); NaN is refused, ±Inf accepted.
 	Scores []float32
 	// AddSpacePrefix (SentencePiece) writes a space before text at the start of the input or
 	// after a special token.
@@ -86,6 +87,14 @@ func NewBPE(cfg BPEConfig) (*BPE, error) {
 	case !cfg.SentencePiece && !cfg.Pre.valid():
 		return nil, errors.Errorf("tokenizer.NewBPE: pre-tokenizer %q; accepted: %q, %q, %q, %q", cfg.Pre, PreGPT2, PreSmolLM,
 			PreLlamaBPE, PreQwen2)
+	}
+	if cfg.SentencePiece { // ±Inf is ordered; NaN is neither above, below nor equal to a score
+		for id, s := range cfg.Scores {
+			if math.IsNaN(float64(s)) {
+				return nil, errors.Errorf("tokenizer.NewBPE: token %d (%q) has score NaN (tokenizer.ggml.scores); accepted: a number "+
+					"(SentencePiece merges the highest-scoring token first: NaN leaves the order undefined)", id, cfg.Tokens[id])
+			}
+		}
 	}
 	t := &BPE{
 		tokens: cfg.Tokens, types: cfg.Types, pre: cfg.Pre, scores: cfg.Scores, spm: cfg.SentencePiece,

@@ -48,7 +48,8 @@
 // false) has its spaces written ▁ (U+2581) and is split into UTF-8 characters (by their lead
 // bytes, as llama.cpp counts them); the adjacent pair whose concatenation is the token of highest
 // score (tokenizer.ggml.scores) merges first, the leftmost among equal scores, until no pair is a
-// token; a final symbol that is not a token falls back to the byte tokens <0xXX> of its bytes.
+// token (a NaN score, which orders no merge, is an error); a final symbol that is not a token
+// falls back to the byte tokens <0xXX> of its bytes.
 // Decode writes ▁ as a space and byte tokens as their bytes and, with add_space_prefix, drops the
 // space the first token starts with, as llama.cpp's detokenizer does (after a BOS the space stays,
 // as there). A "llama" vocabulary adds BOS unless

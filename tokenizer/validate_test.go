@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -82,6 +83,9 @@ func TestSentencePieceFromGGUFMetadata(t *testing.T) {
 		{ggufbuild.KV{Key: "tokenizer.ggml.scores", Value: []float32{0, 1}},
 			"tokenizer.ggml.scores has 2 entries; accepted: one per token of tokenizer.ggml.tokens (11)"},
 		{ggufbuild.KV{Key: "tokenizer.ggml.scores", Value: "high"}, "tokenizer.ggml.scores"},
+		// NaN compares neither above, below nor equal to any score: the merge order would be undefined.
+		{ggufbuild.KV{Key: "tokenizer.ggml.scores", Value: []float32{0, 0, 0, 0, 0, -1, -2, -2, float32(math.NaN()), -0.5, 0}},
+			`tokenizer.NewBPE: token 8 ("ab") has score NaN (tokenizer.ggml.scores); accepted: a number`},
 		{ggufbuild.KV{Key: "tokenizer.ggml.model", Value: "bert"}, `tokenizer model "bert"; accepted: "gpt2" (byte-level BPE), "llama" (SentencePiece BPE)`},
 	} {
 		t.Run(tc.kv.Key, func(t *testing.T) {
