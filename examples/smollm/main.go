@@ -75,7 +75,7 @@ var (
 	flagFuse       = flag.Bool("fuse", true, "store q/k/v and gate/up as one product each where the format allows it exactly")
 	flagCache      = flag.String("cache", "grow", "the key/value cache: grow (tensors as long as the attended window) or full (-maxlen from the start)")
 	flagCacheDType = flag.String("cache-dtype", "float32", "the key/value cache's element type: float32, or float16 (half the bytes a step reads, as llama.cpp's default cache)")
-	flagWindow     = flag.Int("minwindow", models.DefaultMinWindow, "the smallest attention window (windows double from it up to -maxlen)")
+	flagWindow     = flag.Int("minwindow", models.DefaultMinWindow, "the smallest attention window, up to -maxlen (windows double from it up to -maxlen)")
 
 	flagBench       = flag.Bool("bench", false, "measure prompt and decode tokens/s as reference/llamacpp_speed.py does; print one JSON line")
 	flagBenchText   = flag.String("bench-text", "/usr/share/common-licenses/GPL-3", "the text whose first tokens are the -bench prompt")
@@ -107,7 +107,8 @@ func main() {
 }
 
 // checkFlags reports -max, -maxlen, -minwindow, a -bench or an -anatomy count out of range,
-// naming the flag and its value, more than one of -bench, -anatomy and -speed-table, -system
+// naming the flag and its value, a -minwindow given above -maxlen (the generator silently made
+// it one window of -maxlen), more than one of -bench, -anatomy and -speed-table, -system
 // with -chat=false (the raw prompt has no system message), an argument without -speed-table (a
 // prompt given as one would answer -prompt's) or given to it twice, a flag the mode does not
 // read (checkModeFlags), or an unknown -cache or -cache-dtype, before the model loads
@@ -121,6 +122,9 @@ func checkFlags() error {
 		return fmt.Errorf("-maxlen %d; accepted: >= 2 (a prompt token and an answer token)", *flagMaxLen)
 	case *flagWindow < 0:
 		return fmt.Errorf("-minwindow %d; accepted: >= 1 (0: %d)", *flagWindow, models.DefaultMinWindow)
+	case *flagWindow > *flagMaxLen && isSet("minwindow"): // the generator would make it one window of -maxlen
+		return fmt.Errorf("-minwindow %d above -maxlen %d; accepted: 1 to -maxlen (0: %d; the windows double from it up to -maxlen)",
+			*flagWindow, *flagMaxLen, models.DefaultMinWindow)
 	case *flagReps < 1:
 		return fmt.Errorf("-reps %d; accepted: >= 1 (timed repetitions)", *flagReps)
 	case *flagBenchPrompt < 1:
@@ -202,6 +206,13 @@ func checkModeFlags() error {
 	}
 	return fmt.Errorf("-%s with %s; accepted: -%s (-%s reads no other flag)", mode, strings.Join(ignored, ", "),
 		strings.Join(modeFlags[mode], ", -"), mode)
+}
+
+// isSet reports whether the flag of that name was given on the command line.
+func isSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // btoi is 1 for true, 0 for false.

@@ -38,6 +38,30 @@ func TestCheckFlags(t *testing.T) {
 	}
 }
 
+// TestCheckFlagsMinWindow: a -minwindow above -maxlen is an error naming both; the generator
+// silently made it one window of -maxlen positions. The default (64) stays accepted with a
+// shorter -maxlen.
+func TestCheckFlagsMinWindow(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-minwindow", "2048"}, "-minwindow 2048 above -maxlen 1024; accepted: 1 to -maxlen"},
+		{[]string{"-minwindow", "65", "-maxlen", "64"}, "-minwindow 65 above -maxlen 64"},
+		{[]string{"-minwindow", "64", "-maxlen", "64"}, ""},
+		{[]string{"-maxlen", "32"}, ""},
+		{[]string{"-minwindow", "0", "-maxlen", "32"}, ""},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			testutil.SetFlags(t, tc.args...)
+			err := checkFlags()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("checkFlags() = %v; want %q", err, tc.want)
+			}
+		})
+	}
+}
+
 // TestLoadFlagNames: an unknown -format or -head is an error naming the flag, before the model
 // loads.
 func TestLoadFlagNames(t *testing.T) {
