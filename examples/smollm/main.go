@@ -400,6 +400,12 @@ func bench() error {
 	if err != nil {
 		return err
 	}
+	// The decoding after the prompt needs -bench-prompt + -bench-decode + 1 positions (the
+	// generator's own error would name its MaxLen, or the decoding stop short).
+	if ctx := l.model.DecodeSpec().ContextLength; *flagBenchPrompt >= ctx || *flagBenchDecode >= ctx-*flagBenchPrompt {
+		return errors.Errorf("-bench-prompt %d and -bench-decode %d need %d positions; accepted: at most the model's context, %d",
+			*flagBenchPrompt, *flagBenchDecode, *flagBenchPrompt+*flagBenchDecode+1, ctx)
+	}
 	raw, err := os.ReadFile(*flagBenchText)
 	if err != nil {
 		return errors.Wrap(err, "the -bench text")

@@ -260,6 +260,35 @@ func TestPromptLongerThanMaxLen(t *testing.T) {
 	}
 }
 
+// TestBenchPromptLongerThanContext: a -bench-prompt that, with the -bench-decode steps after it,
+// does not fit the model's context (SmolLM2's 8192 positions) is an error naming the flags and
+// the context, before any generator is built; it was the generator's error naming its MaxLen
+// ("models.NewGenerator: MaxLen 8193; ..."), a field the command line does not have.
+func TestBenchPromptLongerThanContext(t *testing.T) {
+	assets.Require(t, assets.SmolLM2)
+	text := filepath.Join(t.TempDir(), "text.txt")
+	if err := os.WriteFile(text, []byte(strings.Repeat("one two three four ", 4000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-bench-prompt", "8192"}, "-bench-prompt 8192 and -bench-decode 128 need 8321 positions; accepted: at most the model's context, 8192"},
+		{[]string{"-bench-prompt", "8100", "-bench-decode", "92"}, "-bench-prompt 8100 and -bench-decode 92 need 8193 positions"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			testutil.SetFlags(t, append([]string{"-bench", "-bench-text", text}, tc.args...)...)
+			if err := checkFlags(); err != nil {
+				t.Fatal(err)
+			}
+			if err := bench(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("bench() = %v; want %q", err, tc.want)
+			}
+		})
+	}
+}
+
 // TestSpeedTableListedTwice: a file given twice to -speed-table is an error naming it; its rows
 // were printed twice and its bandwidths counted twice in the median.
 func TestSpeedTableListedTwice(t *testing.T) {
