@@ -108,7 +108,8 @@ func main() {
 
 // checkFlags reports -max, -maxlen, -minwindow, a -bench or an -anatomy count out of range,
 // naming the flag and its value, a -minwindow given above -maxlen (the generator silently made
-// it one window of -maxlen), more than one of -bench, -anatomy and -speed-table, -system
+// it one window of -maxlen), a -bench-decode that leaves "The" no room in -maxlen (it failed
+// only after the prompt runs), more than one of -bench, -anatomy and -speed-table, -system
 // with -chat=false (the raw prompt has no system message), an argument without -speed-table (a
 // prompt given as one would answer -prompt's) or given to it twice, a flag the mode does not
 // read (checkModeFlags), or an unknown -cache or -cache-dtype, before the model loads
@@ -131,6 +132,9 @@ func checkFlags() error {
 		return fmt.Errorf("-bench-prompt %d; accepted: >= 1 (the prompt's tokens)", *flagBenchPrompt)
 	case *flagBenchDecode < 1:
 		return fmt.Errorf("-bench-decode %d; accepted: >= 1 (decoding steps)", *flagBenchDecode)
+	case *flagBench && *flagBenchDecode > *flagMaxLen-2: // "The" (a token at least), the steps, the last token chosen
+		return fmt.Errorf("-bench-decode %d with -maxlen %d; accepted: up to -maxlen - 2 (the decoding after \"The\" runs in a cache of -maxlen positions)",
+			*flagBenchDecode, *flagMaxLen)
 	case *flagAnatomyWindow < 2:
 		return fmt.Errorf("-anatomy-window %d; accepted: >= 2", *flagAnatomyWindow)
 	case *flagAnatomyReps < 1:

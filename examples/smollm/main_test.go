@@ -193,6 +193,10 @@ func TestCheckFlagsCounts(t *testing.T) {
 		{"reps", "0", "-reps 0; accepted: >= 1"},
 		{"bench-prompt", "0", "-bench-prompt 0; accepted: >= 1"},
 		{"bench-decode", "-1", "-bench-decode -1; accepted: >= 1"},
+		// The decoding after "The" (one token at least) needs -bench-decode + 2 positions of -maxlen
+		// (1024); it failed only after the prompt and after-prompt runs.
+		{"bench-decode", "1023", "-bench-decode 1023 with -maxlen 1024; accepted: up to -maxlen - 2"},
+		{"bench-decode", "1022", ""},
 		{"anatomy-window", "1", "-anatomy-window 1; accepted: >= 2"},
 		{"anatomy-reps", "0", "-anatomy-reps 0; accepted: >= 1"},
 		{"anatomy-tokens", "0", "-anatomy-tokens 0; accepted: >= 1"},
