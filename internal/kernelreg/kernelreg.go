@@ -67,8 +67,9 @@ func For(backend backends.Backend) *Kernels {
 }
 
 // pluginPath finds the plugin's library in an XLA backend's description, e.g.
-// `xla:cpu - PJRT "cpu" plugin (/path/pjrt_c_api_cpu_plugin.so) v0.115 ...`.
-var pluginPath = regexp.MustCompile(`PJRT (?:"[^"]*" )?plugin \(([^)]+)\)`)
+// `xla:cpu - PJRT "cpu" plugin (/path/pjrt_c_api_cpu_plugin.so) v0.115 [StableHLO] [1 device(s)]`.
+// The path may hold parentheses: it ends at the last ") v<major>.<minor>" of the description.
+var pluginPath = regexp.MustCompile(`PJRT (?:"(?:[^"\\]|\\.)*" )?plugin \((.+)\) v\d+\.\d+`)
 
 // XLACPU reports whether backend is GoMLX's XLA backend on a PJRT plugin whose devices are CPUs,
 // and returns the plugin's library path. It goes by what the plugin reports of its devices, never

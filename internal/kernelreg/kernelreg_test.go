@@ -39,3 +39,24 @@ func TestXLACPU(t *testing.T) {
 		}
 	}
 }
+
+// TestXLACPUPluginPath: the plugin's library path is read whole from the backend's description,
+// parentheses included, whether the backend was named by the plugin's path or by its name.
+func TestXLACPUPluginPath(t *testing.T) {
+	for _, lib := range []string{
+		"/x/lib.so",
+		"/tmp/a)b/pjrt_c_api_cpu_plugin.so",
+		"/tmp/(x) v1.2 (y)/pjrt_c_api_cpu_plugin.so",
+		"/opt/x (2)/pjrt_c_api_cpu_plugin.so",
+	} {
+		for _, desc := range []string{
+			`xla:` + lib + ` - PJRT plugin (` + lib + `) v0.115 [StableHLO] [4 device(s)]`,
+			`xla:cpu - PJRT "cpu" plugin (` + lib + `) v0.115 [1 device(s)]`,
+		} {
+			got, cpu := kernelreg.XLACPU(fakeXLA{description: desc, device: "cpu:0 [processId=0]"})
+			if !cpu || got != lib {
+				t.Errorf("XLACPU(description %q) = %q, %v; want %q, true", desc, got, cpu, lib)
+			}
+		}
+	}
+}
