@@ -149,7 +149,8 @@ func SlidingCausalMask(positions *Node, keys, window int) *Node {
 // multiplied by scale and masked where visible [seq, keys] is false, softmax over the keys. Only
 // the first keys (<= length) positions of k and v are read: a key/value cache goes in whole,
 // attended over its filled window. It returns [batch, heads, seq, headDim]; it panics, naming the
-// shapes, when they do not fit.
+// shapes, when they do not fit, and, naming the value, for a scale that is not finite as a float32
+// (0, uniform attention over the visible keys, and negative scales are accepted).
 //
 // On XLA CPU with quanta's kernels (package kernels), float32 queries run as one call of the
 // attention kernel, which reads the cache in place: a decoding step's few rows as one pass over
@@ -165,6 +166,10 @@ func GroupedAttention(q, k, v, visible *Node, scale float64) *Node {
 		panic(errors.Errorf("models.GroupedAttention: q %s, k %s, v %s, visible %s; accepted: q [batch, heads, seq, headDim], k and v "+
 			"[batch, kvHeads, length, headDim] (q's dtype or float16) with kvHeads dividing heads, visible bool [seq, keys] with 1 <= keys <= length",
 			qs, ks, v.Shape(), vs))
+	}
+	if f := float64(float32(scale)); math.IsNaN(f) || math.IsInf(f, 0) {
+		panic(errors.Errorf("models.GroupedAttention: scale %g; accepted: finite, at most %g in magnitude (a float32)",
+			scale, math.MaxFloat32))
 	}
 	batch, heads, seq, hd := qs.Dim(0), qs.Dim(1), qs.Dim(2), qs.Dim(3)
 	kvHeads, keys := ks.Dim(1), vs.Dim(1)

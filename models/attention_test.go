@@ -246,3 +246,52 @@ func iotaFrom(start, n int) []int32 {
 	}
 	return out
 }
+
+// TestGroupedAttentionScale: a scale that is not finite (as the float32 the kernel reads) panics at
+// graph build naming it; 0 (uniform attention over the visible keys) and negative scales run.
+func TestGroupedAttentionScale(t *testing.T) {
+	backend := testutil.Backend(t)
+	q := tensorOf([]float32{1, 2}, 1, 1, 1, 2)
+	k := tensorOf([]float32{1, 0, 0, 1}, 1, 1, 2, 2)
+	v := tensorOf([]float32{2, 4, 6, 8}, 1, 1, 2, 2)
+	attend := func(scale float64) []float32 {
+		out := graph.MustExecOnce(backend, func(q, k, v, pos *graph.Node) *graph.Node {
+			return models.GroupedAttention(q, k, v, models.CausalMask(pos, 2), scale)
+		}, q, k, v, []int32{1})
+		return tensors.MustCopyFlatData[float32](out)
+	}
+	for _, tc := range []struct {
+		scale float64
+		want  string
+	}{
+		{math.NaN(), "models.GroupedAttention: scale NaN; accepted: finite"},
+		{math.Inf(1), "scale +Inf"},
+		{math.Inf(-1), "scale -Inf"},
+		{1e39, "scale 1e+39"},
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), tc.want) {
+					t.Errorf("scale %g: panic %v; want one containing %q", tc.scale, r, tc.want)
+				}
+			}()
+			attend(tc.scale)
+		}()
+	}
+	// Scores q·k = 1 and 2: scale 0 weighs the values equally, scale -ln 2 as 2/3 and 1/3.
+	for _, tc := range []struct {
+		scale float64
+		want  [2]float64
+	}{
+		{0, [2]float64{4, 6}},
+		{-math.Ln2, [2]float64{2*2.0/3 + 6.0/3, 4*2.0/3 + 8.0/3}},
+	} {
+		got := attend(tc.scale)
+		for i := range got {
+			if math.Abs(float64(got[i])-tc.want[i]) > 1e-5 {
+				t.Errorf("scale %g: got %v, want %v", tc.scale, got, tc.want)
+				break
+			}
+		}
+	}
+}
