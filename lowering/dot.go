@@ -63,8 +63,7 @@ func requirement(s Strategy, w Layout) string {
 		return "rank-2 weights with one contracting axis and no batch axes"
 	case Kernel:
 		return "rank-2 products with float32 or bfloat16 activations, in unsharded graphs on XLA CPU with quanta's " +
-			"kernels registered, of the layouts package lowering's Kernel documentation lists (blockwise4 and int8 with " +
-			"float32, bfloat16 or float16 scales, signs with none or a float32 one)"
+			"kernels registered, of " + kernelNeeds
 	case PrologueDot:
 		return "blockwise4 (also double-quantized or flat), int8 and signs weights, signs with float activations"
 	case CodesDot:

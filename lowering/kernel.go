@@ -58,6 +58,12 @@ func kernelFor(p *product, w Layout) (kernelCall, bool) {
 	return c, ok
 }
 
+// kernelNeeds says what each format needs for its kernel (the kernel methods below), for messages.
+const kernelNeeds = "blockwise4 weights (also double-quantized) with the kernels' codebook (NF4's) and float32, " +
+	"bfloat16 or float16 scales; int8 weights with float32, bfloat16 or float16 scales per tensor, per contracted " +
+	"index or per output column; signs weights contracted on their packed axis with no scale or a float32 one per " +
+	"tensor or per output column; GGML weights contracted on their block axis (x·Wᵀ, GGUF's linear weight)"
+
 func floatScale(dt dtypes.DType) bool {
 	return dt == dtypes.Float32 || dt == dtypes.BFloat16 || dt == dtypes.Float16
 }

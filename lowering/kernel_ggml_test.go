@@ -117,6 +117,14 @@ func TestGGMLKernel(t *testing.T) {
 		if err == nil || !errors.Is(err, lowering.ErrUnsupported) || !strings.Contains(err.Error(), "kernel serves") {
 			t.Fatalf("want a panic with ErrUnsupported naming the kernel, got %v", err)
 		}
+		// The message says what each format needs, this one's included.
+		for _, want := range []string{"GGML weights contracted on their block axis (x·Wᵀ", "the kernels' codebook (NF4's)",
+			"int8 weights with float32, bfloat16 or float16 scales per tensor, per contracted index or per output column",
+			"signs weights contracted on their packed axis"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("message %q lacks %q", err, want)
+			}
+		}
 	})
 }
 
