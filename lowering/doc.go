@@ -46,11 +46,14 @@
 // With kernels registered, Auto gives a rank-2 product of up to 512 activation rows to the kernel,
 // which beats DecodeDot there in every format on the benchmark shapes; beyond it XLA's blocked
 // dense product amortizes the decode, which for NF4 and GGML weights is itself a kernel there
-// (quanta_nf4_decode, quanta_ggml_decode: the float32 weight written on the kernels' pool, bit for
-// bit the graph's decode, which stays as the formulation GoMLX differentiates). Without kernels,
-// the dense-op formulations that make quantized products faster than dense ones on XLA CPU depend
-// on XLA's fusion decisions; which one wins for which shapes and platforms was measured, and the
-// figures are in docs/performance.md.
+// (quanta_nf4_decode, quanta_ggml_decode: the float32 weight written on the kernels' pool; the
+// graph's decode stays as the formulation GoMLX differentiates). The kernel's weight is the table
+// decode's (Dequantize's, Materialize's) bit for bit; so is the graph's decode, except NF4's on
+// XLA CPU's fused loops (XLACPUFusedLoops, the runtime's default), which is arithmetic, within
+// 4.8e-7 of each code value times the block's scale: there the two differ in their last bits.
+// Without kernels, the dense-op formulations that make quantized products faster than dense ones
+// on XLA CPU depend on XLA's fusion decisions; which one wins for which shapes and platforms was
+// measured, and the figures are in docs/performance.md.
 //
 // # GPUs and TPUs
 //
