@@ -163,7 +163,8 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 // lora_embedding_A/B, DoRA's lora_magnitude_vector, lora_bias's lora_B.bias: loading the rest
 // would give a model without them), adapters whose dtypes or shapes do not fit r (checked
 // before they are read), the layer's float kernel, its quantized components (as Base checks them)
-// or its existing adapters, a layer whose adapters are merged (MergeLoRA's dense merge: UnmergeLoRA
+// or its existing adapters, a value the float16 or bfloat16 adapters the layer holds would round
+// to infinity (the layer's graph is built for their dtype), a layer whose adapters are merged (MergeLoRA's dense merge: UnmergeLoRA
 // first), or a file without the config.
 func LoadAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 	if ctx == nil {
@@ -340,11 +341,17 @@ func loadAdapters(ctx *context.Context, configText []byte, f *safetensors.File, 
 			}
 		}
 		// Adapters the layer holds keep their dtype (LoRADense creates them in its input's).
+		// A value past the dtype's range is refused rather than loaded as infinite: the layer's
+		// graph is built for its dtype, so the adapters cannot be held in float32 instead.
 		if v := dense.GetVariable(LoRAAName); v != nil {
-			a = convertedFrom32(a, v.DType())
+			if a, err = convertedInRange(a, v.DType()); err != nil {
+				return errors.WithMessagef(err, "module %q: lora_A (%s)", module, name)
+			}
 		}
 		if v := dense.GetVariable(LoRABName); v != nil {
-			b = convertedFrom32(b, v.DType())
+			if b, err = convertedInRange(b, v.DType()); err != nil {
+				return errors.WithMessagef(err, "module %q: lora_B (%s)", module, bName)
+			}
 		}
 		todo = append(todo, pending{dense: dense, a: a, b: b})
 	}
@@ -403,6 +410,37 @@ func convertedFrom32(t *tensors.Tensor, dtype dtypes.DType) *tensors.Tensor {
 		return tensors.FromFlatDataAndDimensions(convert(values, float16.Fromfloat32), dims...)
 	}
 	return t
+}
+
+// convertedInRange is convertedFrom32, with an error naming the value and the dtype's range for
+// a finite value the dtype rounds to infinity (past float16's ±65504 or bfloat16's
+// ±3.3895314e38).
+func convertedInRange(t *tensors.Tensor, dtype dtypes.DType) (*tensors.Tensor, error) {
+	var largest float32
+	switch dtype {
+	case dtypes.Float16:
+		largest = float16.Float16(0x7bff).Float32()
+	case dtypes.BFloat16:
+		largest = bfloat16.FromBits(0x7f7f).Float32()
+	}
+	var values []float32
+	t.MustConstFlatData(func(flat any) { values = flat.([]float32) })
+	for _, x := range values {
+		if largest == 0 || math.IsInf(float64(x), 0) {
+			break
+		}
+		var y float32
+		if dtype == dtypes.Float16 {
+			y = float16.Fromfloat32(x).Float32()
+		} else {
+			y = xlafloat.ToBF16(x).Float32()
+		}
+		if math.IsInf(float64(y), 0) {
+			return nil, errors.Errorf("value %g is outside %s's range [%g, %g]; accepted: values the "+
+				"layer's %s adapters can hold", x, dtype, -largest, largest, dtype)
+		}
+	}
+	return convertedFrom32(t, dtype), nil
 }
 
 // transposed32 returns the transpose of a rank-2 float tensor as float32 (adapters are saved as

@@ -3,6 +3,8 @@ package qlayers_test
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -515,5 +517,57 @@ func TestStoreBaseBnbHalfPrecision(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestLoadAdaptersOutOfHalfRange: a float32 adapter value a bfloat16 or float16 layer cannot hold
+// (1e5 past float16's 65504; 3.4e38 past bfloat16's 3.3895314e38, both rounding to infinity) is
+// refused, naming the tensor, the value and the dtype's range, and the layer keeps its adapters;
+// 65504 itself loads into a float16 layer.
+func TestLoadAdaptersOutOfHalfRange(t *testing.T) {
+	for _, tc := range []struct {
+		dtype      dtypes.DType
+		value      float32
+		want       string
+		loads      bool
+		loadsValue float32
+	}{
+		{dtypes.Float16, 1e5, "value 100000 is outside Float16's range [-65504, 65504]", false, 0},
+		{dtypes.BFloat16, -3.4e38, "value -3.4e+38 is outside BFloat16's range [-3.3895314e+38, 3.3895314e+38]", false, 0},
+		{dtypes.Float16, 65504, "", true, 65504},
+	} {
+		t.Run(fmt.Sprintf("%s/%g", tc.dtype, tc.value), func(t *testing.T) {
+			saved := floatContext()
+			dense := saved.In("layer").In(qlayers.Scope)
+			bv := values(6, loraCfg.Rank*outDim)
+			bv[7] = tc.value
+			dense.VariableWithValue(qlayers.LoRAAName, matrix(5, inDim, loraCfg.Rank))
+			dense.VariableWithValue(qlayers.LoRABName, tensors.FromFlatDataAndDimensions(bv, loraCfg.Rank, outDim))
+			dense.SetParam(qlayers.LoRAScaleParam, loraCfg.Scale())
+			dir := t.TempDir()
+			if err := qlayers.SaveAdapters(saved, dir, qlayers.AdapterOptions{}); err != nil {
+				t.Fatalf("%+v", err)
+			}
+			fresh := halfQLoRAContext(t, tc.dtype)
+			v := fresh.In("layer").In(qlayers.Scope).GetVariable(qlayers.LoRABName)
+			before := float32s(t, v.MustValue())
+			err := qlayers.LoadAdapters(fresh, dir, qlayers.AdapterOptions{})
+			after := float32s(t, v.MustValue())
+			if tc.loads {
+				if err != nil {
+					t.Fatalf("%+v", err)
+				}
+				if after[7] != tc.loadsValue {
+					t.Errorf("loaded lora_B[7] = %g, want %g", after[7], tc.loadsValue)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "lora_B") {
+				t.Errorf("LoadAdapters: error %v; want one naming lora_B and containing %q", err, tc.want)
+			}
+			if !slices.Equal(before, after) {
+				t.Errorf("a refused load changed lora_B: %v, was %v", after, before)
+			}
+		})
 	}
 }
