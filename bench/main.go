@@ -81,6 +81,9 @@ func main() {
 		fail(fmt.Errorf("%v; the products would run without quanta's kernels (run make setup; -allow-no-kernels measures anyway)",
 			report.Err()))
 	}
+	if err := checkStrategies(backend, cfg); err != nil {
+		fail(err)
+	}
 	rep, err := run(backend, cfg)
 	if err != nil {
 		fail(err)

@@ -237,3 +237,35 @@ func TestShapeNotStorable(t *testing.T) {
 		t.Errorf("64x64, 64x32: checkStorable = %v", err)
 	}
 }
+
+// TestStrategyNotServing: a forced strategy that cannot serve a measured product (int8's weights
+// have no product-table formulation; a GGML weight, contracted on its second axis, has no
+// sliced-sum one) is an error naming the format, the strategy, the weight, the rows and what the
+// strategy serves before anything is measured; it was found once the formats before it had been
+// measured. Strategies that serve every product pass.
+func TestStrategyNotServing(t *testing.T) {
+	backend := testutil.Backend(t)
+	pairs := []benchflags.Shape{{K: 64, N: 128}}
+	for _, c := range []struct{ formats, want string }{
+		{"nf4,int8@product-table", "-formats int8@product-table: strategy product-table cannot serve the product of 1 activation rows (-m) and the 64x128 weight (-shapes)"},
+		{"q4_0@sliced-sum", "-formats q4_0@sliced-sum: strategy sliced-sum cannot serve the product of 1 activation rows (-m) and the 64x128 weight (-shapes)"},
+	} {
+		formats, err := parseFormats(c.formats)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = checkStrategies(backend, config{rows: []int{1, 4}, pairs: pairs, contexts: []string{"chain", "add"}, formats: formats, dtype: dtypes.Float32})
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "serves") {
+			t.Errorf("-formats %s: checkStrategies = %v; want an error containing %q and what the strategy serves", c.formats, err, c.want)
+		}
+	}
+	formats, err := parseFormats("nf4@product-table,int8@sliced-sum,q4_0@decode-dot,binary1@materialize")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := checkStrategies(backend, config{rows: []int{1, 4}, pairs: pairs, contexts: []string{"chain", "add"}, formats: formats, dtype: dtypes.Float32}); err != nil {
+		t.Errorf("checkStrategies = %v", err)
+	}
+	t.Logf("checked in %v", time.Since(start))
+}

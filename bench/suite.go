@@ -9,6 +9,8 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/benchflags"
@@ -115,6 +117,87 @@ func checkStorable(cfg config) error {
 		}
 	}
 	return nil
+}
+
+// checkStrategies checks, before anything is measured, that every forced strategy (-formats
+// FORMAT@STRATEGY) serves the product of every weight the contexts measure with every -m rows:
+// it builds, without compiling, one graph per format, weight and row count with the weight as
+// parameters (a zero weight of that shape, quantized once). The error names the format, the
+// strategy, the weight, the rows and what the strategy serves (lowering's refusal).
+func checkStrategies(backend backends.Backend, cfg config) error {
+	for _, f := range cfg.formats {
+		if f.Quantize == nil || f.Strategy == lowering.Auto {
+			continue
+		}
+		var checked []benchflags.Shape
+		for _, context := range cfg.contexts {
+			for _, set := range shapeSets(context, cfg.pairs) {
+				for _, s := range set {
+					if slices.Contains(checked, s) {
+						continue
+					}
+					checked = append(checked, s)
+					if err := checkStrategy(backend, f, s, cfg.rows, cfg.dtype); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkStrategy builds the product of f's weight of shape s with m activation rows, for each m
+// of rows, and returns lowering's refusal, if any, as an error naming f, its strategy, s and m.
+func checkStrategy(backend backends.Backend, f benchsuite.Format, s benchflags.Shape, rows []int, dtype dtypes.DType) error {
+	t := tensors.FromShape(shapes.Make(dtype, s.K, s.N))
+	defer func() { _ = t.FinalizeAll() }()
+	a, err := f.Quantize(t, f.Strategy)
+	if err != nil {
+		return fmt.Errorf("-formats %s cannot store the %s weight: %w", f.Name, s, err)
+	}
+	if d, ok := a.(interface{ Delete() }); ok {
+		defer d.Delete()
+	}
+	product := benchsuite.Graph(benchsuite.Add)
+	for _, m := range rows {
+		err := func() (err error) {
+			g := graph.NewGraph(backend, "bench-check")
+			defer g.Finalize()
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("%v", r)
+				}
+			}()
+			x := graph.Parameter(g, "x", shapes.Make(dtype, m, s.K))
+			product(x, []implicitarray.Value{asParameters(g, a, new(int))})
+			return nil
+		}()
+		if err != nil {
+			return fmt.Errorf("-formats %s: strategy %s cannot serve the product of %d activation rows (-m) and the %s weight (-shapes): %w",
+				f.Name, f.Strategy, m, s, err)
+		}
+	}
+	return nil
+}
+
+// asParameters returns a copy of the host array a whose tensor components (nested ones included)
+// are parameters of g, numbered from *n.
+func asParameters(g *graph.Graph, a implicitarray.Array, n *int) implicitarray.Array {
+	comps := a.Components()
+	out := make([]implicitarray.Component, len(comps))
+	for i, c := range comps {
+		switch {
+		case c.IsTensor():
+			out[i] = implicitarray.NodeComponent(graph.Parameter(g, fmt.Sprintf("w%d", *n), c.Tensor().Shape()))
+			*n++
+		case c.IsArray():
+			out[i] = implicitarray.ArrayComponent(asParameters(g, c.Array(), n))
+		default:
+			out[i] = c
+		}
+	}
+	return a.WithComponents(out)
 }
 
 // run measures every context, shape set, format and M.
