@@ -52,6 +52,11 @@ var (
 	flagReuse       = flag.Bool("reuse", false, "read existing JSON files instead of running the harnesses")
 )
 
+// eformerFormats are the formats conformance/bench_peer.py measures (its make_weights; keep the
+// two lists equal, TestEformerFormatsAgree reads the script): a name it does not know failed
+// there, after the formats before it had been measured.
+var eformerFormats = []string{"nf4", "int8", "ternary", "dense"}
+
 // eformerReport is what bench_peer.py writes.
 type eformerReport struct {
 	Versions map[string]string `json:"versions"`
@@ -130,8 +135,8 @@ func writeMarkdown(path, table string) error {
 
 // checkFlags reports, naming the flag, a count below 1, an empty file or one named by two of
 // -eformer-json, -quanta-json and -markdown (one would replace the other), a value listed twice
-// in -m, -formats or -variants (it was measured twice, or refused by bench after eformer's run), a
-// quanta variant bench does not know or without an eformer format to set it against (left out of
+// in -m, -formats or -variants (it was measured twice, or refused by bench after eformer's run), an
+// eformer format bench_peer.py does not know, a quanta variant bench does not know or without an eformer format to set it against (left out of
 // the table after its run), the flags -reuse does not read, and an argument, before the
 // harnesses run.
 func checkFlags() error {
@@ -177,6 +182,9 @@ func checkFlags() error {
 			return fmt.Errorf("-formats %q: an empty name; accepted: comma-separated eformer formats", *flagFormats)
 		case slices.Contains(formats[:i], f):
 			return fmt.Errorf("-formats: %q listed twice; accepted: each format once", f)
+		case !slices.Contains(eformerFormats, f):
+			return fmt.Errorf("-formats: unknown eformer format %q; accepted: %s (conformance/bench_peer.py's)", f,
+				strings.Join(eformerFormats, ", "))
 		}
 	}
 	variants := strings.Split(*flagVariants, ",")

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,6 +34,7 @@ func TestCheckFlags(t *testing.T) {
 		{[]string{"-m", "1,8,1"}, "-m: bad list"},
 		{[]string{"-formats", "nf4,int8,nf4"}, `-formats: "nf4" listed twice`},
 		{[]string{"-formats", "nf4,,int8"}, "an empty name"},
+		{[]string{"-formats", "nf4,q4_0"}, `-formats: unknown eformer format "q4_0"; accepted: nf4, int8, ternary, dense`},
 		{[]string{"-variants", "nf4,int8,nf4"}, `-variants: "nf4" listed twice`},
 		{[]string{"-variants", "nf4,bogus"}, `-variants: unknown format "bogus"`},
 		{[]string{"-variants", "dense,nf4"}, `-variants: "dense"`},
@@ -101,5 +104,24 @@ func TestReadJSONNamesFlag(t *testing.T) {
 	}
 	if err := readJSON("-quanta-json", bad, &ef); err == nil || !strings.Contains(err.Error(), "-quanta-json "+bad) {
 		t.Errorf("bad file: readJSON = %v; want an error naming -quanta-json", err)
+	}
+}
+
+// TestEformerFormatsAgree: the formats -formats accepts are those bench_peer.py's make_weights
+// quantizes (its `fmt == "name"` branches).
+func TestEformerFormatsAgree(t *testing.T) {
+	script, err := os.ReadFile(filepath.Join("..", "bench_peer.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range regexp.MustCompile(`fmt == "([^"]+)"`).FindAllStringSubmatch(string(script), -1) {
+		names = append(names, m[1])
+	}
+	if len(names) == 0 {
+		t.Fatal(`bench_peer.py has no fmt == "name" branch; has make_weights changed?`)
+	}
+	if got, want := slices.Sorted(slices.Values(eformerFormats)), slices.Sorted(slices.Values(names)); !slices.Equal(got, want) {
+		t.Errorf("eformerFormats %v; bench_peer.py's make_weights quantizes %v", eformerFormats, names)
 	}
 }
