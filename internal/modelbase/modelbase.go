@@ -283,10 +283,13 @@ func PickRow(op string, x, last *graph.Node) *graph.Node {
 		}
 	}
 	g := x.Graph()
-	pick := graph.ConvertDType(graph.Equal(graph.Iota(g, shapes.Make(last.DType(), seq), 0), last), x.DType())
+	// The positions counted in int64: in a narrower type of last (uint8 into 300 positions) they
+	// would wrap; a uint64 past int64's range becomes negative, outside as it is.
+	last = graph.ConvertDType(last, dtypes.Int64)
+	pick := graph.ConvertDType(graph.Equal(graph.Iota(g, shapes.Make(dtypes.Int64, seq), 0), last), x.DType())
 	row := graph.ReduceSum(graph.Mul(x, graph.Reshape(pick, 1, seq, 1)), 1)
-	inside := graph.LogicalAnd(graph.GreaterOrEqual(last, graph.ScalarZero(g, last.DType())),
-		graph.LessThan(last, graph.Scalar(g, last.DType(), seq)))
+	inside := graph.LogicalAnd(graph.GreaterOrEqual(last, graph.ScalarZero(g, dtypes.Int64)),
+		graph.LessThan(last, graph.Scalar(g, dtypes.Int64, seq)))
 	return graph.Add(row, graph.Where(inside, graph.ScalarZero(g, x.DType()), graph.Scalar(g, x.DType(), math.NaN())))
 }
 

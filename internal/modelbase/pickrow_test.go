@@ -78,3 +78,26 @@ func TestPickRow(t *testing.T) {
 		})
 	}
 }
+
+// TestPickRowNarrowIndex: a last of an integer type narrower than the sequence's length (uint8
+// into 300 positions, int8 into 200) picks its row: the positions are not counted in last's type,
+// where they would wrap (300 as a uint8 is 44, and every last from 44 on gave NaN).
+func TestPickRowNarrowIndex(t *testing.T) {
+	backend := testutil.Backend(t)
+	for _, tc := range []struct {
+		seq  int
+		last any
+		want float32
+	}{{300, uint8(50), 50}, {300, uint8(255), 255}, {200, int8(5), 5}, {200, int8(127), 127}, {200, int8(-1), float32(math.NaN())}} {
+		x := make([]float32, tc.seq)
+		for s := range x {
+			x[s] = float32(s)
+		}
+		exec := graph.MustNewExec(backend, func(x, last *graph.Node) *graph.Node { return PickRow("test.Step", x, last) })
+		got := exec.MustExec(tensors.FromFlatDataAndDimensions(x, 1, tc.seq, 1), tc.last)[0].Value().([][]float32)[0][0]
+		exec.Finalize()
+		if got != tc.want && !(math.IsNaN(float64(got)) && math.IsNaN(float64(tc.want))) {
+			t.Errorf("seq %d, last %v (%T): %g; want %g", tc.seq, tc.last, tc.last, got, tc.want)
+		}
+	}
+}
