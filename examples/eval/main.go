@@ -137,12 +137,21 @@ func checkFlags() error {
 	case *flagJSON != "" && filepath.Clean(*flagJSON) == filepath.Clean(*flagMarkdown):
 		return errors.Errorf("-json and -markdown both %s; accepted: two files (the table would replace the JSON)", *flagJSON)
 	}
-	// A name listed twice would be evaluated twice (a model's second run replacing its first).
-	for _, list := range []struct{ key, value string }{{"-models", *flagModels}, {"-formats", *flagFormats}, {"-heads", *flagHeads}} {
+	// A name listed twice would be evaluated twice (a model's second run replacing its first); a
+	// format or head is one whatever its case and surrounding spaces, as Preset and TableRule read it.
+	for _, list := range []struct {
+		key, value string
+		fold       bool
+	}{{"-models", *flagModels, false}, {"-formats", *flagFormats, true}, {"-heads", *flagHeads, true}} {
 		names := strings.Split(list.value, ",")
+		if list.fold {
+			for i, name := range names {
+				names[i] = strings.ToLower(strings.TrimSpace(name))
+			}
+		}
 		for i, name := range names {
 			if slices.Contains(names[:i], name) {
-				return errors.Errorf("%s: %q listed twice; accepted: each once", list.key, name)
+				return errors.Errorf("%s: %q listed twice; accepted: each once", list.key, strings.TrimSpace(strings.Split(list.value, ",")[i]))
 			}
 		}
 	}

@@ -191,6 +191,10 @@ func TestListedTwice(t *testing.T) {
 		{flagModels, "minilm,smollm2,minilm", `-models: "minilm" listed twice`},
 		{flagFormats, "nf4,int8,nf4", `-formats: "nf4" listed twice`},
 		{flagHeads, "f32,f32", `-heads: "f32" listed twice`},
+		// Preset and TableRule read a name whatever its case and surrounding spaces.
+		{flagFormats, "nf4,int8,NF4", `-formats: "NF4" listed twice`},
+		{flagFormats, "nf4, nf4", `-formats: "nf4" listed twice`},
+		{flagHeads, "f32,F32", `-heads: "F32" listed twice`},
 	} {
 		saved := *c.flag
 		*c.flag = c.value
