@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -174,12 +175,21 @@ func parseConfig() (config, error) {
 	if g := *flagPeakGBps; math.IsNaN(g) || math.IsInf(g, 0) || g < 0 {
 		return c, fmt.Errorf("-peak-gbps %v; accepted: a finite bandwidth in GB/s, or 0 (unknown: the measured read bandwidth)", g)
 	}
-	// The outputs are written after the measurements: check now that they can be.
-	for _, out := range []struct{ key, path string }{{"-json", *flagJSON}, {"-markdown", *flagMarkdown}, {"-png", *flagPNG}} {
-		if out.path != "" {
-			if err := fileio.CheckOutput(out.key, out.path); err != nil {
-				return c, err
+	// The outputs are written after the measurements: check now that they can be, each to its
+	// own file (the later would replace the earlier).
+	outs := []struct{ key, path string }{{"-json", *flagJSON}, {"-markdown", *flagMarkdown}, {"-png", *flagPNG}}
+	for i, out := range outs {
+		if out.path == "" {
+			continue
+		}
+		for _, prev := range outs[:i] {
+			if prev.path != "" && filepath.Clean(prev.path) == filepath.Clean(out.path) {
+				return c, fmt.Errorf("%s and %s both %s; accepted: a file each (the %s would replace the %s)", prev.key, out.key,
+					out.path, out.key[1:], prev.key[1:])
 			}
+		}
+		if err := fileio.CheckOutput(out.key, out.path); err != nil {
+			return c, err
 		}
 	}
 	return c, nil

@@ -269,3 +269,22 @@ func TestStrategyNotServing(t *testing.T) {
 	}
 	t.Logf("checked in %v", time.Since(start))
 }
+
+// TestOutputsDistinct: two of -json, -markdown and -png naming the same file are an error naming
+// both flags before anything is measured; the later output replaced the earlier one after the
+// measurements (the JSON lost under the tables), as examples/eval and conformance/peer refuse.
+func TestOutputsDistinct(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results")
+	for _, c := range []struct {
+		a, b       *string
+		keyA, keyB string
+	}{{flagJSON, flagMarkdown, "-json", "-markdown"}, {flagJSON, flagPNG, "-json", "-png"}, {flagMarkdown, flagPNG, "-markdown", "-png"}} {
+		oldA, oldB := *c.a, *c.b
+		*c.a, *c.b = path, filepath.Join(filepath.Dir(path), ".", "results")
+		_, err := parseConfig()
+		*c.a, *c.b = oldA, oldB
+		if err == nil || !strings.Contains(err.Error(), c.keyA) || !strings.Contains(err.Error(), c.keyB) {
+			t.Errorf("%s and %s the same file: parseConfig() = %v; want an error naming both", c.keyA, c.keyB, err)
+		}
+	}
+}
