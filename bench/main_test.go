@@ -52,7 +52,8 @@ func TestJSONNotFinite(t *testing.T) {
 // measured twice, and the tables showed one of the two while the JSON held both, the first dense
 // rows with a speed-up over the second.
 func TestParseFormatsTwice(t *testing.T) {
-	for _, s := range []string{"dense,nf4", "nf4,int8,nf4", "nf4@kernel, nf4@kernel"} {
+	// A strategy is read whatever its case and spaces, and nf4@auto is nf4.
+	for _, s := range []string{"dense,nf4", "nf4,int8,nf4", "nf4@kernel, nf4@kernel", "nf4@kernel,nf4@Kernel", "nf4,nf4@auto"} {
 		if _, err := parseFormats(s); err == nil || !strings.Contains(err.Error(), "twice") {
 			t.Errorf("parseFormats(%q): error %v; want one saying a format is measured twice", s, err)
 		}
