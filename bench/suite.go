@@ -28,10 +28,7 @@ func parseFormats(s string) ([]benchsuite.Format, error) {
 		if err != nil {
 			return nil, err
 		}
-		// The same measurement: the same format and strategy, whatever the strategy's spelling
-		// (nf4@Kernel is nf4@kernel, nf4@auto is nf4).
-		base := func(g benchsuite.Format) string { b, _, _ := strings.Cut(g.Name, "@"); return b }
-		if slices.ContainsFunc(out, func(g benchsuite.Format) bool { return base(g) == base(f) && g.Strategy == f.Strategy }) {
+		if slices.ContainsFunc(out, f.Same) {
 			return nil, fmt.Errorf("%q measured twice (%s is always measured, first)", f.Name, benchsuite.Dense)
 		}
 		out = append(out, f)

@@ -187,20 +187,20 @@ func checkFlags() error {
 				strings.Join(eformerFormats, ", "))
 		}
 	}
-	variants := strings.Split(*flagVariants, ",")
-	for i, v := range variants {
-		if slices.Contains(variants[:i], v) {
-			return fmt.Errorf("-variants: %q listed twice; accepted: each variant once", v)
-		}
+	var parsed []benchsuite.Format // bench refuses one measured twice, however spelled
+	for _, v := range strings.Split(*flagVariants, ",") {
 		f, err := benchsuite.ParseFormat(v)
 		switch {
 		case err != nil:
 			return fmt.Errorf("-variants: %w", err)
+		case slices.ContainsFunc(parsed, f.Same):
+			return fmt.Errorf("-variants: %q listed twice; accepted: each variant once", v)
 		case f.Name == benchsuite.Dense:
 			return fmt.Errorf("-variants: %q; accepted: quantized formats (bench measures %s first, always)", v, benchsuite.Dense)
 		case formatOf(v, formats) == "":
 			return fmt.Errorf("-variants: %q has no eformer format in -formats (%s) to compare it with", v, *flagFormats)
 		}
+		parsed = append(parsed, f)
 	}
 	return nil
 }

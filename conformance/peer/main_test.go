@@ -36,6 +36,7 @@ func TestCheckFlags(t *testing.T) {
 		{[]string{"-formats", "nf4,,int8"}, "an empty name"},
 		{[]string{"-formats", "nf4,q4_0"}, `-formats: unknown eformer format "q4_0"; accepted: nf4, int8, ternary, dense`},
 		{[]string{"-variants", "nf4,int8,nf4"}, `-variants: "nf4" listed twice`},
+		{[]string{"-variants", "nf4@materialize,nf4@Materialize"}, `-variants: "nf4@Materialize" listed twice`},
 		{[]string{"-variants", "nf4,bogus"}, `-variants: unknown format "bogus"`},
 		{[]string{"-variants", "dense,nf4"}, `-variants: "dense"`},
 		{[]string{"-formats", "int8,dense", "-variants", "nf4"}, `-variants: "nf4" has no eformer format`},

@@ -45,6 +45,13 @@ type Format struct {
 	Strategy lowering.Strategy
 }
 
+// Same reports whether f and g measure the same thing: the same format with the same strategy,
+// however the strategy was spelled (nf4@Kernel is nf4@kernel, nf4@auto is nf4).
+func (f Format) Same(g Format) bool {
+	base := func(h Format) string { b, _, _ := strings.Cut(h.Name, "@"); return b }
+	return base(f) == base(g) && f.Strategy == g.Strategy
+}
+
 func viaConfig(cfg quanta.Config) quantizer {
 	return func(t *tensors.Tensor, s lowering.Strategy) (implicitarray.Array, error) {
 		cfg.Strategy = s
