@@ -120,6 +120,17 @@ func referenceVariant(preset string) string {
 	return strings.ReplaceAll(preset, "-", "_")
 }
 
+// presetNames splits a list of -formats or -heads into the names models.Preset and
+// models.TableRule read: lower case, without surrounding spaces (the reference's figures and the
+// table rows are looked up by them).
+func presetNames(list string) []string {
+	names := strings.Split(list, ",")
+	for i, name := range names {
+		names[i] = strings.ToLower(strings.TrimSpace(name))
+	}
+	return names
+}
+
 // checkFlags checks the numeric flags, -models and -heads, naming the one out of range, that no
 // name is listed twice in -models, -formats or -heads, that -json and -markdown are two files,
 // that no flag of a model left out of -models is given (-models minilm with -heads), and that no
@@ -145,9 +156,7 @@ func checkFlags() error {
 	}{{"-models", *flagModels, false}, {"-formats", *flagFormats, true}, {"-heads", *flagHeads, true}} {
 		names := strings.Split(list.value, ",")
 		if list.fold {
-			for i, name := range names {
-				names[i] = strings.ToLower(strings.TrimSpace(name))
-			}
+			names = presetNames(list.value)
 		}
 		for i, name := range names {
 			if slices.Contains(names[:i], name) {
@@ -211,7 +220,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	formats := strings.Split(*flagFormats, ",")
+	formats := presetNames(*flagFormats)
 	for _, f := range formats {
 		if _, err := models.Preset(f); err != nil {
 			return errors.WithMessage(err, "-formats")
@@ -298,7 +307,7 @@ func evalSmolLM2(backend backends.Backend, formats []string) ([]SmolLM2, error) 
 	}
 	noteReference(refdata.JSON(&refIndex, "smollm2", "index.json")) // optional: the table then lacks the reference column
 	var rows []SmolLM2
-	for _, head := range strings.Split(*flagHeads, ",") {
+	for _, head := range presetNames(*flagHeads) {
 		for _, format := range formats {
 			row, err := evalSmolLM2Format(backend, f, ids, windows, format, head)
 			if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -276,5 +277,31 @@ func TestMarkdownSentences(t *testing.T) {
 	got := markdown(Results{Backend: "test", MiniLMSentences: 3, MiniLM: []MiniLMRow{{Format: "int8", MeanCosine: 0.99, MinCosine: 0.98}}})
 	if !strings.Contains(got, "(3 sentences)") {
 		t.Errorf("markdown lacks \"(3 sentences)\":\n%s", got)
+	}
+}
+
+// TestReferenceAnySpelling: a format spelled in capitals or with spaces, which models.Preset
+// accepts, is set against the reference harness's figures as its lower-case name is (-formats
+// NF4 gave a MiniLM row with no reference).
+func TestReferenceAnySpelling(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(*flagMiniLM, "tokenizer.json")); err != nil {
+		t.Skipf("all-MiniLM-L6-v2 missing (%v): make assets fetches it", err)
+	}
+	models, formats, jsonPath := *flagModels, *flagFormats, *flagJSON
+	defer func() { *flagModels, *flagFormats, *flagJSON = models, formats, jsonPath }()
+	*flagModels, *flagFormats, *flagJSON = "minilm", " NF4", filepath.Join(t.TempDir(), "eval.json")
+	if err := run(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(*flagJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res Results
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.MiniLM) != 1 || res.MiniLM[0].Reference != "nf4" {
+		t.Errorf("-formats ' NF4': MiniLM rows %+v; want one set against the reference's nf4", res.MiniLM)
 	}
 }
