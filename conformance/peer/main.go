@@ -197,7 +197,7 @@ func checkFlags() error {
 			return fmt.Errorf("-variants: %q listed twice; accepted: each variant once", v)
 		case f.Name == benchsuite.Dense:
 			return fmt.Errorf("-variants: %q; accepted: quantized formats (bench measures %s first, always)", v, benchsuite.Dense)
-		case formatOf(v, formats) == "":
+		case formatOf(f.Name, formats) == "":
 			return fmt.Errorf("-variants: %q has no eformer format in -formats (%s) to compare it with", v, *flagFormats)
 		}
 		parsed = append(parsed, f)

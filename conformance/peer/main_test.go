@@ -47,6 +47,7 @@ func TestCheckFlags(t *testing.T) {
 		{[]string{"-markdown", "bench-results/peer/quanta.json"}, "-quanta-json and -markdown both"},
 		{[]string{"-markdown", ""}, "-markdown is empty"},
 		{[]string{"-m", "1,8", "-formats", "nf4,dense", "-variants", "nf4,nf4@materialize"}, ""},
+		{[]string{"-m", "1", "-formats", "nf4,int8,dense", "-variants", "nf4, int8"}, ""},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			testutil.SetFlags(t, c.args...)
