@@ -32,6 +32,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/quanta-ml/quanta/internal/benchflags"
 	"github.com/quanta-ml/quanta/internal/benchsuite"
+	"github.com/quanta-ml/quanta/internal/cmdflags"
 	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/internal/kernelreg"
 	"github.com/quanta-ml/quanta/runtime"
@@ -133,8 +134,8 @@ type config struct {
 func parseConfig() (config, error) {
 	var c config
 	var err error
-	if flag.NArg() > 0 {
-		return c, fmt.Errorf("argument %q; accepted: none (flags only; a flag after an argument is not read)", flag.Arg(0))
+	if err := cmdflags.NoArguments(); err != nil {
+		return c, err
 	}
 	if c.rows, err = benchflags.ParseInts(*flagM); err != nil {
 		return c, fmt.Errorf("-m: %w", err)

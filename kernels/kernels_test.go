@@ -2,7 +2,6 @@ package kernels_test
 
 import (
 	"errors"
-	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -162,18 +161,11 @@ func TestLostKernelsSaid(t *testing.T) {
 	backend := testutil.Backend(t)
 	stderr := func(b backends.Backend) string {
 		t.Helper()
-		r, w, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		saved := os.Stderr
-		os.Stderr = w
-		_, _ = kernels.Attach(b)
-		_, _ = kernels.Attach(b)
-		os.Stderr = saved
-		_ = w.Close()
-		out, _ := io.ReadAll(r)
-		return string(out)
+		return testutil.CaptureStderr(t, func() error {
+			_, _ = kernels.Attach(b)
+			_, _ = kernels.Attach(b)
+			return nil
+		})
 	}
 	if _, cpu := kernelreg.XLACPU(backend); !cpu {
 		if out := stderr(backend); strings.Contains(out, "HLO formulations") {

@@ -35,6 +35,7 @@ import (
 
 	"github.com/quanta-ml/quanta/internal/benchflags"
 	"github.com/quanta-ml/quanta/internal/benchsuite"
+	"github.com/quanta-ml/quanta/internal/cmdflags"
 	"github.com/quanta-ml/quanta/internal/fileio"
 )
 
@@ -140,9 +141,10 @@ func writeMarkdown(path, table string) error {
 // the table after its run), the flags -reuse does not read, and an argument, before the
 // harnesses run.
 func checkFlags() error {
+	if err := cmdflags.NoArguments(); err != nil {
+		return err
+	}
 	switch {
-	case flag.NArg() > 0:
-		return fmt.Errorf("argument %q; accepted: none (flags only; a flag after an argument is not read)", flag.Arg(0))
 	case *flagK < 1:
 		return fmt.Errorf("-k %d; accepted: >= 1", *flagK)
 	case *flagLayers < 1:

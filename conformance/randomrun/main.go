@@ -17,6 +17,7 @@ import (
 	"os"
 
 	"github.com/quanta-ml/quanta/conformance"
+	"github.com/quanta-ml/quanta/internal/cmdflags"
 	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/runtime"
 )
@@ -61,9 +62,10 @@ func main() {
 // checkFlags reports a missing -dir, an argument (a flag after it is not read) and a -json that
 // cannot be written, naming the flag, before the run (the summary is written after it).
 func checkFlags() error {
+	if err := cmdflags.NoArguments(); err != nil {
+		return err
+	}
 	switch {
-	case flag.NArg() > 0:
-		return fmt.Errorf("argument %q; accepted: none (flags only; a flag after an argument is not read)", flag.Arg(0))
 	case *flagDir == "":
 		return fmt.Errorf("-dir is required (the folder conformance/gen_random.py wrote)")
 	case *flagJSON != "":

@@ -34,6 +34,7 @@ import (
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/cmdflags"
 	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/internal/refdata"
 	"github.com/quanta-ml/quanta/models"
@@ -136,9 +137,10 @@ func presetNames(list string) []string {
 // that no flag of a model left out of -models is given (-models minilm with -heads), and that no
 // argument follows them.
 func checkFlags() error {
+	if err := cmdflags.NoArguments(); err != nil {
+		return err
+	}
 	switch {
-	case flag.NArg() > 0:
-		return errors.Errorf("argument %q; accepted: none (flags only; a flag after an argument is not read)", flag.Arg(0))
 	case *flagTokens < 2:
 		return errors.Errorf("-tokens %d; accepted: >= 2 (tokens scored)", *flagTokens)
 	case *flagWindow < 2:

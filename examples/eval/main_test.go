@@ -115,16 +115,7 @@ func TestArguments(t *testing.T) { testutil.ArgumentRefused(t, checkFlags) }
 // TestJSONEnvironment: the JSON names what the timings ran on, runtime.Environment's plugin,
 // kernels and XLA_FLAGS, not only the backend's description.
 func TestJSONEnvironment(t *testing.T) {
-	if _, err := os.Stat(filepath.Join(*flagMiniLM, "tokenizer.json")); err != nil {
-		t.Skipf("all-MiniLM-L6-v2 missing (%v): make assets fetches it", err)
-	}
-	models, formats, jsonPath := *flagModels, *flagFormats, *flagJSON
-	defer func() { *flagModels, *flagFormats, *flagJSON = models, formats, jsonPath }()
-	*flagModels, *flagFormats, *flagJSON = "minilm", "f32", filepath.Join(t.TempDir(), "eval.json")
-	if err := run(); err != nil {
-		t.Fatal(err)
-	}
-	testutil.JSONEnvironment(t, *flagJSON)
+	testutil.JSONEnvironment(t, runMiniLM(t, "f32"))
 }
 
 // TestOutputsChecked: an output that cannot be written is an error naming its flag before any
@@ -214,9 +205,7 @@ func TestListedTwice(t *testing.T) {
 // found; the table then lacks its reference columns, and stderr says so once, naming
 // QUANTA_REFERENCE, the variable that locates them (they were dropped without a word).
 func TestReferenceColumnsOutside(t *testing.T) {
-	if _, err := os.Stat(filepath.Join(*flagMiniLM, "tokenizer.json")); err != nil {
-		t.Skipf("all-MiniLM-L6-v2 missing (%v): make assets fetches it", err)
-	}
+	skipWithoutMiniLM(t)
 	backend := testutil.Backend(t)
 	t.Setenv(refdata.EnvDir, "")
 	t.Chdir(t.TempDir())
@@ -284,16 +273,7 @@ func TestMarkdownSentences(t *testing.T) {
 // accepts, is set against the reference harness's figures as its lower-case name is (-formats
 // NF4 gave a MiniLM row with no reference).
 func TestReferenceAnySpelling(t *testing.T) {
-	if _, err := os.Stat(filepath.Join(*flagMiniLM, "tokenizer.json")); err != nil {
-		t.Skipf("all-MiniLM-L6-v2 missing (%v): make assets fetches it", err)
-	}
-	models, formats, jsonPath := *flagModels, *flagFormats, *flagJSON
-	defer func() { *flagModels, *flagFormats, *flagJSON = models, formats, jsonPath }()
-	*flagModels, *flagFormats, *flagJSON = "minilm", " NF4", filepath.Join(t.TempDir(), "eval.json")
-	if err := run(); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(*flagJSON)
+	data, err := os.ReadFile(runMiniLM(t, " NF4"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,4 +284,27 @@ func TestReferenceAnySpelling(t *testing.T) {
 	if len(res.MiniLM) != 1 || res.MiniLM[0].Reference != "nf4" {
 		t.Errorf("-formats ' NF4': MiniLM rows %+v; want one set against the reference's nf4", res.MiniLM)
 	}
+}
+
+// skipWithoutMiniLM skips the test when MiniLM's files (-minilm) are absent.
+func skipWithoutMiniLM(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(*flagMiniLM, "tokenizer.json")); err != nil {
+		t.Skipf("all-MiniLM-L6-v2 missing (%v): make assets fetches it", err)
+	}
+}
+
+// runMiniLM runs the command on MiniLM alone in formats and returns the JSON file it wrote; the
+// flags are restored after the test.
+func runMiniLM(t *testing.T, formats string) string {
+	t.Helper()
+	skipWithoutMiniLM(t)
+	path := filepath.Join(t.TempDir(), "eval.json")
+	models, saved, jsonPath := *flagModels, *flagFormats, *flagJSON
+	t.Cleanup(func() { *flagModels, *flagFormats, *flagJSON = models, saved, jsonPath })
+	*flagModels, *flagFormats, *flagJSON = "minilm", formats, path
+	if err := run(); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -45,6 +45,7 @@ import (
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/cmdflags"
 	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/internal/refdata"
 	"github.com/quanta-ml/quanta/qlayers"
@@ -119,9 +120,10 @@ type settings struct {
 // checkFlags checks the epoch counts, naming the flag out of range, the list of formats, that
 // -quick comes without the epoch counts, and that no argument follows the flags.
 func checkFlags() error {
+	if err := cmdflags.NoArguments(); err != nil {
+		return err
+	}
 	switch {
-	case flag.NArg() > 0:
-		return errors.Errorf("argument %q; accepted: none (flags only; a flag after an argument is not read)", flag.Arg(0))
 	case *flagEpochs < 0:
 		return errors.Errorf("-epochs %d; accepted: >= 0 (float epochs)", *flagEpochs)
 	case *flagQAT < 0:

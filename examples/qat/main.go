@@ -40,6 +40,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta"
+	"github.com/quanta-ml/quanta/internal/cmdflags"
 	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/runtime"
@@ -77,8 +78,8 @@ const numClasses = 3
 const quantizedLayers = `/model/(hidden_[0-9]+|output)/dense`
 
 func run() error {
-	if flag.NArg() > 0 {
-		return errors.Errorf("argument %q; accepted: none (flags only; a flag after an argument is not read)", flag.Arg(0))
+	if err := cmdflags.NoArguments(); err != nil {
+		return err
 	}
 	if *flagHidden < 1 {
 		return errors.Errorf("-hidden %d; accepted: >= 1 (the width of the hidden layers)", *flagHidden)

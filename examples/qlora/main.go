@@ -40,6 +40,7 @@ import (
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/cmdflags"
 	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/runtime"
@@ -93,9 +94,10 @@ func main() {
 // checkFlags checks the flags' values before anything runs, naming the one out of range, and that
 // no argument follows the flags.
 func checkFlags() error {
+	if err := cmdflags.NoArguments(); err != nil {
+		return err
+	}
 	switch {
-	case flag.NArg() > 0:
-		return errors.Errorf("argument %q; accepted: none (flags only; a flag after an argument is not read)", flag.Arg(0))
 	case *flagHidden < 1:
 		return errors.Errorf("-hidden %d; accepted: >= 1 (the width of the hidden layers)", *flagHidden)
 	case *flagRank < 1 || *flagRank > math.MaxInt32:

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -116,7 +115,7 @@ func TestSpeedTableBandwidth(t *testing.T) {
 	if err := os.WriteFile(quanta, []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := captureStdout(t, func() error { return speedTable([]string{quanta}) })
+	out := testutil.CaptureStdout(t, func() error { return speedTable([]string{quanta}) })
 	// Each row streams 3 GB/s of weights: 0.20 of the 15 GB/s median.
 	for _, want := range []string{"Read bandwidth: 15.0 GB/s (median of the 2 measurements", "| 3.0 (0.20) |"} {
 		if !strings.Contains(out, want) {
@@ -135,30 +134,6 @@ func TestSpeedTableNoRows(t *testing.T) {
 	if err := speedTable([]string{name}); err == nil || !strings.Contains(err.Error(), name) {
 		t.Errorf("speedTable of a file without JSON lines = %v; want an error naming it", err)
 	}
-}
-
-// captureStdout returns what f prints on stdout.
-func captureStdout(t *testing.T, f func() error) string {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout := os.Stdout
-	os.Stdout = w
-	done := make(chan []byte)
-	go func() {
-		data, _ := io.ReadAll(r)
-		done <- data
-	}()
-	err = f()
-	os.Stdout = stdout
-	_ = w.Close()
-	out := string(<-done)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // TestWeightBytes: -anatomy sets the head part (and the step) against the bytes of the head the

@@ -115,19 +115,31 @@ func ReplacedWhole(t testing.TB, write func() error, paths ...string) {
 // CaptureStderr returns what f writes on os.Stderr (the test fails if f returns an error).
 func CaptureStderr(t testing.TB, f func() error) string {
 	t.Helper()
+	return capture(t, &os.Stderr, f)
+}
+
+// CaptureStdout returns what f writes on os.Stdout (the test fails if f returns an error).
+func CaptureStdout(t testing.TB, f func() error) string {
+	t.Helper()
+	return capture(t, &os.Stdout, f)
+}
+
+// capture returns what f writes on *file, which it replaces by a pipe while f runs.
+func capture(t testing.TB, file **os.File, f func() error) string {
+	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := os.Stderr
-	os.Stderr = w
+	saved := *file
+	*file = w
 	done := make(chan []byte)
 	go func() {
 		data, _ := io.ReadAll(r)
 		done <- data
 	}()
 	err = f()
-	os.Stderr = stderr
+	*file = saved
 	_ = w.Close()
 	out := string(<-done)
 	if err != nil {
