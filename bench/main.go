@@ -197,6 +197,5 @@ func parseConfig() (config, error) {
 }
 
 func fail(err error) {
-	fmt.Fprintln(os.Stderr, "bench:", err)
-	os.Exit(1)
+	cmdflags.Exit("bench", 1, err)
 }

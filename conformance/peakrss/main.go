@@ -23,6 +23,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/internal/cmdflags"
 	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/onebit"
@@ -55,10 +56,7 @@ func checkFlags() error {
 
 func main() {
 	flag.Parse()
-	if err := checkFlags(); err != nil {
-		fmt.Fprintf(os.Stderr, "peakrss: %v\n", err)
-		os.Exit(2)
-	}
+	cmdflags.Exit("peakrss", 2, checkFlags())
 
 	x := tensors.FromShape(shapes.Make(dtypes.Float32, *rows, *cols))
 	r := rand.New(rand.NewPCG(1, 2))

@@ -208,8 +208,7 @@ func checkFlags() error {
 }
 
 func fail(err error) {
-	fmt.Fprintln(os.Stderr, "peer:", err)
-	os.Exit(1)
+	cmdflags.Exit("peer", 1, err)
 }
 
 // run runs a command with the output on stderr (the table goes to stdout).

@@ -29,10 +29,7 @@ var (
 
 func main() {
 	flag.Parse()
-	if err := checkFlags(); err != nil {
-		fmt.Fprintf(os.Stderr, "randomrun: %v\n", err)
-		os.Exit(2)
-	}
+	cmdflags.Exit("randomrun", 2, checkFlags())
 	backend, err := runtime.Backend()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "randomrun: %+v\n", err)
@@ -43,10 +40,7 @@ func main() {
 	if s != nil {
 		s.Report(os.Stdout)
 		if *flagJSON != "" {
-			if werr := writeSummary(*flagJSON, s); werr != nil {
-				fmt.Fprintf(os.Stderr, "randomrun: %v\n", werr)
-				os.Exit(2)
-			}
+			cmdflags.Exit("randomrun", 2, writeSummary(*flagJSON, s))
 		}
 	}
 	if err != nil {

@@ -61,10 +61,7 @@ var (
 
 func main() {
 	flag.Parse()
-	if err := run(); err != nil {
-		fmt.Fprintf(os.Stderr, "eval: %v\n", err)
-		os.Exit(1)
-	}
+	cmdflags.Exit("eval", 1, run())
 }
 
 // Results is what the command writes as JSON.

@@ -146,20 +146,14 @@ func checkFlags() error {
 
 func main() {
 	flag.Parse()
-	if err := checkFlags(); err != nil {
-		fmt.Fprintf(os.Stderr, "fashion: %v\n", err)
-		os.Exit(2)
-	}
+	cmdflags.Exit("fashion", 2, checkFlags())
 	s := settings{dataDir: *flagData, hidden: 512, epochs: *flagEpochs, qatEpochs: *flagQAT, batch: 128, learningRate: 1e-3,
 		evalsPerEpoch: 4, seed: *flagSeed}
 	if *flagQuick {
 		s.trainLimit, s.epochs, s.qatEpochs = 8000, 1, 1
 	}
 	s.formats, _ = parseFormats(*flagFormats) // checkFlags refused a bad list
-	if err := outputDir(*flagOut); err != nil {
-		fmt.Fprintf(os.Stderr, "fashion: %v\n", err)
-		os.Exit(2)
-	}
+	cmdflags.Exit("fashion", 2, outputDir(*flagOut))
 	backend, err := runtime.Backend()
 	if err == nil {
 		var r *results
@@ -167,10 +161,7 @@ func main() {
 			err = r.write(*flagOut)
 		}
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "fashion: %v\n", err)
-		os.Exit(1)
-	}
+	cmdflags.Exit("fashion", 1, err)
 }
 
 // point is the test accuracy after a number of epochs (fractional).

@@ -66,10 +66,7 @@ type settings struct {
 
 func main() {
 	flag.Parse()
-	if err := run(); err != nil {
-		fmt.Fprintf(os.Stderr, "qat: %v\n", err)
-		os.Exit(1)
-	}
+	cmdflags.Exit("qat", 1, run())
 }
 
 const numClasses = 3

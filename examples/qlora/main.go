@@ -85,10 +85,7 @@ func main() {
 	default:
 		err = run()
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "qlora: %v\n", err)
-		os.Exit(1)
-	}
+	cmdflags.Exit("qlora", 1, err)
 }
 
 // checkFlags checks the flags' values before anything runs, naming the one out of range, and that

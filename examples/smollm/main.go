@@ -51,6 +51,7 @@ import (
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
 	"github.com/quanta-ml/quanta/internal/benchsuite"
+	"github.com/quanta-ml/quanta/internal/cmdflags"
 	"github.com/quanta-ml/quanta/internal/cpukernels"
 	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/models"
@@ -100,10 +101,7 @@ func main() {
 	default:
 		err = generate()
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "smollm:", err)
-		os.Exit(1)
-	}
+	cmdflags.Exit("smollm", 1, err)
 }
 
 // checkFlags reports -max, -maxlen, -minwindow, a -bench or an -anatomy count out of range,

@@ -1,9 +1,11 @@
 // Package cmdflags holds what the project's commands (bench, the examples, the conformance
-// tools) check alike on their command lines.
+// tools) check alike on their command lines, and how they report what ends them.
 package cmdflags
 
 import (
 	"flag"
+	"fmt"
+	"os"
 
 	"github.com/pkg/errors"
 )
@@ -16,4 +18,15 @@ func NoArguments() error {
 		return nil
 	}
 	return errors.Errorf("argument %q; accepted: none (flags only; a flag after an argument is not read)", flag.Arg(0))
+}
+
+// Exit ends the command when err is not nil: it writes "command: err" on standard error and exits
+// with code (2 for a command line refused, as package flag exits for a flag it does not know; 1
+// for a run that failed). A nil err returns at once.
+func Exit(command string, code int, err error) {
+	if err == nil {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "%s: %v\n", command, err)
+	os.Exit(code)
 }
