@@ -46,12 +46,11 @@ func checkFlags() error {
 		return fmt.Errorf("argument %q; accepted: none (flags only: -format, -rows, -cols)", flag.Arg(0))
 	case !slices.Contains(formats, *format):
 		return fmt.Errorf("-format %q; accepted: %s", *format, strings.Join(formats, ", "))
-	case *rows < 1:
-		return fmt.Errorf("-rows %d; accepted: >= 1", *rows)
-	case *cols < 1:
-		return fmt.Errorf("-cols %d; accepted: >= 1", *cols)
 	}
-	return nil
+	return cmdflags.First(
+		cmdflags.AtLeast("-rows", *rows, 1, ""),
+		cmdflags.AtLeast("-cols", *cols, 1, ""),
+	)
 }
 
 func main() {

@@ -141,16 +141,13 @@ func writeMarkdown(path, table string) error {
 // the table after its run), the flags -reuse does not read, and an argument, before the
 // harnesses run.
 func checkFlags() error {
-	if err := cmdflags.NoArguments(); err != nil {
+	if err := cmdflags.First(
+		cmdflags.NoArguments(),
+		cmdflags.AtLeast("-k", *flagK, 1, ""),
+		cmdflags.AtLeast("-layers", *flagLayers, 1, ""),
+		cmdflags.AtLeast("-layers-large", *flagLayersLarge, 1, ""),
+	); err != nil {
 		return err
-	}
-	switch {
-	case *flagK < 1:
-		return fmt.Errorf("-k %d; accepted: >= 1", *flagK)
-	case *flagLayers < 1:
-		return fmt.Errorf("-layers %d; accepted: >= 1", *flagLayers)
-	case *flagLayersLarge < 1:
-		return fmt.Errorf("-layers-large %d; accepted: >= 1", *flagLayersLarge)
 	}
 	if _, err := benchflags.ParseInts(*flagM); err != nil {
 		return fmt.Errorf("-m: %w", err)

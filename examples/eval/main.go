@@ -134,14 +134,14 @@ func presetNames(list string) []string {
 // that no flag of a model left out of -models is given (-models minilm with -heads), and that no
 // argument follows them.
 func checkFlags() error {
-	if err := cmdflags.NoArguments(); err != nil {
+	if err := cmdflags.First(
+		cmdflags.NoArguments(),
+		cmdflags.AtLeast("-tokens", *flagTokens, 2, "tokens scored"),
+		cmdflags.AtLeast("-window", *flagWindow, 2, "tokens a window"),
+	); err != nil {
 		return err
 	}
 	switch {
-	case *flagTokens < 2:
-		return errors.Errorf("-tokens %d; accepted: >= 2 (tokens scored)", *flagTokens)
-	case *flagWindow < 2:
-		return errors.Errorf("-window %d; accepted: >= 2 (tokens a window)", *flagWindow)
 	case *flagStride < 1 || *flagStride > *flagWindow:
 		return errors.Errorf("-stride %d; accepted: 1 to -window (%d)", *flagStride, *flagWindow)
 	case *flagJSON != "" && filepath.Clean(*flagJSON) == filepath.Clean(*flagMarkdown):

@@ -120,14 +120,12 @@ type settings struct {
 // checkFlags checks the epoch counts, naming the flag out of range, the list of formats, that
 // -quick comes without the epoch counts, and that no argument follows the flags.
 func checkFlags() error {
-	if err := cmdflags.NoArguments(); err != nil {
+	if err := cmdflags.First(
+		cmdflags.NoArguments(),
+		cmdflags.AtLeast("-epochs", *flagEpochs, 0, "float epochs"),
+		cmdflags.AtLeast("-qat-epochs", *flagQAT, 0, "QAT epochs"),
+	); err != nil {
 		return err
-	}
-	switch {
-	case *flagEpochs < 0:
-		return errors.Errorf("-epochs %d; accepted: >= 0 (float epochs)", *flagEpochs)
-	case *flagQAT < 0:
-		return errors.Errorf("-qat-epochs %d; accepted: >= 0 (QAT epochs)", *flagQAT)
 	}
 	if _, err := parseFormats(*flagFormats); err != nil {
 		return err

@@ -75,11 +75,11 @@ const numClasses = 3
 const quantizedLayers = `/model/(hidden_[0-9]+|output)/dense`
 
 func run() error {
-	if err := cmdflags.NoArguments(); err != nil {
+	if err := cmdflags.First(
+		cmdflags.NoArguments(),
+		cmdflags.AtLeast("-hidden", *flagHidden, 1, "the width of the hidden layers"),
+	); err != nil {
 		return err
-	}
-	if *flagHidden < 1 {
-		return errors.Errorf("-hidden %d; accepted: >= 1 (the width of the hidden layers)", *flagHidden)
 	}
 	start := time.Now()
 	s := settings{pointsPerClass: 2000, testPerClass: 500, floatSteps: 3000, qatSteps: 1500, floatEvalEvery: 100, qatEvalEvery: 25,

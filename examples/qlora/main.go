@@ -91,20 +91,25 @@ func main() {
 // checkFlags checks the flags' values before anything runs, naming the one out of range, and that
 // no argument follows the flags.
 func checkFlags() error {
-	if err := cmdflags.NoArguments(); err != nil {
+	if err := cmdflags.First(
+		cmdflags.NoArguments(),
+		cmdflags.AtLeast("-hidden", *flagHidden, 1, "the width of the hidden layers"),
+	); err != nil {
 		return err
 	}
 	switch {
-	case *flagHidden < 1:
-		return errors.Errorf("-hidden %d; accepted: >= 1 (the width of the hidden layers)", *flagHidden)
 	case *flagRank < 1 || *flagRank > math.MaxInt32:
 		return errors.Errorf("-rank %d; accepted: 1 to %d (the LoRA rank)", *flagRank, math.MaxInt32)
 	case *flagAlpha < 0 || math.IsNaN(*flagAlpha) || math.IsInf(*flagAlpha, 0):
 		return errors.Errorf("-alpha %v; accepted: 0 (meaning the rank) or a positive finite number", *flagAlpha)
-	case *flagMemDim < 1:
-		return errors.Errorf("-memory-dim %d; accepted: >= 1 (the width)", *flagMemDim)
-	case *flagMemLayers < 1:
-		return errors.Errorf("-memory-layers %d; accepted: >= 1 (layers)", *flagMemLayers)
+	}
+	if err := cmdflags.First(
+		cmdflags.AtLeast("-memory-dim", *flagMemDim, 1, "the width"),
+		cmdflags.AtLeast("-memory-layers", *flagMemLayers, 1, "layers"),
+	); err != nil {
+		return err
+	}
+	switch {
 	case *flagMemMode != "" && !slices.Contains(memModes, *flagMemMode):
 		return errors.Errorf("-memory-mode %q; accepted: one of %s", *flagMemMode, strings.Join(memModes, ", "))
 	}

@@ -114,31 +114,38 @@ func main() {
 // (models.GenerateOptions reads a MaxNewTokens of 0 as no bound, and the generator's own errors
 // name its fields, not the flags).
 func checkFlags() error {
+	if err := cmdflags.First(
+		cmdflags.AtLeast("-max", *flagMaxNew, 1, ""),
+		cmdflags.AtLeast("-maxlen", *flagMaxLen, 2, "a prompt token and an answer token"),
+	); err != nil {
+		return err
+	}
 	switch {
-	case *flagMaxNew < 1:
-		return fmt.Errorf("-max %d; accepted: >= 1", *flagMaxNew)
-	case *flagMaxLen < 2:
-		return fmt.Errorf("-maxlen %d; accepted: >= 2 (a prompt token and an answer token)", *flagMaxLen)
 	case *flagWindow < 0:
 		return fmt.Errorf("-minwindow %d; accepted: >= 1 (0: %d)", *flagWindow, models.DefaultMinWindow)
 	case *flagWindow > *flagMaxLen && isSet("minwindow"): // the generator would make it one window of -maxlen
 		return fmt.Errorf("-minwindow %d above -maxlen %d; accepted: 1 to -maxlen (0: %d; the windows double from it up to -maxlen)",
 			*flagWindow, *flagMaxLen, models.DefaultMinWindow)
-	case *flagReps < 1:
-		return fmt.Errorf("-reps %d; accepted: >= 1 (timed repetitions)", *flagReps)
-	case *flagBenchPrompt < 1:
-		return fmt.Errorf("-bench-prompt %d; accepted: >= 1 (the prompt's tokens)", *flagBenchPrompt)
-	case *flagBenchDecode < 1:
-		return fmt.Errorf("-bench-decode %d; accepted: >= 1 (decoding steps)", *flagBenchDecode)
-	case *flagBench && *flagBenchDecode > *flagMaxLen-2: // "The" (a token at least), the steps, the last token chosen
+	}
+	if err := cmdflags.First(
+		cmdflags.AtLeast("-reps", *flagReps, 1, "timed repetitions"),
+		cmdflags.AtLeast("-bench-prompt", *flagBenchPrompt, 1, "the prompt's tokens"),
+		cmdflags.AtLeast("-bench-decode", *flagBenchDecode, 1, "decoding steps"),
+	); err != nil {
+		return err
+	}
+	if *flagBench && *flagBenchDecode > *flagMaxLen-2 { // "The" (a token at least), the steps, the last token chosen
 		return fmt.Errorf("-bench-decode %d with -maxlen %d; accepted: up to -maxlen - 2 (the decoding after \"The\" runs in a cache of -maxlen positions)",
 			*flagBenchDecode, *flagMaxLen)
-	case *flagAnatomyWindow < 2:
-		return fmt.Errorf("-anatomy-window %d; accepted: >= 2", *flagAnatomyWindow)
-	case *flagAnatomyReps < 1:
-		return fmt.Errorf("-anatomy-reps %d; accepted: >= 1 (timed runs)", *flagAnatomyReps)
-	case *flagAnatomyTokens < 1:
-		return fmt.Errorf("-anatomy-tokens %d; accepted: >= 1 (tokens decoded a run)", *flagAnatomyTokens)
+	}
+	if err := cmdflags.First(
+		cmdflags.AtLeast("-anatomy-window", *flagAnatomyWindow, 2, ""),
+		cmdflags.AtLeast("-anatomy-reps", *flagAnatomyReps, 1, "timed runs"),
+		cmdflags.AtLeast("-anatomy-tokens", *flagAnatomyTokens, 1, "tokens decoded a run"),
+	); err != nil {
+		return err
+	}
+	switch {
 	case *flagAnatomyPositions < 1 || *flagAnatomyPositions > *flagAnatomyWindow:
 		return fmt.Errorf("-anatomy-positions %d; accepted: 1 to -anatomy-window (%d)", *flagAnatomyPositions, *flagAnatomyWindow)
 	case btoi(*flagBench)+btoi(*flagAnatomy)+btoi(*flagSpeedTable) > 1:

@@ -30,3 +30,27 @@ func Exit(command string, code int, err error) {
 	fmt.Fprintf(os.Stderr, "%s: %v\n", command, err)
 	os.Exit(code)
 }
+
+// AtLeast returns an error naming an integer flag (key, as "-k") and its value when the value is
+// below least, nil otherwise: "-k 0; accepted: >= 1", with note, where not empty, in parentheses
+// after the bound ("-tokens 1; accepted: >= 2 (tokens scored)").
+func AtLeast(key string, value, least int, note string) error {
+	switch {
+	case value >= least:
+		return nil
+	case note == "":
+		return errors.Errorf("%s %d; accepted: >= %d", key, value, least)
+	}
+	return errors.Errorf("%s %d; accepted: >= %d (%s)", key, value, least, note)
+}
+
+// First returns the first of errs that is not nil (nil when none is): the checks of a command
+// line, in the order their errors are reported.
+func First(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

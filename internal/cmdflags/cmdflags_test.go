@@ -43,3 +43,41 @@ func TestExit(t *testing.T) {
 		t.Errorf("Exit(\"cmd\", 3, err) wrote %q on stderr; want %q", got, want)
 	}
 }
+
+// TestAtLeast: a value at or above the bound passes; one below is refused naming the flag, the
+// value and the bound, with the note in parentheses where there is one; First reports the first
+// refusal.
+func TestAtLeast(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		value, least int
+		note, want   string
+	}{
+		{name: "at the bound", value: 1, least: 1},
+		{name: "above", value: 7, least: 2, note: "tokens"},
+		{name: "below", value: 0, least: 1, want: "-k 0; accepted: >= 1"},
+		{name: "below with a note", value: -3, least: 0, note: "float epochs", want: "-k -3; accepted: >= 0 (float epochs)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := cmdflags.AtLeast("-k", tc.value, tc.least, tc.note)
+			if tc.want == "" {
+				if err != nil {
+					t.Errorf("AtLeast(-k, %d, %d) = %v; want nil", tc.value, tc.least, err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("AtLeast(-k, %d, %d) = %v; want %q", tc.value, tc.least, err, tc.want)
+			}
+		})
+	}
+	t.Run("First", func(t *testing.T) {
+		if err := cmdflags.First(nil, nil); err != nil {
+			t.Errorf("First(nil, nil) = %v; want nil", err)
+		}
+		first, second := errors.New("first"), errors.New("second")
+		if err := cmdflags.First(nil, first, second); err != first {
+			t.Errorf("First(nil, first, second) = %v; want first", err)
+		}
+	})
+}
