@@ -62,6 +62,14 @@ def set_torch_threads(n: int = 1) -> None:
     torch.set_num_interop_threads(1)
 
 
+def torch_inference() -> None:
+    """Set torch up for a reference run: one intra-op thread (set_torch_threads) and no autograd."""
+    import torch
+
+    set_torch_threads(1)
+    torch.set_grad_enabled(False)
+
+
 def versions(*names: str) -> dict:
     out = {"python": platform.python_version()}
     for n in names:

@@ -112,8 +112,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    common.set_torch_threads(1)
-    torch.set_grad_enabled(False)
+    common.torch_inference()
     from tokenizers import Tokenizer
     from transformers import BertModel
 

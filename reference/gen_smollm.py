@@ -277,8 +277,7 @@ def main():
     ap.add_argument("--skip", default="", help="comma-separated variants to skip (for quick runs)")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
-    common.set_torch_threads(1)
-    torch.set_grad_enabled(False)
+    common.torch_inference()
 
     text = open(common.require(common.GPL3), encoding="utf-8").read()
     ids = llama_ids(text)
