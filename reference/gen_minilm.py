@@ -37,7 +37,7 @@ import common  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-import gen_smollm as sm  # noqa: E402  (weight transforms and bnb module makers)
+import gen_smollm as sm  # noqa: E402  (the variants: weight transforms and bnb layers)
 
 SENTENCES = [
     "A man is eating food.",
@@ -143,12 +143,8 @@ def main():
         log(f"{name}: mean cosine {cos.mean():.6f} (min {cos.min():.6f})")
 
     record("f32", ref)
-    for name in ("nf4", "nf4_dq", "nf4_out", "int8_wo"):
-        with common.weights_transformed(linears(model), sm.TRANSFORMS[name]):
-            record(name, embed(model, ids))
-    for name, make in (("int8_bnb", sm.make_linear8bit), ("int8_bnb_trainmode", sm.make_linear8bit_trainmode),
-                       ("nf4_bnb_layer", sm.make_linear4bit)):
-        with common.modules_replaced(linears(model), make):
+    for name, replaced in sm.variants({name: sm.TRANSFORMS[name] for name in ("nf4", "nf4_dq", "nf4_out", "int8_wo")}):
+        with replaced(linears(model)):
             record(name, embed(model, ids))
 
     index = {

@@ -43,6 +43,7 @@ lm_head and the norms stay float32; all products in float32 unless said):
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import sys
@@ -252,6 +253,23 @@ def make_linear4bit(lin):
     return m
 
 
+# bitsandbytes' own layers, each made from the Linear it replaces.
+BNB_LAYERS = {
+    "int8_bnb": make_linear8bit,
+    "int8_bnb_trainmode": make_linear8bit_trainmode,
+    "nf4_bnb_layer": make_linear4bit,
+}
+
+
+def variants(transforms):
+    """The variants that replace a model's Linear layers, in order: each weight transform of
+    ``transforms`` (name: fn), then each of bitsandbytes' layers (BNB_LAYERS), as (name, replaced),
+    where ``with replaced(pairs):`` runs its block with the Linears of the (parent, attr) pairs so
+    replaced (common.weights_transformed, common.modules_replaced)."""
+    return ([(name, functools.partial(common.weights_transformed, fn=fn)) for name, fn in transforms.items()]
+            + [(name, functools.partial(common.modules_replaced, make=make)) for name, make in BNB_LAYERS.items()])
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -352,12 +370,12 @@ def main():
     g["def"] = "f32, no BOS, full recompute each step (no cache), argmax of the last position's logits"
     index["greedy"] = g
 
-    # Weight-transform variants.
-    for name, fn in TRANSFORMS.items():
+    # Weight-transform variants, then bitsandbytes' own layers.
+    for name, replaced in variants(TRANSFORMS):
         if name in skip:
             continue
         t0 = time.time()
-        with common.weights_transformed(linears(model), fn):
+        with replaced(linears(model)):
             nll, lg = evaluate(model, ids)
             record(name, nll, time.time() - t0)
             if name in ("nf4", "int8_wo", "nf4_out"):
@@ -366,16 +384,6 @@ def main():
                 results[name]["window0_top20_logits"] = w.npy(f"{name}_w0_top20_logits", tv)
                 if name == "nf4":
                     results[name]["window0_logits_rows"] = w.npy(f"{name}_w0_logits_rows", lg[0][pos].numpy())
-
-    # bitsandbytes' own layers.
-    for name, make in (("int8_bnb", make_linear8bit), ("int8_bnb_trainmode", make_linear8bit_trainmode),
-                       ("nf4_bnb_layer", make_linear4bit)):
-        if name in skip:
-            continue
-        t0 = time.time()
-        with common.modules_replaced(linears(model), make):
-            nll, _ = evaluate(model, ids)
-        record(name, nll, time.time() - t0)
 
     # llama.cpp on the same ids and windows, as a cross-check (not byte-deterministic across builds).
     if "llamacpp" not in skip:
