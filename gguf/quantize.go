@@ -145,68 +145,73 @@ func packQ5(q *[32]uint8, qs, qh []byte) {
 	binary.LittleEndian.PutUint32(qh, h)
 }
 
-// quantizeQ4_0: d = (the value of largest magnitude)/-8; q = min(15, trunc(x/d + 8.5)).
+// codes0 sets q to the codes of a Q4_0 (n = 8) or Q5_0 (n = 16) block x and returns its scale:
+// d = (the value of largest magnitude)/-n; q = min(2n-1, trunc(x/d + n + 0.5)).
+func codes0(x []float32, q *[32]uint8, n float32) (d float32) {
+	vmax, _ := absMaxSigned(x)
+	d = vmax / -n
+	id := reciprocal(d)
+	limit, offset := int8(2*n-1), n+0.5
+	for j, v := range x {
+		q[j] = uint8(minInt8(limit, float32(v*id)+offset))
+	}
+	return d
+}
+
+// codes1 sets q to the codes of a Q4_1 (levels = 15) or Q5_1 (levels = 31) block x and returns
+// its scale and minimum: d = (max-min)/levels, m = min; q = min(limit, trunc((x-min)/d + 0.5)).
+// ggml clamps Q4_1's codes (limit 15) and not Q5_1's (limit 127, which no int8 exceeds).
+func codes1(x []float32, q *[32]uint8, levels float32, limit int8) (d, m float32) {
+	lo, hi := minMax(x)
+	d = (hi - lo) / levels
+	id := reciprocal(d)
+	for j, v := range x {
+		q[j] = uint8(minInt8(limit, float32((v-lo)*id)+0.5))
+	}
+	return d, lo
+}
+
+// quantizeQ4_0: codes0 with n = 8; d, then the codes as packQ4 lays them out.
 func quantizeQ4_0(src []float32, dst []byte) {
 	var q [32]uint8
 	for b := range len(src) / 32 {
 		x, blk := src[32*b:32*b+32], dst[18*b:18*b+18]
-		vmax, _ := absMaxSigned(x)
-		d := vmax / -8
-		id := reciprocal(d)
-		for j, v := range x {
-			q[j] = uint8(minInt8(15, float32(v*id)+8.5))
-		}
-		putF16(blk, d)
+		putF16(blk, codes0(x, &q, 8))
 		packQ4(&q, blk[2:18])
 	}
 }
 
-// quantizeQ4_1: d = (max-min)/15, m = min; q = min(15, trunc((x-min)/d + 0.5)).
+// quantizeQ4_1: codes1 with levels 15 (clamped to 15); d, m, then the codes as packQ4 lays them
+// out.
 func quantizeQ4_1(src []float32, dst []byte) {
 	var q [32]uint8
 	for b := range len(src) / 32 {
 		x, blk := src[32*b:32*b+32], dst[20*b:20*b+20]
-		lo, hi := minMax(x)
-		d := (hi - lo) / 15
-		id := reciprocal(d)
-		for j, v := range x {
-			q[j] = uint8(minInt8(15, float32((v-lo)*id)+0.5))
-		}
+		d, m := codes1(x, &q, 15, 15)
 		putF16(blk, d)
-		putF16(blk[2:], lo)
+		putF16(blk[2:], m)
 		packQ4(&q, blk[4:20])
 	}
 }
 
-// quantizeQ5_0: d = (the value of largest magnitude)/-16; q = min(31, trunc(x/d + 16.5)).
+// quantizeQ5_0: codes0 with n = 16; d, then the codes as packQ5 lays them out.
 func quantizeQ5_0(src []float32, dst []byte) {
 	var q [32]uint8
 	for b := range len(src) / 32 {
 		x, blk := src[32*b:32*b+32], dst[22*b:22*b+22]
-		vmax, _ := absMaxSigned(x)
-		d := vmax / -16
-		id := reciprocal(d)
-		for j, v := range x {
-			q[j] = uint8(minInt8(31, float32(v*id)+16.5))
-		}
-		putF16(blk, d)
+		putF16(blk, codes0(x, &q, 16))
 		packQ5(&q, blk[6:22], blk[2:6])
 	}
 }
 
-// quantizeQ5_1: d = (max-min)/31, m = min; q = trunc((x-min)/d + 0.5).
+// quantizeQ5_1: codes1 with levels 31 (unclamped); d, m, then the codes as packQ5 lays them out.
 func quantizeQ5_1(src []float32, dst []byte) {
 	var q [32]uint8
 	for b := range len(src) / 32 {
 		x, blk := src[32*b:32*b+32], dst[24*b:24*b+24]
-		lo, hi := minMax(x)
-		d := (hi - lo) / 31
-		id := reciprocal(d)
-		for j, v := range x {
-			q[j] = uint8(cvtt(float32((v-lo)*id) + 0.5))
-		}
+		d, m := codes1(x, &q, 31, math.MaxInt8)
 		putF16(blk, d)
-		putF16(blk[2:], lo)
+		putF16(blk[2:], m)
 		packQ5(&q, blk[8:24], blk[4:8])
 	}
 }
