@@ -229,31 +229,37 @@ type quantizeJob struct {
 func dispatch(flat any, job *quantizeJob) error {
 	switch s := flat.(type) {
 	case []float32:
-		return run(s, func(v float32) float64 { return float64(v) }, job)
+		return run(s, widen[float32], job)
 	case []float64:
-		return run(s, func(v float64) float64 { return v }, job)
+		return run(s, widen[float64], job)
 	case []bfloat16.BFloat16:
 		return run(s, func(v bfloat16.BFloat16) float64 { return float64(v.Float32()) }, job)
 	case []float16.Float16:
 		return run(s, func(v float16.Float16) float64 { return float64(v.Float32()) }, job)
 	case []int8:
-		return run(s, func(v int8) float64 { return float64(v) }, job)
+		return run(s, widen[int8], job)
 	case []int16:
-		return run(s, func(v int16) float64 { return float64(v) }, job)
+		return run(s, widen[int16], job)
 	case []int32:
-		return run(s, func(v int32) float64 { return float64(v) }, job)
+		return run(s, widen[int32], job)
 	case []int64:
-		return run(s, func(v int64) float64 { return float64(v) }, job)
+		return run(s, widen[int64], job)
 	case []uint8:
-		return run(s, func(v uint8) float64 { return float64(v) }, job)
+		return run(s, widen[uint8], job)
 	case []uint16:
-		return run(s, func(v uint16) float64 { return float64(v) }, job)
+		return run(s, widen[uint16], job)
 	case []uint32:
-		return run(s, func(v uint32) float64 { return float64(v) }, job)
+		return run(s, widen[uint32], job)
 	case []uint64:
-		return run(s, func(v uint64) float64 { return float64(v) }, job)
+		return run(s, widen[uint64], job)
 	}
 	return errors.Errorf("%s: tensor of dtype %s; accepted: float or integer dtypes", job.what, job.dtype)
+}
+
+// widen is the float64 of a value of a built-in number type (exact but for 64-bit integers
+// beyond 2^53, which round).
+func widen[E int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64 | float32 | float64](v E) float64 {
+	return float64(v)
 }
 
 // run validates, computes the statistics the rule needs (streaming over the input) and packs
