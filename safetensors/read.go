@@ -194,20 +194,15 @@ func headerEntries(header []byte) (map[string]json.RawMessage, error) {
 		return nil, err
 	}
 	entries := map[string]json.RawMessage{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, _ := tok.(string) // object keys are strings
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return nil, err
-		}
+	err := members(dec, func(key string, value json.RawMessage) error {
 		if _, dup := entries[key]; dup && key == metadataKey {
-			return nil, errors.Errorf("%q appears twice; accepted: one", metadataKey)
+			return errors.Errorf("%q appears twice; accepted: one", metadataKey)
 		}
 		entries[key] = value
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if _, err := dec.Token(); err != nil { // '}'
 		return nil, err
@@ -219,6 +214,26 @@ func headerEntries(header []byte) (map[string]json.RawMessage, error) {
 		return nil, errors.Errorf("%v after the header object; accepted: the object alone", tok)
 	}
 	return entries, nil
+}
+
+// members calls fn with the key and the raw value of each member of the JSON object whose '{' dec
+// has read, in order, up to its '}' (left unread), and stops at the first error.
+func members(dec *json.Decoder, fn func(key string, value json.RawMessage) error) error {
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string) // object keys are strings
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return err
+		}
+		if err := fn(key, value); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // entryFields are the keys of a tensor entry, each required exactly once.
@@ -234,16 +249,7 @@ func decodeEntry(raw json.RawMessage) (rawInfo, error) {
 		return ri, errors.Errorf("%s; accepted: an object with %q, %q and %q", raw, entryFields[0], entryFields[1], entryFields[2])
 	}
 	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return ri, err
-		}
-		key, _ := tok.(string) // object keys are strings
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return ri, err
-		}
+	err := members(dec, func(key string, value json.RawMessage) error {
 		var field any
 		switch key {
 		case "dtype":
@@ -253,18 +259,22 @@ func decodeEntry(raw json.RawMessage) (rawInfo, error) {
 		case "data_offsets":
 			field = &ri.DataOffsets
 		default:
-			continue
+			return nil
 		}
 		if seen[key] {
-			return ri, errors.Errorf("field %q appears twice", key)
+			return errors.Errorf("field %q appears twice", key)
 		}
 		seen[key] = true
 		if string(value) == "null" {
-			return ri, errors.Errorf("field %q is null", key)
+			return errors.Errorf("field %q is null", key)
 		}
 		if err := json.Unmarshal(value, field); err != nil {
-			return ri, errors.Wrapf(err, "field %q", key)
+			return errors.Wrapf(err, "field %q", key)
 		}
+		return nil
+	})
+	if err != nil {
+		return ri, err
 	}
 	for _, key := range entryFields {
 		if !seen[key] {
