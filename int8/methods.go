@@ -43,9 +43,10 @@ func (a *Array) Components() []implicitarray.Component { return a.Base.Component
 // warning (once per op and type).
 func (a *Array) FallbackPolicy() implicitarray.Fallback { return a.Base.FallbackPolicy() }
 
-// Delete releases the host tensors of its components and marks it, and every array sharing
-// its buffers (WithStrategy, WithDType, WithSharding), deleted: using any of them afterwards
-// is implicitarray.ErrDeleted. Deleting twice is a no-op.
+// Delete releases the host tensors of its components (graph-side components are left to their
+// graph) and marks it, and every array sharing its buffers (WithStrategy, WithDType,
+// WithSharding), deleted: using any of them afterwards is implicitarray.ErrDeleted. Deleting
+// twice is a no-op.
 func (a *Array) Delete() { a.Base.Delete() }
 
 // The copies with new metadata (Array's with gives a copy holding a new qarray.Base).

@@ -58,22 +58,22 @@ func shapesOf(components []implicitarray.Component) []shapes.Shape {
 // WithComponents requires of new components.
 func ComponentShapes(b *Base) []shapes.Shape { return slices.Clone(b.componentShapes) }
 
-// Shape is the logical shape: the dimensions and dtype of the dense array the array stands for.
+// Shape is the logical shape: the dimensions and dtype of the dense array it stands for.
 func (b *Base) Shape() shapes.Shape { return b.shape }
 
-// DType is the dtype the array materializes in.
+// DType is the dtype it materializes in.
 func (b *Base) DType() dtypes.DType { return b.shape.DType }
 
-// Strategy is the strategy of the array's products (lowering.Auto unless set with WithStrategy).
+// Strategy is the strategy of its products (lowering.Auto unless set with WithStrategy).
 func (b *Base) Strategy() lowering.Strategy { return b.strategy }
 
-// Sharding returns the array's sharding and true, or false when it has none.
+// Sharding returns its sharding and true, or false when it has none.
 func (b *Base) Sharding() (sharding.Sharding, bool) { return b.placement.Sharding() }
 
-// IsSharded reports whether the array carries a sharding.
+// IsSharded reports whether it carries a sharding.
 func (b *Base) IsSharded() bool { return b.placement.IsSharded() }
 
-// IsDeleted reports whether Delete was called on this array or on one sharing its buffers.
+// IsDeleted reports whether Delete was called on it or on an array sharing its buffers.
 func (b *Base) IsDeleted() bool { return b.deleted.Load() }
 
 // Deleted reports whether a is an array that Delete released (one with an IsDeleted method, as
@@ -85,7 +85,7 @@ func Deleted(a implicitarray.Array) bool {
 	return ok && d.IsDeleted()
 }
 
-// Bytes is the memory of the stored components.
+// Bytes is the memory of its stored components.
 func (b *Base) Bytes() int64 {
 	MustBeLive(b, "Bytes") // Delete finalized the tensors, whose shapes no longer say their size
 	var n int64
@@ -95,20 +95,21 @@ func (b *Base) Bytes() int64 {
 	return n
 }
 
-// Components returns the stored components, in the format's order. It panics with
-// implicitarray.ErrDeleted after Delete (implicitarray.Exec reports that as an error).
+// Components returns its stored components, in the format's order; after Delete it panics
+// with implicitarray.ErrDeleted (implicitarray.Exec reports that as an error).
 func (b *Base) Components() []implicitarray.Component {
 	MustBeLive(b, "Components")
 	return slices.Clone(b.components)
 }
 
-// FallbackPolicy is implicitarray.FallbackWarn: the generic fallback logs a warning (once per op
-// and type) when it densifies a quantized array.
+// FallbackPolicy is implicitarray.FallbackWarn: an op with no handler densifies it with a
+// warning (once per op and type).
 func (b *Base) FallbackPolicy() implicitarray.Fallback { return implicitarray.FallbackWarn }
 
-// Delete releases the host tensors of the components (graph-side components are left to their
-// graph) and marks the array, and every array sharing its buffers, deleted: using any of them
-// afterwards is implicitarray.ErrDeleted. Deleting twice is a no-op.
+// Delete releases the host tensors of its components (graph-side components are left to their
+// graph) and marks it, and every array sharing its buffers (WithStrategy, WithDType,
+// WithSharding), deleted: using any of them afterwards is implicitarray.ErrDeleted. Deleting
+// twice is a no-op.
 func (b *Base) Delete() {
 	if b.deleted.Swap(true) {
 		return

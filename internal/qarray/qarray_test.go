@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -208,19 +206,6 @@ func TestWithFloatDType(t *testing.T) {
 			}()
 			f.withDType(a, dtypes.Int8)
 		})
-	}
-}
-
-// TestMethodsGenerated: each format package's methods.go is what MethodsSource generates.
-func TestMethodsGenerated(t *testing.T) {
-	for _, pkg := range qarray.MethodsPackages {
-		got, err := os.ReadFile(filepath.Join("..", "..", pkg, "methods.go"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != qarray.MethodsSource(pkg) {
-			t.Errorf("%s/methods.go is not what qarray.MethodsSource generates: run go generate ./%s", pkg, pkg)
-		}
 	}
 }
 
