@@ -11,12 +11,35 @@ import (
 	"github.com/quanta-ml/quanta/tokenizer"
 )
 
-// The splits below are derived by hand from llama.cpp's rules (see PreTokenizer's documentation).
+// splitCase is a text and its splits under a pair of pre-tokenizers: want under the first, alt
+// under the second where it differs (nil: want).
+type splitCase struct {
+	text      string
+	want, alt []string
+}
+
+// testSplits checks each case's splits under first and second, as a subtest named by its text.
+func testSplits(t *testing.T, first, second tokenizer.PreTokenizer, tests []splitCase) {
+	for _, tc := range tests {
+		t.Run(tc.text, func(t *testing.T) {
+			if got := first.Split(tc.text); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("%s: %q, want %q", first, got, tc.want)
+			}
+			want := tc.alt
+			if want == nil {
+				want = tc.want
+			}
+			if got := second.Split(tc.text); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: %q, want %q", second, got, want)
+			}
+		})
+	}
+}
+
+// The splits below are derived by hand from llama.cpp's rules (see PreTokenizer's documentation):
+// smollm's, then gpt2's where they differ.
 func TestPreTokenizerSplit(t *testing.T) {
-	tests := []struct {
-		text         string
-		smollm, gpt2 []string
-	}{
+	testSplits(t, tokenizer.PreSmolLM, tokenizer.PreGPT2, []splitCase{
 		{"Hello world", []string{"Hello", " world"}, nil},
 		{"0. Definitions", []string{"0", ".", " Definitions"}, nil},
 		{"a  0", []string{"a", "  ", "0"}, []string{"a", " ", " 0"}},
@@ -41,30 +64,13 @@ func TestPreTokenizerSplit(t *testing.T) {
 		{" ", []string{" "}, nil},
 		{"", []string{}, nil},
 		{"a\xffb", []string{"a", "\uFFFD", "b"}, nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.text, func(t *testing.T) {
-			if got := tokenizer.PreSmolLM.Split(tc.text); !reflect.DeepEqual(got, tc.smollm) {
-				t.Errorf("smollm: %q, want %q", got, tc.smollm)
-			}
-			want := tc.gpt2
-			if want == nil {
-				want = tc.smollm
-			}
-			if got := tokenizer.PreGPT2.Split(tc.text); !reflect.DeepEqual(got, want) {
-				t.Errorf("gpt2: %q, want %q", got, want)
-			}
-		})
-	}
+	})
 }
 
 // The splits below are derived by hand from Llama 3's rules (see PreTokenizer's documentation);
-// qwen2 differs only where numbers are, given as qwen2.
+// qwen2 differs only where numbers are, given second.
 func TestPreTokenizerSplitLlama3(t *testing.T) {
-	tests := []struct {
-		text          string
-		llama3, qwen2 []string
-	}{
+	testSplits(t, tokenizer.PreLlamaBPE, tokenizer.PreQwen2, []splitCase{
 		{"Hello world", []string{"Hello", " world"}, nil},
 		{"12345", []string{"123", "45"}, []string{"1", "2", "3", "4", "5"}},
 		{"2nd 4½", []string{"2", "nd", " ", "4½"}, []string{"2", "nd", " ", "4", "½"}},
@@ -87,21 +93,7 @@ func TestPreTokenizerSplitLlama3(t *testing.T) {
 		{"café 日本語 😀🎉", []string{"café", " 日本語", " 😀🎉"}, nil},
 		{"", []string{}, nil},
 		{"a\xffb", []string{"a", "\uFFFDb"}, nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.text, func(t *testing.T) {
-			if got := tokenizer.PreLlamaBPE.Split(tc.text); !reflect.DeepEqual(got, tc.llama3) {
-				t.Errorf("llama-bpe: %q, want %q", got, tc.llama3)
-			}
-			want := tc.qwen2
-			if want == nil {
-				want = tc.llama3
-			}
-			if got := tokenizer.PreQwen2.Split(tc.text); !reflect.DeepEqual(got, want) {
-				t.Errorf("qwen2: %q, want %q", got, want)
-			}
-		})
-	}
+	})
 }
 
 // TestIgnoreMerges: under "llama-bpe" a word that is a token is that token even where no merge
