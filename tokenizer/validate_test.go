@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
+	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/tokenizer"
 )
 
@@ -283,10 +282,7 @@ func TestWordPieceJSONIDs(t *testing.T) {
 		{"CLS id 6", j(4, 6), "post_processor special token [CLS] has id 6; accepted: an id below the vocabulary size 6"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "tokenizer.json")
-			if err := os.WriteFile(path, tc.json, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			path := testutil.TempFile(t, "tokenizer.json", tc.json)
 			w, err := tokenizer.NewWordPieceFromJSON(path)
 			if tc.want == "" {
 				if err != nil {
@@ -327,10 +323,7 @@ func TestWordPieceJSONText(t *testing.T) {
 		{"not UTF-8", "\"\xff\"", "tokenizer.json is not valid UTF-8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "tokenizer.json")
-			if err := os.WriteFile(path, []byte(strings.Replace(template, "TOKEN", tc.token, 1)), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			path := testutil.TempFile(t, "tokenizer.json", []byte(strings.Replace(template, "TOKEN", tc.token, 1)))
 			w, err := tokenizer.NewWordPieceFromJSON(path)
 			if tc.want == "" {
 				if err != nil {

@@ -87,8 +87,7 @@ func TestNewWordPieceErrors(t *testing.T) {
 	if _, err := tokenizer.NewWordPieceFromVocab(filepath.Join(t.TempDir(), "none.txt"), tokenizer.BertOptions()); err == nil {
 		t.Error("missing vocab.txt: no error")
 	}
-	path := filepath.Join(t.TempDir(), "tokenizer.json")
-	_ = os.WriteFile(path, []byte(`{"model":{"type":"BPE"}}`), 0o644)
+	path := testutil.TempFile(t, "tokenizer.json", []byte(`{"model":{"type":"BPE"}}`))
 	if _, err := tokenizer.NewWordPieceFromJSON(path); err == nil || !strings.Contains(err.Error(), `model "BPE"`) {
 		t.Errorf("BPE tokenizer.json: %v", err)
 	}
@@ -110,10 +109,7 @@ func TestWordPieceNonSpecialAddedToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "tokenizer.json")
-	if err := os.WriteFile(path, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := testutil.TempFile(t, "tokenizer.json", raw)
 	if _, err := tokenizer.NewWordPieceFromJSON(path); err == nil || !strings.Contains(err.Error(), `added token "foobar"`) ||
 		!strings.Contains(err.Error(), "special") {
 		t.Errorf("error %v; want one naming the non-special added token \"foobar\" and saying only special ones are accepted", err)
@@ -124,10 +120,7 @@ func TestWordPieceNonSpecialAddedToken(t *testing.T) {
 // Hugging Face tokenizers 0.23.3 refuses it ("stream did not contain valid UTF-8"), not a
 // vocabulary holding a token no text can match.
 func TestWordPieceVocabNotUTF8(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "vocab.txt")
-	if err := os.WriteFile(path, []byte("[PAD]\n[UNK]\n[CLS]\n[SEP]\né\n\xff\xfe\nb\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := testutil.TempFile(t, "vocab.txt", []byte("[PAD]\n[UNK]\n[CLS]\n[SEP]\né\n\xff\xfe\nb\n"))
 	_, err := tokenizer.NewWordPieceFromVocab(path, tokenizer.BertOptions())
 	if err == nil || !strings.Contains(err.Error(), "line 6 is not valid UTF-8") {
 		t.Errorf("error %v; want one naming line 6", err)
@@ -139,10 +132,7 @@ func TestWordPieceVocabNotUTF8(t *testing.T) {
 // token written twice has the id of its last line. Checked with tokenizers 0.23.3
 // (BertWordPieceTokenizer of this file encodes "hello world foo" as [2 7 6 8 3]).
 func TestWordPieceVocabLines(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "vocab.txt")
-	if err := os.WriteFile(path, []byte("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nworld \nhello\nfoo\t\r\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := testutil.TempFile(t, "vocab.txt", []byte("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nworld \nhello\nfoo\t\r\n"))
 	w, err := tokenizer.NewWordPieceFromVocab(path, tokenizer.BertOptions())
 	if err != nil {
 		t.Fatal(err)

@@ -50,11 +50,17 @@ func SetFlags(t testing.TB, args ...string) {
 // it (filepath.Join(file, "out")).
 func FileInTemp(t testing.TB) string {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
+	return TempFile(t, "file", nil)
+}
+
+// TempFile writes data to a file named name in a fresh temporary folder and returns its path.
+func TempFile(t testing.TB, name string, data []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return file
+	return path
 }
 
 // JSONEnvironment checks that the JSON file at path records what its figures ran on in
