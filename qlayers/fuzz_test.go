@@ -31,10 +31,7 @@ func FuzzLoadAdapters(f *testing.F) {
 	dense.VariableWithValue(qlayers.LoRAAName, matrix(2, 8, 2))
 	dense.VariableWithValue(qlayers.LoRABName, matrix(3, 2, 4))
 	dense.SetParam(qlayers.LoRAScaleParam, 1.5)
-	dir := f.TempDir()
-	if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
-		f.Fatal(err)
-	}
+	dir := savedAdapters(f, ctx)
 	config, err := os.ReadFile(filepath.Join(dir, qlayers.AdapterConfigFile))
 	if err != nil {
 		f.Fatal(err)

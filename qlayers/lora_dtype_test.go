@@ -65,10 +65,7 @@ func TestSaveAdaptersHalfPrecision(t *testing.T) {
 			dense.VariableWithValue(qlayers.LoRAAName, a)
 			dense.VariableWithValue(qlayers.LoRABName, b)
 			dense.SetParam(qlayers.LoRAScaleParam, loraCfg.Scale())
-			dir := t.TempDir()
-			if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
-				t.Fatalf("%+v", err)
-			}
+			dir := savedAdapters(t, ctx)
 			f := safetensors.MustOpen(filepath.Join(dir, qlayers.AdapterWeightsFile))
 			defer f.Close()
 			for _, tc := range []struct {
@@ -165,10 +162,7 @@ func TestLoadAdaptersHalfPrecision(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/adapters=%v", dtype, withAdapters), func(t *testing.T) {
 				ctx := halfQLoRAContext(t, dtype)
 				want := flat(t, context.MustExecOnce(backend, ctx, halfLoRALayer(dtype), x))
-				dir := t.TempDir()
-				if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
-					t.Fatalf("%+v", err)
-				}
+				dir := savedAdapters(t, ctx)
 				fresh := halfQLoRAContext(t, dtype)
 				for _, name := range []string{qlayers.LoRAAName, qlayers.LoRABName} {
 					if withAdapters {
@@ -544,10 +538,7 @@ func TestLoadAdaptersOutOfHalfRange(t *testing.T) {
 			dense.VariableWithValue(qlayers.LoRAAName, matrix(5, inDim, loraCfg.Rank))
 			dense.VariableWithValue(qlayers.LoRABName, tensors.FromFlatDataAndDimensions(bv, loraCfg.Rank, outDim))
 			dense.SetParam(qlayers.LoRAScaleParam, loraCfg.Scale())
-			dir := t.TempDir()
-			if err := qlayers.SaveAdapters(saved, dir, qlayers.AdapterOptions{}); err != nil {
-				t.Fatalf("%+v", err)
-			}
+			dir := savedAdapters(t, saved)
 			fresh := halfQLoRAContext(t, tc.dtype)
 			v := fresh.In("layer").In(qlayers.Scope).GetVariable(qlayers.LoRABName)
 			before := float32s(t, v.MustValue())

@@ -34,17 +34,38 @@ var (
 // non-zero values (B starts at zero, which would hide A's gradient).
 func loraContext(t *testing.T, cfg quanta.Config, float bool) *context.Context {
 	t.Helper()
-	ctx := floatContext()
-	if !float {
-		if _, err := qlayers.QuantizeContext(ctx, []qlayers.Rule{{Scope: ".*", Config: cfg}}, qlayers.Options{}); err != nil {
-			t.Fatal(err)
-		}
+	var ctx *context.Context
+	if float {
+		ctx = floatContext()
+	} else {
+		ctx = quantizedContext(t, cfg)
 	}
 	dense := ctx.In("layer").In(qlayers.Scope)
 	dense.VariableWithValue(qlayers.LoRAAName, matrix(5, inDim, loraCfg.Rank))
 	dense.VariableWithValue(qlayers.LoRABName, matrix(6, loraCfg.Rank, outDim))
 	dense.SetParam(qlayers.LoRAScaleParam, loraCfg.Scale())
 	return ctx
+}
+
+// quantizedContext returns floatContext's layer with its kernel quantized as cfg says.
+func quantizedContext(t *testing.T, cfg quanta.Config) *context.Context {
+	t.Helper()
+	ctx := floatContext()
+	if _, err := qlayers.QuantizeContext(ctx, []qlayers.Rule{{Scope: ".*", Config: cfg}}, qlayers.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return ctx
+}
+
+// savedAdapters saves the adapters of ctx (SaveAdapters) in a fresh temporary folder and returns
+// it.
+func savedAdapters(t testing.TB, ctx *context.Context) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
+		t.Fatalf("%+v", err)
+	}
+	return dir
 }
 
 func loraLayer(cfg quanta.Config) func(ctx *context.Context, x *graph.Node) *graph.Node {
@@ -391,10 +412,7 @@ func TestAdaptersRoundTrip(t *testing.T) {
 	ctx := loraContext(t, nf4DQ, false)
 	x := matrix(3, batch, inDim)
 	want := flat(t, context.MustExecOnce(backend, ctx, loraLayer(nf4DQ), x))
-	dir := t.TempDir()
-	if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
-		t.Fatalf("%+v", err)
-	}
+	dir := savedAdapters(t, ctx)
 	f := safetensors.MustOpen(filepath.Join(dir, qlayers.AdapterWeightsFile))
 	defer f.Close()
 	var names []string
@@ -414,10 +432,7 @@ func TestAdaptersRoundTrip(t *testing.T) {
 		}
 	}
 
-	fresh := floatContext()
-	if _, err := qlayers.QuantizeContext(fresh, []qlayers.Rule{{Scope: ".*", Config: nf4DQ}}, qlayers.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	fresh := quantizedContext(t, nf4DQ)
 	if err := qlayers.LoadAdapters(fresh, dir, qlayers.AdapterOptions{}); err != nil {
 		t.Fatalf("%+v", err)
 	}
@@ -574,14 +589,8 @@ func TestLoRADenseRecordedScale(t *testing.T) {
 	ctx := loraContext(t, nf4DQ, false)
 	x := matrix(3, batch, inDim)
 	want := flat(t, context.MustExecOnce(backend, ctx, loraLayer(nf4DQ), x))
-	dir := t.TempDir()
-	if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
-		t.Fatalf("%+v", err)
-	}
-	fresh := floatContext()
-	if _, err := qlayers.QuantizeContext(fresh, []qlayers.Rule{{Scope: ".*", Config: nf4DQ}}, qlayers.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	dir := savedAdapters(t, ctx)
+	fresh := quantizedContext(t, nf4DQ)
 	if err := qlayers.LoadAdapters(fresh, dir, qlayers.AdapterOptions{}); err != nil {
 		t.Fatalf("%+v", err)
 	}
@@ -616,10 +625,7 @@ func TestAdaptersLargeAlphaRoundTrip(t *testing.T) {
 	dense.VariableWithValue(qlayers.LoRAAName, matrix(5, inDim, rank))
 	dense.VariableWithValue(qlayers.LoRABName, matrix(6, rank, outDim))
 	dense.SetParam(qlayers.LoRAScaleParam, float64(scale))
-	dir := t.TempDir()
-	if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
-		t.Fatalf("%+v", err)
-	}
+	dir := savedAdapters(t, ctx)
 	if config, err := os.ReadFile(filepath.Join(dir, qlayers.AdapterConfigFile)); err != nil || !strings.Contains(string(config), `"lora_alpha": 5.12e+40`) {
 		t.Fatalf("%s: %s, %v; want lora_alpha 5.12e+40", qlayers.AdapterConfigFile, config, err)
 	}
@@ -675,12 +681,9 @@ func TestLoRAValidate(t *testing.T) {
 // subtracted the loaded ones and left a float base changed.
 func TestLoadAdaptersIntoMergedLayer(t *testing.T) {
 	backend := testutil.Backend(t)
-	dir := t.TempDir()
 	saved := loraContext(t, nf4DQ, true)
 	saved.In("layer").In(qlayers.Scope).GetVariable(qlayers.LoRABName).MustSetValue(tensors.FromValue(matrix(9, loraCfg.Rank, outDim)))
-	if err := qlayers.SaveAdapters(saved, dir, qlayers.AdapterOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	dir := savedAdapters(t, saved)
 	ctx := loraContext(t, nf4DQ, true)
 	before := snapshot(t, ctx)
 	if err := qlayers.MergeLoRA(ctx, backend, qlayers.MergeOptions{}); err != nil {
@@ -710,10 +713,7 @@ func TestLoadAdaptersIntoMergedLayer(t *testing.T) {
 // name is refused by SaveAdapters and LoadAdapters, naming both scopes, and nothing is loaded
 // (LoadAdapters would otherwise load the module's adapters into one of the layers, silently).
 func TestAdapterModuleNameCollision(t *testing.T) {
-	dir := t.TempDir()
-	if err := qlayers.SaveAdapters(loraContext(t, nf4DQ, false), dir, qlayers.AdapterOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	dir := savedAdapters(t, loraContext(t, nf4DQ, false))
 	last := qlayers.AdapterOptions{ModuleName: func(string) string { return "layer" }} // not one name per layer
 	const want = `AdapterOptions.ModuleName gives scopes "/a" and "/b" one module name "layer"`
 	ctx := context.New()
@@ -749,10 +749,7 @@ func TestLoRADenseRSLoRA(t *testing.T) {
 	backend := testutil.Backend(t)
 	ctx := loraContext(t, nf4DQ, false)
 	x := matrix(3, batch, inDim)
-	dir := t.TempDir()
-	if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
-		t.Fatalf("%+v", err)
-	}
+	dir := savedAdapters(t, ctx)
 	configFile := filepath.Join(dir, qlayers.AdapterConfigFile)
 	config, err := os.ReadFile(configFile)
 	if err != nil {
@@ -762,10 +759,7 @@ func TestLoRADenseRSLoRA(t *testing.T) {
 		if err := os.WriteFile(configFile, []byte(config), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		fresh := floatContext()
-		if _, err := qlayers.QuantizeContext(fresh, []qlayers.Rule{{Scope: ".*", Config: nf4DQ}}, qlayers.Options{}); err != nil {
-			t.Fatal(err)
-		}
+		fresh := quantizedContext(t, nf4DQ)
 		if err := qlayers.LoadAdapters(fresh, dir, qlayers.AdapterOptions{}); err != nil {
 			t.Fatalf("%+v", err)
 		}

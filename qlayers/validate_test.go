@@ -83,10 +83,7 @@ func TestStoreBaseDeleted(t *testing.T) {
 // a panic.
 func TestBadLayoutParam(t *testing.T) {
 	backend := testutil.Backend(t)
-	dir := t.TempDir()
-	if err := qlayers.SaveAdapters(loraContext(t, nf4DQ, true), dir, qlayers.AdapterOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	dir := savedAdapters(t, loraContext(t, nf4DQ, true))
 	bad := func(float bool) *context.Context {
 		ctx := loraContext(t, nf4DQ, float)
 		ctx.InAbsPath(scope).SetParam(qlayers.KernelLayoutParam, "outin")
@@ -170,10 +167,7 @@ func TestBaseHugeBlockSize(t *testing.T) {
 // before the tensors are read, naming the key; adapters saved in F16 are converted.
 func TestLoadAdaptersChecks(t *testing.T) {
 	ctx := loraContext(t, nf4DQ, false)
-	dir := t.TempDir()
-	if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	dir := savedAdapters(t, ctx)
 	config, err := os.ReadFile(filepath.Join(dir, qlayers.AdapterConfigFile))
 	if err != nil {
 		t.Fatal(err)
@@ -242,10 +236,7 @@ func TestLoadAdaptersChecks(t *testing.T) {
 		{"lora_B without lora_A", config, with("base_model.model.other.lora_B.weight", outDim, 4), `tensor "base_model.model.other.lora_B.weight"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fresh := floatContext()
-			if _, err := qlayers.QuantizeContext(fresh, []qlayers.Rule{{Scope: ".*", Config: nf4DQ}}, qlayers.Options{}); err != nil {
-				t.Fatal(err)
-			}
+			fresh := quantizedContext(t, nf4DQ)
 			before := fresh.NumVariables()
 			err := qlayers.LoadAdapters(fresh, write(t, tc.config, tc.list), qlayers.AdapterOptions{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -297,10 +288,7 @@ func TestLoadAdaptersChecks(t *testing.T) {
 			want = append(want, values)
 			f16 = append(f16, safetensors.Tensor{Name: x.Name, DType: safetensors.F16, Shape: x.Shape, Data: data})
 		}
-		fresh := floatContext()
-		if _, err := qlayers.QuantizeContext(fresh, []qlayers.Rule{{Scope: ".*", Config: nf4DQ}}, qlayers.Options{}); err != nil {
-			t.Fatal(err)
-		}
+		fresh := quantizedContext(t, nf4DQ)
 		if err := qlayers.LoadAdapters(fresh, write(t, config, f16), qlayers.AdapterOptions{}); err != nil {
 			t.Fatalf("%+v", err)
 		}
@@ -343,10 +331,7 @@ func TestLoadAdaptersLayerDims(t *testing.T) {
 	dense.VariableWithValue(qlayers.LoRAAName, matrix(2, 9, 2)) // 9 inputs
 	dense.VariableWithValue(qlayers.LoRABName, matrix(3, 2, 4))
 	dense.SetParam(qlayers.LoRAScaleParam, 1.0)
-	dir := t.TempDir()
-	if err := qlayers.SaveAdapters(ctx, dir, qlayers.AdapterOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	dir := savedAdapters(t, ctx)
 	err := qlayers.LoadAdapters(fuzzLayer(), dir, qlayers.AdapterOptions{})
 	if want := "for a layer of 8 inputs and 4 outputs; accepted: [r, 8] and [4, r]"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("error %v; want one containing %q", err, want)
@@ -373,10 +358,7 @@ func TestLoadAdaptersQuantizedLayerDims(t *testing.T) {
 				dense.VariableWithValue(qlayers.LoRAAName, matrix(2, tc.in, 2))
 				dense.VariableWithValue(qlayers.LoRABName, matrix(3, 2, tc.out))
 				dense.SetParam(qlayers.LoRAScaleParam, 1.0)
-				dir := t.TempDir()
-				if err := qlayers.SaveAdapters(src, dir, qlayers.AdapterOptions{}); err != nil {
-					t.Fatal(err)
-				}
+				dir := savedAdapters(t, src)
 				ctx := floatContext()
 				if _, err := qlayers.QuantizeContext(ctx, []qlayers.Rule{{Scope: ".*", Config: cfg}}, qlayers.Options{}); err != nil {
 					t.Fatal(err)
