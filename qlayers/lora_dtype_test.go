@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -98,6 +99,23 @@ func halfLoRALayer(dtype dtypes.DType, cfg ...quanta.Config) func(ctx *context.C
 	}
 }
 
+// execLayer runs layer on ctx once with the input x (context.MustExecOnce), failing the test,
+// named what, with the error the graph panicked with where it does not build or run.
+func execLayer(t *testing.T, what string, backend backends.Backend, ctx *context.Context,
+	layer func(ctx *context.Context, x *graph.Node) *graph.Node, x any) *tensors.Tensor {
+	t.Helper()
+	var got *tensors.Tensor
+	err := func() (err error) {
+		defer testutil.RecoverError(&err)
+		got = context.MustExecOnce(backend, ctx, layer, x)
+		return nil
+	}()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return got
+}
+
 // halfQLoRAContext returns a context with one NF4-DQ layer quantized from a kernel of dtype, its
 // bias and adapters A, B (non-zero) in dtype, as LoRADense on an input of dtype creates them.
 func halfQLoRAContext(t *testing.T, dtype dtypes.DType, cfg ...quanta.Config) *context.Context {
@@ -135,15 +153,7 @@ func TestLoRAMergeHalfPrecision(t *testing.T) {
 			if err := qlayers.MergeLoRA(ctx, backend, qlayers.MergeOptions{}); err != nil {
 				t.Fatalf("%+v", err)
 			}
-			var got []float32
-			err := func() (err error) {
-				defer testutil.RecoverError(&err)
-				got = flat(t, context.MustExecOnce(backend, ctx, halfLoRALayer(dtype), x))
-				return nil
-			}()
-			if err != nil {
-				t.Fatalf("LoRADense after MergeLoRA: %v", err)
-			}
+			got := flat(t, execLayer(t, "LoRADense after MergeLoRA", backend, ctx, halfLoRALayer(dtype), x))
 			if d, bound := maxDiff(got, want), 0.05*maxAbs(want); d > bound {
 				t.Errorf("merged output differs by %g (bound %g)", d, bound)
 			}
@@ -175,15 +185,7 @@ func TestLoadAdaptersHalfPrecision(t *testing.T) {
 				if err := qlayers.LoadAdapters(fresh, dir, qlayers.AdapterOptions{}); err != nil {
 					t.Fatalf("%+v", err)
 				}
-				var got []float32
-				err := func() (err error) {
-					defer testutil.RecoverError(&err)
-					got = flat(t, context.MustExecOnce(backend, fresh, halfLoRALayer(dtype), x))
-					return nil
-				}()
-				if err != nil {
-					t.Fatalf("LoRADense with loaded adapters: %v", err)
-				}
+				got := flat(t, execLayer(t, "LoRADense with loaded adapters", backend, fresh, halfLoRALayer(dtype), x))
 				if d := maxDiff(got, want); d != 0 {
 					t.Errorf("output with loaded adapters differs by %g", d)
 				}
@@ -208,15 +210,7 @@ func TestLoRAMergeHalfPrecisionScales(t *testing.T) {
 					if err := qlayers.MergeLoRA(ctx, backend, qlayers.MergeOptions{Requantize: requantize}); err != nil {
 						t.Fatalf("%+v", err)
 					}
-					var got []float32
-					err := func() (err error) {
-						defer testutil.RecoverError(&err)
-						got = flat(t, context.MustExecOnce(backend, ctx, halfLoRALayer(dtype, cfg), x))
-						return nil
-					}()
-					if err != nil {
-						t.Fatalf("LoRADense after MergeLoRA: %v", err)
-					}
+					got := flat(t, execLayer(t, "LoRADense after MergeLoRA", backend, ctx, halfLoRALayer(dtype, cfg), x))
 					bound := 0.05 * maxAbs(want)
 					if requantize {
 						bound = 0.6 * maxAbs(want)
@@ -228,29 +222,6 @@ func TestLoRAMergeHalfPrecisionScales(t *testing.T) {
 			}
 		}
 	}
-}
-
-// float32s returns the values of a float32, bfloat16 or float16 host tensor as float32.
-func float32s(t *testing.T, x *tensors.Tensor) []float32 {
-	t.Helper()
-	var out []float32
-	x.MustConstFlatData(func(data any) {
-		switch v := data.(type) {
-		case []float32:
-			out = append(out, v...)
-		case []bfloat16.BFloat16:
-			for _, e := range v {
-				out = append(out, e.Float32())
-			}
-		case []float16.Float16:
-			for _, e := range v {
-				out = append(out, e.Float32())
-			}
-		default:
-			t.Fatalf("float32s: %s", x.Shape())
-		}
-	})
-	return out
 }
 
 // TestStoreBaseBiasDType: a base stored by StoreBase with a bias in another float dtype than the
@@ -287,19 +258,11 @@ func TestStoreBaseBiasDType(t *testing.T) {
 				if err := qlayers.StoreBase(ctx, "/layer", w, bias, qlayers.InOut); err != nil {
 					t.Fatalf("%+v", err)
 				}
-				var got *tensors.Tensor
-				err = func() (err error) {
-					defer testutil.RecoverError(&err)
-					got = context.MustExecOnce(backend, ctx, fn, x)
-					return nil
-				}()
-				if err != nil {
-					t.Fatalf("%s on a %s bias with a %s input: %v", name, tc.bias, tc.x, err)
-				}
+				got := execLayer(t, fmt.Sprintf("%s on a %s bias with a %s input", name, tc.bias, tc.x), backend, ctx, fn, x)
 				if got.DType() != tc.x {
 					t.Fatalf("output %s; want %s", got.Shape(), tc.x)
 				}
-				wv := float32s(t, testutil.Materialize(t, w))
+				wv := testutil.Float32s(t, testutil.Materialize(t, w))
 				rows := make([][]float32, batch)
 				for i := range rows {
 					rows[i] = xv[i*inDim : (i+1)*inDim]
@@ -309,7 +272,7 @@ func TestStoreBaseBiasDType(t *testing.T) {
 				if tc.x != dtypes.Float32 {
 					bound = 0.01 * maxAbs(want) // the output's rounding
 				}
-				if d := maxDiff(float32s(t, got), want); d > bound {
+				if d := maxDiff(testutil.Float32s(t, got), want); d > bound {
 					t.Errorf("y differs from x·W + b by %g (bound %g)", d, bound)
 				}
 			})
@@ -343,7 +306,7 @@ func TestLoRAMergeRequantizeFlatNF4(t *testing.T) {
 				dense.VariableWithValue(qlayers.LoRAAName, a)
 				dense.VariableWithValue(qlayers.LoRABName, b)
 				dense.SetParam(qlayers.LoRAScaleParam, loraCfg.Scale())
-				wv := float32s(t, testutil.Materialize(t, w)) // (out, in), before the merge replaces w's components
+				wv := testutil.Float32s(t, testutil.Materialize(t, w)) // (out, in), before the merge replaces w's components
 				var before []string
 				for _, c := range w.Components() {
 					before = append(before, c.Shape().String())
@@ -361,17 +324,9 @@ func TestLoRAMergeRequantizeFlatNF4(t *testing.T) {
 					t.Fatalf("Base after the merge: %+v", err)
 				}
 				x, xv := halfTensor(dtype, values(13, 3*in), 3, in)
-				var got *tensors.Tensor
-				err := func() (err error) {
-					defer testutil.RecoverError(&err)
-					got = context.MustExecOnce(backend, ctx, func(ctx *context.Context, x *graph.Node) *graph.Node {
-						return qlayers.LoRADense(ctx.In("proj").Checked(false), x, false, out, quanta.Config{}, loraCfg)
-					}, x)
-					return nil
-				}()
-				if err != nil {
-					t.Fatalf("LoRADense after the merge: %v", err)
-				}
+				got := execLayer(t, "LoRADense after the merge", backend, ctx, func(ctx *context.Context, x *graph.Node) *graph.Node {
+					return qlayers.LoRADense(ctx.In("proj").Checked(false), x, false, out, quanta.Config{}, loraCfg)
+				}, x)
 				want := make([]float32, 3*out)
 				for i := range 3 {
 					for j := range out {
@@ -386,7 +341,7 @@ func TestLoRAMergeRequantizeFlatNF4(t *testing.T) {
 						want[i*out+j] = float32(sum)
 					}
 				}
-				if d, bound := maxDiff(float32s(t, got), want), 0.2*maxAbs(want); d > bound {
+				if d, bound := maxDiff(testutil.Float32s(t, got), want), 0.2*maxAbs(want); d > bound {
 					t.Errorf("merged output differs from x·(W + (α/r)·A·B)ᵀ by %g (bound %g)", d, bound)
 				}
 			})
@@ -481,15 +436,7 @@ func TestStoreBaseBnbHalfPrecision(t *testing.T) {
 						xValues := readF32NPY(t, layerName+".x.npy")
 						rows := len(xValues) / in
 						x, xv := halfTensor(dtype, xValues, rows, in)
-						var got *tensors.Tensor
-						err = func() (err error) {
-							defer testutil.RecoverError(&err)
-							got = context.MustExecOnce(backend, ctx, fn(out), x)
-							return nil
-						}()
-						if err != nil {
-							t.Fatalf("%s on a bitsandbytes %s base with a %s input: %v", name, format.name, dtype, err)
-						}
+						got := execLayer(t, fmt.Sprintf("%s on a bitsandbytes %s base with a %s input", name, format.name, dtype), backend, ctx, fn(out), x)
 						if got.DType() != dtype {
 							t.Fatalf("output %s; want %s", got.Shape(), dtype)
 						}
@@ -504,7 +451,7 @@ func TestStoreBaseBnbHalfPrecision(t *testing.T) {
 							}
 						}
 						// The input is exact in dtype; the weight's and the output's roundings remain.
-						if d, bound := maxDiff(float32s(t, got), want), 0.02*maxAbs(want); d > bound {
+						if d, bound := maxDiff(testutil.Float32s(t, got), want), 0.02*maxAbs(want); d > bound {
 							t.Errorf("y differs from x·Wᵀ + b by %g (bound %g)", d, bound)
 						}
 					})
@@ -541,9 +488,9 @@ func TestLoadAdaptersOutOfHalfRange(t *testing.T) {
 			dir := savedAdapters(t, saved)
 			fresh := halfQLoRAContext(t, tc.dtype)
 			v := fresh.In("layer").In(qlayers.Scope).GetVariable(qlayers.LoRABName)
-			before := float32s(t, v.MustValue())
+			before := testutil.Float32s(t, v.MustValue())
 			err := qlayers.LoadAdapters(fresh, dir, qlayers.AdapterOptions{})
-			after := float32s(t, v.MustValue())
+			after := testutil.Float32s(t, v.MustValue())
 			if tc.loads {
 				if err != nil {
 					t.Fatalf("%+v", err)
