@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,8 +13,6 @@ import (
 // the default 256 MiB input was built and filled), and an argument is refused (-format's value
 // given as one was ignored, the default nf4 measured).
 func TestCheckFlags(t *testing.T) {
-	f, r, c := *format, *rows, *cols
-	defer func() { *format, *rows, *cols = f, r, c }()
 	for _, tc := range []struct {
 		format     string
 		rows, cols int
@@ -25,11 +24,8 @@ func TestCheckFlags(t *testing.T) {
 		{"bogus", 8, 8, `-format "bogus"; accepted: nf4, int8, binary, ternary`},
 		{"ternary", 1, 1, ""},
 	} {
-		*format, *rows, *cols = tc.format, tc.rows, tc.cols
-		if err := checkFlags(); tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("-format %s -rows %d -cols %d: checkFlags() = %v; want %q", tc.format, tc.rows, tc.cols, err, tc.want)
-		}
+		args := []string{"-format", tc.format, "-rows", strconv.Itoa(tc.rows), "-cols", strconv.Itoa(tc.cols)}
+		t.Run(strings.Join(args, " "), func(t *testing.T) { testutil.CheckFlags(t, checkFlags, tc.want, args...) })
 	}
-	*format, *rows, *cols = f, r, c
 	testutil.ArgumentRefused(t, checkFlags)
 }

@@ -50,10 +50,7 @@ func TestCheckFlags(t *testing.T) {
 		{[]string{"-m", "1", "-formats", "nf4,int8,dense", "-variants", "nf4, int8"}, ""},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
-			testutil.SetFlags(t, c.args...)
-			if err := checkFlags(); c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
-				t.Errorf("checkFlags() = %v; want %q", err, c.want)
-			}
+			testutil.CheckFlags(t, checkFlags, c.want, c.args...)
 		})
 	}
 	t.Run("argument", func(t *testing.T) { testutil.ArgumentRefused(t, checkFlags) })

@@ -242,10 +242,7 @@ func TestModelFlagsWithoutModel(t *testing.T) {
 		{[]string{"-models", "smollm2,minilm", "-heads", "int8", "-minilm", "/tmp/minilm"}, ""},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
-			testutil.SetFlags(t, c.args...)
-			if err := checkFlags(); c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
-				t.Errorf("checkFlags() = %v; want %q", err, c.want)
-			}
+			testutil.CheckFlags(t, checkFlags, c.want, c.args...)
 		})
 	}
 }

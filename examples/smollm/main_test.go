@@ -28,11 +28,7 @@ func TestCheckFlags(t *testing.T) {
 		{"minwindow", "0", ""},
 	} {
 		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {
-			testutil.SetFlags(t, "-"+tc.flag, tc.value)
-			err := checkFlags()
-			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
-				t.Errorf("checkFlags() = %v; want %q", err, tc.want)
-			}
+			testutil.CheckFlags(t, checkFlags, tc.want, "-"+tc.flag, tc.value)
 		})
 	}
 }
@@ -52,11 +48,7 @@ func TestCheckFlagsMinWindow(t *testing.T) {
 		{[]string{"-minwindow", "0", "-maxlen", "32"}, ""},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			testutil.SetFlags(t, tc.args...)
-			err := checkFlags()
-			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
-				t.Errorf("checkFlags() = %v; want %q", err, tc.want)
-			}
+			testutil.CheckFlags(t, checkFlags, tc.want, tc.args...)
 		})
 	}
 }
@@ -184,11 +176,7 @@ func TestCheckFlagsCounts(t *testing.T) {
 			if strings.HasPrefix(tc.flag, "anatomy") {
 				mode = "-anatomy"
 			}
-			testutil.SetFlags(t, mode, "-"+tc.flag, tc.value)
-			err := checkFlags()
-			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
-				t.Errorf("checkFlags() = %v; want %q", err, tc.want)
-			}
+			testutil.CheckFlags(t, checkFlags, tc.want, mode, "-"+tc.flag, tc.value)
 		})
 	}
 }
@@ -218,11 +206,7 @@ func TestCheckFlagsOtherMode(t *testing.T) {
 		{[]string{"-chat=false", "-prompt", "Once upon a time"}, ""},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			testutil.SetFlags(t, tc.args...)
-			err := checkFlags()
-			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
-				t.Errorf("checkFlags() = %v; want %q", err, tc.want)
-			}
+			testutil.CheckFlags(t, checkFlags, tc.want, tc.args...)
 		})
 	}
 }

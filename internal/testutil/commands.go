@@ -21,6 +21,16 @@ func ArgumentRefused(t *testing.T, check func() error) {
 	}
 }
 
+// CheckFlags sets the command line args (SetFlags) and checks that check, a command's flag check,
+// accepts it (want "") or refuses it with an error containing want.
+func CheckFlags(t testing.TB, check func() error, want string, args ...string) {
+	t.Helper()
+	SetFlags(t, args...)
+	if err := check(); want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+		t.Errorf("the flag check of %q = %v; want %q", args, err, want)
+	}
+}
+
 // SetFlags parses args as a command's command line (flag.CommandLine) for the rest of the test:
 // into a fresh flag set holding the command's flags, so that flag.Visit sees only the flags args
 // give, and the flags' values and flag.CommandLine are restored when the test ends.
