@@ -61,20 +61,10 @@ func TestArguments(t *testing.T) { testutil.ArgumentRefused(t, checkFlags) }
 // TestOutputsChecked: a -plot or -adapters that cannot be written is an error naming the flag
 // before the data loads and the training, not after it.
 func TestOutputsChecked(t *testing.T) {
-	file := testutil.FileInTemp(t)
-	plot, adapters, data := *flagPlot, *flagAdapters, *flagData
-	defer func() { *flagPlot, *flagAdapters, *flagData = plot, adapters, data }()
+	data := *flagData
+	defer func() { *flagData = data }()
 	*flagData = filepath.Join(t.TempDir(), "missing")
-	for _, c := range []struct {
-		flag *string
-		key  string
-	}{{flagPlot, "-plot"}, {flagAdapters, "-adapters"}} {
-		*flagPlot, *flagAdapters = "", ""
-		*c.flag = filepath.Join(file, "out")
-		if err := run(); err == nil || !strings.Contains(err.Error(), c.key+" "+file) {
-			t.Errorf("%s under a file: run() = %v; want an error naming %s", c.key, err, c.key)
-		}
-	}
+	testutil.OutputsChecked(t, run, map[string]*string{"-plot": flagPlot, "-adapters": flagAdapters})
 }
 
 // TestPlotReplacedWhole: -plot is replaced whole (a complete new file renamed over the old one),

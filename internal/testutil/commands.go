@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -71,6 +73,33 @@ func TempFile(t testing.TB, name string, data []byte) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// OutputsChecked checks that check, a command's run or its reading of the flags, refuses each
+// output flag of outputs (the flag's name, as "-json", and its value) set to a path below a
+// regular file with an error naming the flag and the file, the other outputs empty (none
+// written); the outputs are restored after.
+func OutputsChecked(t testing.TB, check func() error, outputs map[string]*string) {
+	t.Helper()
+	file := FileInTemp(t)
+	saved := map[string]string{}
+	for name, value := range outputs {
+		saved[name] = *value
+	}
+	defer func() {
+		for name, value := range outputs {
+			*value = saved[name]
+		}
+	}()
+	for _, name := range slices.Sorted(maps.Keys(outputs)) {
+		for _, value := range outputs {
+			*value = ""
+		}
+		*outputs[name] = filepath.Join(file, "out")
+		if err := check(); err == nil || !strings.Contains(err.Error(), name+" "+file) {
+			t.Errorf("%s under a file: %v; want an error naming %s", name, err, name)
+		}
+	}
 }
 
 // JSONEnvironment checks that the JSON file at path records what its figures ran on in
