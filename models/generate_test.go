@@ -165,12 +165,7 @@ func TestGeneratorOptions(t *testing.T) {
 		}
 		return out
 	}
-	if a, b := sampled(1), sampled(1); !slices.Equal(a, b) {
-		t.Errorf("seed 1 gave %v, then %v", a, b)
-	}
-	if a, b := sampled(1), sampled(2); slices.Equal(a, b) {
-		t.Errorf("seeds 1 and 2 gave the same tokens %v", a)
-	}
+	checkSeeded(t, 1, sampled)
 }
 
 func TestGeneratorErrors(t *testing.T) {

@@ -18,6 +18,18 @@ func logOf(p ...float64) []float32 {
 	return out
 }
 
+// checkSeeded checks that draw, ids drawn with a seed, gives the same ids twice with seed and
+// other ids with the next seed.
+func checkSeeded(t *testing.T, seed uint64, draw func(seed uint64) []int) {
+	t.Helper()
+	if a, b := draw(seed), draw(seed); !slices.Equal(a, b) {
+		t.Errorf("seed %d gave %v, then %v", seed, a, b)
+	}
+	if a, b := draw(seed), draw(seed+1); slices.Equal(a, b) {
+		t.Errorf("seeds %d and %d gave the same ids %v", seed, seed+1, a)
+	}
+}
+
 // draws picks n tokens from fresh copies of logits with one sampler and counts each id.
 func draws(t *testing.T, s models.Sampling, logits []float32, n int) []int {
 	t.Helper()
@@ -135,12 +147,7 @@ func TestSamplerHandComputed(t *testing.T) {
 			}
 			return out
 		}
-		if a, b := seq(9), seq(9); !slices.Equal(a, b) {
-			t.Errorf("seed 9 gave %v then %v", a, b)
-		}
-		if a, b := seq(9), seq(10); slices.Equal(a, b) {
-			t.Errorf("seeds 9 and 10 gave the same 32 draws %v", a)
-		}
+		checkSeeded(t, 9, seq)
 	})
 }
 
