@@ -278,7 +278,7 @@ func TestWithComponentsAfterDelete(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := rawBytes(t, dense)
+			want := testutil.TensorBytes(t, dense)
 			leaves, def, err := implicitarray.Flatten(a)
 			if err != nil {
 				t.Fatal(err)
@@ -306,21 +306,11 @@ func TestWithComponentsAfterDelete(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := rawBytes(t, dense); !slices.Equal(got, want) {
+			if got := testutil.TensorBytes(t, dense); !slices.Equal(got, want) {
 				t.Errorf("restored array materializes to %x, want %x", got, want)
 			}
 		})
 	}
-}
-
-// rawBytes is a copy of the bytes of x.
-func rawBytes(t *testing.T, x *tensors.Tensor) []byte {
-	t.Helper()
-	var out []byte
-	if err := x.ConstBytes(func(b []byte) { out = slices.Clone(b) }); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // TestHandlersDeferToFallback: the cases a format's handlers do not keep in the format are the

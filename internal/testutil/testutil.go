@@ -227,6 +227,16 @@ func RecoverError(err *error) {
 	}
 }
 
+// TensorBytes returns a copy of the bytes of a host tensor.
+func TensorBytes(t testing.TB, x *tensors.Tensor) []byte {
+	t.Helper()
+	var out []byte
+	if err := x.ConstBytes(func(b []byte) { out = slices.Clone(b) }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // Float64s returns the values of a tensor of any numeric or boolean dtype as float64, failing the
 // test for another dtype.
 func Float64s(t testing.TB, x *tensors.Tensor) []float64 {

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models/minilm"
@@ -188,22 +187,12 @@ func TestLoadDirDTypes(t *testing.T) {
 					t.Fatalf("variable %s missing", v.ScopeAndName())
 				}
 				gv, wv := g.MustValue(), v.MustValue()
-				if !gv.Shape().Equal(wv.Shape()) || !bytes.Equal(tensorBytes(t, gv), tensorBytes(t, wv)) {
+				if !gv.Shape().Equal(wv.Shape()) || !bytes.Equal(testutil.TensorBytes(t, gv), testutil.TensorBytes(t, wv)) {
 					t.Errorf("variable %s: %s differs from the float32 checkpoint's %s", v.ScopeAndName(), gv.Shape(), wv.Shape())
 				}
 			}
 		})
 	}
-}
-
-// tensorBytes returns a copy of a tensor's bytes.
-func tensorBytes(t *testing.T, x *tensors.Tensor) []byte {
-	t.Helper()
-	var out []byte
-	if err := x.ConstBytes(func(b []byte) { out = bytes.Clone(b) }); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // TestLoadSafetensorsExtraLayers: a checkpoint with more layers than num_hidden_layers is refused,
