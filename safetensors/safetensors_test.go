@@ -14,6 +14,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/internal/assets"
+	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/safetensors"
 )
 
@@ -259,10 +260,7 @@ func TestHeaderStrings(t *testing.T) {
 	data := file(`{"__metadata__":{"k":"1","k":"2","\\ud800":"\ud83d\ude00"},`+
 		`"a":{"dtype":"I32","shape":[1],"data_offsets":[4,8]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},`+
 		`"b\uD83D\uDE00":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}}`, f32LE(1, 2))
-	f, err := safetensors.Read(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testutil.FromBytes(t, safetensors.Read, data)
 	if want := map[string]string{"k": "2", `\ud800`: "😀"}; !reflect.DeepEqual(f.Metadata, want) {
 		t.Errorf("metadata %q; want %q", f.Metadata, want)
 	}
@@ -278,10 +276,7 @@ func TestHeaderStrings(t *testing.T) {
 // ignored, as the reference implementation ignores them.
 func TestUnknownEntryFields(t *testing.T) {
 	data := file(`{"a":{"x":{"y":[1]},"dtype":"F32","shape":[2],"data_offsets":[0,8],"dtype_":"U8"}}`, f32LE(1, 2))
-	f, err := safetensors.Read(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testutil.FromBytes(t, safetensors.Read, data)
 	if info, ok := f.Info("a"); !ok || info.DType != safetensors.F32 || len(info.Shape) != 1 || info.Shape[0] != 2 {
 		t.Errorf("Info(a) = %v, %v; want a F32[2]", info, ok)
 	}

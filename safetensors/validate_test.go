@@ -16,15 +16,6 @@ import (
 	"github.com/x448/float16"
 )
 
-func read(t *testing.T, data []byte) *safetensors.File {
-	t.Helper()
-	f, err := safetensors.Read(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
 // TestEmptyTensors: a tensor with a zero dimension, whatever its other dimensions, is written
 // and read back with its shape, as PyTorch and the reference library save and load them.
 func TestEmptyTensors(t *testing.T) {
@@ -39,7 +30,7 @@ func TestEmptyTensors(t *testing.T) {
 			if err := safetensors.Write(&b, list, nil); err != nil {
 				t.Fatal(err)
 			}
-			f := read(t, b.Bytes())
+			f := testutil.FromBytes(t, safetensors.Read, b.Bytes())
 			info, ok := f.Info("empty")
 			if !ok || !reflect.DeepEqual(info.Shape, shape) || info.Bytes != 0 || info.NumElements() != 0 {
 				t.Fatalf("Info(empty) = %v, %v; want shape %v, no bytes", info, ok, shape)
@@ -125,7 +116,7 @@ func TestReadFloat32(t *testing.T) {
 	if err := safetensors.Write(&b, list, nil); err != nil {
 		t.Fatal(err)
 	}
-	f := read(t, b.Bytes())
+	f := testutil.FromBytes(t, safetensors.Read, b.Bytes())
 	for _, name := range []string{"f16", "bf16", "f64"} {
 		x, err := f.ReadFloat32(name)
 		if err != nil {
@@ -201,7 +192,7 @@ func TestNewerDTypes(t *testing.T) {
 		`"e4m3fnuz":{"dtype":"F8_E4M3FNUZ","shape":[1],"data_offsets":[18,19]},`+
 		`"e5m2fnuz":{"dtype":"F8_E5M2FNUZ","shape":[1],"data_offsets":[19,20]}}`,
 		append(c64, 127, 130, 0x40, 0x3c))
-	f := read(t, data)
+	f := testutil.FromBytes(t, safetensors.Read, data)
 	for name, want := range map[string][]byte{"e8m0": {127, 130}, "e4m3fnuz": {0x40}, "e5m2fnuz": {0x3c}} {
 		if got, err := f.ReadBytes(name); err != nil || !bytes.Equal(got, want) {
 			t.Errorf("ReadBytes(%s) = %v, %v; want %v", name, got, err, want)
@@ -230,7 +221,7 @@ func TestSubByteDTypes(t *testing.T) {
 	data := file(`{"f4":{"dtype":"F4","shape":[2,3],"data_offsets":[0,3]},`+
 		`"f6":{"dtype":"F6_E2M3","shape":[4],"data_offsets":[3,6]},"g6":{"dtype":"F6_E3M2","shape":[0,3],"data_offsets":[6,6]}}`,
 		[]byte{1, 2, 3, 4, 5, 6})
-	f := read(t, data)
+	f := testutil.FromBytes(t, safetensors.Read, data)
 	for name, want := range map[string][]byte{"f4": {1, 2, 3}, "f6": {4, 5, 6}, "g6": {}} {
 		if got, err := f.ReadBytes(name); err != nil || !bytes.Equal(got, want) {
 			t.Errorf("ReadBytes(%s) = %v, %v; want %v", name, got, err, want)

@@ -1,7 +1,6 @@
 package tokenizer_test
 
 import (
-	"bytes"
 	"errors"
 	"slices"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/assets"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
+	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/tokenizer"
 )
 
@@ -199,10 +199,7 @@ func TestEncodePromptWithoutEOS(t *testing.T) {
 	// A byte-level vocabulary has no default EOS; its one end-of-generation text renamed.
 	data := toyBPEGGUF(ggufbuild.KV{Key: "tokenizer.ggml.eos_token_id"}, ggufbuild.KV{Key: "tokenizer.ggml.tokens",
 		Value: []string{"<|begin|>", "a", "b", "c", "Ġ", "ab", "Ġa", "Ġab", "1", "<|im_start|>"}})
-	f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testutil.FromBytes(t, gguf.Read, data)
 	tok, err := tokenizer.NewBPEFromGGUF(f)
 	if err != nil {
 		t.Fatal(err)

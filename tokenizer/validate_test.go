@@ -1,7 +1,6 @@
 package tokenizer_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -143,11 +142,7 @@ func TestBPEWithoutPreTokenizer(t *testing.T) {
 
 func bpeFromGGUF(t *testing.T, data []byte) (*tokenizer.BPE, error) {
 	t.Helper()
-	f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tokenizer.NewBPEFromGGUF(f)
+	return tokenizer.NewBPEFromGGUF(testutil.FromBytes(t, gguf.Read, data))
 }
 
 // TestPreTokenizerBOSDefault: as llama.cpp, a "llama-bpe" vocabulary adds BOS unless

@@ -77,11 +77,7 @@ func Tensor(name string, typ gguf.Type, v []float32, dims ...uint64) ggufbuild.T
 // Open reads a GGUF file from its bytes.
 func Open(t testing.TB, data []byte) *gguf.File {
 	t.Helper()
-	f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return testutil.FromBytes(t, gguf.Read, data)
 }
 
 // OpenFile opens the GGUF file at path, closed when the test ends.

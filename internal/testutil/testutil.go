@@ -1,7 +1,9 @@
 package testutil
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -235,6 +237,16 @@ func TensorBytes(t testing.TB, x *tensors.Tensor) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// FromBytes reads a file from its bytes with its format's read (safetensors.Read, gguf.Read).
+func FromBytes[F any](t testing.TB, read func(r io.ReaderAt, size int64) (F, error), data []byte) F {
+	t.Helper()
+	f, err := read(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // Float64s returns the values of a tensor of any numeric or boolean dtype as float64, failing the

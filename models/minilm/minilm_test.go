@@ -167,19 +167,10 @@ func tinyCheckpoint(t testing.TB, skip string, edit func(*safetensors.Tensor)) (
 	return b.Bytes(), values
 }
 
-func readFile(t *testing.T, data []byte) *safetensors.File {
-	t.Helper()
-	f, err := safetensors.Read(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
 func TestLoadSafetensors(t *testing.T) {
 	data, values := tinyCheckpoint(t, "", nil)
 	ctx := context.New()
-	m, err := minilm.LoadSafetensors(ctx, readFile(t, data), tiny, minilm.LoadOptions{})
+	m, err := minilm.LoadSafetensors(ctx, testutil.FromBytes(t, safetensors.Read, data), tiny, minilm.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +229,7 @@ func TestLoadSafetensorsErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.New()
-			_, err := minilm.LoadSafetensors(ctx, readFile(t, tc.data), tc.cfg, tc.opts)
+			_, err := minilm.LoadSafetensors(ctx, testutil.FromBytes(t, safetensors.Read, tc.data), tc.cfg, tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v; want one containing %q", err, tc.want)
 			}
@@ -249,7 +240,7 @@ func TestLoadSafetensorsErrors(t *testing.T) {
 	}
 	ctx := context.New()
 	ctx.In("embeddings").In("word").VariableWithValue("embeddings", []float32{1})
-	if _, err := minilm.LoadSafetensors(ctx, readFile(t, good), tiny, minilm.LoadOptions{}); err == nil || ctx.NumVariables() != 1 {
+	if _, err := minilm.LoadSafetensors(ctx, testutil.FromBytes(t, safetensors.Read, good), tiny, minilm.LoadOptions{}); err == nil || ctx.NumVariables() != 1 {
 		t.Errorf("loading into a context with the embeddings: %v, %d variables", err, ctx.NumVariables())
 	}
 	if _, err := safetensors.Read(bytes.NewReader(good[:len(good)-3]), int64(len(good)-3)); !errors.Is(err, safetensors.ErrCorrupt) {

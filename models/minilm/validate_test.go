@@ -107,7 +107,7 @@ func TestLoadSafetensorsConfig(t *testing.T) {
 			ctx := context.New()
 			var err error
 			testutil.AllocatesAtMost(t, "LoadSafetensors", 16<<20, func() {
-				_, err = minilm.LoadSafetensors(ctx, readFile(t, checkpoint), c, minilm.LoadOptions{})
+				_, err = minilm.LoadSafetensors(ctx, testutil.FromBytes(t, safetensors.Read, checkpoint), c, minilm.LoadOptions{})
 			})
 			if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, safetensors.ErrNotFound) != tc.notFound {
 				t.Errorf("error %v; want one containing %q (not found: %v)", err, tc.want, tc.notFound)
@@ -117,7 +117,7 @@ func TestLoadSafetensorsConfig(t *testing.T) {
 			}
 		})
 	}
-	if _, err := minilm.LoadSafetensors(nil, readFile(t, checkpoint), tiny, minilm.LoadOptions{}); err == nil {
+	if _, err := minilm.LoadSafetensors(nil, testutil.FromBytes(t, safetensors.Read, checkpoint), tiny, minilm.LoadOptions{}); err == nil {
 		t.Error("LoadSafetensors accepted a nil context")
 	}
 }
@@ -205,7 +205,7 @@ func TestLoadSafetensorsExtraLayers(t *testing.T) {
 			c := tiny
 			c.Layers = tiny.Layers - 1
 			ctx := context.New()
-			_, err := minilm.LoadSafetensors(ctx, readFile(t, checkpoint), c, minilm.LoadOptions{})
+			_, err := minilm.LoadSafetensors(ctx, testutil.FromBytes(t, safetensors.Read, checkpoint), c, minilm.LoadOptions{})
 			want := `tensor "` + prefix + `encoder.layer.1.`
 			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "num_hidden_layers = 1") ||
 				!errors.Is(err, safetensors.ErrCorrupt) {
