@@ -15,20 +15,33 @@ import (
 	"github.com/quanta-ml/quanta/internal/testutil"
 )
 
-// TestTiny runs the experiment on 4096 training and 1000 test images with 64 hidden units, two
-// float epochs and one QAT epoch, for int8 and scaled binary: the float model learns, int8 PTQ
-// stays close to it, the outputs are written.
-func TestTiny(t *testing.T) {
-	dir := assets.FashionMNISTDir
-	if _, err := os.Stat(filepath.Join(dir, "train-images-idx3-ubyte.gz")); err != nil {
+// runExperiment runs the experiment s sets on the Fashion-MNIST files, skipping the test where they
+// are missing, and writes its outputs to a fresh temporary folder; it returns the results and the
+// folder.
+func runExperiment(t *testing.T, s settings) (*results, string) {
+	t.Helper()
+	s.dataDir = assets.FashionMNISTDir
+	if _, err := os.Stat(filepath.Join(s.dataDir, "train-images-idx3-ubyte.gz")); err != nil {
 		t.Skipf("Fashion-MNIST missing (%v): Debian's dataset-fashion-mnist installs it", err)
 	}
-	s := settings{dataDir: dir, trainLimit: 4096, testLimit: 1000, hidden: 64, epochs: 2, qatEpochs: 1, batch: 128,
-		learningRate: 1e-3, evalsPerEpoch: 2, seed: 1, formats: []format{formats[1], formats[6]}}
 	r, err := experiment(testutil.Backend(t), s, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
+	out := t.TempDir()
+	if err := r.write(out); err != nil {
+		t.Fatal(err)
+	}
+	return r, out
+}
+
+// TestTiny runs the experiment on 4096 training and 1000 test images with 64 hidden units, two
+// float epochs and one QAT epoch, for int8 and scaled binary: the float model learns, int8 PTQ
+// stays close to it, the outputs are written.
+func TestTiny(t *testing.T) {
+	s := settings{trainLimit: 4096, testLimit: 1000, hidden: 64, epochs: 2, qatEpochs: 1, batch: 128,
+		learningRate: 1e-3, evalsPerEpoch: 2, seed: 1, formats: []format{formats[1], formats[6]}}
+	r, out := runExperiment(t, s)
 	t.Log("\n" + r.table())
 	if r.FloatAcc < 0.7 {
 		t.Errorf("float accuracy %.4f after two epochs on 4096 images; expected above 0.7", r.FloatAcc)
@@ -47,10 +60,6 @@ func TestTiny(t *testing.T) {
 	// 784·64 + 64·64 + 64·10 float32 weights: int8 codes are a quarter, plus a scale per input row.
 	if want := int64(784*64+64*64+64*10) + 4*(784+64+64); r.Rows[0].KernelBytes != want {
 		t.Errorf("int8 kernels: %d bytes, want %d", r.Rows[0].KernelBytes, want)
-	}
-	out := t.TempDir()
-	if err := r.write(out); err != nil {
-		t.Fatal(err)
 	}
 	f, err := os.Open(filepath.Join(out, "fashion.png"))
 	if err != nil {
@@ -89,19 +98,7 @@ func TestArguments(t *testing.T) { testutil.ArgumentRefused(t, checkFlags) }
 // TestJSONEnvironment: fashion.json names what its figures and wall time ran on,
 // runtime.Environment's plugin, kernels and XLA_FLAGS, not only the backend's description.
 func TestJSONEnvironment(t *testing.T) {
-	dir := assets.FashionMNISTDir
-	if _, err := os.Stat(filepath.Join(dir, "train-images-idx3-ubyte.gz")); err != nil {
-		t.Skipf("Fashion-MNIST missing (%v): Debian's dataset-fashion-mnist installs it", err)
-	}
-	s := settings{dataDir: dir, trainLimit: 256, testLimit: 100, hidden: 8, batch: 128, learningRate: 1e-3, evalsPerEpoch: 1, seed: 1}
-	r, err := experiment(testutil.Backend(t), s, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := t.TempDir()
-	if err := r.write(out); err != nil {
-		t.Fatal(err)
-	}
+	_, out := runExperiment(t, settings{trainLimit: 256, testLimit: 100, hidden: 8, batch: 128, learningRate: 1e-3, evalsPerEpoch: 1, seed: 1})
 	testutil.JSONEnvironment(t, filepath.Join(out, "fashion.json"))
 }
 
