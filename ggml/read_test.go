@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -82,15 +81,7 @@ func TestReadNonFiniteScale(t *testing.T) {
 // corrupt.
 func TestReadClosedOrCut(t *testing.T) {
 	data := ggufbuild.Build(nil, []ggufbuild.Tensor{{Name: "w", Type: uint32(gguf.TypeQ8_0), Dims: []uint64{32, 2}, Data: make([]byte, 68)}})
-	path := filepath.Join(t.TempDir(), "w.gguf")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f := gguf.MustOpen(path)
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ggml.Read(f, "w"); !errors.Is(err, os.ErrClosed) || errors.Is(err, gguf.ErrCorrupt) {
+	if _, err := ggml.Read(ggufbuild.Closed(t, data), "w"); !errors.Is(err, os.ErrClosed) || errors.Is(err, gguf.ErrCorrupt) {
 		t.Errorf("Read of a closed file: %v; want os.ErrClosed, not gguf.ErrCorrupt", err)
 	}
 	cut, err := gguf.Read(bytes.NewReader(data[:len(data)-40]), int64(len(data)))

@@ -1,5 +1,6 @@
 // Package ggufbuild writes small GGUF v3 files for tests: metadata of the common types and
-// tensors given as raw bytes, laid out as the GGUF specification says (32-byte alignment).
+// tensors given as raw bytes, laid out as the GGUF specification says (32-byte alignment), and
+// such a file opened and closed (Closed).
 package ggufbuild
 
 import (
@@ -7,6 +8,11 @@ import (
 	"encoding/binary"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/quanta-ml/quanta/gguf"
 )
 
 // KV is one metadata entry; the value's Go type picks the GGUF type (uint32, int32, float32,
@@ -149,4 +155,19 @@ func (r eofAtEnd) ReadAt(b []byte, off int64) (int, error) {
 		err = io.EOF
 	}
 	return n, err
+}
+
+// Closed writes the GGUF file data to a fresh temporary folder, opens it (gguf.Open) and closes
+// it: the file returned reads nothing (os.ErrClosed).
+func Closed(t testing.TB, data []byte) *gguf.File {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "closed.gguf")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := gguf.MustOpen(path)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

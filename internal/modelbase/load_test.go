@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/quanta-ml/quanta/gguf"
@@ -42,15 +41,7 @@ func TestReadRowsEOFAtEnd(t *testing.T) {
 // TestReadRowsClosed: reading the rows of a kept kernel from a closed file is an error saying so
 // (os.ErrClosed), not one wrapping gguf.ErrCorrupt, in order or un-permuted.
 func TestReadRowsClosed(t *testing.T) {
-	data := ggufbuild.Build(nil, []ggufbuild.Tensor{{Name: "k", Type: uint32(gguf.TypeQ8_0), Dims: []uint64{32, 4}, Data: make([]byte, 4*34)}})
-	path := filepath.Join(t.TempDir(), "k.gguf")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f := gguf.MustOpen(path)
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	f := ggufbuild.Closed(t, ggufbuild.Build(nil, []ggufbuild.Tensor{{Name: "k", Type: uint32(gguf.TypeQ8_0), Dims: []uint64{32, 4}, Data: make([]byte, 4*34)}}))
 	for _, heads := range []int{0, 1} {
 		err := readRows(f, Tensor{Name: "k", Kind: Kernel, In: 32, Out: 4, UnpermuteHeads: heads}, make([]byte, 4*34))
 		if !errors.Is(err, os.ErrClosed) || errors.Is(err, gguf.ErrCorrupt) {
