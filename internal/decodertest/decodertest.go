@@ -360,15 +360,20 @@ func DecoderBadKeys(arch string) []BadKey {
 	}
 }
 
-// CheckBadKeys checks each case on the file that file writes with the case's key: the load fails
-// as WantLoadError checks, and config (ConfigFromGGUF) with an error containing the same text.
-func CheckBadKeys(t *testing.T, cases []BadKey, file func(kv ggufbuild.KV) []byte,
-	load func(ctx *context.Context, f *gguf.File) error, config func(f *gguf.File) error) {
+// CheckBadKeys checks each case on the file that file writes with the case's key: the load (the
+// package's LoadGGUF, given its zero options) fails as WantLoadError checks, and config (its
+// ConfigFromGGUF) with an error containing the same text.
+func CheckBadKeys[O, M, C any](t *testing.T, cases []BadKey, file func(kv ggufbuild.KV) []byte,
+	load func(ctx *context.Context, f *gguf.File, opts O) (M, error), config func(f *gguf.File) (C, error)) {
 	for _, tc := range cases {
 		t.Run(tc.Name, func(t *testing.T) {
 			f := Open(t, file(tc.KV))
-			WantLoadError(t, func(ctx *context.Context) error { return load(ctx, f) }, tc.Want, tc.NotFound)
-			if err := config(f); err == nil || !strings.Contains(err.Error(), tc.Want) {
+			WantLoadError(t, func(ctx *context.Context) error {
+				var opts O
+				_, err := load(ctx, f, opts)
+				return err
+			}, tc.Want, tc.NotFound)
+			if _, err := config(f); err == nil || !strings.Contains(err.Error(), tc.Want) {
 				t.Errorf("ConfigFromGGUF: error %v; want one containing %q", err, tc.Want)
 			}
 		})

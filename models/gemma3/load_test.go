@@ -191,13 +191,7 @@ func TestLoadGGUFHyperParameters(t *testing.T) {
 			"gemma3.final_logit_softcapping = NaN; accepted: 0 (none) or a finite positive number"),
 	)
 	decodertest.CheckBadKeys(t, cases, func(kv ggufbuild.KV) []byte { return tinyGGUF(nil, "", kv) },
-		func(ctx *context.Context, f *gguf.File) error {
-			_, err := gemma3.LoadGGUF(ctx, f, models.LoadOptions{})
-			return err
-		}, func(f *gguf.File) error {
-			_, err := gemma3.ConfigFromGGUF(f)
-			return err
-		})
+		gemma3.LoadGGUF, gemma3.ConfigFromGGUF)
 }
 
 // TestLoadGGUFErrors: missing tensors and shapes that disagree with the metadata are errors

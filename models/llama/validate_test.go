@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
 	"github.com/quanta-ml/quanta/models/llama"
@@ -43,13 +41,7 @@ func TestLoadGGUFHyperParameters(t *testing.T) {
 	decodertest.CheckBadKeys(t, cases, func(kv ggufbuild.KV) []byte {
 		data, _ := tinyGGUF("", kv)
 		return data
-	}, func(ctx *context.Context, f *gguf.File) error {
-		_, err := llama.LoadGGUF(ctx, f, llama.LoadOptions{})
-		return err
-	}, func(f *gguf.File) error {
-		_, err := llama.ConfigFromGGUF(f)
-		return err
-	})
+	}, llama.LoadGGUF, llama.ConfigFromGGUF)
 }
 
 // TestConfigValidate: a Config built in code is checked the same way, naming its fields.

@@ -11,6 +11,7 @@ import (
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/models"
+	"github.com/quanta-ml/quanta/models/llama"
 	"github.com/quanta-ml/quanta/models/qwen2"
 )
 
@@ -99,15 +100,12 @@ func TestConfigFromGGUFBadKeys(t *testing.T) {
 	)
 	decodertest.CheckBadKeys(t, cases, func(kv ggufbuild.KV) []byte {
 		return referenceGGUF(t, index, nil, gguf.TypeF32, nil, kv)
-	}, func(ctx *context.Context, f *gguf.File) error {
-		_, err := qwen2.LoadGGUF(ctx, f, models.LoadOptions{})
-		return err
-	}, func(f *gguf.File) error {
-		_, err := qwen2.ConfigFromGGUF(f)
+	}, qwen2.LoadGGUF, func(f *gguf.File) (llama.Config, error) {
+		c, err := qwen2.ConfigFromGGUF(f)
 		if err != nil && !strings.HasPrefix(err.Error(), "qwen2.ConfigFromGGUF: ") {
 			t.Errorf("error %q does not name qwen2.ConfigFromGGUF", err)
 		}
-		return err
+		return c, err
 	})
 	// "none" scales nothing, whatever the factor, as llama.cpp reads it.
 	f := decodertest.Open(t, referenceGGUF(t, index, nil, gguf.TypeF32, nil, ggufbuild.KV{Key: "qwen2.rope.scaling.type", Value: "none"},
