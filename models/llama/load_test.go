@@ -80,6 +80,23 @@ func ggufOf(c llama.Config, types map[string]gguf.Type, skip string, overrides .
 	return ggufbuild.Build(ggufbuild.Override(kvs, overrides...), ts), hf
 }
 
+// checkKernels checks that the float kernels of the projections names of layer in ctx are the
+// Hugging Face weights hf holds for them, transposed.
+func checkKernels(t *testing.T, ctx *context.Context, hf hfKernels, layer int, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		got := variable(t, ctx, fmt.Sprintf("/layer_%d/%s/dense", layer, name), "weights").([][]float32)
+		w := hf[fmt.Sprintf("blk.%d.%s.weight", layer, name)]
+		for r := range w {
+			for c := range w[r] {
+				if got[c][r] != w[r][c] {
+					t.Fatalf("%s kernel[%d][%d] = %g, want Hugging Face's weight[%d][%d] = %g", name, c, r, got[c][r], r, c, w[r][c])
+				}
+			}
+		}
+	}
+}
+
 func variable(t *testing.T, ctx *context.Context, scope, name string) any {
 	t.Helper()
 	v := ctx.InspectVariable(scope, name)
@@ -102,17 +119,7 @@ func TestLoadGGUF(t *testing.T) {
 		t.Errorf("config %+v, want %+v", m.Config, wantCfg)
 	}
 	// Kernels are the Hugging Face weights transposed: q/k un-permuted, the others as stored.
-	for _, name := range []string{"attn_q", "attn_k", "attn_v", "attn_output", "ffn_down"} {
-		got := variable(t, ctx, "/layer_1/"+name+"/dense", "weights").([][]float32)
-		w := hf["blk.1."+name+".weight"]
-		for r := range w {
-			for c := range w[r] {
-				if got[c][r] != w[r][c] {
-					t.Fatalf("%s kernel[%d][%d] = %g, want Hugging Face's weight[%d][%d] = %g", name, c, r, got[c][r], r, c, w[r][c])
-				}
-			}
-		}
-	}
+	checkKernels(t, ctx, hf, 1, "attn_q", "attn_k", "attn_v", "attn_output", "ffn_down")
 	emb := variable(t, ctx, "/token_embd", "embeddings").([][]float32)
 	if want := decodertest.Values(1, tiny.VocabSize*tiny.Dim); emb[2][3] != want[2*tiny.Dim+3] {
 		t.Errorf("embedding[2][3] = %g, want %g", emb[2][3], want[2*tiny.Dim+3])
@@ -254,17 +261,7 @@ func TestLoadGGUFKeyLength(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"attn_q", "attn_k", "attn_output"} {
-		got := variable(t, ctx, "/layer_0/"+name+"/dense", "weights").([][]float32)
-		w := hf["blk.0."+name+".weight"]
-		for r := range w {
-			for c := range w[r] {
-				if got[c][r] != w[r][c] {
-					t.Fatalf("%s kernel[%d][%d] = %g, want Hugging Face's weight[%d][%d] = %g", name, c, r, got[c][r], r, c, w[r][c])
-				}
-			}
-		}
-	}
+	checkKernels(t, ctx, hf, 0, "attn_q", "attn_k", "attn_output")
 	logits := decodertest.Forward(t, testutil.Backend(t), ctx, m, []int32{3, 1, 4})
 	if len(logits) != 3 || len(logits[2]) != c.VocabSize {
 		t.Errorf("logits %d×%d, want 3×%d", len(logits), len(logits[0]), c.VocabSize)
