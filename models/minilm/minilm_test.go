@@ -68,15 +68,23 @@ func randomModel(t *testing.T, backend backends.Backend) (*context.Context, *min
 	return ctx, m
 }
 
-// TestPaddingInvariance: padding positions change nothing, in a batch or alone.
-func TestPaddingInvariance(t *testing.T) {
+// randomEmbed returns the embedding by randomModel's model of a batch of token ids and their
+// attention mask.
+func randomEmbed(t *testing.T) func(ids, mask [][]int32) [][]float32 {
+	t.Helper()
 	backend := testutil.Backend(t)
 	ctx, m := randomModel(t, backend)
 	exec := context.MustNewExec(backend, ctx.Reuse(), func(ctx *context.Context, ids, mask *graph.Node) *graph.Node {
 		return m.Embed(ctx, ids, mask)
 	})
-	alone := exec.MustExec([][]int32{{5, 6, 7}}, [][]int32{{1, 1, 1}})[0].Value().([][]float32)[0]
-	batch := exec.MustExec([][]int32{{5, 6, 7, 0, 0, 0}, {9, 8, 7, 6, 5, 4}}, [][]int32{{1, 1, 1, 0, 0, 0}, {1, 1, 1, 1, 1, 1}})[0].Value().([][]float32)
+	return func(ids, mask [][]int32) [][]float32 { return exec.MustExec(ids, mask)[0].Value().([][]float32) }
+}
+
+// TestPaddingInvariance: padding positions change nothing, in a batch or alone.
+func TestPaddingInvariance(t *testing.T) {
+	embed := randomEmbed(t)
+	alone := embed([][]int32{{5, 6, 7}}, [][]int32{{1, 1, 1}})[0]
+	batch := embed([][]int32{{5, 6, 7, 0, 0, 0}, {9, 8, 7, 6, 5, 4}}, [][]int32{{1, 1, 1, 0, 0, 0}, {1, 1, 1, 1, 1, 1}})
 	norm := 0.0
 	for i := range alone {
 		norm += float64(alone[i] * alone[i])
@@ -93,13 +101,9 @@ func TestPaddingInvariance(t *testing.T) {
 // zero vector, as sentence-transformers embeds it (its attention sees every position evenly, the
 // mean over no token is 0), not NaN, and leaves the other rows as they are alone.
 func TestPaddingRow(t *testing.T) {
-	backend := testutil.Backend(t)
-	ctx, m := randomModel(t, backend)
-	exec := context.MustNewExec(backend, ctx.Reuse(), func(ctx *context.Context, ids, mask *graph.Node) *graph.Node {
-		return m.Embed(ctx, ids, mask)
-	})
-	alone := exec.MustExec([][]int32{{5, 6, 7}}, [][]int32{{1, 1, 1}})[0].Value().([][]float32)[0]
-	batch := exec.MustExec([][]int32{{5, 6, 7}, {0, 0, 0}}, [][]int32{{1, 1, 1}, {0, 0, 0}})[0].Value().([][]float32)
+	embed := randomEmbed(t)
+	alone := embed([][]int32{{5, 6, 7}}, [][]int32{{1, 1, 1}})[0]
+	batch := embed([][]int32{{5, 6, 7}, {0, 0, 0}}, [][]int32{{1, 1, 1}, {0, 0, 0}})
 	for i := range alone {
 		if batch[1][i] != 0 {
 			t.Errorf("padding row element %d = %g, want 0", i, batch[1][i])
