@@ -1,6 +1,6 @@
 // Package decodertest holds what the tests of the GGUF decoders (models/llama, models/gemma3,
 // models/qwen2) share: small GGUF files written from values (Values, Metadata, Override, Tensor,
-// Open), the real ones (OpenFile) loaded through a preset's quantizer (Quantizer), the
+// Open) and loaded (Load), the real ones (OpenFile) loaded through a preset's quantizer (Quantizer), the
 // reference's arrays (Reference, ReferenceLogits, ReferenceIDs) with the tiny models llama.cpp
 // ran for them (TinyIndex, FormulaValues), a model's logits (Forward, MaxAbsDiff,
 // RelativeDiff, SameLogits) and scores (NLL), and the checks every decoder passes: a failed load
@@ -78,6 +78,18 @@ func Tensor(name string, typ gguf.Type, v []float32, dims ...uint64) ggufbuild.T
 func Open(t testing.TB, data []byte) *gguf.File {
 	t.Helper()
 	return testutil.FromBytes(t, gguf.Read, data)
+}
+
+// Load loads the GGUF file data with load (the package's LoadGGUF) and opts into a fresh context,
+// failing the test on an error; it returns the context and the model.
+func Load[O, M any](t testing.TB, load func(ctx *context.Context, f *gguf.File, opts O) (M, error), data []byte, opts O) (*context.Context, M) {
+	t.Helper()
+	ctx := context.New()
+	m, err := load(ctx, Open(t, data), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, m
 }
 
 // OpenFile opens the GGUF file at path, closed when the test ends.

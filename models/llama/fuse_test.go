@@ -35,11 +35,7 @@ func loadThrough(t *testing.T, data []byte, q *models.Quantizer, opts llama.Load
 	if fuse {
 		opts.Fuse = q.Fuse
 	}
-	ctx := context.New()
-	m, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, m := decodertest.Load(t, llama.LoadGGUF, data, opts)
 	m.Projection, m.Table = q.Projection, q.Table
 	return ctx, m
 }
@@ -155,11 +151,7 @@ func TestLoadQuantizedTable(t *testing.T) {
 				t.Fatalf("variables in /token_embd: %v; want the quantized components only", variablesIn(qctx, "/token_embd"))
 			}
 			// The reference: the float model with the table replaced by its dequantized values.
-			ctx := context.New()
-			m, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), llama.LoadOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			ctx, m := decodertest.Load(t, llama.LoadGGUF, data, llama.LoadOptions{})
 			table := ctx.InspectVariable("/token_embd", "embeddings")
 			a, err := quanta.Quantize(table.MustValue(), rule.Config)
 			if err != nil {
@@ -179,11 +171,7 @@ func TestLoadQuantizedTable(t *testing.T) {
 // loadFloat loads the tiny GGUF as float32.
 func loadFloat(t *testing.T, data []byte) (*context.Context, *llama.Model) {
 	t.Helper()
-	ctx := context.New()
-	m, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), llama.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, m := decodertest.Load(t, llama.LoadGGUF, data, llama.LoadOptions{})
 	return ctx, m
 }
 

@@ -108,11 +108,7 @@ func variable(t *testing.T, ctx *context.Context, scope, name string) any {
 
 func TestLoadGGUF(t *testing.T) {
 	data, hf := tinyGGUF("")
-	ctx := context.New()
-	m, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), llama.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, m := decodertest.Load(t, llama.LoadGGUF, data, llama.LoadOptions{})
 	wantCfg := tiny
 	wantCfg.RMSNormEps = float64(float32(tiny.RMSNormEps)) // GGUF stores it as float32
 	if m.Config != wantCfg {
@@ -256,11 +252,7 @@ func TestLoadGGUFKeyLength(t *testing.T) {
 	if got != want {
 		t.Errorf("config %+v, want %+v", got, want)
 	}
-	ctx := context.New()
-	m, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), llama.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, m := decodertest.Load(t, llama.LoadGGUF, data, llama.LoadOptions{})
 	checkKernels(t, ctx, hf, 0, "attn_q", "attn_k", "attn_output")
 	logits := decodertest.Forward(t, testutil.Backend(t), ctx, m, []int32{3, 1, 4})
 	if len(logits) != 3 || len(logits[2]) != c.VocabSize {

@@ -74,11 +74,7 @@ func TestLlamaCppRoPEFreqs(t *testing.T) {
 	backend := testutil.Backend(t)
 	for _, adjacent := range []bool{false, true} {
 		t.Run(fmt.Sprintf("RotateAdjacent=%v", adjacent), func(t *testing.T) {
-			ctx := context.New()
-			m, err := llama.LoadGGUF(ctx, decodertest.Open(t, data), llama.LoadOptions{RotateAdjacent: adjacent})
-			if err != nil {
-				t.Fatal(err)
-			}
+			ctx, m := decodertest.Load(t, llama.LoadGGUF, data, llama.LoadOptions{RotateAdjacent: adjacent})
 			if !slices.Equal(m.RoPEFreqFactors, factors) {
 				t.Fatalf("RoPEFreqFactors %v, want the file's %v", m.RoPEFreqFactors, factors)
 			}

@@ -23,19 +23,11 @@ func TestLoadGGUFKept(t *testing.T) {
 	ids := decodertest.ReferenceIDs(t, set, "ids.npy")
 	data := referenceGGUF(t, index, nil, gguf.TypeQ8_0, nil)
 	backend := testutil.Backend(t)
-	ctx := context.New()
-	m, err := qwen2.LoadGGUF(ctx, decodertest.Open(t, data), models.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, m := decodertest.Load(t, qwen2.LoadGGUF, data, models.LoadOptions{})
 	want := decodertest.Forward(t, backend, ctx, m, ids)
 
 	q := decodertest.Quantizer(t, models.FilePreset)
-	kctx := context.New()
-	k, err := qwen2.LoadGGUF(kctx, decodertest.Open(t, data), models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q, Fuse: q.Fuse})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kctx, k := decodertest.Load(t, qwen2.LoadGGUF, data, models.LoadOptions{Kernel: q.Kernel, Table: q.QuantizeTable, Keep: q, Fuse: q.Fuse})
 	if k.FusedQKV || !k.FusedGateUp {
 		t.Fatalf("FusedQKV %v, FusedGateUp %v; want q/k/v apart, gate/up fused", k.FusedQKV, k.FusedGateUp)
 	}

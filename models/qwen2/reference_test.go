@@ -4,7 +4,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/gguf"
 	"github.com/quanta-ml/quanta/internal/decodertest"
 	"github.com/quanta-ml/quanta/internal/ggufbuild"
@@ -52,11 +51,7 @@ func TestLlamaCppQwen2(t *testing.T) {
 	data := referenceGGUF(t, index, nil, gguf.TypeF32, nil)
 	backend := testutil.Backend(t)
 
-	ctx := context.New()
-	m, err := qwen2.LoadGGUF(ctx, decodertest.Open(t, data), models.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, m := decodertest.Load(t, qwen2.LoadGGUF, data, models.LoadOptions{})
 	if !m.QKVBias || m.RotateAdjacent || m.TiedEmbeddings || m.RoPEBase != index.Config.Base {
 		t.Fatalf("model %+v; want QKVBias, halves rotated, an untied head, RoPEBase %g", m, index.Config.Base)
 	}
@@ -87,11 +82,7 @@ func TestLlamaCppQwen2(t *testing.T) {
 			t.Fatal(err)
 		}
 		q := models.MustNewQuantizer(rules)
-		ctx := context.New()
-		lm, err := arch.LoadGGUF(ctx, decodertest.Open(t, data), arch.QuantizerOptions(q, nil))
-		if err != nil {
-			t.Fatal(err)
-		}
+		ctx, lm := decodertest.Load(t, arch.LoadGGUF, data, arch.QuantizerOptions(q, nil))
 		m, ok := lm.(*llama.Model)
 		if !ok || !m.QKVBias || m.FusedQKV || !m.FusedGateUp {
 			t.Fatalf("arch.LoadGGUF gave %T %+v; want a *llama.Model with QKVBias, gate/up fused, q/k/v not", lm, lm)
