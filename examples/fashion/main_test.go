@@ -61,13 +61,19 @@ func TestTiny(t *testing.T) {
 	if want := int64(784*64+64*64+64*10) + 4*(784+64+64); r.Rows[0].KernelBytes != want {
 		t.Errorf("int8 kernels: %d bytes, want %d", r.Rows[0].KernelBytes, want)
 	}
-	f, err := os.Open(filepath.Join(out, "fashion.png"))
+	checkPNG(t, filepath.Join(out, "fashion.png"))
+}
+
+// checkPNG checks that the file at path is a PNG image.
+func checkPNG(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	if _, err := png.Decode(f); err != nil {
-		t.Errorf("fashion.png: %v", err)
+		t.Errorf("%s: %v", filepath.Base(path), err)
 	}
 }
 
@@ -146,14 +152,7 @@ func TestOutputsReplacedWhole(t *testing.T) {
 		paths = append(paths, filepath.Join(dir, name))
 	}
 	testutil.ReplacedWhole(t, func() error { return r.write(dir) }, paths...)
-	f, err := os.Open(paths[2])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := png.Decode(f); err != nil {
-		t.Errorf("fashion.png: %v", err)
-	}
+	checkPNG(t, paths[2])
 }
 
 // TestFormatsListed: a format listed twice in -formats is an error naming it (it was trained and
