@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -404,15 +405,28 @@ func bytesF32(b []byte) []float32 {
 	return out
 }
 
+// roundTrip saves the adapters of loraContext's NF4-DQ layer (savedAdapters) and loads them into
+// the quantized base alone (quantizedContext); it returns the layer's output on x before the save,
+// the adapters' folder and the context they are loaded into.
+func roundTrip(t *testing.T, backend backends.Backend, x [][]float32) (want []float32, dir string, fresh *context.Context) {
+	t.Helper()
+	ctx := loraContext(t, nf4DQ, false)
+	want = flat(t, context.MustExecOnce(backend, ctx, loraLayer(nf4DQ), x))
+	dir = savedAdapters(t, ctx)
+	fresh = quantizedContext(t, nf4DQ)
+	if err := qlayers.LoadAdapters(fresh, dir, qlayers.AdapterOptions{}); err != nil {
+		t.Fatalf("%+v", err)
+	}
+	return want, dir, fresh
+}
+
 // TestAdaptersRoundTrip: SaveAdapters writes PEFT's files (Aᵀ and Bᵀ as float32 [r, in] and
 // [out, r] under base_model.model.<module>, r and lora_alpha in the config), and LoadAdapters
 // reads them into a context holding only the base: the layer computes the same output.
 func TestAdaptersRoundTrip(t *testing.T) {
 	backend := testutil.Backend(t)
-	ctx := loraContext(t, nf4DQ, false)
 	x := matrix(3, batch, inDim)
-	want := flat(t, context.MustExecOnce(backend, ctx, loraLayer(nf4DQ), x))
-	dir := savedAdapters(t, ctx)
+	want, dir, fresh := roundTrip(t, backend, x)
 	f := safetensors.MustOpen(filepath.Join(dir, qlayers.AdapterWeightsFile))
 	defer f.Close()
 	var names []string
@@ -432,10 +446,6 @@ func TestAdaptersRoundTrip(t *testing.T) {
 		}
 	}
 
-	fresh := quantizedContext(t, nf4DQ)
-	if err := qlayers.LoadAdapters(fresh, dir, qlayers.AdapterOptions{}); err != nil {
-		t.Fatalf("%+v", err)
-	}
 	got := flat(t, context.MustExecOnce(backend, fresh, loraLayer(nf4DQ), x))
 	if d := maxDiff(got, want); d != 0 {
 		t.Errorf("output with loaded adapters differs by %g", d)
@@ -586,14 +596,8 @@ func TestLoRAMergeKeepsFloatKernel(t *testing.T) {
 // (and recording for MergeLoRA) another scale.
 func TestLoRADenseRecordedScale(t *testing.T) {
 	backend := testutil.Backend(t)
-	ctx := loraContext(t, nf4DQ, false)
 	x := matrix(3, batch, inDim)
-	want := flat(t, context.MustExecOnce(backend, ctx, loraLayer(nf4DQ), x))
-	dir := savedAdapters(t, ctx)
-	fresh := quantizedContext(t, nf4DQ)
-	if err := qlayers.LoadAdapters(fresh, dir, qlayers.AdapterOptions{}); err != nil {
-		t.Fatalf("%+v", err)
-	}
+	want, _, fresh := roundTrip(t, backend, x)
 	other := qlayers.LoRA{Rank: loraCfg.Rank} // alpha = rank: scale 1, the file says 2
 	var err error
 	func() {
