@@ -14,21 +14,36 @@ import (
 
 // TestCheckFlags: -max, -maxlen and -minwindow out of range are errors naming the flag, not the
 // generator's fields (-max 0 would be MaxNewTokens 0, no bound, generating up to -maxlen tokens).
+// A -bench or -anatomy count out of range (given with its mode) is an error naming its flag and
+// value before the model loads; one message named every count of the mode, whichever was wrong.
 func TestCheckFlags(t *testing.T) {
 	for _, tc := range []struct {
-		flag, value, want string
+		mode, flag, value, want string // mode: "-bench", "-anatomy" or none
 	}{
-		{"max", "0", "-max 0; accepted: >= 1"},
-		{"max", "-1", "-max -1; accepted: >= 1"},
-		{"maxlen", "1", "-maxlen 1; accepted: >= 2"},
-		{"minwindow", "-1", "-minwindow -1; accepted: >= 1"},
-		{"cache", "bogus", `-cache: models.ParseCacheMode("bogus"): accepted: grow, full`},
-		{"cache-dtype", "int8", `-cache-dtype: models.ParseCacheDType("int8"): accepted:`},
-		{"max", "1", ""},
-		{"minwindow", "0", ""},
+		{"", "max", "0", "-max 0; accepted: >= 1"},
+		{"", "max", "-1", "-max -1; accepted: >= 1"},
+		{"", "maxlen", "1", "-maxlen 1; accepted: >= 2"},
+		{"", "minwindow", "-1", "-minwindow -1; accepted: >= 1"},
+		{"", "cache", "bogus", `-cache: models.ParseCacheMode("bogus"): accepted: grow, full`},
+		{"", "cache-dtype", "int8", `-cache-dtype: models.ParseCacheDType("int8"): accepted:`},
+		{"", "max", "1", ""},
+		{"", "minwindow", "0", ""},
+		{"-bench", "reps", "0", "-reps 0; accepted: >= 1"},
+		{"-bench", "bench-prompt", "0", "-bench-prompt 0; accepted: >= 1"},
+		{"-bench", "bench-decode", "-1", "-bench-decode -1; accepted: >= 1"},
+		// The decoding after "The" (one token at least) needs -bench-decode + 2 positions of -maxlen
+		// (1024); it failed only after the prompt and after-prompt runs.
+		{"-bench", "bench-decode", "1023", "-bench-decode 1023 with -maxlen 1024; accepted: up to -maxlen - 2"},
+		{"-bench", "bench-decode", "1022", ""},
+		{"-anatomy", "anatomy-window", "1", "-anatomy-window 1; accepted: >= 2"},
+		{"-anatomy", "anatomy-reps", "0", "-anatomy-reps 0; accepted: >= 1"},
+		{"-anatomy", "anatomy-tokens", "0", "-anatomy-tokens 0; accepted: >= 1"},
+		{"-anatomy", "anatomy-positions", "0", "-anatomy-positions 0; accepted: 1 to -anatomy-window (256)"},
+		{"-anatomy", "anatomy-positions", "257", "-anatomy-positions 257; accepted: 1 to -anatomy-window (256)"},
+		{"-anatomy", "anatomy-positions", "256", ""},
 	} {
 		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {
-			testutil.CheckFlags(t, checkFlags, tc.want, "-"+tc.flag, tc.value)
+			testutil.CheckFlags(t, checkFlags, tc.want, append(strings.Fields(tc.mode), "-"+tc.flag, tc.value)...)
 		})
 	}
 }
@@ -150,34 +165,6 @@ func TestWeightBytes(t *testing.T) {
 		if p, h := weightBytes(tc.r, tc.tied); p != tc.projections || h != tc.head {
 			t.Errorf("%s: weightBytes = projections %d, head %d; want %d, %d", tc.name, p, h, tc.projections, tc.head)
 		}
-	}
-}
-
-// TestCheckFlagsCounts: a -bench or -anatomy count out of range is an error naming its flag and
-// value before the model loads; one message named every count of the mode, whichever was wrong.
-func TestCheckFlagsCounts(t *testing.T) {
-	for _, tc := range []struct{ flag, value, want string }{
-		{"reps", "0", "-reps 0; accepted: >= 1"},
-		{"bench-prompt", "0", "-bench-prompt 0; accepted: >= 1"},
-		{"bench-decode", "-1", "-bench-decode -1; accepted: >= 1"},
-		// The decoding after "The" (one token at least) needs -bench-decode + 2 positions of -maxlen
-		// (1024); it failed only after the prompt and after-prompt runs.
-		{"bench-decode", "1023", "-bench-decode 1023 with -maxlen 1024; accepted: up to -maxlen - 2"},
-		{"bench-decode", "1022", ""},
-		{"anatomy-window", "1", "-anatomy-window 1; accepted: >= 2"},
-		{"anatomy-reps", "0", "-anatomy-reps 0; accepted: >= 1"},
-		{"anatomy-tokens", "0", "-anatomy-tokens 0; accepted: >= 1"},
-		{"anatomy-positions", "0", "-anatomy-positions 0; accepted: 1 to -anatomy-window (256)"},
-		{"anatomy-positions", "257", "-anatomy-positions 257; accepted: 1 to -anatomy-window (256)"},
-		{"anatomy-positions", "256", ""},
-	} {
-		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {
-			mode := "-bench"
-			if strings.HasPrefix(tc.flag, "anatomy") {
-				mode = "-anatomy"
-			}
-			testutil.CheckFlags(t, checkFlags, tc.want, mode, "-"+tc.flag, tc.value)
-		})
 	}
 }
 
