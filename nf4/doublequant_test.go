@@ -138,6 +138,19 @@ func TestDoubleQuantizeOverflow(t *testing.T) {
 	}
 }
 
+// handEncodedDoubleQuantized returns the double quantization of a (3, 2) weight of NF4 code 0
+// everywhere, in blocks of 2 (one block a row) of absmax 1, 2 and 3.
+func handEncodedDoubleQuantized(t *testing.T) *nf4.Array {
+	t.Helper()
+	packed := tensors.FromShape(shapes.Make(dtypes.Uint8, 3, 1, 1))
+	a, err := nf4.FromTensors(shapes.Make(dtypes.Float32, 3, 2), nf4.Format{BlockSize: 2}, packed,
+		tensors.FromValue([][]float32{{1}, {2}, {3}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nf4.MustDoubleQuantize(a)
+}
+
 // TestDoubleQuantizeHandEncoded: one block of absmax {1, 2, 3} has offset 2, centred values
 // {-1, 0, 1} and second-level absmax 1. -1 and 1 take the map's ends (codes 0 and 255). 0 does
 // not take the map's 0: bitsandbytes looks codes up in 65536 bins of [-1, 1], and 0 falls in bin
@@ -146,13 +159,7 @@ func TestDoubleQuantizeOverflow(t *testing.T) {
 // the values below it are 0, 0.55e-6, 3.25e-6 and 7.75e-6, the last one 7.5e-6 away from the bin
 // centre against 5.99e-6): code 0's index + 4.
 func TestDoubleQuantizeHandEncoded(t *testing.T) {
-	packed := tensors.FromShape(shapes.Make(dtypes.Uint8, 3, 1, 1))
-	a, err := nf4.FromTensors(shapes.Make(dtypes.Float32, 3, 2), nf4.Format{BlockSize: 2}, packed,
-		tensors.FromValue([][]float32{{1}, {2}, {3}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dq := nf4.MustDoubleQuantize(a)
+	dq := handEncodedDoubleQuantized(t)
 	m := nf4.DynamicMap()
 	zero := slices.Index(m[:], 0)
 	codes := tensors.MustCopyFlatData[uint8](dq.Absmax().Tensor())
@@ -327,13 +334,7 @@ func TestFromTensorsErrors(t *testing.T) {
 // elements has the derivatives -2·Σ m[code] (absmax2) and -2·3 (offset).
 func TestDoubleQuantizedGradient(t *testing.T) {
 	backend := testutil.Backend(t)
-	packed := tensors.FromShape(shapes.Make(dtypes.Uint8, 3, 1, 1))
-	a, err := nf4.FromTensors(shapes.Make(dtypes.Float32, 3, 2), nf4.Format{BlockSize: 2}, packed,
-		tensors.FromValue([][]float32{{1}, {2}, {3}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dq := nf4.MustDoubleQuantize(a)
+	dq := handEncodedDoubleQuantized(t)
 	m := nf4.DynamicMap()
 	codes := tensors.MustCopyFlatData[uint8](dq.Absmax().Tensor())
 	wantAbsmax := 0.0
