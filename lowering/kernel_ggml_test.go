@@ -10,11 +10,8 @@ import (
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/ggml"
 	"github.com/quanta-ml/quanta/gguf"
-	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/lowering"
 )
@@ -138,22 +135,5 @@ func TestGGMLKernelGradient(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	w := ggml.MustQuantize(testutil.NormalTensor(r, 20, 256), gguf.TypeQ8_0)
 	x := testutil.NormalTensor(r, 3, 256)
-	dense := testutil.Materialize(t, w)
-	lowering.ResetBuilt()
-	axes := lowering.Axes{XContracting: []int{1}, WContracting: []int{1}}
-	e := implicitarray.MustNewExec(backend, func(x *graph.Node, w implicitarray.Array, dense *graph.Node) (*graph.Node, *graph.Node) {
-		loss := func(y *graph.Node) *graph.Node { return graph.ReduceAllSum(graph.Mul(y, y)) }
-		got := graph.Gradient(loss(lowering.DotGeneral(x, w.(lowering.Quantized), axes)), x)[0]
-		want := graph.Gradient(loss(graph.DotGeneral(x, []int{1}, nil, dense, []int{1}, nil)), x)[0]
-		return got, want
-	})
-	defer e.Finalize()
-	out := e.MustCall(x, w, dense)
-	if lowering.Built()[lowering.Choice{Layout: "ggml-q8_0", Strategy: lowering.Kernel}] == 0 {
-		t.Fatalf("Auto did not call the kernel: %v", lowering.Built())
-	}
-	got, want := testutil.Float64s(t, out[0].(*tensors.Tensor)), testutil.Float64s(t, out[1].(*tensors.Tensor))
-	if diff, scale := testutil.MaxAbsDiff(got, want); diff > 1e-4*math.Max(1, scale) {
-		t.Errorf("gradient through the kernel's product differs from the dense one by %g (scale %g)", diff, scale)
-	}
+	checkKernelGradient(t, x, w, lowering.Axes{XContracting: []int{1}, WContracting: []int{1}}, "ggml-q8_0")
 }

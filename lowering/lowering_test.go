@@ -576,26 +576,35 @@ func TestKernelGradient(t *testing.T) {
 		}
 		t.Run(f.name, func(t *testing.T) {
 			w := f.make(r, c.wDims, lowering.Auto)
-			x := activations(t, r, c.xDims, dtypes.Float32)
-			dense := testutil.Materialize(t, w)
-			dense = graph.MustExecOnce(backend, func(d *graph.Node) *graph.Node { return graph.ConvertDType(d, dtypes.Float32) }, dense)
-			lowering.ResetBuilt()
-			e := implicitarray.MustNewExec(backend, func(x *graph.Node, w implicitarray.Array, dense *graph.Node) (*graph.Node, *graph.Node) {
-				loss := func(y *graph.Node) *graph.Node { return graph.ReduceAllSum(graph.Mul(y, y)) }
-				got := graph.Gradient(loss(lowering.DotGeneral(x, w.(lowering.Quantized), c.axes)), x)[0]
-				want := graph.Gradient(loss(graph.Dot(x, dense)), x)[0]
-				return got, want
-			})
-			defer e.Finalize()
-			out := e.MustCall(x, w, dense)
-			if lowering.Built()[lowering.Choice{Layout: f.layout, Strategy: lowering.Kernel}] == 0 {
-				t.Fatalf("Auto did not call the kernel: %v", lowering.Built())
-			}
-			got, want := testutil.Float64s(t, out[0].(*tensors.Tensor)), testutil.Float64s(t, out[1].(*tensors.Tensor))
-			if diff, scale := testutil.MaxAbsDiff(got, want); diff > 1e-4*math.Max(1, scale) {
-				t.Errorf("gradient through the kernel's product differs from the dense one by %g (scale %g)", diff, scale)
-			}
+			checkKernelGradient(t, activations(t, r, c.xDims, dtypes.Float32), w, c.axes, f.layout)
 		})
+	}
+}
+
+// checkKernelGradient checks that Auto gives the product of float32 activations x and w on axes
+// (the weight on the right) to the kernel of layout, and that differentiating the sum of the
+// product's squares with respect to x gives what it gives through the dense product with w's
+// materialization in float32.
+func checkKernelGradient(t *testing.T, x *tensors.Tensor, w lowering.Quantized, axes lowering.Axes, layout string) {
+	t.Helper()
+	backend := testutil.Backend(t)
+	dense := testutil.Materialize(t, w)
+	dense = graph.MustExecOnce(backend, func(d *graph.Node) *graph.Node { return graph.ConvertDType(d, dtypes.Float32) }, dense)
+	lowering.ResetBuilt()
+	e := implicitarray.MustNewExec(backend, func(x *graph.Node, w implicitarray.Array, dense *graph.Node) (*graph.Node, *graph.Node) {
+		loss := func(y *graph.Node) *graph.Node { return graph.ReduceAllSum(graph.Mul(y, y)) }
+		got := graph.Gradient(loss(lowering.DotGeneral(x, w.(lowering.Quantized), axes)), x)[0]
+		want := graph.Gradient(loss(graph.DotGeneral(x, axes.XContracting, axes.XBatch, dense, axes.WContracting, axes.WBatch)), x)[0]
+		return got, want
+	})
+	defer e.Finalize()
+	out := e.MustCall(x, w, dense)
+	if lowering.Built()[lowering.Choice{Layout: layout, Strategy: lowering.Kernel}] == 0 {
+		t.Fatalf("Auto did not call the kernel: %v", lowering.Built())
+	}
+	got, want := testutil.Float64s(t, out[0].(*tensors.Tensor)), testutil.Float64s(t, out[1].(*tensors.Tensor))
+	if diff, scale := testutil.MaxAbsDiff(got, want); diff > 1e-4*math.Max(1, scale) {
+		t.Errorf("gradient through the kernel's product differs from the dense one by %g (scale %g)", diff, scale)
 	}
 }
 
