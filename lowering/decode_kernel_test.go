@@ -28,10 +28,7 @@ func identity(n int) *tensors.Tensor {
 // the identity (each output one weight times 1, plus zeros) returns them exactly (a zero's sign
 // aside; package cpukernels checks the decode's bits).
 func TestDecodeKernel(t *testing.T) {
-	backend := testutil.Backend(t)
-	if lowering.PlatformOf(backend)&lowering.Kernels == 0 {
-		t.Skipf("no kernels on %s", backend.Name())
-	}
+	needKernels(t)
 	r := rand.New(rand.NewPCG(21, 22))
 	xWt := lowering.Axes{XContracting: []int{1}, WContracting: []int{1}}
 	xW := lowering.Axes{XContracting: []int{1}, WContracting: []int{0}}

@@ -26,10 +26,7 @@ import (
 // that the kernels split its rows at the smaller m; at m = 2 the GGML types take their integer
 // route.
 func TestKernelDeterminism(t *testing.T) {
-	backend := testutil.Backend(t)
-	if lowering.PlatformOf(backend)&lowering.Kernels == 0 {
-		t.Skipf("no kernels on %s", backend.Name())
-	}
+	backend := needKernels(t)
 	defer cpukernels.SetThreads(0)
 	defer cpukernels.SetXLAPool(cpukernels.SetXLAPool(false))
 	const k, n = 4608, 264

@@ -49,10 +49,7 @@ func x8Bound(x []float64, w []float64, m, k, n, g int) []float64 {
 // float32 accumulation, and for the types of integerRouteTypes at up to 8 rows within what their
 // 8-bit activations may change. A product contracting another axis is not the kernel's.
 func TestGGMLKernel(t *testing.T) {
-	backend := testutil.Backend(t)
-	if lowering.PlatformOf(backend)&lowering.Kernels == 0 {
-		t.Skipf("no kernels on %s", backend.Name())
-	}
+	needKernels(t)
 	const n, k = 24, 512
 	r := rand.New(rand.NewPCG(11, 12))
 	xWt := productCase{name: "x@Wt", wDims: []int{n, k}, axes: lowering.Axes{XContracting: []int{1}, WContracting: []int{1}},
@@ -128,10 +125,7 @@ func TestGGMLKernel(t *testing.T) {
 // TestGGMLKernelGradient: differentiating through a GGML product the kernel serves gives the
 // dense product's gradient (the graph keeps the decode formulation for GoMLX's gradients).
 func TestGGMLKernelGradient(t *testing.T) {
-	backend := testutil.Backend(t)
-	if lowering.PlatformOf(backend)&lowering.Kernels == 0 {
-		t.Skipf("no kernels on %s", backend.Name())
-	}
+	needKernels(t)
 	r := rand.New(rand.NewPCG(13, 14))
 	w := ggml.MustQuantize(testutil.NormalTensor(r, 20, 256), gguf.TypeQ8_0)
 	x := testutil.NormalTensor(r, 3, 256)

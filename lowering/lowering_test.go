@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -561,13 +562,21 @@ func TestInfiniteActivations(t *testing.T) {
 	}
 }
 
-// TestKernelGradient: a product that Auto gives to a kernel keeps the DecodeDot formulation for
-// GoMLX's gradients, so differentiating through it gives the dense product's gradient.
-func TestKernelGradient(t *testing.T) {
+// needKernels skips the test where its backend runs without quanta's kernels, and returns the
+// backend.
+func needKernels(t *testing.T) backends.Backend {
+	t.Helper()
 	backend := testutil.Backend(t)
 	if lowering.PlatformOf(backend)&lowering.Kernels == 0 {
 		t.Skipf("no kernels on %s", backend.Name())
 	}
+	return backend
+}
+
+// TestKernelGradient: a product that Auto gives to a kernel keeps the DecodeDot formulation for
+// GoMLX's gradients, so differentiating through it gives the dense product's gradient.
+func TestKernelGradient(t *testing.T) {
+	needKernels(t)
 	r := rand.New(rand.NewPCG(7, 8))
 	c := productCases()[1] // x@W, m = 3
 	for _, f := range formats() {

@@ -792,10 +792,7 @@ func sameBits(t *testing.T, a, b *tensors.Tensor) bool {
 // which the kernels do not: Kernel, forced, refuses it with a message naming the scales it takes,
 // and Auto serves it.
 func TestKernelScaleDType(t *testing.T) {
-	backend := testutil.Backend(t)
-	if lowering.PlatformOf(backend)&lowering.Kernels == 0 {
-		t.Skipf("no kernels on %s", backend.Name())
-	}
+	needKernels(t)
 	weight := asDType(testutil.RandomTensor(3, 65, 7), dtypes.Float64)
 	x := testutil.RandomTensor(4, 3, 65)
 	p := randomProduct{kind: "x@W", xDims: []int{3, 65}, wDims: []int{65, 7}, dtype: dtypes.Float32, wDType: dtypes.Float64,
