@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/ggml"
@@ -22,25 +21,6 @@ import (
 	qruntime "github.com/quanta-ml/quanta/runtime"
 	"github.com/x448/float16"
 )
-
-// inDType returns the float32 values as a host tensor of dtype (rounded to nearest even).
-func inDType(values []float32, dtype dtypes.DType, dims ...int) *tensors.Tensor {
-	switch dtype {
-	case dtypes.BFloat16:
-		out := make([]bfloat16.BFloat16, len(values))
-		for i, v := range values {
-			out[i] = bfloat16.FromFloat32(v)
-		}
-		return tensors.FromFlatDataAndDimensions(out, dims...)
-	case dtypes.Float16:
-		out := make([]float16.Float16, len(values))
-		for i, v := range values {
-			out[i] = float16.Fromfloat32(v)
-		}
-		return tensors.FromFlatDataAndDimensions(out, dims...)
-	}
-	return tensors.FromFlatDataAndDimensions(values, dims...)
-}
 
 // hostBytes returns the raw bytes of a host tensor.
 func hostBytes(t *testing.T, x *tensors.Tensor) []byte {
@@ -92,23 +72,23 @@ func TestStrategiesAgreeAcrossDTypes(t *testing.T) {
 		make func(t *testing.T, dtype dtypes.DType, s lowering.Strategy) weight
 	}{
 		{"nf4/with-dtype", func(t *testing.T, dtype dtypes.DType, s lowering.Strategy) weight {
-			a := nf4.MustQuantize(inDType(values, dtypes.Float32, rows, cols), 16)
+			a := nf4.MustQuantize(testutil.InDType(dtypes.Float32, values, rows, cols), 16)
 			return weight{a.WithDType(dtype).WithStrategy(s), nf4Dense(t, a)}
 		}},
 		{"nf4/quantized-in-dtype", func(t *testing.T, dtype dtypes.DType, s lowering.Strategy) weight {
-			a := nf4.MustQuantize(inDType(values, dtype, rows, cols), 16)
+			a := nf4.MustQuantize(testutil.InDType(dtype, values, rows, cols), 16)
 			return weight{a.WithStrategy(s), nf4Dense(t, a)}
 		}},
 		{"int8/with-dtype", func(t *testing.T, dtype dtypes.DType, s lowering.Strategy) weight {
-			a := qint8.MustQuantize(inDType(values, dtypes.Float32, rows, cols))
+			a := qint8.MustQuantize(testutil.InDType(dtypes.Float32, values, rows, cols))
 			return weight{a.WithDType(dtype).WithStrategy(s), int8Dense(t, a)}
 		}},
 		{"int8/quantized-in-dtype", func(t *testing.T, dtype dtypes.DType, s lowering.Strategy) weight {
-			a := qint8.MustQuantize(inDType(values, dtype, rows, cols))
+			a := qint8.MustQuantize(testutil.InDType(dtype, values, rows, cols))
 			return weight{a.WithStrategy(s), int8Dense(t, a)}
 		}},
 		{"ternary/scaled", func(t *testing.T, dtype dtypes.DType, s lowering.Strategy) weight {
-			a := onebit.MustQuantizeTernary(inDType(values, dtypes.Float32, rows, cols),
+			a := onebit.MustQuantizeTernary(testutil.InDType(dtypes.Float32, values, rows, cols),
 				&onebit.Options{Scale: true, ScaleAxes: []int{0}, DType: dtype})
 			packed := hostBytes(t, a.Packed().Tensor()) // (rows/4, cols)
 			sc, ok := a.Scale()
@@ -126,7 +106,7 @@ func TestStrategiesAgreeAcrossDTypes(t *testing.T) {
 			return weight{a.WithStrategy(s), out}
 		}},
 		{"ggml-q8_0", func(t *testing.T, dtype dtypes.DType, s lowering.Strategy) weight {
-			a := ggml.MustQuantize(inDType(values, dtypes.Float32, rows, cols), gguf.TypeQ8_0)
+			a := ggml.MustQuantize(testutil.InDType(dtypes.Float32, values, rows, cols), gguf.TypeQ8_0)
 			blocks := hostBytes(t, a.Blocks().Tensor()) // per block of 32: float16 d, 32 int8 codes
 			out := make([]float64, rows*cols)
 			for i := range out {

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -25,7 +24,6 @@ import (
 	"github.com/quanta-ml/quanta/lowering"
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/onebit"
-	"github.com/x448/float16"
 )
 
 // randomFormat quantizes a float weight in one format, with the constraints the format puts on
@@ -756,26 +754,9 @@ func noFloat16(dtype dtypes.DType) dtypes.DType {
 	return dtype
 }
 
-// asDType returns the float32 tensor x in dtype, rounded to nearest.
+// asDType returns the float32 tensor x in dtype (testutil.InDType).
 func asDType(x *tensors.Tensor, dtype dtypes.DType) *tensors.Tensor {
-	values, dims := tensors.MustCopyFlatData[float32](x), x.Shape().Dimensions
-	switch dtype {
-	case dtypes.BFloat16:
-		return tensors.FromFlatDataAndDimensions(convertAll(values, bfloat16.FromFloat32), dims...)
-	case dtypes.Float16:
-		return tensors.FromFlatDataAndDimensions(convertAll(values, float16.Fromfloat32), dims...)
-	case dtypes.Float64:
-		return tensors.FromFlatDataAndDimensions(convertAll(values, func(v float32) float64 { return float64(v) }), dims...)
-	}
-	return x
-}
-
-func convertAll[T, U any](values []T, f func(T) U) []U {
-	out := make([]U, len(values))
-	for i, v := range values {
-		out[i] = f(v)
-	}
-	return out
+	return testutil.InDType(dtype, tensors.MustCopyFlatData[float32](x), x.Shape().Dimensions...)
 }
 
 func sameBits(t *testing.T, a, b *tensors.Tensor) bool {

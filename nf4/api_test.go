@@ -93,7 +93,7 @@ func TestQuantizeNodeMatchesHost(t *testing.T) {
 			if dtype == dtypes.Float16 && runtime.IsGo(backend) {
 				t.Skip("the pure-Go backend has no float16")
 			}
-			in := inputOf(dtype, values, 5, 70)
+			in := testutil.InDType(dtype, values, 5, 70)
 			host := nf4.MustQuantize(in, 16)
 			e := implicitarray.MustNewExec(backend, func(x *graph.Node) *nf4.Array { return nf4.QuantizeNode(x, 16) })
 			defer e.Finalize()

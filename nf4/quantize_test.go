@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/implicitarray"
@@ -185,31 +184,6 @@ func TestComponentShapes(t *testing.T) {
 	}
 }
 
-// inputOf builds a tensor of dtype from float32 values (exact for values representable in dtype).
-func inputOf(dtype dtypes.DType, values []float32, dims ...int) *tensors.Tensor {
-	switch dtype {
-	case dtypes.Float64:
-		v := make([]float64, len(values))
-		for i, x := range values {
-			v[i] = float64(x)
-		}
-		return tensors.FromFlatDataAndDimensions(v, dims...)
-	case dtypes.BFloat16:
-		v := make([]bfloat16.BFloat16, len(values))
-		for i, x := range values {
-			v[i] = bfloat16.FromFloat32(x)
-		}
-		return tensors.FromFlatDataAndDimensions(v, dims...)
-	case dtypes.Float16:
-		v := make([]float16.Float16, len(values))
-		for i, x := range values {
-			v[i] = float16.Fromfloat32(x)
-		}
-		return tensors.FromFlatDataAndDimensions(v, dims...)
-	}
-	return tensors.FromFlatDataAndDimensions(values, dims...)
-}
-
 // TestRoundTrip checks the error bound per element (half the largest code gap times the block's
 // absmax), that zero blocks stay zero, and that ±absmax round-trips exactly, for every dtype.
 func TestRoundTrip(t *testing.T) {
@@ -220,7 +194,7 @@ func TestRoundTrip(t *testing.T) {
 			for i := range cols { // row 1 all zero
 				values[cols+i] = 0
 			}
-			in := inputOf(dtype, values, rows, cols)
+			in := testutil.InDType(dtype, values, rows, cols)
 			exact := testutil.Float32s(t, in)
 			a, err := nf4.Quantize(in, bs)
 			if err != nil {
@@ -273,7 +247,7 @@ func boolF(b bool) float64 {
 // midpoint 0.501953125: rounding gives 0.50390625 (code 13, above the 12|13 midpoint 0.5016634),
 // truncation would give 0.5 (code 12).
 func TestBF16RoundsToNearest(t *testing.T) {
-	a := nf4.MustQuantize(inputOf(dtypes.BFloat16, []float32{1, -1.9921875}, 2), 2)
+	a := nf4.MustQuantize(testutil.InDType(dtypes.BFloat16, []float32{1, -1.9921875}, 2), 2)
 	if got := packedBytes(t, a)[0]; got != 0xD0 {
 		t.Errorf("packed %02X, want D0 (round to nearest even, as XLA)", got)
 	}
@@ -329,7 +303,7 @@ func TestXLAArithmetic(t *testing.T) {
 		{"huge block encoded", dtypes.Float32, []float32{3e38, 1.5e38}, 2, []uint8{0xFC}, []float32{3e38}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := inputOf(tc.dtype, tc.values, len(tc.values))
+			in := testutil.InDType(tc.dtype, tc.values, len(tc.values))
 			host, err := nf4.Quantize(in, tc.blockSize)
 			if err != nil {
 				t.Fatal(err)

@@ -15,11 +15,13 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/runtime"
+	"github.com/x448/float16"
 )
 
 // TestAllEnv names the environment variable that turns on slow tests (see Slow).
@@ -75,6 +77,32 @@ func Converted[To float32 | float64, From ~int8 | ~float32 | ~float64](v []From)
 	out := make([]To, len(v))
 	for i, x := range v {
 		out[i] = To(x)
+	}
+	return out
+}
+
+// InDType returns float32 values (dims) as a host tensor of dtype: float32, float64, bfloat16 (as
+// bfloat16.FromFloat32 gives it: truncated) or float16 (rounded to nearest even). It panics for
+// another dtype.
+func InDType(dtype dtypes.DType, values []float32, dims ...int) *tensors.Tensor {
+	switch dtype {
+	case dtypes.Float32:
+		return tensors.FromFlatDataAndDimensions(values, dims...)
+	case dtypes.Float64:
+		return tensors.FromFlatDataAndDimensions(convertAll(values, func(v float32) float64 { return float64(v) }), dims...)
+	case dtypes.BFloat16:
+		return tensors.FromFlatDataAndDimensions(convertAll(values, bfloat16.FromFloat32), dims...)
+	case dtypes.Float16:
+		return tensors.FromFlatDataAndDimensions(convertAll(values, float16.Fromfloat32), dims...)
+	}
+	panic(fmt.Sprintf("testutil.InDType(%s): accepted: float32, float64, bfloat16 or float16", dtype))
+}
+
+// convertAll returns f of each of values.
+func convertAll[T, U any](values []T, f func(T) U) []U {
+	out := make([]U, len(values))
+	for i, v := range values {
+		out[i] = f(v)
 	}
 	return out
 }
