@@ -56,11 +56,7 @@ func TestHandlersKeepBlocks(t *testing.T) {
 			}
 		}
 		t.Run(tc.name, func(t *testing.T) {
-			implicitarray.ResetStats()
-			e := implicitarray.MustNewExec(backend, func(w *ggml.Array) implicitarray.Value { return tc.op(w) })
-			defer e.Finalize()
-			out := e.MustCall1(w)
-			st := implicitarray.CurrentStats()
+			out, st := testutil.ApplyOp(t, w, tc.op)
 			var got *tensors.Tensor
 			if a, ok := out.(*ggml.Array); ok {
 				if !tc.kept {
@@ -197,11 +193,10 @@ func TestComponentSpecs(t *testing.T) {
 // one: no fallback, the inner array keeps its sharding, and the values are the dense transpose of
 // the unsharded array's, bit for bit (it was materialized through the fallback).
 func TestShardedTransposeIsLazy(t *testing.T) {
-	backend := testutil.Backend(t)
 	plain := ggml.MustQuantize(testutil.RandomTensor(3, 3, 4, 64), gguf.TypeQ4_1)
 	m := sharding.MustNewMesh([]string{"model"}, []int{2})
 	op := func(v implicitarray.Value) implicitarray.Value { return implicitarray.Transpose(v, 1, 2) }
-	want := graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node { return op(x).(*graph.Node) }, testutil.Materialize(t, plain))
+	want := testutil.DenseOp(t, plain, op)
 	for _, tc := range []struct {
 		name string
 		s    sharding.Sharding
@@ -212,14 +207,12 @@ func TestShardedTransposeIsLazy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := plain.WithSharding(tc.s)
-			implicitarray.ResetStats()
-			e := implicitarray.MustNewExec(backend, func(w *ggml.Array) implicitarray.Value { return op(w) })
-			defer e.Finalize()
-			out, ok := e.MustCall1(w).(*implicitarray.Transposed)
+			result, st := testutil.ApplyOp(t, w, op)
+			out, ok := result.(*implicitarray.Transposed)
 			if !ok {
 				t.Fatalf("result is not an *implicitarray.Transposed")
 			}
-			if st := implicitarray.CurrentStats(); len(st.Fallbacks) != 0 || st.Materializations["*ggml.Array"] != 0 {
+			if len(st.Fallbacks) != 0 || st.Materializations["*ggml.Array"] != 0 {
 				t.Errorf("stats %+v: want no fallback and no materialization", st)
 			}
 			if inner, ok := out.Inner().(*ggml.Array); !ok {

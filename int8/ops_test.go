@@ -255,16 +255,12 @@ func TestReshapeToScalar(t *testing.T) {
 // It re-quantized along (-1,), changing the values of an array quantized along axis 0.
 func TestIdentityReshape(t *testing.T) {
 	w := qint8.MustQuantize(testutil.RandomTensor(1, 6, 5), 0)
-	implicitarray.ResetStats()
-	e := implicitarray.MustNewExec(testutil.Backend(t), func(w *qint8.Array) implicitarray.Value {
-		return implicitarray.Reshape(w, -1, 5)
-	})
-	defer e.Finalize()
-	got, ok := e.MustCall1(w).(*qint8.Array)
+	out, st := testutil.ApplyOp(t, w, func(w implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(w, -1, 5) })
+	got, ok := out.(*qint8.Array)
 	if !ok || !slices.Equal(got.Axes(), []int{0}) {
 		t.Fatalf("got %v, want an *int8.Array quantized along axis 0", got)
 	}
-	if st := implicitarray.CurrentStats(); len(st.Materializations) != 0 || len(st.Requantizations) != 0 {
+	if len(st.Materializations) != 0 || len(st.Requantizations) != 0 {
 		t.Errorf("stats %+v: want no materialization", st)
 	}
 	testutil.SameBits(t, "values", testutil.Float32s(t, testutil.Materialize(t, got)), testutil.Float32s(t, testutil.Materialize(t, w)))

@@ -181,7 +181,6 @@ func TestDoubleQuantizeHandEncoded(t *testing.T) {
 // (exact); one that moves it re-quantizes, double-quantized again (a transpose is lazy:
 // TestTransposeIsLazy).
 func TestDoubleQuantizedHandlers(t *testing.T) {
-	backend := testutil.Backend(t)
 	w := nf4.MustDoubleQuantize(nf4.MustQuantize(testutil.RandomTensor(5, 3, 4, 64), 32))
 	for _, tc := range []struct {
 		name  string
@@ -197,18 +196,16 @@ func TestDoubleQuantizedHandlers(t *testing.T) {
 		{"reshape-last", func(v implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(v, 3, 256) }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			implicitarray.ResetStats()
-			e := implicitarray.MustNewExec(backend, func(w *nf4.Array) implicitarray.Value { return tc.op(w) })
-			defer e.Finalize()
-			out, ok := e.MustCall1(w).(*nf4.Array)
+			result, st := testutil.ApplyOp(t, w, tc.op)
+			out, ok := result.(*nf4.Array)
 			if !ok || !out.DoubleQuantized() {
 				t.Fatalf("result %v is not a double-quantized *nf4.Array", out)
 			}
-			materialized := implicitarray.CurrentStats().Materializations["*nf4.Array"]
+			materialized := st.Materializations["*nf4.Array"]
 			if tc.exact != (materialized == 0) {
 				t.Errorf("%d materializations; exact=%v", materialized, tc.exact)
 			}
-			want := graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node { return tc.op(x).(*graph.Node) }, testutil.Materialize(t, w))
+			want := testutil.DenseOp(t, w, tc.op)
 			got, ref := testutil.Float64s(t, testutil.Materialize(t, out)), testutil.Float64s(t, want)
 			if tc.exact && !slices.Equal(got, ref) {
 				t.Errorf("values differ from the dense op")
@@ -247,7 +244,7 @@ func TestDoubleQuantizedRequantizeLargeBlocks(t *testing.T) {
 			if !ok || !out.DoubleQuantized() || out.BlockSize() != 128 {
 				t.Fatalf("result %v; want a double-quantized *nf4.Array of block 128", outs[0])
 			}
-			want := graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node { return tc.op(x).(*graph.Node) }, testutil.Materialize(t, w))
+			want := testutil.DenseOp(t, w, tc.op)
 			got, ref := testutil.Float64s(t, testutil.Materialize(t, out)), testutil.Float64s(t, want)
 			if d, scale := testutil.MaxAbsDiff(got, ref); d > 0.2*scale {
 				t.Errorf("re-quantized values differ by %v (scale %v)", d, scale)

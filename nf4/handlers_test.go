@@ -28,14 +28,12 @@ func TestLayoutHandlersExact(t *testing.T) {
 	}}
 	for _, tc := range append(testutil.RowOps(40), concatenate) {
 		t.Run(tc.Name, func(t *testing.T) {
-			implicitarray.ResetStats()
-			e := implicitarray.MustNewExec(backend, func(w *nf4.Array) implicitarray.Value { return tc.Op(w) })
-			defer e.Finalize()
-			out, ok := e.MustCall1(w).(*nf4.Array)
+			result, st := testutil.ApplyOp(t, w, tc.Op)
+			out, ok := result.(*nf4.Array)
 			if !ok {
 				t.Fatalf("result is not an *nf4.Array")
 			}
-			if st := implicitarray.CurrentStats(); len(st.Fallbacks) != 0 || st.Materializations["*nf4.Array"] != 0 {
+			if len(st.Fallbacks) != 0 || st.Materializations["*nf4.Array"] != 0 {
 				t.Errorf("stats %+v: want no fallback and no materialization", st)
 			}
 			// The sharding follows the axes: a transpose or a broadcast moves its entries; a reshape
@@ -54,9 +52,7 @@ func TestLayoutHandlersExact(t *testing.T) {
 					return graph.Concatenate([]*graph.Node{x, y}, 0)
 				}, testutil.Materialize(t, w), testutil.Materialize(t, other))
 			} else {
-				wantDense = graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
-					return tc.Op(x).(*graph.Node)
-				}, testutil.Materialize(t, w))
+				wantDense = testutil.DenseOp(t, w, tc.Op)
 			}
 			got := testutil.Materialize(t, out)
 			if !got.Shape().Equal(wantDense.Shape()) {
@@ -73,7 +69,6 @@ func TestLayoutHandlersExact(t *testing.T) {
 // the op and re-quantize (a second rounding, within the round-trip bound, counted in
 // Stats.Requantizations), keeping block size and sharding.
 func TestRequantizingHandlers(t *testing.T) {
-	backend := testutil.Backend(t)
 	shard := sharding.Sharding{Spec: sharding.PartitionSpec{nil, {"data"}}}
 	w := nf4.MustQuantize(testutil.RandomTensor(5, 48, 80), 32).WithSharding(shard)
 	for _, tc := range []struct {
@@ -87,14 +82,12 @@ func TestRequantizingHandlers(t *testing.T) {
 		}, implicitarray.OpBroadcastInDim},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			implicitarray.ResetStats()
-			e := implicitarray.MustNewExec(backend, func(w *nf4.Array) implicitarray.Value { return tc.op(w) })
-			defer e.Finalize()
-			out, ok := e.MustCall1(w).(*nf4.Array)
+			result, st := testutil.ApplyOp(t, w, tc.op)
+			out, ok := result.(*nf4.Array)
 			if !ok {
 				t.Fatalf("result is not an *nf4.Array")
 			}
-			if st := implicitarray.CurrentStats(); st.Requantizations[implicitarray.Key{Op: tc.key, Type: "*nf4.Array"}] != 1 {
+			if st.Requantizations[implicitarray.Key{Op: tc.key, Type: "*nf4.Array"}] != 1 {
 				t.Errorf("stats %+v: want one re-quantization by %s", st, tc.key)
 			}
 			wantSpec := shard.Spec // a reshape of the first axis drops it
@@ -104,9 +97,7 @@ func TestRequantizingHandlers(t *testing.T) {
 			if s, ok := out.Sharding(); !ok || !s.Spec.Equal(wantSpec) || out.BlockSize() != 32 {
 				t.Errorf("sharding %v (%v), block %d: want %v, block 32", s, ok, out.BlockSize(), wantSpec)
 			}
-			want := testutil.Float64s(t, graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node {
-				return tc.op(x).(*graph.Node)
-			}, testutil.Materialize(t, w)))
+			want := testutil.Float64s(t, testutil.DenseOp(t, w, tc.op))
 			got := testutil.Float64s(t, testutil.Materialize(t, out))
 			if diff, scale := testutil.MaxAbsDiff(got, want); diff > nf4.MaxCodeGap()/2*scale {
 				t.Errorf("re-quantized values off by %g > bound %g", diff, nf4.MaxCodeGap()/2*scale)
@@ -121,7 +112,6 @@ func TestRequantizingHandlers(t *testing.T) {
 // changes what x·Wᵀ computes. A double-quantized array takes only a replicated spec, which it
 // then carries.
 func TestShardedTransposeIsLazy(t *testing.T) {
-	backend := testutil.Backend(t)
 	plain := nf4.MustQuantize(testutil.RandomTensor(5, 48, 80), 32)
 	replicated, err := nf4.MustDoubleQuantize(plain).WithMeshAndAxis(sharding.MustNewMesh([]string{"data"}, []int{2}), nil)
 	if err != nil {
@@ -133,14 +123,12 @@ func TestShardedTransposeIsLazy(t *testing.T) {
 		"nf4-dq, replicated": replicated,
 	} {
 		t.Run(name, func(t *testing.T) {
-			implicitarray.ResetStats()
-			e := implicitarray.MustNewExec(backend, func(w *nf4.Array) implicitarray.Value { return op(w) })
-			defer e.Finalize()
-			out, ok := e.MustCall1(w).(*implicitarray.Transposed)
+			result, st := testutil.ApplyOp(t, w, op)
+			out, ok := result.(*implicitarray.Transposed)
 			if !ok {
 				t.Fatalf("result is not an *implicitarray.Transposed")
 			}
-			if st := implicitarray.CurrentStats(); len(st.Requantizations) != 0 || len(st.Fallbacks) != 0 {
+			if len(st.Requantizations) != 0 || len(st.Fallbacks) != 0 {
 				t.Errorf("stats %+v: want no re-quantization and no fallback", st)
 			}
 			want, _ := w.Sharding()
@@ -149,7 +137,7 @@ func TestShardedTransposeIsLazy(t *testing.T) {
 			} else if s, ok := inner.Sharding(); !ok || !s.Spec.Equal(want.Spec) || !s.Mesh.Equal(want.Mesh) {
 				t.Errorf("inner sharding %v (%v), want %v", s, ok, want)
 			}
-			dense := graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node { return op(x).(*graph.Node) }, testutil.Materialize(t, w))
+			dense := testutil.DenseOp(t, w, op)
 			testutil.SameBits(t, "values", testutil.Float32s(t, testutil.Materialize(t, out)), testutil.Float32s(t, dense))
 		})
 	}
@@ -283,22 +271,19 @@ func TestTransposeIsLazy(t *testing.T) {
 // block axis last is the NF4 array's own exact transpose (still NF4, no re-quantization), and its
 // values are the dense ops' bit for bit.
 func TestLazyTransposeComposes(t *testing.T) {
-	backend := testutil.Backend(t)
 	w := nf4.MustQuantize(testutil.RandomTensor(5, 2, 3, 64), 32)
 	op := func(v implicitarray.Value) implicitarray.Value {
 		return implicitarray.TransposeAllAxes(implicitarray.TransposeAllAxes(v, 2, 1, 0), 1, 2, 0)
 	}
-	implicitarray.ResetStats()
-	e := implicitarray.MustNewExec(backend, func(w *nf4.Array) implicitarray.Value { return op(w) })
-	defer e.Finalize()
-	out, ok := e.MustCall1(w).(*nf4.Array)
+	result, st := testutil.ApplyOp(t, w, op)
+	out, ok := result.(*nf4.Array)
 	if !ok {
 		t.Fatalf("result is not an *nf4.Array")
 	}
-	if st := implicitarray.CurrentStats(); len(st.Requantizations) != 0 || len(st.Fallbacks) != 0 {
+	if len(st.Requantizations) != 0 || len(st.Fallbacks) != 0 {
 		t.Errorf("stats %+v: want no re-quantization and no fallback", st)
 	}
-	want := graph.MustExecOnce(backend, func(x *graph.Node) *graph.Node { return op(x).(*graph.Node) }, testutil.Materialize(t, w))
+	want := testutil.DenseOp(t, w, op)
 	if !slices.Equal(out.Shape().Dimensions, want.Shape().Dimensions) {
 		t.Fatalf("shape %v, want %v", out.Shape().Dimensions, want.Shape().Dimensions)
 	}

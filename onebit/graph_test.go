@@ -565,17 +565,12 @@ func TestShardRows(t *testing.T) {
 // with a per-channel scale, which no other reshape can follow without materializing.
 func TestIdentityReshape(t *testing.T) {
 	w := onebit.MustQuantizeTernary(testutil.RandomTensor(1, 8, 5), &onebit.Options{Scale: true, ScaleAxes: []int{0}})
-	implicitarray.ResetStats()
-	e := implicitarray.MustNewExec(testutil.Backend(t), func(w *onebit.Array) implicitarray.Value {
-		return implicitarray.Reshape(w, -1, 5)
-	})
-	defer e.Finalize()
-	out := e.MustCall1(w)
+	out, st := testutil.ApplyOp(t, w, func(w implicitarray.Value) implicitarray.Value { return implicitarray.Reshape(w, -1, 5) })
 	got, ok := out.(*onebit.Array)
 	if !ok {
 		t.Fatalf("got %T, want an *onebit.Array", out)
 	}
-	if st := implicitarray.CurrentStats(); len(st.Materializations) != 0 {
+	if len(st.Materializations) != 0 {
 		t.Errorf("stats %+v: want no materialization", st)
 	}
 	testutil.SameBits(t, "values", testutil.Float32s(t, testutil.Materialize(t, got)), testutil.Float32s(t, testutil.Materialize(t, w)))

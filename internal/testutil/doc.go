@@ -7,6 +7,7 @@
 // dtype, Converted converts slices; BroadcastIndex indexes keepdims scales; Materialize decodes an
 // implicit array; Float64s, Float32s, Close, SameBits, MaxAbsDiff and WantError check results;
 // LazyConvertDType checks a format's convert_element_type, TableProducts an embedding table's
-// lookup and tied head; RowOps are the shape ops that keep a blocked format's rows; RecoverError
-// turns a graph builder's panic into an error.
+// lookup and tied head; RowOps are the shape ops that keep a blocked format's rows, ApplyOp runs
+// one on a host array and DenseOp on its materialization; RecoverError turns a graph builder's
+// panic into an error.
 package testutil

@@ -190,6 +190,25 @@ func RowOps(last int) []RowOp {
 	}
 }
 
+// ApplyOp applies op to the host array w in an implicitarray.Exec on the test's backend, and
+// returns the result (a host array or a *tensors.Tensor) with the statistics the call recorded
+// (implicitarray.ResetStats before it).
+func ApplyOp[A implicitarray.Array](t testing.TB, w A, op func(implicitarray.Value) implicitarray.Value) (any, implicitarray.Stats) {
+	t.Helper()
+	implicitarray.ResetStats()
+	e := implicitarray.MustNewExec(Backend(t), func(w A) implicitarray.Value { return op(w) })
+	defer e.Finalize()
+	out := e.MustCall1(w)
+	return out, implicitarray.CurrentStats()
+}
+
+// DenseOp returns op applied to the materialization of the host array w: what a shape handler's
+// result on w must materialize to.
+func DenseOp(t testing.TB, w implicitarray.Array, op func(implicitarray.Value) implicitarray.Value) *tensors.Tensor {
+	t.Helper()
+	return graph.MustExecOnce(Backend(t), func(x *graph.Node) *graph.Node { return op(x).(*graph.Node) }, Materialize(t, w))
+}
+
 // TransposedProduct checks the PyTorch idiom x·wᵀ on w, a host array of shape (out, in) whose
 // storage cannot follow a transpose: Transpose(w, 0, 1) is lazy (implicitarray.Transposed), and
 // MatMul(x, Transpose(w, 0, 1)) for rows of x is the product that contracts w along its last axis
