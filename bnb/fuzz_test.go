@@ -9,7 +9,6 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/bnb"
-	qint8 "github.com/quanta-ml/quanta/int8"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/safetensors"
 )
@@ -32,22 +31,11 @@ func FuzzReadLayers(f *testing.F) {
 		blockSize int
 		dq        bool
 	}{{[]int{4, 64}, 64, false}, {[]int{3, 7}, 4096, true}, {[]int{2, 10}, 8, false}} {
-		a, err := bnb.Quantize4bit(codebookWeight(c.dims[0], c.dims[1]), c.blockSize, c.dq)
-		if err != nil {
-			f.Fatal(err)
-		}
-		bias := tensors.FromFlatDataAndDimensions(make([]float32, c.dims[0]), c.dims[0])
-		f.Add(stateDict(f, &bnb.Linear4bit{Weight: a, Bias: bias}))
+		l := codebookLinear4bit(f, c.dims[0], c.dims[1], c.blockSize, c.dq)
+		l.Bias = tensors.FromFlatDataAndDimensions(make([]float32, c.dims[0]), c.dims[0])
+		f.Add(stateDict(f, l))
 	}
-	w8, err := qint8.Quantize(codebookWeight(3, 5))
-	if err != nil {
-		f.Fatal(err)
-	}
-	l8, err := bnb.NewLinear8bitLt(w8, nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(stateDict(f, l8))
+	f.Add(stateDict(f, codebookLinear8bitLt(f, 3, 5)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		testutil.AllocatesAtMost(t, "bnb readers", 64*uint64(len(data))+32<<20, func() { readLayers(t, data) })
 	})
@@ -55,10 +43,7 @@ func FuzzReadLayers(f *testing.F) {
 
 // stateDict returns the bytes of the state dict of one layer.
 func stateDict(tb testing.TB, l layer) []byte {
-	list, err := l.Tensors("")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	list := layerTensors(tb, l)
 	bnb.SortLikeTorch(list)
 	var b bytes.Buffer
 	if err := safetensors.Write(&b, list, map[string]string{"format": "pt"}); err != nil {

@@ -34,6 +34,42 @@ func codebookWeight(out, in int) *tensors.Tensor {
 	return tensors.FromFlatDataAndDimensions(v, out, in)
 }
 
+// codebookLinear4bit returns a Linear4bit layer of codebookWeight(out, in) quantized in blocks of
+// blockSize, double-quantized with dq.
+func codebookLinear4bit(tb testing.TB, out, in, blockSize int, dq bool) *bnb.Linear4bit {
+	tb.Helper()
+	a, err := bnb.Quantize4bit(codebookWeight(out, in), blockSize, dq)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &bnb.Linear4bit{Weight: a}
+}
+
+// codebookLinear8bitLt returns a Linear8bitLt layer of codebookWeight(out, in) quantized to int8.
+func codebookLinear8bitLt(tb testing.TB, out, in int) *bnb.Linear8bitLt {
+	tb.Helper()
+	w, err := qint8.Quantize(codebookWeight(out, in))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l, err := bnb.NewLinear8bitLt(w, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return l
+}
+
+// layerTensors returns the tensors of l's state dict (l.Tensors("")), failing the test on an
+// error.
+func layerTensors(tb testing.TB, l layer) []safetensors.Tensor {
+	tb.Helper()
+	list, err := l.Tensors("")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return list
+}
+
 // TestOneShortBlock: a block size larger than the weight (4096 for a [10, 100] weight, valid in
 // bitsandbytes, whose largest block size it is) quantizes as one short block, writes the state
 // dict bitsandbytes would (1000 codes, one absmax, blocksize 4096), reads back and decodes.
@@ -104,14 +140,7 @@ func TestBlockSizeBounds(t *testing.T) {
 	if _, err := bnb.Quantize4bit(codebookWeight(3, 2000), 6000, false); err != nil {
 		t.Errorf("block size 6000 for 6000 elements: %v", err)
 	}
-	a, err := bnb.Quantize4bit(w, 64, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := (&bnb.Linear4bit{Weight: a}).Tensors("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	list := layerTensors(t, codebookLinear4bit(t, 4, 64, 64, false))
 	for _, bs := range []int{1 << 40, 8192} {
 		edited := setQuantState(t, list, func(qs map[string]any) { qs["blocksize"] = bs })
 		var err error
@@ -148,14 +177,7 @@ func setQuantState(t *testing.T, list []safetensors.Tensor, edit func(map[string
 // TestQuantStateErrors: quant states that do not fit the tensors are errors naming what is wrong,
 // not panics or messages about another tensor.
 func TestQuantStateErrors(t *testing.T) {
-	dq, err := bnb.Quantize4bit(codebookWeight(4, 64), 64, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := (&bnb.Linear4bit{Weight: dq}).Tensors("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	list := layerTensors(t, codebookLinear4bit(t, 4, 64, 64, true))
 	empty := func(names ...string) func([]safetensors.Tensor) []safetensors.Tensor {
 		return func(list []safetensors.Tensor) []safetensors.Tensor {
 			for i := range list {
@@ -370,28 +392,10 @@ func TestNonFiniteScales(t *testing.T) {
 		}
 		return reopen(t, out)
 	}
-	w8, err := qint8.Quantize(codebookWeight(12, 40))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l8, err := bnb.NewLinear8bitLt(w8, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	list8, err := l8.Tensors("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	list8 := layerTensors(t, codebookLinear8bitLt(t, 12, 40))
 	for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1)), -1} {
 		for _, dq := range []bool{false, true} {
-			a, err := bnb.Quantize4bit(codebookWeight(4, 64), 64, dq)
-			if err != nil {
-				t.Fatal(err)
-			}
-			list, err := (&bnb.Linear4bit{Weight: a}).Tensors("")
-			if err != nil {
-				t.Fatal(err)
-			}
+			list := layerTensors(t, codebookLinear4bit(t, 4, 64, 64, dq))
 			name := bnb.KeyAbsmax
 			if dq {
 				name = "weight.nested_absmax"
