@@ -170,9 +170,9 @@ func TestDotGeneral(t *testing.T) {
 				continue
 			}
 			w := ggml.MustQuantize(testutil.NormalTensor(r, p.w...), typ)
-			xValues := testutil.Normals(r, product1(p.x))
+			xValues := testutil.Normals(r, testutil.Size(p.x...))
 			x := tensors.FromFlatDataAndDimensions(xValues, p.x...)
-			decoded := make([]float32, product1(p.w))
+			decoded := make([]float32, testutil.Size(p.w...))
 			if err := gguf.Decode(typ, blockBytes(t, w), decoded); err != nil {
 				t.Fatal(err)
 			}
@@ -260,14 +260,6 @@ func run(t *testing.T, p product, x *tensors.Tensor, w *ggml.Array, actDType dty
 	return testutil.Float64s(t, out.(*tensors.Tensor)), nil
 }
 
-func product1(dims []int) int {
-	n := 1
-	for _, d := range dims {
-		n *= d
-	}
-	return n
-}
-
 // TestChooseDecodeDot: without kernels, Auto decodes a GGML weight in the graph for any rows.
 func TestChooseDecodeDot(t *testing.T) {
 	g := graph.NewGraph(testutil.Backend(t), "choose")
@@ -295,7 +287,7 @@ func TestSlabbed(t *testing.T) {
 	p := product{name: "x@W", eq: "mk,kn->mn", x: []int{4, 2048}, w: []int{2048, 1152}, rank2: true}
 	w := ggml.MustQuantize(testutil.NormalTensor(r, p.w...), gguf.TypeQ8_0).WithStrategy(lowering.DecodeDot)
 	x := testutil.NormalTensor(r, p.x...)
-	decoded := make([]float32, product1(p.w))
+	decoded := make([]float32, testutil.Size(p.w...))
 	if err := gguf.Decode(gguf.TypeQ8_0, blockBytes(t, w), decoded); err != nil {
 		t.Fatal(err)
 	}

@@ -33,14 +33,6 @@ type format struct {
 	make func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized
 }
 
-func product(dims []int) int {
-	n := 1
-	for _, d := range dims {
-		n *= d
-	}
-	return n
-}
-
 func formats() []format {
 	return []format{
 		{name: "nf4", layout: "blockwise4", make: func(r *rand.Rand, dims []int, s lowering.Strategy) lowering.Quantized {
@@ -220,7 +212,7 @@ func withComponentsOf(template, w lowering.Quantized) lowering.Quantized {
 }
 
 func activations(t *testing.T, r *rand.Rand, dims []int, dtype dtypes.DType) *tensors.Tensor {
-	n := product(dims)
+	n := testutil.Size(dims...)
 	if dtype == dtypes.Int32 {
 		data := make([]int32, n)
 		for i := range data {

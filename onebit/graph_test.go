@@ -133,8 +133,8 @@ func TestDotGeneralExact(t *testing.T) {
 			if l == onebit.OneBit && c.wDims[0]%8 != 0 {
 				continue
 			}
-			v := randomValues(r, l, product(c.wDims))
-			x := tensors.FromFlatDataAndDimensions(smallInts(r, product(c.xDims)), c.xDims...)
+			v := randomValues(r, l, testutil.Size(c.wDims...))
+			x := tensors.FromFlatDataAndDimensions(smallInts(r, testutil.Size(c.xDims...)), c.xDims...)
 			ref := tensors.FromFlatDataAndDimensions(testutil.Converted[float32](v), c.wDims...)
 			for _, s := range []lowering.Strategy{lowering.Auto, lowering.SlicedSum, lowering.DecodeDot, lowering.Materialize} {
 				if s == lowering.SlicedSum && !packedAxisContracted(c) {
@@ -178,8 +178,8 @@ func TestDotGeneralFusedSliced(t *testing.T) {
 			if l == onebit.OneBit && c.wDims[0]%8 != 0 || !packedAxisContracted(c) {
 				continue
 			}
-			v := randomValues(r, l, product(c.wDims))
-			x := tensors.FromFlatDataAndDimensions(smallInts(r, product(c.xDims)), c.xDims...)
+			v := randomValues(r, l, testutil.Size(c.wDims...))
+			x := tensors.FromFlatDataAndDimensions(smallInts(r, testutil.Size(c.xDims...)), c.xDims...)
 			ref := tensors.FromFlatDataAndDimensions(testutil.Converted[float32](v), c.wDims...)
 			t.Run(fmt.Sprintf("%s/%s", l, c.name), func(t *testing.T) {
 				w := withStrategy(packed(t, l, v, c.wDims, &onebit.Options{DType: dtypes.Int8}), lowering.SlicedSum)
@@ -323,7 +323,7 @@ func TestHandlersAgainstDense(t *testing.T) {
 	m := sharding.MustNewMesh([]string{"x", "y"}, []int{2, 2})
 	for _, l := range []onebit.Packing{onebit.TwoBit, onebit.OneBit} {
 		dims := []int{16, 2, 8}
-		v := randomValues(r, l, product(dims))
+		v := randomValues(r, l, testutil.Size(dims...))
 		ref := tensors.FromFlatDataAndDimensions(testutil.Converted[float32](v), dims...)
 		for _, scaled := range []bool{false, true} {
 			for _, c := range cases {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/onebit"
 )
 
@@ -77,12 +78,12 @@ func TestPackRoundTripProperty(t *testing.T) {
 	r := rand.New(rand.NewSource(7))
 	for _, l := range []onebit.Packing{onebit.TwoBit, onebit.OneBit} {
 		for _, dims := range [][]int{{8}, {16, 3}, {8, 2, 5}, {32, 1}, {24, 7}} {
-			values := randomValues(r, l, product(dims))
+			values := randomValues(r, l, testutil.Size(dims...))
 			packed, err := onebit.PackValues(l, values, dims...)
 			if err != nil {
 				t.Fatalf("%s %v: %v", l, dims, err)
 			}
-			if want := product(dims) / l.ValuesPerByte(); len(packed) != want {
+			if want := testutil.Size(dims...) / l.ValuesPerByte(); len(packed) != want {
 				t.Fatalf("%s %v: %d bytes, want %d", l, dims, len(packed), want)
 			}
 			back, _ := onebit.UnpackValues(l, packed, dims...)
@@ -216,12 +217,4 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
-}
-
-func product(dims []int) int {
-	n := 1
-	for _, d := range dims {
-		n *= d
-	}
-	return n
 }

@@ -57,11 +57,16 @@ func Normals(r interface{ NormFloat64() float64 }, n int) []float32 {
 
 // NormalTensor returns a float32 tensor of dims filled with Normals(r, ...).
 func NormalTensor(r interface{ NormFloat64() float64 }, dims ...int) *tensors.Tensor {
+	return tensors.FromFlatDataAndDimensions(Normals(r, Size(dims...)), dims...)
+}
+
+// Size returns the number of elements of an array of dimensions dims (1 for none: a scalar).
+func Size(dims ...int) int {
 	n := 1
 	for _, d := range dims {
 		n *= d
 	}
-	return tensors.FromFlatDataAndDimensions(Normals(r, n), dims...)
+	return n
 }
 
 // RandomValues returns n normal float32 values drawn with a fixed seed.
