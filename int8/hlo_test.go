@@ -3,7 +3,6 @@ package int8_test
 import (
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,15 +15,13 @@ import (
 	"github.com/quanta-ml/quanta/runtime"
 )
 
-const hloChildEnv = "QUANTA_INT8_HLO_CHILD"
-
 // TestConvertIsFused proves from XLA's optimized program that the MulReduce strategy never builds a
 // float copy of the weight: the int8 -> float convert sits inside the fusion that consumes it.
 // GoMLX exposes no optimized HLO, so the test reruns itself with XLA_FLAGS=--xla_dump_to and reads
 // the dump. It also logs what XLA CPU does with DecodeDot.
 func TestConvertIsFused(t *testing.T) {
 	backend := testutil.Backend(t)
-	if os.Getenv(hloChildEnv) == "1" {
+	if testutil.InHLOChild() {
 		rng := rand.New(rand.NewSource(1))
 		// Pinned strategies: with kernels, Auto gives these one-row products to a custom call.
 		reduce := qint8.MustQuantize(testutil.NormalTensor(rng, 48, 64)).WithStrategy(lowering.MulReduce) // (N, K): bk,nk->bn
@@ -40,12 +37,7 @@ func TestConvertIsFused(t *testing.T) {
 	if !runtime.IsXLA(backend) {
 		t.Skip("reads XLA's optimized HLO dump; the backend is not XLA")
 	}
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestConvertIsFused$", "-test.count=1")
-	cmd.Env = append(os.Environ(), hloChildEnv+"=1", "XLA_FLAGS=--xla_dump_to="+dir+" --xla_dump_hlo_as_text")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("child test: %v\n%s", err, out)
-	}
+	dir, _ := testutil.DumpHLO(t)
 	files, _ := filepath.Glob(filepath.Join(dir, "*after_optimizations.txt"))
 	checked := 0
 	for _, f := range files {

@@ -3,7 +3,6 @@ package lowering_test
 import (
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -19,10 +18,6 @@ import (
 	"github.com/quanta-ml/quanta/nf4"
 	"github.com/quanta-ml/quanta/onebit"
 )
-
-// hloChildEnv, set, makes TestGPUHLO build its programs (in a process whose XLA dumps them)
-// instead of checking them.
-const hloChildEnv = "QUANTA_LOWERING_HLO_CHILD"
 
 // hloProgram is a product built as for a GPU, with weight shapes no other program has, so that its
 // module is found by its parameters.
@@ -92,7 +87,7 @@ func TestGPUHLO(t *testing.T) {
 	if backend.String() != "xla" {
 		t.Skipf("HLO dumps are XLA's; backend %s", backend.Name())
 	}
-	if os.Getenv(hloChildEnv) != "" {
+	if testutil.InHLOChild() {
 		r := rand.New(rand.NewPCG(17, 18))
 		for _, p := range hloPrograms() {
 			x := activations(t, r, p.xDims, dtypes.BFloat16)
@@ -104,13 +99,7 @@ func TestGPUHLO(t *testing.T) {
 		}
 		return
 	}
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestGPUHLO$", "-test.count=1")
-	cmd.Env = append(os.Environ(), hloChildEnv+"=1",
-		"XLA_FLAGS="+strings.TrimSpace(os.Getenv("XLA_FLAGS")+" --xla_dump_to="+dir+" --xla_dump_hlo_as_text"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("child process: %v\n%s", err, out)
-	}
+	dir, _ := testutil.DumpHLO(t)
 	files, err := filepath.Glob(filepath.Join(dir, "*.before_optimizations.txt"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no HLO dumps in %s (%v)", dir, err)

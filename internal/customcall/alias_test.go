@@ -3,7 +3,6 @@ package customcall_test
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -113,7 +112,7 @@ func TestAliasOutputErrors(t *testing.T) {
 // that the aliased parameter and output share a buffer: the module's input_output_alias.
 func TestAliasInProgram(t *testing.T) {
 	backend := withKernels(t)
-	if os.Getenv(hloChildEnv) == "1" {
+	if testutil.InHLOChild() {
 		var err error
 		graph.MustNewExec(backend, cacheStep(&err)).MustExec([]float32{1, 2}, tensors.FromShape(shapes.Make(dtypes.Float32, 5, 2)))
 		if err != nil {
@@ -121,12 +120,7 @@ func TestAliasInProgram(t *testing.T) {
 		}
 		return
 	}
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestAliasInProgram$", "-test.count=1")
-	cmd.Env = append(os.Environ(), hloChildEnv+"=1", "XLA_FLAGS=--xla_dump_to="+dir+" --xla_dump_hlo_as_text")
-	if log, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("child test: %v\n%s", err, log)
-	}
+	dir, _ := testutil.DumpHLO(t)
 	files, _ := filepath.Glob(filepath.Join(dir, "*after_optimizations.txt"))
 	for _, f := range files {
 		data, err := os.ReadFile(f)

@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -607,8 +606,6 @@ func slicesAllZero(v []float64) bool {
 	return true
 }
 
-const hloChildEnv = "QUANTA_CUSTOMCALL_HLO_CHILD"
-
 // TestDeadDecodeRemoved checks the second claim of the design from what XLA receives and runs: in
 // a forward-only graph the decode that the rewritten product no longer reads is in the StableHLO
 // program given to XLA (GoMLX logs it at klog level 2) and gone from the program XLA runs
@@ -616,7 +613,7 @@ const hloChildEnv = "QUANTA_CUSTOMCALL_HLO_CHILD"
 // reruns itself to capture them.
 func TestDeadDecodeRemoved(t *testing.T) {
 	backend := withKernels(t)
-	if os.Getenv(hloChildEnv) == "1" {
+	if testutil.InHLOChild() {
 		logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 		klog.InitFlags(logFlags)
 		for name, value := range map[string]string{"v": "2", "logtostderr": "true"} {
@@ -631,13 +628,7 @@ func TestDeadDecodeRemoved(t *testing.T) {
 		klog.Flush()
 		return
 	}
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestDeadDecodeRemoved$", "-test.count=1")
-	cmd.Env = append(os.Environ(), hloChildEnv+"=1", "XLA_FLAGS=--xla_dump_to="+dir+" --xla_dump_hlo_as_text")
-	log, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child test: %v\n%s", err, log)
-	}
+	dir, log := testutil.DumpHLO(t)
 	program := string(log)
 	if at := strings.Index(program, "StableHLO program:"); at >= 0 {
 		program = program[at:]
