@@ -215,30 +215,32 @@ func TestEmptyArgumentNamed(t *testing.T) {
 	}
 }
 
-// TestTooManyArgSpecs checks that specs past the last argument are an error, not silently dropped.
-func TestTooManyArgSpecs(t *testing.T) {
+// TestArgumentCount: specs past the last argument are an error counting both, not silently
+// dropped; a call without the function's argument reports the missing argument, not the spec
+// given for it as a spec too many.
+func TestArgumentCount(t *testing.T) {
 	backend := testutil.Backend(t)
 	one := sharding.MustNewMesh([]string{"model"}, []int{1})
-	e := mesh.MustNewExec(backend, one, func(x *graph.Node) *graph.Node { return x }).
-		WithArgSpecs(nil, sharding.PartitionSpec{{"model"}})
-	defer e.Finalize()
-	_, err := e.Call(tensors.FromValue([]float32{1, 2}))
-	if err == nil || !strings.Contains(err.Error(), "2 specs") || !strings.Contains(err.Error(), "1 arguments") {
-		t.Fatalf("2 specs for 1 argument: error %v, want one counting specs and arguments", err)
-	}
-}
-
-// TestMissingArgument: a call without the function's argument reports the missing argument, not
-// the spec given for it as a spec too many.
-func TestMissingArgument(t *testing.T) {
-	backend := testutil.Backend(t)
-	one := sharding.MustNewMesh([]string{"model"}, []int{1})
-	e := mesh.MustNewExec(backend, one, func(x *graph.Node) *graph.Node { return x }).
-		WithArgSpecs(sharding.PartitionSpec{{"model"}})
-	defer e.Finalize()
-	_, err := e.Call()
-	if err == nil || !strings.Contains(err.Error(), "got 0 arguments, the function takes 1") {
-		t.Fatalf("no argument: error %v, want one saying the function takes 1", err)
+	for _, tc := range []struct {
+		name  string
+		specs []sharding.PartitionSpec
+		args  []any
+		want  []string // what the error must contain
+	}{
+		{"too many specs", []sharding.PartitionSpec{nil, {{"model"}}}, []any{tensors.FromValue([]float32{1, 2})},
+			[]string{"2 specs", "1 arguments"}},
+		{"missing argument", []sharding.PartitionSpec{{{"model"}}}, nil, []string{"got 0 arguments, the function takes 1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := mesh.MustNewExec(backend, one, func(x *graph.Node) *graph.Node { return x }).WithArgSpecs(tc.specs...)
+			defer e.Finalize()
+			_, err := e.Call(tc.args...)
+			for _, want := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("%d specs, %d arguments: error %v, want one containing %q", len(tc.specs), len(tc.args), err, want)
+				}
+			}
+		})
 	}
 }
 
