@@ -205,23 +205,7 @@ func TestShardedTransposeIsLazy(t *testing.T) {
 		{"replicated", sharding.Sharding{Mesh: m, Spec: sharding.PartitionSpec{}}},
 		{"sharded", sharding.Sharding{Mesh: m, Spec: sharding.PartitionSpec{nil, {"model"}}}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			w := plain.WithSharding(tc.s)
-			result, st := testutil.ApplyOp(t, w, op)
-			out, ok := result.(*implicitarray.Transposed)
-			if !ok {
-				t.Fatalf("result is not an *implicitarray.Transposed")
-			}
-			if len(st.Fallbacks) != 0 || st.Materializations["*ggml.Array"] != 0 {
-				t.Errorf("stats %+v: want no fallback and no materialization", st)
-			}
-			if inner, ok := out.Inner().(*ggml.Array); !ok {
-				t.Errorf("inner array is a %T, want *ggml.Array", out.Inner())
-			} else if s, ok := inner.Sharding(); !ok || !s.Spec.Equal(tc.s.Spec) || !s.Mesh.Equal(tc.s.Mesh) {
-				t.Errorf("inner sharding %v (%v), want %v", s, ok, tc.s)
-			}
-			testutil.SameBits(t, "values", testutil.Float32s(t, testutil.Materialize(t, out)), testutil.Float32s(t, want))
-		})
+		t.Run(tc.name, func(t *testing.T) { testutil.ShardedTransposeIsLazy(t, plain.WithSharding(tc.s), op, want) })
 	}
 }
 

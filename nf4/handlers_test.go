@@ -122,24 +122,7 @@ func TestShardedTransposeIsLazy(t *testing.T) {
 		"nf4":                plain.WithSharding(sharding.Sharding{Spec: sharding.PartitionSpec{nil, {"data"}}}),
 		"nf4-dq, replicated": replicated,
 	} {
-		t.Run(name, func(t *testing.T) {
-			result, st := testutil.ApplyOp(t, w, op)
-			out, ok := result.(*implicitarray.Transposed)
-			if !ok {
-				t.Fatalf("result is not an *implicitarray.Transposed")
-			}
-			if len(st.Requantizations) != 0 || len(st.Fallbacks) != 0 {
-				t.Errorf("stats %+v: want no re-quantization and no fallback", st)
-			}
-			want, _ := w.Sharding()
-			if inner, ok := out.Inner().(*nf4.Array); !ok {
-				t.Errorf("inner array is a %T, want *nf4.Array", out.Inner())
-			} else if s, ok := inner.Sharding(); !ok || !s.Spec.Equal(want.Spec) || !s.Mesh.Equal(want.Mesh) {
-				t.Errorf("inner sharding %v (%v), want %v", s, ok, want)
-			}
-			dense := testutil.DenseOp(t, w, op)
-			testutil.SameBits(t, "values", testutil.Float32s(t, testutil.Materialize(t, out)), testutil.Float32s(t, dense))
-		})
+		t.Run(name, func(t *testing.T) { testutil.ShardedTransposeIsLazy(t, w, op, testutil.DenseOp(t, w, op)) })
 	}
 }
 

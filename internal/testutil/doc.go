@@ -8,7 +8,8 @@
 // Materialize decodes an implicit array; Float64s, Float32s, Close, SameBits, MaxAbsDiff and
 // WantError check results; LazyConvertDType checks a format's convert_element_type, TableProducts
 // an embedding table's lookup and tied head; RowOps are the shape ops that keep a blocked format's
-// rows, ApplyOp runs one on a host array and DenseOp on its materialization; RecoverError turns a
-// graph builder's panic into an error; DumpHLO reruns a test in a child process (InHLOChild there)
-// whose XLA dumps the programs it compiles.
+// rows, ApplyOp runs one on a host array and DenseOp on its materialization; ShardedTransposeIsLazy
+// checks a sharded array's transpose; RecoverError turns a graph builder's panic into an error;
+// DumpHLO reruns a test in a child process (InHLOChild there) whose XLA dumps the programs it
+// compiles.
 package testutil

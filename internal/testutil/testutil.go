@@ -21,6 +21,7 @@ import (
 	"github.com/quanta-ml/quanta/implicitarray"
 	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/runtime"
+	"github.com/quanta-ml/quanta/sharding"
 	"github.com/x448/float16"
 )
 
@@ -212,6 +213,32 @@ func ApplyOp[A implicitarray.Array](t testing.TB, w A, op func(implicitarray.Val
 func DenseOp(t testing.TB, w implicitarray.Array, op func(implicitarray.Value) implicitarray.Value) *tensors.Tensor {
 	t.Helper()
 	return graph.MustExecOnce(Backend(t), func(x *graph.Node) *graph.Node { return op(x).(*graph.Node) }, Materialize(t, w))
+}
+
+// ShardedTransposeIsLazy checks that op, a transpose moving the block axis of w, a host array of
+// type A carrying a sharding, is lazy as for an unsharded array: an implicitarray.Transposed, with
+// no re-quantization, fallback or materialization, whose inner array is an A carrying w's sharding
+// and whose values are want, the dense op's, bit for bit (no second rounding).
+func ShardedTransposeIsLazy[A interface {
+	implicitarray.Array
+	sharding.Sharded
+}](t *testing.T, w A, op func(implicitarray.Value) implicitarray.Value, want *tensors.Tensor) {
+	t.Helper()
+	result, st := ApplyOp(t, w, op)
+	out, ok := result.(*implicitarray.Transposed)
+	if !ok {
+		t.Fatalf("result is not an *implicitarray.Transposed")
+	}
+	if len(st.Requantizations) != 0 || len(st.Fallbacks) != 0 || st.Materializations[implicitarray.TypeName(w)] != 0 {
+		t.Errorf("stats %+v: want no re-quantization, no fallback and no materialization", st)
+	}
+	wantSharding, _ := w.Sharding()
+	if inner, ok := out.Inner().(A); !ok {
+		t.Errorf("inner array is a %T, want %T", out.Inner(), w)
+	} else if s, ok := inner.Sharding(); !ok || !s.Spec.Equal(wantSharding.Spec) || !s.Mesh.Equal(wantSharding.Mesh) {
+		t.Errorf("inner sharding %v (%v), want %v", s, ok, wantSharding)
+	}
+	SameBits(t, "values", Float32s(t, Materialize(t, out)), Float32s(t, want))
 }
 
 // TransposedProduct checks the PyTorch idiom x·wᵀ on w, a host array of shape (out, in) whose
