@@ -120,28 +120,8 @@ I256 void mk_nk_tile(const int MR, const int RR, int64_t kb, const float *A, int
   }
 }
 
-/* mk_nk_tile for mr (1 to 4) activation rows. */
-I256 void mk_nk_rows(const int RR, int mr, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb,
-                     float *C, int64_t ldc) {
-  QK_SWITCH4(mr, mk_nk_tile, RR, kb, A, lda, B, ldb, C, ldc)
-}
-
-static T256 void mk_nk(int64_t M, int64_t R, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb,
-                       float *C, int64_t ldc) {
-  for (int64_t i0 = 0; i0 < M; i0 += 4) {
-    const int mr = (int)QK_MIN(4, M - i0);
-    for (int64_t r0 = 0; r0 < R; r0 += 2) {
-      const int rr = (int)QK_MIN(2, R - r0);
-      const float *a = A + i0 * lda, *b = B + r0 * ldb;
-      float *c = C + i0 * ldc + r0;
-      if (rr == 1) {
-        mk_nk_rows(1, mr, kb, a, lda, b, ldb, c, ldc);
-      } else {
-        mk_nk_rows(2, mr, kb, a, lda, b, ldb, c, ldc);
-      }
-    }
-  }
-}
+/* mk_nk: tiles of up to 4 activation rows by 2 weight rows. */
+QK_MK_NK(T256, I256, 2)
 
 /* 8 bytes widened to 32-bit lanes */
 I256 __m256i load_u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }

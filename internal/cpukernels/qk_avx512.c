@@ -206,24 +206,8 @@ I512 void mk_nk_tile(const int MR, const int RR, int64_t kb, const float *A, int
   }
 }
 
-/* mk_nk_tile for mr (1 to 4) activation rows. */
-I512 void mk_nk_rows(const int RR, int mr, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb,
-                     float *C, int64_t ldc) {
-  QK_SWITCH4(mr, mk_nk_tile, RR, kb, A, lda, B, ldb, C, ldc)
-}
-
-static T512 void mk_nk(int64_t M, int64_t R, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb,
-                       float *C, int64_t ldc) {
-  for (int64_t i0 = 0; i0 < M; i0 += 4) {
-    const int mr = (int)QK_MIN(4, M - i0);
-    for (int64_t r0 = 0; r0 < R; r0 += 4) {
-      const int rr = (int)QK_MIN(4, R - r0);
-      const float *a = A + i0 * lda, *b = B + r0 * ldb;
-      float *c = C + i0 * ldc + r0;
-      QK_SWITCH4(rr, mk_nk_rows, mr, kb, a, lda, b, ldb, c, ldc)
-    }
-  }
-}
+/* mk_nk: tiles of up to 4 activation rows by 4 weight rows. */
+QK_MK_NK(T512, I512, 4)
 
 /* Output lane 2j takes lane j of the even vector, 2j+1 lane j of the odd one (j < 8; +8 for hi). */
 #define PAIR_LO _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0)

@@ -33,6 +33,12 @@
     F(c, __VA_ARGS__);                                                                                                 \
     break;
 #define QK_CASES3(F, ...) QK_CASE(1, F, __VA_ARGS__) QK_CASE(2, F, __VA_ARGS__) QK_CASE(3, F, __VA_ARGS__)
+#define QK_SWITCH2(v, F, ...)                                                                                          \
+  switch (v) {                                                                                                         \
+    QK_CASE(1, F, __VA_ARGS__)                                                                                         \
+  default:                                                                                                             \
+    F(2, __VA_ARGS__);                                                                                                 \
+  }
 #define QK_SWITCH4(v, F, ...)                                                                                          \
   switch (v) {                                                                                                         \
     QK_CASES3(F, __VA_ARGS__)                                                                                          \
@@ -51,6 +57,29 @@
     QK_CASE(7, F, __VA_ARGS__)                                                                                         \
   default:                                                                                                             \
     F(8, __VA_ARGS__);                                                                                                 \
+  }
+
+/* QK_MK_NK(FN, INLINE, RMAX) defines, in an ISA's file, that ISA's mk_nk (qk_ops) over the file's
+ * always-inline mk_nk_tile(MR, RR, kb, A, lda, B, ldb, C, ldc), which adds the products of MR <= 4
+ * activation rows with RR <= RMAX weight rows into C: the outputs go in tiles of up to 4 activation
+ * rows by RMAX weight rows, each size of tile with its own copy of mk_nk_tile (FN and INLINE: the
+ * ISA's target attributes of a function and of an always-inline one). */
+#define QK_MK_NK(FN, INLINE, RMAX)                                                                                     \
+  INLINE void mk_nk_rows(const int RR, int mr, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb,   \
+                         float *C, int64_t ldc) {                                                                      \
+    QK_SWITCH4(mr, mk_nk_tile, RR, kb, A, lda, B, ldb, C, ldc)                                                         \
+  }                                                                                                                    \
+  static FN void mk_nk(int64_t M, int64_t R, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb,     \
+                       float *C, int64_t ldc) {                                                                        \
+    for (int64_t i0 = 0; i0 < M; i0 += 4) {                                                                            \
+      const int mr = (int)QK_MIN(4, M - i0);                                                                           \
+      for (int64_t r0 = 0; r0 < R; r0 += (RMAX)) {                                                                     \
+        const int rr = (int)QK_MIN((RMAX), R - r0);                                                                    \
+        const float *a = A + i0 * lda, *b = B + r0 * ldb;                                                              \
+        float *c = C + i0 * ldc + r0;                                                                                  \
+        QK_SWITCH##RMAX(rr, mk_nk_rows, mr, kb, a, lda, b, ldb, c, ldc)                                                \
+      }                                                                                                                \
+    }                                                                                                                  \
   }
 
 /* Scratch each executing thread may use inside one chunk (decode tiles, LUT tables, x staging).
