@@ -411,8 +411,6 @@ static T256 void i8_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) 
 #include "qk_ggml_vec.h"
 
 /* The fused kernels take one activation row. */
-static int nf4_bs32(const qk_prod *p) { return p->nf4.bs % 32 == 0; }
-
 const qk_ops qk_ops_avx2 = {
     .isa = QK_ISA_AVX2,
     .mk_kn = mk_kn,
@@ -422,8 +420,8 @@ const qk_ops qk_ops_avx2 = {
         {
             [QK_FMT_F32] = {.tile = qk_f32_tile},
             [QK_FMT_NF4] = {.tile = nf4_tile,
-                            .kn = {{.kn = nf4_kn, .max_m = 1, .cap_m = 1, .order = QK_ORDER_PAIRS8, .takes = nf4_bs32}},
-                            .nk = {{.nk = nf4_nk, .max_m = 1, .cap_m = 1, .order = QK_ORDER_PAIRS8, .takes = nf4_bs32}}},
+                            .kn = {{.kn = nf4_kn, .max_m = 1, .cap_m = 1, .order = QK_ORDER_PAIRS8, .takes = qk_nf4_bs32}},
+                            .nk = {{.nk = nf4_nk, .max_m = 1, .cap_m = 1, .order = QK_ORDER_PAIRS8, .takes = qk_nf4_bs32}}},
             [QK_FMT_I8] = {.tile = i8_tile,
                            .kn = {{.kn = i8_kn, .max_m = 1, .cap_m = 1}},
                            .nk = {{.nk = i8_nk, .max_m = 1, .cap_m = 1}}},

@@ -994,7 +994,6 @@ static int nf4_bs_m1(const qk_prod *p) {
   const int64_t bs = p->nf4.bs;
   return (bs % 8 == 0 && 128 % bs == 0) || bs % 128 == 0;
 }
-static int nf4_bs32(const qk_prod *p) { return p->nf4.bs % 32 == 0; }
 
 /* The row limits: up to where each beats the tiled drivers (measured on Zen 4). */
 const qk_ops qk_ops_avx512 = {
@@ -1009,11 +1008,11 @@ const qk_ops qk_ops_avx512 = {
                             .kn = {{.kn = nf4_kn_m1, .max_m = 1, .cap_m = 1, .order = QK_ORDER_STRIDE8,
                                     .takes = nf4_bs_m1},
                                    {.kn = nf4_kn, .max_m = 4, .cap_m = INT64_MAX, .order = QK_ORDER_PAIRS,
-                                    .takes = nf4_bs32}},
+                                    .takes = qk_nf4_bs32}},
                             .nk = {{.nk = nf4_nk_m1, .max_m = 1, .cap_m = 1, .order = QK_ORDER_STRIDE8,
                                     .takes = nf4_bs_m1},
                                    {.nk = nf4_nk, .max_m = 16, .cap_m = INT64_MAX, .order = QK_ORDER_PAIRS,
-                                    .takes = nf4_bs32}}},
+                                    .takes = qk_nf4_bs32}}},
             [QK_FMT_I8] = {.tile = i8_tile,
                            .kn = {{.kn = i8_kn, .max_m = 16, .cap_m = INT64_MAX}},
                            .nk = {{.nk = i8_nk, .max_m = 16, .cap_m = INT64_MAX}}},

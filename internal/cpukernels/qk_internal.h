@@ -262,6 +262,10 @@ typedef struct qk_prod {
   qk_post post;
 } qk_prod;
 
+/* qk_nf4_bs32 accepts the NF4 products whose blocks are whole groups of 32 elements: the fused
+ * kernels that read 32 codes at a time take only those (qk_fused.takes). */
+static inline int qk_nf4_bs32(const qk_prod *p) { return p->nf4.bs % 32 == 0; }
+
 /* A tile decode: stored rows [r0, r0+nr), columns (kn) or elements (nk) [c0, c0+cnt) of each, as
  * rps*nr float32 rows of ldo (c0 even for NF4). For 2-bit and 1-bit, out row rps*r+g holds field
  * g of stored row r0+r. */
