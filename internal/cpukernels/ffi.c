@@ -75,7 +75,11 @@ static int qk_dtype(qffi_dtype d) {
   }
 }
 
-static qffi_error* kernel_error(qffi_frame* frame, int status) {
+/* kernel_status is the handler's result for the kernel's status: NULL for QK_OK, else an error. */
+static qffi_error* kernel_status(qffi_frame* frame, int status) {
+  if (status == QK_OK) {
+    return NULL;
+  }
   return qffi_errorf(frame, QFFI_INVALID_ARGUMENT, "%s: the kernel refused its arguments: %s", qffi_target(),
                      qk_status_string(status));
 }
@@ -118,7 +122,7 @@ static qffi_error* nf4(qffi_frame* frame, int contracted) {
   const int x_dtype = qk_dtype(x.dtype);
   int st = contracted ? qk_nf4_nk(x.data, x_dtype, packed.data, absmax.data, ad, m, k, n, bs, y.data)
                       : qk_nf4_kn(x.data, x_dtype, packed.data, absmax.data, ad, m, k, n, bs, y.data);
-  return st == QK_OK ? NULL : kernel_error(frame, st);
+  return kernel_status(frame, st);
 }
 
 static qffi_error* nf4_kn(qffi_frame* frame) { return nf4(frame, 0); }
@@ -163,7 +167,7 @@ static qffi_error* int8(qffi_frame* frame, int contracted) {
   const int sd = kind == QK_SCALE_NONE ? QK_F32 : qk_dtype(s.dtype);
   int st = contracted ? qk_int8_nk(x.data, qk_dtype(x.dtype), w.data, s.data, sd, (int)kind, m, k, n, y.data)
                       : qk_int8_kn(x.data, qk_dtype(x.dtype), w.data, s.data, sd, (int)kind, m, k, n, y.data);
-  return st == QK_OK ? NULL : kernel_error(frame, st);
+  return kernel_status(frame, st);
 }
 
 static qffi_error* int8_kn(qffi_frame* frame) { return int8(frame, 0); }
@@ -187,7 +191,7 @@ static qffi_error* signs(qffi_frame* frame, int per) {
   if ((err = scale(frame, QK_ARG_TWOBIT_KN_SCALE, k, n, 1, &kind, &s))) return err;
   int st = per == 4 ? qk_twobit_kn(x.data, qk_dtype(x.dtype), packed.data, s.data, (int)kind, m, k, n, y.data)
                     : qk_onebit_kn(x.data, qk_dtype(x.dtype), packed.data, s.data, (int)kind, m, k, n, y.data);
-  return st == QK_OK ? NULL : kernel_error(frame, st);
+  return kernel_status(frame, st);
 }
 
 static qffi_error* twobit_kn(qffi_frame* frame) { return signs(frame, 4); }
@@ -223,7 +227,7 @@ static qffi_error* ggml_nk(qffi_frame* frame) {
                              "(blockBytes bytes a block)");
   }
   int st = qk_ggml_nk(x.data, qk_dtype(x.dtype), (int)type, blocks.data, m, k, n, y.data);
-  return st == QK_OK ? NULL : kernel_error(frame, st);
+  return kernel_status(frame, st);
 }
 QK_HANDLER(quanta_ggml_nk, ggml_nk)
 
@@ -245,7 +249,7 @@ static qffi_error* nf4_decode(qffi_frame* frame) {
                              "(rows, span)");
   }
   int st = qk_nf4_decode(packed.data, absmax.data, ad, rows, span, bs, out.data);
-  return st == QK_OK ? NULL : kernel_error(frame, st);
+  return kernel_status(frame, st);
 }
 QK_HANDLER(quanta_nf4_decode, nf4_decode)
 
@@ -266,7 +270,7 @@ static qffi_error* ggml_decode(qffi_frame* frame) {
                              "type's block size bs (blockBytes bytes a block)");
   }
   int st = qk_ggml_decode((int)type, blocks.data, rows, k, out.data);
-  return st == QK_OK ? NULL : kernel_error(frame, st);
+  return kernel_status(frame, st);
 }
 QK_HANDLER(quanta_ggml_decode, ggml_decode)
 
@@ -283,7 +287,7 @@ static qffi_error* f32_kn(qffi_frame* frame) {
     return bad_shapes(frame, "x (M, K) float32, w float32 (K, N)");
   }
   int st = qk_f32_kn(x.data, w.data, m, k, n, y.data);
-  return st == QK_OK ? NULL : kernel_error(frame, st);
+  return kernel_status(frame, st);
 }
 QK_HANDLER(quanta_f32_kn, f32_kn)
 
@@ -317,7 +321,7 @@ static qffi_error* attention(qffi_frame* frame) {
                              "kv dividing heads, visible bool (seq, keys) with 1 <= keys <= min(length, 2^18)");
   }
   int st = qk_attention(q.data, k.data, v.data, qk_dtype(k.dtype), vis.data, batch, heads, kv, seq, length, keys, hd, (float)scale, out.data);
-  return st == QK_OK ? NULL : kernel_error(frame, st);
+  return kernel_status(frame, st);
 }
 QK_HANDLER(quanta_attention, attention)
 
