@@ -103,6 +103,15 @@ static qffi_error* activations(qffi_frame* frame, qffi_buffer* x, qffi_buffer* y
   return NULL;
 }
 
+/* weight_operands reads x and y (activations) and the weight, operand i of rank 2 named what,
+ * whose dtype must be dtype. */
+static qffi_error* weight_operands(qffi_frame* frame, qffi_buffer* x, qffi_buffer* y, int i, const char* what,
+                                   qffi_dtype dtype, qffi_buffer* w) {
+  qffi_error* err = activations(frame, x, y);
+  if (!err) err = qffi_arg(frame, i, w);
+  return err ? err : qffi_expect(frame, w, what, dtype, 2);
+}
+
 /* nf4 runs both NF4 layouts: args x, packed (rows, nb, bs/2), absmax (rows, nb). */
 static qffi_error* nf4(qffi_frame* frame, int contracted) {
   qffi_buffer x = {0}, packed = {0}, absmax = {0}, y = {0};
@@ -155,10 +164,7 @@ static qffi_error* int8(qffi_frame* frame, int contracted) {
   qffi_buffer x = {0}, w = {0}, s = {0}, y = {0};
   int64_t kind;
   qffi_error* err;
-  if ((err = activations(frame, &x, &y)) || (err = qffi_arg(frame, QK_ARG_INT8_KN_CODES, &w)) ||
-      (err = qffi_expect(frame, &w, "codes", QFFI_S8, 2))) {
-    return err;
-  }
+  if ((err = weight_operands(frame, &x, &y, QK_ARG_INT8_KN_CODES, "codes", QFFI_S8, &w))) return err;
   const int64_t m = x.dims[0], k = x.dims[1], n = y.dims[1];
   if (w.dims[0] != (contracted ? n : k) || w.dims[1] != (contracted ? k : n)) {
     return bad_shapes(frame, contracted ? "x (M, K), w int8 (N, K)" : "x (M, K), w int8 (K, N)");
@@ -180,10 +186,7 @@ static qffi_error* signs(qffi_frame* frame, int per) {
   qffi_buffer x = {0}, packed = {0}, s = {0}, y = {0};
   int64_t kind;
   qffi_error* err;
-  if ((err = activations(frame, &x, &y)) || (err = qffi_arg(frame, QK_ARG_TWOBIT_KN_PACKED, &packed)) ||
-      (err = qffi_expect(frame, &packed, "packed", QFFI_U8, 2))) {
-    return err;
-  }
+  if ((err = weight_operands(frame, &x, &y, QK_ARG_TWOBIT_KN_PACKED, "packed", QFFI_U8, &packed))) return err;
   const int64_t m = x.dims[0], k = x.dims[1], n = y.dims[1];
   if (k % per != 0 || packed.dims[0] != k / per || packed.dims[1] != n) {
     return bad_shapes(frame, per == 4 ? "x (M, K), packed uint8 (K/4, N)" : "x (M, K), packed uint8 (K/8, N)");
@@ -217,8 +220,8 @@ static qffi_error* ggml_nk(qffi_frame* frame) {
   qffi_buffer x = {0}, blocks = {0}, y = {0};
   int64_t type = -1, bs, bb;
   qffi_error* err;
-  if ((err = activations(frame, &x, &y)) || (err = qffi_arg(frame, QK_ARG_GGML_NK_BLOCKS, &blocks)) ||
-      (err = qffi_expect(frame, &blocks, "blocks", QFFI_U8, 2)) || (err = ggml_type(frame, &type, &bs, &bb))) {
+  if ((err = weight_operands(frame, &x, &y, QK_ARG_GGML_NK_BLOCKS, "blocks", QFFI_U8, &blocks)) ||
+      (err = ggml_type(frame, &type, &bs, &bb))) {
     return err;
   }
   const int64_t m = x.dims[0], k = x.dims[1], n = y.dims[1];
@@ -278,10 +281,7 @@ QK_HANDLER(quanta_ggml_decode, ggml_decode)
 static qffi_error* f32_kn(qffi_frame* frame) {
   qffi_buffer x = {0}, w = {0}, y = {0};
   qffi_error* err;
-  if ((err = activations(frame, &x, &y)) || (err = qffi_arg(frame, QK_ARG_F32_KN_W, &w)) ||
-      (err = qffi_expect(frame, &w, "w", QFFI_F32, 2))) {
-    return err;
-  }
+  if ((err = weight_operands(frame, &x, &y, QK_ARG_F32_KN_W, "w", QFFI_F32, &w))) return err;
   const int64_t m = x.dims[0], k = x.dims[1], n = y.dims[1];
   if (qffi_num_args(frame) != QK_ARG_F32_KN_W + 1 || x.dtype != QFFI_F32 || w.dims[0] != k || w.dims[1] != n) {
     return bad_shapes(frame, "x (M, K) float32, w float32 (K, N)");
