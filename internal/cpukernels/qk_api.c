@@ -41,6 +41,15 @@ static int check_common(const void *x, int x_dtype, int64_t m, int64_t k, int64_
   return QK_OK;
 }
 
+/* check_weight validates a weight of rows x cols elements at w. */
+static int check_weight(const void *w, int64_t rows, int64_t cols) {
+  int64_t elems;
+  if (!mul(rows, cols, &elems)) {
+    return QK_ERR_SIZE;
+  }
+  return need(w, elems) ? QK_OK : QK_ERR_NULL;
+}
+
 /* check_scale validates a scale of the given kind (allow_k: a per-k scale is accepted) and
  * returns its number of values in *ns. */
 static int check_scale(const void *scale, int dtype, int kind, int allow_k, int64_t k, int64_t n, int64_t *ns) {
@@ -166,18 +175,10 @@ int qk_nf4_nk(const void *x, int x_dtype, const uint8_t *packed, const void *abs
  * the dense weight would); a per-n or per-tensor scale multiplies the outputs. */
 static int int8(int kn, const void *x, int x_dtype, const int8_t *w, const void *scale, int scale_dtype,
                 int scale_kind, int64_t m, int64_t k, int64_t n, float *y) {
+  int64_t ns;
   int st = check_common(x, x_dtype, m, k, n, y);
-  if (st != QK_OK) {
-    return st;
-  }
-  int64_t kn_elems, ns;
-  if (!mul(k, n, &kn_elems)) {
-    return QK_ERR_SIZE;
-  }
-  if (!need(w, kn_elems)) {
-    return QK_ERR_NULL;
-  }
-  if ((st = check_scale(scale, scale_dtype, scale_kind, 1, k, n, &ns)) != QK_OK) {
+  if (st != QK_OK || (st = check_weight(w, k, n)) != QK_OK ||
+      (st = check_scale(scale, scale_dtype, scale_kind, 1, k, n, &ns)) != QK_OK) {
     return st;
   }
   if (trivial(m, k, n, y)) {
@@ -215,14 +216,12 @@ static int signs(int fmt, const void *x, int x_dtype, const uint8_t *packed, con
     return st;
   }
   const int rps = fmt == QK_FMT_TB2 ? 4 : 8;
-  int64_t pk, ns;
-  if (k % rps != 0 || !mul(k / rps, n, &pk)) {
+  if (k % rps != 0) {
     return QK_ERR_SIZE;
   }
-  if (!need(packed, pk)) {
-    return QK_ERR_NULL;
-  }
-  if ((st = check_scale(scale, QK_F32, scale_kind, 0, k, n, &ns)) != QK_OK) {
+  int64_t ns;
+  if ((st = check_weight(packed, k / rps, n)) != QK_OK ||
+      (st = check_scale(scale, QK_F32, scale_kind, 0, k, n, &ns)) != QK_OK) {
     return st;
   }
   if (trivial(m, k, n, y)) {
@@ -296,15 +295,8 @@ int qk_ggml_decode(int type, const uint8_t *blocks, int64_t rows, int64_t k, flo
 
 int qk_f32_kn(const float *x, const float *w, int64_t m, int64_t k, int64_t n, float *y) {
   int st = check_common(x, QK_F32, m, k, n, y);
-  if (st != QK_OK) {
+  if (st != QK_OK || (st = check_weight(w, k, n)) != QK_OK) {
     return st;
-  }
-  int64_t kn;
-  if (!mul(k, n, &kn)) {
-    return QK_ERR_SIZE;
-  }
-  if (!need(w, kn)) {
-    return QK_ERR_NULL;
   }
   if (trivial(m, k, n, y)) {
     return QK_OK;
