@@ -212,11 +212,13 @@ type lengthCheck struct {
 	got, want int
 }
 
-// checkArgs returns an error naming the first size or length that does not fit.
-func checkArgs(op string, m, k, n int, lengths ...lengthCheck) error {
+// checkArgs returns an error naming the first size or length that does not fit: the sizes, then
+// x (m×k, xLen elements), y (m×n, yLen elements) and the weight's buffers.
+func checkArgs(op string, m, k, n, xLen, yLen int, weight ...lengthCheck) error {
 	if m < 0 || k < 0 || n < 0 {
 		return errors.Wrapf(ErrArgument, "%s: negative size m=%d k=%d n=%d", op, m, k, n)
 	}
+	lengths := append([]lengthCheck{{"x", xLen, product(m, k)}, {"y", yLen, product(m, n)}}, weight...)
 	for _, l := range lengths {
 		if l.want < 0 {
 			return errors.Wrapf(ErrArgument, "%s: %s size overflows (m=%d k=%d n=%d)", op, l.name, m, k, n)
@@ -282,7 +284,7 @@ func nf4Product[X Activation, S Scale](kn bool, y []float32, x []X, packed []uin
 		return err
 	}
 	nb := ceilDiv(span, blockSize)
-	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
+	if err := checkArgs(op, m, k, n, len(x), len(y),
 		lengthCheck{"packed", len(packed), product(rows, nb, blockSize/2)},
 		lengthCheck{"absmax", len(absmax), product(rows, nb)}); err != nil {
 		return err
@@ -342,8 +344,7 @@ func int8Product[X Activation, S Scale](kn bool, y []float32, x []X, w []int8, s
 	if kn {
 		op = "cpukernels.int8KN"
 	}
-	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
-		lengthCheck{"w", len(w), product(k, n)}); err != nil {
+	if err := checkArgs(op, m, k, n, len(x), len(y), lengthCheck{"w", len(w), product(k, n)}); err != nil {
 		return err
 	}
 	if err := checkScale(op, kind, len(scale), scaleLen(kind, k, n, true)); err != nil {
@@ -380,7 +381,7 @@ func signsProduct[X Activation](per int, y []float32, x []X, packed []uint8, sca
 	if k%per != 0 {
 		return errors.Wrapf(ErrArgument, "%s: k=%d is not a multiple of %d", op, k, per)
 	}
-	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
+	if err := checkArgs(op, m, k, n, len(x), len(y),
 		lengthCheck{"packed", len(packed), product(k/per, n)}); err != nil {
 		return err
 	}
@@ -418,7 +419,7 @@ func ggmlNK[X Activation](y []float32, x []X, typ gguf.Type, blocks []uint8, m, 
 	if k%bs != 0 {
 		return errors.Wrapf(ErrArgument, "%s: k=%d is not a multiple of %s's block size %d", op, k, typ, bs)
 	}
-	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
+	if err := checkArgs(op, m, k, n, len(x), len(y),
 		lengthCheck{"blocks", len(blocks), product(n, k/bs, bb)}); err != nil {
 		return err
 	}
@@ -430,8 +431,7 @@ func ggmlNK[X Activation](y []float32, x []X, typ gguf.Type, blocks []uint8, m, 
 // and the in-package baseline of the benchmarks.
 func denseKN(y, x, w []float32, m, k, n int) error {
 	const op = "cpukernels.denseKN"
-	if err := checkArgs(op, m, k, n, lengthCheck{"x", len(x), product(m, k)}, lengthCheck{"y", len(y), product(m, n)},
-		lengthCheck{"w", len(w), product(k, n)}); err != nil {
+	if err := checkArgs(op, m, k, n, len(x), len(y), lengthCheck{"w", len(w), product(k, n)}); err != nil {
 		return err
 	}
 	return statusError(op, C.qk_f32_kn((*C.float)(ptr(x)), (*C.float)(ptr(w)), C.int64_t(m), C.int64_t(k),
