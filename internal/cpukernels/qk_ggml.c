@@ -3,18 +3,12 @@
  * elements with ggml's arithmetic (qk_ggml.h), in the element order of gguf/blocks.go. */
 #include "qk_ggml.h"
 
+/* BLOCK(T, t): the row of type T (QK_FMT_T, QK_GGML_T), t its name in QK_BS_t and QK_BB_t. */
+#define BLOCK(T, t) [QK_FMT_##T - QK_FMT_Q4_0] = {QK_GGML_##T, QK_BS_##t, QK_BB_##t, #T}
 const qk_ggml_block qk_ggml_blocks[QK_NGGML] = {
-    [QK_FMT_Q4_0 - QK_FMT_Q4_0] = {QK_GGML_Q4_0, 32, 18, "Q4_0"},
-    [QK_FMT_Q4_1 - QK_FMT_Q4_0] = {QK_GGML_Q4_1, 32, 20, "Q4_1"},
-    [QK_FMT_Q5_0 - QK_FMT_Q4_0] = {QK_GGML_Q5_0, 32, 22, "Q5_0"},
-    [QK_FMT_Q5_1 - QK_FMT_Q4_0] = {QK_GGML_Q5_1, 32, 24, "Q5_1"},
-    [QK_FMT_Q8_0 - QK_FMT_Q4_0] = {QK_GGML_Q8_0, 32, 34, "Q8_0"},
-    [QK_FMT_Q2_K - QK_FMT_Q4_0] = {QK_GGML_Q2_K, 256, 84, "Q2_K"},
-    [QK_FMT_Q3_K - QK_FMT_Q4_0] = {QK_GGML_Q3_K, 256, 110, "Q3_K"},
-    [QK_FMT_Q4_K - QK_FMT_Q4_0] = {QK_GGML_Q4_K, 256, 144, "Q4_K"},
-    [QK_FMT_Q5_K - QK_FMT_Q4_0] = {QK_GGML_Q5_K, 256, 176, "Q5_K"},
-    [QK_FMT_Q6_K - QK_FMT_Q4_0] = {QK_GGML_Q6_K, 256, 210, "Q6_K"},
-    [QK_FMT_IQ4_NL - QK_FMT_Q4_0] = {QK_GGML_IQ4_NL, 32, 18, "IQ4_NL"},
+    BLOCK(Q4_0, q4_0), BLOCK(Q4_1, q4_1), BLOCK(Q5_0, q5_0), BLOCK(Q5_1, q5_1),
+    BLOCK(Q8_0, q8_0), BLOCK(Q2_K, q2_k), BLOCK(Q3_K, q3_k), BLOCK(Q4_K, q4_k),
+    BLOCK(Q5_K, q5_k), BLOCK(Q6_K, q6_k), BLOCK(IQ4_NL, iq4_nl),
 };
 
 const int8_t qk_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};

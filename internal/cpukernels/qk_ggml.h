@@ -22,7 +22,33 @@ typedef struct {
 
 #define QK_NGGML (QK_FMT_IQ4_NL - QK_FMT_Q4_0 + 1)
 
-/* The block types by format: qk_ggml_blocks[fmt - QK_FMT_Q4_0]. */
+/* QK_BS_t and QK_BB_t are the elements and the bytes of a block of type t (named as the kernels'
+ * functions are), as ggml-common.h lays it out: the table below and the vector kernels'
+ * instantiations (qk_ggml_vec.h) read them. */
+#define QK_BS_q4_0 32
+#define QK_BB_q4_0 18
+#define QK_BS_q4_1 32
+#define QK_BB_q4_1 20
+#define QK_BS_q5_0 32
+#define QK_BB_q5_0 22
+#define QK_BS_q5_1 32
+#define QK_BB_q5_1 24
+#define QK_BS_q8_0 32
+#define QK_BB_q8_0 34
+#define QK_BS_q2_k 256
+#define QK_BB_q2_k 84
+#define QK_BS_q3_k 256
+#define QK_BB_q3_k 110
+#define QK_BS_q4_k 256
+#define QK_BB_q4_k 144
+#define QK_BS_q5_k 256
+#define QK_BB_q5_k 176
+#define QK_BS_q6_k 256
+#define QK_BB_q6_k 210
+#define QK_BS_iq4_nl 32
+#define QK_BB_iq4_nl 18
+
+/* The block types by format: qk_ggml_blocks[fmt - QK_FMT_Q4_0] (qk_ggml.c). */
 extern const qk_ggml_block qk_ggml_blocks[QK_NGGML];
 
 QK_INLINE const qk_ggml_block *qk_ggml_of(int fmt) { return &qk_ggml_blocks[fmt - QK_FMT_Q4_0]; }

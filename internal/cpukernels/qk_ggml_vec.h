@@ -293,24 +293,24 @@ GV_INLINE float gv_sum(const int NA, GV_F *a) {
   return gv_hsum(a[0]);
 }
 
-/* GV_TILE(T, BS, BB) defines T_tile: blocks decoded into a tile. */
-#define GV_TILE(T, BS, BB)                                                                                             \
+/* GV_TILE(T) defines T_tile: blocks decoded into a tile. */
+#define GV_TILE(T)                                                                                                     \
   static GV_FN void T##_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t c0, int64_t cnt, float *out,           \
                              int64_t ldo) {                                                                            \
     for (int64_t r = 0; r < nr; r++) {                                                                                 \
       const uint8_t *row = p->w + (r0 + r) * p->ldw;                                                                   \
-      for (int64_t e = c0; e < c0 + cnt; e += (BS)) {                                                                  \
-        T##_block(0, 1, row + e / (BS) * (BB), NULL, 0, NULL, out + r * ldo + (e - c0));                               \
+      for (int64_t e = c0; e < c0 + cnt; e += QK_BS_##T) {                                                             \
+        T##_block(0, 1, row + e / QK_BS_##T * QK_BB_##T, NULL, 0, NULL, out + r * ldo + (e - c0));                     \
       }                                                                                                                \
     }                                                                                                                  \
   }
 
-/* GV_FLOAT_KERNEL(T, BS, BB) defines T_nk, the fused kernel of the float route: activation rows
+/* GV_FLOAT_KERNEL(T) defines T_nk, the fused kernel of the float route: activation rows
  * four at a time, each output row of the chunk one at a time, all of k. */
-#define GV_FLOAT_KERNEL(T, BS, BB)                                                                                     \
+#define GV_FLOAT_KERNEL(T)                                                                                             \
   GV_INLINE void T##_rows(const int MR, const qk_prod *p, int64_t n0, int64_t n1, int64_t i0) {                        \
     const int NA = MR <= 2 ? 4 : 2; /* sums per activation row: more chains when rows are few */                       \
-    const int64_t nb = p->k / (BS);                                                                                    \
+    const int64_t nb = p->k / QK_BS_##T;                                                                               \
     const float *x = p->x + i0 * p->ldx;                                                                               \
     for (int64_t n = n0; n < n1; n++) {                                                                                \
       const uint8_t *row = p->w + n * p->ldw;                                                                          \
@@ -319,9 +319,9 @@ GV_INLINE float gv_sum(const int NA, GV_F *a) {
         GV_UNROLL for (int a = 0; a < NA; a++) { acc[i][a] = gv_zero(); }                                              \
       }                                                                                                                \
       for (int64_t b = 0; b < nb; b++) {                                                                               \
-        const uint8_t *blk = row + b * (BB);                                                                           \
-        GV_UNROLL for (int o = 0; o < (BB); o += 64) { _mm_prefetch((const char *)blk + GV_PFD + o, _MM_HINT_T0); }    \
-        T##_block(MR, NA, blk, x + b * (BS), p->ldx, acc, NULL);                                                       \
+        const uint8_t *blk = row + b * QK_BB_##T;                                                                      \
+        GV_UNROLL for (int o = 0; o < QK_BB_##T; o += 64) { _mm_prefetch((const char *)blk + GV_PFD + o, _MM_HINT_T0); } \
+        T##_block(MR, NA, blk, x + b * QK_BS_##T, p->ldx, acc, NULL);                                                  \
       }                                                                                                                \
       GV_UNROLL for (int i = 0; i < MR; i++) { p->y[(i0 + i) * p->n + n] = gv_sum(NA, acc[i]); }                       \
     }                                                                                                                  \
@@ -333,18 +333,18 @@ GV_INLINE float gv_sum(const int NA, GV_F *a) {
     }                                                                                                                  \
   }
 
-GV_TILE(q4_0, 32, 18)
-GV_TILE(q4_1, 32, 20)
-GV_TILE(q5_0, 32, 22)
-GV_TILE(q5_1, 32, 24)
-GV_TILE(q8_0, 32, 34)
-GV_TILE(iq4_nl, 32, 18)
-GV_TILE(q4_k, 256, 144)
-GV_TILE(q5_k, 256, 176)
-GV_TILE(q6_k, 256, 210)
-GV_FLOAT_KERNEL(q4_0, 32, 18)
-GV_FLOAT_KERNEL(q8_0, 32, 34)
-GV_FLOAT_KERNEL(iq4_nl, 32, 18)
+GV_TILE(q4_0)
+GV_TILE(q4_1)
+GV_TILE(q5_0)
+GV_TILE(q5_1)
+GV_TILE(q8_0)
+GV_TILE(iq4_nl)
+GV_TILE(q4_k)
+GV_TILE(q5_k)
+GV_TILE(q6_k)
+GV_FLOAT_KERNEL(q4_0)
+GV_FLOAT_KERNEL(q8_0)
+GV_FLOAT_KERNEL(iq4_nl)
 
 /* ---- the integer route: 8-bit activations (qk_x8) ----
  *
@@ -570,20 +570,20 @@ GV_INLINE void q6_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256
     }                                                                                                                  \
   }
 
-/* GV_X8_KERNEL(T, BS, BB) defines T_x8_nk: the fused kernel of the integer route, activation rows
+/* GV_X8_KERNEL(T) defines T_x8_nk: the fused kernel of the integer route, activation rows
  * four at a time, each output row of the chunk one at a time. */
-#define GV_X8_KERNEL(T, BS, BB)                                                                                        \
+#define GV_X8_KERNEL(T)                                                                                                \
   GV_INLINE void T##_x8_rows(const int MR, const qk_prod *p, int64_t n0, int64_t n1, int64_t i0) {                     \
-    const int64_t nb = p->k / (BS);                                                                                    \
+    const int64_t nb = p->k / QK_BS_##T;                                                                               \
     for (int64_t n = n0; n < n1; n++) {                                                                                \
       const uint8_t *row = p->w + n * p->ldw;                                                                          \
       __m256 acc[4];                                                                                                   \
       GV_UNROLL for (int i = 0; i < MR; i++) { acc[i] = _mm256_setzero_ps(); }                                         \
       for (int64_t b = 0; b < nb; b++) {                                                                               \
-        const uint8_t *blk = row + b * (BB);                                                                           \
-        GV_UNROLL for (int o = 0; o < (BB); o += 64) { _mm_prefetch((const char *)blk + GV_PFD + o, _MM_HINT_T0); }    \
+        const uint8_t *blk = row + b * QK_BB_##T;                                                                      \
+        GV_UNROLL for (int o = 0; o < QK_BB_##T; o += 64) { _mm_prefetch((const char *)blk + GV_PFD + o, _MM_HINT_T0); } \
         x8_blk x[4];                                                                                                   \
-        GV_UNROLL for (int i = 0; i < MR; i++) { x[i] = x8_at(p, i0 + i, b, (BS)); }                                   \
+        GV_UNROLL for (int i = 0; i < MR; i++) { x[i] = x8_at(p, i0 + i, b, QK_BS_##T); }                              \
         T##_x8(MR, blk, x, acc);                                                                                       \
       }                                                                                                                \
       GV_UNROLL for (int i = 0; i < MR; i++) { p->y[(i0 + i) * p->n + n] = x8_hsum(acc[i]); }                          \
@@ -591,9 +591,9 @@ GV_INLINE void q6_k_x8(const int MR, const uint8_t *blk, const x8_blk *x, __m256
   }                                                                                                                    \
   GV_X8_NK(T)
 
-GV_X8_KERNEL(q4_k, 256, 144)
-GV_X8_KERNEL(q5_k, 256, 176)
-GV_X8_KERNEL(q6_k, 256, 210)
+GV_X8_KERNEL(q4_k)
+GV_X8_KERNEL(q5_k)
+GV_X8_KERNEL(q6_k)
 
 /* ---- the integer route of the blocks of 32 ----
  *
@@ -667,19 +667,19 @@ GV_INLINE __m256 halves_at(const uint8_t *p, const int BB, int cnt) {
   return _mm256_cvtph_ps(h);
 }
 
-/* GV_X32_KERNEL(T, BB, OFF) defines T_x8_nk for a type of 32 (BB bytes a block; OFF the offset
+/* GV_X32_KERNEL(T, OFF) defines T_x8_nk for a type of 32 (QK_BB_T bytes a block; OFF the offset
  * of its codes: 1 the stored m, -8 or -16 that many times d): activation rows up to four at a time, each output row of
  * the chunk one at a time, its blocks eight at a time (the last chunk shorter): their scales (and
  * offsets) gathered and converted together, times the activations' scales (d * d_x per block and
  * row), then the blocks two a step. */
-#define GV_X32_KERNEL(T, BB, OFF)                                                                                      \
+#define GV_X32_KERNEL(T, OFF)                                                                                          \
   GV_INLINE void T##_x8_pair(const int MR, const int TWO, const uint8_t *blk, int64_t b, const int8_t **xq,            \
                              const float (*sc)[8], int j, __m256 (*acc)[2]) {                                          \
     _mm_prefetch((const char *)blk + GV_PFD, _MM_HINT_T0);                                                             \
-    if (TWO && 2 * (BB) > 64) {                                                                                        \
+    if (TWO && 2 * QK_BB_##T > 64) {                                                                                   \
       _mm_prefetch((const char *)blk + GV_PFD + 64, _MM_HINT_T0);                                                      \
     }                                                                                                                  \
-    const __m256i c0 = T##_c32(blk), c1 = TWO ? T##_c32(blk + (BB)) : c0;                                              \
+    const __m256i c0 = T##_c32(blk), c1 = TWO ? T##_c32(blk + QK_BB_##T) : c0;                                         \
     GV_UNROLL for (int i = 0; i < MR; i++) {                                                                           \
       const int8_t *q = xq[i] + 32 * b;                                                                                \
       const __m256 p0 = _mm256_cvtepi32_ps(dot32(c0, q));                                                  \
@@ -694,9 +694,9 @@ GV_INLINE __m256 halves_at(const uint8_t *p, const int BB, int cnt) {
                               const int8_t **xq, const float **xd, const float **xds, __m256 (*acc)[2], __m256 *accm) {\
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                                                    \
     const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(CNT ? CNT : cnt), lane);                                 \
-    const __m256 dw = halves_at(blk, (BB), CNT ? CNT : cnt);                                                           \
+    const __m256 dw = halves_at(blk, QK_BB_##T, CNT ? CNT : cnt);                                                      \
     const __m256 mw =                                                                                                  \
-        (OFF) == 1 ? halves_at(blk + 2, (BB), CNT ? CNT : cnt) : _mm256_mul_ps(dw, _mm256_set1_ps((float)(OFF)));      \
+        (OFF) == 1 ? halves_at(blk + 2, QK_BB_##T, CNT ? CNT : cnt) : _mm256_mul_ps(dw, _mm256_set1_ps((float)(OFF))); \
     float sc[4][8] __attribute__((aligned(32)));                                                                       \
     GV_UNROLL for (int i = 0; i < MR; i++) {                                                                           \
       _mm256_store_ps(sc[i], _mm256_mul_ps(dw, _mm256_maskload_ps(xd[i] + b, mask)));                                  \
@@ -704,15 +704,15 @@ GV_INLINE __m256 halves_at(const uint8_t *p, const int BB, int cnt) {
     }                                                                                                                  \
     gv_in_memory();                                                                                                    \
     if (CNT) {                                                                                                         \
-      GV_UNROLL for (int j = 0; j < CNT; j += 2) { T##_x8_pair(MR, 1, blk + j * (BB), b + j, xq, sc, j, acc); }        \
+      GV_UNROLL for (int j = 0; j < CNT; j += 2) { T##_x8_pair(MR, 1, blk + j * QK_BB_##T, b + j, xq, sc, j, acc); }   \
       return;                                                                                                          \
     }                                                                                                                  \
     int j = 0;                                                                                                         \
     for (; j + 2 <= cnt; j += 2) {                                                                                     \
-      T##_x8_pair(MR, 1, blk + j * (BB), b + j, xq, sc, j, acc);                                                       \
+      T##_x8_pair(MR, 1, blk + j * QK_BB_##T, b + j, xq, sc, j, acc);                                                  \
     }                                                                                                                  \
     if (j < cnt) {                                                                                                     \
-      T##_x8_pair(MR, 0, blk + j * (BB), b + j, xq, sc, j, acc);                                                       \
+      T##_x8_pair(MR, 0, blk + j * QK_BB_##T, b + j, xq, sc, j, acc);                                                  \
     }                                                                                                                  \
   }                                                                                                                    \
   GV_INLINE void T##_x8_rows(const int MR, const qk_prod *p, int64_t n0, int64_t n1, int64_t i0) {                     \
@@ -731,10 +731,10 @@ GV_INLINE __m256 halves_at(const uint8_t *p, const int BB, int cnt) {
       GV_UNROLL for (int i = 0; i < MR; i++) { acc[i][0] = acc[i][1] = accm[i] = _mm256_setzero_ps(); }                \
       int64_t b = 0;                                                                                                   \
       for (; b + 8 <= nb; b += 8) {                                                                                    \
-        T##_x8_chunk(MR, 8, 8, row + b * (BB), b, xq, xd, xds, acc, accm);                                             \
+        T##_x8_chunk(MR, 8, 8, row + b * QK_BB_##T, b, xq, xd, xds, acc, accm);                                        \
       }                                                                                                                \
       if (b < nb) {                                                                                                    \
-        T##_x8_chunk(MR, 0, (int)(nb - b), row + b * (BB), b, xq, xd, xds, acc, accm);                                 \
+        T##_x8_chunk(MR, 0, (int)(nb - b), row + b * QK_BB_##T, b, xq, xd, xds, acc, accm);                            \
       }                                                                                                                \
       GV_UNROLL for (int i = 0; i < MR; i++) {                                                                         \
         p->y[(i0 + i) * p->n + n] = x8_hsum(_mm256_add_ps(acc[i][0], acc[i][1])) + x8_hsum(accm[i]);                 \
@@ -743,22 +743,22 @@ GV_INLINE __m256 halves_at(const uint8_t *p, const int BB, int cnt) {
   }                                                                                                                    \
   GV_X8_NK(T)
 
-GV_X32_KERNEL(q4_0, 18, -8)
-GV_X32_KERNEL(q4_1, 20, 1)
-GV_X32_KERNEL(q5_0, 22, -16)
-GV_X32_KERNEL(q5_1, 24, 1)
+GV_X32_KERNEL(q4_0, -8)
+GV_X32_KERNEL(q4_1, 1)
+GV_X32_KERNEL(q5_0, -16)
+GV_X32_KERNEL(q5_1, 1)
 
 /* The fused kernels serve up to GV_MAX_M activation rows by default (the ISA's file sets it). */
 #define GV_ROW(F, T)                                                                                                   \
   [F] = {.tile = T##_tile, .nk = {{.nk = T##_nk, .max_m = GV_MAX_M, .cap_m = INT64_MAX}}}
-#define GV_ROW_X8(F, T, BS)                                                                                            \
-  [F] = {.tile = T##_tile, .nk = {{.nk = T##_x8_nk, .max_m = GV_MAX_M, .cap_m = INT64_MAX, .x8 = (BS)}}}
+#define GV_ROW_X8(F, T)                                                                                                \
+  [F] = {.tile = T##_tile, .nk = {{.nk = T##_x8_nk, .max_m = GV_MAX_M, .cap_m = INT64_MAX, .x8 = QK_BS_##T}}}
 
 /* GV_ROW_X32(F, T, XM): a type of 32 by the integer route up to XM activation rows, by the float
  * route beyond (each where it measured the faster, docs/ggml.md). */
 #define GV_ROW_X32(F, T, XM)                                                                                           \
   [F] = {.tile = T##_tile,                                                                                             \
-         .nk = {{.nk = T##_x8_nk, .max_m = (XM), .cap_m = (XM), .x8 = 32},                                             \
+         .nk = {{.nk = T##_x8_nk, .max_m = (XM), .cap_m = (XM), .x8 = QK_BS_##T},                                      \
                 {.nk = T##_nk, .max_m = GV_MAX_M, .cap_m = INT64_MAX}}}
 
 /* The GGML rows of the ISA's table: the integer route for the K-quants Q4_K, Q5_K and Q6_K and for
@@ -767,7 +767,7 @@ GV_X32_KERNEL(q5_1, 24, 1)
  * the float route;
  * IQ4_NL by the float route; Q2_K and Q3_K through the generic driver, with the plain C tile. */
 #define GV_GGML_ROWS                                                                                                   \
-  GV_ROW_X32(QK_FMT_Q4_0, q4_0, 2), GV_ROW_X8(QK_FMT_Q4_1, q4_1, 32), GV_ROW_X8(QK_FMT_Q5_0, q5_0, 32),               \
-      GV_ROW_X8(QK_FMT_Q5_1, q5_1, 32), GV_ROW(QK_FMT_Q8_0, q8_0), [QK_FMT_Q2_K] = {.tile = qk_ggml_tile},      \
-      [QK_FMT_Q3_K] = {.tile = qk_ggml_tile}, GV_ROW_X8(QK_FMT_Q4_K, q4_k, 256), GV_ROW_X8(QK_FMT_Q5_K, q5_k, 256),    \
-      GV_ROW_X8(QK_FMT_Q6_K, q6_k, 256), GV_ROW(QK_FMT_IQ4_NL, iq4_nl)
+  GV_ROW_X32(QK_FMT_Q4_0, q4_0, 2), GV_ROW_X8(QK_FMT_Q4_1, q4_1), GV_ROW_X8(QK_FMT_Q5_0, q5_0),                        \
+      GV_ROW_X8(QK_FMT_Q5_1, q5_1), GV_ROW(QK_FMT_Q8_0, q8_0), [QK_FMT_Q2_K] = {.tile = qk_ggml_tile},                 \
+      [QK_FMT_Q3_K] = {.tile = qk_ggml_tile}, GV_ROW_X8(QK_FMT_Q4_K, q4_k), GV_ROW_X8(QK_FMT_Q5_K, q5_k),              \
+      GV_ROW_X8(QK_FMT_Q6_K, q6_k), GV_ROW(QK_FMT_IQ4_NL, iq4_nl)
