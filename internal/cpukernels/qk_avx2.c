@@ -150,36 +150,26 @@ I256 void nf4_decode16(const uint8_t *src, __m256 lo, __m256 hi, float *out) {
   _mm256_storeu_ps(out + 8, w1);
 }
 
-static T256 void nf4_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t c0, int64_t cnt, float *out,
-                          int64_t ldo) {
-  const qk_nf4w *w = &p->nf4;
-  const __m256 cb_lo = _mm256_loadu_ps(qk_nf4_codebook), cb_hi = _mm256_loadu_ps(qk_nf4_codebook + 8);
-  for (int64_t rr = 0; rr < nr; rr++) {
-    const int64_t row = r0 + rr;
-    const uint8_t *src = w->packed + row * w->row_bytes;
-    float *o = out + rr * ldo;
-    const int64_t end = c0 + cnt;
-    int64_t e = c0;
-    while (e < end) {
-      const int64_t blk = e / w->bs;
-      const int64_t bend = QK_MIN((blk + 1) * w->bs, end);
-      const __m256 s = _mm256_set1_ps(qk_nf4_scale(w, row, blk));
-      const __m256 lo = _mm256_mul_ps(cb_lo, s), hi = _mm256_mul_ps(cb_hi, s);
-      for (; e + 16 <= bend; e += 16) {
-        nf4_decode16(src + e / 2, lo, hi, o + (e - c0));
-      }
-      if (e < bend) {
-        const int64_t r = bend - e; /* 1..15 elements */
-        uint8_t tmp[8] = {0};
-        float f[16];
-        memcpy(tmp, src + e / 2, (size_t)(r + 1) / 2);
-        nf4_decode16(tmp, lo, hi, f);
-        memcpy(o + (e - c0), f, (size_t)r * sizeof(float));
-        e = bend;
-      }
-    }
+/* Elements [e, bend) of one block of an NF4 row at src, of scale s, into o. */
+I256 void nf4_run(const uint8_t *src, float s, int64_t e, int64_t bend, float *o) {
+  const __m256 sv = _mm256_set1_ps(s);
+  const __m256 lo = _mm256_mul_ps(_mm256_loadu_ps(qk_nf4_codebook), sv);
+  const __m256 hi = _mm256_mul_ps(_mm256_loadu_ps(qk_nf4_codebook + 8), sv);
+  const int64_t e0 = e;
+  for (; e + 16 <= bend; e += 16) {
+    nf4_decode16(src + e / 2, lo, hi, o + (e - e0));
+  }
+  if (e < bend) {
+    const int64_t r = bend - e; /* 1..15 elements */
+    uint8_t tmp[8] = {0};
+    float f[16];
+    memcpy(tmp, src + e / 2, (size_t)(r + 1) / 2);
+    nf4_decode16(tmp, lo, hi, f);
+    memcpy(o + (e - e0), f, (size_t)r * sizeof(float));
   }
 }
+
+QK_NF4_TILE(T256, nf4_run)
 
 static T256 void i8_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t c0, int64_t cnt, float *out,
                          int64_t ldo) {

@@ -213,41 +213,31 @@ QK_MK_NK(T512, I512, 4)
 #define PAIR_LO _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0)
 #define PAIR_HI _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8)
 
-static T512 void nf4_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t e0, int64_t cnt, float *out0,
-                          int64_t ldo) {
-  const qk_nf4w *w = &p->nf4;
+/* Elements [e, bend) of one block of an NF4 row at src, of scale s, into out. */
+I512 void nf4_run(const uint8_t *src, float s, int64_t e, int64_t bend, float *out) {
   const __m512i plo = PAIR_LO, phi = PAIR_HI;
-  const int64_t end = e0 + cnt;
-  for (int64_t rr = 0; rr < nr; rr++) {
-  const int64_t row = r0 + rr;
-  const uint8_t *src = w->packed + row * w->row_bytes;
-  float *out = out0 + rr * ldo;
-  int64_t e = e0;
-  while (e < end) {
-    const int64_t blk = e / w->bs;
-    const int64_t bend = QK_MIN((blk + 1) * w->bs, end);
-    const __m512 T = nf4_table(w, row, blk);
-    for (; e + 32 <= bend; e += 32) {
-      const __m512i v = load_u8x16(src + e / 2);
-      const __m512 we = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), T);
-      const __m512 wo = _mm512_permutexvar_ps(v, T);
-      _mm512_storeu_ps(out + (e - e0), _mm512_permutex2var_ps(we, plo, wo));
-      _mm512_storeu_ps(out + (e - e0) + 16, _mm512_permutex2var_ps(we, phi, wo));
-    }
-    if (e < bend) {
-      const int64_t r = bend - e; /* 1..31 elements, (r+1)/2 bytes */
-      const __m512i v = load_u8x16_mask(src + e / 2, tail16((r + 1) / 2));
-      const __m512 we = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), T);
-      const __m512 wo = _mm512_permutexvar_ps(v, T);
-      _mm512_mask_storeu_ps(out + (e - e0), tail16(r), _mm512_permutex2var_ps(we, plo, wo));
-      if (r > 16) {
-        _mm512_mask_storeu_ps(out + (e - e0) + 16, tail16(r - 16), _mm512_permutex2var_ps(we, phi, wo));
-      }
-      e = bend;
-    }
+  const __m512 T = _mm512_mul_ps(_mm512_loadu_ps(qk_nf4_codebook), _mm512_set1_ps(s));
+  const int64_t e0 = e;
+  for (; e + 32 <= bend; e += 32) {
+    const __m512i v = load_u8x16(src + e / 2);
+    const __m512 we = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), T);
+    const __m512 wo = _mm512_permutexvar_ps(v, T);
+    _mm512_storeu_ps(out + (e - e0), _mm512_permutex2var_ps(we, plo, wo));
+    _mm512_storeu_ps(out + (e - e0) + 16, _mm512_permutex2var_ps(we, phi, wo));
   }
+  if (e < bend) {
+    const int64_t r = bend - e; /* 1..31 elements, (r+1)/2 bytes */
+    const __m512i v = load_u8x16_mask(src + e / 2, tail16((r + 1) / 2));
+    const __m512 we = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), T);
+    const __m512 wo = _mm512_permutexvar_ps(v, T);
+    _mm512_mask_storeu_ps(out + (e - e0), tail16(r), _mm512_permutex2var_ps(we, plo, wo));
+    if (r > 16) {
+      _mm512_mask_storeu_ps(out + (e - e0) + 16, tail16(r - 16), _mm512_permutex2var_ps(we, phi, wo));
+    }
   }
 }
+
+QK_NF4_TILE(T512, nf4_run)
 
 static T512 void i8_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t c0, int64_t cnt, float *out,
                          int64_t ldo) {

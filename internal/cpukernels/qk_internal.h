@@ -149,6 +149,26 @@ QK_INLINE float qk_nf4_scale(const qk_nf4w *w, int64_t row, int64_t blk) {
   return qk_load_scalar(w->absmax, w->absmax_dtype, row * w->nb + blk);
 }
 
+/* QK_NF4_TILE(FN, RUN) defines, in an ISA's file, its NF4 tile decode nf4_tile (a qk_tile_fn; FN
+ * the ISA's target attribute) over the file's always-inline RUN(src, s, e, bend, o), which decodes
+ * elements [e, bend) of one block of the stored row at src, whose scale is s, into o[0, bend - e):
+ * nf4_tile walks the rows of the tile and, in each, the blocks its elements fall in. */
+#define QK_NF4_TILE(FN, RUN)                                                                                           \
+  static FN void nf4_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t c0, int64_t cnt, float *out,               \
+                          int64_t ldo) {                                                                               \
+    const qk_nf4w *w = &p->nf4;                                                                                        \
+    const int64_t end = c0 + cnt;                                                                                      \
+    for (int64_t r = 0; r < nr; r++) {                                                                                 \
+      const int64_t row = r0 + r;                                                                                      \
+      const uint8_t *src = w->packed + row * w->row_bytes;                                                             \
+      for (int64_t e = c0; e < end;) {                                                                                 \
+        const int64_t blk = e / w->bs, bend = QK_MIN((blk + 1) * w->bs, end);                                          \
+        RUN(src, qk_nf4_scale(w, row, blk), e, bend, out + r * ldo + (e - c0));                                        \
+        e = bend;                                                                                                      \
+      }                                                                                                                \
+    }                                                                                                                  \
+  }
+
 /* ---- products ---- */
 
 /* The weight formats: the rows of the kernel table. QK_FMT_Q4_0 to QK_FMT_IQ4_NL are ggml's block

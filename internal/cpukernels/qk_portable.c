@@ -40,29 +40,19 @@ static void mk_nk(int64_t M, int64_t R, int64_t kb, const float *A, int64_t lda,
   }
 }
 
-static void nf4_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t c0, int64_t cnt, float *out, int64_t ldo) {
-  const qk_nf4w *w = &p->nf4;
-  for (int64_t r = 0; r < nr; r++) {
-    const int64_t row = r0 + r;
-    const uint8_t *src = w->packed + row * w->row_bytes;
-    float *o = out + r * ldo;
-    const int64_t end = c0 + cnt;
-    int64_t e = c0;
-    while (e < end) {
-      const int64_t blk = e / w->bs;
-      const int64_t bend = QK_MIN((blk + 1) * w->bs, end);
-      const float s = qk_nf4_scale(w, row, blk);
-      float t[16];
-      for (int c = 0; c < 16; c++) {
-        t[c] = qk_nf4_codebook[c] * s; /* the dense weight's value, rounded once */
-      }
-      for (; e < bend; e++) {
-        const uint8_t b = src[e >> 1];
-        o[e - c0] = t[(e & 1) ? (b & 15) : (b >> 4)];
-      }
-    }
+/* Elements [e, bend) of one block of an NF4 row at src, of scale s, into o. */
+QK_INLINE void nf4_run(const uint8_t *src, float s, int64_t e, int64_t bend, float *o) {
+  float t[16];
+  for (int c = 0; c < 16; c++) {
+    t[c] = qk_nf4_codebook[c] * s; /* the dense weight's value, rounded once */
+  }
+  for (int64_t i = e; i < bend; i++) {
+    const uint8_t b = src[i >> 1];
+    o[i - e] = t[(i & 1) ? (b & 15) : (b >> 4)];
   }
 }
+
+QK_NF4_TILE(, nf4_run)
 
 static void i8_tile(const qk_prod *p, int64_t r0, int64_t nr, int64_t c0, int64_t cnt, float *out, int64_t ldo) {
   for (int64_t r = 0; r < nr; r++) {
