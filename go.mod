@@ -8,7 +8,6 @@ require (
 	github.com/janpfeifer/must v0.2.0
 	github.com/pkg/errors v0.9.1
 	github.com/x448/float16 v0.8.4
-	golang.org/x/sys v0.39.0
 	golang.org/x/text v0.28.0
 	gonum.org/v1/plot v0.15.2
 	k8s.io/klog/v2 v2.130.1
@@ -28,6 +27,7 @@ require (
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	golang.org/x/exp v0.0.0-20250819193227-8b4c13bb791b // indirect
 	golang.org/x/image v0.26.0 // indirect
+	golang.org/x/sys v0.39.0 // indirect
 	golang.org/x/term v0.38.0 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
 )

@@ -9,7 +9,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/pkg/errors"
-	"github.com/quanta-ml/quanta/internal/hugepages"
 	"github.com/quanta-ml/quanta/lowering"
 )
 
@@ -127,38 +126,17 @@ func Store(ctx *context.Context, vars []Variable) error {
 // Place moves the values of vars to device 0 of backend, sharing the host memory where the
 // backend allows it (XLA CPU, the pure-Go backend) so that the host keeps one copy; a nil backend
 // leaves them local. Loaders call it on each tensor as soon as it is converted, so that the
-// transient copies of a large model never pile up. A shared value is then backed by huge pages
-// where Linux grants them (package internal/hugepages; QUANTA_HUGE_PAGES=0 turns that off): a
-// decoding step streams every weight, and reads them faster so.
+// transient copies of a large model never pile up.
 func Place(backend backends.Backend, vars []Variable) error {
 	if backend == nil {
 		return nil
-	}
-	if _, err := hugepages.Enabled(); err != nil {
-		return errors.WithMessage(err, "models.Place")
 	}
 	for _, v := range vars {
 		if err := v.Value.MaterializeOnDevice(backend, true, 0); err != nil {
 			return errors.WithMessagef(err, "models.Place: %s/%s", v.Scope, v.Name)
 		}
-		adviseHugePages(backend, v.Value)
 	}
 	return nil
-}
-
-// adviseHugePages asks for huge pages behind t's device buffer when the host shares it; a
-// backend that does not, or a buffer below a huge page, is left as it is.
-func adviseHugePages(backend backends.Backend, t *tensors.Tensor) {
-	if !backend.HasSharedBuffers() || t.Memory() < hugepages.Size {
-		return
-	}
-	buf, err := t.Buffer(backend, 0)
-	if err != nil {
-		return
-	}
-	if flat, err := backend.BufferData(buf); err == nil {
-		hugepages.Advise(flat)
-	}
 }
 
 // Release finalizes the values of vars: for a loader that fails after converting some tensors.

@@ -4,7 +4,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/quanta-ml/quanta/internal/fileio"
+	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/lowering"
 )
 
@@ -14,11 +14,22 @@ import (
 // why quantized products want them off.
 const LibraryFusionsEnv = "QUANTA_XLA_LIBRARY_FUSIONS"
 
+// parseBool reads the usual boolean spellings, case-insensitively; "" is false.
+func parseBool(name, value string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(value)) {
+	case "", "0", "false", "no", "off":
+		return false, nil
+	case "1", "true", "yes", "on":
+		return true, nil
+	}
+	return false, errors.Errorf("quanta runtime: invalid %s=%q; accepted: 1, true, yes, on, or 0, false, no, off", name, value)
+}
+
 // configureXLAFlags adds lowering.LibraryFusionFlag to XLA_FLAGS before the plugin loads, unless
 // the user chose otherwise: LibraryFusionsEnv true, or XLA_FLAGS already setting the ynn fusion
 // type.
 func configureXLAFlags() error {
-	keep, err := fileio.ParseBool("quanta runtime", LibraryFusionsEnv, os.Getenv(LibraryFusionsEnv))
+	keep, err := parseBool(LibraryFusionsEnv, os.Getenv(LibraryFusionsEnv))
 	if err != nil || keep {
 		return err
 	}

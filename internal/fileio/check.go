@@ -2,7 +2,6 @@ package fileio
 
 import (
 	"math"
-	"strings"
 
 	"github.com/pkg/errors"
 )
@@ -86,17 +85,4 @@ func CheckSoftcap(key string, v float64) error {
 		return errors.Errorf("%s = %g; accepted: 0 (none) or a finite positive number (as float32 too, not subnormal there)", key, v)
 	}
 	return nil
-}
-
-// ParseBool reads a boolean setting (an environment variable): 1, true, yes, on or 0, false,
-// no, off, case-insensitively and trimmed; "" is false. The error names op, the setting and what
-// is accepted.
-func ParseBool(op, name, value string) (bool, error) {
-	switch strings.ToLower(strings.TrimSpace(value)) {
-	case "", "0", "false", "no", "off":
-		return false, nil
-	case "1", "true", "yes", "on":
-		return true, nil
-	}
-	return false, errors.Errorf("%s: invalid %s=%q; accepted: 1, true, yes, on, or 0, false, no, off", op, name, value)
 }
