@@ -173,7 +173,7 @@ func TestDotGeneral(t *testing.T) {
 			xValues := testutil.Normals(r, testutil.Size(p.x...))
 			x := tensors.FromFlatDataAndDimensions(xValues, p.x...)
 			decoded := make([]float32, testutil.Size(p.w...))
-			if err := gguf.Decode(typ, blockBytes(t, w), decoded); err != nil {
+			if err := gguf.Decode(typ, testutil.TensorBytes(t, w.Blocks().Tensor()), decoded); err != nil {
 				t.Fatal(err)
 			}
 			wf := make([]float64, len(decoded))
@@ -288,7 +288,7 @@ func TestSlabbed(t *testing.T) {
 	w := ggml.MustQuantize(testutil.NormalTensor(r, p.w...), gguf.TypeQ8_0).WithStrategy(lowering.DecodeDot)
 	x := testutil.NormalTensor(r, p.x...)
 	decoded := make([]float32, testutil.Size(p.w...))
-	if err := gguf.Decode(gguf.TypeQ8_0, blockBytes(t, w), decoded); err != nil {
+	if err := gguf.Decode(gguf.TypeQ8_0, testutil.TensorBytes(t, w.Blocks().Tensor()), decoded); err != nil {
 		t.Fatal(err)
 	}
 	want := testutil.Float64s(t, graph.MustExecOnce(backend, func(x, w *graph.Node) *graph.Node {

@@ -23,7 +23,7 @@ import (
 // holding the file's bytes, whose values are gguf.Decode's; other types and names are errors.
 func TestRead(t *testing.T) {
 	w := ggml.MustQuantize(testutil.RandomTensor(11, 3, 256), gguf.TypeQ4_K)
-	raw := blockBytes(t, w)
+	raw := testutil.TensorBytes(t, w.Blocks().Tensor())
 	file := ggufbuild.Build(nil, []ggufbuild.Tensor{
 		{Name: "w", Type: uint32(gguf.TypeQ4_K), Dims: []uint64{256, 3}, Data: raw},
 		ggufbuild.F32Tensor("norm", []float32{1, 2}, 2),
@@ -38,7 +38,7 @@ func TestRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Type() != gguf.TypeQ4_K || !a.Shape().Equal(shapes.Make(dtypes.Float32, 3, 256)) || !bytes.Equal(blockBytes(t, a), raw) {
+	if a.Type() != gguf.TypeQ4_K || !a.Shape().Equal(shapes.Make(dtypes.Float32, 3, 256)) || !bytes.Equal(testutil.TensorBytes(t, a.Blocks().Tensor()), raw) {
 		t.Errorf("Read: %s, want Q4_K [3 256] holding the file's bytes", a)
 	}
 	want, err := f.ReadFloat32("w")

@@ -11,16 +11,6 @@ import (
 	"github.com/quanta-ml/quanta/internal/testutil"
 )
 
-// blockBytes returns the bytes of a host-side array's blocks.
-func blockBytes(t testing.TB, a *ggml.Array) []byte {
-	t.Helper()
-	var out []byte
-	if err := a.Blocks().Tensor().ConstBytes(func(b []byte) { out = append([]byte(nil), b...) }); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // TestMatchesGGML checks every block type against ggml's C code (reference/testdata/ggml): the
 // bytes Quantize stores are quantize_row_*_ref's, from float32 and from float64 inputs (the same
 // values), and Materialize in the graph gives dequantize_row_*'s values on those blocks and on
@@ -43,7 +33,7 @@ func TestMatchesGGML(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := blockBytes(t, a); string(got) != string(v.Q) {
+				if got := testutil.TensorBytes(t, a.Blocks().Tensor()); string(got) != string(v.Q) {
 					t.Errorf("Quantize(%s) differs from quantize_row_%s_ref", input.DType(), typ)
 				}
 				if a.DType() != input.DType() {

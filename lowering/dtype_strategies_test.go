@@ -22,15 +22,6 @@ import (
 	"github.com/x448/float16"
 )
 
-// hostBytes returns the raw bytes of a host tensor.
-func hostBytes(t *testing.T, x *tensors.Tensor) []byte {
-	var out []byte
-	if err := x.ConstBytes(func(data []byte) { out = append(out, data...) }); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // TestStrategiesAgreeAcrossDTypes: whatever the array's materialization dtype (float32, bfloat16,
 // float16) and its scales' dtype, every strategy that serves a product of float32 activations
 // computes the same values: the weight decoded exactly from its components (never rounded to the
@@ -45,7 +36,7 @@ func TestStrategiesAgreeAcrossDTypes(t *testing.T) {
 		dense []float64 // the reference decode, row-major (rows, cols)
 	}
 	nf4Dense := func(t *testing.T, a *nf4.Array) []float64 {
-		packed := hostBytes(t, a.Packed().Tensor())
+		packed := testutil.TensorBytes(t, a.Packed().Tensor())
 		absmax := testutil.Float64s(t, a.Absmax().Tensor())
 		codebook, bs := nf4.Codebook(), a.BlockSize()
 		out := make([]float64, rows*cols)
@@ -59,7 +50,7 @@ func TestStrategiesAgreeAcrossDTypes(t *testing.T) {
 		return out
 	}
 	int8Dense := func(t *testing.T, a *qint8.Array) []float64 {
-		codes := hostBytes(t, a.Weight().Tensor())
+		codes := testutil.TensorBytes(t, a.Weight().Tensor())
 		scale := testutil.Float64s(t, a.Scale().Tensor()) // (rows, 1): default axes (-1,)
 		out := make([]float64, rows*cols)
 		for i := range out {
@@ -90,7 +81,7 @@ func TestStrategiesAgreeAcrossDTypes(t *testing.T) {
 		{"ternary/scaled", func(t *testing.T, dtype dtypes.DType, s lowering.Strategy) weight {
 			a := onebit.MustQuantizeTernary(testutil.InDType(dtypes.Float32, values, rows, cols),
 				&onebit.Options{Scale: true, ScaleAxes: []int{0}, DType: dtype})
-			packed := hostBytes(t, a.Packed().Tensor()) // (rows/4, cols)
+			packed := testutil.TensorBytes(t, a.Packed().Tensor()) // (rows/4, cols)
 			sc, ok := a.Scale()
 			if !ok {
 				t.Fatal("scaled ternary array without a scale")
@@ -107,7 +98,7 @@ func TestStrategiesAgreeAcrossDTypes(t *testing.T) {
 		}},
 		{"ggml-q8_0", func(t *testing.T, dtype dtypes.DType, s lowering.Strategy) weight {
 			a := ggml.MustQuantize(testutil.InDType(dtypes.Float32, values, rows, cols), gguf.TypeQ8_0)
-			blocks := hostBytes(t, a.Blocks().Tensor()) // per block of 32: float16 d, 32 int8 codes
+			blocks := testutil.TensorBytes(t, a.Blocks().Tensor()) // per block of 32: float16 d, 32 int8 codes
 			out := make([]float64, rows*cols)
 			for i := range out {
 				b := blocks[(i/32)*34:]
