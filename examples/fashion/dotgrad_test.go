@@ -8,6 +8,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/internal/trainctx"
 )
 
 // TestDotGradient checks the replaced gradient of a matrix product on a case computed by hand:
@@ -31,7 +32,7 @@ func BenchmarkTrainStep(b *testing.B) {
 	backend := testutil.Backend(b)
 	for _, f := range []format{formats[0], formats[2], formats[6]} {
 		b.Run(f.name, func(b *testing.B) {
-			step := newTrainStep(backend, newContext(1), f.cfg, settings{hidden: 512, learningRate: 1e-3})
+			step := newTrainStep(backend, trainctx.New(1), f.cfg, settings{hidden: 512, learningRate: 1e-3})
 			x := tensors.FromShape(shapes.Make(dtypes.Float32, 128, pixels))
 			y := tensors.FromShape(shapes.Make(dtypes.Int32, 128, 1))
 			if _, err := step(x, y); err != nil { // compiles

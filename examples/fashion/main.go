@@ -48,6 +48,7 @@ import (
 	"github.com/quanta-ml/quanta/internal/cmdflags"
 	"github.com/quanta-ml/quanta/internal/fileio"
 	"github.com/quanta-ml/quanta/internal/refdata"
+	"github.com/quanta-ml/quanta/internal/trainctx"
 	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/runtime"
 )
@@ -232,7 +233,7 @@ func experiment(backend backends.Backend, s settings, log io.Writer) (*results, 
 		fmt.Fprintf(os.Stderr, "fashion: the reference figures are left out: %v\n", err)
 	}
 
-	floatCtx := newContext(s.seed)
+	floatCtx := trainctx.New(s.seed)
 	rng := rand.New(rand.NewPCG(s.seed, 1000))
 	if r.FloatCurve, r.FloatLoss, err = trainModel(backend, floatCtx, nil, s, s.epochs, 0, trainSet, testSet, rng, log); err != nil {
 		return nil, err
@@ -244,7 +245,7 @@ func experiment(backend backends.Backend, s settings, log io.Writer) (*results, 
 
 	for _, f := range s.formats {
 		rw := row{Format: f.name, RefPTQ: ref.Accuracy[f.name].PTQ, RefQAT: ref.Accuracy[f.name].QAT}
-		ptqCtx, err := cloneModel(floatCtx, s.seed)
+		ptqCtx, err := trainctx.CloneModel(floatCtx, s.seed)
 		if err != nil {
 			return nil, err
 		}
@@ -254,7 +255,7 @@ func experiment(backend backends.Backend, s settings, log io.Writer) (*results, 
 		if rw.PTQ, err = accuracy(backend, ptqCtx, f.cfg, s, testSet); err != nil {
 			return nil, err
 		}
-		qatCtx, err := cloneModel(floatCtx, s.seed)
+		qatCtx, err := trainctx.CloneModel(floatCtx, s.seed)
 		if err != nil {
 			return nil, err
 		}
@@ -284,24 +285,6 @@ func experiment(backend backends.Backend, s settings, log io.Writer) (*results, 
 	r.WallSeconds = time.Since(start).Seconds()
 	fmt.Fprint(log, "\n"+r.table())
 	return r, nil
-}
-
-// newContext returns a context with a seeded initialization whose variables may be reused.
-func newContext(seed uint64) *context.Context {
-	ctx := context.New().Checked(false)
-	ctx.SetParam(context.ParamInitialSeed, int64(seed))
-	return ctx
-}
-
-// cloneModel copies the model's variables (not the optimizer's state) into a new context.
-func cloneModel(ctx *context.Context, seed uint64) (*context.Context, error) {
-	out := newContext(seed)
-	for v := range ctx.In("model").IterVariablesInScope() {
-		if _, err := v.CloneToContext(out); err != nil {
-			return nil, errors.WithMessagef(err, "copying %s", v.ScopeAndName())
-		}
-	}
-	return out, nil
 }
 
 // quantize converts the kernels of ctx to f's format (nothing for fp32) and returns their bytes.

@@ -42,6 +42,7 @@ import (
 	"github.com/quanta-ml/quanta"
 	"github.com/quanta-ml/quanta/internal/cmdflags"
 	"github.com/quanta-ml/quanta/internal/fileio"
+	"github.com/quanta-ml/quanta/internal/trainctx"
 	"github.com/quanta-ml/quanta/qlayers"
 	"github.com/quanta-ml/quanta/runtime"
 )
@@ -123,7 +124,7 @@ func run() error {
 		numClasses, len(trainY), len(testY), *flagHidden, *flagHidden, *flagHidden, numClasses)
 
 	// 1. Float baseline.
-	floatCtx := newContext()
+	floatCtx := trainctx.New(*flagSeed)
 	floatCurve, err := trainModel(backend, floatCtx, nil, s, s.floatSteps, s.floatLR, s.floatEvalEvery, trainX, trainY, testX, testY, rng)
 	if err != nil {
 		return err
@@ -141,7 +142,7 @@ func run() error {
 		r := row{cfg: cfg, floatAcc: floatAcc}
 
 		// 2. Post-training quantization: convert a copy of the float context.
-		ptqCtx, err := cloneModel(floatCtx)
+		ptqCtx, err := trainctx.CloneModel(floatCtx, *flagSeed)
 		if err != nil {
 			return err
 		}
@@ -155,7 +156,7 @@ func run() error {
 		}
 
 		// 3. Quantization-aware training from the float weights, then the same conversion.
-		qatCtx, err := cloneModel(floatCtx)
+		qatCtx, err := trainctx.CloneModel(floatCtx, *flagSeed)
 		if err != nil {
 			return err
 		}
@@ -218,25 +219,6 @@ func spirals(rng *rand.Rand, perClass int) ([][]float32, [][]int32) {
 		}
 	}
 	return xs, ys
-}
-
-// newContext returns the context all runs start from: seeded initialization, and variables may
-// be reused (QAT and evaluation graphs read the variables the float training created).
-func newContext() *context.Context {
-	ctx := context.New().Checked(false)
-	ctx.SetParam(context.ParamInitialSeed, int64(*flagSeed))
-	return ctx
-}
-
-// cloneModel copies the model's variables (not the optimizer's state) into a new context.
-func cloneModel(ctx *context.Context) (*context.Context, error) {
-	out := newContext()
-	for v := range ctx.In("model").IterVariablesInScope() {
-		if _, err := v.CloneToContext(out); err != nil {
-			return nil, errors.WithMessagef(err, "copying %s", v.ScopeAndName())
-		}
-	}
-	return out, nil
 }
 
 // model returns the logits of the MLP. cfg nil is the float model (layers.Dense); otherwise the
