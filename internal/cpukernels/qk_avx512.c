@@ -518,6 +518,31 @@ I512 void store_sums(const int MR, const int R, __m512 acc[4][8], float *y, int6
   }
 }
 
+/* NK_PASSES runs output columns [n0, n1) of an nk product through ROWS(MR, R, p, n, i0, ...), the
+ * arguments after n1 passed on as its last: one activation row takes R1 columns per pass; more
+ * take two columns per pass for m-tiles of up to 4; the columns left over go one at a time. */
+#define NK_PASSES(ROWS, R1, p, n0, n1, ...)                                                                            \
+  do {                                                                                                                 \
+    const int64_t M_ = (p)->m;                                                                                         \
+    int64_t n_ = (n0);                                                                                                 \
+    if (M_ == 1) {                                                                                                     \
+      for (; n_ + (R1) <= (n1); n_ += (R1)) {                                                                          \
+        ROWS(1, R1, p, n_, 0, ##__VA_ARGS__);                                                                          \
+      }                                                                                                                \
+    } else {                                                                                                           \
+      for (; n_ + 2 <= (n1); n_ += 2) {                                                                                \
+        for (int64_t i0 = 0; i0 < M_; i0 += 4) {                                                                       \
+          QK_SWITCH4(QK_MIN(4, M_ - i0), ROWS, 2, p, n_, i0, ##__VA_ARGS__)                                            \
+        }                                                                                                              \
+      }                                                                                                                \
+    }                                                                                                                  \
+    for (; n_ < (n1); n_++) {                                                                                          \
+      for (int64_t i0 = 0; i0 < M_; i0 += 4) {                                                                         \
+        QK_SWITCH4(QK_MIN(4, M_ - i0), ROWS, 1, p, n_, i0, ##__VA_ARGS__)                                              \
+      }                                                                                                                \
+    }                                                                                                                  \
+  } while (0)
+
 /* R output columns from n0, all of k; x in pair order (ldx a multiple of 32, zero past k). The
  * last 32-element group masks the lanes past k (me, mo: even and odd lanes). Even and odd lanes
  * accumulate separately: two dependency chains per output even when R = 1. */
@@ -569,24 +594,7 @@ static T512 void nf4_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch)
   /* valid lanes of the last group: element 32(G-1) + 2j (even) and + 2j+1 (odd) below k */
   const int64_t rem = p->k - 32 * ((p->k + 31) / 32 - 1); /* 1..32 */
   const __mmask16 me = tail16((rem + 1) / 2), mo = tail16(rem / 2);
-  const int64_t M = p->m;
-  int64_t n = n0;
-  if (M == 1) {
-    for (; n + QK_NKR1 <= n1; n += QK_NKR1) {
-      nf4_nk_rows(1, QK_NKR1, p, n, 0, me, mo);
-    }
-  } else {
-    for (; n + 2 <= n1; n += 2) {
-      for (int64_t i0 = 0; i0 < M; i0 += 4) {
-        QK_SWITCH4(QK_MIN(4, M - i0), nf4_nk_rows, 2, p, n, i0, me, mo)
-      }
-    }
-  }
-  for (; n < n1; n++) {
-    for (int64_t i0 = 0; i0 < M; i0 += 4) {
-      QK_SWITCH4(QK_MIN(4, M - i0), nf4_nk_rows, 1, p, n, i0, me, mo)
-    }
-  }
+  NK_PASSES(nf4_nk_rows, QK_NKR1, p, n0, n1, me, mo);
 }
 
 /* nf4_m1_dot writes to *t0 and *t1 the two halves of a 128-column group's codebook values (the
@@ -761,24 +769,7 @@ I512 void i8_nk_rows(const int MR, const int R, const qk_prod *p, int64_t n0, in
 
 static T512 void i8_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {
   (void)scratch;
-  const int64_t M = p->m;
-  int64_t n = n0;
-  if (M == 1) {
-    for (; n + QK_I8NKR1 <= n1; n += QK_I8NKR1) {
-      i8_nk_rows(1, QK_I8NKR1, p, n, 0);
-    }
-  } else {
-    for (; n + 2 <= n1; n += 2) {
-      for (int64_t i0 = 0; i0 < M; i0 += 4) {
-        QK_SWITCH4(QK_MIN(4, M - i0), i8_nk_rows, 2, p, n, i0)
-      }
-    }
-  }
-  for (; n < n1; n++) {
-    for (int64_t i0 = 0; i0 < M; i0 += 4) {
-      QK_SWITCH4(QK_MIN(4, M - i0), i8_nk_rows, 1, p, n, i0)
-    }
-  }
+  NK_PASSES(i8_nk_rows, QK_I8NKR1, p, n0, n1);
 }
 
 /* ================= 2-bit and 1-bit by table lookup ================= */
