@@ -205,7 +205,7 @@ func TestShardedTransposeIsLazy(t *testing.T) {
 		{"replicated", sharding.Sharding{Mesh: m, Spec: sharding.PartitionSpec{}}},
 		{"sharded", sharding.Sharding{Mesh: m, Spec: sharding.PartitionSpec{nil, {"model"}}}},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testutil.ShardedTransposeIsLazy(t, plain.WithSharding(tc.s), op, want) })
+		t.Run(tc.name, func(t *testing.T) { testutil.ShardedTransposeIsLazy(t, plain.WithSharding(tc.s), tc.s, op, want) })
 	}
 }
 

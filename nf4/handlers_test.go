@@ -113,16 +113,24 @@ func TestRequantizingHandlers(t *testing.T) {
 // then carries.
 func TestShardedTransposeIsLazy(t *testing.T) {
 	plain := nf4.MustQuantize(testutil.RandomTensor(5, 48, 80), 32)
-	replicated, err := nf4.MustDoubleQuantize(plain).WithMeshAndAxis(sharding.MustNewMesh([]string{"data"}, []int{2}), nil)
+	m := sharding.MustNewMesh([]string{"data"}, []int{2})
+	replicated, err := nf4.MustDoubleQuantize(plain).WithMeshAndAxis(m, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	op := func(v implicitarray.Value) implicitarray.Value { return implicitarray.Transpose(v, 1, 0) }
-	for name, w := range map[string]*nf4.Array{
-		"nf4":                plain.WithSharding(sharding.Sharding{Spec: sharding.PartitionSpec{nil, {"data"}}}),
-		"nf4-dq, replicated": replicated,
+	split := sharding.Sharding{Spec: sharding.PartitionSpec{nil, {"data"}}}
+	for _, tc := range []struct {
+		name string
+		w    *nf4.Array
+		s    sharding.Sharding // the sharding w was given
+	}{
+		{"nf4", plain.WithSharding(split), split},
+		{"nf4-dq, replicated", replicated, sharding.Sharding{Mesh: m, Spec: sharding.PartitionSpec{}}},
 	} {
-		t.Run(name, func(t *testing.T) { testutil.ShardedTransposeIsLazy(t, w, op, testutil.DenseOp(t, w, op)) })
+		t.Run(tc.name, func(t *testing.T) {
+			testutil.ShardedTransposeIsLazy(t, tc.w, tc.s, op, testutil.DenseOp(t, tc.w, op))
+		})
 	}
 }
 
