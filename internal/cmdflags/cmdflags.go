@@ -21,8 +21,9 @@ func NoArguments() error {
 }
 
 // Exit ends the command when err is not nil: it writes "command: err" on standard error and exits
-// with code (2 for a command line refused, as package flag exits for a flag it does not know; 1
-// for a run that failed). A nil err returns at once.
+// with code, the caller's (fashion, peakrss and randomrun give 2 for a command line refused, as
+// package flag does for a flag it does not know; the other commands 1 for any failure). A nil err
+// returns at once.
 func Exit(command string, code int, err error) {
 	if err == nil {
 		return
