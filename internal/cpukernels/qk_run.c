@@ -21,7 +21,10 @@
 
 /* ---- tuning ---- */
 
-static _Atomic int64_t tune_small_work = 256 << 10;
+/* Below this much work (weight bytes, plus a quarter of them per activation row) a product runs
+ * on its caller's thread alone. 128 KiB puts SmolLM2's 576 x 576 NF4 projection (166 KiB) on two
+ * threads, which decoded NF4 3-7 % faster than 256 KiB (docs/performance.md). */
+static _Atomic int64_t tune_small_work = 128 << 10;
 static _Atomic int64_t tune_chunk_bytes = 0;
 static _Atomic int64_t tune_fused_max_m = -1;
 static _Atomic int64_t tune_panels = 0;
