@@ -14,6 +14,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/quanta-ml/quanta/implicitarray"
 	qint8 "github.com/quanta-ml/quanta/int8"
+	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/internal/testutil"
 	"github.com/quanta-ml/quanta/runtime"
 	"github.com/x448/float16"
@@ -25,16 +26,9 @@ func codes(t *testing.T, a *qint8.Array) []int8 {
 	return tensors.MustCopyFlatData[int8](a.Weight().Tensor())
 }
 
-// convert maps a slice, e.g. float32 values to bfloat16 or IEEE bits to floats.
-func convert[T, U any](values []T, f func(T) U) []U {
-	out := make([]U, len(values))
-	for i, v := range values {
-		out[i] = f(v)
-	}
-	return out
+func bf16s(values ...float32) []bfloat16.BFloat16 {
+	return hostdata.Convert(values, qint8.RoundToBFloat16)
 }
-
-func bf16s(values ...float32) []bfloat16.BFloat16 { return convert(values, qint8.RoundToBFloat16) }
 
 // recip127 is 1/127 in float32: eformer's scale is amax * recip127 when the scale has more than
 // one element (XLA rewrites the division by a broadcast 127), as its conformance vectors show.
@@ -275,9 +269,9 @@ func scaleBits(t *testing.T, x *tensors.Tensor) []uint32 {
 	return out
 }
 
-func f32Bits(bits ...uint32) []float32 { return convert(bits, math.Float32frombits) }
+func f32Bits(bits ...uint32) []float32 { return hostdata.Convert(bits, math.Float32frombits) }
 
-func f16Bits(bits ...uint16) []float16.Float16 { return convert(bits, float16.Frombits) }
+func f16Bits(bits ...uint16) []float16.Float16 { return hostdata.Convert(bits, float16.Frombits) }
 
 // TestXLAArithmetic pins where XLA divides and where it multiplies by a reciprocal (see the
 // package documentation), on inputs where the two give other bytes. The expected codes and scale

@@ -16,6 +16,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/internal/fileio"
+	"github.com/quanta-ml/quanta/internal/hostdata"
 	"github.com/quanta-ml/quanta/internal/xlafloat"
 	"github.com/quanta-ml/quanta/safetensors"
 	"github.com/x448/float16"
@@ -386,15 +387,6 @@ func adapterFits(info *safetensors.Info, rankAxis, r int) bool {
 	return len(info.Shape) == 2 && info.Shape[rankAxis] == r && info.Shape[1-rankAxis] >= 1
 }
 
-// convert returns f of each value of v.
-func convert[From, To any](v []From, f func(From) To) []To {
-	out := make([]To, len(v))
-	for i, x := range v {
-		out[i] = f(x)
-	}
-	return out
-}
-
 // convertedFrom32 returns the float32 tensor t in the float dtype, rounded to nearest as XLA
 // converts (the conversion LoRADense applies to float32 adapters in its graph).
 func convertedFrom32(t *tensors.Tensor, dtype dtypes.DType) *tensors.Tensor {
@@ -403,11 +395,11 @@ func convertedFrom32(t *tensors.Tensor, dtype dtypes.DType) *tensors.Tensor {
 	dims := t.Shape().Dimensions
 	switch dtype {
 	case dtypes.Float64:
-		return tensors.FromFlatDataAndDimensions(convert(values, func(x float32) float64 { return float64(x) }), dims...)
+		return tensors.FromFlatDataAndDimensions(hostdata.Convert(values, func(x float32) float64 { return float64(x) }), dims...)
 	case dtypes.BFloat16:
-		return tensors.FromFlatDataAndDimensions(convert(values, xlafloat.ToBF16), dims...)
+		return tensors.FromFlatDataAndDimensions(hostdata.Convert(values, xlafloat.ToBF16), dims...)
 	case dtypes.Float16:
-		return tensors.FromFlatDataAndDimensions(convert(values, float16.Fromfloat32), dims...)
+		return tensors.FromFlatDataAndDimensions(hostdata.Convert(values, float16.Fromfloat32), dims...)
 	}
 	return t
 }
@@ -458,11 +450,11 @@ func transposed32(t *tensors.Tensor) (*tensors.Tensor, error) {
 		case []float32:
 			values = v
 		case []float64:
-			values = convert(v, func(x float64) float32 { return float32(x) })
+			values = hostdata.Convert(v, func(x float64) float32 { return float32(x) })
 		case []bfloat16.BFloat16:
-			values = convert(v, bfloat16.BFloat16.Float32)
+			values = hostdata.Convert(v, bfloat16.BFloat16.Float32)
 		case []float16.Float16:
-			values = convert(v, float16.Float16.Float32)
+			values = hostdata.Convert(v, float16.Float16.Float32)
 		default:
 			err = errors.Errorf("adapter %s; accepted: float32, float64, bfloat16 or float16", s)
 		}

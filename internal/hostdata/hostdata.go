@@ -110,13 +110,13 @@ func floats[F float32 | float64](x *tensors.Tensor) ([]F, bool) {
 	x.MustConstFlatData(func(flat any) {
 		switch v := flat.(type) {
 		case []float32:
-			out = convert(v, func(e float32) F { return F(e) })
+			out = Convert(v, func(e float32) F { return F(e) })
 		case []float64:
-			out = convert(v, func(e float64) F { return F(e) })
+			out = Convert(v, func(e float64) F { return F(e) })
 		case []bfloat16.BFloat16:
-			out = convert(v, func(e bfloat16.BFloat16) F { return F(e.Float32()) })
+			out = Convert(v, func(e bfloat16.BFloat16) F { return F(e.Float32()) })
 		case []float16.Float16:
-			out = convert(v, func(e float16.Float16) F { return F(e.Float32()) })
+			out = Convert(v, func(e float16.Float16) F { return F(e.Float32()) })
 		default:
 			ok = false
 		}
@@ -124,8 +124,10 @@ func floats[F float32 | float64](x *tensors.Tensor) ([]F, bool) {
 	return out, ok
 }
 
-func convert[T any, F float32 | float64](values []T, f func(T) F) []F {
-	out := make([]F, len(values))
+// Convert returns f of each of values, in a new slice: the one element-wise conversion of host
+// data the packages and tests share.
+func Convert[T, U any](values []T, f func(T) U) []U {
+	out := make([]U, len(values))
 	for i, v := range values {
 		out[i] = f(v)
 	}

@@ -95,22 +95,13 @@ func InDType(dtype dtypes.DType, values []float32, dims ...int) *tensors.Tensor 
 	case dtypes.Float32:
 		return tensors.FromFlatDataAndDimensions(values, dims...)
 	case dtypes.Float64:
-		return tensors.FromFlatDataAndDimensions(convertAll(values, func(v float32) float64 { return float64(v) }), dims...)
+		return tensors.FromFlatDataAndDimensions(hostdata.Convert(values, func(v float32) float64 { return float64(v) }), dims...)
 	case dtypes.BFloat16:
-		return tensors.FromFlatDataAndDimensions(convertAll(values, bfloat16.FromFloat32), dims...)
+		return tensors.FromFlatDataAndDimensions(hostdata.Convert(values, bfloat16.FromFloat32), dims...)
 	case dtypes.Float16:
-		return tensors.FromFlatDataAndDimensions(convertAll(values, float16.Fromfloat32), dims...)
+		return tensors.FromFlatDataAndDimensions(hostdata.Convert(values, float16.Fromfloat32), dims...)
 	}
 	panic(fmt.Sprintf("testutil.InDType(%s): accepted: float32, float64, bfloat16 or float16", dtype))
-}
-
-// convertAll returns f of each of values.
-func convertAll[T, U any](values []T, f func(T) U) []U {
-	out := make([]U, len(values))
-	for i, v := range values {
-		out[i] = f(v)
-	}
-	return out
 }
 
 // BroadcastIndex returns the flat index, in a keepdims array of dimensions sDims (each 1 or the
