@@ -377,6 +377,18 @@ I512 lane_map nf4_lane_map(int64_t bs) {
   return l;
 }
 
+/* prefetch_nf4_scales fetches the scales of blocks [b0, b1) of stored row `row` toward L1. They are a stream
+ * apart from the codes, one the hardware prefetchers did not keep ahead of: the one-row kernels
+ * stalled on their scale loads. Callers pass the row whose codes their code prefetch (QK_PFD bytes
+ * on) now reaches. */
+I512 void prefetch_nf4_scales(const qk_nf4w *w, int64_t row, int64_t b0, int64_t b1) {
+  const int64_t size = w->absmax_dtype == QK_F32 ? 4 : 2;
+  const char *at = (const char *)w->absmax + (row * w->nb + b0) * size;
+  for (int64_t o = 0; o < (b1 - b0) * size; o += 64) {
+    _mm_prefetch(at + o, _MM_HINT_T0);
+  }
+}
+
 /* The block scales of the 16 lanes of a 128-column group of stored row `row` whose first block is
  * b0: the vector counterpart of qk_nf4_scale (a new absmax encoding adds a case here too). The
  * callers step b0 by l.per_group (a division per group costs more than the group's lookups). */
@@ -455,9 +467,13 @@ static T512 void nf4_kn_m1(const qk_prod *p, int64_t s0, int64_t s1, int64_t cs,
     const int64_t cend = QK_MIN(c0 + M1_PANEL, ce);
     const int64_t cfull = QK_MIN(cend, full), g0 = c0 / 128;
     const int last = full < ncols && cend > full;
+    /* the rows whose codes the code prefetch reaches: the next pass's when the panel is narrower
+     * than the row (see next_row), QK_PFD bytes further on otherwise */
+    const int64_t ahead = S8R + (ncols > M1_PANEL ? 0 : QK_PFD / rb), b0 = c0 / w->bs, b1 = (cend + w->bs - 1) / w->bs;
     int64_t k = s0;
     for (; k + S8R <= s1; k += S8R) {
       const uint8_t *row = w->packed + k * rb;
+      UNROLL for (int r = 0; r < S8R; r++) { prefetch_nf4_scales(w, k + ahead + r, b0, b1); }
       __m512 xr[4];
       UNROLL for (int r = 0; r < S8R; r++) { xr[r] = _mm512_set1_ps(p->x[k + r]); }
       /* block of group g: g * per_group / groups */
@@ -630,8 +646,10 @@ static T512 void nf4_nk_m1(const qk_prod *p, int64_t n0, int64_t n1, void *scrat
    * blocks, their scales one masked load (nf4_lane_scales' values without its per-group work) */
   const int f32_blocks = w->absmax_dtype == QK_F32 && l.per_group > 1;
   const __mmask16 group_blocks = (__mmask16)((1u << QK_MIN(l.per_group, 16)) - 1);
+  const int64_t ahead = QK_PFD / rb + 1;
   for (int64_t n = n0; n < n1; n++) {
     const uint8_t *row = w->packed + n * rb;
+    prefetch_nf4_scales(w, n + ahead, 0, w->nb);
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), t0, t1;
     int64_t b = 0, left = l.groups, g = 0;
     if (f32_blocks) {
