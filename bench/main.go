@@ -60,12 +60,10 @@ var (
 func main() {
 	flag.Parse()
 	cfg, err := parseConfig()
-	if err != nil {
-		fail(err)
+	if err == nil {
+		err = checkStorable(cfg)
 	}
-	if err := checkStorable(cfg); err != nil {
-		fail(err)
-	}
+	cmdflags.Exit("bench", cmdflags.ExitUsage, err)
 	backend, err := runtime.Backend()
 	if err != nil {
 		fail(err)
@@ -197,5 +195,5 @@ func parseConfig() (config, error) {
 }
 
 func fail(err error) {
-	cmdflags.Exit("bench", 1, err)
+	cmdflags.Exit("bench", cmdflags.ExitFailure, err)
 }

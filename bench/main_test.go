@@ -124,24 +124,37 @@ func TestOutputsChecked(t *testing.T) {
 		map[string]*string{"-json": flagJSON, "-markdown": flagMarkdown, "-png": flagPNG})
 }
 
-// TestBackendError: a backend that does not start is one line naming it and exit 1, not a Go
-// panic trace (main used runtime.MustBackend). main runs in a child process of the test binary.
-func TestBackendError(t *testing.T) {
-	if os.Getenv("QUANTA_BENCH_TEST_MAIN") == "1" {
-		os.Args = []string{"bench", "-m", "1", "-shapes", "64x128"}
+// TestExitStatus: a command line refused ends with one line naming the flag and exit status 2, as
+// package flag's own refusals; a backend that does not start with one line naming it and status
+// 1, not a Go panic trace (main used runtime.MustBackend). main runs in a child process of the test
+// binary.
+func TestExitStatus(t *testing.T) {
+	if args := os.Getenv("QUANTA_BENCH_TEST_MAIN"); args != "" {
+		os.Args = append([]string{"bench"}, strings.Fields(args)...)
 		main()
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestBackendError$")
-	cmd.Env = append(os.Environ(), "QUANTA_BENCH_TEST_MAIN=1", "GOMLX_BACKEND=no-such-backend")
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
-		t.Errorf("exit %v; want status 1\n%s", err, out)
-	}
-	if !strings.HasPrefix(string(out), "bench: ") || !strings.Contains(string(out), "no-such-backend") ||
-		strings.Contains(string(out), "panic") || strings.Contains(string(out), ".go:") {
-		t.Errorf("output %q; want one error line naming the backend, no panic trace", out)
+	for _, c := range []struct {
+		args, backend, want string
+		status              int
+	}{
+		{"-m 0 -shapes 64x128", "", "-m", 2},
+		{"-m 1 -shapes 64x128", "no-such-backend", "no-such-backend", 1},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestExitStatus$")
+		cmd.Env = append(os.Environ(), "QUANTA_BENCH_TEST_MAIN="+c.args)
+		if c.backend != "" {
+			cmd.Env = append(cmd.Env, "GOMLX_BACKEND="+c.backend)
+		}
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != c.status {
+			t.Errorf("bench %s: exit %v; want status %d\n%s", c.args, err, c.status, out)
+		}
+		if !strings.HasPrefix(string(out), "bench: ") || !strings.Contains(string(out), c.want) ||
+			strings.Contains(string(out), "panic") || strings.Contains(string(out), ".go:") {
+			t.Errorf("bench %s: output %q; want one error line naming %s, no panic trace", c.args, out, c.want)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/quanta-ml/quanta/internal/cmdflags"
 	"github.com/quanta-ml/quanta/kernels"
 	"github.com/quanta-ml/quanta/runtime"
 )
@@ -12,8 +13,8 @@ import (
 // Exit codes.
 const (
 	exitOK       = 0
-	exitFailure  = 1
-	exitUsage    = 2
+	exitFailure  = cmdflags.ExitFailure
+	exitUsage    = cmdflags.ExitUsage
 	exitFallback = 3
 )
 

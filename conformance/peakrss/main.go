@@ -55,7 +55,7 @@ func checkFlags() error {
 
 func main() {
 	flag.Parse()
-	cmdflags.Exit("peakrss", 2, checkFlags())
+	cmdflags.Exit("peakrss", cmdflags.ExitUsage, checkFlags())
 
 	x := tensors.FromShape(shapes.Make(dtypes.Float32, *rows, *cols))
 	r := rand.New(rand.NewPCG(1, 2))

@@ -89,9 +89,7 @@ type quantaReport struct {
 
 func main() {
 	flag.Parse()
-	if err := checkFlags(); err != nil {
-		fail(err)
-	}
+	cmdflags.Exit("peer", cmdflags.ExitUsage, checkFlags())
 	if _, err := os.Stat(filepath.Join("conformance", "run.sh")); err != nil {
 		fail(fmt.Errorf("run from the repository root (conformance/run.sh not found): %w", err))
 	}
@@ -205,7 +203,7 @@ func checkFlags() error {
 }
 
 func fail(err error) {
-	cmdflags.Exit("peer", 1, err)
+	cmdflags.Exit("peer", cmdflags.ExitFailure, err)
 }
 
 // run runs a command with the output on stderr (the table goes to stdout).

@@ -29,7 +29,7 @@ var (
 
 func main() {
 	flag.Parse()
-	cmdflags.Exit("randomrun", 2, checkFlags())
+	cmdflags.Exit("randomrun", cmdflags.ExitUsage, checkFlags())
 	backend, err := runtime.Backend()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "randomrun: %+v\n", err)

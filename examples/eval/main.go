@@ -61,7 +61,8 @@ var (
 
 func main() {
 	flag.Parse()
-	cmdflags.Exit("eval", 1, run())
+	cmdflags.Exit("eval", cmdflags.ExitUsage, checkFlags())
+	cmdflags.Exit("eval", cmdflags.ExitFailure, run())
 }
 
 // Results is what the command writes as JSON.
@@ -196,9 +197,6 @@ func checkFlags() error {
 var smolLM2Flags = []string{"gguf", "text", "tokens", "window", "stride", "heads"}
 
 func run() error {
-	if err := checkFlags(); err != nil {
-		return err
-	}
 	// The outputs are written after the evaluations: check now that they can be.
 	for _, out := range []struct{ key, path string }{{"-json", *flagJSON}, {"-markdown", *flagMarkdown}} {
 		if out.path != "" {

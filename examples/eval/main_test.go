@@ -76,9 +76,9 @@ func TestFlagsOutOfRange(t *testing.T) {
 			tokens, window, stride, models := *flagTokens, *flagWindow, *flagStride, *flagModels
 			defer func() { *flagTokens, *flagWindow, *flagStride, *flagModels = tokens, window, stride, models }()
 			*flagTokens, *flagWindow, *flagStride, *flagModels = c.tokens, c.window, c.stride, "smollm2"
-			err := run()
+			err := checkFlags()
 			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("run() = %v; want an error naming %q", err, c.want)
+				t.Errorf("checkFlags() = %v; want an error naming %q", err, c.want)
 			}
 		})
 	}
@@ -90,9 +90,9 @@ func TestUnknownModel(t *testing.T) {
 	gguf, models := *flagGGUF, *flagModels
 	defer func() { *flagGGUF, *flagModels = gguf, models }()
 	*flagGGUF, *flagModels = filepath.Join(t.TempDir(), "missing.gguf"), "smollm2,bogus"
-	err := run()
+	err := checkFlags()
 	if err == nil || !strings.Contains(err.Error(), `-models: unknown model "bogus"`) {
-		t.Errorf("run() = %v; want an error naming -models and \"bogus\"", err)
+		t.Errorf("checkFlags() = %v; want an error naming -models and \"bogus\"", err)
 	}
 }
 
@@ -102,9 +102,9 @@ func TestUnknownHead(t *testing.T) {
 	gguf, heads := *flagGGUF, *flagHeads
 	defer func() { *flagGGUF, *flagHeads = gguf, heads }()
 	*flagGGUF, *flagHeads = filepath.Join(t.TempDir(), "missing.gguf"), "f32,bogus"
-	err := run()
+	err := checkFlags()
 	if err == nil || !strings.Contains(err.Error(), "-heads") || !strings.Contains(err.Error(), `"bogus"`) {
-		t.Errorf("run() = %v; want an error naming -heads and \"bogus\"", err)
+		t.Errorf("checkFlags() = %v; want an error naming -heads and \"bogus\"", err)
 	}
 }
 

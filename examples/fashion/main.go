@@ -145,14 +145,14 @@ func checkFlags() error {
 
 func main() {
 	flag.Parse()
-	cmdflags.Exit("fashion", 2, checkFlags())
+	cmdflags.Exit("fashion", cmdflags.ExitUsage, checkFlags())
 	s := settings{dataDir: *flagData, hidden: 512, epochs: *flagEpochs, qatEpochs: *flagQAT, batch: 128, learningRate: 1e-3,
 		evalsPerEpoch: 4, seed: *flagSeed}
 	if *flagQuick {
 		s.trainLimit, s.epochs, s.qatEpochs = 8000, 1, 1
 	}
 	s.formats, _ = parseFormats(*flagFormats) // checkFlags refused a bad list
-	cmdflags.Exit("fashion", 2, outputDir(*flagOut))
+	cmdflags.Exit("fashion", cmdflags.ExitUsage, outputDir(*flagOut))
 	backend, err := runtime.Backend()
 	if err == nil {
 		var r *results
@@ -160,7 +160,7 @@ func main() {
 			err = r.write(*flagOut)
 		}
 	}
-	cmdflags.Exit("fashion", 1, err)
+	cmdflags.Exit("fashion", cmdflags.ExitFailure, err)
 }
 
 // point is the test accuracy after a number of epochs (fractional).

@@ -67,7 +67,8 @@ type settings struct {
 
 func main() {
 	flag.Parse()
-	cmdflags.Exit("qat", 1, run())
+	cmdflags.Exit("qat", cmdflags.ExitUsage, checkFlags())
+	cmdflags.Exit("qat", cmdflags.ExitFailure, run())
 }
 
 const numClasses = 3
@@ -75,13 +76,47 @@ const numClasses = 3
 // quantizedLayers selects the kernels QAT and PTQ quantize: all but the input layer.
 const quantizedLayers = `/model/(hidden_[0-9]+|output)/dense`
 
-func run() error {
+// checkFlags checks the command line before anything runs: no argument, -hidden, -types (see
+// parseTypes) and that -plot, written after the training, can be written.
+func checkFlags() error {
 	if err := cmdflags.First(
 		cmdflags.NoArguments(),
 		cmdflags.AtLeast("-hidden", *flagHidden, 1, "the width of the hidden layers"),
 	); err != nil {
 		return err
 	}
+	if _, err := parseTypes(); err != nil {
+		return err
+	}
+	if *flagPlot != "" {
+		return fileio.CheckOutput("-plot", *flagPlot)
+	}
+	return nil
+}
+
+// parseTypes returns the types of -types: each known, listed once, and binary and ternary only
+// with a -hidden their kernels can pack.
+func parseTypes() ([]quanta.Type, error) {
+	var types []quanta.Type
+	for _, name := range strings.Split(*flagTypes, ",") {
+		t, err := quanta.ParseType(name)
+		if err != nil {
+			return nil, errors.WithMessage(err, "-types")
+		}
+		if slices.Contains(types, t) { // it would be trained and reported twice
+			return nil, errors.Errorf("-types: %q listed twice (as %s); accepted: each type once", strings.TrimSpace(name), t)
+		}
+		types = append(types, t)
+		if (t == quanta.Binary || t == quanta.Ternary) && *flagHidden%4 != 0 {
+			// The quantized kernels are (H, H) and (H, 3): binary and ternary pack 4 input rows a byte.
+			return nil, errors.Errorf("-hidden %d with %s; accepted: a multiple of 4 (binary and ternary kernels pack 4 rows a byte)",
+				*flagHidden, t)
+		}
+	}
+	return types, nil
+}
+
+func run() error {
 	start := time.Now()
 	s := settings{pointsPerClass: 2000, testPerClass: 500, floatSteps: 3000, qatSteps: 1500, floatEvalEvery: 100, qatEvalEvery: 25,
 		batchSize: 128, floatLR: 3e-3, qatLR: 1e-3}
@@ -89,28 +124,7 @@ func run() error {
 		s = settings{pointsPerClass: 1000, testPerClass: 300, floatSteps: 1000, qatSteps: 400, floatEvalEvery: 50, qatEvalEvery: 20,
 			batchSize: 128, floatLR: 5e-3, qatLR: 1e-3}
 	}
-	var types []quanta.Type
-	for _, name := range strings.Split(*flagTypes, ",") {
-		t, err := quanta.ParseType(name)
-		if err != nil {
-			return errors.WithMessage(err, "-types")
-		}
-		if slices.Contains(types, t) { // it would be trained and reported twice
-			return errors.Errorf("-types: %q listed twice (as %s); accepted: each type once", strings.TrimSpace(name), t)
-		}
-		types = append(types, t)
-		if (t == quanta.Binary || t == quanta.Ternary) && *flagHidden%4 != 0 {
-			// The quantized kernels are (H, H) and (H, 3): binary and ternary pack 4 input rows a byte.
-			return errors.Errorf("-hidden %d with %s; accepted: a multiple of 4 (binary and ternary kernels pack 4 rows a byte)",
-				*flagHidden, t)
-		}
-	}
-
-	if *flagPlot != "" { // written after the training: check now that it can be
-		if err := fileio.CheckOutput("-plot", *flagPlot); err != nil {
-			return err
-		}
-	}
+	types, _ := parseTypes() // checkFlags refused a bad list
 
 	backend, err := runtime.Backend()
 	if err != nil {

@@ -16,23 +16,23 @@ func TestHiddenOutOfRange(t *testing.T) {
 	for _, hidden := range []int{0, -1} {
 		saved := *flagHidden
 		*flagHidden = hidden
-		err := run()
+		err := checkFlags()
 		*flagHidden = saved
 		if err == nil || !strings.Contains(err.Error(), "-hidden") {
-			t.Errorf("-hidden %d: run() = %v; want an error naming -hidden", hidden, err)
+			t.Errorf("-hidden %d: checkFlags() = %v; want an error naming -hidden", hidden, err)
 		}
 	}
 }
 
 // TestHiddenNotPackable: binary and ternary need a width that is a multiple of 4 (their kernels
-// pack 4 input rows a byte); run says so naming -hidden before training, not after the float
+// pack 4 input rows a byte); the flag check says so naming -hidden before training, not after the float
 // training when the conversion of the first quantized kernel fails.
 func TestHiddenNotPackable(t *testing.T) {
 	savedHidden, savedTypes, savedQuick := *flagHidden, *flagTypes, *flagQuick
 	defer func() { *flagHidden, *flagTypes, *flagQuick = savedHidden, savedTypes, savedQuick }()
 	*flagHidden, *flagTypes, *flagQuick = 6, "binary", true
-	if err := run(); err == nil || !strings.Contains(err.Error(), "-hidden") {
-		t.Errorf("-hidden 6 -types binary: run() = %v; want an error naming -hidden", err)
+	if err := checkFlags(); err == nil || !strings.Contains(err.Error(), "-hidden") {
+		t.Errorf("-hidden 6 -types binary: checkFlags() = %v; want an error naming -hidden", err)
 	}
 }
 
@@ -60,7 +60,7 @@ func TestPlotAnyExtension(t *testing.T) {
 
 // TestArguments: an argument is an error naming it, before anything runs; it was ignored, and
 // with it every flag after it (flag parsing stops at the first argument).
-func TestArguments(t *testing.T) { testutil.ArgumentRefused(t, run) }
+func TestArguments(t *testing.T) { testutil.ArgumentRefused(t, checkFlags) }
 
 // TestPlotChecked: a -plot that cannot be written is an error naming -plot before the training,
 // not after it.
@@ -68,7 +68,7 @@ func TestPlotChecked(t *testing.T) {
 	quick, types := *flagQuick, *flagTypes
 	defer func() { *flagQuick, *flagTypes = quick, types }()
 	*flagQuick, *flagTypes = true, "int8"
-	testutil.OutputsChecked(t, run, map[string]*string{"-plot": flagPlot})
+	testutil.OutputsChecked(t, checkFlags, map[string]*string{"-plot": flagPlot})
 }
 
 // TestUnknownType: an unknown name in -types is an error naming -types.
@@ -76,8 +76,8 @@ func TestUnknownType(t *testing.T) {
 	saved := *flagTypes
 	defer func() { *flagTypes = saved }()
 	*flagTypes = "nf4,bogus"
-	if err := run(); err == nil || !strings.Contains(err.Error(), `-types: quanta: unknown quantization type "bogus"`) {
-		t.Errorf("run() = %v; want an error naming -types and \"bogus\"", err)
+	if err := checkFlags(); err == nil || !strings.Contains(err.Error(), `-types: quanta: unknown quantization type "bogus"`) {
+		t.Errorf("checkFlags() = %v; want an error naming -types and \"bogus\"", err)
 	}
 }
 
@@ -99,8 +99,8 @@ func TestTypeListedTwice(t *testing.T) {
 	*flagPlot = filepath.Join(file, "curves.png")
 	for list, want := range map[string]string{"nf4,int8,nf4": `-types: "nf4" listed twice`, "int8, INT8": `-types: "INT8" listed twice`} {
 		*flagTypes = list
-		if err := run(); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("-types %s: run() = %v; want an error naming %q", list, err, want)
+		if err := checkFlags(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("-types %s: checkFlags() = %v; want an error naming %q", list, err, want)
 		}
 	}
 }

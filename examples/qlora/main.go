@@ -75,9 +75,9 @@ type settings struct {
 
 func main() {
 	flag.Parse()
-	err := checkFlags()
+	cmdflags.Exit("qlora", cmdflags.ExitUsage, checkFlags())
+	var err error
 	switch {
-	case err != nil:
 	case *flagMemMode != "":
 		err = measureChild(*flagMemMode)
 	case *flagMemory:
@@ -85,7 +85,7 @@ func main() {
 	default:
 		err = run()
 	}
-	cmdflags.Exit("qlora", 1, err)
+	cmdflags.Exit("qlora", cmdflags.ExitFailure, err)
 }
 
 // checkFlags checks the flags' values before anything runs, naming the one out of range, and that

@@ -89,9 +89,9 @@ var (
 
 func main() {
 	flag.Parse()
-	err := checkFlags()
+	cmdflags.Exit("smollm", cmdflags.ExitUsage, checkFlags())
+	var err error
 	switch {
-	case err != nil:
 	case *flagSpeedTable:
 		err = speedTable(flag.Args())
 	case *flagBench:
@@ -101,7 +101,7 @@ func main() {
 	default:
 		err = generate()
 	}
-	cmdflags.Exit("smollm", 1, err)
+	cmdflags.Exit("smollm", cmdflags.ExitFailure, err)
 }
 
 // checkFlags reports -max, -maxlen, -minwindow, a -bench or an -anatomy count out of range,

@@ -20,10 +20,15 @@ func NoArguments() error {
 	return errors.Errorf("argument %q; accepted: none (flags only; a flag after an argument is not read)", flag.Arg(0))
 }
 
+// The exit statuses of the project's commands: ExitUsage for a command line refused (package flag
+// exits with it on a flag it does not know), ExitFailure for work that failed.
+const (
+	ExitFailure = 1
+	ExitUsage   = 2
+)
+
 // Exit ends the command when err is not nil: it writes "command: err" on standard error and exits
-// with code, the caller's (fashion, peakrss and randomrun give 2 for a command line refused, as
-// package flag does for a flag it does not know; the other commands 1 for any failure). A nil err
-// returns at once.
+// with code (ExitUsage, ExitFailure, or a status of the command's own). A nil err returns at once.
 func Exit(command string, code int, err error) {
 	if err == nil {
 		return
