@@ -130,8 +130,9 @@ func presetNames(list string) []string {
 	return names
 }
 
-// checkFlags checks the numeric flags, -models and -heads, naming the one out of range, that no
-// name is listed twice in -models, -formats or -heads, that -json and -markdown are two files,
+// checkFlags checks the numeric flags, -models, -formats and -heads, naming the one out of range,
+// that no name is listed twice in -models, -formats or -heads, that -json and -markdown are two
+// files that can be written,
 // that no flag of a model left out of -models is given (-models minilm with -heads), and that no
 // argument follows them.
 func checkFlags() error {
@@ -169,9 +170,22 @@ func checkFlags() error {
 			return errors.Errorf("-models: unknown model %q; accepted: smollm2, minilm", name)
 		}
 	}
+	for _, f := range presetNames(*flagFormats) {
+		if _, err := models.Preset(f); err != nil {
+			return errors.WithMessage(err, "-formats")
+		}
+	}
 	for _, head := range strings.Split(*flagHeads, ",") {
 		if _, err := models.TableRule("/"+models.EmbeddingScope, head); err != nil {
 			return errors.WithMessage(err, "-heads")
+		}
+	}
+	// The outputs are written after the evaluations: check now that they can be.
+	for _, out := range []struct{ key, path string }{{"-json", *flagJSON}, {"-markdown", *flagMarkdown}} {
+		if out.path != "" {
+			if err := fileio.CheckOutput(out.key, out.path); err != nil {
+				return err
+			}
 		}
 	}
 	// A model's flags given without it in -models would be ignored.
@@ -197,14 +211,6 @@ func checkFlags() error {
 var smolLM2Flags = []string{"gguf", "text", "tokens", "window", "stride", "heads"}
 
 func run() error {
-	// The outputs are written after the evaluations: check now that they can be.
-	for _, out := range []struct{ key, path string }{{"-json", *flagJSON}, {"-markdown", *flagMarkdown}} {
-		if out.path != "" {
-			if err := fileio.CheckOutput(out.key, out.path); err != nil {
-				return err
-			}
-		}
-	}
 	// MiniLM is scored on the reference's sentences: read them before any model runs.
 	var sentences []string
 	if slices.Contains(strings.Split(*flagModels, ","), "minilm") {
@@ -218,11 +224,6 @@ func run() error {
 		return err
 	}
 	formats := presetNames(*flagFormats)
-	for _, f := range formats {
-		if _, err := models.Preset(f); err != nil {
-			return errors.WithMessage(err, "-formats")
-		}
-	}
 	env, err := runtime.Environment()
 	if err != nil {
 		return err

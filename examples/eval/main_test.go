@@ -118,22 +118,23 @@ func TestJSONEnvironment(t *testing.T) {
 	testutil.JSONEnvironment(t, runMiniLM(t, "f32"))
 }
 
-// TestOutputsChecked: an output that cannot be written is an error naming its flag before any
-// model loads, not after the evaluations.
+// TestOutputsChecked: an output that cannot be written is an error naming its flag in the flag
+// check (exit 2, a refused command line), not after the evaluations.
 func TestOutputsChecked(t *testing.T) {
 	gguf := *flagGGUF
 	defer func() { *flagGGUF = gguf }()
 	*flagGGUF = filepath.Join(t.TempDir(), "missing.gguf")
-	testutil.OutputsChecked(t, run, map[string]*string{"-json": flagJSON, "-markdown": flagMarkdown})
+	testutil.OutputsChecked(t, checkFlags, map[string]*string{"-json": flagJSON, "-markdown": flagMarkdown})
 }
 
-// TestUnknownFormat: an unknown name in -formats is an error naming -formats.
+// TestUnknownFormat: an unknown name in -formats is an error naming -formats in the flag check
+// (exit 2, a refused command line), not once the backend runs (exit 1).
 func TestUnknownFormat(t *testing.T) {
 	gguf, formats := *flagGGUF, *flagFormats
 	defer func() { *flagGGUF, *flagFormats = gguf, formats }()
 	*flagGGUF, *flagFormats = filepath.Join(t.TempDir(), "missing.gguf"), "nf4,bogus"
-	if err := run(); err == nil || !strings.Contains(err.Error(), `-formats: models.Preset: unknown name "bogus"`) {
-		t.Errorf("run() = %v; want an error naming -formats and \"bogus\"", err)
+	if err := checkFlags(); err == nil || !strings.Contains(err.Error(), `-formats: models.Preset: unknown name "bogus"`) {
+		t.Errorf("checkFlags() = %v; want an error naming -formats and \"bogus\"", err)
 	}
 }
 
