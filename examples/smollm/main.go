@@ -110,7 +110,7 @@ func main() {
 // only after the prompt runs), more than one of -bench, -anatomy and -speed-table, -system
 // with -chat=false (the raw prompt has no system message), an argument without -speed-table (a
 // prompt given as one would answer -prompt's) or given to it twice, a flag the mode does not
-// read (checkModeFlags), or an unknown -cache or -cache-dtype, before the model loads
+// read (checkModeFlags), or an unknown -format, -head, -cache or -cache-dtype, before the model loads
 // (models.GenerateOptions reads a MaxNewTokens of 0 as no bound, and the generator's own errors
 // name its fields, not the flags).
 func checkFlags() error {
@@ -163,6 +163,12 @@ func checkFlags() error {
 	}
 	if err := checkModeFlags(); err != nil {
 		return err
+	}
+	if _, err := models.Preset(*flagFormat); err != nil { // as load reads them, before the model loads
+		return errors.WithMessage(err, "-format")
+	}
+	if _, err := models.TableRule("/"+models.EmbeddingScope, headFormat()); err != nil {
+		return errors.WithMessage(err, "-head")
 	}
 	_, err := generatorOptions(*flagMaxLen) // -cache and -cache-dtype, before the model loads
 	return err

@@ -69,13 +69,16 @@ func TestCheckFlagsMinWindow(t *testing.T) {
 }
 
 // TestLoadFlagNames: an unknown -format or -head is an error naming the flag, before the model
-// loads.
+// loads: in the flag check (exit 2, a refused command line), not only in load (exit 1).
 func TestLoadFlagNames(t *testing.T) {
 	for _, tc := range []struct{ flag, want string }{{"format", "-format: models.Preset"}, {"head", "-head: models.TableRule"}} {
 		t.Run(tc.flag, func(t *testing.T) {
 			testutil.SetFlags(t, "-"+tc.flag, "bogus")
 			if _, err := load(); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("-%s bogus: load() = %v; want %q", tc.flag, err, tc.want)
+			}
+			if err := checkFlags(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("-%s bogus: checkFlags() = %v; want %q", tc.flag, err, tc.want)
 			}
 		})
 	}
