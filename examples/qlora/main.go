@@ -88,8 +88,8 @@ func main() {
 	cmdflags.Exit("qlora", cmdflags.ExitFailure, err)
 }
 
-// checkFlags checks the flags' values before anything runs, naming the one out of range, and that
-// no argument follows the flags.
+// checkFlags checks the flags' values before anything runs, naming the one out of range, that no
+// argument follows the flags, and that the training's -plot and -adapters can be written.
 func checkFlags() error {
 	if err := cmdflags.First(
 		cmdflags.NoArguments(),
@@ -133,17 +133,8 @@ func checkFlags() error {
 		return errors.Errorf("%s without -memory; accepted: with -memory (the training run does not read them: -hidden sets its width)",
 			strings.Join(memory, ", "))
 	}
-	return nil
-}
-
-// trainingFlags are the flags of the training run, which the memory measurement does not read.
-var trainingFlags = []string{"quick", "seed", "hidden", "rank", "alpha", "plot", "adapters", "data"}
-
-func run() error {
-	start := time.Now()
-	s := settings{pretrainSteps: 1500, finetuneSteps: 800, evalEvery: 40, batchSize: 128, pretrainLR: 1e-3, finetuneLR: 2e-3}
-	if *flagQuick {
-		s = settings{pretrainSteps: 500, finetuneSteps: 300, evalEvery: 30, batchSize: 128, pretrainLR: 2e-3, finetuneLR: 3e-3}
+	if measuring { // it writes neither the plot nor the adapters
+		return nil
 	}
 	// The plot and the adapters are written after the training: check now that they can be.
 	if *flagPlot != "" {
@@ -155,6 +146,18 @@ func run() error {
 		if err := fileio.CheckOutput("-adapters", filepath.Join(*flagAdapters, qlayers.AdapterWeightsFile)); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// trainingFlags are the flags of the training run, which the memory measurement does not read.
+var trainingFlags = []string{"quick", "seed", "hidden", "rank", "alpha", "plot", "adapters", "data"}
+
+func run() error {
+	start := time.Now()
+	s := settings{pretrainSteps: 1500, finetuneSteps: 800, evalEvery: 40, batchSize: 128, pretrainLR: 1e-3, finetuneLR: 2e-3}
+	if *flagQuick {
+		s = settings{pretrainSteps: 500, finetuneSteps: 300, evalEvery: 30, batchSize: 128, pretrainLR: 2e-3, finetuneLR: 3e-3}
 	}
 	backend, err := runtime.Backend()
 	if err != nil {

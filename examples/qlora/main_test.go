@@ -58,13 +58,29 @@ func TestFlagsOutOfRange(t *testing.T) {
 // with it every flag after it (flag parsing stops at the first argument).
 func TestArguments(t *testing.T) { testutil.ArgumentRefused(t, checkFlags) }
 
-// TestOutputsChecked: a -plot or -adapters that cannot be written is an error naming the flag
-// before the data loads and the training, not after it.
+// TestOutputsChecked: a -plot or -adapters that cannot be written is an error naming the flag in
+// the flag check (exit 2, a refused command line), before the data loads and the training.
 func TestOutputsChecked(t *testing.T) {
 	data := *flagData
 	defer func() { *flagData = data }()
 	*flagData = filepath.Join(t.TempDir(), "missing")
-	testutil.OutputsChecked(t, run, map[string]*string{"-plot": flagPlot, "-adapters": flagAdapters})
+	testutil.OutputsChecked(t, checkFlags, map[string]*string{"-plot": flagPlot, "-adapters": flagAdapters})
+}
+
+// TestOutputsNotCheckedMeasuring: the memory measurement writes neither -plot nor -adapters, so
+// the flag check leaves their paths alone (no directory created for them).
+func TestOutputsNotCheckedMeasuring(t *testing.T) {
+	testutil.SetFlags(t, "-memory")
+	plot, adapters := *flagPlot, *flagAdapters
+	defer func() { *flagPlot, *flagAdapters = plot, adapters }()
+	dir := filepath.Join(t.TempDir(), "missing")
+	*flagPlot, *flagAdapters = filepath.Join(dir, "curves.png"), filepath.Join(dir, "adapters")
+	if err := checkFlags(); err != nil {
+		t.Fatalf("-memory: checkFlags() = %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("-memory: checkFlags() created %s (stat: %v)", dir, err)
+	}
 }
 
 // TestPlotReplacedWhole: -plot is replaced whole (a complete new file renamed over the old one),
