@@ -27,9 +27,10 @@
 // Exit codes of doctor: 0 when XLA is in use (or the backend that GOMLX_BACKEND asked for); 3 when
 // the pure-Go fallback is in use because no XLA plugin could start; 1 when the backend fails to
 // start or to run the check graph, when the kernels registered with it fail their probe (the
-// products would call them), or when the report cannot be written. run exits 1 on an error — an
-// architecture other than "llama", "gemma3" and "qwen2", a tensor type it cannot decode, an unknown
-// format, a sampling flag out of range, each named with what is accepted — and 2 on a bad command
-// line. An unknown subcommand prints the usage and exits 2. Help asked for (quanta -h, quanta help
-// [command], quanta run -h) goes to stdout and exits 0, or 1 when it cannot be written.
+// products would call them), or when the report cannot be written. run exits 2 on a command line
+// it refuses (an unknown format, a sampling flag out of range, each named with what is accepted),
+// before any file is read, and 1 on an error of the run (an architecture other than "llama",
+// "gemma3" and "qwen2", a tensor type it cannot decode). An unknown subcommand prints the usage and
+// exits 2. Help asked for (quanta -h, quanta help [command], quanta run -h) goes to stdout and
+// exits 0, or 1 when it cannot be written.
 package main

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/gguf"
@@ -81,7 +82,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, runHelp(fs))
 		return exitUsage
 	}
-	if err := runModel(fs.Arg(0), fs.Arg(1), o, stdout, stderr); err != nil {
+	s, err := o.settings()
+	if err != nil {
+		fmt.Fprintf(stderr, "quanta run: %v\n", err)
+		return exitUsage
+	}
+	if err := runModel(fs.Arg(0), fs.Arg(1), o, s, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "quanta run: %v\n", err)
 		return exitFailure
 	}
@@ -123,22 +129,31 @@ func isTerminal(w io.Writer) bool {
 // layerOf reads the block index out of a projection scope such as "/layer_12/attn_qkv".
 var layerOf = regexp.MustCompile(`^/layer_(\d+)/`)
 
-// runModel loads path, prompts it and streams the answer to stdout; progress and the final
-// figures go to stderr.
-func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error {
+// runSettings are the values runModel takes from quanta run's flags, checked and parsed.
+type runSettings struct {
+	sampling   models.Sampling // its seed drawn when -seed is -1
+	head       string          // the table format of the token embedding and tied head
+	quantizer  *models.Quantizer
+	cache      models.CacheMode
+	cacheDType dtypes.DType
+}
+
+// settings checks o's values, each error naming its flag and what is accepted, before any file
+// is read.
+func (o runOptions) settings() (runSettings, error) {
 	if o.seed < -1 {
-		return fmt.Errorf("-seed %d; accepted: >= 0, or -1 for a random seed", o.seed)
+		return runSettings{}, fmt.Errorf("-seed %d; accepted: >= 0, or -1 for a random seed", o.seed)
 	}
-	seed := uint64(o.seed)
+	s := runSettings{sampling: o.sampling}
+	s.sampling.Seed = uint64(o.seed)
 	if o.seed == -1 {
-		seed = rand.Uint64() >> 1
+		s.sampling.Seed = rand.Uint64() >> 1
 	}
-	o.sampling.Seed = seed
 	// models.Sampling reads TopP 0 as every token; llama.cpp and transformers keep the most likely
 	// token alone, so a user of theirs would get the opposite of what they asked: the command
 	// accepts above 0 up to 1 (0 only where greedy decoding draws nothing), and says so.
 	if tp := o.sampling.TopP; !(tp > 0 && tp <= 1) && !(tp == 0 && o.sampling.Greedy()) {
-		return fmt.Errorf("-top-p %g; accepted: above 0 up to 1 (1: every token); the most likely token alone is -temp 0", tp)
+		return runSettings{}, fmt.Errorf("-top-p %g; accepted: above 0 up to 1 (1: every token); the most likely token alone is -temp 0", tp)
 	}
 	// Each setting alone, so that the error names its flag.
 	for _, f := range []struct {
@@ -147,39 +162,42 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	}{{"-temp", models.Sampling{Temperature: o.sampling.Temperature}}, {"-top-k", models.Sampling{TopK: o.sampling.TopK}},
 		{"-top-p", models.Sampling{TopP: o.sampling.TopP}}, {"-repeat-penalty", models.Sampling{RepetitionPenalty: o.sampling.RepetitionPenalty}}} {
 		if err := f.s.Validate(); err != nil {
-			return fmt.Errorf("%s: %w", f.name, err)
+			return runSettings{}, fmt.Errorf("%s: %w", f.name, err)
 		}
 	}
 	if o.maxNew < 1 {
-		return fmt.Errorf("-max %d; accepted: >= 1", o.maxNew)
+		return runSettings{}, fmt.Errorf("-max %d; accepted: >= 1", o.maxNew)
 	}
 	if o.maxLen < 0 {
-		return fmt.Errorf("-maxlen %d; accepted: >= 0 (0: the context length)", o.maxLen)
+		return runSettings{}, fmt.Errorf("-maxlen %d; accepted: >= 0 (0: the context length)", o.maxLen)
 	}
-	head := strings.ToLower(strings.TrimSpace(o.head))
-	if head == "auto" {
-		head = models.DefaultTableFormat(o.format)
+	s.head = strings.ToLower(strings.TrimSpace(o.head))
+	if s.head == "auto" {
+		s.head = models.DefaultTableFormat(o.format)
 	}
 	rules, err := models.Preset(o.format)
 	if err != nil {
-		return fmt.Errorf("-format: %w", err)
+		return runSettings{}, fmt.Errorf("-format: %w", err)
 	}
-	headRule, err := models.TableRule("/token_embd", head)
+	headRule, err := models.TableRule("/token_embd", s.head)
 	if err != nil {
-		return fmt.Errorf("-head (auto, or a table format): %w", err)
+		return runSettings{}, fmt.Errorf("-head (auto, or a table format): %w", err)
 	}
-	q, err := models.NewQuantizer(append([]models.Rule{headRule}, rules...))
-	if err != nil {
-		return err
+	if s.quantizer, err = models.NewQuantizer(append([]models.Rule{headRule}, rules...)); err != nil {
+		return runSettings{}, err
 	}
-	mode, err := models.ParseCacheMode(o.cache)
-	if err != nil {
-		return fmt.Errorf("-cache: %w", err)
+	if s.cache, err = models.ParseCacheMode(o.cache); err != nil {
+		return runSettings{}, fmt.Errorf("-cache: %w", err)
 	}
-	cacheDType, err := models.ParseCacheDType(o.cacheDType)
-	if err != nil {
-		return fmt.Errorf("-cache-dtype: %w", err)
+	if s.cacheDType, err = models.ParseCacheDType(o.cacheDType); err != nil {
+		return runSettings{}, fmt.Errorf("-cache-dtype: %w", err)
 	}
+	return s, nil
+}
+
+// runModel loads path, prompts it and streams the answer to stdout; progress and the final
+// figures go to stderr.
+func runModel(path, prompt string, o runOptions, s runSettings, stdout, stderr io.Writer) error {
 	backend, err := runtime.Backend()
 	if err != nil {
 		return err
@@ -245,6 +263,7 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 			}
 		}
 	}
+	q := s.quantizer
 	opts := arch.QuantizerOptions(q, backend)
 	opts.Kernel = func(scope string, k *tensors.Tensor) ([]models.Variable, error) {
 		progress(scope)
@@ -268,16 +287,16 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 		erase, pad = "\r", strings.Repeat(" ", 20)
 	}
 	fmt.Fprintf(stderr, "%sloaded %s (%s) in %.1fs: %d layers, weights %s, head %s, %.1f MB%s\n", erase, name, archName,
-		time.Since(start).Seconds(), spec.Layers, o.format, head, float64(ctx.Memory())/1e6, pad)
+		time.Since(start).Seconds(), spec.Layers, o.format, s.head, float64(ctx.Memory())/1e6, pad)
 
-	gen, err := models.NewGenerator(backend, ctx, m, models.GeneratorOptions{MaxLen: maxLen, Cache: mode, CacheDType: cacheDType})
+	gen, err := models.NewGenerator(backend, ctx, m, models.GeneratorOptions{MaxLen: maxLen, Cache: s.cache, CacheDType: s.cacheDType})
 	if err != nil {
 		return err
 	}
 	defer gen.Finalize()
 	n, last := 0, -1
 	answer := tokenizer.NewUTF8Writer(stdout) // a character split across tokens is written whole
-	for id, err := range gen.Stream(ids, models.GenerateOptions{MaxNewTokens: o.maxNew, Stop: stops, Sampling: o.sampling}) {
+	for id, err := range gen.Stream(ids, models.GenerateOptions{MaxNewTokens: o.maxNew, Stop: stops, Sampling: s.sampling}) {
 		if err != nil {
 			return err
 		}
@@ -299,8 +318,8 @@ func runModel(path, prompt string, o runOptions, stdout, stderr io.Writer) error
 	}
 	st := gen.Stats()
 	seedNote := "" // greedy decoding draws nothing
-	if !o.sampling.Greedy() {
-		seedNote = fmt.Sprintf("; seed %d", seed)
+	if !s.sampling.Greedy() {
+		seedNote = fmt.Sprintf("; seed %d", s.sampling.Seed)
 	}
 	decoding := "no decoding step" // an answer of one token comes from the prompt's pass
 	if st.DecodeSteps > 0 {
