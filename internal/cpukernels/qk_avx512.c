@@ -377,10 +377,10 @@ I512 lane_map nf4_lane_map(int64_t bs) {
   return l;
 }
 
-/* prefetch_nf4_scales fetches the scales of blocks [b0, b1) of stored row `row` toward L1. They are a stream
- * apart from the codes, one the hardware prefetchers did not keep ahead of: the one-row kernels
- * stalled on their scale loads. Callers pass the row whose codes their code prefetch (QK_PFD bytes
- * on) now reaches. */
+/* prefetch_nf4_scales fetches the scales of blocks [b0, b1) of stored row `row` toward L1. The
+ * scales are a stream apart from the codes, one the hardware prefetchers did not keep ahead of:
+ * the one-row kernels stalled on their scale loads. Callers pass the row whose codes their code
+ * prefetch (QK_PFD bytes on) now reaches. */
 I512 void prefetch_nf4_scales(const qk_nf4w *w, int64_t row, int64_t b0, int64_t b1) {
   const int64_t size = w->absmax_dtype == QK_F32 ? 4 : 2;
   const char *at = (const char *)w->absmax + (row * w->nb + b0) * size;
@@ -469,7 +469,8 @@ static T512 void nf4_kn_m1(const qk_prod *p, int64_t s0, int64_t s1, int64_t cs,
     const int last = full < ncols && cend > full;
     /* the rows whose codes the code prefetch reaches: the next pass's when the panel is narrower
      * than the row (see next_row), QK_PFD bytes further on otherwise */
-    const int64_t ahead = S8R + (ncols > M1_PANEL ? 0 : QK_PFD / rb), b0 = c0 / w->bs, b1 = (cend + w->bs - 1) / w->bs;
+    const int64_t ahead = S8R + (ncols > M1_PANEL ? 0 : QK_PFD / rb);
+    const int64_t b0 = c0 / w->bs, b1 = (cend + w->bs - 1) / w->bs;
     int64_t k = s0;
     for (; k + S8R <= s1; k += S8R) {
       const uint8_t *row = w->packed + k * rb;
