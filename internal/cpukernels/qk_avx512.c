@@ -377,11 +377,15 @@ I512 lane_map nf4_lane_map(int64_t bs) {
   return l;
 }
 
-/* prefetch_nf4_scales fetches the scales of blocks [b0, b1) of stored row `row` toward L1. The
- * scales are a stream apart from the codes, one the hardware prefetchers did not keep ahead of:
- * the one-row kernels stalled on their scale loads. Callers pass the row whose codes their code
- * prefetch (QK_PFD bytes on) now reaches. */
-I512 void prefetch_nf4_scales(const qk_nf4w *w, int64_t row, int64_t b0, int64_t b1) {
+/* prefetch_nf4_scales fetches the scales of blocks [b0, b1) of stored row `row` of p toward L1
+ * (nothing past the last row). The scales are a stream apart from the codes, one the hardware
+ * prefetchers did not keep ahead of: the one-row kernels stalled on their scale loads. Callers
+ * pass the row whose codes their code prefetch (QK_PFD bytes on) now reaches. */
+I512 void prefetch_nf4_scales(const qk_prod *p, int64_t row, int64_t b0, int64_t b1) {
+  if (row >= p->srows) {
+    return;
+  }
+  const qk_nf4w *w = &p->nf4;
   const int64_t size = w->absmax_dtype == QK_F32 ? 4 : 2;
   const char *at = (const char *)w->absmax + (row * w->nb + b0) * size;
   for (int64_t o = 0; o < (b1 - b0) * size; o += 64) {
@@ -474,7 +478,7 @@ static T512 void nf4_kn_m1(const qk_prod *p, int64_t s0, int64_t s1, int64_t cs,
     int64_t k = s0;
     for (; k + S8R <= s1; k += S8R) {
       const uint8_t *row = w->packed + k * rb;
-      UNROLL for (int r = 0; r < S8R; r++) { prefetch_nf4_scales(w, k + ahead + r, b0, b1); }
+      UNROLL for (int r = 0; r < S8R; r++) { prefetch_nf4_scales(p, k + ahead + r, b0, b1); }
       __m512 xr[4];
       UNROLL for (int r = 0; r < S8R; r++) { xr[r] = _mm512_set1_ps(p->x[k + r]); }
       /* block of group g: g * per_group / groups */
@@ -650,7 +654,7 @@ static T512 void nf4_nk_m1(const qk_prod *p, int64_t n0, int64_t n1, void *scrat
   const int64_t ahead = QK_PFD / rb + 1;
   for (int64_t n = n0; n < n1; n++) {
     const uint8_t *row = w->packed + n * rb;
-    prefetch_nf4_scales(w, n + ahead, 0, w->nb);
+    prefetch_nf4_scales(p, n + ahead, 0, w->nb);
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), t0, t1;
     int64_t b = 0, left = l.groups, g = 0;
     if (f32_blocks) {
