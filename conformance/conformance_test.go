@@ -22,7 +22,7 @@ var checks = map[string]func(s *suite, t *testing.T, c *Case){
 // summary: cases run, byte-identical component comparisons, the largest NF4 difference between
 // eformer's polynomial decode and the exact codebook, and the deliberate differences observed.
 func TestConformance(t *testing.T) {
-	idx, err := LoadIndex(DefaultDir)
+	idx, err := LoadIndex("testdata")
 	if err != nil {
 		t.Fatalf("%+v", err)
 	}

@@ -12,9 +12,6 @@ import (
 	"github.com/pkg/errors"
 )
 
-// DefaultDir is the folder of the committed vectors, relative to this package.
-const DefaultDir = "testdata"
-
 // index is testdata/index.json: the versions that produced the vectors and every case.
 type index struct {
 	// Format is the index format version (1).

@@ -61,7 +61,7 @@ func TestReadNPY(t *testing.T) {
 
 // TestLoadEveryVector loads every array of the index and checks it against its entry.
 func TestLoadEveryVector(t *testing.T) {
-	idx, err := LoadIndex(DefaultDir)
+	idx, err := LoadIndex("testdata")
 	if err != nil {
 		t.Fatalf("%+v", err)
 	}

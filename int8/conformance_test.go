@@ -19,7 +19,7 @@ import (
 // compares codes and scales bit for bit, and the materialized values.
 func TestConformance(t *testing.T) {
 	backend := testutil.Backend(t)
-	idx, err := conformance.LoadIndex(filepath.Join("..", "conformance", conformance.DefaultDir))
+	idx, err := conformance.LoadIndex(filepath.Join("..", "conformance", "testdata"))
 	if err != nil {
 		t.Skipf("no conformance vectors: %v", err)
 	}
