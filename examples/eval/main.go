@@ -132,9 +132,8 @@ func presetNames(list string) []string {
 
 // checkFlags checks the numeric flags, -models, -formats and -heads, naming the one out of range,
 // that no name is listed twice in -models, -formats or -heads, that -json and -markdown are two
-// files that can be written,
-// that no flag of a model left out of -models is given (-models minilm with -heads), and that no
-// argument follows them.
+// files that can be written, that no flag of a model left out of -models is given (-models minilm
+// with -heads), and that no argument follows them.
 func checkFlags() error {
 	if err := cmdflags.First(
 		cmdflags.NoArguments(),

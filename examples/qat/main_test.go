@@ -25,8 +25,8 @@ func TestHiddenOutOfRange(t *testing.T) {
 }
 
 // TestHiddenNotPackable: binary and ternary need a width that is a multiple of 4 (their kernels
-// pack 4 input rows a byte); the flag check says so naming -hidden before training, not after the float
-// training when the conversion of the first quantized kernel fails.
+// pack 4 input rows a byte); the flag check says so naming -hidden before training, not after the
+// float training when the conversion of the first quantized kernel fails.
 func TestHiddenNotPackable(t *testing.T) {
 	savedHidden, savedTypes, savedQuick := *flagHidden, *flagTypes, *flagQuick
 	defer func() { *flagHidden, *flagTypes, *flagQuick = savedHidden, savedTypes, savedQuick }()

@@ -110,9 +110,9 @@ func main() {
 // only after the prompt runs), more than one of -bench, -anatomy and -speed-table, -system
 // with -chat=false (the raw prompt has no system message), an argument without -speed-table (a
 // prompt given as one would answer -prompt's) or given to it twice, a flag the mode does not
-// read (checkModeFlags), or an unknown -format, -head, -cache or -cache-dtype, before the model loads
-// (models.GenerateOptions reads a MaxNewTokens of 0 as no bound, and the generator's own errors
-// name its fields, not the flags).
+// read (checkModeFlags), or an unknown -format, -head, -cache or -cache-dtype, before the model
+// loads (models.GenerateOptions reads a MaxNewTokens of 0 as no bound, and the generator's own
+// errors name its fields, not the flags).
 func checkFlags() error {
 	if err := cmdflags.First(
 		cmdflags.AtLeast("-max", *flagMaxNew, 1, ""),
