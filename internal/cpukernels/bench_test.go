@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,13 +30,34 @@ import (
 //     x-dense-cpu: the same ratio of CPU times, steadier than x-dense on a loaded machine (it is
 //     the wall-time ratio an idle machine would show when both products keep all threads busy).
 //
+//   - GFLOPS: 2·m·k·n over the time per call (the measure of the compute-bound products of many
+//     rows).
+//
 // By default only k=n=4096 runs; QUANTA_TEST_ALL=1 adds 4096×11008 and 11008×4096, and
-// QUANTA_BENCH_SHAPES=KxN,... replaces them.
+// QUANTA_BENCH_SHAPES=KxN,... replaces them; QUANTA_BENCH_MS=M,... replaces the activation rows
+// (1, 4, 16, 64).
 // `go test -run '^$' -bench . ./internal/cpukernels/`.
 
 const benchStream = 128 << 20
 
-var benchMs = []int{1, 4, 16, 64}
+// benchMs returns the activation row counts: QUANTA_BENCH_MS=M,M,... or 1, 4, 16 and 64.
+func benchMs() []int {
+	env := os.Getenv(benchMsEnv)
+	if env == "" {
+		return []int{1, 4, 16, 64}
+	}
+	var ms []int
+	for _, f := range strings.Split(env, ",") {
+		m, err := strconv.Atoi(f)
+		if err != nil || m <= 0 {
+			panic(fmt.Sprintf("%s=%q: %q is not a positive row count", benchMsEnv, env, f))
+		}
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+const benchMsEnv = "QUANTA_BENCH_MS"
 
 type benchShape struct{ k, n int }
 
@@ -247,7 +269,7 @@ func BenchmarkProducts(b *testing.B) {
 			perW := f.bytes(s.k, s.n)
 			count := max(1, ceilDiv(benchStream, perW))
 			var weights []any
-			for _, m := range benchMs {
+			for _, m := range benchMs() {
 				key := fmt.Sprintf("m=%d/k=%d/n=%d", m, s.k, s.n)
 				b.Run(f.name+"/"+key, func(b *testing.B) {
 					if weights == nil {
@@ -273,6 +295,7 @@ func BenchmarkProducts(b *testing.B) {
 					b.ReportMetric(perCall/1e6, "ms/call")
 					b.ReportMetric(cpuCall/1e6, "cpu-ms/call")
 					b.ReportMetric(float64(perW)/perCall/bw, "bw-frac")
+					b.ReportMetric(2*float64(m)*float64(s.k)*float64(s.n)/perCall, "GFLOPS")
 					if f.name == "dense" {
 						denseNs[key] = [2]float64{perCall, cpuCall}
 					} else if d, ok := denseNs[key]; ok {

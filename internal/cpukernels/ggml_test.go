@@ -424,9 +424,11 @@ func (c ggmlCase) String() string {
 
 // ggmlShapes are (m, k in blocks, n): one activation row (the fused kernels' case), a few, more
 // than the fused kernels' default limit; ragged counts of blocks and of outputs; one k longer
-// than the generic driver's k chunk for m > 4.
+// than the generic driver's k chunk for m > 4; enough rows for the generic driver's transposed
+// tiles.
 var ggmlShapes = [][3]int{
 	{1, 1, 1}, {1, 3, 33}, {1, 9, 70}, {2, 2, 17}, {3, 5, 40}, {4, 3, 20}, {5, 2, 9}, {8, 33, 20}, {17, 4, 24},
+	{130, 3, 37},
 }
 
 func ggmlCases(t *testing.T) []ggmlCase {

@@ -125,10 +125,11 @@ I512 __m128 sum4(__m512 a, __m512 b, __m512 c, __m512 d) {
 
 /* ================= generic primitives ================= */
 
-/* C[i][0..16V) += sum_l A[i][l] * B[l][0..16V), the last vector masked by last. */
+/* C[i][0..16V) += sum_l A[i][l] * B[l][0..16V), the last vector masked by last: each sum runs
+ * over l in order, one multiply-add at a time, whatever the tile. */
 I512 void mk_kn_tile(const int MR, const int V, __mmask16 last, int64_t kb, const float *A, int64_t lda,
                      const float *B, int64_t ldb, float *C, int64_t ldc) {
-  __m512 acc[4][4];
+  __m512 acc[6][4];
   UNROLL for (int i = 0; i < MR; i++) {
     UNROLL for (int v = 0; v < V; v++) {
       acc[i][v] = v == V - 1 ? _mm512_maskz_loadu_ps(last, C + i * ldc + 16 * v) : _mm512_loadu_ps(C + i * ldc + 16 * v);
@@ -155,21 +156,80 @@ I512 void mk_kn_tile(const int MR, const int V, __mmask16 last, int64_t kb, cons
   }
 }
 
-#define MK_KN_CASES(V, last) QK_SWITCH4(mr, mk_kn_tile, V, last, kb, a, lda, B + j, ldb, c + j, ldc)
+#define MK_KN_CASES(V) QK_SWITCH6(mr, mk_kn_tile, V, last, kb, a, lda, B + j, ldb, c + j, ldc)
 
+/* Tiles of up to 6 activation rows by 4 vectors (24 sums in registers, the loads of a step
+ * shared by 24 multiply-adds); the columns past the last whole 64 in one tile of 1-4 vectors. */
 static T512 void mk_kn(int64_t M, int64_t kb, int64_t P, const float *A, int64_t lda, const float *B, int64_t ldb,
                        float *C, int64_t ldc) {
-  for (int64_t i0 = 0; i0 < M; i0 += 4) {
-    const int mr = (int)QK_MIN(4, M - i0);
+  for (int64_t i0 = 0; i0 < M; i0 += 6) {
+    const int mr = (int)QK_MIN(6, M - i0);
     const float *a = A + i0 * lda;
     float *c = C + i0 * ldc;
     int64_t j = 0;
+    __mmask16 last = 0xffff;
     for (; j + 64 <= P; j += 64) {
-      MK_KN_CASES(4, 0xffff)
+      MK_KN_CASES(4)
     }
-    for (; j < P; j += 16) {
-      const __mmask16 last = tail16(P - j);
-      MK_KN_CASES(1, last)
+    if (j < P) {
+      last = tail16(P - j - 16 * ((P - j - 1) / 16));
+      switch ((P - j + 15) / 16) {
+      case 1:
+        MK_KN_CASES(1)
+        break;
+      case 2:
+        MK_KN_CASES(2)
+        break;
+      case 3:
+        MK_KN_CASES(3)
+        break;
+      default:
+        MK_KN_CASES(4)
+      }
+    }
+  }
+}
+
+/* t16 transposes the 16 x 16 block in r: r[c] becomes the old column c (32-bit pairs, then
+ * 64-bit pairs within each 128-bit lane, then the lanes). */
+I512 void t16(__m512 r[16]) {
+  __m512 t[16];
+  UNROLL for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  __m512 u[16]; /* u[4g + s], lane q: rows 4g..4g+3 at column 4q + s */
+  UNROLL for (int g = 0; g < 4; g++) {
+    u[4 * g] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+    u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
+    u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+    u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
+  }
+  UNROLL for (int s = 0; s < 4; s++) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[s], u[4 + s], 0x88), v1 = _mm512_shuffle_f32x4(u[s], u[4 + s], 0xdd);
+    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + s], u[12 + s], 0x88);
+    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + s], u[12 + s], 0xdd);
+    r[s] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+    r[8 + s] = _mm512_shuffle_f32x4(v0, w0, 0xdd);
+    r[4 + s] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+    r[12 + s] = _mm512_shuffle_f32x4(v1, w1, 0xdd);
+  }
+}
+
+static T512 void transpose(const float *tile, int64_t ldt, int64_t nr, int64_t kc, float *panel, int64_t ldp) {
+  for (int64_t j0 = 0; j0 < nr; j0 += 16) {
+    for (int64_t l0 = 0; l0 < kc; l0 += 16) {
+      const __mmask16 m = tail16(kc - l0);
+      __m512 r[16];
+      UNROLL for (int j = 0; j < 16; j++) {
+        r[j] = j0 + j < nr ? _mm512_maskz_loadu_ps(m, tile + (j0 + j) * ldt + l0) : _mm512_setzero_ps();
+      }
+      t16(r);
+      UNROLL for (int l = 0; l < 16; l++) {
+        if (l0 + l < kc) {
+          _mm512_storeu_ps(panel + (l0 + l) * ldp + j0, r[l]);
+        }
+      }
     }
   }
 }
@@ -1004,6 +1064,7 @@ const qk_ops qk_ops_avx512 = {
     .isa = QK_ISA_AVX512,
     .mk_kn = mk_kn,
     .mk_nk = mk_nk,
+    .transpose = transpose,
     .quantize_x8 = gv_quantize_x8,
     .fmt =
         {

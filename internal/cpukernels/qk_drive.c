@@ -97,10 +97,63 @@ void qk_post_apply(const qk_prod *p, int64_t n0, int64_t n1) {
   }
 }
 
+/* From NK_T_MIN_M activation rows (compute-bound) the nk driver turns its tiles over: NK_T_ROWS
+ * stored rows by NK_T_KB elements (whole blocks of every format) are decoded, transposed into a
+ * kn panel and multiplied by the ISA's mk_kn, which keeps more sums in registers a step than the
+ * dot-product tiles of mk_nk and needs no reduction across lanes. With fewer rows the
+ * transposition costs more than it saves (docs/performance.md). Every sum then runs over k in
+ * order, whatever the chunks. The activation rows go in blocks whose panel (rows × NK_T_KB) is at
+ * most NK_PANEL_BYTES. */
+#define NK_T_MIN_M 128
+#define NK_T_ROWS 64
+#define NK_T_KB 256
+
+static int nk_turned(const qk_ops *ops, const qk_prod *p) { return p->m >= NK_T_MIN_M && ops->transpose != NULL; }
+
+int64_t qk_nk_generic_chunk(const qk_ops *ops, const qk_prod *p, int threads) {
+  if (!nk_turned(ops, p)) {
+    return 0;
+  }
+  /* whole panels where they spread as evenly over the threads */
+  int64_t best = NK_T_ROWS, most = INT64_MAX;
+  for (int64_t rows = NK_T_ROWS; rows >= NK_T_ROWS / 2; rows -= 16) {
+    const int64_t per_thread = ((p->srows + rows - 1) / rows + threads - 1) / threads * rows;
+    if (per_thread < most) {
+      best = rows;
+      most = per_thread;
+    }
+  }
+  return best;
+}
+
+static void nk_turned_tiles(const qk_ops *ops, const qk_prod *p, int64_t n0, int64_t n1, float *tile) {
+  const int64_t M = p->m, K = p->k, N = p->n, MB = NK_PANEL_BYTES / (NK_T_KB * (int64_t)sizeof(float));
+  const qk_tile_fn tile_fn = ops->fmt[p->fmt].tile;
+  float *panel = tile + NK_T_ROWS * NK_T_KB;
+  for (int64_t i = 0; i < M; i++) {
+    memset(p->y + i * N + n0, 0, (size_t)(n1 - n0) * sizeof(float));
+  }
+  for (int64_t r = n0; r < n1; r += NK_T_ROWS) {
+    const int64_t nr = QK_MIN(NK_T_ROWS, n1 - r);
+    for (int64_t i0 = 0; i0 < M; i0 += MB) {
+      for (int64_t k0 = 0; k0 < K; k0 += NK_T_KB) {
+        const int64_t kc = QK_MIN(NK_T_KB, K - k0);
+        tile_fn(p, r, nr, k0, kc, tile, NK_T_KB);
+        ops->transpose(tile, NK_T_KB, nr, kc, panel, NK_T_ROWS);
+        ops->mk_kn(QK_MIN(MB, M - i0), kc, nr, p->x + i0 * p->ldx + k0, p->ldx, panel, NK_T_ROWS, p->y + i0 * N + r, N);
+      }
+    }
+  }
+}
+
 void qk_nk_generic(const qk_ops *ops, const qk_prod *p, int64_t n0, int64_t n1, void *scratch) {
   const int64_t M = p->m, K = p->k, N = p->n;
   const qk_tile_fn tile_fn = ops->fmt[p->fmt].tile;
   float *tile = (float *)scratch;
+  if (nk_turned(ops, p)) {
+    nk_turned_tiles(ops, p, n0, n1, tile);
+    return;
+  }
   int64_t KB = NK_KB;
   if (M <= 4 && (int64_t)NK_ROWS * K * 4 <= QK_CHUNK_SCRATCH) {
     KB = K;

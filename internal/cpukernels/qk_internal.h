@@ -331,6 +331,10 @@ typedef struct qk_ops {
   /* C[i][r] += sum_l A[i][l] * B[r][l] for i < M, r < R, l < kb. */
   void (*mk_nk)(int64_t M, int64_t R, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
                 int64_t ldc);
+  /* Optional: panel[l*ldp + j] = tile[j*ldt + l] for j < nr, l < kc, and zero for nr <= j <
+   * nr rounded up to 16 (nr <= ldp). With it the generic nk driver runs many activation rows on
+   * mk_kn (qk_drive.c). */
+  void (*transpose)(const float *tile, int64_t ldt, int64_t nr, int64_t kc, float *panel, int64_t ldp);
   /* Optional: the 8-bit activations of float32 ones (qk_run.c's quantize_x8, the same bits). */
   void (*quantize_x8)(const float *x, int64_t m, int64_t k, int64_t g, int8_t *q, float *d, int16_t *s, float *ds);
   qk_format fmt[QK_NFMT];
@@ -351,6 +355,9 @@ int64_t qk_kn_tile_rows(int64_t m);
 void qk_kn_generic(const qk_ops *ops, const qk_prod *p, int64_t s0, int64_t s1, int64_t c0, int64_t c1, float *part,
                    void *scratch);
 void qk_nk_generic(const qk_ops *ops, const qk_prod *p, int64_t n0, int64_t n1, void *scratch);
+/* qk_nk_generic_chunk returns the output columns of a chunk the generic nk driver wants for p on
+ * threads threads (a multiple of 16), or 0 for none in particular. */
+int64_t qk_nk_generic_chunk(const qk_ops *ops, const qk_prod *p, int threads);
 /* Applies p->post to y[i][n0..n1) for all i. */
 void qk_post_apply(const qk_prod *p, int64_t n0, int64_t n1);
 

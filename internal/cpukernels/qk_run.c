@@ -572,6 +572,10 @@ int qk_run_nk(qk_prod *p, qk_acts a) {
     target = QK_MIN(QK_MAX(total / (8 * (int64_t)T), INT64_C(16) << 10), INT64_C(1) << 20);
   }
   int64_t rows = roundup(QK_MAX(1, (target + p->row_bytes - 1) / p->row_bytes), NK_ALIGN);
+  if (f == NULL && atomic_load_explicit(&tune_chunk_bytes, memory_order_relaxed) <= 0) {
+    const int64_t generic = qk_nk_generic_chunk(ops, p, T);
+    rows = generic > 0 ? generic : rows;
+  }
   nk_job j = {.ops = ops, .f = f, .p = p, .rows = QK_MIN(rows, roundup(p->srows, NK_ALIGN))};
   int st = prepare(p, a, x_layout_for(p, a, f, 1), 0, f != NULL ? f->x8 : 0);
   if (st != QK_OK) {
