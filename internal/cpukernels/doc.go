@@ -76,13 +76,14 @@
 // Every path runs every product through generic tiled drivers: a tile of the weight (32×128, or
 // 128×64 float32 for more than 4 activation rows) is decoded into the executing thread's scratch,
 // where it stays in L1/L2 while the path's float32 micro-kernel sweeps all activation rows over
-// it (register-blocked, up to 6 rows at a time). From 128 activation rows the AVX-512 path turns
-// the x @ Wᵀ tiles over (64 stored rows by 256 elements, transposed in registers) and runs them on
-// the x @ W micro-kernel, whose 6 × 64 tiles keep 24 sums in registers. The AVX2 path adds
-// kernels for one activation row that decode int8 and NF4 in registers, NF4 a byte at a time
-// (blocks of a multiple of 32): the nibbles of 16 bytes index four 16-byte vpshufb tables, byte
-// j of each codebook value, and two rounds of interleaving make the 32 floats (in the column order
-// QK_ORDER_PAIRS8); the AVX-512 path adds kernels that decode in registers:
+// it (register-blocked, up to 6 rows at a time). From 128 activation rows the x86 paths turn the
+// x @ Wᵀ tiles over (64 stored rows by 256 elements, transposed in registers) and run them on the
+// x @ W micro-kernel, whose tiles keep 24 sums (AVX-512: 6 rows × 64 columns) or 12 (AVX2: 6 ×
+// 16) in registers. The AVX2 path adds kernels for one activation row that decode int8 and NF4 in
+// registers, NF4 a byte at a time (blocks of a multiple of 32): the nibbles of 16 bytes index
+// four 16-byte vpshufb tables, byte j of each codebook value, and two rounds of interleaving make
+// the 32 floats (in the column order QK_ORDER_PAIRS8); the AVX-512 path adds kernels that decode
+// in registers:
 //
 //   - NF4 by vpermps over the 16 codebook values: for one activation row, 64 bytes are read as
 //     sixteen 32-bit words and each nibble, shifted down, indexes the codebook in place (no

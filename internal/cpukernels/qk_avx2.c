@@ -82,6 +82,28 @@ static T256 void mk_kn(int64_t M, int64_t kb, int64_t P, const float *A, int64_t
   }
 }
 
+/* t8 transposes the 8 x 8 block in r: r[c] becomes the old column c (32-bit pairs, then 64-bit
+ * pairs within each 128-bit half, then the halves). */
+I256 void t8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  UNROLL for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  UNROLL for (int g = 0; g < 2; g++) { /* u[4g + s], half h: rows 4g..4g+3 at column 4h + s */
+    u[4 * g] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+    u[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
+    u[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+    u[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
+  }
+  UNROLL for (int s = 0; s < 4; s++) {
+    r[s] = _mm256_permute2f128_ps(u[s], u[4 + s], 0x20);
+    r[4 + s] = _mm256_permute2f128_ps(u[s], u[4 + s], 0x31);
+  }
+}
+
+QK_TRANSPOSE(T256, 8, __m256, __m256i, lanes, _mm256_maskload_ps, _mm256_setzero_ps, _mm256_storeu_ps, t8)
+
 /* horizontal sum of a ymm */
 I256 float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -405,6 +427,7 @@ const qk_ops qk_ops_avx2 = {
     .isa = QK_ISA_AVX2,
     .mk_kn = mk_kn,
     .mk_nk = mk_nk,
+    .transpose = transpose,
     .quantize_x8 = gv_quantize_x8,
     .fmt =
         {

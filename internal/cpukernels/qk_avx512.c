@@ -216,23 +216,8 @@ I512 void t16(__m512 r[16]) {
   }
 }
 
-static T512 void transpose(const float *tile, int64_t ldt, int64_t nr, int64_t kc, float *panel, int64_t ldp) {
-  for (int64_t j0 = 0; j0 < nr; j0 += 16) {
-    for (int64_t l0 = 0; l0 < kc; l0 += 16) {
-      const __mmask16 m = tail16(kc - l0);
-      __m512 r[16];
-      UNROLL for (int j = 0; j < 16; j++) {
-        r[j] = j0 + j < nr ? _mm512_maskz_loadu_ps(m, tile + (j0 + j) * ldt + l0) : _mm512_setzero_ps();
-      }
-      t16(r);
-      UNROLL for (int l = 0; l < 16; l++) {
-        if (l0 + l < kc) {
-          _mm512_storeu_ps(panel + (l0 + l) * ldp + j0, r[l]);
-        }
-      }
-    }
-  }
-}
+#define T16_LOAD(p, m) _mm512_maskz_loadu_ps(m, p)
+QK_TRANSPOSE(T512, 16, __m512, __mmask16, tail16, T16_LOAD, _mm512_setzero_ps, _mm512_storeu_ps, t16)
 
 /* C[i][0..RR) += sum_l A[i][l] * B[r][l]. */
 I512 void mk_nk_tile(const int MR, const int RR, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb,

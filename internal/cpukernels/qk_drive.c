@@ -98,12 +98,12 @@ void qk_post_apply(const qk_prod *p, int64_t n0, int64_t n1) {
 }
 
 /* From NK_T_MIN_M activation rows (compute-bound) the nk driver turns its tiles over: NK_T_ROWS
- * stored rows by NK_T_KB elements (whole blocks of every format) are decoded, transposed into a
- * kn panel and multiplied by the ISA's mk_kn, which keeps more sums in registers a step than the
- * dot-product tiles of mk_nk and needs no reduction across lanes. With fewer rows the
- * transposition costs more than it saves (docs/performance.md). Every sum then runs over k in
- * order, whatever the chunks. The activation rows go in blocks whose panel (rows × NK_T_KB) is at
- * most NK_PANEL_BYTES. */
+ * stored rows by NK_T_KB elements (whole blocks of every GGML type; an NF4 tile may start and end
+ * inside a block) are decoded, transposed into a kn panel and multiplied by the ISA's mk_kn,
+ * which keeps more sums in registers a step than the dot-product tiles of mk_nk and needs no
+ * reduction across lanes. With fewer rows the transposition costs more than it saves
+ * (docs/performance.md). Every sum then runs over k in order, whatever the chunks. The activation
+ * rows go in blocks whose panel (rows × NK_T_KB) is at most NK_PANEL_BYTES. */
 #define NK_T_MIN_M 128
 #define NK_T_ROWS 64
 #define NK_T_KB 256
@@ -114,7 +114,7 @@ int64_t qk_nk_generic_chunk(const qk_ops *ops, const qk_prod *p, int threads) {
   if (!nk_turned(ops, p)) {
     return 0;
   }
-  /* whole panels where they spread as evenly over the threads */
+  /* whole panels, in the size that spreads them most evenly over the threads */
   int64_t best = NK_T_ROWS, most = INT64_MAX;
   for (int64_t rows = NK_T_ROWS; rows >= NK_T_ROWS / 2; rows -= 16) {
     const int64_t per_thread = ((p->srows + rows - 1) / rows + threads - 1) / threads * rows;

@@ -82,6 +82,29 @@
     }                                                                                                                  \
   }
 
+/* QK_TRANSPOSE(FN, W, VEC, MASK_T, MASK, LOAD, ZERO, STORE, BLOCK) defines, in an ISA's file, that
+ * ISA's transpose (qk_ops) in blocks of W x W floats: W rows of the tile loaded as VEC vectors
+ * (LOAD(p, mask), the lanes past kc masked by MASK(kc - l0) of type MASK_T; ZERO() past nr), turned
+ * over in registers by BLOCK(rows), and stored (STORE(p, v)) as rows of the panel. */
+#define QK_TRANSPOSE(FN, W, VEC, MASK_T, MASK, LOAD, ZERO, STORE, BLOCK)                                              \
+  static FN void transpose(const float *tile, int64_t ldt, int64_t nr, int64_t kc, float *panel, int64_t ldp) {    \
+    for (int64_t j0 = 0; j0 < nr; j0 += (W)) {                                                                     \
+      for (int64_t l0 = 0; l0 < kc; l0 += (W)) {                                                                   \
+        const MASK_T m = MASK(kc - l0);                                                                            \
+        VEC r[W];                                                                                                  \
+        _Pragma("GCC unroll 16") for (int j = 0; j < (W); j++) {                                                   \
+          r[j] = j0 + j < nr ? LOAD(tile + (j0 + j) * ldt + l0, m) : ZERO();                                       \
+        }                                                                                                          \
+        BLOCK(r);                                                                                                  \
+        _Pragma("GCC unroll 16") for (int l = 0; l < (W); l++) {                                                   \
+          if (l0 + l < kc) {                                                                                       \
+            STORE(panel + (l0 + l) * ldp + j0, r[l]);                                                              \
+          }                                                                                                        \
+        }                                                                                                          \
+      }                                                                                                            \
+    }                                                                                                              \
+  }
+
 /* Scratch each executing thread may use inside one chunk (decode tiles, LUT tables, x staging).
  * Drivers size their tiles to fit it. */
 #define QK_CHUNK_SCRATCH (1u << 20)
@@ -331,9 +354,9 @@ typedef struct qk_ops {
   /* C[i][r] += sum_l A[i][l] * B[r][l] for i < M, r < R, l < kb. */
   void (*mk_nk)(int64_t M, int64_t R, int64_t kb, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
                 int64_t ldc);
-  /* Optional: panel[l*ldp + j] = tile[j*ldt + l] for j < nr, l < kc, and zero for nr <= j <
-   * nr rounded up to 16 (nr <= ldp). With it the generic nk driver runs many activation rows on
-   * mk_kn (qk_drive.c). */
+  /* Optional: panel[l*ldp + j] = tile[j*ldt + l] for j < nr, l < kc; it may also write the
+   * columns from nr up to nr rounded up to the ISA's vector, which must fit in ldp. With it the
+   * generic nk driver runs many activation rows on mk_kn (qk_drive.c). */
   void (*transpose)(const float *tile, int64_t ldt, int64_t nr, int64_t kc, float *panel, int64_t ldp);
   /* Optional: the 8-bit activations of float32 ones (qk_run.c's quantize_x8, the same bits). */
   void (*quantize_x8)(const float *x, int64_t m, int64_t k, int64_t g, int8_t *q, float *d, int16_t *s, float *ds);

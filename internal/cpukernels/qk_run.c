@@ -567,12 +567,13 @@ int qk_run_nk(qk_prod *p, qk_acts a) {
   p->order = f != NULL ? f->order : QK_ORDER_NATURAL;
   const int64_t total = p->srows * p->row_bytes;
   const int T = threads_for(total, p->m);
-  int64_t target = atomic_load_explicit(&tune_chunk_bytes, memory_order_relaxed);
+  const int64_t tuned = atomic_load_explicit(&tune_chunk_bytes, memory_order_relaxed);
+  int64_t target = tuned;
   if (target <= 0) {
     target = QK_MIN(QK_MAX(total / (8 * (int64_t)T), INT64_C(16) << 10), INT64_C(1) << 20);
   }
   int64_t rows = roundup(QK_MAX(1, (target + p->row_bytes - 1) / p->row_bytes), NK_ALIGN);
-  if (f == NULL && atomic_load_explicit(&tune_chunk_bytes, memory_order_relaxed) <= 0) {
+  if (f == NULL && tuned <= 0) {
     const int64_t generic = qk_nk_generic_chunk(ops, p, T);
     rows = generic > 0 ? generic : rows;
   }
