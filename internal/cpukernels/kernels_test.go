@@ -576,6 +576,69 @@ func TestDenseKNColumnsApart(t *testing.T) {
 	}
 }
 
+// TestNKColumnsApart: an x·Wᵀ output does not depend on the other stored rows either, so weights
+// stacked along n (the fused projections of the models' OutIn layouts and GGUF files) give each
+// weight's product bit for bit: through the fused kernels, the generic driver's dot-product tiles
+// and, from 128 rows, its turned tiles.
+func TestNKColumnsApart(t *testing.T) {
+	const k, bs = 300, 64 // NF4 blocks across the parts' bounds in k; ggml: k in blocks below
+	parts := []int{48, 16, 37, 1}
+	n := 0
+	for _, p := range parts {
+		n += p
+	}
+	r := rand.New(rand.NewPCG(33, 34))
+	codes := randI8(r, n*k)
+	nf4, absmax, nb := nf4Weight(r, n, k, bs)
+	const kq = 512
+	q4k, q40 := ggmlWeight(r, gguf.TypeQ4_K, n, kq, ordinaryHalf), ggmlWeight(r, gguf.TypeQ4_0, n, kq, ordinaryHalf)
+	for _, m := range []int{3, 17, 130} {
+		x, xq := randActivations(r, m*k, false), randActivations(r, m*kq, false)
+		// each product of stored rows [j0, j0+nj) of the weight
+		for _, c := range []struct {
+			name string
+			run  func(y []float32, j0, nj int) error
+		}{
+			{"int8", func(y []float32, j0, nj int) error {
+				return int8NK(y, x.f32, codes[j0*k:(j0+nj)*k], []float32(nil), ScaleNone, m, k, nj)
+			}},
+			{"nf4", func(y []float32, j0, nj int) error {
+				return nf4NK(y, x.bf16, nf4[j0*nb*bs/2:(j0+nj)*nb*bs/2], absmax.f32[j0*nb:(j0+nj)*nb], m, k, nj, bs)
+			}},
+			{"q4_k", func(y []float32, j0, nj int) error {
+				rb := kq / 256 * gguf.TypeQ4_K.BlockBytes()
+				return ggmlNK(y, xq.f32, gguf.TypeQ4_K, q4k[j0*rb:(j0+nj)*rb], m, kq, nj)
+			}},
+			{"q4_0", func(y []float32, j0, nj int) error {
+				rb := kq / 32 * gguf.TypeQ4_0.BlockBytes()
+				return ggmlNK(y, xq.f32, gguf.TypeQ4_0, q40[j0*rb:(j0+nj)*rb], m, kq, nj)
+			}},
+		} {
+			t.Run(fmt.Sprintf("%s/m=%d", c.name, m), func(t *testing.T) {
+				y := make([]float32, m*n)
+				if err := c.run(y, 0, n); err != nil {
+					t.Fatal(err)
+				}
+				j0 := 0
+				for _, p := range parts {
+					yp := make([]float32, m*p)
+					if err := c.run(yp, j0, p); err != nil {
+						t.Fatal(err)
+					}
+					for i := range m {
+						for j := range p {
+							if got, want := math.Float32bits(yp[i*p+j]), math.Float32bits(y[i*n+j0+j]); got != want {
+								t.Fatalf("row %d: output %d alone %v, beside the others %v", i, j0+j, yp[i*p+j], y[i*n+j0+j])
+							}
+						}
+					}
+					j0 += p
+				}
+			})
+		}
+	}
+}
+
 // ---- non-finite activations ----
 
 // specialActivations returns m×k activations with an Inf, a -Inf and +Inf pair, and a NaN in the
@@ -674,7 +737,7 @@ func TestNonFinite(t *testing.T) {
 	}
 	forEachConfig(t, func(t *testing.T) {
 		for _, p := range products {
-			for _, m := range []int{1, 2, 4, 8} {
+			for _, m := range []int{1, 2, 4, 8, 130} {
 				t.Run(fmt.Sprintf("%s/m=%d", p.name, m), func(t *testing.T) {
 					x := specialActivations(rand.New(rand.NewPCG(uint64(m), 5)), m, p.k)
 					ref, mag := refProduct(x.f32, m, p.k, n, p.w)
