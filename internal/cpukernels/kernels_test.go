@@ -554,25 +554,35 @@ func TestDenseKNColumnsApart(t *testing.T) {
 		if err := denseKN(y, x, w, m, k, n); err != nil {
 			t.Fatal(err)
 		}
-		c0 := 0
-		for _, p := range parts {
+		checkPartsAlone(t, m, n, parts, y, func(yp []float32, c0, p int) error {
 			wp := make([]float32, k*p)
 			for l := range k {
 				copy(wp[l*p:(l+1)*p], w[l*n+c0:l*n+c0+p])
 			}
-			yp := make([]float32, m*p)
-			if err := denseKN(yp, x, wp, m, k, p); err != nil {
-				t.Fatal(err)
-			}
-			for i := range m {
-				for j := range p {
-					if got, want := math.Float32bits(yp[i*p+j]), math.Float32bits(y[i*n+c0+j]); got != want {
-						t.Fatalf("m=%d: column %d alone %v, beside the others %v", m, c0+j, yp[i*p+j], y[i*n+c0+j])
-					}
+			return denseKN(yp, x, wp, m, k, p)
+		})
+	}
+}
+
+// checkPartsAlone checks that each part of a weight split along n (parts, side by side in y's
+// m×n outputs) gives its outputs in y bit for bit alone: alone(yp, c0, p) writes the m×p product
+// of the part whose first output is c0.
+func checkPartsAlone(t *testing.T, m, n int, parts []int, y []float32, alone func(yp []float32, c0, p int) error) {
+	t.Helper()
+	c0 := 0
+	for _, p := range parts {
+		yp := make([]float32, m*p)
+		if err := alone(yp, c0, p); err != nil {
+			t.Fatal(err)
+		}
+		for i := range m {
+			for j := range p {
+				if got, want := math.Float32bits(yp[i*p+j]), math.Float32bits(y[i*n+c0+j]); got != want {
+					t.Fatalf("m=%d, row %d: output %d alone %v, beside the others %v", m, i, c0+j, yp[i*p+j], y[i*n+c0+j])
 				}
 			}
-			c0 += p
 		}
+		c0 += p
 	}
 }
 
@@ -619,21 +629,7 @@ func TestNKColumnsApart(t *testing.T) {
 				if err := c.run(y, 0, n); err != nil {
 					t.Fatal(err)
 				}
-				j0 := 0
-				for _, p := range parts {
-					yp := make([]float32, m*p)
-					if err := c.run(yp, j0, p); err != nil {
-						t.Fatal(err)
-					}
-					for i := range m {
-						for j := range p {
-							if got, want := math.Float32bits(yp[i*p+j]), math.Float32bits(y[i*n+j0+j]); got != want {
-								t.Fatalf("row %d: output %d alone %v, beside the others %v", i, j0+j, yp[i*p+j], y[i*n+j0+j])
-							}
-						}
-					}
-					j0 += p
-				}
+				checkPartsAlone(t, m, n, parts, y, c.run)
 			})
 		}
 	}
