@@ -172,8 +172,9 @@ static T512 void mk_kn(int64_t M, int64_t kb, int64_t P, const float *A, int64_t
       MK_KN_CASES(4)
     }
     if (j < P) {
-      last = tail16(P - j - 16 * ((P - j - 1) / 16));
-      switch ((P - j + 15) / 16) {
+      const int v = (int)((P - j + 15) / 16); /* vectors of the last tile, 1-4 */
+      last = tail16(P - j - 16 * (v - 1));
+      switch (v) { /* the switch macros do not nest: QK_SWITCH6 is inside MK_KN_CASES */
       case 1:
         MK_KN_CASES(1)
         break;

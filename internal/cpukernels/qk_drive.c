@@ -102,8 +102,9 @@ void qk_post_apply(const qk_prod *p, int64_t n0, int64_t n1) {
  * inside a block) are decoded, transposed into a kn panel and multiplied by the ISA's mk_kn,
  * which keeps more sums in registers a step than the dot-product tiles of mk_nk and needs no
  * reduction across lanes. With fewer rows the transposition costs more than it saves
- * (docs/performance.md). Every sum then runs over k in order, whatever the chunks. The activation
- * rows go in blocks whose panel (rows × NK_T_KB) is at most NK_PANEL_BYTES. */
+ * (docs/performance.md). Every sum then runs over k in order, whatever the chunks. Each tile is
+ * decoded and transposed once a product, all the activation rows going over it (blocks of rows
+ * kept in L2 measured no faster at 2048 rows). */
 #define NK_T_MIN_M 128
 #define NK_T_ROWS 64
 #define NK_T_KB 256
@@ -127,7 +128,7 @@ int64_t qk_nk_generic_chunk(const qk_ops *ops, const qk_prod *p, int threads) {
 }
 
 static void nk_turned_tiles(const qk_ops *ops, const qk_prod *p, int64_t n0, int64_t n1, float *tile) {
-  const int64_t M = p->m, K = p->k, N = p->n, MB = NK_PANEL_BYTES / (NK_T_KB * (int64_t)sizeof(float));
+  const int64_t M = p->m, K = p->k, N = p->n;
   const qk_tile_fn tile_fn = ops->fmt[p->fmt].tile;
   float *panel = tile + NK_T_ROWS * NK_T_KB;
   for (int64_t i = 0; i < M; i++) {
@@ -135,13 +136,11 @@ static void nk_turned_tiles(const qk_ops *ops, const qk_prod *p, int64_t n0, int
   }
   for (int64_t r = n0; r < n1; r += NK_T_ROWS) {
     const int64_t nr = QK_MIN(NK_T_ROWS, n1 - r);
-    for (int64_t i0 = 0; i0 < M; i0 += MB) {
-      for (int64_t k0 = 0; k0 < K; k0 += NK_T_KB) {
-        const int64_t kc = QK_MIN(NK_T_KB, K - k0);
-        tile_fn(p, r, nr, k0, kc, tile, NK_T_KB);
-        ops->transpose(tile, NK_T_KB, nr, kc, panel, NK_T_ROWS);
-        ops->mk_kn(QK_MIN(MB, M - i0), kc, nr, p->x + i0 * p->ldx + k0, p->ldx, panel, NK_T_ROWS, p->y + i0 * N + r, N);
-      }
+    for (int64_t k0 = 0; k0 < K; k0 += NK_T_KB) {
+      const int64_t kc = QK_MIN(NK_T_KB, K - k0);
+      tile_fn(p, r, nr, k0, kc, tile, NK_T_KB);
+      ops->transpose(tile, NK_T_KB, nr, kc, panel, NK_T_ROWS);
+      ops->mk_kn(M, kc, nr, p->x + k0, p->ldx, panel, NK_T_ROWS, p->y + r, N);
     }
   }
 }
