@@ -54,6 +54,11 @@ func TestHandlerErrors(t *testing.T) {
 			"ggml_type 4; accepted"},
 		{"ggml block bytes", "quanta_ggml_nk", f32(3, 8), []shapes.Shape{f32(3, 64), u8(8, 67)}, map[string]any{"ggml_type": 8},
 			"blocks uint8 (N, K/bs*blockBytes)"},
+		{"dense fits", "quanta_f32_nk", f32(3, 8), []shapes.Shape{f32(3, 64), f32(8, 64)}, nil, ""},
+		{"dense weight (K, N) for x·Wᵀ", "quanta_f32_nk", f32(3, 8), []shapes.Shape{f32(3, 64), f32(64, 8)}, nil,
+			"w float32 (N, K)"},
+		{"dense weight (N, K) for x·W", "quanta_f32_kn", f32(3, 8), []shapes.Shape{f32(3, 64), f32(8, 64)}, nil,
+			"w float32 (K, N)"},
 		{"attention keys", "quanta_attention", f32(1, 4, 2, 8), []shapes.Shape{f32(1, 4, 2, 8), f32(1, 2, 5, 8), f32(1, 2, 5, 8),
 			shapes.Make(dtypes.Bool, 2, 6)}, map[string]any{"scale": 0.5}, "1 <= keys <= min(length, 2^18)"},
 	} {

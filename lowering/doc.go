@@ -41,7 +41,10 @@
 // DenseMatMul is the product of a dense float weight, as the models' and qlayers' float
 // projections build it outside training: with kernels registered, up to 16 rows of float32 go to
 // quanta's float32 kernel, which streams the weight faster than XLA's dot there; the rest is
-// XLA's dot. It is also the dense baseline of the benchmarks.
+// XLA's dot. It is also the dense baseline of the benchmarks. DenseMatMulTransposed is the same
+// for a weight stored (N, K), PyTorch's layout (the models' float projections under a Skip rule
+// in qlayers.OutIn, and a float tied head): every float32 row count goes to quanta's kernel,
+// faster than XLA's dot of a transposed weight at each.
 //
 // With kernels registered, Auto gives a rank-2 product of up to 512 activation rows to the kernel,
 // which beats DecodeDot there in every format on the benchmark shapes; beyond it XLA's blocked

@@ -233,6 +233,14 @@ var benchFormats = []benchFormat{
 			return denseKN(y, x, w.([]float32), m, k, n)
 		},
 	},
+	{
+		name:  "dense-nk",
+		bytes: func(k, n int) int { return 4 * k * n },
+		make:  func(r *rand.Rand, k, n int) any { return randF32(r, k*n) },
+		run: func(w any, y, x []float32, m, k, n int) error {
+			return denseNK(y, x, w.([]float32), m, k, n)
+		},
+	},
 	nf4Format("nf4-kn", layoutKN, nf4KN[float32, float32]),
 	nf4Format("nf4-nk", layoutNK, nf4NK[float32, float32]),
 	int8Format("int8-kn", layoutKN, ScaleK, int8KN[float32, float32]),

@@ -438,6 +438,17 @@ func denseKN(y, x, w []float32, m, k, n int) error {
 		C.int64_t(n), (*C.float)(ptr(y))))
 }
 
+// denseNK computes y = x · wᵀ for a float32 w (n×k), PyTorch's Linear.weight: the kernel of
+// the quanta_f32_nk custom call.
+func denseNK(y, x, w []float32, m, k, n int) error {
+	const op = "cpukernels.denseNK"
+	if err := checkArgs(op, m, k, n, len(x), len(y), lengthCheck{"w", len(w), product(n, k)}); err != nil {
+		return err
+	}
+	return statusError(op, C.qk_f32_nk((*C.float)(ptr(x)), (*C.float)(ptr(w)), C.int64_t(m), C.int64_t(k),
+		C.int64_t(n), (*C.float)(ptr(y))))
+}
+
 // readProbe reads buf with the kernels' threads and returns a checksum: timing it gives the
 // streaming-read bandwidth the products are compared with.
 func readProbe(buf []byte) uint64 {

@@ -55,6 +55,7 @@ func detCases(m int) []detCase {
 		{"2-bit", m, n, func(y []float32) error { return twoBitKN(y, x.f32, two, colScale.f32, ScaleN, m, k, n) }},
 		{"1-bit", m, n, func(y []float32) error { return oneBitKN(y, x.f32, one, colScale.f32, ScaleN, m, k, n) }},
 		{"dense", m, n, func(y []float32) error { return denseKN(y, x.f32, dense, m, k, n) }},
+		{"dense-nk", m, n, func(y []float32) error { return denseNK(y, x.f32, dense, m, k, n) }},
 	}
 }
 

@@ -50,12 +50,14 @@
 //     lowering's DecodeDot hands the result to XLA's dense product for many activation rows.
 //   - denseKN (qk_f32_kn, the custom call quanta_f32_kn): a dense float32 w (k×n), which
 //     lowering.DenseMatMul gives products of a few rows (it streams the weight faster than XLA's
-//     dot there), and the in-package baseline of the benchmarks.
+//     dot there), and the in-package baseline of the benchmarks; denseNK (qk_f32_nk, the custom
+//     call quanta_f32_nk): a dense float32 w (n×k), PyTorch's layout, multiplied as the x·Wᵀ
+//     products of the quantized formats (lowering.DenseMatMulTransposed, at any row count).
 //
 // # The C API
 //
 // quanta_kernels.h declares qk_nf4_kn, qk_nf4_nk, qk_int8_kn, qk_int8_nk, qk_twobit_kn,
-// qk_onebit_kn, qk_ggml_nk (with qk_ggml_block_info and the QK_GGML_* type ids), qk_f32_kn and
+// qk_onebit_kn, qk_ggml_nk (with qk_ggml_block_info and the QK_GGML_* type ids), qk_f32_kn, qk_f32_nk and
 // the weight decodes qk_nf4_decode and qk_ggml_decode, with the element types (QK_F32, QK_BF16, QK_F16), scale kinds
 // (QK_SCALE_NONE, _TENSOR, _K, _N) and statuses (QK_OK, QK_ERR_*), plus the ISA and thread
 // controls and qk_read_probe. The contract: sizes m, k, n are int64 and non-negative, products of

@@ -277,19 +277,26 @@ static qffi_error* ggml_decode(qffi_frame* frame) {
 }
 QK_HANDLER(quanta_ggml_decode, ggml_decode)
 
-/* f32_kn runs x @ W of a dense weight: args x (M, K) float32, w (K, N) float32. */
-static qffi_error* f32_kn(qffi_frame* frame) {
+_Static_assert((int)QK_ARG_F32_KN_W == (int)QK_ARG_F32_NK_W, "both dense products take w as operand 1");
+
+/* dense runs x @ W of a dense weight: args x (M, K) float32, w float32 (K, N), or (N, K) for
+ * x @ Wᵀ (transposed). */
+static qffi_error* dense(qffi_frame* frame, int transposed) {
   qffi_buffer x = {0}, w = {0}, y = {0};
   qffi_error* err;
   if ((err = weight_operands(frame, &x, &y, QK_ARG_F32_KN_W, "w", QFFI_F32, &w))) return err;
   const int64_t m = x.dims[0], k = x.dims[1], n = y.dims[1];
-  if (qffi_num_args(frame) != QK_ARG_F32_KN_W + 1 || x.dtype != QFFI_F32 || w.dims[0] != k || w.dims[1] != n) {
-    return bad_shapes(frame, "x (M, K) float32, w float32 (K, N)");
+  const int64_t rows = transposed ? n : k, cols = transposed ? k : n;
+  if (qffi_num_args(frame) != QK_ARG_F32_KN_W + 1 || x.dtype != QFFI_F32 || w.dims[0] != rows || w.dims[1] != cols) {
+    return bad_shapes(frame, transposed ? "x (M, K) float32, w float32 (N, K)" : "x (M, K) float32, w float32 (K, N)");
   }
-  int st = qk_f32_kn(x.data, w.data, m, k, n, y.data);
+  int st = (transposed ? qk_f32_nk : qk_f32_kn)(x.data, w.data, m, k, n, y.data);
   return kernel_status(frame, st);
 }
+static qffi_error* f32_kn(qffi_frame* frame) { return dense(frame, 0); }
+static qffi_error* f32_nk(qffi_frame* frame) { return dense(frame, 1); }
 QK_HANDLER(quanta_f32_kn, f32_kn)
+QK_HANDLER(quanta_f32_nk, f32_nk)
 
 _Static_assert(QK_ATTENTION_MAX_KEYS == QK_ATTENTION_MAX_KEYS_TABLE, "one bound on an attention call's keys");
 

@@ -519,20 +519,31 @@ func TestOneBitKN(t *testing.T) { testTB(t, 1) }
 
 // ---- dense ----
 
-func TestDenseKN(t *testing.T) {
+// TestDense: x·W of a float32 W (k×n) and x·Wᵀ of one stored (n×k) against float64 products,
+// from one row (the gemv paths) to 133 (the nk driver's turned tiles).
+func TestDense(t *testing.T) {
 	forEachConfig(t, func(t *testing.T) {
 		for si, s := range int8Shapes {
 			r := rand.New(rand.NewPCG(uint64(si), 7))
 			x := randActivations(r, s.m*s.k, false)
 			w := randActivations(r, s.k*s.n, false).f32
-			ref, mag := refProduct(x.f32, s.m, s.k, s.n, func(l, j int) float32 { return w[l*s.n+j] })
-			t.Run(s.String(), func(t *testing.T) {
-				y := make([]float32, s.m*s.n)
-				if err := denseKN(y, x.f32, w, s.m, s.k, s.n); err != nil {
-					t.Fatal(err)
-				}
-				checkClose(t, y, ref, mag, s.k, false)
-			})
+			for _, c := range []struct {
+				name string
+				at   func(l, j int) float32
+				run  func(y []float32) error
+			}{
+				{"kn", func(l, j int) float32 { return w[l*s.n+j] }, func(y []float32) error { return denseKN(y, x.f32, w, s.m, s.k, s.n) }},
+				{"nk", func(l, j int) float32 { return w[j*s.k+l] }, func(y []float32) error { return denseNK(y, x.f32, w, s.m, s.k, s.n) }},
+			} {
+				ref, mag := refProduct(x.f32, s.m, s.k, s.n, c.at)
+				t.Run(c.name+"/"+s.String(), func(t *testing.T) {
+					y := make([]float32, s.m*s.n)
+					if err := c.run(y); err != nil {
+						t.Fatal(err)
+					}
+					checkClose(t, y, ref, mag, s.k, false)
+				})
+			}
 		}
 	})
 }
@@ -602,6 +613,7 @@ func TestNKColumnsApart(t *testing.T) {
 	nf4, absmax, nb := nf4Weight(r, n, k, bs)
 	const kq = 512
 	q4k, q40 := ggmlWeight(r, gguf.TypeQ4_K, n, kq, ordinaryHalf), ggmlWeight(r, gguf.TypeQ4_0, n, kq, ordinaryHalf)
+	dense := randActivations(r, n*k, false).f32
 	for _, m := range []int{3, 17, 130} {
 		x, xq := randActivations(r, m*k, false), randActivations(r, m*kq, false)
 		// each product of stored rows [j0, j0+nj) of the weight
@@ -623,6 +635,7 @@ func TestNKColumnsApart(t *testing.T) {
 				rb := kq / 32 * gguf.TypeQ4_0.BlockBytes()
 				return ggmlNK(y, xq.f32, gguf.TypeQ4_0, q40[j0*rb:(j0+nj)*rb], m, kq, nj)
 			}},
+			{"dense", func(y []float32, j0, nj int) error { return denseNK(y, x.f32, dense[j0*k:(j0+nj)*k], m, k, nj) }},
 		} {
 			t.Run(fmt.Sprintf("%s/m=%d", c.name, m), func(t *testing.T) {
 				y := make([]float32, m*n)

@@ -293,17 +293,28 @@ int qk_ggml_decode(int type, const uint8_t *blocks, int64_t rows, int64_t k, flo
 
 /* ---- dense ---- */
 
-int qk_f32_kn(const float *x, const float *w, int64_t m, int64_t k, int64_t n, float *y) {
+/* dense_run runs run (qk_run_kn or qk_run_nk) on the float32 product of x and w, whose stored
+ * rows are rows by cols. */
+static int dense_run(int (*run)(qk_prod *, qk_acts), const float *x, const float *w, int64_t m, int64_t k, int64_t n,
+                     float *y, int64_t rows, int64_t cols) {
   int st = check_common(x, QK_F32, m, k, n, y);
-  if (st != QK_OK || (st = check_weight(w, k, n)) != QK_OK) {
+  if (st != QK_OK || (st = check_weight(w, rows, cols)) != QK_OK) {
     return st;
   }
   if (trivial(m, k, n, y)) {
     return QK_OK;
   }
-  qk_prod p = {.fmt = QK_FMT_F32, .m = m, .k = k, .n = n, .w = (const uint8_t *)w, .srows = k, .ldw = 4 * n,
-               .row_bytes = 4 * n, .rps = 1, .elem_bits = 32, .y = y};
-  return qk_run_kn(&p, no_kscale(x, QK_F32));
+  qk_prod p = {.fmt = QK_FMT_F32, .m = m, .k = k, .n = n, .w = (const uint8_t *)w, .srows = rows, .ldw = 4 * cols,
+               .row_bytes = 4 * cols, .rps = 1, .elem_bits = 32, .y = y};
+  return run(&p, no_kscale(x, QK_F32));
+}
+
+int qk_f32_kn(const float *x, const float *w, int64_t m, int64_t k, int64_t n, float *y) {
+  return dense_run(qk_run_kn, x, w, m, k, n, y, k, n);
+}
+
+int qk_f32_nk(const float *x, const float *w, int64_t m, int64_t k, int64_t n, float *y) {
+  return dense_run(qk_run_nk, x, w, m, k, n, y, n, k);
 }
 
 /* ---- bandwidth probe ---- */

@@ -160,6 +160,14 @@ void qk_nk_generic(const qk_ops *ops, const qk_prod *p, int64_t n0, int64_t n1, 
   for (int64_t i = 0; i < M; i++) {
     memset(p->y + i * N + n0, 0, (size_t)(n1 - n0) * sizeof(float));
   }
+  if (p->fmt == QK_FMT_F32 && M <= 4) {
+    /* A gemv streams its stored rows as they are, a few in step: nothing to decode or reuse. */
+    const int64_t ldb = p->ldw / (int64_t)sizeof(float);
+    for (int64_t r = n0; r < n1; r += NK_ROWS) {
+      ops->mk_nk(M, QK_MIN(NK_ROWS, n1 - r), K, p->x, p->ldx, (const float *)(p->w + r * p->ldw), ldb, p->y + r, N);
+    }
+    return;
+  }
   /* a row's sum is the same in any block: the micro-kernel keeps one set of sums per row */
   const int64_t most = QK_MAX(4, NK_PANEL_BYTES / (QK_MIN(KB, K) * (int64_t)sizeof(float)));
   const int64_t blocks = (M + most - 1) / most;

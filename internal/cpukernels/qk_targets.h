@@ -15,6 +15,7 @@
   X(quanta_nf4_decode) \
   X(quanta_ggml_decode) \
   X(quanta_f32_kn) \
+  X(quanta_f32_nk) \
   X(quanta_attention)
 
 /* quanta_nf4_kn: x (M, K), packed uint8 (K, ceil(N/bs), bs/2), absmax float (K, ceil(N/bs)): x·W */
@@ -59,6 +60,10 @@ enum {
 /* quanta_f32_kn: x (M, K), w float32 (K, N): x·W of a dense weight */
 enum {
   QK_ARG_F32_KN_W = 1,
+};
+/* quanta_f32_nk: x (M, K), w float32 (N, K): x·Wᵀ of a dense weight */
+enum {
+  QK_ARG_F32_NK_W = 1,
 };
 /* quanta_attention: q float32 (batch, heads, seq, headDim), keys and values both float32 or both float16 (batch, kvHeads, length, headDim), visible bool (seq, keys ≤ length): grouped-query attention over the first keys positions (batch, heads, seq, headDim) */
 enum {

@@ -198,8 +198,9 @@ int qk_attention(const float *q, const void *keys, const void *values, int kv_dt
                  int64_t batch, int64_t heads, int64_t kv, int64_t seq, int64_t length, int64_t n_keys, int64_t hd,
                  float scale, float *out);
 
-/* Dense float32 baseline: y = x @ w with w k x n float32 (for benchmarks). */
+/* Dense float32: y = x @ w with w k x n float32 (qk_f32_kn), y = x @ wᵀ with w n x k (qk_f32_nk). */
 int qk_f32_kn(const float *x, const float *w, int64_t m, int64_t k, int64_t n, float *y);
+int qk_f32_nk(const float *x, const float *w, int64_t m, int64_t k, int64_t n, float *y);
 
 /* qk_read_probe reads bytes bytes at p with the product threads and returns a checksum: the
  * streaming-read bandwidth the products are measured against. */

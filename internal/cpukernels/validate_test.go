@@ -49,6 +49,7 @@ func TestArgumentErrors(t *testing.T) {
 		{"1bit k%8", func(y []float32) error { return oneBitKN(y, x[:m*(k-4)], p1, nil, ScaleNone, m, k-4, n) }},
 		{"1bit short packed", func(y []float32) error { return oneBitKN(y, x, p1[:len(p1)-1], nil, ScaleNone, m, k, n) }},
 		{"dense short w", func(y []float32) error { return denseKN(y, x, make([]float32, k*n-1), m, k, n) }},
+		{"dense-nk short w", func(y []float32) error { return denseNK(y, x, make([]float32, k*n-1), m, k, n) }},
 		{"short y", func(y []float32) error { return denseKN(y[1:], x, make([]float32, k*n), m, k, n) }},
 	}
 	for _, c := range cases {

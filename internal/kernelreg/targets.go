@@ -57,6 +57,8 @@ var targets = []Target{
 		Contract: "rows of K/bs blocks of the ggml type ggml_type: the weight float32 (rows, K)"},
 	{Name: "quanta_f32_kn", Operands: []string{"w"},
 		Contract: "w float32 (K, N): x·W of a dense weight"},
+	{Name: "quanta_f32_nk", Operands: []string{"w"},
+		Contract: "w float32 (N, K): x·Wᵀ of a dense weight"},
 	{Name: AttentionTarget, Operands: []string{"keys", "values", "visible"}, FloatAttributes: []string{"scale"},
 		First:    "q float32 (batch, heads, seq, headDim)",
 		Contract: "keys and values both float32 or both float16 (batch, kvHeads, length, headDim), visible bool (seq, keys ≤ length): grouped-query attention over the first keys positions (batch, heads, seq, headDim)"},
