@@ -30,6 +30,9 @@ func TestFuse(t *testing.T) {
 	}{
 		{"float", nil, []int{48, 16, 16}, true},
 		{"float-skip", []models.Rule{{Scope: ".*", Skip: true}}, []int{48, 16, 16}, true},
+		{"float-skip-and-none", []models.Rule{{Scope: "/l/a", Skip: true}}, []int{48, 16, 16}, true},
+		{"float-out-in", []models.Rule{{Scope: ".*", Skip: true, Layout: qlayers.OutIn}}, []int{48, 16, 16}, true},
+		{"float-layouts", []models.Rule{{Scope: "/l/a", Skip: true, Layout: qlayers.OutIn}}, []int{48, 16, 16}, false},
 		{"nf4-out-in", []models.Rule{{Scope: ".*", Config: nf4, Layout: qlayers.OutIn}}, []int{48, 16, 16}, true},
 		{"nf4-in-out-whole-blocks", []models.Rule{{Scope: ".*", Config: nf4, Layout: qlayers.InOut}}, []int{128, 64, 64}, true},
 		{"nf4-in-out-partial-block", []models.Rule{{Scope: ".*", Config: nf4, Layout: qlayers.InOut}}, []int{96, 32, 32}, false},

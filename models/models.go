@@ -24,18 +24,54 @@ type Projection func(ctx *context.Context, name string, x *graph.Node, outDim in
 func Dense(ctx *context.Context, name string, x *graph.Node, outDim int, useBias bool) *graph.Node {
 	g := x.Graph()
 	dctx := ctx.In(name).In(DenseScope)
-	shape := x.Shape()
 	w, b := dctx.GetVariable(DenseWeights), dctx.GetVariable(DenseBiases)
+	shape := x.Shape()
 	if ctx.IsTraining(g) || w == nil || shape.Rank() < 1 || shape.DType != dtypes.Float32 ||
 		!w.Shape().Equal(shapes.Make(dtypes.Float32, shape.Dim(-1), outDim)) ||
 		useBias && (b == nil || !b.Shape().Equal(shapes.Make(dtypes.Float32, outDim))) {
 		return layers.Dense(ctx.In(name), x, useBias, outDim)
 	}
-	flat := graph.Reshape(x, -1, shape.Dim(-1))
-	y := lowering.DenseMatMul(flat, w.ValueGraph(g))
+	return denseProduct(ctx, name, x, outDim, useBias, lowering.DenseMatMul(flatRows(x), w.ValueGraph(g)))
+}
+
+// denseTransposed is Dense on a float32 kernel stored (outDim, inDim) (a Skip rule in
+// qlayers.OutIn): x·Wᵀ by lowering.DenseMatMulTransposed outside training, the same product as
+// graph.DotGeneral in training. It panics, naming the scope, when the kernel or the biases are
+// missing or do not fit x and outDim.
+func denseTransposed(ctx *context.Context, name string, x *graph.Node, outDim int, useBias bool) *graph.Node {
+	g := x.Graph()
+	dctx := ctx.In(name).In(DenseScope)
+	w := dctx.GetVariable(DenseWeights)
+	shape := x.Shape()
+	if w == nil || shape.Rank() < 1 || shape.DType != dtypes.Float32 || !w.Shape().Equal(shapes.Make(dtypes.Float32, outDim, shape.Dim(-1))) {
+		panic(errors.Errorf("models.Dense in scope %q: input %s with %d outputs, kernel %s; accepted: float32 [..., inDim] and the kernel stored float32 (%d, inDim)",
+			dctx.Scope(), shape, outDim, variableShape(w), outDim))
+	}
+	flat, wv := flatRows(x), w.ValueGraph(g)
+	if ctx.IsTraining(g) {
+		return denseProduct(ctx, name, x, outDim, useBias, graph.DotGeneral(flat, []int{1}, nil, wv, []int{1}, nil))
+	}
+	return denseProduct(ctx, name, x, outDim, useBias, lowering.DenseMatMulTransposed(flat, wv))
+}
+
+// flatRows returns x as a matrix, its leading axes flattened into rows.
+func flatRows(x *graph.Node) *graph.Node {
+	return graph.Reshape(x, -1, x.Shape().Dim(-1))
+}
+
+// denseProduct returns the product y of x's rows, flattened, shaped as x with outDim outputs,
+// plus the biases of name's dense scope when useBias. It panics, naming the scope, when the
+// biases are missing or not float32 [outDim].
+func denseProduct(ctx *context.Context, name string, x *graph.Node, outDim int, useBias bool, y *graph.Node) *graph.Node {
+	shape := x.Shape()
 	y = graph.Reshape(y, append(shape.Clone().Dimensions[:shape.Rank()-1], outDim)...)
 	if useBias {
-		y = graph.Add(y, graph.ExpandLeftToRank(b.ValueGraph(g), y.Rank()))
+		dctx := ctx.In(name).In(DenseScope)
+		b := dctx.GetVariable(DenseBiases)
+		if b == nil || !b.Shape().Equal(shapes.Make(dtypes.Float32, outDim)) {
+			panic(errors.Errorf("models.Dense in scope %q: biases are %s; accepted: float32 [%d]", dctx.Scope(), variableShape(b), outDim))
+		}
+		y = graph.Add(y, graph.ExpandLeftToRank(b.ValueGraph(x.Graph()), y.Rank()))
 	}
 	return y
 }

@@ -19,7 +19,7 @@ var presets = []struct {
 }{
 	{FilePreset, "every tensor as the file stores it: GGML block types as they are (embedding table and head included), float tensors float32",
 		Rule{Keep: true}},
-	{"f32", "every projection float32", Rule{Skip: true}},
+	{"f32", "every projection float32 (out,in layout, x·Wᵀ)", Rule{Skip: true, Layout: qlayers.OutIn}},
 	{"nf4", "NF4, blocks of 64 along in (out,in layout, x·Wᵀ): bitsandbytes' quantize_4bit of a Linear weight",
 		Rule{Config: quanta.Config{Type: quanta.NF4}, Layout: qlayers.OutIn}},
 	{"nf4-out", "NF4, blocks of 64 along out (in,out layout, x·W)", Rule{Config: quanta.Config{Type: quanta.NF4}, Layout: qlayers.InOut}},
@@ -49,8 +49,9 @@ func PresetNames() []string {
 }
 
 // Preset returns the rules of a named rule set (see PresetNames): for FilePreset one Keep rule
-// for every scope; for the others Skip rules for "/lm_head" and "/token_embd", then one rule for
-// every other projection.
+// for every scope; for the others Skip rules for "/lm_head" (float in qlayers.OutIn, the layout
+// of the fastest float one-row product) and "/token_embd", then one rule for every other
+// projection.
 func Preset(name string) ([]Rule, error) {
 	for _, p := range presets {
 		if p.name == presetKey(name) {
@@ -59,7 +60,7 @@ func Preset(name string) ([]Rule, error) {
 			if all.Keep {
 				return []Rule{all}, nil
 			}
-			return []Rule{{Scope: "/lm_head", Skip: true}, {Scope: "/token_embd", Skip: true}, all}, nil
+			return []Rule{{Scope: "/lm_head", Skip: true, Layout: qlayers.OutIn}, {Scope: "/token_embd", Skip: true}, all}, nil
 		}
 	}
 	return nil, errors.Errorf("models.Preset: unknown name %q; accepted: %s", name, strings.Join(PresetNames(), ", "))

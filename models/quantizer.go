@@ -23,7 +23,8 @@ import (
 // Rule chooses how the projections whose scope matches are stored. It is qlayers.Rule with a
 // kernel layout: Scope is a regular expression fully matched against the projection's scope
 // (e.g. "/layer_[0-9]+/ffn_.*"), the first matching rule of a list wins, Skip keeps the matching
-// projections float, and a projection that matches no rule stays float. A rule other than Skip
+// projections float (in Layout), and a projection that matches no rule stays float in Dense's
+// layout (inDim, outDim). A rule other than Skip
 // that no scope was first matched by converted nothing: Quantizer.CheckMatched names it after a
 // load.
 //
@@ -39,7 +40,9 @@ import (
 // Linear.weight, and computes x·Wᵀ: NF4 blocks run along in, as bitsandbytes' quantize_4bit of a
 // Linear weight, and int8 keeps one scale per output channel (the usual weight-only int8);
 // binary and ternary pack along out, so outDim must be a multiple of 4, with a scale per input
-// channel.
+// channel. A float kernel (Skip) in qlayers.OutIn is stored transposed and multiplied by
+// lowering.DenseMatMulTransposed, whose one-row products read each stored row as one stream: on
+// CPU the faster layout for decoding.
 type Rule struct {
 	Scope  string
 	Config quanta.Config
@@ -71,8 +74,10 @@ type Quantizer struct {
 	decided []bool                      // by rule: the first rule to match some scope asked of
 	kernels map[string]*quantizedKernel // by projection scope
 	tables  map[string]*quantizedKernel // by table scope
-	fused   map[string]int              // fused projection scope -> index of its parts' rule (-1: float)
-	entries map[string]qlayers.ReportEntry
+	fused   map[string]int              // fused projection scope -> index of its parts' rule (-1: none)
+	// transposed holds the projection scopes whose float kernel is stored (outDim, inDim).
+	transposed map[string]bool
+	entries    map[string]qlayers.ReportEntry
 }
 
 type quantizedKernel struct {
@@ -116,7 +121,8 @@ func (k *quantizedKernel) fromVariables(ctx *context.Context, g *graph.Graph, na
 // NewQuantizer returns a Quantizer for the rules, checking their patterns and configurations.
 func NewQuantizer(rules []Rule) (*Quantizer, error) {
 	q := &Quantizer{rules: rules, decided: make([]bool, len(rules)), kernels: map[string]*quantizedKernel{},
-		tables: map[string]*quantizedKernel{}, fused: map[string]int{}, entries: map[string]qlayers.ReportEntry{}}
+		tables: map[string]*quantizedKernel{}, fused: map[string]int{}, transposed: map[string]bool{},
+		entries: map[string]qlayers.ReportEntry{}}
 	for i, rule := range rules {
 		re, err := regexp.Compile("^(?:" + rule.Scope + ")$")
 		if err != nil {
@@ -126,11 +132,13 @@ func NewQuantizer(rules []Rule) (*Quantizer, error) {
 		if rule.Skip && rule.Keep {
 			return nil, errors.Errorf("models.NewQuantizer: rule %d (%q) has both Skip and Keep; accepted: one of them", i, rule.Scope)
 		}
-		if rule.Skip || rule.Keep {
+		if rule.Keep {
 			continue
 		}
-		if err := rule.Config.Validate(); err != nil {
-			return nil, errors.WithMessagef(err, "models.NewQuantizer: rule %d (%q)", i, rule.Scope)
+		if !rule.Skip {
+			if err := rule.Config.Validate(); err != nil {
+				return nil, errors.WithMessagef(err, "models.NewQuantizer: rule %d (%q)", i, rule.Scope)
+			}
 		}
 		if rule.Layout != qlayers.InOut && rule.Layout != qlayers.OutIn {
 			return nil, errors.Errorf("models.NewQuantizer: rule %d (%q): layout %d; accepted: qlayers.InOut, qlayers.OutIn", i, rule.Scope, int(rule.Layout))
@@ -148,9 +156,9 @@ func MustNewQuantizer(rules []Rule) *Quantizer {
 	return q
 }
 
-// match returns the rule for a projection or table scope, or nil for a float one; a fused scope
-// takes its parts' rule (Fuse). A Keep rule is returned as it is: the callers that convert float
-// tensors treat it as float.
+// match returns the rule for a projection or table scope, or nil when none matches; a fused scope
+// takes its parts' rule (Fuse). Skip and Keep rules are returned as they are: the callers that
+// convert float tensors treat a Keep rule as float.
 func (q *Quantizer) match(scope string) *Rule {
 	q.mu.Lock()
 	i, fused := q.fused[scope]
@@ -164,21 +172,29 @@ func (q *Quantizer) match(scope string) *Rule {
 	return &q.rules[i]
 }
 
-// ruleIndex returns the index of the first rule matching scope, or -1 when none does or it is a
-// Skip rule.
+// ruleIndex returns the index of the first rule matching scope, or -1 when none does.
 func (q *Quantizer) ruleIndex(scope string) int {
 	for i, re := range q.regexps {
 		if re.MatchString(scope) {
 			q.mu.Lock()
 			q.decided[i] = true
 			q.mu.Unlock()
-			if q.rules[i].Skip {
-				return -1
-			}
 			return i
 		}
 	}
 	return -1
+}
+
+// storage names how the rule at index i (-1: none) stores a float kernel, for Fuse: parts stored
+// alike fuse. Float kernels are alike in one layout, whichever rule (or none) keeps them float.
+func (q *Quantizer) storage(i int) string {
+	switch {
+	case i < 0:
+		return "float " + qlayers.InOut.String()
+	case q.rules[i].Skip:
+		return "float " + q.rules[i].Layout.String()
+	}
+	return strconv.Itoa(i)
 }
 
 // Fuse is a FuseFunc: it reports whether the projections at the scopes parts, of the given output
@@ -199,11 +215,11 @@ func (q *Quantizer) Fuse(fused string, parts []string, outDims []int) bool {
 	}
 	index := q.ruleIndex(parts[0])
 	for _, p := range parts[1:] {
-		if q.ruleIndex(p) != index {
+		if q.storage(q.ruleIndex(p)) != q.storage(index) {
 			return false
 		}
 	}
-	if index >= 0 && !q.rules[index].Keep && !fusable(q.rules[index], outDims) {
+	if index >= 0 && !q.rules[index].Skip && !q.rules[index].Keep && !fusable(q.rules[index], outDims) {
 		return false
 	}
 	q.mu.Lock()
@@ -240,14 +256,24 @@ func fusable(rule Rule, outDims []int) bool {
 }
 
 // Kernel is a KernelFunc: it quantizes the float32 kernel (inDim, outDim) of the projection at
-// scope as the first matching rule says (transposed first for qlayers.OutIn) and returns its components
-// as variables, finalizing the float kernel; without a rule, or with a Keep rule (the file stores
-// the kernel float), it returns DenseKernel's variable.
+// scope as the first matching rule says (transposed first for qlayers.OutIn) and returns its
+// components as variables, finalizing the float kernel; without a rule, or with a Keep rule (the
+// file stores the kernel float), it returns DenseKernel's variable, and with a Skip rule the
+// float kernel in the rule's layout (DenseKernel's variable, holding (outDim, inDim) for
+// qlayers.OutIn).
 func (q *Quantizer) Kernel(scope string, kernel *tensors.Tensor) ([]Variable, error) {
 	shape := kernel.Shape()
 	entry := qlayers.ReportEntry{Scope: scope + "/" + DenseScope, Shape: shape, FloatBytes: int64(shape.Memory())}
 	rule := q.match(scope)
-	if rule == nil || rule.Keep {
+	transposed := rule != nil && rule.Skip && rule.Layout == qlayers.OutIn
+	q.mu.Lock()
+	if transposed {
+		q.transposed[scope] = true
+	} else {
+		delete(q.transposed, scope)
+	}
+	q.mu.Unlock()
+	if rule == nil || rule.Keep || rule.Skip && !transposed {
 		q.record(q.kernels, scope, nil, entry)
 		return DenseKernel(scope, kernel)
 	}
@@ -258,6 +284,10 @@ func (q *Quantizer) Kernel(scope string, kernel *tensors.Tensor) ([]Variable, er
 	if rule.Layout == qlayers.OutIn {
 		w = hostdata.Transposed(kernel)
 		_ = kernel.FinalizeAll()
+	}
+	if transposed {
+		q.record(q.kernels, scope, nil, entry)
+		return DenseKernel(scope, w)
 	}
 	a, err := quanta.Quantize(w, rule.Config)
 	_ = w.FinalizeAll()
@@ -294,14 +324,18 @@ func (q *Quantizer) record(stored map[string]*quantizedKernel, scope string, k *
 }
 
 // Projection is a Projection: the projection called name in ctx, on the quantized kernel Kernel
-// stored for its scope (in its layout), or through Dense when the scope was stored float. It
-// panics, naming the scope, when the stored components are missing or do not fit the recorded
-// format, or when x does not fit the kernel.
+// stored for its scope (in its layout), or through Dense when the scope was stored float (as Dense
+// does with the kernel (outDim, inDim) and x·Wᵀ when a Skip rule stored it in qlayers.OutIn). It panics, naming the scope, when the
+// stored components are missing or do not fit the recorded format, or when x does not fit the
+// kernel.
 func (q *Quantizer) Projection(ctx *context.Context, name string, x *graph.Node, outDim int, useBias bool) *graph.Node {
 	pctx := ctx.In(name)
 	q.mu.Lock()
-	k := q.kernels[pctx.Scope()]
+	k, transposed := q.kernels[pctx.Scope()], q.transposed[pctx.Scope()]
 	q.mu.Unlock()
+	if transposed {
+		return denseTransposed(ctx, name, x, outDim, useBias)
+	}
 	if k == nil {
 		unrecorded("models.Quantizer.Projection", pctx.In(DenseScope), componentName(0), DenseWeights, "kernel")
 		return Dense(ctx, name, x, outDim, useBias)
@@ -352,7 +386,7 @@ func (q *Quantizer) QuantizeTable(scope string, table *tensors.Tensor) ([]Variab
 	shape := table.Shape()
 	entry := qlayers.ReportEntry{Scope: scope, Shape: shape, FloatBytes: int64(shape.Memory())}
 	rule := q.match(scope)
-	if rule == nil || rule.Keep {
+	if rule == nil || rule.Keep || rule.Skip {
 		q.record(q.tables, scope, nil, entry)
 		return DenseTableVariables(scope, table)
 	}

@@ -109,6 +109,12 @@ func TestQuantizerLayouts(t *testing.T) {
 			kernel: int8Kernel, biases: []float32{0.5, -1}, x: ones,
 			want: []float64{-0.3 + 0.5, 1.65 - 1},
 		},
+		{
+			name:   "skip out,in: float, stored transposed",
+			rule:   models.Rule{Scope: ".*", Skip: true, Layout: qlayers.OutIn},
+			kernel: int8Kernel, biases: []float32{0.5, -1}, x: [][]float32{{1, 1, 1, 1}, {0, 1, 0, 0}},
+			want: []float64{-0.3 + 0.5, 1.65 - 1, 2.2 + 0.5, -1.1 - 1},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := models.MustNewQuantizer([]models.Rule{tc.rule})

@@ -82,14 +82,18 @@ func Lookup(table implicitarray.Value, ids *graph.Node) *graph.Node {
 }
 
 // TiedHead returns the logits x·tableᵀ [..., rows] of hidden states x [..., dim] with an
-// embedding table (rows, dim) (a tied output head), never transposing the table in memory: a
-// quantized table's product goes through package lowering (x·Wᵀ with W stored (out, in)).
+// embedding table (rows, dim) (a tied output head), never transposing the table in memory: the
+// product goes through package lowering (x·Wᵀ with W stored (out, in); a float32 table's by
+// lowering.DenseMatMulTransposed).
 func TiedHead(x *graph.Node, table implicitarray.Value) *graph.Node {
 	shape := table.Shape()
 	if shape.Rank() != 2 || x.Rank() < 1 || x.Shape().Dim(-1) != shape.Dim(1) {
 		panic(errors.Errorf("qlayers.TiedHead: x %s, table %s; accepted: x [..., dim] and a table (rows, dim)", x.Shape(), shape))
 	}
 	if dense, ok := table.(*graph.Node); ok {
+		if dense.DType() == dtypes.Float32 && x.DType() == dtypes.Float32 {
+			return unflattenRows(lowering.DenseMatMulTransposed(flattenRows(x), dense), x.Shape())
+		}
 		return graph.DotGeneral(x, []int{x.Rank() - 1}, nil, dense, []int{1}, nil)
 	}
 	return unflattenRows(OutIn.contract(flattenRows(x), table), x.Shape())
