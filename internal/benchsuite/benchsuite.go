@@ -2,6 +2,11 @@
 // against dense, weights streamed from memory, the graph contexts of real models and the read
 // bandwidth the products are judged by. The suite driver (command bench, `make bench`) and the
 // testing.B benchmarks beside the code (lowering's BenchmarkProducts) are built on it.
+//
+// Dense float weights come in two layouts, both measured as baselines: Dense stores a weight
+// (K, N), GoMLX's layers.Dense layout, its products lowering.DenseMatMul's; DenseTransposed stores
+// it (N, K), PyTorch's Linear.weight layout, its products x·Wᵀ by lowering.DenseMatMulTransposed.
+// Neither is faster everywhere, so a speed-up is quoted against the faster of the two (DenseNames).
 package benchsuite
 
 import (
@@ -34,11 +39,22 @@ import (
 	"github.com/quanta-ml/quanta/runtime"
 )
 
-// Dense is the name of the float baseline every speed-up is measured against.
-const Dense = "dense"
+// The dense float baselines, by name.
+const (
+	// Dense stores a float weight as it is, (K, N); its products are lowering.DenseMatMul's.
+	Dense = "dense"
+	// DenseTransposed stores a float weight (K, N) transposed, (N, K); its products are x·Wᵀ by
+	// lowering.DenseMatMulTransposed.
+	DenseTransposed = "dense-t"
+)
 
-// Format is one way of storing the weights: Dense (no Quantize), or a quantizer with the
-// strategy its products are built with (lowering.Auto unless forced).
+// DenseNames lists the dense layouts, Dense first: every speed-up is relative to the faster of
+// them on the same context, shape and rows.
+func DenseNames() []string { return []string{Dense, DenseTransposed} }
+
+// Format is one way of storing the weights: a dense layout (no Quantize; Dense or
+// DenseTransposed, told apart by Name), or a quantizer with the strategy its products are built
+// with (lowering.Auto unless forced).
 type Format struct {
 	Name     string
 	Quantize func(t *tensors.Tensor, s lowering.Strategy) (implicitarray.Array, error)
@@ -122,11 +138,15 @@ func GGMLNames() []string {
 	return names
 }
 
-// ParseFormat reads "name" or "name@strategy" (a lowering.Strategy name), or Dense.
+// IsDense reports whether f is one of the dense layouts (DenseNames).
+func (f Format) IsDense() bool { return f.Quantize == nil }
+
+// ParseFormat reads "name" or "name@strategy" (a lowering.Strategy name), or a dense layout
+// (DenseNames, without a strategy).
 func ParseFormat(s string) (Format, error) {
 	s = strings.TrimSpace(s)
-	if s == Dense {
-		return Format{Name: Dense}, nil
+	if slices.Contains(DenseNames(), s) {
+		return Format{Name: s}, nil
 	}
 	base, strategy, forced := strings.Cut(s, "@")
 	quantize, ok := quantizers[base]
@@ -145,12 +165,12 @@ func ParseFormat(s string) (Format, error) {
 	return f, nil
 }
 
-// Check returns the error f's quantizer gives for a weight of shape s in dtype, nil for Dense:
-// a shape the format cannot store (a dimension that is not a multiple of its block or of the
-// values its layout packs a byte), found before anything is measured. It quantizes one zero
+// Check returns the error f's quantizer gives for a weight of shape s in dtype, nil for a dense
+// layout: a shape the format cannot store (a dimension that is not a multiple of its block or of
+// the values its layout packs a byte), found before anything is measured. It quantizes one zero
 // weight of that shape.
 func Check(f Format, s benchflags.Shape, dtype dtypes.DType) error {
-	if f.Quantize == nil {
+	if f.IsDense() {
 		return nil
 	}
 	t := tensors.FromShape(shapes.Make(dtype, s.K, s.N))
@@ -242,12 +262,8 @@ func Prepare(backend backends.Backend, f Format, shapes []benchflags.Shape, dtyp
 		float := randomWeight(s, i/len(shapes))
 		var v implicitarray.Value
 		var bytes int64
-		if f.Quantize == nil {
-			v, bytes = float, int64(s.K*s.N*dtype.Size())
-			if dtype != dtypes.Float32 {
-				v = convert.MustExec1(float)
-				_ = float.FinalizeAll()
-			}
+		if f.IsDense() {
+			v, bytes = denseWeight(f, float, dtype, convert), int64(s.K*s.N*dtype.Size())
 		} else {
 			if dtype != dtypes.Float32 {
 				// A bfloat16 model stores (and quantizes) bfloat16 weights.
@@ -270,6 +286,62 @@ func Prepare(backend backends.Backend, f Format, shapes []benchflags.Shape, dtyp
 	return w, nil
 }
 
+// denseWeight stores the float32 weight float (K, N) in the dense layout f and in dtype, converted
+// by convert, taking float over: the stored tensor, or for DenseTransposed the tensor (N, K)
+// wrapped as a transposedDense.
+func denseWeight(f Format, float *tensors.Tensor, dtype dtypes.DType, convert *graph.Exec) implicitarray.Value {
+	if f.Name == DenseTransposed {
+		transposed := hostdata.Transposed(float)
+		_ = float.FinalizeAll()
+		float = transposed
+	}
+	if dtype != dtypes.Float32 {
+		converted := convert.MustExec1(float)
+		_ = float.FinalizeAll()
+		float = converted
+	}
+	if f.Name == DenseTransposed {
+		return &transposedDense{stored: implicitarray.TensorComponent(float)}
+	}
+	return float
+}
+
+// transposedDense is a float weight W (K, N) stored transposed, (N, K), as DenseTransposed stores
+// it: an implicit array only so that Graph can tell it from a Dense weight, its products x·Wᵀ of
+// the stored tensor (lowering.DenseMatMulTransposed).
+type transposedDense struct {
+	stored implicitarray.Component
+}
+
+var _ implicitarray.Array = (*transposedDense)(nil)
+
+// Shape is W's, (K, N).
+func (t *transposedDense) Shape() shapes.Shape {
+	s := t.stored.Shape()
+	return shapes.Make(s.DType, s.Dim(1), s.Dim(0))
+}
+
+// Components is the stored tensor (N, K).
+func (t *transposedDense) Components() []implicitarray.Component {
+	return []implicitarray.Component{t.stored}
+}
+
+// Metadata is empty: the layout is the type.
+func (t *transposedDense) Metadata() string { return "" }
+
+// WithComponents returns the weight stored in components[0].
+func (t *transposedDense) WithComponents(components []implicitarray.Component) implicitarray.Array {
+	return &transposedDense{stored: components[0]}
+}
+
+// Materialize is W, the stored tensor transposed.
+func (t *transposedDense) Materialize() implicitarray.Value {
+	return graph.Transpose(t.stored.Node(), 0, 1)
+}
+
+// Delete frees the stored host tensor.
+func (t *transposedDense) Delete() { _ = t.stored.Tensor().FinalizeAll() }
+
 // converter returns an executable converting tensors to dtype, compiled once per shape (a
 // compilation per weight costs an accelerator's preparation more than the weights themselves).
 func converter(backend backends.Backend, dtype dtypes.DType) *graph.Exec {
@@ -287,10 +359,12 @@ const (
 // Graph returns the graph function of a context.
 func Graph(context string) func(x *graph.Node, ws []implicitarray.Value) *graph.Node {
 	product := func(x *graph.Node, w implicitarray.Value) *graph.Node {
-		if dense, ok := w.(*graph.Node); ok {
-			return lowering.DenseMatMul(x, dense) // the dense product a model's float projection gets
-		}
-		if _, transposed := w.(*ggml.Array); transposed {
+		switch w := w.(type) {
+		case *graph.Node:
+			return lowering.DenseMatMul(x, w) // the dense product of a float projection stored (K, N)
+		case *transposedDense:
+			return lowering.DenseMatMulTransposed(x, w.stored.Node()) // of one stored (N, K)
+		case *ggml.Array:
 			return implicitarray.Materialize(implicitarray.Einsum("mk,nk->mn", x, w))
 		}
 		return implicitarray.Materialize(implicitarray.MatMul(x, w))
