@@ -17,10 +17,11 @@ import (
 )
 
 // BenchmarkProducts times every format's products, with Auto and with each strategy that serves
-// them, against the dense float32 product: a chain of relu(y·W) through distinct weights
-// alternating (K, N) and (N, K), enough of them that every call streams 128 MiB of stored weights
-// from memory (benchsuite.Prepare). Names are "format[@strategy]/m=M/k=K/n=N", so benchstat
-// compares two commits:
+// them, against the dense float32 products of both layouts (dense, the weight (K, N) by
+// lowering.DenseMatMul; dense-t, stored (N, K) by lowering.DenseMatMulTransposed): a chain of
+// relu(y·W) through distinct weights alternating (K, N) and (N, K), enough of them that every call
+// streams 128 MiB of stored weights from memory (benchsuite.Prepare). Names are
+// "format[@strategy]/m=M/k=K/n=N", so benchstat compares two commits:
 //
 //	go test -run '^$' -bench . -count 6 ./lowering/ > new.txt
 //
@@ -36,7 +37,7 @@ func BenchmarkProducts(b *testing.B) {
 		pairs = append(pairs, benchflags.Shape{K: 4096, N: 11008}, benchflags.Shape{K: 2048, N: 8192},
 			benchflags.Shape{K: 896, N: 4864})
 	}
-	formats := append([]string{benchsuite.Dense}, benchsuite.QuantizedNames()...)
+	formats := append(benchsuite.DenseNames(), benchsuite.QuantizedNames()...)
 	for _, pair := range pairs {
 		set := []benchflags.Shape{pair}
 		if pair.K != pair.N {
@@ -49,7 +50,7 @@ func BenchmarkProducts(b *testing.B) {
 			}
 			var w *benchsuite.Weights // made on first use, shared by the strategies
 			variants := []lowering.Strategy{lowering.Auto}
-			if name != benchsuite.Dense {
+			if !f.IsDense() {
 				variants = append(variants, lowering.Strategies()...)
 			}
 			for _, s := range variants {
