@@ -1,11 +1,18 @@
-// Command bench measures quanta's quantized products against the dense float product (what a
-// model's float projection gets: lowering.DenseMatMul, quanta's float32 kernel up to 16 rows on a
-// backend with the kernels, XLA's dot beyond), in one run on one backend, on a suite of real
-// layer shapes and in two graph contexts, and writes the tables `make bench` prints (markdown),
-// the figures as JSON and a PNG chart of the speed-ups.
+// Command bench measures quanta's quantized products against the dense float products, in one run
+// on one backend, on a suite of real layer shapes and in two graph contexts, and writes the tables
+// `make bench` prints (markdown), the figures as JSON and a PNG chart of the speed-ups.
 //
-// Shapes (K×N): Llama-7B 4096×4096, 4096×11008, 11008×4096; Qwen2.5-0.5B-like 2048×8192,
-// 8192×2048 and 896×4864, 4864×896; SmolLM2-135M 576×1536, 1536×576. Contexts:
+// Dense is measured in both layouts a model's float projection may have (benchsuite.DenseNames):
+// "dense", the weight stored (K, N) as GoMLX's layers.Dense stores it, multiplied by
+// lowering.DenseMatMul (quanta's float32 kernel up to 16 rows on a backend with the kernels, XLA's
+// dot beyond), and "dense-t", the weight stored (N, K) as PyTorch's Linear.weight, multiplied by
+// lowering.DenseMatMulTransposed (on such a backend quanta's kernel at every row count). Every
+// speed-up is over the faster of the two in the same context, shape and M, named per cell in the
+// JSON (dense_baseline).
+//
+// Shapes are the products' K×N (dense-t and the GGML block types store each weight transposed):
+// Llama-7B 4096×4096, 4096×11008, 11008×4096; Qwen2.5-0.5B-like 2048×8192, 8192×2048 and
+// 896×4864, 4864×896; SmolLM2-135M 576×1536, 1536×576. Contexts:
 //
 //   - chain: y = relu(y·W_i) through distinct weights alternating (K, N) and (N, K), as the
 //     up- and down-projections of an MLP (a square shape chains with itself);
@@ -14,9 +21,9 @@
 //
 // Every call streams at least -stream-bytes of stored weights (128 MiB, 4× the last-level cache)
 // in every format, dense included: the number of distinct weights per call is chosen per format
-// and shape. Times are medians per product, each cell's speed-up is dense's time over the
-// format's in the same run, and the achieved fraction of the bandwidth limit is the stored bytes
-// per second over the read bandwidth of a large buffer measured in the same run.
+// and shape. Times are medians per product, each cell's speed-up is the faster dense layout's time
+// over the format's in the same run, and the achieved fraction of the bandwidth limit is the
+// stored bytes per second over the read bandwidth of a large buffer measured in the same run.
 package main
 
 import (
@@ -45,7 +52,7 @@ var (
 	flagM           = flag.String("m", benchflags.DefaultRows, "comma-separated activation rows M")
 	flagPairs       = flag.String("shapes", defaultPairs, "comma-separated weight shapes KxN; the add context also measures each transposed (NxK), the chain alternates them")
 	flagContexts    = flag.String("contexts", "chain,add", "graph contexts: chain (relu between products) and/or add (products feeding an add)")
-	flagFormats     = flag.String("formats", "nf4,int8,ternary,binary1", "formats measured against dense: nf4, int8, ternary (2-bit), binary1 (1-bit), and the GGML block types q4_0 ... q6_k (stored as a GGUF file stores a linear weight, products x·Wᵀ); FORMAT@STRATEGY forces a lowering.Strategy")
+	flagFormats     = flag.String("formats", "nf4,int8,ternary,binary1", "formats measured against the faster of dense and dense-t (both always measured): nf4, int8, ternary (2-bit), binary1 (1-bit), and the GGML block types q4_0 ... q6_k (stored as a GGUF file stores a linear weight, products x·Wᵀ); FORMAT@STRATEGY forces a lowering.Strategy")
 	flagDType       = flag.String("dtype", "float32", "activation dtype: float32 or bfloat16 (dense weights take it too)")
 	flagStreamBytes = flag.Int64("stream-bytes", 128<<20, "stored weight bytes each call streams, at least, in every format")
 	flagMaxLayers   = flag.Int("max-layers", 2048, "most distinct weights per call (bounds the graph size for tiny layers)")

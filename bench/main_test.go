@@ -48,19 +48,101 @@ func TestJSONNotFinite(t *testing.T) {
 	}
 }
 
-// TestParseFormatsTwice: a format named twice, or dense (always measured), is an error: it was
-// measured twice, and the tables showed one of the two while the JSON held both, the first dense
-// rows with a speed-up over the second.
+// TestParseFormatsTwice: a format named twice, or a dense layout (both always measured), is an
+// error: it was measured twice, and the tables showed one of the two while the JSON held both, the
+// first dense rows with a speed-up over the second.
 func TestParseFormatsTwice(t *testing.T) {
 	// A strategy is read whatever its case and spaces, and nf4@auto is nf4.
-	for _, s := range []string{"dense,nf4", "nf4,int8,nf4", "nf4@kernel, nf4@kernel", "nf4@kernel,nf4@Kernel", "nf4,nf4@auto"} {
+	for _, s := range []string{"dense,nf4", "nf4,dense-t", " dense-t", "nf4,int8,nf4", "nf4@kernel, nf4@kernel",
+		"nf4@kernel,nf4@Kernel", "nf4,nf4@auto"} {
 		if _, err := parseFormats(s); err == nil || !strings.Contains(err.Error(), "twice") {
 			t.Errorf("parseFormats(%q): error %v; want one saying a format is measured twice", s, err)
 		}
 	}
 	got, err := parseFormats("nf4,nf4@kernel,int8")
-	if err != nil || len(got) != 4 || got[0].Name != "dense" || got[2].Name != "nf4@kernel" {
-		t.Errorf("parseFormats(nf4,nf4@kernel,int8) = %v, %v", got, err)
+	if err != nil || len(got) != 5 || got[0].Name != "dense" || got[1].Name != "dense-t" || got[3].Name != "nf4@kernel" ||
+		!got[0].IsDense() || !got[1].IsDense() || got[2].IsDense() {
+		t.Errorf("parseFormats(nf4,nf4@kernel,int8) = %v, %v; want dense, dense-t, then the named formats", got, err)
+	}
+}
+
+// TestSpeedupOverFasterDense: every cell's speed-up is over the faster of the two dense layouts of
+// its context, shape and M, whichever that is, and names it; old results with one dense layout
+// keep their speed-ups over it.
+func TestSpeedupOverFasterDense(t *testing.T) {
+	cell := func(context, shape, format string, m int, ms float64) result {
+		return result{Context: context, Shape: shape, Format: format, M: m, MsPerProduct: ms}
+	}
+	type want struct {
+		speedup  float64
+		baseline string
+	}
+	for _, c := range []struct {
+		name    string
+		results []result
+		want    []want // per result, in order
+	}{
+		{"dense faster", []result{cell("chain", "8x8", "dense", 1, 2), cell("chain", "8x8", "dense-t", 1, 4), cell("chain", "8x8", "nf4", 1, 1)},
+			[]want{{1, "dense"}, {0.5, "dense"}, {2, "dense"}}},
+		{"dense-t faster", []result{cell("chain", "8x8", "dense", 1, 4), cell("chain", "8x8", "dense-t", 1, 2), cell("chain", "8x8", "nf4", 1, 1)},
+			[]want{{0.5, "dense-t"}, {1, "dense-t"}, {2, "dense-t"}}},
+		{"per M and context", []result{
+			cell("chain", "8x8", "dense", 1, 3), cell("chain", "8x8", "dense", 16, 2),
+			cell("chain", "8x8", "dense-t", 1, 2), cell("chain", "8x8", "dense-t", 16, 4),
+			cell("add", "8x8", "dense", 1, 1), cell("add", "8x8", "dense-t", 1, 5),
+			cell("chain", "8x8", "nf4", 1, 1), cell("chain", "8x8", "nf4", 16, 1), cell("add", "8x8", "nf4", 1, 0.5)},
+			[]want{{2.0 / 3, "dense-t"}, {1, "dense"}, {1, "dense-t"}, {0.5, "dense"}, {1, "dense"}, {0.2, "dense"},
+				{2, "dense-t"}, {2, "dense"}, {2, "dense"}}},
+		{"old results, dense alone", []result{cell("add", "8x8", "dense", 4, 3), cell("add", "8x8", "int8", 4, 1)},
+			[]want{{1, "dense"}, {3, "dense"}}},
+		{"no dense cell", []result{cell("add", "8x8", "dense", 4, 3), cell("add", "16x8", "int8", 4, 1)},
+			[]want{{1, "dense"}, {0, ""}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rep := &report{Results: c.results}
+			rep.fillSpeedups()
+			for i, r := range rep.Results {
+				if math.Abs(r.SpeedupVsDense-c.want[i].speedup) > 1e-12 || r.DenseBaseline != c.want[i].baseline {
+					t.Errorf("%s %s %s M=%d: speed-up %v over %q; want %v over %q", r.Context, r.Shape, r.Format, r.M,
+						r.SpeedupVsDense, r.DenseBaseline, c.want[i].speedup, c.want[i].baseline)
+				}
+			}
+		})
+	}
+}
+
+// TestMarkdownDenseBaseline: the tables say what the two dense layouts are and that the speed-ups
+// are over the faster, and their geometric means follow the faster layout per M.
+func TestMarkdownDenseBaseline(t *testing.T) {
+	rep := &report{DType: "Float32", Results: []result{
+		{Context: "chain", Shape: "8x8", Format: "dense", M: 1, MsPerProduct: 2},
+		{Context: "chain", Shape: "8x8", Format: "dense", M: 64, MsPerProduct: 4},
+		{Context: "chain", Shape: "8x8", Format: "dense-t", M: 1, MsPerProduct: 1},
+		{Context: "chain", Shape: "8x8", Format: "dense-t", M: 64, MsPerProduct: 5},
+		{Context: "chain", Shape: "8x8", Format: "nf4", M: 1, MsPerProduct: 0.25},
+		{Context: "chain", Shape: "8x8", Format: "nf4", M: 64, MsPerProduct: 2},
+	}}
+	rep.fillSpeedups()
+	table := markdown(rep)
+	for _, want := range []string{
+		"lowering.DenseMatMul (dense, x·W, W stored (K, N))",
+		"lowering.DenseMatMulTransposed (dense-t, x·Wᵀ, W stored (N, K))",
+		"Every speed-up is over the faster of the two in the same context, shape and M",
+		"speed-up over the faster dense layout, geometric mean",
+		"| nf4 | 4.00x | 2.00x |",
+		"| dense | 0.50x | 1.00x |",
+		"| dense-t | 1.00x | 0.80x |",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, table)
+		}
+	}
+	data, err := jsonOf(rep)
+	if err != nil || !strings.Contains(string(data), `"dense_baseline": "dense-t"`) {
+		t.Errorf("jsonOf = %s, %v; want each cell's dense_baseline", data, err)
+	}
+	if _, err := chart(rep); err != nil {
+		t.Errorf("chart: %v", err)
 	}
 }
 

@@ -19,17 +19,22 @@ import (
 	"github.com/quanta-ml/quanta/runtime"
 )
 
-// parseFormats reads -formats: benchsuite formats, each optionally "@strategy", each once. Dense
-// is always measured first (naming it is an error): every speed-up is relative to it.
+// parseFormats reads -formats: benchsuite formats, each optionally "@strategy", each once. The
+// dense layouts (benchsuite.DenseNames) are always measured first (naming one is an error): every
+// speed-up is relative to the faster of them.
 func parseFormats(s string) ([]benchsuite.Format, error) {
-	out := []benchsuite.Format{{Name: benchsuite.Dense}}
+	var out []benchsuite.Format
+	for _, name := range benchsuite.DenseNames() {
+		out = append(out, benchsuite.Format{Name: name})
+	}
 	for _, name := range strings.Split(s, ",") {
 		f, err := benchsuite.ParseFormat(name)
 		if err != nil {
 			return nil, err
 		}
 		if slices.ContainsFunc(out, f.Same) {
-			return nil, fmt.Errorf("%q measured twice (%s is always measured, first)", f.Name, benchsuite.Dense)
+			return nil, fmt.Errorf("%q measured twice (%s are always measured, first)", f.Name,
+				strings.Join(benchsuite.DenseNames(), " and "))
 		}
 		out = append(out, f)
 	}
@@ -126,7 +131,7 @@ func checkStorable(cfg config) error {
 // strategy, the weight, the rows and what the strategy serves (lowering's refusal).
 func checkStrategies(backend backends.Backend, cfg config) error {
 	for _, f := range cfg.formats {
-		if f.Quantize == nil || f.Strategy == lowering.Auto {
+		if f.IsDense() || f.Strategy == lowering.Auto {
 			continue
 		}
 		var checked []benchflags.Shape
