@@ -192,8 +192,9 @@ func checkFlags() error {
 			return fmt.Errorf("-variants: %w", err)
 		case slices.ContainsFunc(parsed, f.Same):
 			return fmt.Errorf("-variants: %q listed twice; accepted: each variant once", v)
-		case f.Name == benchsuite.Dense:
-			return fmt.Errorf("-variants: %q; accepted: quantized formats (bench measures %s first, always)", v, benchsuite.Dense)
+		case f.IsDense():
+			return fmt.Errorf("-variants: %q; accepted: quantized formats (bench measures %s first, always)", v,
+				strings.Join(benchsuite.DenseNames(), " and "))
 		case formatOf(f.Name, formats) == "":
 			return fmt.Errorf("-variants: %q has no eformer format in -formats (%s) to compare it with", v, *flagFormats)
 		}

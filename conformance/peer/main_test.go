@@ -39,6 +39,7 @@ func TestCheckFlags(t *testing.T) {
 		{[]string{"-variants", "nf4@materialize,nf4@Materialize"}, `-variants: "nf4@Materialize" listed twice`},
 		{[]string{"-variants", "nf4,bogus"}, `-variants: unknown format "bogus"`},
 		{[]string{"-variants", "dense,nf4"}, `-variants: "dense"`},
+		{[]string{"-variants", "nf4,dense-t"}, `-variants: "dense-t"; accepted: quantized formats (bench measures dense and dense-t first, always)`},
 		{[]string{"-formats", "int8,dense", "-variants", "nf4"}, `-variants: "nf4" has no eformer format`},
 		{[]string{"-reuse", "-m", "1", "-variants", "nf4"}, "-reuse with -m, -variants"},
 		{[]string{"-reuse", "-k", "2048", "-layers", "4"}, "-reuse with -k, -layers"},
