@@ -30,8 +30,9 @@ import (
 //
 // Keep stores the matching projections and tables in the format their file stores them: a
 // tensor the file holds in a quantized block type (GGML's Q4_K, Q8_0, ...) is read as it is
-// stored, never decoded or converted (see Keeper), and a float tensor stays float. Config and
-// Layout are then unused.
+// stored, never decoded or converted (see Keeper), and a float kernel stays float, stored (outDim,
+// inDim) as a file stores a linear weight (as a Skip rule in qlayers.OutIn). Config and Layout
+// are then unused.
 //
 // Layout decides the axis the format's blocks and scales run along. qlayers.InOut stores the
 // kernel as layers.Dense does, (inDim, outDim), and computes x·W: NF4 blocks and int8 scales run
@@ -257,15 +258,16 @@ func fusable(rule Rule, outDims []int) bool {
 
 // Kernel is a KernelFunc: it quantizes the float32 kernel (inDim, outDim) of the projection at
 // scope as the first matching rule says (transposed first for qlayers.OutIn) and returns its
-// components as variables, finalizing the float kernel; without a rule, or with a Keep rule (the
-// file stores the kernel float), it returns DenseKernel's variable, and with a Skip rule the
-// float kernel in the rule's layout (DenseKernel's variable, holding (outDim, inDim) for
-// qlayers.OutIn).
+// components as variables, finalizing the float kernel. Without a rule it returns DenseKernel's
+// variable; with a Skip rule, the float kernel in the rule's layout (DenseKernel's variable,
+// holding (outDim, inDim) for qlayers.OutIn), and with a Keep rule (the file stores the kernel
+// float) in qlayers.OutIn.
 func (q *Quantizer) Kernel(scope string, kernel *tensors.Tensor) ([]Variable, error) {
 	shape := kernel.Shape()
 	entry := qlayers.ReportEntry{Scope: scope + "/" + DenseScope, Shape: shape, FloatBytes: int64(shape.Memory())}
 	rule := q.match(scope)
-	transposed := rule != nil && rule.Skip && rule.Layout == qlayers.OutIn
+	float := rule == nil || rule.Skip || rule.Keep
+	transposed := rule != nil && (rule.Keep || rule.Skip && rule.Layout == qlayers.OutIn)
 	q.mu.Lock()
 	if transposed {
 		q.transposed[scope] = true
@@ -273,7 +275,7 @@ func (q *Quantizer) Kernel(scope string, kernel *tensors.Tensor) ([]Variable, er
 		delete(q.transposed, scope)
 	}
 	q.mu.Unlock()
-	if rule == nil || rule.Keep || rule.Skip && !transposed {
+	if float && !transposed {
 		q.record(q.kernels, scope, nil, entry)
 		return DenseKernel(scope, kernel)
 	}
@@ -281,11 +283,11 @@ func (q *Quantizer) Kernel(scope string, kernel *tensors.Tensor) ([]Variable, er
 		return nil, errors.Errorf("models.Quantizer.Kernel(%q): kernel %s; accepted: float32 (inDim, outDim)", scope, shape)
 	}
 	w := kernel
-	if rule.Layout == qlayers.OutIn {
+	if transposed || rule.Layout == qlayers.OutIn {
 		w = hostdata.Transposed(kernel)
 		_ = kernel.FinalizeAll()
 	}
-	if transposed {
+	if float {
 		q.record(q.kernels, scope, nil, entry)
 		return DenseKernel(scope, w)
 	}

@@ -115,6 +115,12 @@ func TestQuantizerLayouts(t *testing.T) {
 			kernel: int8Kernel, biases: []float32{0.5, -1}, x: [][]float32{{1, 1, 1, 1}, {0, 1, 0, 0}},
 			want: []float64{-0.3 + 0.5, 1.65 - 1, 2.2 + 0.5, -1.1 - 1},
 		},
+		{
+			name:   "keep: a float kernel as a file stores it, (out, in)",
+			rule:   models.Rule{Scope: ".*", Keep: true},
+			kernel: int8Kernel, x: [][]float32{{0, 0, 1, 0}},
+			want: []float64{-4, 0.25},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := models.MustNewQuantizer([]models.Rule{tc.rule})
@@ -264,6 +270,34 @@ func catch(f func()) (err error) {
 	defer testutil.RecoverError(&err)
 	f()
 	return nil
+}
+
+// TestQuantizerFloatLayouts: a float kernel is stored (inDim, outDim) without a rule and under a
+// Skip rule in qlayers.InOut, and transposed, (outDim, inDim), under a Skip rule in qlayers.OutIn
+// and a Keep rule (as a file stores a linear weight).
+func TestQuantizerFloatLayouts(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rules []models.Rule
+		want  []int
+	}{
+		{"no rule", nil, []int{3, 2}},
+		{"skip in,out", []models.Rule{{Scope: ".*", Skip: true}}, []int{3, 2}},
+		{"skip out,in", []models.Rule{{Scope: ".*", Skip: true, Layout: qlayers.OutIn}}, []int{2, 3}},
+		{"keep", []models.Rule{{Scope: ".*", Keep: true}}, []int{2, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := models.MustNewQuantizer(tc.rules)
+			vars, err := q.Kernel("/proj", tensors.FromValue([][]float32{{1, 2}, {3, 4}, {5, 6}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(vars) != 1 || vars[0].Scope != "/proj/dense" || vars[0].Name != models.DenseWeights ||
+				!slices.Equal(vars[0].Value.Shape().Dimensions, tc.want) {
+				t.Fatalf("stored %+v; want one float kernel /proj/dense/%s of dimensions %v", vars, models.DenseWeights, tc.want)
+			}
+		})
+	}
 }
 
 func TestPresets(t *testing.T) {
