@@ -24,9 +24,8 @@ import (
 // kernel layout: Scope is a regular expression fully matched against the projection's scope
 // (e.g. "/layer_[0-9]+/ffn_.*"), the first matching rule of a list wins, Skip keeps the matching
 // projections float (in Layout), and a projection that matches no rule stays float in Dense's
-// layout (inDim, outDim). A rule other than Skip
-// that no scope was first matched by converted nothing: Quantizer.CheckMatched names it after a
-// load.
+// layout (inDim, outDim). A rule other than Skip that no scope was first matched by converted
+// nothing: Quantizer.CheckMatched names it after a load.
 //
 // Keep stores the matching projections and tables in the format their file stores them: a
 // tensor the file holds in a quantized block type (GGML's Q4_K, Q8_0, ...) is read as it is
