@@ -331,3 +331,25 @@ func TestQuantizerCheckMatched(t *testing.T) {
 		})
 	}
 }
+
+// TestQuantizerServesTwoFiles: a Quantizer of the file preset that loaded a file storing a
+// projection float, then one storing it in a block type, runs the second context on the kept
+// blocks, as the last load of a scope decides (it panicked looking for the float kernel).
+func TestQuantizerServesTwoFiles(t *testing.T) {
+	backend := testutil.Backend(t)
+	tokens := []int32{3, 1, 4, 1, 5, 9, 2, 6, 5}
+	float, _ := ggufOf(wide, nil, "")
+	blocks, _ := ggufOf(wide, map[string]gguf.Type{"attn_q": gguf.TypeQ8_0}, "")
+	fctx, fm := loadFloat(t, blocks)
+	want := decodertest.Forward(t, backend, fctx, fm, tokens)
+	file, _ := models.Preset(models.FilePreset)
+	q := models.MustNewQuantizer(file)
+	loadThrough(t, float, q, llama.LoadOptions{}, true, false)
+	ctx, m := loadThrough(t, blocks, q, llama.LoadOptions{}, true, false)
+	got := decodertest.Forward(t, backend, ctx, m, tokens)
+	for p := range want {
+		if d := decodertest.MaxAbsDiff(got[p], want[p]); d > 1e-4 {
+			t.Errorf("position %d: logits differ from the decoded float model's by %g", p, d)
+		}
+	}
+}
