@@ -39,7 +39,9 @@
 // (q, k, v side by side) and /layer_<i>/ffn_gate_up/dense/weights [Dim, 2·FFNDim] replace the
 // parts; through a models.Quantizer the kernels and the table are stored as its components
 // ("weights.q0", ..., "embeddings.q0", ...), quantized or, under a Keep rule, the file's blocks
-// (a kernel [out, in] in GGUF's row order, q and k rows put back in Hugging Face's order).
+// (a kernel [out, in] in GGUF's row order, q and k rows put back in Hugging Face's order). A float
+// kernel under a Keep rule or a Skip rule in qlayers.OutIn (the "f32" preset, the presets' head)
+// stays "weights", transposed: [out, in].
 //
 // # RoPE and the q/k row order
 //
