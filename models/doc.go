@@ -28,11 +28,13 @@
 // type (GGML's Q4_0 ... Q8_0, the K-quants, IQ4_NL) that the Keeper keeps is read as it is stored,
 // a ggml.Array [outDim, inDim] never decoded, and handed to Keeper.KeepKernel or KeepTable. Every
 // other linear kernel is decoded, put in (inDim, outDim) layout and passed to a KernelFunc that
-// returns the variables to store for it (DenseKernel stores it as the float "weights"). A
-// KernelFunc that quantizes returns the quantized components instead and lets the float kernel
-// go, so that a quantized model is loaded without the whole float model ever being in memory.
-// Loaders store nothing until every tensor has been read and converted (Store checks that no
-// variable exists first), so a failed load leaves the context unchanged.
+// returns the variables to store for it (DenseKernel stores it as the float "weights"; a
+// Quantizer's Skip rule in qlayers.OutIn, and its Keep rule, as "weights_t" (outDim, inDim), which
+// Dense multiplies as x·Wᵀ: the faster float product at one row). A KernelFunc that quantizes
+// returns the quantized components instead and lets the float kernel go, so that a quantized model
+// is loaded without the whole float model ever being in memory. Loaders store nothing until every
+// tensor has been read and converted (Store checks that no variable exists first), so a failed load
+// leaves the context unchanged.
 //
 // # The file's own formats
 //

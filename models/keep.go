@@ -56,9 +56,6 @@ func (q *Quantizer) KeepKernel(scope string, w implicitarray.Array) ([]Variable,
 	if err != nil {
 		return nil, errors.WithMessagef(err, "models.Quantizer.KeepKernel(%q)", scope)
 	}
-	q.mu.Lock()
-	delete(q.transposed, scope) // an earlier load may have stored this scope float
-	q.mu.Unlock()
 	q.record(q.kernels, scope, &quantizedKernel{layout: qlayers.OutIn, template: w, stored: entry.Format}, entry)
 	return vars, nil
 }

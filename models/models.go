@@ -20,11 +20,17 @@ type Projection func(ctx *context.Context, name string, x *graph.Node, outDim in
 // Dense is the default Projection: layers.Dense in ctx.In(name), whose variables are
 // "dense/weights" (inDim, outDim) and "dense/biases" (outDim). Outside training, a float32 x
 // with its stored float32 weights takes lowering.DenseMatMul, which gives few rows to quanta's
-// float32 kernel where the backend has it.
+// float32 kernel where the backend has it. A kernel stored transposed, "dense/weights_t"
+// (outDim, inDim) and no "dense/weights" (a Quantizer's Skip rule in qlayers.OutIn, or its Keep
+// rule), is multiplied as x·Wᵀ by lowering.DenseMatMulTransposed (graph.DotGeneral in
+// training); it panics, naming the scope, when that kernel or the biases do not fit x and outDim.
 func Dense(ctx *context.Context, name string, x *graph.Node, outDim int, useBias bool) *graph.Node {
 	g := x.Graph()
 	dctx := ctx.In(name).In(DenseScope)
 	w, b := dctx.GetVariable(DenseWeights), dctx.GetVariable(DenseBiases)
+	if w == nil && dctx.GetVariable(DenseWeightsTransposed) != nil {
+		return denseTransposed(ctx, name, x, outDim, useBias)
+	}
 	shape := x.Shape()
 	if ctx.IsTraining(g) || w == nil || shape.Rank() < 1 || shape.DType != dtypes.Float32 ||
 		!w.Shape().Equal(shapes.Make(dtypes.Float32, shape.Dim(-1), outDim)) ||
@@ -34,18 +40,17 @@ func Dense(ctx *context.Context, name string, x *graph.Node, outDim int, useBias
 	return denseProduct(ctx, name, x, outDim, useBias, lowering.DenseMatMul(flatRows(x), w.ValueGraph(g)))
 }
 
-// denseTransposed is Dense on a float32 kernel stored (outDim, inDim) (a Skip rule in
-// qlayers.OutIn): x·Wᵀ by lowering.DenseMatMulTransposed outside training, the same product as
-// graph.DotGeneral in training. It panics, naming the scope, when the kernel or the biases are
-// missing or do not fit x and outDim.
+// denseTransposed is Dense on the float32 kernel DenseWeightsTransposed (outDim, inDim): x·Wᵀ
+// by lowering.DenseMatMulTransposed outside training, the same product as graph.DotGeneral in
+// training. It panics, naming the scope, when the kernel or the biases do not fit x and outDim.
 func denseTransposed(ctx *context.Context, name string, x *graph.Node, outDim int, useBias bool) *graph.Node {
 	g := x.Graph()
 	dctx := ctx.In(name).In(DenseScope)
-	w := dctx.GetVariable(DenseWeights)
+	w := dctx.GetVariable(DenseWeightsTransposed)
 	shape := x.Shape()
 	if w == nil || shape.Rank() < 1 || shape.DType != dtypes.Float32 || !w.Shape().Equal(shapes.Make(dtypes.Float32, outDim, shape.Dim(-1))) {
-		panic(errors.Errorf("models.Dense in scope %q: input %s with %d outputs, kernel %s; accepted: float32 [..., inDim] and the kernel stored float32 (%d, inDim)",
-			dctx.Scope(), shape, outDim, variableShape(w), outDim))
+		panic(errors.Errorf("models.Dense in scope %q: input %s with %d outputs, %s %s; accepted: float32 [..., inDim] and %s float32 (%d, inDim)",
+			dctx.Scope(), shape, outDim, DenseWeightsTransposed, variableShape(w), DenseWeightsTransposed, outDim))
 	}
 	flat, wv := flatRows(x), w.ValueGraph(g)
 	if ctx.IsTraining(g) {
@@ -76,12 +81,14 @@ func denseProduct(ctx *context.Context, name string, x *graph.Node, outDim int, 
 	return y
 }
 
-// DenseScope and DenseWeights are where Dense keeps a kernel: variable DenseWeights in
-// ctx.In(name).In(DenseScope); DenseBiases likewise.
+// DenseScope and DenseWeights are where Dense keeps a kernel: variable DenseWeights (inDim,
+// outDim) in ctx.In(name).In(DenseScope), or DenseWeightsTransposed (outDim, inDim) for a kernel
+// stored as PyTorch and GGUF files store a linear weight; DenseBiases likewise.
 const (
-	DenseScope   = "dense"
-	DenseWeights = "weights"
-	DenseBiases  = "biases"
+	DenseScope             = "dense"
+	DenseWeights           = "weights"
+	DenseWeightsTransposed = "weights_t"
+	DenseBiases            = "biases"
 )
 
 // Variable is one value a loader stores in a context: scope (absolute, e.g. "/layer_0/attn_q/dense"),

@@ -40,9 +40,10 @@ import (
 // Linear.weight, and computes x·Wᵀ: NF4 blocks run along in, as bitsandbytes' quantize_4bit of a
 // Linear weight, and int8 keeps one scale per output channel (the usual weight-only int8);
 // binary and ternary pack along out, so outDim must be a multiple of 4, with a scale per input
-// channel. A float kernel (Skip) in qlayers.OutIn is stored transposed and multiplied by
-// lowering.DenseMatMulTransposed, whose one-row products read each stored row as one stream: on
-// CPU the faster layout for decoding.
+// channel. A float kernel (Skip) in qlayers.OutIn is stored transposed (the variable
+// DenseWeightsTransposed, which Dense reads) and multiplied by lowering.DenseMatMulTransposed,
+// whose one-row products read each stored row as one stream: on CPU the faster layout for
+// decoding.
 type Rule struct {
 	Scope  string
 	Config quanta.Config
@@ -75,9 +76,7 @@ type Quantizer struct {
 	kernels map[string]*quantizedKernel // by projection scope
 	tables  map[string]*quantizedKernel // by table scope
 	fused   map[string]int              // fused projection scope -> index of its parts' rule (-1: none)
-	// transposed holds the projection scopes whose float kernel is stored (outDim, inDim).
-	transposed map[string]bool
-	entries    map[string]qlayers.ReportEntry
+	entries map[string]qlayers.ReportEntry
 }
 
 type quantizedKernel struct {
@@ -121,7 +120,7 @@ func (k *quantizedKernel) fromVariables(ctx *context.Context, g *graph.Graph, na
 // NewQuantizer returns a Quantizer for the rules, checking their patterns and configurations.
 func NewQuantizer(rules []Rule) (*Quantizer, error) {
 	q := &Quantizer{rules: rules, decided: make([]bool, len(rules)), kernels: map[string]*quantizedKernel{},
-		tables: map[string]*quantizedKernel{}, fused: map[string]int{}, transposed: map[string]bool{},
+		tables: map[string]*quantizedKernel{}, fused: map[string]int{},
 		entries: map[string]qlayers.ReportEntry{}}
 	for i, rule := range rules {
 		re, err := regexp.Compile("^(?:" + rule.Scope + ")$")
@@ -258,22 +257,15 @@ func fusable(rule Rule, outDims []int) bool {
 // Kernel is a KernelFunc: it quantizes the float32 kernel (inDim, outDim) of the projection at
 // scope as the first matching rule says (transposed first for qlayers.OutIn) and returns its
 // components as variables, finalizing the float kernel. Without a rule it returns DenseKernel's
-// variable; with a Skip rule, the float kernel in the rule's layout (DenseKernel's variable,
-// holding (outDim, inDim) for qlayers.OutIn), and with a Keep rule (the file stores the kernel
-// float) in qlayers.OutIn.
+// variable; with a Skip rule, the float kernel in the rule's layout (DenseKernel's variable, or
+// for qlayers.OutIn the kernel transposed as the variable DenseWeightsTransposed), and with a
+// Keep rule (the file stores the kernel float) in qlayers.OutIn.
 func (q *Quantizer) Kernel(scope string, kernel *tensors.Tensor) ([]Variable, error) {
 	shape := kernel.Shape()
 	entry := qlayers.ReportEntry{Scope: scope + "/" + DenseScope, Shape: shape, FloatBytes: int64(shape.Memory())}
 	rule := q.match(scope)
 	float := rule == nil || rule.Skip || rule.Keep
 	transposed := rule != nil && (rule.Keep || rule.Skip && rule.Layout == qlayers.OutIn)
-	q.mu.Lock()
-	if transposed {
-		q.transposed[scope] = true
-	} else {
-		delete(q.transposed, scope)
-	}
-	q.mu.Unlock()
 	if float && !transposed {
 		q.record(q.kernels, scope, nil, entry)
 		return DenseKernel(scope, kernel)
@@ -288,7 +280,7 @@ func (q *Quantizer) Kernel(scope string, kernel *tensors.Tensor) ([]Variable, er
 	}
 	if float {
 		q.record(q.kernels, scope, nil, entry)
-		return DenseKernel(scope, w)
+		return []Variable{{Scope: entry.Scope, Name: DenseWeightsTransposed, Value: w}}, nil
 	}
 	a, err := quanta.Quantize(w, rule.Config)
 	_ = w.FinalizeAll()
@@ -325,18 +317,14 @@ func (q *Quantizer) record(stored map[string]*quantizedKernel, scope string, k *
 }
 
 // Projection is a Projection: the projection called name in ctx, on the quantized kernel Kernel
-// stored for its scope (in its layout), or through Dense when the scope was stored float (as Dense
-// does with the kernel (outDim, inDim) and x·Wᵀ when a Skip rule stored it in qlayers.OutIn). It panics, naming the scope, when the
-// stored components are missing or do not fit the recorded format, or when x does not fit the
-// kernel.
+// stored for its scope (in its layout), or through Dense when the scope was stored float, in
+// either layout. It panics, naming the scope, when the stored components are missing or do not
+// fit the recorded format, or when x does not fit the kernel.
 func (q *Quantizer) Projection(ctx *context.Context, name string, x *graph.Node, outDim int, useBias bool) *graph.Node {
 	pctx := ctx.In(name)
 	q.mu.Lock()
-	k, transposed := q.kernels[pctx.Scope()], q.transposed[pctx.Scope()]
+	k := q.kernels[pctx.Scope()]
 	q.mu.Unlock()
-	if transposed {
-		return denseTransposed(ctx, name, x, outDim, useBias)
-	}
 	if k == nil {
 		unrecorded("models.Quantizer.Projection", pctx.In(DenseScope), componentName(0), DenseWeights, "kernel")
 		return Dense(ctx, name, x, outDim, useBias)

@@ -272,29 +272,49 @@ func catch(f func()) (err error) {
 	return nil
 }
 
-// TestQuantizerFloatLayouts: a float kernel is stored (inDim, outDim) without a rule and under a
-// Skip rule in qlayers.InOut, and transposed, (outDim, inDim), under a Skip rule in qlayers.OutIn
-// and a Keep rule (as a file stores a linear weight).
+// TestQuantizerFloatLayouts: a float kernel is stored as DenseWeights (inDim, outDim) without a
+// rule and under a Skip rule in qlayers.InOut, and transposed, DenseWeightsTransposed (outDim,
+// inDim), under a Skip rule in qlayers.OutIn and a Keep rule (as a file stores a linear weight).
+// The layout is in the variable's name, so Dense multiplies either right without the Quantizer
+// that stored it (a checkpoint read in a fresh process): W = [[1, 2], [3, 4]] (in, out) and
+// x = [1, 10] give y = x·W = [31, 42].
 func TestQuantizerFloatLayouts(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		rules []models.Rule
-		want  []int
+		want  string
+		dims  []int
 	}{
-		{"no rule", nil, []int{3, 2}},
-		{"skip in,out", []models.Rule{{Scope: ".*", Skip: true}}, []int{3, 2}},
-		{"skip out,in", []models.Rule{{Scope: ".*", Skip: true, Layout: qlayers.OutIn}}, []int{2, 3}},
-		{"keep", []models.Rule{{Scope: ".*", Keep: true}}, []int{2, 3}},
+		{"no rule", nil, models.DenseWeights, []int{2, 2}},
+		{"skip in,out", []models.Rule{{Scope: ".*", Skip: true}}, models.DenseWeights, []int{2, 2}},
+		{"skip out,in", []models.Rule{{Scope: ".*", Skip: true, Layout: qlayers.OutIn}}, models.DenseWeightsTransposed, []int{2, 2}},
+		{"keep", []models.Rule{{Scope: ".*", Keep: true}}, models.DenseWeightsTransposed, []int{2, 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := models.MustNewQuantizer(tc.rules)
-			vars, err := q.Kernel("/proj", tensors.FromValue([][]float32{{1, 2}, {3, 4}, {5, 6}}))
+			vars, err := q.Kernel("/proj", tensors.FromValue([][]float32{{1, 2}, {3, 4}}))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(vars) != 1 || vars[0].Scope != "/proj/dense" || vars[0].Name != models.DenseWeights ||
-				!slices.Equal(vars[0].Value.Shape().Dimensions, tc.want) {
-				t.Fatalf("stored %+v; want one float kernel /proj/dense/%s of dimensions %v", vars, models.DenseWeights, tc.want)
+			if len(vars) != 1 || vars[0].Scope != "/proj/dense" || vars[0].Name != tc.want ||
+				!slices.Equal(vars[0].Value.Shape().Dimensions, tc.dims) {
+				t.Fatalf("stored %+v; want one float kernel /proj/dense/%s of dimensions %v", vars, tc.want, tc.dims)
+			}
+			ctx := context.New()
+			if err := models.Store(ctx, vars); err != nil {
+				t.Fatal(err)
+			}
+			fresh := models.MustNewQuantizer(nil)
+			for _, p := range []struct {
+				name       string
+				projection models.Projection
+			}{{"storing Quantizer", q.Projection}, {"fresh Quantizer", fresh.Projection}, {"Dense", models.Dense}} {
+				y := context.MustExecOnce(testutil.Backend(t), ctx.Reuse(), func(ctx *context.Context, x *graph.Node) *graph.Node {
+					return p.projection(ctx, "proj", x, 2, false)
+				}, [][]float32{{1, 10}})
+				if got := testutil.Float64s(t, y); !slices.Equal(got, []float64{31, 42}) {
+					t.Errorf("%s: y = %v; want [31 42]", p.name, got)
+				}
 			}
 		})
 	}

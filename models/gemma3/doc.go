@@ -46,7 +46,8 @@
 // Through a models.Quantizer the kernels and the table are stored as its components
 // ("weights.q0", "embeddings.q0", ...): quantized, or the file's blocks as they are (Keep rules);
 // a float kernel under a Keep rule or a Skip rule in qlayers.OutIn (the "f32" preset, the
-// presets' head) stays "weights", transposed: [out, in]; with LoadOptions.Fuse, attn_qkv and ffn_gate_up replace the parts where the fusion is exact.
+// presets' head) is "weights_t", transposed: [out, in]; with LoadOptions.Fuse, attn_qkv and
+// ffn_gate_up replace the parts where the fusion is exact.
 //
 // # Errors
 //

@@ -41,7 +41,7 @@
 // ("weights.q0", ..., "embeddings.q0", ...), quantized or, under a Keep rule, the file's blocks
 // (a kernel [out, in] in GGUF's row order, q and k rows put back in Hugging Face's order). A float
 // kernel under a Keep rule or a Skip rule in qlayers.OutIn (the "f32" preset, the presets' head)
-// stays "weights", transposed: [out, in].
+// is "weights_t", transposed: [out, in].
 //
 // # RoPE and the q/k row order
 //
