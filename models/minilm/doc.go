@@ -21,6 +21,9 @@
 //	/layer_<i>/ffn_up/dense/{weights [Dim, FFNDim], biases}, /layer_<i>/ffn_down/dense/{weights [FFNDim, Dim], biases}
 //	/layer_<i>/{attn_norm,ffn_norm}/layer_normalization/{gain,offset} [Dim]
 //
+// A kernel kept float by a Quantizer's Skip rule in qlayers.OutIn (the "f32" preset) is
+// "weights_t" instead, transposed: [out, in].
+//
 // # Errors
 //
 // ConfigFromJSON rejects non-BERT configs, activations other than "gelu" and non-absolute
