@@ -10,6 +10,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/pkg/errors"
 	"github.com/quanta-ml/quanta/lowering"
+	"github.com/quanta-ml/quanta/qlayers"
 )
 
 // Projection computes the linear layer called name, y = x·W (+ b) over the last axis of x with
@@ -87,7 +88,7 @@ func denseProduct(ctx *context.Context, name string, x *graph.Node, outDim int, 
 const (
 	DenseScope             = "dense"
 	DenseWeights           = "weights"
-	DenseWeightsTransposed = "weights_t"
+	DenseWeightsTransposed = qlayers.TransposedWeightsName
 	DenseBiases            = "biases"
 )
 

@@ -24,6 +24,12 @@ const (
 	// WeightsName is the float kernel variable, (inputDim, outDim), as layers.Dense's.
 	WeightsName = "weights"
 
+	// TransposedWeightsName is a float kernel stored transposed, (outDim, inputDim), as PyTorch
+	// and GGUF files store a linear weight: a models.Quantizer stores a float kernel so under a
+	// Skip rule in OutIn or a Keep rule. Dense and LoRADense do not read it; they refuse a scope
+	// that holds it without WeightsName rather than create a fresh kernel beside it.
+	TransposedWeightsName = "weights_t"
+
 	// BiasesName is the bias variable, (outDim), as layers.Dense's.
 	BiasesName = "biases"
 
@@ -156,10 +162,21 @@ func unflattenRows(y *graph.Node, shape shapes.Shape) *graph.Node {
 	return graph.Reshape(y, append(shape.Clone().Dimensions[:shape.Rank()-1], y.Shape().Dim(-1))...)
 }
 
-// floatKernel returns the float kernel variable's value, creating the variable (with the context's
-// initializer) if needed, as layers.Dense.
+// floatKernel returns the float kernel variable's value (floatKernelVariable).
 func floatKernel(ctx *context.Context, g *graph.Graph, shape shapes.Shape) *graph.Node {
-	return ctx.VariableWithShape(WeightsName, shape).ValueGraph(g)
+	return floatKernelVariable("qlayers.Dense", ctx, shape).ValueGraph(g)
+}
+
+// floatKernelVariable returns the float kernel variable WeightsName, creating it (with the
+// context's initializer) if needed, as layers.Dense. It panics, naming op, when the scope holds
+// the kernel transposed (TransposedWeightsName) instead: a fresh kernel would silently take its
+// place.
+func floatKernelVariable(op string, ctx *context.Context, shape shapes.Shape) *context.Variable {
+	if t := ctx.GetVariable(TransposedWeightsName); t != nil && ctx.GetVariable(WeightsName) == nil {
+		panic(errors.Errorf("%s in scope %q: the float kernel is stored transposed, %s %s (a models.Quantizer's Skip rule in OutIn, or its Keep rule); "+
+			"accepted: %s (inputDim, outDim), as layers.Dense and a Skip rule in InOut store it", op, ctx.Scope(), TransposedWeightsName, t.Shape(), WeightsName))
+	}
+	return ctx.VariableWithShape(WeightsName, shape)
 }
 
 // storedComponents returns the quantized-kernel component variables of ctx's scope, in order.

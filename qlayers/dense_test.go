@@ -51,6 +51,16 @@ func matrix(seed, rows, cols int) [][]float32 {
 
 // floatContext returns a context holding the float kernel and biases of one Dense layer in scope
 // "/layer/dense".
+// transposedContext holds the layer's float kernel transposed, as a models.Quantizer stores it
+// under a Skip rule in OutIn, with no "weights".
+func transposedContext() *context.Context {
+	ctx := context.New()
+	layer := ctx.In("layer").In(qlayers.Scope)
+	layer.VariableWithValue(qlayers.TransposedWeightsName, matrix(1, outDim, inDim))
+	layer.VariableWithValue(qlayers.BiasesName, values(2, outDim))
+	return ctx
+}
+
 func floatContext() *context.Context {
 	ctx := context.New()
 	layer := ctx.In("layer").In(qlayers.Scope)
@@ -349,6 +359,10 @@ func TestDensePanics(t *testing.T) {
 			ctx.InAbsPath(scope).SetParam(qlayers.FormatParam, "fp4")
 			return ctx
 		}(), layer(quanta.Config{}), "is not a format"},
+		{"kernel stored transposed", transposedContext(), layer(quanta.Config{}), "qlayers.Dense in scope \"/layer/dense\": the float kernel is stored transposed, weights_t"},
+		{"kernel stored transposed, LoRA", transposedContext(), func(ctx *context.Context, x *graph.Node) *graph.Node {
+			return qlayers.LoRADense(ctx.In("layer").Checked(false), x, true, outDim, quanta.Config{}, qlayers.LoRA{Rank: 2, Alpha: 2})
+		}, "qlayers.LoRADense in scope \"/layer/dense\": the float kernel is stored transposed, weights_t"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

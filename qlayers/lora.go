@@ -124,7 +124,7 @@ func LoRADense(ctx *context.Context, x *graph.Node, useBias bool, outDim int, cf
 	case len(stored) > 0:
 		y = frozenProduct(flat, storedArray(ctx, g, stored, kernelShape, cfg), layout)
 	default:
-		kernel := ctx.VariableWithShape(WeightsName, kernelShape)
+		kernel := floatKernelVariable("qlayers.LoRADense", ctx, kernelShape)
 		kernel.SetTrainable(false)
 		y = layout.contract(flat, kernel.ValueGraph(g))
 	}
