@@ -51,20 +51,21 @@ func matrix(seed, rows, cols int) [][]float32 {
 
 // floatContext returns a context holding the float kernel and biases of one Dense layer in scope
 // "/layer/dense".
+func floatContext() *context.Context {
+	return kernelContext(qlayers.WeightsName, matrix(1, inDim, outDim))
+}
+
 // transposedContext holds the layer's float kernel transposed, as a models.Quantizer stores it
 // under a Skip rule in OutIn, with no "weights".
 func transposedContext() *context.Context {
-	ctx := context.New()
-	layer := ctx.In("layer").In(qlayers.Scope)
-	layer.VariableWithValue(qlayers.TransposedWeightsName, matrix(1, outDim, inDim))
-	layer.VariableWithValue(qlayers.BiasesName, values(2, outDim))
-	return ctx
+	return kernelContext(qlayers.TransposedWeightsName, matrix(1, outDim, inDim))
 }
 
-func floatContext() *context.Context {
+// kernelContext holds the layer's float kernel as the variable name, and its biases.
+func kernelContext(name string, kernel [][]float32) *context.Context {
 	ctx := context.New()
 	layer := ctx.In("layer").In(qlayers.Scope)
-	layer.VariableWithValue(qlayers.WeightsName, matrix(1, inDim, outDim))
+	layer.VariableWithValue(name, kernel)
 	layer.VariableWithValue(qlayers.BiasesName, values(2, outDim))
 	return ctx
 }
