@@ -98,11 +98,14 @@ bench-peer: setup ## eformer (JAX CPU) vs quanta (XLA CPU) on the same shapes: a
 # SmolLM2 speed beside llama.cpp, in one sitting: per pair, examples/smollm -bench in one format
 # (one process, so each line's peak RSS is its own), then reference/llamacpp.sh speed on the
 # llama.cpp types it is compared with (llama-cpp-python in its own virtualenv, no torch); then one
-# table. The pairs alternate the engines so that both meet the same load on a shared machine. Run
-# it on a quiet machine. A smoke run:
-#   make bench-llamacpp SPEED_PAIRS='f32:F32 nf4:Q4_1' SPEED_FLAGS='-reps 1 -bench-prompt 16 -bench-decode 8' LLAMACPP_FLAGS='--quick'
+# table. The pairs alternate the engines so that both meet the same load on a shared machine, and
+# the whole round runs SPEED_ROUNDS times: on a virtual machine one process's float32 decode can
+# differ from the next one's by a quarter, in either engine, so each row of the table is the
+# median over its processes. Run it on a quiet machine. A smoke run:
+#   make bench-llamacpp SPEED_ROUNDS=1 SPEED_PAIRS='f32:F32 nf4:Q4_1' SPEED_FLAGS='-reps 1 -bench-prompt 16 -bench-decode 8' LLAMACPP_FLAGS='--quick'
 # SPEED_PAIRS: quanta format:llama.cpp types (comma-separated; none after the colon: quanta alone).
 SPEED_PAIRS ?= f32:F32 int8:Q8_0 nf4:Q4_0,Q4_1 nf4-out:
+SPEED_ROUNDS ?= 3
 SPEED_FLAGS ?=
 # quanta's key/value cache type in the speed tables: llama.cpp's default (f16), so that both
 # engines read the same cache bytes a token.
@@ -115,12 +118,15 @@ SPEED_OUT ?= $(or $(TMPDIR),/tmp)/quanta-smollm-speed
 
 bench-llamacpp: setup ## SmolLM2 prompt and decode tokens/s: quanta per format (f32, int8, nf4, nf4-out) beside llama.cpp, one table
 	@test -x $(REFERENCE_RUN) || { echo "bench-llamacpp: $(REFERENCE_RUN) not found (the reference harness; set REFERENCE_RUN)" >&2; exit 2; }
+	@case "$(SPEED_ROUNDS)" in ''|*[!0-9]*|0*) echo "bench-llamacpp: SPEED_ROUNDS=$(SPEED_ROUNDS); accepted: a whole number from 1" >&2; exit 2;; esac
 	rm -f $(SPEED_OUT).quanta.jsonl $(SPEED_OUT).llamacpp.jsonl
-	for p in $(SPEED_PAIRS); do \
-	  $(GO) run ./examples/smollm -bench -format $${p%%:*} -cache-dtype $(BENCH_CACHE_DTYPE) $(SPEED_FLAGS) | tee -a $(SPEED_OUT).quanta.jsonl; \
-	  if [ -n "$${p#*:}" ]; then $(REFERENCE_RUN) speed --types $${p#*:} $(LLAMACPP_FLAGS) | tee -a $(SPEED_OUT).llamacpp.jsonl; fi; \
+	for r in $$(seq $(SPEED_ROUNDS)); do \
+	  for p in $(SPEED_PAIRS); do \
+	    $(GO) run ./examples/smollm -bench -format $${p%%:*} -cache-dtype $(BENCH_CACHE_DTYPE) $(SPEED_FLAGS) | tee -a $(SPEED_OUT).quanta.jsonl; \
+	    if [ -n "$${p#*:}" ]; then $(REFERENCE_RUN) speed --types $${p#*:} $(LLAMACPP_FLAGS) | tee -a $(SPEED_OUT).llamacpp.jsonl; fi; \
+	  done; \
 	done
-	$(GO) run ./examples/smollm -speed-table $(SPEED_OUT).quanta.jsonl $(SPEED_OUT).llamacpp.jsonl | tee $(SPEED_OUT).md
+	$(GO) run ./examples/smollm -speed-table -speed-pairs '$(SPEED_PAIRS)' $(SPEED_OUT).quanta.jsonl $(SPEED_OUT).llamacpp.jsonl | tee $(SPEED_OUT).md
 
 # The GGUF files as they are (-format file), quanta beside llama.cpp on the same files, file by
 # file: SmolLM2 in its shipped Q4_1 and in llama.cpp's types (make assets-quants), Gemma-3 in

@@ -39,6 +39,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,6 +85,7 @@ var (
 	flagBenchDecode = flag.Int("bench-decode", 128, "-bench: the decoding steps")
 	flagReps        = flag.Int("reps", 3, "-bench: timed repetitions (after one warm-up)")
 	flagSpeedTable  = flag.Bool("speed-table", false, "print a markdown table from the JSON lines of the files given as arguments (quanta's -bench and llamacpp_speed.py's)")
+	flagSpeedPairs  = flag.String("speed-pairs", "", "-speed-table: quanta formats and the llama.cpp types to set each against, as make bench-llamacpp's SPEED_PAIRS (\"f32:F32 nf4:Q4_0,Q4_1\"): a table of the ratios after the rates")
 	flagAnatomy     = flag.Bool("anatomy", false, "time the parts of a decoding step (projections, attention and cache, head, empty step, ...) and print a markdown table")
 )
 
@@ -93,7 +95,7 @@ func main() {
 	var err error
 	switch {
 	case *flagSpeedTable:
-		err = speedTable(flag.Args())
+		err = speedTable(flag.Args(), *flagSpeedPairs)
 	case *flagBench:
 		err = bench()
 	case *flagAnatomy:
@@ -164,6 +166,9 @@ func checkFlags() error {
 	if err := checkModeFlags(); err != nil {
 		return err
 	}
+	if _, err := speedPairs(*flagSpeedPairs); err != nil {
+		return err
+	}
 	if _, err := models.Preset(*flagFormat); err != nil { // as load reads them, before the model loads
 		return errors.WithMessage(err, "-format")
 	}
@@ -175,12 +180,12 @@ func checkFlags() error {
 }
 
 // modeFlags lists the flags each mode reads: the generation (""), -bench, -anatomy (which runs
-// both cache modes, so not -cache) and -speed-table (none: its arguments are the files).
+// both cache modes, so not -cache) and -speed-table (its arguments are the files).
 var modeFlags = map[string][]string{
 	"":            {"gguf", "format", "head", "fuse", "cache", "cache-dtype", "minwindow", "maxlen", "prompt", "chat", "system", "max"},
 	"bench":       {"gguf", "format", "head", "fuse", "cache", "cache-dtype", "minwindow", "maxlen", "bench-text", "bench-prompt", "bench-decode", "reps"},
 	"anatomy":     {"gguf", "format", "head", "fuse", "cache-dtype", "minwindow", "maxlen", "anatomy-window", "anatomy-reps", "anatomy-tokens", "anatomy-positions"},
-	"speed-table": {},
+	"speed-table": {"speed-pairs"},
 }
 
 // checkModeFlags reports the flags given that the chosen mode does not read, naming them (-bench
@@ -514,6 +519,30 @@ func bench() error {
 	return nil
 }
 
+// processRate is one table cell over the processes of a row: the median of their medians, the
+// best of their bests, and the lowest and highest median.
+type processRate struct{ median, best, low, high float64 }
+
+func processRates(runs [][2]float64) processRate {
+	medians := make([]float64, len(runs))
+	r := processRate{low: math.Inf(1), high: math.Inf(-1)}
+	for i, run := range runs {
+		medians[i] = run[0]
+		r.best = max(r.best, run[1])
+		r.low, r.high = min(r.low, run[0]), max(r.high, run[0])
+	}
+	r.median = benchsuite.MedianOf(medians)
+	return r
+}
+
+// String writes the median and the best, and with more than one process their medians' range.
+func (r processRate) String() string {
+	if r.low == r.high {
+		return fmt.Sprintf("%.1f, %.1f", r.median, r.best)
+	}
+	return fmt.Sprintf("%.1f, %.1f; %.1f-%.1f", r.median, r.best, r.low, r.high)
+}
+
 // rates returns n / median(seconds) and n / min(seconds).
 func rates(n float64, seconds []float64) (med, best float64) {
 	return n / benchsuite.MedianOf(seconds), n / slices.Min(seconds)
@@ -541,17 +570,28 @@ func fused(m models.LanguageModel) bool {
 }
 
 // speedTable prints one markdown table from JSON lines: quanta's (-bench) and llama.cpp's
-// (reference/llamacpp_speed.py, engine-less lines with a "file" field).
-func speedTable(files []string) error {
+// (reference/llamacpp_speed.py, engine-less lines with a "file" field). Lines of the same engine
+// and weights (one process each, make bench-llamacpp's SPEED_ROUNDS) make one row: each rate the
+// median of the processes' medians, the best their best, and the processes' decoding medians as a
+// range, since on a virtual machine a process's float32 decode can differ from the next one's by
+// a quarter.
+func speedTable(files []string, pairsFlag string) error {
 	if len(files) == 0 {
 		return errors.New("-speed-table needs the JSON-lines files as arguments")
 	}
-	type row struct {
-		engine, weights, rss  string
-		bytes                 int64
-		prompt, decode, after [2]float64
+	pairs, err := speedPairs(pairsFlag)
+	if err != nil {
+		return err
 	}
-	var rows []row
+	type row struct {
+		engine, weights, rss string
+		quanta               bool
+		typ                  string // quanta's format, llama.cpp's file type
+		bytes                int64
+		// prompt, decode, after: each process's median and best
+		prompt, decode, after [][2]float64
+	}
+	var rows []*row
 	var envs []string
 	var bandwidths []float64
 	for _, name := range files {
@@ -598,8 +638,15 @@ func speedTable(files []string) error {
 			if r.ReadGBs > 0 {
 				bandwidths = append(bandwidths, r.ReadGBs)
 			}
-			rows = append(rows, row{engine, weights, rss, bytes, [2]float64{r.PromptMedian, r.PromptBest}, [2]float64{r.DecodeMedian, r.DecodeBest},
-				[2]float64{r.DecodeAfterPromptMedian, r.DecodeAfterPromptBest}})
+			i := slices.IndexFunc(rows, func(o *row) bool { return o.engine == engine && o.weights == weights })
+			if i < 0 {
+				rows = append(rows, &row{engine: engine, weights: weights, rss: rss, bytes: bytes, quanta: r.Engine != "", typ: r.Type})
+				i = len(rows) - 1
+			}
+			o := rows[i]
+			o.prompt = append(o.prompt, [2]float64{r.PromptMedian, r.PromptBest})
+			o.decode = append(o.decode, [2]float64{r.DecodeMedian, r.DecodeBest})
+			o.after = append(o.after, [2]float64{r.DecodeAfterPromptMedian, r.DecodeAfterPromptBest})
 		}
 		f.Close()
 		if err := scanner.Err(); err != nil {
@@ -613,20 +660,21 @@ func speedTable(files []string) error {
 	if len(bandwidths) > 0 {
 		bw = benchsuite.MedianOf(bandwidths)
 	}
-	fmt.Println("| engine | weights | file/weight MB | prompt tok/s (median, best) | decode tok/s (median, best) | decode after the prompt | decode: weight GB/s (of the read bandwidth) | RSS after load (peak while loading), peak |")
-	fmt.Println("|---|---|---|---|---|---|---|---|")
+	fmt.Println("| engine | weights | file/weight MB | processes | prompt tok/s (median, best) | decode tok/s (median, best; processes' range) | decode after the prompt | decode: weight GB/s (of the read bandwidth) | RSS after load (peak while loading), peak |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
-		stream := float64(r.bytes) * r.decode[0] / 1e9
+		prompt, decode, after := processRates(r.prompt), processRates(r.decode), processRates(r.after)
+		stream := float64(r.bytes) * decode.median / 1e9
 		share := "—"
 		if bw > 0 {
 			share = fmt.Sprintf("%.2f", stream/bw)
 		}
-		after := "—"
-		if r.after[0] > 0 {
-			after = fmt.Sprintf("%.1f, %.1f", r.after[0], r.after[1])
+		afterText := "—"
+		if after.median > 0 {
+			afterText = after.String()
 		}
-		fmt.Printf("| %s | %s | %.1f | %.1f, %.1f | %.1f, %.1f | %s | %.1f (%s) | %s |\n", r.engine, r.weights, float64(r.bytes)/1e6,
-			r.prompt[0], r.prompt[1], r.decode[0], r.decode[1], after, stream, share, r.rss)
+		fmt.Printf("| %s | %s | %.1f | %d | %.1f, %.1f | %s | %s | %.1f (%s) | %s |\n", r.engine, r.weights, float64(r.bytes)/1e6,
+			len(r.decode), prompt.median, prompt.best, decode, afterText, stream, share, r.rss)
 	}
 	if bw > 0 {
 		fmt.Printf("\nRead bandwidth: %.1f GB/s (median of the %d measurements taken after each quanta run; a 512 MiB read with the kernels' threads). "+
@@ -636,5 +684,49 @@ func speedTable(files []string) error {
 	for _, env := range envs {
 		fmt.Printf("\nquanta's environment: %s.\n", env)
 	}
+	var ratios []string
+	for _, p := range pairs {
+		for _, q := range rows {
+			for _, l := range rows {
+				if !q.quanta || q.typ != p[0] || l.quanta || l.typ != p[1] {
+					continue
+				}
+				ratio := func(a, b [][2]float64) string {
+					qa, la := processRates(a).median, processRates(b).median
+					if qa <= 0 || la <= 0 {
+						return "—"
+					}
+					return fmt.Sprintf("%.2fx", qa/la)
+				}
+				ratios = append(ratios, fmt.Sprintf("| %s | %s | %s | %s | %s |", q.weights, l.weights,
+					ratio(q.prompt, l.prompt), ratio(q.decode, l.decode), ratio(q.after, l.after)))
+			}
+		}
+	}
+	if len(ratios) > 0 {
+		fmt.Println("\nquanta ÷ llama.cpp, the medians above:")
+		fmt.Println()
+		fmt.Println("| quanta | llama.cpp | prompt | decode | decode after the prompt |")
+		fmt.Println("|---|---|---|---|---|")
+		fmt.Println(strings.Join(ratios, "\n"))
+	}
 	return nil
+}
+
+// speedPairs reads -speed-pairs: space-separated FORMAT:TYPES, TYPES comma-separated llama.cpp
+// types (none: the format has no counterpart).
+func speedPairs(s string) ([][2]string, error) {
+	var pairs [][2]string
+	for _, f := range strings.Fields(s) {
+		format, types, ok := strings.Cut(f, ":")
+		if !ok || format == "" {
+			return nil, fmt.Errorf("-speed-pairs %q: %q; accepted: FORMAT:TYPES, space-separated (\"f32:F32 nf4:Q4_0,Q4_1\")", s, f)
+		}
+		for _, t := range strings.Split(types, ",") {
+			if t != "" {
+				pairs = append(pairs, [2]string{format, t})
+			}
+		}
+	}
+	return pairs, nil
 }

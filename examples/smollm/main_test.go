@@ -125,7 +125,7 @@ func TestSpeedTableBandwidth(t *testing.T) {
 	if err := os.WriteFile(quanta, []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := testutil.CaptureStdout(t, func() error { return speedTable([]string{quanta}) })
+	out := testutil.CaptureStdout(t, func() error { return speedTable([]string{quanta}, "") })
 	// Each row streams 3 GB/s of weights: 0.20 of the 15 GB/s median.
 	for _, want := range []string{"Read bandwidth: 15.0 GB/s (median of the 2 measurements", "| 3.0 (0.20) |"} {
 		if !strings.Contains(out, want) {
@@ -141,8 +141,66 @@ func TestSpeedTableNoRows(t *testing.T) {
 	if err := os.WriteFile(name, []byte("loading...\nsmollm: error\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := speedTable([]string{name}); err == nil || !strings.Contains(err.Error(), name) {
+	if err := speedTable([]string{name}, ""); err == nil || !strings.Contains(err.Error(), name) {
 		t.Errorf("speedTable of a file without JSON lines = %v; want an error naming it", err)
+	}
+}
+
+// TestSpeedTableProcesses: lines of the same engine and weights (one process each) make one row,
+// each rate the median of the processes' medians and the best their best, the decoding medians'
+// range beside them; -speed-pairs sets the medians of the matching rows against each other.
+func TestSpeedTableProcesses(t *testing.T) {
+	dir := t.TempDir()
+	quanta, llamacpp := filepath.Join(dir, "quanta.jsonl"), filepath.Join(dir, "llamacpp.jsonl")
+	q := `{"engine":"quanta","type":"f32","backend":"xla","weight_bytes":1000000000,"prompt_tok_s_median":1000,"prompt_tok_s_best":1010,"decode_tok_s_median":60,"decode_tok_s_best":62}
+{"engine":"quanta","type":"nf4","backend":"xla","weight_bytes":100000000,"prompt_tok_s_median":500,"prompt_tok_s_best":510,"decode_tok_s_median":200,"decode_tok_s_best":210}
+{"engine":"quanta","type":"f32","backend":"xla","weight_bytes":1000000000,"prompt_tok_s_median":1200,"prompt_tok_s_best":1300,"decode_tok_s_median":90,"decode_tok_s_best":95}
+{"engine":"quanta","type":"f32","backend":"xla","weight_bytes":1000000000,"prompt_tok_s_median":1100,"prompt_tok_s_best":1150,"decode_tok_s_median":70,"decode_tok_s_best":75}
+`
+	l := `{"file":"m.F32.gguf","type":"F32","threads":2,"file_bytes":1000000000,"prompt_tok_s_median":1000,"prompt_tok_s_best":1100,"decode_tok_s_median":80,"decode_tok_s_best":81}
+{"file":"m.F32.gguf","type":"F32","threads":2,"file_bytes":1000000000,"prompt_tok_s_median":1200,"prompt_tok_s_best":1250,"decode_tok_s_median":84,"decode_tok_s_best":88}
+`
+	for name, text := range map[string]string{quanta: q, llamacpp: l} {
+		if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := testutil.CaptureStdout(t, func() error { return speedTable([]string{quanta, llamacpp}, "f32:F32 nf4:Q4_0") })
+	for _, want := range []string{
+		"| quanta (xla) | f32 | 1000.0 | 3 | 1100.0, 1300.0 | 70.0, 95.0; 60.0-90.0 |",
+		"| quanta (xla) | nf4 | 100.0 | 1 | 500.0, 510.0 | 200.0, 210.0 |",
+		"| llama.cpp (2 threads) | F32 | 1000.0 | 2 | 1100.0, 1250.0 | 82.0, 88.0; 80.0-84.0 |",
+		"| f32 | F32 | 1.00x | 0.85x | — |", // 70 / 82; no decoding after the prompt in either
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("speed table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "Q4_0 |") { // no llama.cpp row of that type: no ratio
+		t.Errorf("speed table sets nf4 against a Q4_0 it was not given:\n%s", out)
+	}
+}
+
+// TestSpeedPairs: -speed-pairs as make bench-llamacpp's SPEED_PAIRS writes it; a pair without
+// its colon or format is refused, naming it.
+func TestSpeedPairs(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want [][2]string
+		bad  string
+	}{
+		{in: ""},
+		{in: "f32:F32 int8:Q8_0 nf4:Q4_0,Q4_1 nf4-out:", want: [][2]string{{"f32", "F32"}, {"int8", "Q8_0"}, {"nf4", "Q4_0"}, {"nf4", "Q4_1"}}},
+		{in: "f32:F32 nf4", bad: `"nf4"`},
+		{in: ":F32", bad: `":F32"`},
+	} {
+		got, err := speedPairs(tc.in)
+		switch {
+		case tc.bad != "" && (err == nil || !strings.Contains(err.Error(), tc.bad)):
+			t.Errorf("speedPairs(%q) = %v, %v; want an error naming %s", tc.in, got, err, tc.bad)
+		case tc.bad == "" && (err != nil || !slices.Equal(got, tc.want)):
+			t.Errorf("speedPairs(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
 	}
 }
 
