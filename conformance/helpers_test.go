@@ -20,7 +20,7 @@ import (
 
 // suite is what every case check gets: the index, the backend and the running summary.
 type suite struct {
-	idx     *index
+	idx     *Index
 	backend backends.Backend
 	sum     *summary
 }
@@ -74,7 +74,7 @@ func (s *suite) differ(t *testing.T, c *Case, format string, args ...any) {
 }
 
 // report logs the summary.
-func (s *summary) report(t *testing.T, idx *index) {
+func (s *summary) report(t *testing.T, idx *Index) {
 	t.Helper()
 	var kinds []string
 	total := 0

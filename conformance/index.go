@@ -12,8 +12,8 @@ import (
 	"github.com/pkg/errors"
 )
 
-// index is testdata/index.json: the versions that produced the vectors and every case.
-type index struct {
+// Index is testdata/index.json: the versions that produced the vectors and every case.
+type Index struct {
 	// Format is the index format version (1).
 	Format int `json:"format"`
 	// Versions of eformer, jax, jaxlib, numpy, ... that produced the vectors.
@@ -67,12 +67,12 @@ type raisedError struct {
 }
 
 // LoadIndex reads dir/index.json.
-func LoadIndex(dir string) (*index, error) {
+func LoadIndex(dir string) (*Index, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "index.json"))
 	if err != nil {
 		return nil, errors.Wrap(err, "conformance.LoadIndex")
 	}
-	idx := &index{dir: dir}
+	idx := &Index{dir: dir}
 	if err := json.Unmarshal(data, idx); err != nil {
 		return nil, errors.Wrapf(err, "conformance.LoadIndex: parsing %s", filepath.Join(dir, "index.json"))
 	}
@@ -91,16 +91,16 @@ func (c *Case) decodeParams(p any) error {
 }
 
 // Input loads the input array named name.
-func (idx *index) Input(c *Case, name string) (*tensors.Tensor, error) {
+func (idx *Index) Input(c *Case, name string) (*tensors.Tensor, error) {
 	return idx.load(c, "input", c.Inputs, name)
 }
 
 // Output loads the output array named name.
-func (idx *index) Output(c *Case, name string) (*tensors.Tensor, error) {
+func (idx *Index) Output(c *Case, name string) (*tensors.Tensor, error) {
 	return idx.load(c, "output", c.Outputs, name)
 }
 
-func (idx *index) load(c *Case, role string, refs map[string]arrayRef, name string) (*tensors.Tensor, error) {
+func (idx *Index) load(c *Case, role string, refs map[string]arrayRef, name string) (*tensors.Tensor, error) {
 	ref, ok := refs[name]
 	if !ok {
 		return nil, errors.Errorf("case %s has no %s %q", c.ID, role, name)
