@@ -54,7 +54,9 @@
 // LoRADense is Dense with a frozen base and trainable rank-r adapters, y = x·W + (α/r)·(x·A)·B + b
 // (LoRA); with the base stored as "nf4-dq/64" it is QLoRA. Extra variables in the "dense" scope:
 // "lora_a" (inputDim, r), uniform in ±1/√inputDim, and "lora_b" (r, outDim), zero at first, both
-// trainable, and the parameter LoRAScaleParam (α/r). The base (stored components, or the float
+// trainable, and the parameters LoRAScaleParam (α/r) and LoRADropoutParam. While training, a
+// LoRA's Dropout (PEFT's lora_dropout) drops elements of the adapters' input x, as torch's
+// Dropout before lora_A. The base (stored components, or the float
 // kernel for full-precision LoRA) and the bias are non-trainable: an optimizer neither computes
 // their gradients nor keeps state for them, while the gradient flows through the base's fused
 // product to the layer's input.
@@ -69,7 +71,7 @@
 //     base's format, the adapters removed (MergeOptions.Requantize).
 //   - SaveAdapters and LoadAdapters write and read the adapters alone as PEFT does
 //     (adapter_model.safetensors with base_model.model.<module>.lora_A.weight [r, in] and
-//     lora_B.weight [out, r], adapter_config.json with r and lora_alpha), each file replaced
+//     lora_B.weight [out, r], adapter_config.json with r, lora_alpha and lora_dropout), each file replaced
 //     whole; AdapterOptions maps scopes to module names.
 //
 // # Errors
@@ -80,8 +82,8 @@
 // a kernel its format cannot hold (e.g. binary with inputDim not a multiple of 4), the others for
 // arrays, layouts other than InOut and OutIn, files or adapters that do not fit the layers; the
 // message names the variable or scope. An adapter file is checked before its tensors are read: r
-// from 1 to 2^31 − 1, a finite positive lora_alpha and a lora_dropout from 0 to 1 (checked, not
-// applied: LoRADense has no dropout) in adapter_config.json, each lora_A with its
+// from 1 to 2^31 − 1, a finite positive lora_alpha and a lora_dropout from 0 to 1 (recorded;
+// LoRADense drops its input as its LoRA's Dropout says) in adapter_config.json, each lora_A with its
 // lora_B and no other tensor (PEFT's modules_to_save copies, embedding adapters, DoRA magnitudes
 // and LoRA biases are refused, not skipped), float matrices of rank r (F16, BF16 and F64 are
 // converted), and a recorded format's

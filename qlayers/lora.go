@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/ml/context"
@@ -26,13 +27,16 @@ const (
 	LoRABName = "lora_b"
 	// LoRAScaleParam records α/r (LoRA.Scale()), the factor of the adapters' product (float64).
 	LoRAScaleParam = "quanta_lora_scale"
+	// LoRADropoutParam records the dropout of the adapters' input (LoRA.Dropout, float64), which
+	// SaveAdapters writes as lora_dropout; LoRADense and LoadAdapters set it.
+	LoRADropoutParam = "quanta_lora_dropout"
 	// LoRAMergedParam is true while MergeLoRA's dense merge is in place: the float kernel
 	// "weights" holds W + (α/r)·A·B, and LoRADense uses it alone.
 	LoRAMergedParam = "quanta_lora_merged"
 )
 
 // LoRA configures the low-rank adapters of LoRADense (Hu et al., 2021; QLoRA when the base is
-// NF4). It has no dropout (PEFT's lora_dropout): LoRADense trains the adapters without one.
+// NF4).
 type LoRA struct {
 	// Rank is r, the inner dimension of the adapters, from 1 to 2^31 − 1 (LoadAdapters' bound on
 	// a file's r).
@@ -42,6 +46,12 @@ type LoRA struct {
 	// RSLoRA scales by Alpha/√Rank instead (PEFT's use_rslora, rank-stabilized LoRA), the scale
 	// LoadAdapters records for such an adapter file.
 	RSLoRA bool
+	// Dropout is PEFT's lora_dropout, from 0 to 1: while the graph trains (the context's
+	// training flag, context.Context.SetTraining), each element of the adapters' input x is
+	// zeroed with this probability and the others scaled by 1/(1 − Dropout), so that
+	// y = x·W + (α/r)·(dropout(x)·A)·B, as torch's Dropout before lora_A; outside training, or at
+	// 0, the input goes in whole. At 1 the adapters add nothing while training.
+	Dropout float64
 }
 
 // Scale is α/r (α/√r with RSLoRA), the factor of the adapters' product.
@@ -56,9 +66,9 @@ func (l LoRA) Scale() float64 {
 	return alpha / float64(l.Rank)
 }
 
-// Validate returns an error for a rank outside 1 to 2^31 − 1, a negative or non-finite alpha, or
-// a Scale that is 0 or infinite as a float32 (subnormals flushed to zero, as XLA's CPU backend
-// does: the adapters would be ignored, or give NaN).
+// Validate returns an error for a rank outside 1 to 2^31 − 1, a negative or non-finite alpha, a
+// Scale that is 0 or infinite as a float32 (subnormals flushed to zero, as XLA's CPU backend
+// does: the adapters would be ignored, or give NaN), or a Dropout outside 0 to 1.
 func (l LoRA) Validate() error {
 	if l.Rank < 1 || l.Rank > fileio.MaxCount {
 		return errors.Errorf("qlayers: LoRA rank %d; accepted: 1 to %d", l.Rank, fileio.MaxCount)
@@ -73,6 +83,9 @@ func (l LoRA) Validate() error {
 	if err := fileio.CheckFloatAbove(key, l.Scale(), 0); err != nil {
 		return errors.WithMessagef(err, "qlayers: LoRA rank %d, alpha %v", l.Rank, l.Alpha)
 	}
+	if !(l.Dropout >= 0 && l.Dropout <= 1) {
+		return errors.Errorf("qlayers: LoRA dropout %v; accepted: 0 to 1 (the probability of dropping an input element)", l.Dropout)
+	}
 	return nil
 }
 
@@ -80,7 +93,8 @@ func (l LoRA) Validate() error {
 //
 //	y = x·W + (α/r)·(x·A)·B + b
 //
-// over the last axis of x, in scope ctx.In("dense") (Dense's scope and variable names). The base
+// over the last axis of x (dropout(x) in the adapters' term while training, with lora.Dropout),
+// in scope ctx.In("dense") (Dense's scope and variable names). The base
 // W is whatever the scope holds, never trained:
 //   - quantized components (from QuantizeContext, or StoreBase for a bitsandbytes weight): the
 //     implicit array's fused product (lowering's strategies, cfg.Strategy; the stored format is
@@ -184,9 +198,26 @@ func adapters(ctx *context.Context, x *graph.Node, outDim int, lora LoRA) *graph
 	a.SetTrainable(true)
 	b.SetTrainable(true)
 	ctx.SetParam(LoRAScaleParam, lora.Scale())
+	ctx.SetParam(LoRADropoutParam, lora.Dropout)
+	if lora.Dropout > 0 && ctx.IsTraining(g) {
+		x = dropout(ctx, x, lora.Dropout)
+	}
 	value := func(v *context.Variable) *graph.Node { return graph.ConvertDType(v.ValueGraph(g), dtype) }
 	delta := graph.Dot(graph.Dot(x, value(a)), value(b))
 	return graph.MulScalar(delta, lora.Scale())
+}
+
+// dropout zeroes each element of x with probability p (0 < p <= 1) and scales the others by
+// 1/(1 − p): the draws are float32 uniforms from ctx's random state, compared with p in float32
+// whatever x's dtype (a bfloat16 draw would drop by its coarse steps, not by p).
+func dropout(ctx *context.Context, x *graph.Node, p float64) *graph.Node {
+	g := x.Graph()
+	if p >= 1 {
+		return graph.ZerosLike(x)
+	}
+	u := ctx.RandomUniform(g, shapes.Make(dtypes.Float32, x.Shape().Dimensions...))
+	kept := graph.GreaterOrEqual(u, graph.Scalar(g, dtypes.Float32, p))
+	return graph.Where(kept, graph.MulScalar(x, 1/(1-p)), graph.ZerosLike(x))
 }
 
 // merged reports whether a dense merge is in place in ctx's scope.

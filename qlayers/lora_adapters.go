@@ -79,10 +79,11 @@ type adapterConfig struct {
 // as PEFT's save_pretrained does: adapter_model.safetensors with, per layer,
 // "base_model.model.<module>.lora_A.weight" (float32 [rank, inputDim], Aᵀ) and
 // "...lora_B.weight" (float32 [outDim, rank], Bᵀ), and adapter_config.json (peft_type "LORA", r,
-// lora_alpha = scale·r, target_modules, bias "none"). Every layer must share the rank and scale.
+// lora_alpha = scale·r, lora_dropout, target_modules, bias "none"). Every layer must share the
+// rank, the scale and the dropout (LoRADropoutParam; 0 where a layer has none recorded).
 // Each file is replaced whole (written to a temporary file, synced, renamed): an interrupted save
 // leaves the old file or the new one, never part of one. It returns an error, writing nothing, for
-// a nil context, when ctx holds no adapters, when they differ in rank or scale, or when
+// a nil context, when ctx holds no adapters, when they differ in rank, scale or dropout, or when
 // opts.ModuleName gives two of their layers one name.
 func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 	if ctx == nil {
@@ -95,13 +96,17 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 	if len(layers) == 0 {
 		return errors.New("qlayers.SaveAdapters: the context holds no LoRA adapters")
 	}
-	rank, scale := layers[0].a.Shape().Dim(1), layers[0].scale
+	rank, scale, dropout := layers[0].a.Shape().Dim(1), layers[0].scale, layers[0].dropout
 	var list []safetensors.Tensor
 	var modules []string
 	for _, l := range layers {
 		if r := l.a.Shape().Dim(1); r != rank || l.scale != scale {
 			return errors.Errorf("qlayers.SaveAdapters: scope %q has rank %d and scale %v, scope %q rank %d and scale %v; "+
 				"accepted: one rank and scale for all layers", l.layer, r, l.scale, layers[0].layer, rank, scale)
+		}
+		if l.dropout != dropout {
+			return errors.Errorf("qlayers.SaveAdapters: scope %q has %s %v, scope %q %v; accepted: one dropout for all "+
+				"layers (%s holds one lora_dropout)", l.layer, LoRADropoutParam, l.dropout, layers[0].layer, dropout, AdapterConfigFile)
 		}
 		module := opts.moduleName(l.layer)
 		if i := slices.Index(modules, module); i >= 0 {
@@ -127,7 +132,7 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 			list = append(list, st)
 		}
 	}
-	config, err := json.MarshalIndent(adapterConfig{PEFTType: "LORA", R: rank, LoRAAlpha: scale * float64(rank), Bias: "none",
+	config, err := json.MarshalIndent(adapterConfig{PEFTType: "LORA", R: rank, LoRAAlpha: scale * float64(rank), LoRADropout: dropout, Bias: "none",
 		TargetModules: modules, InitWeights: true}, "", "  ")
 	if err != nil {
 		return errors.Wrap(err, "qlayers.SaveAdapters")
@@ -148,8 +153,8 @@ func SaveAdapters(ctx *context.Context, dir string, opts AdapterOptions) error {
 // LoadAdapters reads the adapters SaveAdapters (or PEFT) wrote in dir into ctx: for each module
 // of the file, the LoRA layer whose scope opts names so gets A and B (trainable; created if
 // missing) and the scale lora_alpha/r (lora_alpha/√r with use_rslora, PEFT's rank-stabilized
-// LoRA: LoRADense then takes a LoRA with RSLoRA set); lora_dropout, a training setting, is checked
-// but not applied: LoRADense, training the loaded adapters further too, has no dropout;
+// LoRA: LoRADense then takes a LoRA with RSLoRA set) and lora_dropout (LoRADropoutParam, which
+// SaveAdapters writes back; the dropout LoRADense applies is its LoRA's, a training setting);
 // target_modules and init_lora_weights are not read (the adapters of a method that rewrites the
 // base, PEFT's "pissa", "olora", "corda" or "loftq", need that base in ctx). A layer is
 // a scope holding a base kernel ("weights" or quantized components) in its "dense" sub-scope. Adapters saved as F16, BF16 or F64 are
@@ -201,9 +206,9 @@ func loadAdapters(ctx *context.Context, configText []byte, f *safetensors.File, 
 	if a := config.LoRAAlpha; !(a > 0) || math.IsInf(a, 0) {
 		return errors.Errorf("%s: lora_alpha = %g; accepted: a finite number above 0", AdapterConfigFile, a)
 	}
-	// lora_dropout is a training setting (PEFT drops the adapters' input while training): not
-	// applied here, LoRADense having no dropout, but a value torch's Dropout refuses is a broken
-	// config.
+	// lora_dropout is a training setting (PEFT drops the adapters' input while training): recorded
+	// for SaveAdapters, applied by LoRADense as its LoRA says; a value torch's Dropout refuses is a
+	// broken config.
 	if d := config.LoRADropout; !(d >= 0 && d <= 1) {
 		return errors.Errorf("%s: lora_dropout = %g; accepted: 0 to 1 (a dropout probability)", AdapterConfigFile, d)
 	}
@@ -372,6 +377,7 @@ func loadAdapters(ctx *context.Context, configText []byte, f *safetensors.File, 
 			}
 		}
 		p.dense.SetParam(LoRAScaleParam, scale)
+		p.dense.SetParam(LoRADropoutParam, config.LoRADropout)
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ type loraLayer struct {
 	layer         string           // the layer's scope (dense's parent)
 	a, b          *context.Variable
 	scale         float64
+	dropout       float64 // LoRADropoutParam, 0 where none is recorded
 	inDim, outDim int
 	layout        KernelLayout
 }
@@ -46,12 +47,19 @@ func loraLayers(ctx *context.Context) ([]loraLayer, error) {
 			return nil, errors.Errorf("scope %q: parameter %s=%v; accepted: a float64, which LoRADense and LoadAdapters set",
 				v.Scope(), LoRAScaleParam, s)
 		}
+		dropout := 0.0
+		if d, found := dense.GetParam(LoRADropoutParam); found {
+			if dropout, ok = d.(float64); !ok || !(dropout >= 0 && dropout <= 1) {
+				return nil, errors.Errorf("scope %q: parameter %s=%v; accepted: a float64 from 0 to 1, which LoRADense and "+
+					"LoadAdapters set", v.Scope(), LoRADropoutParam, d)
+			}
+		}
 		layout, err := storedLayout(dense)
 		if err != nil {
 			return nil, err
 		}
 		layer := strings.TrimSuffix(v.Scope(), "/"+Scope)
-		out = append(out, loraLayer{dense: dense, layer: layer, a: v, b: b, scale: scale, inDim: v.Shape().Dim(0),
+		out = append(out, loraLayer{dense: dense, layer: layer, a: v, b: b, scale: scale, dropout: dropout, inDim: v.Shape().Dim(0),
 			outDim: b.Shape().Dim(1), layout: layout})
 	}
 	slices.SortFunc(out, func(x, y loraLayer) int { return strings.Compare(x.layer, y.layer) })

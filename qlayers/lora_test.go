@@ -643,8 +643,8 @@ func TestAdaptersLargeAlphaRoundTrip(t *testing.T) {
 }
 
 // TestLoRAValidate: a rank outside 1 to 2^31 − 1 (one whose adapters' sizes overflow made XLA
-// abort the process), a negative or non-finite alpha and a scale that is 0 or infinite as float32
-// are errors naming the key, from Validate and as LoRADense's panic.
+// abort the process), a negative or non-finite alpha, a scale that is 0 or infinite as float32
+// and a dropout outside 0 to 1 are errors naming the key, from Validate and as LoRADense's panic.
 func TestLoRAValidate(t *testing.T) {
 	backend := testutil.Backend(t)
 	for _, c := range []struct {
@@ -663,6 +663,10 @@ func TestLoRAValidate(t *testing.T) {
 		{qlayers.LoRA{Rank: 4, Alpha: 4e-38}, "scale alpha/rank = 1e-38, 0 as float32"},
 		{qlayers.LoRA{Rank: 4, Alpha: 2e-38, RSLoRA: true}, "scale alpha/√rank (RSLoRA) = 1e-38, 0 as float32"},
 		{qlayers.LoRA{Rank: 1, Alpha: 1e300}, "scale alpha/rank = 1e+300, +Inf as float32"},
+		{qlayers.LoRA{Rank: 4, Dropout: 1}, ""},
+		{qlayers.LoRA{Rank: 4, Dropout: -0.1}, "dropout -0.1"},
+		{qlayers.LoRA{Rank: 4, Dropout: 1.5}, "dropout 1.5"},
+		{qlayers.LoRA{Rank: 4, Dropout: math.NaN()}, "dropout NaN"},
 	} {
 		t.Run(fmt.Sprintf("%+v", c.lora), func(t *testing.T) {
 			if testutil.WantError(t, c.lora.Validate(), c.want) {
@@ -800,4 +804,91 @@ func TestLoRADenseRSLoRA(t *testing.T) {
 	if err != nil {
 		t.Errorf("a recorded scale one ulp from the LoRA's: %v", err)
 	}
+}
+
+// TestLoRADropout: while training, a LoRA's Dropout p zeroes each element of the adapters' input
+// with probability p and scales the others by 1/(1−p); outside training, and at p = 0, the input
+// goes in whole, and at p = 1 the adapters add nothing. A layer with a zero base whose adapters
+// sum their input (A all ones, B one, scale α/r = 2) shows it: over an input of ones its output
+// is 2·kept/(1−p), kept the elements let through, whose count is binomial (n, 1−p). The layer
+// records p for SaveAdapters.
+func TestLoRADropout(t *testing.T) {
+	backend := testutil.Backend(t)
+	const n = 4096
+	filled := func(rows, cols int, v float32) [][]float32 {
+		m := make([][]float32, rows)
+		for i := range m {
+			m[i] = make([]float32, cols)
+			for j := range m[i] {
+				m[i][j] = v
+			}
+		}
+		return m
+	}
+	for _, c := range []struct {
+		p        float64
+		training bool
+		lo, hi   float64 // the count kept, within 8 standard deviations of n·(1−p)
+	}{
+		{0, true, n, n},
+		{0.5, false, n, n},
+		{0.5, true, n/2 - 8*32, n/2 + 8*32},
+		{0.1, true, 0.9*n - 8*19.2, 0.9*n + 8*19.2},
+		{1, true, 0, 0},
+	} {
+		t.Run(fmt.Sprintf("p=%v,training=%v", c.p, c.training), func(t *testing.T) {
+			ctx := context.New()
+			dense := ctx.In("layer").In(qlayers.Scope)
+			dense.VariableWithValue(qlayers.WeightsName, filled(n, 1, 0))
+			dense.VariableWithValue(qlayers.LoRAAName, filled(n, 1, 1))
+			dense.VariableWithValue(qlayers.LoRABName, filled(1, 1, 1))
+			lora := qlayers.LoRA{Rank: 1, Alpha: 2, Dropout: c.p}
+			out := context.MustExecOnce(backend, ctx, func(ctx *context.Context, x *graph.Node) *graph.Node {
+				ctx.SetTraining(x.Graph(), c.training)
+				return qlayers.LoRADense(ctx.In("layer").Checked(false), x, false, 1, nf4DQ, lora)
+			}, filled(1, n, 1))
+			y := float64(flat(t, out)[0])
+			kept := y / 2 // y = 2·kept/(1−p) while training with 0 < p < 1
+			if c.training && c.p > 0 && c.p < 1 {
+				kept *= 1 - c.p
+			}
+			if kept < c.lo || kept > c.hi || (c.p == 0.5 && c.training && kept != math.Round(kept)) {
+				t.Errorf("output %v: %v elements kept; want a whole count from %v to %v", y, kept, c.lo, c.hi)
+			}
+			if c.p == 0.5 && c.training && kept == n {
+				t.Errorf("output %v: no element dropped", y)
+			}
+			if got, _ := dense.GetParam(qlayers.LoRADropoutParam); got != c.p {
+				t.Errorf("recorded %s = %v; want %v", qlayers.LoRADropoutParam, got, c.p)
+			}
+		})
+	}
+}
+
+// TestAdaptersDropoutRoundTrip: SaveAdapters writes the layers' recorded dropout as lora_dropout,
+// which LoadAdapters records again; layers recorded with two dropouts are refused, naming the
+// parameter, since the config holds one.
+func TestAdaptersDropoutRoundTrip(t *testing.T) {
+	ctx := loraContext(t, nf4DQ, true)
+	dense := ctx.In("layer").In(qlayers.Scope)
+	dense.SetParam(qlayers.LoRADropoutParam, 0.25)
+	dir := savedAdapters(t, ctx)
+	if config, err := os.ReadFile(filepath.Join(dir, qlayers.AdapterConfigFile)); err != nil || !strings.Contains(string(config), `"lora_dropout": 0.25`) {
+		t.Fatalf("%s: %s, %v; want lora_dropout 0.25", qlayers.AdapterConfigFile, config, err)
+	}
+	fresh := floatContext()
+	if err := qlayers.LoadAdapters(fresh, dir, qlayers.AdapterOptions{}); err != nil {
+		t.Fatalf("%+v", err)
+	}
+	if d, _ := fresh.In("layer").In(qlayers.Scope).GetParam(qlayers.LoRADropoutParam); d != 0.25 {
+		t.Errorf("loaded %s = %v; want 0.25", qlayers.LoRADropoutParam, d)
+	}
+
+	other := ctx.In("other").In(qlayers.Scope)
+	other.VariableWithValue(qlayers.WeightsName, matrix(1, inDim, outDim))
+	other.VariableWithValue(qlayers.LoRAAName, matrix(5, inDim, loraCfg.Rank))
+	other.VariableWithValue(qlayers.LoRABName, matrix(6, loraCfg.Rank, outDim))
+	other.SetParam(qlayers.LoRAScaleParam, loraCfg.Scale()) // no dropout recorded: 0
+	err := qlayers.SaveAdapters(ctx, t.TempDir(), qlayers.AdapterOptions{})
+	testutil.WantError(t, err, qlayers.LoRADropoutParam)
 }

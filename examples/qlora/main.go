@@ -14,8 +14,10 @@
 //	go run ./examples/qlora              # pre-train 1500 steps, fine-tune 800 steps per run
 //	go run ./examples/qlora -quick       # 500 + 300 steps, a shorter run
 //	go run ./examples/qlora -memory      # the memory of a QLoRA training step (see memory.go)
+//	go run ./examples/qlora -dropout 0.05 # the adapters' input dropped while training, as PEFT's lora_dropout
 //
-// Batches and initialization are seeded (-seed): a run is reproducible on one backend.
+// Batches, initialization and the dropout's draws are seeded (-seed): a run is reproducible on
+// one backend.
 package main
 
 import (
@@ -52,10 +54,11 @@ var (
 	flagHidden   = flag.Int("hidden", 512, "width of the hidden layers")
 	flagRank     = flag.Int("rank", 8, "LoRA rank")
 	flagAlpha    = flag.Float64("alpha", 16, "LoRA alpha (the adapters' product is scaled by alpha/rank)")
+	flagDropout  = flag.Float64("dropout", 0, "LoRA dropout: the probability of dropping each element of the adapters' input while training (PEFT's lora_dropout)")
 	flagPlot     = flag.String("plot", filepath.Join(os.TempDir(), "quanta_qlora_curves.png"), "PNG file for the curves; empty: none")
 	flagAdapters = flag.String("adapters", filepath.Join(os.TempDir(), "quanta_qlora_adapters"), "directory for the QLoRA adapters; empty: not saved")
 	flagData     = flag.String("data", assets.FashionMNISTDir, "directory of the Fashion-MNIST .gz files")
-	flagMemory   = flag.Bool("memory", false, "measure the memory of training steps instead (see memory.go), on its own model sized by -memory-dim and -memory-layers; the training flags (-quick, -seed, -hidden, -rank, -alpha, -plot, -adapters, -data) are refused with it")
+	flagMemory   = flag.Bool("memory", false, "measure the memory of training steps instead (see memory.go), on its own model sized by -memory-dim and -memory-layers; the training flags (-quick, -seed, -hidden, -rank, -alpha, -dropout, -plot, -adapters, -data) are refused with it")
 	flagMemMode  = flag.String("memory-mode", "", "internal: the configuration one -memory child process measures")
 )
 
@@ -102,6 +105,8 @@ func checkFlags() error {
 		return errors.Errorf("-rank %d; accepted: 1 to %d (the LoRA rank)", *flagRank, math.MaxInt32)
 	case *flagAlpha < 0 || math.IsNaN(*flagAlpha) || math.IsInf(*flagAlpha, 0):
 		return errors.Errorf("-alpha %v; accepted: 0 (meaning the rank) or a positive finite number", *flagAlpha)
+	case !(*flagDropout >= 0 && *flagDropout <= 1):
+		return errors.Errorf("-dropout %v; accepted: 0 to 1 (a probability)", *flagDropout)
 	}
 	if err := cmdflags.First(
 		cmdflags.AtLeast("-memory-dim", *flagMemDim, 1, "the width"),
@@ -151,7 +156,7 @@ func checkFlags() error {
 }
 
 // trainingFlags are the flags of the training run, which the memory measurement does not read.
-var trainingFlags = []string{"quick", "seed", "hidden", "rank", "alpha", "plot", "adapters", "data"}
+var trainingFlags = []string{"quick", "seed", "hidden", "rank", "alpha", "dropout", "plot", "adapters", "data"}
 
 func run() error {
 	start := time.Now()
@@ -194,7 +199,7 @@ func run() error {
 	fmt.Printf("base: test accuracy %.2f%% on classes 0-4 after %d steps (%s)\n", 100*oldAcc, s.pretrainSteps, since(start))
 
 	// 2. Two copies of the base: QLoRA's with its hidden kernels in NF4-DQ, LoRA's in float.
-	lora := qlayers.LoRA{Rank: *flagRank, Alpha: *flagAlpha}
+	lora := qlayers.LoRA{Rank: *flagRank, Alpha: *flagAlpha, Dropout: *flagDropout}
 	loraModel := func(ctx *context.Context, x *graph.Node) *graph.Node {
 		return mlp(ctx, x, func(ctx *context.Context, x *graph.Node, out int) *graph.Node {
 			return qlayers.LoRADense(ctx, x, true, out, nf4DQ, lora)

@@ -26,14 +26,16 @@ func TestFlagsOutOfRange(t *testing.T) {
 		{func() { *flagAlpha = math.NaN() }, "-alpha NaN"},
 		{func() { *flagAlpha = -1 }, "-alpha -1"},
 		{func() { *flagAlpha = math.Inf(1) }, "-alpha +Inf"},
+		{func() { *flagDropout = -0.5 }, "-dropout -0.5"},
+		{func() { *flagDropout = math.NaN() }, "-dropout NaN"},
 		{func() { *flagMemDim = -1 }, "-memory-dim -1"},
 		{func() { *flagMemLayers = 0 }, "-memory-layers 0"},
 		{func() { *flagMemMode = "nf4" }, `-memory-mode "nf4"`},
 	} {
 		t.Run(c.want, func(t *testing.T) {
-			hidden, rank, alpha, dim, layers, mode := *flagHidden, *flagRank, *flagAlpha, *flagMemDim, *flagMemLayers, *flagMemMode
+			hidden, rank, alpha, dropout, dim, layers, mode := *flagHidden, *flagRank, *flagAlpha, *flagDropout, *flagMemDim, *flagMemLayers, *flagMemMode
 			defer func() {
-				*flagHidden, *flagRank, *flagAlpha, *flagMemDim, *flagMemLayers, *flagMemMode = hidden, rank, alpha, dim, layers, mode
+				*flagHidden, *flagRank, *flagAlpha, *flagDropout, *flagMemDim, *flagMemLayers, *flagMemMode = hidden, rank, alpha, dropout, dim, layers, mode
 			}()
 			if err := checkFlags(); err != nil {
 				t.Fatalf("defaults: %v", err)
