@@ -28,7 +28,8 @@ const (
 	// LoRAScaleParam records α/r (LoRA.Scale()), the factor of the adapters' product (float64).
 	LoRAScaleParam = "quanta_lora_scale"
 	// LoRADropoutParam records the dropout of the adapters' input (LoRA.Dropout, float64), which
-	// SaveAdapters writes as lora_dropout; LoRADense and LoadAdapters set it.
+	// SaveAdapters writes as lora_dropout; LoadAdapters sets it, and LoRADense in a training graph
+	// (in one that does not train, only for new adapters or where none is recorded).
 	LoRADropoutParam = "quanta_lora_dropout"
 	// LoRAMergedParam is true while MergeLoRA's dense merge is in place: the float kernel
 	// "weights" holds W + (α/r)·A·B, and LoRADense uses it alone.
@@ -188,6 +189,12 @@ func adapters(ctx *context.Context, x *graph.Node, outDim int, lora LoRA) *graph
 	}
 	bound := 1 / math.Sqrt(float64(inDim))
 	a := ctx.GetVariable(LoRAAName)
+	// The recorded dropout is the one the adapters train with: a graph that does not train
+	// (evaluation, inference) records its LoRA's only for new adapters or where none is recorded.
+	_, recorded := ctx.GetParam(LoRADropoutParam)
+	if a == nil || !recorded || ctx.IsTraining(g) {
+		ctx.SetParam(LoRADropoutParam, lora.Dropout)
+	}
 	if a == nil {
 		a = ctx.WithInitializer(initializers.RandomUniformFn(ctx, -bound, bound)).VariableWithShape(LoRAAName, aShape)
 	}
@@ -198,7 +205,6 @@ func adapters(ctx *context.Context, x *graph.Node, outDim int, lora LoRA) *graph
 	a.SetTrainable(true)
 	b.SetTrainable(true)
 	ctx.SetParam(LoRAScaleParam, lora.Scale())
-	ctx.SetParam(LoRADropoutParam, lora.Dropout)
 	if lora.Dropout > 0 && ctx.IsTraining(g) {
 		x = dropout(ctx, x, lora.Dropout)
 	}

@@ -892,3 +892,33 @@ func TestAdaptersDropoutRoundTrip(t *testing.T) {
 	err := qlayers.SaveAdapters(ctx, t.TempDir(), qlayers.AdapterOptions{})
 	testutil.WantError(t, err, qlayers.LoRADropoutParam)
 }
+
+// TestAdaptersDropoutKeptByInference: the lora_dropout of loaded adapters (0.05, PEFT's usual)
+// survives a graph that does not train, built with a LoRA without dropout (evaluation), and
+// SaveAdapters writes it back; a training graph records its LoRA's dropout (0.1) instead.
+func TestAdaptersDropoutKeptByInference(t *testing.T) {
+	backend := testutil.Backend(t)
+	peft := loraContext(t, nf4DQ, false)
+	peft.In("layer").In(qlayers.Scope).SetParam(qlayers.LoRADropoutParam, 0.05)
+	ctx := quantizedContext(t, nf4DQ)
+	if err := qlayers.LoadAdapters(ctx, savedAdapters(t, peft), qlayers.AdapterOptions{}); err != nil {
+		t.Fatalf("%+v", err)
+	}
+	for _, c := range []struct {
+		training bool
+		dropout  float64
+		want     string
+	}{{false, 0, `"lora_dropout": 0.05`}, {true, 0.1, `"lora_dropout": 0.1`}, {false, 0, `"lora_dropout": 0.1`}} {
+		lora := loraCfg
+		lora.Dropout = c.dropout
+		context.MustExecOnce(backend, ctx, func(ctx *context.Context, x *graph.Node) *graph.Node {
+			ctx.SetTraining(x.Graph(), c.training)
+			return qlayers.LoRADense(ctx.In("layer").Checked(false), x, true, outDim, nf4DQ, lora)
+		}, matrix(3, batch, inDim))
+		dir := savedAdapters(t, ctx)
+		if config, err := os.ReadFile(filepath.Join(dir, qlayers.AdapterConfigFile)); err != nil || !strings.Contains(string(config), c.want) {
+			t.Errorf("after a graph with training=%v and dropout %v, %s: %s, %v; want %s", c.training, c.dropout,
+				qlayers.AdapterConfigFile, config, err, c.want)
+		}
+	}
+}
