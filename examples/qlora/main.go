@@ -225,7 +225,7 @@ func run() error {
 		return err
 	}
 
-	// 3. Fine-tune both on the new classes: same adapters at the start, same batches.
+	// 3. Fine-tune both on the new classes: same adapters at the start, same batches, same dropout masks.
 	qCurve, err := trainRun(backend, qloraCtx, loraModel, newTrain, newTest, s.finetuneSteps, s.finetuneLR, s.evalEvery, s, *flagSeed+1)
 	if err != nil {
 		return err
@@ -383,7 +383,8 @@ func cloneVariables(ctx *context.Context) (*context.Context, error) {
 	return out, nil
 }
 
-// copyAdapters gives to the layers of dst the adapters of src (so that both runs start alike).
+// copyAdapters gives to the layers of dst the adapters of src, and dst the random state of src,
+// so that both runs start alike and draw the same dropout masks (-dropout).
 func copyAdapters(src, dst *context.Context) error {
 	n := 0
 	for v := range src.IterVariables() {
@@ -407,6 +408,20 @@ func copyAdapters(src, dst *context.Context) error {
 	}
 	if n == 0 {
 		return errors.New("no adapters to copy")
+	}
+	if rng := src.GetVariableByScopeAndName(context.RootScope, context.RNGStateVariableName); rng != nil {
+		value, err := rng.Value()
+		if err != nil {
+			return err
+		}
+		clone, err := value.LocalClone()
+		if err != nil {
+			return err
+		}
+		if own := dst.GetVariableByScopeAndName(context.RootScope, context.RNGStateVariableName); own != nil {
+			return own.SetValue(clone)
+		}
+		dst.InAbsPath(context.RootScope).Checked(false).VariableWithValue(context.RNGStateVariableName, clone).SetTrainable(false)
 	}
 	return nil
 }

@@ -5,10 +5,14 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/quanta-ml/quanta/internal/testutil"
+	"github.com/quanta-ml/quanta/qlayers"
 )
 
 // TestFlagsOutOfRange: each flag out of range is an error naming it, before anything runs
@@ -132,4 +136,34 @@ func resetVisited() {
 	fs := flag.NewFlagSet(os.Args[0], flag.ContinueOnError)
 	flag.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
 	flag.CommandLine = fs
+}
+
+// TestCopyAdaptersRandomState: the LoRA run gets the QLoRA run's adapters, their scale and its
+// random state, so that with -dropout both train with the same masks.
+func TestCopyAdaptersRandomState(t *testing.T) {
+	src, dst := context.New(), context.New()
+	dense := src.In("hidden_0").In(qlayers.Scope)
+	dense.VariableWithValue(qlayers.LoRAAName, [][]float32{{1, 2}})
+	dense.VariableWithValue(qlayers.LoRABName, [][]float32{{3}, {4}})
+	dense.SetParam(qlayers.LoRAScaleParam, 2.0)
+	state := []uint64{7, 8, 9}
+	src.InAbsPath(context.RootScope).VariableWithValue(context.RNGStateVariableName, state)
+	if err := copyAdapters(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{qlayers.LoRAAName, qlayers.LoRABName} {
+		if dst.In("hidden_0").In(qlayers.Scope).GetVariable(name) == nil {
+			t.Errorf("%s not copied", name)
+		}
+	}
+	if s, _ := dst.In("hidden_0").In(qlayers.Scope).GetParam(qlayers.LoRAScaleParam); s != 2.0 {
+		t.Errorf("scale %v, want 2", s)
+	}
+	rng := dst.GetVariableByScopeAndName(context.RootScope, context.RNGStateVariableName)
+	if rng == nil {
+		t.Fatal("random state not copied")
+	}
+	if got := tensors.MustCopyFlatData[uint64](rng.MustValue()); !slices.Equal(got, state) {
+		t.Errorf("random state %v, want %v", got, state)
+	}
 }
