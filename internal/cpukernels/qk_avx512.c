@@ -843,8 +843,12 @@ static T512 void i8_nk(const qk_prod *p, int64_t n0, int64_t n1, void *scratch) 
 
 /* ================= 2-bit and 1-bit by table lookup ================= */
 
-/* The most activation rows the lookup kernels serve: their tables grow with m. */
+/* The most activation rows the lookup kernels serve: their tables grow with m. From 129 rows the
+ * 2-bit product runs faster on the generic driver (its weight decoded to float32 tiles for the
+ * FMA micro-kernel): at 256 rows 1.0-1.7x on Llama-7B's, Qwen2.5-0.5B's and SmolLM2's shapes,
+ * where the 1-bit lookups, two rows of eight signs a byte, stay ahead (docs/performance.md). */
 #define LUT_MAX_M 512
+#define LUT_MAX_M_2BIT 128
 
 /* Stored rows processed together between loads and stores of the partial sums. */
 #ifndef LUT_PG
@@ -1069,7 +1073,7 @@ const qk_ops qk_ops_avx512 = {
                            .nk = {{.nk = i8_nk, .max_m = 16, .cap_m = INT64_MAX}}},
             [QK_FMT_TB2] = {.tile = tb_tile,
                             .kn = {{.kn = tb_lut_m1, .max_m = 1, .cap_m = 1, .order = QK_ORDER_STRIDE4},
-                                   {.kn = tb_lut, .max_m = LUT_MAX_M, .cap_m = LUT_MAX_M}}},
+                                   {.kn = tb_lut, .max_m = LUT_MAX_M_2BIT, .cap_m = LUT_MAX_M}}},
             [QK_FMT_TB1] = {.tile = tb_tile,
                             .kn = {{.kn = tb_lut_m1, .max_m = 1, .cap_m = 1, .order = QK_ORDER_STRIDE4},
                                    {.kn = tb_lut, .max_m = LUT_MAX_M, .cap_m = LUT_MAX_M}}},
