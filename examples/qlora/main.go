@@ -35,6 +35,7 @@ import (
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
@@ -370,17 +371,22 @@ func cloneVariables(ctx *context.Context) (*context.Context, error) {
 		if strings.HasPrefix(v.Scope(), "/"+optimizers.AdamDefaultScope) || v.Scope() == "/" {
 			continue // optimizer state and the global step
 		}
-		value, err := v.Value()
-		if err != nil {
-			return nil, err
-		}
-		clone, err := value.LocalClone()
+		clone, err := clonedValue(v)
 		if err != nil {
 			return nil, err
 		}
 		out.InAbsPath(v.Scope()).VariableWithValue(v.Name(), clone)
 	}
 	return out, nil
+}
+
+// clonedValue returns a local copy of v's value.
+func clonedValue(v *context.Variable) (*tensors.Tensor, error) {
+	value, err := v.Value()
+	if err != nil {
+		return nil, err
+	}
+	return value.LocalClone()
 }
 
 // copyAdapters gives to the layers of dst the adapters of src, and dst the random state of src,
@@ -391,11 +397,7 @@ func copyAdapters(src, dst *context.Context) error {
 		if v.Name() != qlayers.LoRAAName && v.Name() != qlayers.LoRABName {
 			continue
 		}
-		value, err := v.Value()
-		if err != nil {
-			return err
-		}
-		clone, err := value.LocalClone()
+		clone, err := clonedValue(v)
 		if err != nil {
 			return err
 		}
@@ -410,11 +412,7 @@ func copyAdapters(src, dst *context.Context) error {
 		return errors.New("no adapters to copy")
 	}
 	if rng := src.GetVariableByScopeAndName(context.RootScope, context.RNGStateVariableName); rng != nil {
-		value, err := rng.Value()
-		if err != nil {
-			return err
-		}
-		clone, err := value.LocalClone()
+		clone, err := clonedValue(rng)
 		if err != nil {
 			return err
 		}
