@@ -422,14 +422,16 @@ func TestInt8NK(t *testing.T) { testInt8(t, false) }
 
 // ---- 2-bit and 1-bit ----
 
+// The 2- and 1-bit shapes end with rows of 4 KiB (k = 1024) over 16 rows, which the lookup
+// kernels read through a padded copy, and 2-bit past its lookups' 128 rows.
 var twoBitShapes = []shape{
 	{1, 4, 1}, {1, 32, 33}, {1, 800, 900}, {1, 16, 4200}, {1, 8, 8300}, {2, 100, 130}, {3, 64, 17}, {7, 200, 40}, {16, 64, 257},
-	{64, 40, 70}, {20, 1000, 48},
+	{64, 40, 70}, {20, 1000, 48}, {20, 1024, 48}, {136, 1024, 24},
 }
 
 var oneBitShapes = []shape{
 	{1, 8, 1}, {1, 64, 33}, {1, 800, 900}, {1, 16, 4200}, {1, 8, 8300}, {2, 104, 130}, {5, 64, 17}, {7, 200, 40}, {16, 64, 257},
-	{64, 48, 70}, {20, 1000, 48},
+	{64, 48, 70}, {20, 1000, 48}, {20, 1024, 48},
 }
 
 // twoBitValue is element (l, j) of eformer's 2-bit layout: code c = (packed[l mod q][j] >> 2(l div q)) & 3,
