@@ -691,15 +691,8 @@ func speedTable(files []string, pairsFlag string) error {
 				if !q.quanta || q.typ != p[0] || l.quanta || l.typ != p[1] {
 					continue
 				}
-				ratio := func(a, b [][2]float64) string {
-					qa, la := processRates(a).median, processRates(b).median
-					if qa <= 0 || la <= 0 {
-						return "—"
-					}
-					return fmt.Sprintf("%.2fx", qa/la)
-				}
 				ratios = append(ratios, fmt.Sprintf("| %s | %s | %s | %s | %s |", q.weights, l.weights,
-					ratio(q.prompt, l.prompt), ratio(q.decode, l.decode), ratio(q.after, l.after)))
+					ratioText(q.prompt, l.prompt), ratioText(q.decode, l.decode), ratioText(q.after, l.after)))
 			}
 		}
 	}
@@ -711,6 +704,16 @@ func speedTable(files []string, pairsFlag string) error {
 		fmt.Println(strings.Join(ratios, "\n"))
 	}
 	return nil
+}
+
+// ratioText is the median of quanta's processes over llama.cpp's, or a dash where either is
+// missing.
+func ratioText(quanta, llamacpp [][2]float64) string {
+	q, l := processRates(quanta).median, processRates(llamacpp).median
+	if q <= 0 || l <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2fx", q/l)
 }
 
 // speedPairs reads -speed-pairs: space-separated FORMAT:TYPES, TYPES comma-separated llama.cpp
